@@ -1,0 +1,1 @@
+"""Decode rounds captured into CUDA graphs, and every node counted (next issue)."""

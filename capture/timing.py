@@ -1,0 +1,91 @@
+"""Timing captured work the way `triton.testing` does: warm up, CUDA events, many trials,
+quantiles; tiny work is unrolled many times into one graph and divided.
+
+All times are microseconds as Python floats, kept at full precision.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class Quantiles:
+    median: float
+    p20: float
+    p80: float
+    trials: tuple[float, ...]
+
+    @classmethod
+    def of(cls, samples: Sequence[float]) -> Quantiles:
+        xs = sorted(samples)
+        return cls(statistics.median(xs), _quantile(xs, 0.2), _quantile(xs, 0.8), tuple(samples))
+
+
+def _quantile(xs: Sequence[float], q: float) -> float:
+    # Linear interpolation between closest ranks (numpy's default).
+    pos = q * (len(xs) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def capture_unrolled(
+    fn: Callable[[], object],
+    calls: int,
+    *,
+    pool=None,
+    warmup: int = 3,
+) -> torch.cuda.CUDAGraph:
+    """Capture `calls` back-to-back calls of `fn` into one graph (syncs the device).
+
+    Warm-up runs on a side stream first, so lazy initialization (compilation, cuBLAS
+    handles, allocator growth) never lands inside the capture."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(warmup):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, pool=pool):
+        for _ in range(calls):
+            fn()
+    torch.cuda.synchronize()
+    return graph
+
+
+def time_replays_us(
+    graphs: dict[str, torch.cuda.CUDAGraph],
+    *,
+    replays: int = 20,
+    trials: int = 30,
+    warmup: int = 5,
+) -> dict[str, list[float]]:
+    """Per-trial time of one replay of each graph, in us (syncs the device).
+
+    Each trial times `replays` back-to-back replays between two CUDA events. Trials are
+    interleaved across graphs (A B C, C B A, A B C, ...) so drift hits all alike."""
+    names = list(graphs)
+    for name in names:
+        for _ in range(warmup):
+            graphs[name].replay()
+    torch.cuda.synchronize()
+    out: dict[str, list[float]] = {n: [] for n in names}
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for t in range(trials):
+        order = names if t % 2 == 0 else names[::-1]
+        for name in order:
+            g = graphs[name]
+            start.record()
+            for _ in range(replays):
+                g.replay()
+            end.record()
+            end.synchronize()
+            out[name].append(start.elapsed_time(end) * 1e3 / replays)
+    return out

@@ -1,0 +1,24 @@
+"""The two kernels graph-harness was born from, each beside its shipped reference.
+
+`pack_scores_ids` replaces the eight-op `pack_scores_ids_shipped`; `selected_local_records`
+writes retained buffers directly where the old path allocated and copied. Both are
+select/copy/integer paths, exact by construction: kernel and reference agree bit for bit.
+"""
+
+from kernels.compaction import selected_local_records, selected_local_records_reference
+from kernels.guard import byte_range, check_no_alias, overlaps
+from kernels.launch import HAS_TRITON, add_launch_listener, remove_launch_listener
+from kernels.pack import pack_scores_ids, pack_scores_ids_shipped
+
+__all__ = [
+    "HAS_TRITON",
+    "add_launch_listener",
+    "byte_range",
+    "check_no_alias",
+    "overlaps",
+    "pack_scores_ids",
+    "pack_scores_ids_shipped",
+    "remove_launch_listener",
+    "selected_local_records",
+    "selected_local_records_reference",
+]

@@ -1,0 +1,188 @@
+"""Score/id pack: each rank's top-k candidates as (score, global id) pairs in a cursor buffer.
+
+Contract, bit for bit, for `indices`/`scores` `[rows, k]` and `out` float32 `[rows, k, 2]`:
+    out[r, j, 0]                 = scores[r, j]  if indices[r, j] >= 0 else -inf
+    out[r, j, 1].view(int32)     = int32(indices[r, j]) + int32(rank) * int32(width)
+                                   (two's-complement wrap)  if indices[r, j] >= 0 else -1
+A dead id's -1 reads as a NaN through float32: compare through int32 views. NaN scores
+keep their exact bits (both paths only select and copy them).
+
+Two implementations of one contract:
+- `pack_scores_ids_shipped`: the eight eager torch ops serving stacks ship. Per element
+  (int64 indices) they move 63 B: ge 8+1, where 1+4+4, copy 4+4, cast 8+4, add 4+4,
+  where 1+4+4, copy 4+4 (mul touches one scalar). In a CUDA graph they become about a
+  dozen kernel nodes per call (counted by `capture`, not assumed here).
+- `pack_scores_ids`: one Triton kernel: load id (8 B) and score (4 B), select, one 8-byte
+  store of the pair: 20 B per element, one node, nothing allocated.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from kernels.checks import check_rank, check_shape, check_tensor, check_width, wrap_int32
+from kernels.guard import check_no_alias
+from kernels.launch import HAS_TRITON, triton_kernel
+
+if HAS_TRITON:
+    import triton
+    import triton.language as tl
+
+    NEG_INF_BITS = tl.constexpr(-8388608)  # 0xFF800000: float32 -inf as int32
+
+
+def _check_pack_args(indices, scores, rank, width, out):
+    check_tensor("indices", indices, dtypes=(torch.int64, torch.int32), ndim=2)
+    device = indices.device
+    check_tensor("scores", scores, dtypes=(torch.float32,), ndim=2, device=device)
+    check_shape("scores", scores, tuple(indices.shape))
+    check_tensor("out", out, dtypes=(torch.float32,), ndim=3, device=device)
+    rows, k = indices.shape
+    check_shape("out", out, (rows, k, 2))
+    if out.stride(2) != 1 or (k > 1 and out.stride(1) != 2):
+        raise ValueError(
+            "out's last two dims must be contiguous (strides (..., 2, 1)), got strides "
+            f"{tuple(out.stride())}; a row stride of your choosing is fine"
+        )
+    if rows > 1 and out.stride(0) < 2 * k:
+        raise ValueError(
+            f"out's rows overlap: row stride {out.stride(0)} < 2 * k = {2 * k} elements"
+        )
+    rank = check_rank(rank, device)
+    width = check_width(width)
+    check_no_alias(
+        {"out": out},
+        {"indices": indices, "scores": scores, "rank": rank if torch.is_tensor(rank) else None},
+    )
+    return rank, width
+
+
+# --- the shipped reference: eight eager ops --------------------------------------------
+
+
+def pack_scores_ids_shipped(indices, scores, rank, width, out):
+    """The shipped pack: exactly eight eager ops (ge, where, copy, cast, mul, add, where,
+    copy). A Python-int rank is first held as a host scalar tensor, so `mul` runs on the
+    host; give a 0-d device tensor (as the captured round does) to keep it on the device."""
+    rank, width = _check_pack_args(indices, scores, rank, width, out)
+    if not torch.is_tensor(rank):
+        rank = torch.tensor(rank, dtype=torch.int32)  # host scalar, not a device op
+    live = torch.ge(indices, 0)  # 1 ge     [rows, k] bool
+    packed_scores = torch.where(live, scores, float("-inf"))  # 2 where  [rows, k] f32
+    out[..., 0].copy_(packed_scores)  # 3 copy (strided store into the pairs)
+    ids = indices.to(torch.int32)  # 4 cast   [rows, k] int32, wraps
+    offset = torch.mul(rank, width)  # 5 mul    0-d: this rank's first global id
+    gids = torch.add(ids, offset)  # 6 add    [rows, k] int32, wraps
+    gids = torch.where(live, gids, -1)  # 7 where  dead -> -1
+    out[..., 1].view(torch.int32).copy_(gids)  # 8 copy
+    return out
+
+
+# --- the fused Triton kernel -------------------------------------------------------------
+
+if HAS_TRITON:
+
+    @triton_kernel
+    def _pack_kernel(
+        idx_ptr,  # [rows, k] int64 or int32
+        score_ptr,  # [rows, k] float32
+        rank_ptr,  # 0-d integer tensor (read only when RANK_FROM_MEMORY)
+        out_ptr,  # int64 view [rows, k] when WIDE_STORE, else int32 view [rows, k, 2]
+        rank_offset,  # int32(rank) * int32(width) when the rank is a Python int
+        width,
+        k,
+        s_idx_r,
+        s_idx_c,
+        s_sc_r,
+        s_sc_c,
+        s_out_r,  # row stride of out in units of out_ptr's element
+        RANK_FROM_MEMORY: tl.constexpr,
+        WIDE_STORE: tl.constexpr,
+        BLOCK: tl.constexpr,
+    ):
+        row = tl.program_id(1).to(tl.int64)
+        cols = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = cols < k
+        idx = tl.load(idx_ptr + row * s_idx_r + cols * s_idx_c, mask=mask, other=-1)
+        score = tl.load(score_ptr + row * s_sc_r + cols * s_sc_c, mask=mask, other=0.0)
+        if RANK_FROM_MEMORY:
+            offset = tl.load(rank_ptr).to(tl.int32) * width  # int32, wraps
+        else:
+            offset = rank_offset
+        live = idx >= 0
+        # Integer selects only: a NaN score keeps its bits, a dead id becomes -1.
+        gid = tl.where(live, idx.to(tl.int32) + offset, -1)
+        sbits = tl.where(live, score.to(tl.int32, bitcast=True), NEG_INF_BITS)
+        if WIDE_STORE:
+            # One 8-byte store per element: score bits low (lower address), id high.
+            pair = (gid.to(tl.int64) << 32) | (sbits.to(tl.int64) & 0xFFFFFFFF)
+            tl.store(out_ptr + row * s_out_r + cols, pair, mask=mask)
+        else:
+            base = out_ptr + row * s_out_r + cols * 2
+            tl.store(base, sbits, mask=mask)
+            tl.store(base + 1, gid, mask=mask)
+
+
+def _pack_config(rows: int, k: int) -> tuple[int, int]:
+    """(BLOCK, num_warps). Tiny work is dispatch-bound: few programs, few warps."""
+    block = min(max(triton_next_pow2(k), 16), 1024)
+    num_warps = 1 if block <= 128 else 2 if block <= 256 else 4
+    return block, num_warps
+
+
+def triton_next_pow2(n: int) -> int:
+    return 1 << (max(n, 1) - 1).bit_length()
+
+
+def _as_pairs(out: torch.Tensor) -> torch.Tensor | None:
+    """out `[rows, k, 2]` float32 as int64 `[rows, k]` (one element a pair), when its pairs
+    are 8-byte aligned; else None."""
+    if out.data_ptr() % 8:
+        return None
+    try:
+        return out.view(torch.int64).squeeze(-1)
+    except RuntimeError:  # an odd row stride or storage offset
+        return None
+
+
+def pack_scores_ids(indices, scores, rank, width, out, *, _config=None):
+    """Fused pack: one Triton kernel writing straight into `out`, allocating nothing.
+
+    Runs compiled on CUDA tensors and under Triton's interpreter on CPU tensors; without
+    Triton, CPU tensors take the shipped eight ops (same bits)."""
+    rank, width = _check_pack_args(indices, scores, rank, width, out)
+    rows, k = indices.shape
+    if rows == 0 or k == 0:
+        return out
+    if not HAS_TRITON:
+        if indices.device.type != "cpu":
+            raise RuntimeError("pack_scores_ids needs triton for non-CPU tensors")
+        return pack_scores_ids_shipped(indices, scores, rank, width, out)
+    block, num_warps = _config or _pack_config(rows, k)
+    from_memory = torch.is_tensor(rank)
+    # The pair as one int64 needs 8-byte aligned pairs: base and row stride.
+    out_view = _as_pairs(out)
+    wide = out_view is not None
+    if not wide:
+        out_view = out.view(torch.int32)
+    _pack_kernel.launch(
+        indices.device,
+        (triton.cdiv(k, block), rows),
+        indices,
+        scores,
+        rank if from_memory else indices,  # unused pointer when the rank is an int
+        out_view,
+        0 if from_memory else wrap_int32(rank * width),
+        width,
+        k,
+        indices.stride(0),
+        indices.stride(1),
+        scores.stride(0),
+        scores.stride(1),
+        out_view.stride(0),
+        RANK_FROM_MEMORY=from_memory,
+        WIDE_STORE=wide,
+        BLOCK=block,
+        num_warps=num_warps,
+    )
+    return out

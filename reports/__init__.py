@@ -1,0 +1,1 @@
+"""Tables, files and plots of what `capture` measured (later issue)."""

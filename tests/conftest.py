@@ -1,0 +1,32 @@
+import random
+
+import pytest
+import torch
+
+HAS_CUDA = torch.cuda.is_available()
+
+
+def pytest_collection_modifyitems(config, items):
+    if HAS_CUDA:
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device (gpu marker); none here")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _seed_and_clean(request):
+    # Seed from the test id: reproducible per test, different across tests.
+    seed = hash(request.node.nodeid) % (2**31)
+    random.seed(seed)
+    torch.manual_seed(seed)
+    yield
+    if HAS_CUDA:
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+
+
+# Every kernel test runs on both: the CPU one under Triton's interpreter, the CUDA one
+# compiled. The gpu marker skips the second cleanly without CUDA.
+DEVICES = [pytest.param("cpu", id="cpu-interpreter"), pytest.param("cuda", marks=pytest.mark.gpu)]

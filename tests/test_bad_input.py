@@ -1,0 +1,220 @@
+"""Every bad input raises a clear error, and nothing is written to the outputs."""
+
+import pytest
+import torch
+
+from kernels import (
+    pack_scores_ids,
+    pack_scores_ids_shipped,
+    selected_local_records,
+    selected_local_records_reference,
+)
+from tests.conftest import DEVICES
+from tests.exact import assert_bits_equal, poison_
+
+ROWS, K = 4, 32
+
+
+def pack_case(device, **change):
+    args = dict(
+        indices=torch.randint(-5, 100, (ROWS, K), device=device),
+        scores=torch.randn(ROWS, K, device=device),
+        rank=1,
+        width=100,
+        out=poison_(torch.empty(ROWS, K, 2, device=device)),
+    )
+    args.update({k: (v(device) if callable(v) else v) for k, v in change.items()})
+    return args
+
+
+PACK_BAD = [
+    (
+        "indices float",
+        dict(indices=lambda d: torch.randn(ROWS, K, device=d)),
+        TypeError,
+        "indices must be torch.int64 or torch.int32, got torch.float32",
+    ),
+    (
+        "indices 1-d",
+        dict(indices=lambda d: torch.zeros(K, dtype=torch.int64, device=d)),
+        ValueError,
+        "indices must have 2 dims",
+    ),
+    (
+        "scores fp16",
+        dict(scores=lambda d: torch.randn(ROWS, K, device=d).half()),
+        TypeError,
+        "scores must be torch.float32",
+    ),
+    (
+        "scores shape",
+        dict(scores=lambda d: torch.randn(ROWS, K + 1, device=d)),
+        ValueError,
+        r"scores must have shape \(4, 32\)",
+    ),
+    (
+        "out shape",
+        dict(out=lambda d: poison_(torch.empty(ROWS, K, 3, device=d))),
+        ValueError,
+        r"out must have shape \(4, 32, 2\)",
+    ),
+    (
+        "out dtype",
+        dict(out=lambda d: torch.zeros(ROWS, K, 2, dtype=torch.int32, device=d)),
+        TypeError,
+        "out must be torch.float32",
+    ),
+    (
+        "out last dims strided",
+        dict(out=lambda d: poison_(torch.empty(ROWS, 2, K, device=d)).transpose(1, 2)),
+        ValueError,
+        "out's last two dims must be contiguous",
+    ),
+    (
+        "out rows overlap",
+        dict(
+            out=lambda d: poison_(torch.empty(2 * K + 8, device=d)).as_strided(
+                (ROWS, K, 2), (2, 2, 1)
+            )
+        ),
+        ValueError,
+        "rows overlap",
+    ),
+    ("rank negative", dict(rank=-1), ValueError, r"rank must be in \[0, 2\*\*31\)"),
+    ("rank too big", dict(rank=2**31), ValueError, r"rank must be in \[0, 2\*\*31\)"),
+    ("rank float", dict(rank=1.0), TypeError, "rank must be a Python int or a 0-d integer"),
+    ("rank bool", dict(rank=True), TypeError, "rank must be a Python int"),
+    (
+        "rank 1-d",
+        dict(rank=lambda d: torch.tensor([1], device=d)),
+        ValueError,
+        "rank tensor must be 0-d",
+    ),
+    (
+        "rank float tensor",
+        dict(rank=lambda d: torch.tensor(1.0, device=d)),
+        TypeError,
+        "rank tensor must have an integer dtype",
+    ),
+    ("width zero", dict(width=0), ValueError, r"width must be in \[1, 2\*\*31\)"),
+    ("width too big", dict(width=2**31), ValueError, r"width must be in \[1, 2\*\*31\)"),
+    (
+        "width tensor",
+        dict(width=lambda d: torch.tensor(5, device=d)),
+        TypeError,
+        "width must be a Python int",
+    ),
+]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("fn", [pack_scores_ids, pack_scores_ids_shipped])
+@pytest.mark.parametrize("case,change,exc,message", PACK_BAD, ids=[c[0] for c in PACK_BAD])
+def test_pack_rejects(device, fn, case, change, exc, message):
+    args = pack_case(device, **change)
+    before = args["out"].clone()
+    with pytest.raises(exc, match=message):
+        fn(**args)
+    assert_bits_equal(args["out"], before, "out after a rejected call")
+
+
+@pytest.mark.gpu
+def test_pack_rejects_mixed_devices():
+    args = pack_case("cuda", scores=lambda d: torch.randn(ROWS, K))
+    before = args["out"].clone()
+    with pytest.raises(ValueError, match="scores is on cpu; expected cuda"):
+        pack_scores_ids(**args)
+    args = pack_case("cuda", rank=lambda d: torch.tensor(1))
+    with pytest.raises(ValueError, match="rank tensor is on cpu; expected cuda"):
+        pack_scores_ids(**args)
+    assert_bits_equal(args["out"], before)
+
+
+def comp_case(device, **change):
+    args = dict(
+        ids=torch.randint(-5, 800, (ROWS, K), dtype=torch.int32, device=device),
+        rank=1,
+        width=100,
+        slot_map=None,
+        out=poison_(torch.empty(ROWS, K, dtype=torch.int32, device=device)),
+        count_out=poison_(torch.empty(ROWS, dtype=torch.int32, device=device)),
+    )
+    args.update({k: (v(device) if callable(v) else v) for k, v in change.items()})
+    return args
+
+
+COMP_BAD = [
+    (
+        "ids int64",
+        dict(ids=lambda d: torch.zeros(ROWS, K, dtype=torch.int64, device=d) + 3),
+        TypeError,
+        "ids must be torch.int32, got torch.int64",
+    ),
+    (
+        "ids 3-d",
+        dict(ids=lambda d: torch.ones(ROWS, K, 1, dtype=torch.int32, device=d)),
+        ValueError,
+        "ids must have 2 dims",
+    ),
+    (
+        "out shape",
+        dict(out=lambda d: poison_(torch.empty(ROWS, K + 1, dtype=torch.int32, device=d))),
+        ValueError,
+        r"out must have shape \(4, 32\)",
+    ),
+    (
+        "out dtype",
+        dict(out=lambda d: torch.ones(ROWS, K, dtype=torch.int64, device=d)),
+        TypeError,
+        "out must be torch.int32",
+    ),
+    (
+        "out self-overlap",
+        dict(out=lambda d: poison_(torch.empty(K, dtype=torch.int32, device=d)).expand(ROWS, K)),
+        ValueError,
+        "out's elements overlap each other",
+    ),
+    (
+        "count_out shape",
+        dict(count_out=lambda d: poison_(torch.empty(ROWS + 1, dtype=torch.int32, device=d))),
+        ValueError,
+        r"count_out must have shape \(4,\)",
+    ),
+    (
+        "count_out dtype",
+        dict(count_out=lambda d: torch.ones(ROWS, dtype=torch.int64, device=d)),
+        TypeError,
+        "count_out must be torch.int32",
+    ),
+    (
+        "slot_map length",
+        dict(slot_map=lambda d: torch.arange(99, dtype=torch.int32, device=d)),
+        ValueError,
+        r"slot_map must have shape \(100,\)",
+    ),
+    (
+        "slot_map dtype",
+        dict(slot_map=lambda d: torch.arange(100, device=d)),
+        TypeError,
+        "slot_map must be torch.int32",
+    ),
+    ("rank negative", dict(rank=-2), ValueError, r"rank must be in \[0, 2\*\*31\)"),
+    ("width zero", dict(width=0), ValueError, r"width must be in \[1, 2\*\*31\)"),
+    ("width float", dict(width=100.0), TypeError, "width must be a Python int"),
+]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("fn", [selected_local_records, selected_local_records_reference])
+@pytest.mark.parametrize("case,change,exc,message", COMP_BAD, ids=[c[0] for c in COMP_BAD])
+def test_compaction_rejects(device, fn, case, change, exc, message):
+    args = comp_case(device, **change)
+    outs = [args["out"], args["count_out"]]
+    before = [o.clone() for o in outs]
+    ids = args.pop("ids")
+    rank = args.pop("rank")
+    width = args.pop("width")
+    with pytest.raises(exc, match=message):
+        fn(ids, rank, width, **args)
+    for o, b in zip(outs, before):
+        assert_bits_equal(o, b, "an output after a rejected call")

@@ -1,0 +1,104 @@
+"""The aliasing guard compares byte ranges, never storages."""
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kernels import byte_range, overlaps, pack_scores_ids, selected_local_records
+from kernels.guard import check_no_alias
+from pools import GraphBufferPool
+from tests.conftest import DEVICES
+
+
+def touched_bytes(t: torch.Tensor) -> set[int]:
+    """Brute force: every byte address the tensor's elements occupy."""
+    if t.numel() == 0:
+        return set()
+    item = t.element_size()
+    base = t.data_ptr()
+    offsets = torch.zeros((), dtype=torch.int64)
+    for size, stride in zip(t.shape, t.stride()):
+        offsets = (offsets.unsqueeze(-1) + torch.arange(size) * stride).flatten()
+    return {base + int(o) * item + b for o in offsets.unique() for b in range(item)}
+
+
+@st.composite
+def views(draw, storage_elems=64):
+    ndim = draw(st.integers(1, 3))
+    shape = [draw(st.integers(0, 4)) for _ in range(ndim)]
+    strides = [draw(st.integers(1, 9)) for _ in range(ndim)]
+    span = sum((s - 1) * st_ for s, st_ in zip(shape, strides) if s > 0)
+    offset = draw(st.integers(0, max(0, storage_elems - 1 - span)))
+    if span + offset >= storage_elems:
+        shape = [0] * ndim
+    return tuple(shape), tuple(strides), offset
+
+
+@settings(max_examples=400, deadline=None)
+@given(a=views(), b=views(), dtypes=st.sampled_from([(4, 4), (4, 1), (1, 4), (2, 4)]))
+def test_guard_against_brute_force(a, b, dtypes):
+    # One shared storage; views of several element sizes. The guard may over-report for
+    # strided views (bounding box), never under-report; contiguous views are exact.
+    size_of = {1: torch.uint8, 2: torch.int16, 4: torch.int32}
+    storage = torch.zeros(64 * 4, dtype=torch.uint8)
+    ta = storage.view(size_of[dtypes[0]]).as_strided(a[0], a[1], a[2])
+    tb = storage.view(size_of[dtypes[1]]).as_strided(b[0], b[1], b[2])
+    truth = bool(touched_bytes(ta) & touched_bytes(tb))
+    said = overlaps(ta, tb)
+    if truth:
+        assert said, f"missed a real overlap: {a} {b}"
+    if ta.is_contiguous() and tb.is_contiguous():
+        assert said == truth
+    lo, hi = byte_range(ta)
+    assert touched_bytes(ta) <= set(range(lo, hi))
+
+
+def test_guard_rules():
+    x = torch.empty(100, dtype=torch.int32)
+    assert overlaps(x[:50], x[49:])  # partial overlap
+    assert not overlaps(x[:50], x[50:])  # adjacent, disjoint
+    assert not overlaps(x[:0], x)  # empty overlaps nothing
+    assert overlaps(x[::2], x[1::2])  # interleaved: bounding boxes meet (conservative)
+    assert not overlaps(x[:10], torch.empty(10, dtype=torch.int32))  # other storage
+    with pytest.raises(ValueError, match=r"'out' bytes \[0x[0-9a-f]+, 0x[0-9a-f]+\) overlap 'ids'"):
+        check_no_alias({"out": x[10:20]}, {"ids": x[15:30]})
+    check_no_alias({"out": x[10:20], "count_out": None}, {"ids": x[20:30]})
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_kernels_refuse_overlap(device):
+    rows, k = 4, 64
+    pool = GraphBufferPool(device, chunk_bytes=1 << 16)
+    ids = pool.carve("ids", (rows, k), torch.int32)
+    ids.copy_(torch.randint(0, 8 * 64, (rows, k), dtype=torch.int32))
+    storage = torch.empty(rows * k * 2 + 64, dtype=torch.int32, device=device)
+
+    with pytest.raises(ValueError, match="'out'.*overlap 'ids'"):  # out over ids
+        selected_local_records(ids, 1, 64, out=ids)
+    with pytest.raises(ValueError, match="'count_out'.*overlap 'out'|'out'.*overlap 'count_out'"):
+        selected_local_records(
+            ids,
+            1,
+            64,
+            out=storage[: rows * k].view(rows, k),
+            count_out=storage[rows * k - 2 : rows * k + 2],
+        )
+    with pytest.raises(ValueError, match="'out'.*overlap 'ids'"):  # partial overlap
+        selected_local_records(ids, 1, 64, out=_shifted(ids, k // 2))
+    wide = torch.randn(rows, 2 * k, device=device)
+    scores = wide[:, :k]  # strided input: row stride 2k
+    with pytest.raises(ValueError, match="'out'.*overlap 'scores'"):  # strided views
+        pack_scores_ids(ids, scores, 0, 64, wide.as_strided((rows, k, 2), (2 * k, 2, 1)))
+    pairs = torch.empty(rows, k, 2, device=device)
+    # Disjoint views of one pool chunk share a storage and must pass.
+    out = pool.carve("physical", (rows, k), torch.int32)
+    counts = pool.carve("counts", (rows,), torch.int32)
+    assert out.untyped_storage().data_ptr() == ids.untyped_storage().data_ptr()
+    selected_local_records(ids, 1, 64, out=out, count_out=counts)
+    pack_scores_ids(ids, scores, 0, 64, pairs)
+
+
+def _shifted(t: torch.Tensor, by: int) -> torch.Tensor:
+    """A view of t's storage starting `by` elements into t: a partial overlap."""
+    return t.as_strided(t.shape, t.stride(), t.storage_offset() + by)
