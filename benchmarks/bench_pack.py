@@ -20,9 +20,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from capture.timing import Quantiles, capture_unrolled, time_replays_us  # noqa: E402
-from kernels import pack_scores_ids, pack_scores_ids_shipped  # noqa: E402
-from kernels.pack import _pack_config  # noqa: E402
+from capture.timing import Quantiles, capture_unrolled, time_replays_us
+from kernels import pack_scores_ids, pack_scores_ids_shipped
+from kernels.pack import _pack_config
 
 SHAPES = [(1, 48), (8, 2048), (256, 2048)]
 WORLD, RANK = 8, 3
@@ -34,6 +34,30 @@ def inputs(rows, k, width, device):
     scores = torch.randn(rows, k, device=device)
     rank = torch.tensor(RANK, dtype=torch.int32, device=device)
     return idx, scores, rank
+
+
+def providers(idx, scores, rank, width, compiled, sweep):
+    """name -> zero-argument call writing its own output buffer; and those buffers."""
+    rows, k = idx.shape
+    fns, outs = {}, {}
+
+    def add(name, fn, **kw):
+        out = torch.empty(rows, k, 2, device=idx.device)
+        outs[name] = out
+        fns[name] = lambda: fn(idx, scores, rank, width, out, **kw)
+
+    add("shipped-eager", pack_scores_ids_shipped)
+    add("shipped-compiled", compiled)
+    add("fused", pack_scores_ids)
+    if sweep:
+        n = rows * k
+        for block in (32, 64, 128, 256, 512, 1024, 2048):
+            if block > max(32, 2 * n):
+                continue
+            for warps in (1, 2, 4, 8):
+                if warps * 32 <= block:
+                    add(f"fused[B{block},w{warps}]", pack_scores_ids, _config=(block, warps))
+    return fns, outs
 
 
 def main() -> None:
@@ -55,36 +79,15 @@ def main() -> None:
         python=platform.python_version(),
     )
     print(env)
-    compiled = torch.compile(pack_scores_ids_shipped, fullgraph=True)
+    # dynamic=False: a serving stack compiles for its fixed shapes. (With a symbolic width,
+    # Inductor in torch 2.11 computes the id in int64 and then fails to bitcast it.)
+    compiled = torch.compile(pack_scores_ids_shipped, fullgraph=True, dynamic=False)
     rows_out = []
     mempool = torch.cuda.graph_pool_handle()
     for rows, k in SHAPES:
         width = max(k, 64)
         idx, scores, rank = inputs(rows, k, width, device)
-        outs = {}
-        fns = {}
-        for name, fn in (
-            ("shipped-eager", pack_scores_ids_shipped),
-            ("shipped-compiled", compiled),
-            ("fused", pack_scores_ids),
-        ):
-            out = torch.empty(rows, k, 2, device=device)
-            outs[name] = out
-            fns[name] = lambda fn=fn, out=out: fn(idx, scores, rank, width, out)
-        if args.sweep:
-            block0 = max(16, triton.next_power_of_2(k))
-            for block in (64, 128, 256, 512, 1024, 2048):
-                if block > max(block0, 64):
-                    continue
-                for warps in (1, 2, 4, 8):
-                    if warps * 32 > block:
-                        continue
-                    out = torch.empty(rows, k, 2, device=device)
-                    name = f"fused[B{block},w{warps}]"
-                    outs[name] = out
-                    fns[name] = lambda out=out, c=(block, warps): pack_scores_ids(
-                        idx, scores, rank, width, out, _config=c
-                    )
+        fns, outs = providers(idx, scores, rank, width, compiled, args.sweep)
         graphs = {n: capture_unrolled(f, args.calls, pool=mempool) for n, f in fns.items()}
         # Every provider must have written the same bits.
         for n, g in graphs.items():

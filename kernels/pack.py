@@ -13,7 +13,8 @@ Two implementations of one contract:
   where 1+4+4, copy 4+4 (mul touches one scalar). In a CUDA graph they become about a
   dozen kernel nodes per call (counted by `capture`, not assumed here).
 - `pack_scores_ids`: one Triton kernel: load id (8 B) and score (4 B), select, one 8-byte
-  store of the pair: 20 B per element, one node, nothing allocated.
+  store of the pair: 20 B per element, one node, nothing allocated. Contiguous buffers
+  (the usual case) take a 1-D launch with few arguments; any row strides take a 2-D one.
 """
 
 from __future__ import annotations
@@ -122,12 +123,44 @@ if HAS_TRITON:
             tl.store(base, sbits, mask=mask)
             tl.store(base + 1, gid, mask=mask)
 
+    @triton_kernel
+    def _pack_flat_kernel(
+        idx_ptr,  # [n] int64 or int32: rows * k contiguous ids
+        score_ptr,  # [n] float32
+        rank_ptr,  # 0-d integer tensor (read only when RANK_FROM_MEMORY)
+        pair_ptr,  # [n] int64: out viewed as one 8-byte pair per element
+        rank_offset,  # int32(rank) * int32(width) when the rank is a Python int
+        width,
+        n,
+        RANK_FROM_MEMORY: tl.constexpr,
+        BLOCK: tl.constexpr,
+    ):
+        # The common case (contiguous inputs, contiguous out, as a gather slot is) as a
+        # 1-D launch with few arguments: at 1-3 us per call, launch overhead is the cost.
+        # Same selects as _pack_kernel; the interpreter cannot call shared @jit helpers.
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        idx = tl.load(idx_ptr + offs, mask=mask, other=-1)
+        score = tl.load(score_ptr + offs, mask=mask, other=0.0)
+        if RANK_FROM_MEMORY:
+            offset = tl.load(rank_ptr).to(tl.int32) * width  # int32, wraps
+        else:
+            offset = rank_offset
+        live = idx >= 0
+        gid = tl.where(live, idx.to(tl.int32) + offset, -1)
+        sbits = tl.where(live, score.to(tl.int32, bitcast=True), NEG_INF_BITS)
+        pair = (gid.to(tl.int64) << 32) | (sbits.to(tl.int64) & 0xFFFFFFFF)
+        tl.store(pair_ptr + offs, pair, mask=mask)
+
 
 def _pack_config(rows: int, k: int) -> tuple[int, int]:
-    """(BLOCK, num_warps). Tiny work is dispatch-bound: few programs, few warps."""
-    block = min(max(triton_next_pow2(k), 16), 1024)
-    num_warps = 1 if block <= 128 else 2 if block <= 256 else 4
-    return block, num_warps
+    """(BLOCK, num_warps), from a sweep on the H200 (BENCHMARKS.md): tiny work is
+    dispatch-bound, so one small program; otherwise 256 elements per 4-warp program."""
+    n = rows * k
+    if n <= 256:
+        block = max(triton_next_pow2(n), 32)
+        return block, 1 if block <= 64 else 2
+    return 256, 4
 
 
 def triton_next_pow2(n: int) -> int:
@@ -160,8 +193,28 @@ def pack_scores_ids(indices, scores, rank, width, out, *, _config=None):
         return pack_scores_ids_shipped(indices, scores, rank, width, out)
     block, num_warps = _config or _pack_config(rows, k)
     from_memory = torch.is_tensor(rank)
+    rank_ptr = rank if from_memory else indices  # unused pointer when the rank is an int
+    rank_offset = 0 if from_memory else wrap_int32(rank * width)
     # The pair as one int64 needs 8-byte aligned pairs: base and row stride.
     out_view = _as_pairs(out)
+    flat = out_view is not None and out_view.is_contiguous()
+    if flat and indices.is_contiguous() and scores.is_contiguous() and rows * k < 2**31:
+        n = rows * k
+        _pack_flat_kernel.launch(
+            indices.device,
+            (triton.cdiv(n, block),),
+            indices,
+            scores,
+            rank_ptr,
+            out_view,
+            rank_offset,
+            width,
+            n,
+            RANK_FROM_MEMORY=from_memory,
+            BLOCK=block,
+            num_warps=num_warps,
+        )
+        return out
     wide = out_view is not None
     if not wide:
         out_view = out.view(torch.int32)
@@ -170,9 +223,9 @@ def pack_scores_ids(indices, scores, rank, width, out, *, _config=None):
         (triton.cdiv(k, block), rows),
         indices,
         scores,
-        rank if from_memory else indices,  # unused pointer when the rank is an int
+        rank_ptr,
         out_view,
-        0 if from_memory else wrap_int32(rank * width),
+        rank_offset,
         width,
         k,
         indices.stride(0),

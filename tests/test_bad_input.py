@@ -124,7 +124,9 @@ def test_pack_rejects_mixed_devices():
     before = args["out"].clone()
     with pytest.raises(ValueError, match="scores is on cpu; expected cuda"):
         pack_scores_ids(**args)
+    assert_bits_equal(args["out"], before)
     args = pack_case("cuda", rank=lambda d: torch.tensor(1))
+    before = args["out"].clone()
     with pytest.raises(ValueError, match="rank tensor is on cpu; expected cuda"):
         pack_scores_ids(**args)
     assert_bits_equal(args["out"], before)
