@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch.utils._python_dispatch import _disable_current_modes
 
 try:
     import triton
@@ -69,7 +70,10 @@ class TritonKernel:
             # The interpreter has no warps; launch options are compile-time hints only.
             kwargs.pop("num_warps", None)
             kwargs.pop("num_stages", None)
-            self.interpreted[grid](*args, **kwargs)
+            # Its own tensor traffic (copies to numpy and back) is not the kernel's work:
+            # lift any dispatch mode (an op counter) while it runs.
+            with _disable_current_modes():
+                self.interpreted[grid](*args, **kwargs)
 
 
 def triton_kernel(fn: Callable[..., Any]) -> TritonKernel:

@@ -57,7 +57,7 @@ def _poison_(view: torch.Tensor) -> None:
     elif view.dtype == torch.bool:
         view.fill_(True)
     else:
-        view.view(torch.uint8).fill_(0xFF)
+        view.view(-1).view(torch.uint8).fill_(0xFF)
 
 
 class GraphBufferPool:

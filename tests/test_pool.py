@@ -119,8 +119,9 @@ def test_poison(device):
     h = pool.carve("h", (5,), torch.bfloat16)
     i = pool.carve("i", (5,), torch.int32)
     u = pool.carve("u", (5,), torch.uint8)
+    z = pool.carve("z", (), torch.int64)  # 0-d: a rank held on the device
     assert torch.isnan(f).all() and torch.isnan(h).all()
-    assert (i == -1).all() and (u == 255).all()
+    assert (i == -1).all() and (u == 255).all() and z.item() == -1
     quiet = GraphBufferPool(device, poison=False)
     assert quiet.carve("f", (5,), torch.float32).shape == (5,)
 

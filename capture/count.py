@@ -1,0 +1,113 @@
+"""Entry points: capture and count the built-in round, or any callable.
+
+On CUDA the work is captured into a graph and every node read back from the driver
+(source "cuda-graph"). Without CUDA the same work runs eagerly on the CPU and its
+dispatched operations are counted (source "cpu-dispatch"), never passed off as a graph.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from capture.cudagraph import read_graph
+from capture.dispatch import DispatchCounter
+from capture.export import (
+    NodeExport,
+    environment,
+    nodes_from_dispatch,
+    nodes_from_graph,
+    now,
+)
+from capture.graphs import Captured, capture_graph
+from capture.params import RoundParams
+from capture.round import DecodeRound
+from capture.scopes import Recorder, recording
+from pools import GraphBufferPool
+
+
+def default_device() -> torch.device:
+    return torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+
+
+@dataclass
+class CountedRound:
+    round: DecodeRound
+    export: NodeExport
+    captured: Captured | None  # the kept graph on CUDA; None on the CPU source
+
+
+def count_round(
+    params: RoundParams,
+    variant: str,
+    device: torch.device | str | None = None,
+    *,
+    graph_pool=None,
+) -> CountedRound:
+    """Build the round for `variant`, capture it (CUDA) or run it counting (CPU), export."""
+    device = torch.device(device) if device is not None else default_device()
+    rnd = DecodeRound(params, variant, device)
+    if device.type == "cuda":
+        captured = capture_graph(rnd.run, pool=graph_pool)
+        nodes = nodes_from_graph(read_graph(captured.graph.raw_cuda_graph()), captured.marks)
+        source = "cuda-graph"
+    else:
+        captured = None
+        nodes = _count_dispatch(rnd.run)
+        source = "cpu-dispatch"
+    export = NodeExport(
+        source=source,
+        workload="decode-round",
+        variant=variant,
+        params=params.as_dict(),
+        nodes=nodes,
+        env=environment(device),
+        created=now(),
+        rank=params.rank,
+    )
+    return CountedRound(rnd, export, captured)
+
+
+def capture_and_count(
+    fn: Callable[[], object],
+    *,
+    warmup: int = 3,
+    pool: GraphBufferPool | None = None,
+    device: torch.device | str | None = None,
+    graph_pool=None,
+) -> NodeExport:
+    """Capture any callable (a model's decode step, say) and export its nodes.
+
+    `fn` takes no arguments and must only touch static buffers (carve them from `pool`,
+    which is frozen here before capture). Use `capture.scope(step, stage)` inside it to
+    attribute nodes; unscoped nodes get step "unscoped"."""
+    device = torch.device(device) if device is not None else default_device()
+    if pool is not None:
+        pool.freeze()
+    name = getattr(fn, "__qualname__", None) or type(fn).__name__
+    if device.type == "cuda":
+        captured = capture_graph(fn, warmup=warmup, pool=graph_pool)
+        nodes = nodes_from_graph(read_graph(captured.graph.raw_cuda_graph()), captured.marks)
+        source = "cuda-graph"
+    else:
+        for _ in range(warmup):
+            fn()
+        nodes = _count_dispatch(fn)
+        source = "cpu-dispatch"
+    return NodeExport(
+        source=source,
+        workload=f"callable:{name}",
+        variant=None,
+        params=None,
+        nodes=nodes,
+        env=environment(device),
+        created=now(),
+    )
+
+
+def _count_dispatch(fn: Callable[[], object]) -> list[dict]:
+    with recording(Recorder()), DispatchCounter() as counter:
+        fn()
+    return nodes_from_dispatch(counter.records)

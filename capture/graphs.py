@@ -1,0 +1,79 @@
+"""Capturing work into a CUDA graph the way PyTorch does (torch/cuda/graphs.py): warm up
+on a side stream, share one graph memory pool, capture on a non-default stream, keep the
+graph (`keep_graph=True`) so it can be read, and record scope frontiers as it goes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from capture.cudagraph import capture_frontier
+from capture.scopes import Recorder, ScopeMark, recording
+
+
+class CaptureError(RuntimeError):
+    """Capture failed; says in which scope (stage and step) it happened."""
+
+
+@dataclass
+class Captured:
+    graph: torch.cuda.CUDAGraph  # kept: raw_cuda_graph() is readable
+    marks: list[ScopeMark]
+    stream: torch.cuda.Stream
+
+
+def capture_graph(
+    fn: Callable[[], object],
+    *,
+    warmup: int = 3,
+    pool=None,
+    stream: torch.cuda.Stream | None = None,
+) -> Captured:
+    """Warm `fn` up on a side stream, then capture one call of it (syncs the device).
+
+    A failure inside a scope raises CaptureError naming that scope; the failed capture is
+    ended and discarded, so the process can capture again."""
+    if stream is not None and stream == torch.cuda.default_stream(stream.device):
+        raise ValueError(
+            "cannot capture on the default stream (legacy default-stream semantics forbid "
+            "it); pass stream=None to use a side stream, or a torch.cuda.Stream() of yours"
+        )
+    stream = stream or torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(warmup):
+            fn()  # lazy init (compiles, handles, allocator growth) stays out of the capture
+    torch.cuda.current_stream().wait_stream(stream)
+    torch.cuda.synchronize()
+
+    graph = torch.cuda.CUDAGraph(keep_graph=True)
+    recorder = Recorder(frontier=lambda: capture_frontier(stream))
+    with torch.cuda.stream(stream):
+        graph.capture_begin(pool=pool)
+        try:
+            with recording(recorder):
+                fn()
+        except BaseException as e:
+            _abandon(graph)
+            where = recorder.failed_in.label if recorder.failed_in else "outside any scope"
+            raise CaptureError(
+                f"capture failed in {where}: {type(e).__name__}: {e}. Inside a capture, "
+                "nothing may synchronize (.item(), .cpu(), printing a CUDA tensor) or "
+                "allocate from a frozen pool; move that work before capture."
+            ) from e
+        graph.capture_end()
+    return Captured(graph, recorder.marks, stream)
+
+
+def _abandon(graph: torch.cuda.CUDAGraph) -> None:
+    # End the (invalidated) capture so the stream leaves capture mode; its error is the
+    # one we already have.
+    with contextlib.suppress(Exception):
+        graph.capture_end()
+    with contextlib.suppress(Exception):
+        graph.reset()
+    torch.cuda.synchronize()

@@ -1,0 +1,236 @@
+"""The decode round: variants agree bit for bit; nodes are counted and attributed."""
+
+import json
+
+import pytest
+import torch
+
+from capture import (
+    STEPS,
+    VARIANTS,
+    CaptureError,
+    DecodeRound,
+    ExportError,
+    NodeExport,
+    RoundParams,
+    capture_and_count,
+    count_round,
+    scope,
+    summarize,
+)
+from pools import GraphBufferPool
+from tests.exact import assert_bits_equal, poison_
+
+SMALL = RoundParams(stages=3, rows=4, k=64, world=4, rank=2, shard=256, seed=7)
+
+
+def eager_outputs(params, variant, device):
+    rnd = DecodeRound(params, variant, device)
+    for t in rnd.outputs().values():
+        poison_(t)
+    rnd.run()
+    return {k: v.clone() for k, v in rnd.outputs().items()}
+
+
+@pytest.mark.parametrize("variant", [v for v in VARIANTS if v != "shipped-compiled"])
+def test_variants_agree_on_cpu(variant):
+    expected = eager_outputs(SMALL, "shipped", "cpu")
+    got = eager_outputs(SMALL, variant, "cpu")
+    for name in expected:
+        assert_bits_equal(got[name], expected[name], name)
+    counts = torch.stack([got[f"stage{s}.counts"] for s in range(SMALL.stages)])
+    assert (counts > 0).any() and (counts < SMALL.k).all(), "a round with local records"
+    assert (got["stage0.slot"][0, :, 1].view(torch.int32) == -1).any(), "dead entries"
+
+
+def test_compiled_variant_agrees_on_cpu():
+    p = RoundParams(stages=1, rows=2, k=32, world=2, rank=1, shard=64, seed=3)
+    expected = eager_outputs(p, "shipped", "cpu")
+    got = eager_outputs(p, "shipped-compiled", "cpu")
+    for name in expected:
+        assert_bits_equal(got[name], expected[name], name)
+
+
+def test_cpu_dispatch_count_structure():
+    exports = {v: count_round(SMALL, v, "cpu").export for v in VARIANTS}
+    for v, e in exports.items():
+        assert e.source == "cpu-dispatch" and e.variant == v
+        df = e.frame()
+        assert len(df) == e.total
+        assert set(df["step"]) <= set(STEPS)  # every op of the round lies in a scope
+        per = df.groupby(["stage", "step"]).size()
+        for s in range(SMALL.stages):
+            pack = per.get((s, "pack"), 0)
+            if VARIANTS[v][0] == "fused":
+                assert (
+                    pack == 1 and (df[(df.stage == s) & (df.step == "pack")].type == "triton").all()
+                )
+            elif VARIANTS[v][0] == "compiled":
+                assert (
+                    pack == 1
+                    and (df[(df.stage == s) & (df.step == "pack")].type == "compiled").all()
+                )
+            else:
+                # the eight ops, plus the two scalar tensors torch.where wraps its scalars in
+                names = df[(df.stage == s) & (df.step == "pack")].kernel.tolist()
+                assert pack == 10, names
+                assert names.count("aten.scalar_tensor.default") == 2
+            assert per.get((s, "compaction"), 0) == 1
+            assert per.get((s, "copy"), 0) == (2 if VARIANTS[v][1] == "alloc-copy" else 0)
+            assert per.get((s, "gather"), 0) == 0
+    # shipped -> fused removes 9 pack dispatches and 2 copies per stage
+    assert exports["shipped"].total - exports["fused"].total == SMALL.stages * (9 + 2)
+    assert exports["shipped"].total - exports["direct-compaction"].total == SMALL.stages * 2
+
+
+def test_export_roundtrip_and_schema(tmp_path):
+    e = count_round(SMALL, "fused", "cpu").export
+    path = e.write_json(tmp_path / "nodes.json")
+    doc = json.loads(path.read_text())
+    assert doc["schema"] == "graph-harness/nodes" and doc["schema_version"] == 1
+    assert doc["source"] == "cpu-dispatch" and doc["params"] == SMALL.as_dict()
+    assert doc["total_nodes"] == e.total and {"torch", "triton", "device"} <= set(doc["env"])
+    back = NodeExport.read_json(path)
+    assert back.frame().equals(e.frame())
+    sums = summarize(back)
+    assert sums["per_step"]["nodes"].sum() == e.total
+    assert sums["per_stage_step"].to_numpy().sum() == e.total
+    dot = e.write_dot(tmp_path / "g.dot").read_text()
+    assert dot.startswith("digraph") and dot.count("->") >= e.total - 1
+    assert not list(tmp_path.glob(".*tmp")), "no temporary files left"
+    bad = dict(doc, schema_version=99)
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    with pytest.raises(ExportError, match="schema version 99"):
+        NodeExport.read_json(tmp_path / "bad.json")
+    (tmp_path / "junk.json").write_text("{not json")
+    with pytest.raises(ExportError, match="cannot read export"):
+        NodeExport.read_json(tmp_path / "junk.json")
+
+
+@pytest.mark.parametrize(
+    "change,message",
+    [
+        (dict(k=300), "k=300 must be <= shard=256"),
+        (dict(rank=4), r"rank must be in \[0, world=4\)"),
+        (dict(stages=0), "stages must be an int >= 1"),
+        (dict(rows=-1), "rows must be an int >= 1"),
+        (dict(world=2.0), "world must be an int >= 1"),
+        (dict(shard=2**31, k=1), "shard must be < 2\\*\\*31"),
+    ],
+)
+def test_bad_params(change, message):
+    with pytest.raises(ValueError, match=message):
+        RoundParams(**{**SMALL.as_dict(), **change})
+
+
+def test_unknown_variant():
+    with pytest.raises(ValueError, match="unknown variant 'fastest'; choose one of: shipped"):
+        DecodeRound(SMALL, "fastest", "cpu")
+
+
+def test_capture_and_count_user_callable_cpu():
+    pool = GraphBufferPool("cpu", poison=True)
+    x = pool.carve("x", (16,), torch.float32)  # [16] input
+    y = pool.carve("y", (16,), torch.float32)  # [16] output
+    x.copy_(torch.randn(16))
+
+    def step():
+        with scope("mlp"):
+            torch.mul(x, 2.0, out=y)
+            y.add_(1.0)
+        y.relu_()
+
+    e = capture_and_count(step, pool=pool, device="cpu")
+    assert pool.frozen
+    df = e.frame()
+    assert e.workload.startswith("callable:") and e.source == "cpu-dispatch"
+    assert df.groupby("step").size().to_dict() == {"mlp": 2, "unscoped": 1}
+
+
+def test_scopes_are_flat():
+    from capture.scopes import Recorder, recording
+
+    with (
+        recording(Recorder()),
+        pytest.raises(RuntimeError, match="scopes are flat"),
+        scope("a"),
+        scope("b"),
+    ):
+        pass
+
+
+# --- on the GPU ------------------------------------------------------------------
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_replay_matches_eager_and_shipped(variant):
+    # Poison the outputs, replay the captured graph, compare with the eager shipped round:
+    # proves the work was captured on the right stream and every element written.
+    expected = eager_outputs(SMALL, "shipped", "cuda")
+    counted = count_round(SMALL, variant, "cuda")
+    outs = counted.round.outputs()
+    for t in outs.values():
+        poison_(t)
+    counted.captured.graph.replay()
+    torch.cuda.synchronize()
+    for name in expected:
+        assert_bits_equal(outs[name], expected[name], f"{variant} {name}")
+    again = eager_outputs(SMALL, variant, "cuda")
+    for name in expected:
+        assert_bits_equal(again[name], expected[name], f"{variant} eager {name}")
+
+
+@pytest.mark.gpu
+def test_graph_count_is_the_drivers():
+    from cuda.bindings import runtime as rt
+
+    counted = count_round(SMALL, "shipped", "cuda")
+    e = counted.export
+    _, _, n = rt.cudaGraphGetNodes(counted.captured.graph.raw_cuda_graph())
+    assert e.source == "cuda-graph"
+    assert len(e.nodes) == n, "every node of the graph, nothing more"
+    df = e.frame()
+    assert (df["step"] != "unscoped").all(), df[df.step == "unscoped"]
+    per = df.groupby(["stage", "step"]).size()
+    for s in range(SMALL.stages):
+        assert per.get((s, "copy"), 0) == 2  # the allocating path's two copies
+        assert per.get((s, "gather"), 0) == 0
+    fused = count_round(SMALL, "fused", "cuda").export.frame()
+    fp = fused.groupby(["stage", "step"]).size()
+    for s in range(SMALL.stages):
+        assert fp.get((s, "pack")) == 1 and fp.get((s, "copy"), 0) == 0
+        pack_kernels = fused[(fused.stage == s) & (fused.step == "pack")].kernel.tolist()
+        assert pack_kernels == ["_pack_flat_kernel"]
+
+
+@pytest.mark.gpu
+def test_capture_failure_names_scope_and_recovers():
+    pool = GraphBufferPool("cuda")
+    x = pool.carve("x", (8,), torch.float32)
+    x.copy_(torch.randn(8, device="cuda"))
+
+    def bad():
+        with scope("sync", stage=3):
+            x.sum().item()
+
+    with pytest.raises(CaptureError, match="capture failed in stage3/sync"):
+        capture_and_count(bad, pool=pool, warmup=0)
+
+    def frozen():
+        with scope("alloc", stage=1):
+            pool.carve("late", (8,), torch.float32)
+
+    with pytest.raises(CaptureError, match="stage1/alloc.*PoolFrozen"):
+        capture_and_count(frozen, warmup=0)
+    # and the process can capture again
+    e = capture_and_count(lambda: x.mul_(2.0), warmup=0)
+    assert e.total == 1 and e.source == "cuda-graph"
+
+
+@pytest.mark.gpu
+def test_default_stream_refused():
+    from capture import capture_graph
+
+    with pytest.raises(ValueError, match="default stream"):
+        capture_graph(lambda: None, stream=torch.cuda.default_stream())
