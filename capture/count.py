@@ -45,10 +45,12 @@ def count_round(
     device: torch.device | str | None = None,
     *,
     graph_pool=None,
+    pdl: bool = False,
 ) -> CountedRound:
-    """Build the round for `variant`, capture it (CUDA) or run it counting (CPU), export."""
+    """Build the round for `variant`, capture it (CUDA) or run it counting (CPU), export.
+    `pdl=True` launches the harness's Triton kernels with programmatic dependent launch."""
     device = torch.device(device) if device is not None else default_device()
-    rnd = DecodeRound(params, variant, device)
+    rnd = DecodeRound(params, variant, device, pdl=pdl)
     if device.type == "cuda":
         captured = capture_graph(rnd.run, pool=graph_pool)
         nodes = nodes_from_graph(read_graph(captured.graph.raw_cuda_graph()), captured.marks)
@@ -66,6 +68,7 @@ def count_round(
         env=environment(device),
         created=now(),
         rank=params.rank,
+        options={"pdl": pdl},
     )
     return CountedRound(rnd, export, captured)
 

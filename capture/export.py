@@ -43,6 +43,7 @@ class NodeExport:
     env: dict[str, Any] = field(default_factory=dict)
     created: str = ""
     rank: int | None = None
+    options: dict[str, Any] = field(default_factory=dict)  # e.g. {"pdl": True}
 
     @property
     def total(self) -> int:
@@ -67,6 +68,7 @@ class NodeExport:
             "variant": self.variant,
             "params": self.params,
             "rank": self.rank,
+            "options": self.options,
             "env": self.env,
             "created": self.created,
             "total_nodes": self.total,
@@ -113,6 +115,7 @@ class NodeExport:
             env=doc.get("env", {}),
             created=doc.get("created", ""),
             rank=doc.get("rank"),
+            options=doc.get("options", {}),
         )
 
     @classmethod

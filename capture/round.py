@@ -69,9 +69,11 @@ class DecodeRound:
         device: torch.device | str,
         *,
         pool: GraphBufferPool | None = None,
+        pdl: bool = False,
     ) -> None:
         self.params = params
         self.variant = variant
+        self.pdl = bool(pdl)  # launch the Triton kernels with programmatic dependent launch
         self.pack_kind, self.compaction_kind = check_variant(variant)
         self.device = torch.device(device)
         p = params
@@ -97,7 +99,9 @@ class DecodeRound:
             compiled = compiled_shipped_pack()
             self._pack = lambda *a: counted_compiled_call("pack_scores_ids_shipped", compiled, *a)
         else:
-            self._pack = pack_scores_ids if self.pack_kind == "fused" else pack_scores_ids_shipped
+            self._pack = pack_scores_ids_shipped
+            if self.pack_kind == "fused":
+                self._pack = lambda *a: pack_scores_ids(*a, pdl=self.pdl)
 
     def _fill_inputs(self) -> None:
         """Static inputs: this rank's scores, and the other ranks' packed slots (packed
@@ -140,11 +144,16 @@ class DecodeRound:
         if self.compaction_kind == "direct":
             with scope("compaction", s):
                 selected_local_records(
-                    ids, self.rank, p.shard, out=self.physical[s], count_out=self.counts[s]
+                    ids,
+                    self.rank,
+                    p.shard,
+                    out=self.physical[s],
+                    count_out=self.counts[s],
+                    pdl=self.pdl,
                 )
         else:
             with scope("compaction", s):
-                physical, counts = selected_local_records(ids, self.rank, p.shard)
+                physical, counts = selected_local_records(ids, self.rank, p.shard, pdl=self.pdl)
             with scope("copy", s):
                 self.physical[s].copy_(physical)
                 self.counts[s].copy_(counts)

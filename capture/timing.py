@@ -40,6 +40,7 @@ def capture_unrolled(
     *,
     pool=None,
     warmup: int = 3,
+    keep_graph: bool = False,
 ) -> torch.cuda.CUDAGraph:
     """Capture `calls` back-to-back calls of `fn` into one graph (syncs the device).
 
@@ -52,7 +53,7 @@ def capture_unrolled(
             fn()
     torch.cuda.current_stream().wait_stream(side)
     torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
+    graph = torch.cuda.CUDAGraph(keep_graph=keep_graph)  # kept: its nodes can be read
     with torch.cuda.graph(graph, pool=pool):
         for _ in range(calls):
             fn()

@@ -134,8 +134,12 @@ if HAS_TRITON:
         BLOCK: tl.constexpr,
         NUM_BLOCKS: tl.constexpr,  # cdiv(K, BLOCK): a constant trip count (the interpreter
         # under numpy >= 2.4 cannot take a runtime loop bound)
+        USE_PDL: tl.constexpr,  # launched with programmatic dependent launch
     ):
         row = tl.program_id(0).to(tl.int64)
+        if USE_PDL:
+            tl.extra.cuda.gdc_wait()  # the predecessor's writes are visible after this
+            tl.extra.cuda.gdc_launch_dependents()  # they still wait for our completion
         if RANK_FROM_MEMORY:
             rank = tl.load(rank_ptr).to(tl.int64)
         else:
@@ -173,12 +177,13 @@ def _compaction_config(k: int) -> tuple[int, int]:
     return block, num_warps
 
 
-def selected_local_records(ids, rank, width, *, slot_map=None, out=None, count_out=None):
+def selected_local_records(ids, rank, width, *, slot_map=None, out=None, count_out=None, pdl=False):
     """(physical, counts) of this rank's selected records; see the module docstring.
 
     Allocates both outputs when out/count_out are None (the old path); else writes the
     given buffers directly. Runs the Triton kernel on CUDA tensors and, under Triton's
-    interpreter, on CPU tensors; without Triton, CPU tensors take the reference."""
+    interpreter, on CPU tensors; without Triton, CPU tensors take the reference.
+    `pdl=True` launches it with programmatic dependent launch (Hopper+), same bits."""
     rank, width = _check_args(ids, rank, width, slot_map, out, count_out)
     if not HAS_TRITON and ids.device.type == "cpu":
         return selected_local_records_reference(
@@ -211,5 +216,6 @@ def selected_local_records(ids, rank, width, *, slot_map=None, out=None, count_o
         BLOCK=block,
         NUM_BLOCKS=-(-k // block),
         num_warps=num_warps,
+        pdl=pdl,
     )
     return out, count_out

@@ -55,7 +55,13 @@ class TritonKernel:
         """Whether this kernel (not a reference stand-in) can run on `device`."""
         return HAS_TRITON and device.type in ("cuda", "cpu")
 
-    def launch(self, device: torch.device, grid: tuple[int, ...], *args, **kwargs) -> None:
+    def launch(
+        self, device: torch.device, grid: tuple[int, ...], *args, pdl: bool = False, **kwargs
+    ) -> None:
+        """Launch on `device`. `pdl=True` launches with programmatic dependent launch
+        (Hopper and newer): the kernel may start while its predecessor finishes, and
+        waits (`gdc_wait`, its USE_PDL branch) before reading anything. The interpreter
+        has no launch overlap to offer, so on the CPU `pdl` changes nothing."""
         if not self.runs_on(device):
             raise RuntimeError(
                 f"Triton kernel {self.name} cannot run on {device}: "
@@ -64,8 +70,16 @@ class TritonKernel:
         for listener in list(_listeners):
             listener(self.name, device, grid)
         if device.type == "cuda":
+            if pdl and torch.cuda.get_device_capability(device) < (9, 0):
+                raise ValueError(
+                    f"programmatic dependent launch needs compute capability >= 9.0; "
+                    f"{torch.cuda.get_device_name(device)} has "
+                    f"{torch.cuda.get_device_capability(device)}: pass pdl=False"
+                )
+            if pdl:
+                kwargs["launch_pdl"] = True
             with torch.cuda.device(device):
-                self.compiled[grid](*args, **kwargs)
+                self.compiled[grid](*args, USE_PDL=pdl, **kwargs)
         else:
             # The interpreter has no warps; launch options are compile-time hints only.
             kwargs.pop("num_warps", None)
@@ -73,7 +87,7 @@ class TritonKernel:
             # Its own tensor traffic (copies to numpy and back) is not the kernel's work:
             # lift any dispatch mode (an op counter) while it runs.
             with _disable_current_modes():
-                self.interpreted[grid](*args, **kwargs)
+                self.interpreted[grid](*args, USE_PDL=False, **kwargs)
 
 
 def triton_kernel(fn: Callable[..., Any]) -> TritonKernel:

@@ -100,12 +100,17 @@ if HAS_TRITON:
         RANK_FROM_MEMORY: tl.constexpr,
         WIDE_STORE: tl.constexpr,
         BLOCK: tl.constexpr,
+        USE_PDL: tl.constexpr,  # launched with programmatic dependent launch
     ):
         row = tl.program_id(1).to(tl.int64)
         cols = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         mask = cols < k
+        if USE_PDL:
+            tl.extra.cuda.gdc_wait()  # the predecessor's writes are visible after this
         idx = tl.load(idx_ptr + row * s_idx_r + cols * s_idx_c, mask=mask, other=-1)
         score = tl.load(score_ptr + row * s_sc_r + cols * s_sc_c, mask=mask, other=0.0)
+        if USE_PDL:
+            tl.extra.cuda.gdc_launch_dependents()  # they still wait for our completion
         if RANK_FROM_MEMORY:
             offset = tl.load(rank_ptr).to(tl.int32) * width  # int32, wraps
         else:
@@ -134,14 +139,19 @@ if HAS_TRITON:
         n,
         RANK_FROM_MEMORY: tl.constexpr,
         BLOCK: tl.constexpr,
+        USE_PDL: tl.constexpr,
     ):
         # The common case (contiguous inputs, contiguous out, as a gather slot is) as a
         # 1-D launch with few arguments: at 1-3 us per call, launch overhead is the cost.
         # Same selects as _pack_kernel; the interpreter cannot call shared @jit helpers.
         offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         mask = offs < n
+        if USE_PDL:
+            tl.extra.cuda.gdc_wait()
         idx = tl.load(idx_ptr + offs, mask=mask, other=-1)
         score = tl.load(score_ptr + offs, mask=mask, other=0.0)
+        if USE_PDL:
+            tl.extra.cuda.gdc_launch_dependents()
         if RANK_FROM_MEMORY:
             offset = tl.load(rank_ptr).to(tl.int32) * width  # int32, wraps
         else:
@@ -178,11 +188,12 @@ def _as_pairs(out: torch.Tensor) -> torch.Tensor | None:
         return None
 
 
-def pack_scores_ids(indices, scores, rank, width, out, *, _config=None):
+def pack_scores_ids(indices, scores, rank, width, out, *, pdl=False, _config=None):
     """Fused pack: one Triton kernel writing straight into `out`, allocating nothing.
 
     Runs compiled on CUDA tensors and under Triton's interpreter on CPU tensors; without
-    Triton, CPU tensors take the shipped eight ops (same bits)."""
+    Triton, CPU tensors take the shipped eight ops (same bits). `pdl=True` launches it
+    with programmatic dependent launch (Hopper+), same bits."""
     rank, width = _check_pack_args(indices, scores, rank, width, out)
     rows, k = indices.shape
     if rows == 0 or k == 0:
@@ -213,6 +224,7 @@ def pack_scores_ids(indices, scores, rank, width, out, *, _config=None):
             RANK_FROM_MEMORY=from_memory,
             BLOCK=block,
             num_warps=num_warps,
+            pdl=pdl,
         )
         return out
     wide = out_view is not None
@@ -237,5 +249,6 @@ def pack_scores_ids(indices, scores, rank, width, out, *, _config=None):
         WIDE_STORE=wide,
         BLOCK=block,
         num_warps=num_warps,
+        pdl=pdl,
     )
     return out

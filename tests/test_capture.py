@@ -234,3 +234,23 @@ def test_default_stream_refused():
 
     with pytest.raises(ValueError, match="default stream"):
         capture_graph(lambda: None, stream=torch.cuda.default_stream())
+
+
+@pytest.mark.gpu
+def test_pdl_round_is_exact_and_has_programmatic_edges():
+    expected = eager_outputs(SMALL, "shipped", "cuda")
+    counted = count_round(SMALL, "fused", "cuda", pdl=True)
+    outs = counted.round.outputs()
+    for t in outs.values():
+        poison_(t)
+    counted.captured.graph.replay()
+    torch.cuda.synchronize()
+    for name in expected:
+        assert_bits_equal(outs[name], expected[name], f"pdl {name}")
+    e = counted.export
+    assert e.options == {"pdl": True}
+    pdl_nodes = [n for n in e.nodes if n.get("programmatic_deps")]
+    kernels = {n["kernel"] for n in pdl_nodes}
+    assert kernels and kernels <= {"_pack_flat_kernel", "_compaction_kernel"}, kernels
+    plain = count_round(SMALL, "fused", "cuda").export
+    assert plain.total == e.total and not any(n.get("programmatic_deps") for n in plain.nodes)

@@ -1,0 +1,407 @@
+"""Dispatch-cost replays: what one graph node costs, and whether node counts price a round.
+
+Chains of N nodes of one kind are captured into one graph each and replayed; replay time
+against N is fitted by least squares: the slope is the per-node dispatch cost (us/node),
+the intercept the graph's fixed launch cost, each with a 95% bootstrap interval over
+trials and the fit's R^2. Round variants are then replayed interleaved, and the measured
+saving between two variants is set against `delta nodes x per-node cost`.
+
+Results are plain DataFrames plus a versioned JSON document; `reports` renders them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from capture.count import count_round
+from capture.cudagraph import read_graph
+from capture.export import NodeExport, environment, now, write_atomic
+from capture.params import RoundParams
+from capture.timing import capture_unrolled, time_replays_us
+from kernels import pack_scores_ids, pack_scores_ids_shipped, selected_local_records
+from kernels.launch import HAS_TRITON, triton_kernel
+
+if HAS_TRITON:
+    import triton.language as tl
+
+    @triton_kernel
+    def _empty_kernel(x_ptr, USE_PDL: tl.constexpr):
+        # Does nothing: its node costs only dispatch. Under PDL it still takes part in
+        # the handshake, as a real kernel would.
+        if USE_PDL:
+            tl.extra.cuda.gdc_wait()
+            tl.extra.cuda.gdc_launch_dependents()
+
+
+REPLAY_SCHEMA = "graph-harness/replay"
+REPLAY_SCHEMA_VERSION = 1
+CHAIN_KINDS = (
+    "triton-empty",
+    "torch-add",
+    "memcpy",
+    "memset",
+    "pack-shipped",
+    "pack-fused",
+    "compaction-copies",
+)
+PDL_KINDS = ("triton-empty-pdl", "pack-fused-pdl")
+DEFAULT_LENGTHS = (1, 16, 64, 256, 1024)
+SAVING_PAIRS = (
+    ("shipped", "fused"),
+    ("shipped-compiled", "fused"),
+    ("shipped", "direct-compaction"),
+    ("shipped", "fused-pack"),
+)
+
+
+# --- statistics (no GPU needed) -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Fit:
+    slope: float  # us per node
+    intercept: float  # us per replay at zero nodes
+    slope_lo: float  # 95% bootstrap interval
+    slope_hi: float
+    intercept_lo: float
+    intercept_hi: float
+    r2: float
+    points: int
+
+
+def _ols(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    xm, ym = x.mean(), y.mean()
+    sxx = ((x - xm) ** 2).sum()
+    if sxx == 0:
+        raise ValueError("a fit needs at least two distinct chain lengths")
+    slope = ((x - xm) * (y - ym)).sum() / sxx
+    return float(slope), float(ym - slope * xm)
+
+
+def fit_chain(
+    nodes: Sequence[float],
+    trials: Sequence[Sequence[float]],
+    *,
+    boot: int = 2000,
+    seed: int = 0,
+) -> Fit:
+    """Least-squares fit of replay time against node count.
+
+    `nodes[i]` is chain i's node count; `trials[i][t]` its time (us) in trial t. The
+    bootstrap resamples whole trials (a trial measured every chain length at one moment,
+    so its points move together with drift) and refits; the interval is the 2.5 and 97.5
+    percentiles."""
+    x = np.asarray(nodes, dtype=float)
+    y = np.asarray(trials, dtype=float)  # [lengths, trials]
+    if y.ndim != 2 or y.shape[0] != len(x):
+        raise ValueError(f"trials must be [len(nodes)={len(x)}, trials], got {y.shape}")
+    n_trials = y.shape[1]
+    if n_trials < 2:
+        raise ValueError("a bootstrap needs at least two trials")
+    xs = np.repeat(x, n_trials)
+    slope, intercept = _ols(xs, y.reshape(-1))
+    pred = intercept + slope * xs
+    ss_res = ((y.reshape(-1) - pred) ** 2).sum()
+    ss_tot = ((y.reshape(-1) - y.mean()) ** 2).sum()
+    r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else 1.0
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, n_trials, size=(boot, n_trials))
+    xb = np.repeat(x, n_trials)
+    slopes, intercepts = np.empty(boot), np.empty(boot)
+    for b in range(boot):
+        slopes[b], intercepts[b] = _ols(xb, y[:, picks[b]].reshape(-1))
+    lo, hi = np.percentile(slopes, [2.5, 97.5])
+    ilo, ihi = np.percentile(intercepts, [2.5, 97.5])
+    return Fit(slope, intercept, float(lo), float(hi), float(ilo), float(ihi), float(r2), xs.size)
+
+
+def predicted_saving_us(delta_by_type: dict[str, int], cost_by_type: dict[str, float]) -> float:
+    """Sum over node types of (nodes removed) x (per-node cost of that type). A type with
+    no measured cost of its own is priced as a kernel node."""
+    return float(
+        sum(n * cost_by_type.get(t, cost_by_type["kernel"]) for t, n in delta_by_type.items())
+    )
+
+
+def node_type_delta(a: NodeExport, b: NodeExport) -> dict[str, int]:
+    """Nodes of each type in `a` minus those in `b`."""
+    ca = a.frame().groupby("type").size()
+    cb = b.frame().groupby("type").size()
+    types = sorted(set(ca.index) | set(cb.index))
+    return {t: int(ca.get(t, 0) - cb.get(t, 0)) for t in types}
+
+
+# --- chains on the GPU ------------------------------------------------------------------
+
+
+def _chain_call(kind: str, device: torch.device) -> Callable[[], object]:
+    """One call of the chain's unit of work; its node count is read from the graph."""
+    if kind in ("triton-empty", "triton-empty-pdl"):
+        x = torch.empty(1, device=device)
+        pdl = kind.endswith("-pdl")
+        return lambda: _empty_kernel.launch(device, (1,), x, num_warps=1, pdl=pdl)
+    if kind == "torch-add":
+        x = torch.zeros(1, device=device)
+        return lambda: x.add_(1)
+    if kind == "memcpy":
+        src, dst = torch.randn(64, device=device), torch.empty(64, device=device)
+        return lambda: dst.copy_(src)  # 256 B device-to-device: a memcpy node
+    if kind == "memset":
+        from cuda.bindings import runtime as rt
+
+        buf = torch.empty(64, device=device)
+
+        def memset():
+            stream = torch.cuda.current_stream().cuda_stream
+            (err,) = rt.cudaMemsetAsync(buf.data_ptr(), 0, buf.nbytes, stream)
+            if int(err) != 0:
+                raise RuntimeError(f"cudaMemsetAsync failed: {err!r}")
+
+        return memset
+    rows, k, width = 8, 2048, 8192
+    idx = torch.randint(0, width, (rows, k), device=device)
+    scores = torch.randn(rows, k, device=device)
+    rank = torch.tensor(3, dtype=torch.int32, device=device)
+    out = torch.empty(rows, k, 2, device=device)
+    if kind == "pack-shipped":
+        return lambda: pack_scores_ids_shipped(idx, scores, rank, width, out)
+    if kind in ("pack-fused", "pack-fused-pdl"):
+        pdl = kind.endswith("-pdl")
+        return lambda: pack_scores_ids(idx, scores, rank, width, out, pdl=pdl)
+    if kind == "compaction-copies":
+        ids = torch.randint(0, 8 * width, (rows, k), dtype=torch.int32, device=device)
+        physical, counts = selected_local_records(ids, rank, width)
+        kept_p, kept_c = torch.empty_like(physical), torch.empty_like(counts)
+
+        def copies():
+            kept_p.copy_(physical)
+            kept_c.copy_(counts)
+
+        return copies
+    raise ValueError(f"unknown chain kind {kind!r}; choose from {CHAIN_KINDS + PDL_KINDS}")
+
+
+def measure_chains(
+    kinds: Sequence[str] = CHAIN_KINDS,
+    lengths: Sequence[int] = DEFAULT_LENGTHS,
+    *,
+    trials: int = 30,
+    replays: int = 20,
+    device: torch.device | str = "cuda",
+    progress: Callable[[str], None] | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(trial rows, fits) for chains of about `lengths` nodes of each kind (syncs).
+
+    Trial rows: kind, calls, nodes, trial, us (one replay). Fits: one row per kind."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        raise RuntimeError("chain replays time CUDA graphs: they need a CUDA device")
+    graphs, meta = {}, {}
+    mempool = torch.cuda.graph_pool_handle()
+    for kind in kinds:
+        call = _chain_call(kind, device)
+        per_call = _nodes_per_call(call, mempool)
+        for n in lengths:
+            calls = max(1, round(n / per_call))
+            g = capture_unrolled(call, calls, pool=mempool, keep_graph=True)
+            nodes = len(read_graph(g.raw_cuda_graph()))
+            graphs[(kind, calls)] = g
+            meta[(kind, calls)] = nodes
+        if progress:
+            progress(f"captured {kind}")
+    names = {f"{k}|{c}": g for (k, c), g in graphs.items()}
+    times = time_replays_us(names, replays=replays, trials=trials)
+    rows = []
+    for key, ts in times.items():
+        kind, calls = key.split("|")
+        nodes = meta[(kind, int(calls))]
+        rows += [
+            dict(kind=kind, calls=int(calls), nodes=nodes, trial=t, us=v) for t, v in enumerate(ts)
+        ]
+    trials_df = pd.DataFrame(rows)
+    return trials_df, fits_of(trials_df)
+
+
+def fits_of(trials_df: pd.DataFrame) -> pd.DataFrame:
+    out = []
+    for kind, g in trials_df.groupby("kind", sort=False):
+        wide = g.pivot_table(index="nodes", columns="trial", values="us")
+        f = fit_chain(wide.index.to_numpy(), wide.to_numpy())
+        out.append(dict(kind=kind, **f.__dict__))
+    return pd.DataFrame(out)
+
+
+def _nodes_per_call(call: Callable[[], object], mempool) -> int:
+    g = capture_unrolled(call, 1, pool=mempool, keep_graph=True)
+    n = len(read_graph(g.raw_cuda_graph()))
+    if n < 1:
+        raise RuntimeError("a chain call captured no node")
+    return n
+
+
+# --- rounds ------------------------------------------------------------------------------
+
+
+def measure_rounds(
+    params: RoundParams,
+    variants: Sequence[str],
+    *,
+    trials: int = 30,
+    replays: int = 10,
+    pdl: bool = False,
+) -> tuple[pd.DataFrame, dict[str, NodeExport]]:
+    """Trial rows (variant, trial, us per round) of interleaved replays, and the exports."""
+    graphs, exports = {}, {}
+    mempool = torch.cuda.graph_pool_handle()
+    keep = []
+    for v in variants:
+        counted = count_round(params, v, "cuda", graph_pool=mempool, pdl=pdl)
+        counted.captured.graph.instantiate()
+        graphs[v] = counted.captured.graph
+        exports[v] = counted.export
+        keep.append(counted)  # the round's buffers must outlive its graph
+    times = time_replays_us(graphs, replays=replays, trials=trials)
+    rows = [dict(variant=v, trial=t, us=x) for v, ts in times.items() for t, x in enumerate(ts)]
+    return pd.DataFrame(rows), exports
+
+
+def savings(
+    round_trials: pd.DataFrame,
+    exports: dict[str, NodeExport],
+    fits: pd.DataFrame,
+    pairs: Sequence[tuple[str, str]] = SAVING_PAIRS,
+) -> pd.DataFrame:
+    """Measured saving (difference of medians) against delta nodes x per-node cost.
+
+    Per-node costs by node type: kernel nodes at the torch-add chain's slope (the removed
+    kernels are small torch elementwise ones), memcpy and memset at their own chains'."""
+    slope = dict(zip(fits["kind"], fits["slope"]))
+    cost = {"kernel": slope["torch-add"]}
+    if "memcpy" in slope:
+        cost["memcpy"] = slope["memcpy"]
+    if "memset" in slope:
+        cost["memset"] = slope["memset"]
+    med = round_trials.groupby("variant")["us"].median()
+    rows = []
+    for a, b in pairs:
+        if a not in exports or b not in exports:
+            continue
+        delta = node_type_delta(exports[a], exports[b])
+        predicted = predicted_saving_us(delta, cost)
+        measured = float(med[a] - med[b])
+        rows.append(
+            dict(
+                a=a,
+                b=b,
+                delta_nodes=exports[a].total - exports[b].total,
+                delta_by_type=json.dumps(delta),
+                round_a_us=float(med[a]),
+                round_b_us=float(med[b]),
+                measured_us=measured,
+                predicted_us=predicted,
+                ratio=measured / predicted if predicted else math.nan,
+            )
+        )
+    return pd.DataFrame(rows)
+
+
+# --- the document ------------------------------------------------------------------------
+
+
+@dataclass
+class ReplayResult:
+    chain_trials: pd.DataFrame
+    fits: pd.DataFrame
+    round_trials: pd.DataFrame | None = None
+    savings: pd.DataFrame | None = None
+    params: dict[str, Any] | None = None
+    env: dict[str, Any] = field(default_factory=dict)
+    created: str = ""
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        def rec(df):
+            # to_dict keeps every float's full repr (to_json would round to 15 digits)
+            if df is None:
+                return None
+            return [
+                {k: (v.item() if hasattr(v, "item") else v) for k, v in r.items()}
+                for r in df.to_dict(orient="records")
+            ]
+
+        return {
+            "schema": REPLAY_SCHEMA,
+            "schema_version": REPLAY_SCHEMA_VERSION,
+            "env": self.env,
+            "created": self.created,
+            "params": self.params,
+            "options": self.options,
+            "chain_trials": rec(self.chain_trials),
+            "fits": rec(self.fits),
+            "round_trials": rec(self.round_trials),
+            "savings": rec(self.savings),
+        }
+
+    def write_json(self, path: str | Path) -> Path:
+        return write_atomic(Path(path), json.dumps(self.to_dict(), indent=1) + "\n")
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> ReplayResult:
+        if doc.get("schema") != REPLAY_SCHEMA or doc.get("schema_version") != REPLAY_SCHEMA_VERSION:
+            raise ValueError(
+                f"not a {REPLAY_SCHEMA} v{REPLAY_SCHEMA_VERSION} document "
+                f"(got {doc.get('schema')!r} v{doc.get('schema_version')!r})"
+            )
+
+        def df(key):
+            return None if doc.get(key) is None else pd.DataFrame(doc[key])
+
+        return cls(
+            df("chain_trials"),
+            df("fits"),
+            df("round_trials"),
+            df("savings"),
+            doc.get("params"),
+            doc.get("env", {}),
+            doc.get("created", ""),
+            doc.get("options", {}),
+        )
+
+
+def run_replays(
+    params: RoundParams,
+    variants: Sequence[str],
+    *,
+    kinds: Sequence[str] = CHAIN_KINDS,
+    lengths: Sequence[int] = DEFAULT_LENGTHS,
+    trials: int = 30,
+    pdl: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> ReplayResult:
+    """Chains, fits, round timing and savings in one document (syncs; needs CUDA)."""
+    chain_trials, fits = measure_chains(kinds, lengths, trials=trials, progress=progress)
+    round_trials = sav = None
+    if variants:
+        round_trials, exports = measure_rounds(params, variants, trials=trials, pdl=pdl)
+        if progress:
+            progress("timed rounds")
+        sav = savings(round_trials, exports, fits)
+    return ReplayResult(
+        chain_trials,
+        fits,
+        round_trials,
+        sav,
+        params.as_dict(),
+        environment(torch.device("cuda")),
+        now(),
+        {"pdl": pdl},
+    )

@@ -1,0 +1,123 @@
+"""Fitting and bookkeeping of the dispatch-cost replays, on synthetic data (no GPU)."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from capture import RoundParams, count_round
+from capture.replay import (
+    ReplayResult,
+    fit_chain,
+    fits_of,
+    node_type_delta,
+    predicted_saving_us,
+    savings,
+)
+
+
+def synthetic(slope, intercept, noise, lengths=(1, 16, 64, 256, 1024), trials=30, seed=0):
+    rng = np.random.default_rng(seed)
+    x = np.asarray(lengths, float)
+    drift = rng.normal(0, noise, size=trials)  # a trial-wide shift, as clock drift does
+    y = intercept + slope * x[:, None] + drift[None, :] + rng.normal(0, noise, (len(x), trials))
+    return x, y
+
+
+@pytest.mark.parametrize(
+    "slope,intercept,noise", [(0.9, 1.5, 0.05), (1.01, 2.2, 0.5), (0.74, 1.3, 2.0)]
+)
+def test_fit_recovers_known_slope(slope, intercept, noise):
+    x, y = synthetic(slope, intercept, noise)
+    f = fit_chain(x, y)
+    assert f.slope_lo <= f.slope <= f.slope_hi
+    assert f.slope_lo - 1e-3 <= slope <= f.slope_hi + 1e-3, f
+    assert abs(f.slope - slope) < 0.01 and abs(f.intercept - intercept) < 3 * noise + 0.05
+    assert f.r2 > 0.99 and f.points == x.size * y.shape[1]
+
+
+def test_interval_narrows_with_less_noise():
+    widths = []
+    for noise in (2.0, 0.5, 0.05):
+        f = fit_chain(*synthetic(0.9, 1.5, noise))
+        widths.append(f.slope_hi - f.slope_lo)
+    assert widths[0] > widths[1] > widths[2] > 0
+
+
+def test_fit_exact_line():
+    x = np.array([1, 10, 100.0])
+    y = np.stack([2 + 0.5 * x] * 5, axis=1)
+    f = fit_chain(x, y)
+    assert f.slope == pytest.approx(0.5, abs=1e-12) and f.intercept == pytest.approx(2, abs=1e-9)
+    assert f.slope_lo == pytest.approx(0.5) and f.r2 == pytest.approx(1.0)
+
+
+def test_fit_rejects_bad_input():
+    with pytest.raises(ValueError, match="two distinct chain lengths"):
+        fit_chain([4, 4], np.ones((2, 5)))
+    with pytest.raises(ValueError, match="at least two trials"):
+        fit_chain([1, 2], np.ones((2, 1)))
+    with pytest.raises(ValueError, match="trials must be"):
+        fit_chain([1, 2, 3], np.ones((2, 5)))
+
+
+def test_fits_of_trial_rows():
+    rows = []
+    for kind, slope in (("torch-add", 1.0), ("memcpy", 0.9)):
+        x, y = synthetic(slope, 2.0, 0.05)
+        for i, n in enumerate(x):
+            rows += [
+                dict(kind=kind, calls=int(n), nodes=int(n), trial=t, us=y[i, t])
+                for t in range(y.shape[1])
+            ]
+    fits = fits_of(pd.DataFrame(rows)).set_index("kind")
+    assert fits.loc["torch-add", "slope"] == pytest.approx(1.0, abs=0.01)
+    assert fits.loc["memcpy", "slope"] == pytest.approx(0.9, abs=0.01)
+
+
+def test_prediction_and_savings_bookkeeping():
+    p = RoundParams(stages=2, rows=2, k=32, world=2, rank=1, shard=64)
+    exports = {v: count_round(p, v, "cpu").export for v in ("shipped", "fused")}
+    delta = node_type_delta(exports["shipped"], exports["fused"])
+    assert sum(delta.values()) == exports["shipped"].total - exports["fused"].total
+    assert predicted_saving_us({"kernel": 3, "memcpy": 2}, {"kernel": 1.0, "memcpy": 0.5}) == 4.0
+    assert predicted_saving_us({"mem_alloc": 2}, {"kernel": 1.5}) == 3.0
+    fits = pd.DataFrame([dict(kind="torch-add", slope=1.0), dict(kind="memcpy", slope=0.5)])
+    trials = pd.DataFrame(
+        [dict(variant="shipped", trial=t, us=100.0 + t % 3) for t in range(9)]
+        + [dict(variant="fused", trial=t, us=60.0 + t % 3) for t in range(9)]
+    )
+    s = savings(trials, exports, fits, pairs=[("shipped", "fused")]).iloc[0]
+    assert s.measured_us == pytest.approx(40.0)
+    expected = predicted_saving_us(json.loads(s.delta_by_type), {"kernel": 1.0, "memcpy": 0.5})
+    assert s.predicted_us == pytest.approx(expected) and s.ratio == pytest.approx(40.0 / expected)
+
+
+def test_replay_document_roundtrip(tmp_path):
+    x, y = synthetic(0.9, 1.5, 0.05, lengths=(1, 8))
+    trials = pd.DataFrame(
+        [
+            dict(kind="torch-add", calls=int(n), nodes=int(n), trial=t, us=y[i, t])
+            for i, n in enumerate(x)
+            for t in range(y.shape[1])
+        ]
+    )
+    r = ReplayResult(
+        trials, fits_of(trials), params={"stages": 1}, env={"torch": torch.__version__}
+    )
+    back = ReplayResult.from_dict(json.loads(r.write_json(tmp_path / "r.json").read_text()))
+    pd.testing.assert_frame_equal(back.chain_trials, r.chain_trials)
+    assert back.fits.slope[0] == r.fits.slope[0]  # full precision survives the file
+    with pytest.raises(ValueError, match="not a graph-harness/replay v1"):
+        ReplayResult.from_dict({"schema": "x"})
+
+
+def test_chains_need_cuda():
+    from capture.replay import measure_chains
+
+    if torch.cuda.is_available():
+        pytest.skip("this checks the CPU refusal")
+    with pytest.raises(RuntimeError, match="need a CUDA device"):
+        measure_chains(device="cpu")
