@@ -1,0 +1,85 @@
+"""Per-node dispatch cost and before/after round timing on the GPU.
+
+    python3 benchmarks/bench_replay.py --out DIR [--trials 30]
+
+Two separate chain sweeps (to check they agree), fits with 95% bootstrap intervals, the
+round variants replayed interleaved with measured vs predicted savings, and the fused
+round with and without programmatic dependent launch. Writes DIR/replay.json and
+DIR/replay-pdl.json and prints the tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from capture import VARIANTS, RoundParams
+from capture.replay import CHAIN_KINDS, PDL_KINDS, measure_chains, measure_rounds, run_replays
+
+pd.set_option("display.width", 200)
+pd.set_option("display.max_columns", 20)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--trials", type=int, default=30)
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    params = RoundParams()
+    kinds = CHAIN_KINDS + PDL_KINDS
+    result = run_replays(params, list(VARIANTS), kinds=kinds, trials=args.trials, progress=print)
+    result.write_json(args.out / "replay.json")
+    _, second = measure_chains(kinds, trials=args.trials)
+    fits = result.fits.set_index("kind")
+    fits["ci_pct"] = 100 * (fits.slope_hi - fits.slope_lo) / 2 / fits.slope
+    fits["second_run"] = second.set_index("kind").slope
+    fits["runs_differ_pct"] = 100 * (fits.second_run / fits.slope - 1)
+    print("\nper-node cost (us/node), 95% bootstrap interval, intercept (us), R^2:")
+    print(
+        fits[
+            [
+                "slope",
+                "slope_lo",
+                "slope_hi",
+                "ci_pct",
+                "intercept",
+                "intercept_lo",
+                "intercept_hi",
+                "r2",
+                "second_run",
+                "runs_differ_pct",
+            ]
+        ].to_string()
+    )
+    med = result.round_trials.groupby("variant").us.median()
+    print("\nround replay, median us per round:")
+    print(med.to_string())
+    print("\nsavings (measured = difference of medians; predicted = delta nodes x cost):")
+    print(
+        result.savings[
+            ["a", "b", "delta_nodes", "delta_by_type", "measured_us", "predicted_us", "ratio"]
+        ].to_string()
+    )
+
+    # The fused round with and without PDL, interleaved in one timing.
+    trials = {}
+    for pdl in (False, True):
+        t, exports = measure_rounds(params, ["fused"], trials=args.trials, pdl=pdl)
+        trials[pdl] = t.us.median()
+        nodes = exports["fused"].total
+        prog = sum(1 for n in exports["fused"].nodes if n.get("programmatic_deps"))
+    print(
+        f"\nfused round: {trials[False]:.3f} us without PDL, {trials[True]:.3f} us with PDL "
+        f"({nodes} nodes; {prog} with programmatic edges); "
+        f"per node {trials[False] / nodes:.3f} vs {trials[True] / nodes:.3f} us"
+    )
+
+
+if __name__ == "__main__":
+    main()
