@@ -50,6 +50,7 @@ CHAIN_KINDS = (
     "memcpy",
     "memset",
     "pack-shipped",
+    "pack-compiled",
     "pack-fused",
     "compaction-copies",
 )
@@ -174,6 +175,11 @@ def _chain_call(kind: str, device: torch.device) -> Callable[[], object]:
     out = torch.empty(rows, k, 2, device=device)
     if kind == "pack-shipped":
         return lambda: pack_scores_ids_shipped(idx, scores, rank, width, out)
+    if kind == "pack-compiled":
+        from capture.round import compiled_shipped_pack
+
+        compiled = compiled_shipped_pack()
+        return lambda: compiled(idx, scores, rank, width, out)
     if kind in ("pack-fused", "pack-fused-pdl"):
         pdl = kind.endswith("-pdl")
         return lambda: pack_scores_ids(idx, scores, rank, width, out, pdl=pdl)
@@ -274,17 +280,45 @@ def measure_rounds(
     return pd.DataFrame(rows), exports
 
 
+def per_call_us(fits: pd.DataFrame, chain_trials: pd.DataFrame) -> dict[str, float]:
+    """Cost of one call of each chain kind: its slope times its nodes per call."""
+    per_call_nodes = (chain_trials.nodes / chain_trials.calls).groupby(chain_trials.kind).median()
+    return {k: float(s * per_call_nodes[k]) for k, s in zip(fits["kind"], fits["slope"])}
+
+
+_PACK_CHAIN = {"shipped": "pack-shipped", "compiled": "pack-compiled", "fused": "pack-fused"}
+
+
+def shapes_prediction_us(a: str, b: str, stages: int, call_us: dict[str, float]) -> float:
+    """Saving predicted from the real-shape chains: per stage, the pack call each variant
+    makes, plus the two copies of the allocating compaction. This prices the kernels'
+    work as well as their dispatch; NaN when a needed chain was not measured."""
+    from capture.params import VARIANTS
+
+    def stage(v):
+        pack, compaction = VARIANTS[v]
+        cost = call_us.get(_PACK_CHAIN[pack], math.nan)
+        if compaction == "alloc-copy":
+            cost += call_us.get("compaction-copies", math.nan)
+        return cost
+
+    return stages * (stage(a) - stage(b))
+
+
 def savings(
     round_trials: pd.DataFrame,
     exports: dict[str, NodeExport],
     fits: pd.DataFrame,
     pairs: Sequence[tuple[str, str]] = SAVING_PAIRS,
+    chain_trials: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Measured saving (difference of medians) against delta nodes x per-node cost.
 
     Per-node costs by node type: kernel nodes at the torch-add chain's slope (the removed
-    kernels are small torch elementwise ones), memcpy and memset at their own chains'."""
+    kernels are small torch elementwise ones), memcpy and memset at their own chains'.
+    With `chain_trials`, a second prediction prices the real-shape chains per call."""
     slope = dict(zip(fits["kind"], fits["slope"]))
+    call_us = per_call_us(fits, chain_trials) if chain_trials is not None else {}
     cost = {"kernel": slope["torch-add"]}
     if "memcpy" in slope:
         cost["memcpy"] = slope["memcpy"]
@@ -309,6 +343,11 @@ def savings(
                 measured_us=measured,
                 predicted_us=predicted,
                 ratio=measured / predicted if predicted else math.nan,
+                predicted_shapes_us=shapes_prediction_us(
+                    a, b, int(exports[a].params["stages"]), call_us
+                )
+                if exports[a].params
+                else math.nan,
             )
         )
     return pd.DataFrame(rows)
@@ -394,7 +433,8 @@ def run_replays(
         round_trials, exports = measure_rounds(params, variants, trials=trials, pdl=pdl)
         if progress:
             progress("timed rounds")
-        sav = savings(round_trials, exports, fits)
+        sav = savings(round_trials, exports, fits, chain_trials=chain_trials)
+        sav["ratio_shapes"] = sav.measured_us / sav.predicted_shapes_us
     return ReplayResult(
         chain_trials,
         fits,

@@ -89,7 +89,30 @@ def test_prediction_and_savings_bookkeeping():
         [dict(variant="shipped", trial=t, us=100.0 + t % 3) for t in range(9)]
         + [dict(variant="fused", trial=t, us=60.0 + t % 3) for t in range(9)]
     )
-    s = savings(trials, exports, fits, pairs=[("shipped", "fused")]).iloc[0]
+    chain = pd.DataFrame(
+        [
+            dict(kind="torch-add", calls=4, nodes=4, trial=0, us=9.0),
+            dict(kind="memcpy", calls=4, nodes=4, trial=0, us=9.0),
+            dict(kind="pack-shipped", calls=2, nodes=20, trial=0, us=9.0),
+            dict(kind="pack-fused", calls=2, nodes=2, trial=0, us=9.0),
+            dict(kind="compaction-copies", calls=3, nodes=6, trial=0, us=9.0),
+        ]
+    )
+    fits = pd.DataFrame(
+        [
+            dict(kind=k, slope=v)
+            for k, v in (
+                ("torch-add", 1.0),
+                ("memcpy", 0.5),
+                ("pack-shipped", 1.5),
+                ("pack-fused", 1.2),
+                ("compaction-copies", 0.9),
+            )
+        ]
+    )
+    s = savings(trials, exports, fits, pairs=[("shipped", "fused")], chain_trials=chain).iloc[0]
+    # per stage: 10 pack nodes x 1.5 - 1 x 1.2, plus 2 copies x 0.9; two stages
+    assert s.predicted_shapes_us == pytest.approx(2 * (15.0 - 1.2 + 1.8))
     assert s.measured_us == pytest.approx(40.0)
     expected = predicted_saving_us(json.loads(s.delta_by_type), {"kernel": 1.0, "memcpy": 0.5})
     assert s.predicted_us == pytest.approx(expected) and s.ratio == pytest.approx(40.0 / expected)
