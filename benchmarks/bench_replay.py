@@ -19,7 +19,13 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from capture import VARIANTS, RoundParams
-from capture.replay import CHAIN_KINDS, PDL_KINDS, measure_chains, measure_rounds, run_replays
+from capture.replay import (
+    CHAIN_KINDS,
+    PDL_KINDS,
+    measure_chains,
+    measure_round_configs,
+    run_replays,
+)
 
 pd.set_option("display.width", 200)
 pd.set_option("display.max_columns", 20)
@@ -63,21 +69,30 @@ def main() -> None:
     print("\nsavings (measured = difference of medians; predicted = delta nodes x cost):")
     print(
         result.savings[
-            ["a", "b", "delta_nodes", "delta_by_type", "measured_us", "predicted_us", "ratio"]
+            [
+                "a",
+                "b",
+                "delta_nodes",
+                "delta_by_type",
+                "measured_us",
+                "predicted_us",
+                "ratio",
+                "predicted_shapes_us",
+                "ratio_shapes",
+            ]
         ].to_string()
     )
 
     # The fused round with and without PDL, interleaved in one timing.
-    trials = {}
-    for pdl in (False, True):
-        t, exports = measure_rounds(params, ["fused"], trials=args.trials, pdl=pdl)
-        trials[pdl] = t.us.median()
-        nodes = exports["fused"].total
-        prog = sum(1 for n in exports["fused"].nodes if n.get("programmatic_deps"))
+    t, exports = measure_round_configs(
+        params, {"fused": ("fused", False), "fused+pdl": ("fused", True)}, trials=args.trials
+    )
+    med = t.groupby("variant").us.median()
+    nodes = exports["fused"].total
+    prog = sum(1 for n in exports["fused+pdl"].nodes if n.get("programmatic_deps"))
     print(
-        f"\nfused round: {trials[False]:.3f} us without PDL, {trials[True]:.3f} us with PDL "
-        f"({nodes} nodes; {prog} with programmatic edges); "
-        f"per node {trials[False] / nodes:.3f} vs {trials[True] / nodes:.3f} us"
+        f"\nfused round: {med['fused']:.3f} us without PDL, {med['fused+pdl']:.3f} us with PDL "
+        f"({nodes} nodes; {prog} with programmatic edges)"
     )
 
 

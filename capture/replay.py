@@ -266,11 +266,24 @@ def measure_rounds(
     pdl: bool = False,
 ) -> tuple[pd.DataFrame, dict[str, NodeExport]]:
     """Trial rows (variant, trial, us per round) of interleaved replays, and the exports."""
+    return measure_round_configs(
+        params, {v: (v, pdl) for v in variants}, trials=trials, replays=replays
+    )
+
+
+def measure_round_configs(
+    params: RoundParams,
+    configs: dict[str, tuple[str, bool]],
+    *,
+    trials: int = 30,
+    replays: int = 10,
+) -> tuple[pd.DataFrame, dict[str, NodeExport]]:
+    """Like measure_rounds, for labelled (variant, pdl) configurations timed together."""
     graphs, exports = {}, {}
     mempool = torch.cuda.graph_pool_handle()
     keep = []
-    for v in variants:
-        counted = count_round(params, v, "cuda", graph_pool=mempool, pdl=pdl)
+    for v, (variant, pdl) in configs.items():
+        counted = count_round(params, variant, "cuda", graph_pool=mempool, pdl=pdl)
         counted.captured.graph.instantiate()
         graphs[v] = counted.captured.graph
         exports[v] = counted.export
