@@ -1,132 +1,346 @@
-"""The graph-harness command line. Rendering only: measuring lives in `capture`."""
+"""The graph-harness command line: count, delta, replay, report.
+
+Exit codes: 0 success, 2 usage errors (bad arguments or inputs), 1 failures (a one-line
+reason; the traceback only with --debug), 130 on Ctrl-C. Output folders are built under a
+temporary name and renamed when complete, so an interrupted run leaves nothing partial.
+"""
 
 from __future__ import annotations
 
 import argparse
-import shutil
+import shlex
 import sys
-import tempfile
 from pathlib import Path
 
 from rich.console import Console
+
+ROUND_FIELDS = ("stages", "rows", "k", "world", "rank", "shard", "seed")
+
+
+class UsageError(Exception):
+    """Bad input: exit code 2."""
 
 
 def _round_args(p: argparse.ArgumentParser) -> None:
     from capture import RoundParams
 
-    d = RoundParams()
-    for name in ("stages", "rows", "k", "world", "rank", "shard", "seed"):
-        p.add_argument(
+    d = RoundParams()  # the one source of defaults
+    g = p.add_argument_group("round parameters")
+    for name in ROUND_FIELDS:
+        g.add_argument(
             f"--{name}", type=int, default=getattr(d, name), help=f"(default {getattr(d, name)})"
         )
 
 
+def _out_args(p: argparse.ArgumentParser, required: bool = False) -> None:
+    p.add_argument("--out", type=Path, required=required, help="output folder")
+    p.add_argument("--force", action="store_true", help="replace an existing output folder")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from capture import VARIANTS
+    from capture.replay import CHAIN_KINDS, DEFAULT_LENGTHS, PDL_KINDS
 
     ap = argparse.ArgumentParser(
         prog="graph-harness",
-        description="Capture LLM decode rounds into CUDA graphs and count every node.",
+        description="Capture LLM decode rounds into CUDA graphs, count every node, and "
+        "price each node in time.",
     )
     ap.add_argument("--debug", action="store_true", help="show tracebacks on failure")
     sub = ap.add_subparsers(dest="command", required=True)
-    c = sub.add_parser("count", help="capture the decode round per variant and count its nodes")
+
+    c = sub.add_parser("count", help="capture the decode round (or --target) and count nodes")
     _round_args(c)
     c.add_argument(
         "--variant",
         action="append",
         choices=list(VARIANTS),
-        help="variant(s) to count (default: all)",
+        help="variant to count; repeat for several (default: all)",
     )
-    c.add_argument("--out", type=Path, help="write JSON exports (and DOT graphs) here")
-    c.add_argument("--force", action="store_true", help="replace an existing --out folder")
-    c.add_argument("--per-stage", action="store_true", help="print every variant's per-stage table")
+    c.add_argument(
+        "--target",
+        metavar="MODULE:FUNCTION",
+        help="count your own callable instead: FUNCTION() returns the callable",
+    )
+    c.add_argument(
+        "--pdl",
+        action="store_true",
+        help="launch the harness's Triton kernels with programmatic dependent launch",
+    )
+    c.add_argument("--per-stage", action="store_true", help="print each variant's stage table")
+    _out_args(c)
+
+    d = sub.add_parser("delta", help="node delta between two exports or two variants")
+    d.add_argument("a", help="an export file (nodes-*.json) or a variant name")
+    d.add_argument("b", help="an export file (nodes-*.json) or a variant name")
+    d.add_argument(
+        "--from",
+        dest="from_dir",
+        type=Path,
+        help="read variants from this `count --out` folder instead of counting",
+    )
+    _round_args(d)
+    d.add_argument("--csv", type=Path, help="write the by-kernel delta as CSV here")
+
+    r = sub.add_parser("replay", help="per-node dispatch cost and before/after round timing")
+    _round_args(r)
+    r.add_argument(
+        "--kind",
+        action="append",
+        choices=list(CHAIN_KINDS + PDL_KINDS),
+        help="chain kind; repeat for several (default: all but the PDL ones)",
+    )
+    r.add_argument("--lengths", type=int, nargs="+", default=list(DEFAULT_LENGTHS))
+    r.add_argument("--trials", type=int, default=30)
+    r.add_argument(
+        "--variant",
+        action="append",
+        choices=list(VARIANTS),
+        help="round variant to time (default: all)",
+    )
+    r.add_argument("--pdl", action="store_true", help="rounds with programmatic dependent launch")
+    _out_args(r)
+
+    p = sub.add_parser("report", help="counts, deltas, replays and plots into one folder")
+    _round_args(p)
+    p.add_argument("--trials", type=int, default=30)
+    _out_args(p, required=True)
     return ap
 
 
-def banner(console: Console) -> str:
+def banner(console: Console) -> None:
     import torch
 
     from capture import default_device
 
-    dev = default_device()
     try:
         import triton
 
         tv = triton.__version__
     except ImportError:
         tv = "absent"
-    if dev.type == "cuda":
+    if default_device().type == "cuda":
         where = f"GPU {torch.cuda.get_device_name()} (CUDA {torch.version.cuda})"
-        source = "cuda-graph (nodes read from the captured graph)"
+        source = "cuda-graph: nodes read from the captured graph"
     else:
         where = "CPU (no CUDA device)"
-        source = "cpu-dispatch (dispatched ops counted; NOT graph nodes)"
+        source = "cpu-dispatch: dispatched ops counted, NOT graph nodes"
     console.print(
-        f"[bold]graph-harness[/] {where} | torch {torch.__version__} | triton {tv} | "
-        f"counts: {source}"
+        f"[bold]graph-harness[/] | {where} | torch {torch.__version__} | "
+        f"triton {tv} | counts: {source}"
     )
-    return source
+
+
+def _params(args):
+    from capture import RoundParams
+
+    return RoundParams(**{k: getattr(args, k) for k in ROUND_FIELDS})
+
+
+def _load_target(spec: str):
+    import importlib
+
+    module, _, func = spec.partition(":")
+    if not module or not func:
+        raise UsageError(f"--target must be MODULE:FUNCTION, got {spec!r}")
+    if "" not in sys.path and str(Path.cwd()) not in sys.path:
+        sys.path.insert(0, str(Path.cwd()))  # as `python -m` would: modules beside you import
+    try:
+        factory = getattr(importlib.import_module(module), func)
+    except (ImportError, AttributeError) as e:
+        raise UsageError(f"--target {spec!r} does not import: {e}") from e
+    fn = factory()
+    if not callable(fn):
+        raise UsageError(f"--target {spec!r} returned {type(fn).__name__}, not a callable")
+    return fn
 
 
 def cmd_count(args, console: Console) -> int:
-    from capture import VARIANTS, RoundParams, count_round
+    from capture import VARIANTS, capture_and_count, count_round
+    from reports.report import commit_out, prepare_out
     from reports.tables import per_stage_table, totals_table
 
-    params = RoundParams(
-        **{k: getattr(args, k) for k in ("stages", "rows", "k", "world", "rank", "shard", "seed")}
-    )
-    variants = args.variant or list(VARIANTS)
-    if args.out is not None and args.out.exists() and not args.force:
-        raise UsageError(f"output folder {args.out} exists; pass --force to replace it")
-    banner(console)
-    exports = []
-    for v in variants:
-        console.print(f"capturing {v} ...", style="dim")
-        exports.append(count_round(params, v).export)
-    console.print(totals_table(exports))
-    for e in exports if args.per_stage else exports[:1]:
-        console.print(per_stage_table(e))
-    if args.out is not None:
-        # Build the whole folder under a temporary name, then rename: no partial output.
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=args.out.parent, prefix=f".{args.out.name}."))
-        try:
-            for e in exports:
-                e.write_json(tmp / f"nodes-{e.variant}.json")
-                e.write_dot(tmp / f"graph-{e.variant}.dot")
-            if args.out.exists():
-                shutil.rmtree(args.out)
-            tmp.rename(args.out)
-        except BaseException:
+    params = _params(args)
+    tmp = prepare_out(args.out, args.force) if args.out else None
+    try:
+        banner(console)
+        if args.target:
+            fn = _load_target(args.target)
+            exports = [capture_and_count(fn)]
+            names = ["target"]
+        else:
+            names = args.variant or list(VARIANTS)
+            exports = []
+            for v in names:
+                console.print(f"capturing {v} ...", style="dim")
+                exports.append(count_round(params, v, pdl=args.pdl).export)
+        console.print(totals_table(exports))
+        for e in exports if args.per_stage else exports[:1]:
+            console.print(per_stage_table(e))
+        if tmp is not None:
+            for name, e in zip(names, exports):
+                e.write_json(tmp / f"nodes-{name}.json")
+                e.write_dot(tmp / f"graph-{name}.dot")
+            commit_out(tmp, args.out)
+            tmp = None
+            console.print(f"wrote {len(exports)} exports to {args.out}")
+    finally:
+        if tmp is not None:
+            import shutil
+
             shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        console.print(f"wrote {len(exports)} exports to {args.out}")
     return 0
 
 
-class UsageError(Exception):
-    pass
+def _export_for(ref: str, args, console):
+    from capture import VARIANTS, NodeExport, count_round
+
+    path = Path(ref)
+    if path.is_file():
+        return NodeExport.read_json(path)
+    if ref in VARIANTS:
+        if args.from_dir is not None:
+            f = args.from_dir / f"nodes-{ref}.json"
+            if not f.is_file():
+                raise UsageError(
+                    f"{f} does not exist; run `graph-harness count --out {args.from_dir}` first"
+                )
+            return NodeExport.read_json(f)
+        console.print(f"capturing {ref} ...", style="dim")
+        return count_round(_params(args), ref).export
+    raise UsageError(f"{ref!r} is neither an export file nor a variant ({', '.join(VARIANTS)})")
+
+
+def cmd_delta(args, console: Console) -> int:
+    from reports.delta import node_delta
+    from reports.tables import delta_tables
+
+    banner(console)
+    a, b = _export_for(args.a, args, console), _export_for(args.b, args, console)
+    d = node_delta(a, b)
+    console.print(f"[bold]{d.headline()}[/]")
+    for t in delta_tables(d):
+        console.print(t)
+    if args.csv:
+        from capture.export import write_atomic
+
+        write_atomic(args.csv, d.by_kernel.to_csv(index=False))
+    return 0
+
+
+def _progress(console):
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    )
+
+
+def _require_cuda(what: str) -> None:
+    import torch
+
+    if not torch.cuda.is_available():
+        raise RuntimeError(
+            f"{what} times CUDA graph replays and needs a CUDA device; "
+            "none here (use `graph-harness count` for CPU dispatch counts)"
+        )
+
+
+def cmd_replay(args, console: Console) -> int:
+    from capture import VARIANTS
+    from capture.replay import CHAIN_KINDS, run_replays
+    from reports.report import commit_out, prepare_out
+    from reports.tables import fits_table, savings_table
+
+    _require_cuda("replay")
+    tmp = prepare_out(args.out, args.force) if args.out else None
+    banner(console)
+    with _progress(console) as prog:
+        task = prog.add_task("capturing chains", total=None)
+        result = run_replays(
+            _params(args),
+            args.variant or list(VARIANTS),
+            kinds=args.kind or CHAIN_KINDS,
+            lengths=args.lengths,
+            trials=args.trials,
+            pdl=args.pdl,
+            progress=lambda m: prog.update(task, description=m),
+        )
+    console.print(fits_table(result.fits))
+    if result.savings is not None:
+        console.print(savings_table(result))
+    if tmp is not None:
+        result.write_json(tmp / "replay.json")
+        commit_out(tmp, args.out)
+        console.print(f"wrote {args.out / 'replay.json'}")
+    return 0
+
+
+def cmd_report(args, console: Console) -> int:
+    import torch
+
+    from capture import VARIANTS, count_round
+    from capture.replay import run_replays
+    from reports.report import commit_out, prepare_out, write_report
+
+    tmp = prepare_out(args.out, args.force)
+    try:
+        banner(console)
+        params = _params(args)
+        with _progress(console) as prog:
+            task = prog.add_task("counting", total=None)
+            exports = {}
+            for v in VARIANTS:
+                prog.update(task, description=f"counting {v}")
+                exports[v] = count_round(params, v).export
+            replay, skipped = None, "no CUDA device on this machine"
+            if torch.cuda.is_available():
+                replay = run_replays(
+                    params,
+                    list(VARIANTS),
+                    trials=args.trials,
+                    progress=lambda m: prog.update(task, description=m),
+                )
+                skipped = None
+        command = "graph-harness " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+        write_report(tmp, exports, replay, command=command, skipped=skipped)
+        commit_out(tmp, args.out)
+        tmp = None
+        console.print(f"wrote {args.out / 'report.md'}")
+    finally:
+        if tmp is not None:
+            import shutil
+
+            shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+COMMANDS = {"count": cmd_count, "delta": cmd_delta, "replay": cmd_replay, "report": cmd_report}
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = build_parser()
-    args = ap.parse_args(argv)
+    args = build_parser().parse_args(argv)
     console = Console()
     try:
-        return {"count": cmd_count}[args.command](args, console)
-    except UsageError as e:
-        console.print(f"[red]graph-harness: error:[/] {e}")
-        return 2
+        return COMMANDS[args.command](args, console)
     except KeyboardInterrupt:
-        console.print("[red]interrupted[/]; no partial files were left")
+        console.print("[red]interrupted[/]; no partial output was left")
         return 130
     except Exception as e:
         if args.debug:
             raise
+        from capture import ExportError
+        from reports.delta import DeltaError
+        from reports.report import OutputExists
+
+        usage = isinstance(e, UsageError | ExportError | DeltaError | OutputExists | ValueError)
         msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-        console.print(f"[red]graph-harness: {type(e).__name__}:[/] {msg}")
-        return 2 if isinstance(e, ValueError) else 1
+        console.print(f"[red]graph-harness {args.command}: error:[/] {msg}", soft_wrap=True)
+        return 2 if usage else 1
 
 
 if __name__ == "__main__":

@@ -47,3 +47,69 @@ def per_stage_table(export: NodeExport) -> Table:
         label = "-" if stage is None or str(stage) == "<NA>" else str(stage)
         t.add_row(label, *(str(int(row.get(s, 0))) for s in steps), str(int(row.sum())))
     return t
+
+
+def delta_tables(d) -> list[Table]:
+    """Tables of a NodeDelta: by step, by type, by kernel (the rows that differ)."""
+    a, b = d.label(d.a), d.label(d.b)
+    out = []
+    for title, df, keys in (
+        ("by step (per round)", d.by_step, ["step"]),
+        ("by node type", d.by_type, ["type"]),
+        ("by kernel (rows that differ)", d.by_kernel, ["type", "kernel"]),
+    ):
+        t = Table(title=f"{a} -> {b}: {title}")
+        for k in keys:
+            t.add_column(k, overflow="fold")
+        for c in (a, b, "delta"):
+            t.add_column(c, justify="right", no_wrap=True)
+        for row in df.itertuples(index=False):
+            r = row._asdict()
+            t.add_row(*(str(r[k])[:80] for k in keys), str(r["a"]), str(r["b"]), f"{r['delta']:+d}")
+        out.append(t)
+    return out
+
+
+def fits_table(fits) -> Table:
+    t = Table(title="Per-node dispatch cost (least squares over chain lengths)")
+    for c in ("kind", "us/node", "95% interval", "intercept us", "R^2"):
+        t.add_column(c, justify="left" if c == "kind" else "right", no_wrap=True)
+    for f in fits.itertuples():
+        t.add_row(
+            f.kind,
+            f"{f.slope:.4f}",
+            f"[{f.slope_lo:.4f}, {f.slope_hi:.4f}]",
+            f"{f.intercept:.3f}",
+            f"{f.r2:.6f}",
+        )
+    return t
+
+
+def savings_table(result) -> Table:
+    med = result.round_trials.groupby("variant").us.median()
+    t = Table(title="Round replay: measured vs predicted saving (us per round)")
+    for c in (
+        "A -> B",
+        "nodes",
+        "A us",
+        "B us",
+        "measured",
+        "predicted",
+        "ratio",
+        "predicted (shapes)",
+        "ratio (shapes)",
+    ):
+        t.add_column(c, justify="left" if c == "A -> B" else "right", no_wrap=True)
+    for s in result.savings.itertuples():
+        t.add_row(
+            f"{s.a} -> {s.b}",
+            f"{-s.delta_nodes:+d}",
+            f"{med[s.a]:.1f}",
+            f"{med[s.b]:.1f}",
+            f"{s.measured_us:.2f}",
+            f"{s.predicted_us:.2f}",
+            f"{s.ratio:.3f}",
+            f"{s.predicted_shapes_us:.2f}",
+            f"{s.measured_us / s.predicted_shapes_us:.3f}",
+        )
+    return t

@@ -1,0 +1,115 @@
+"""PNG plots of measured data. Input: export documents and replay frames; no measuring."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from capture import STEPS, NodeExport
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no display
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig, path: Path) -> Path:
+    # Written under a temporary name and renamed: an interrupted run leaves no half file.
+    tmp = path.with_name(f".{path.name}.tmp")
+    fig.savefig(tmp, dpi=120, bbox_inches="tight", format="png")
+    tmp.replace(path)
+    _plt().close(fig)
+    return path
+
+
+def chain_fits(chain_trials: pd.DataFrame, fits: pd.DataFrame, path: Path) -> Path:
+    """Replay time against chain length, medians per length, with the fitted line."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(8, 5))
+    med = chain_trials.groupby(["kind", "nodes"]).us.median().reset_index()
+    for i, f in enumerate(fits.itertuples()):
+        pts = med[med.kind == f.kind]
+        color = f"C{i % 10}"
+        ax.plot(pts.nodes, pts.us, "o", color=color, ms=4)
+        xs = [0, pts.nodes.max()]
+        ax.plot(
+            xs,
+            [f.intercept + f.slope * x for x in xs],
+            "-",
+            color=color,
+            lw=1,
+            label=f"{f.kind}: {f.slope:.3f} us/node (R² {f.r2:.5f})",
+        )
+    ax.set_xlabel("nodes in the graph")
+    ax.set_ylabel("replay time (us), median over trials")
+    ax.set_title("Per-node dispatch cost: replay time vs chain length")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    return _save(fig, path)
+
+
+def nodes_per_stage(exports: list[NodeExport], path: Path) -> Path:
+    """Mean nodes per stage, stacked by step, one bar per variant."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    labels = [e.variant or e.workload for e in exports]
+    bottoms = [0.0] * len(exports)
+    for j, step in enumerate(STEPS):
+        heights = []
+        for e in exports:
+            df = e.frame()
+            stages = max(df.stage.nunique(), 1)
+            heights.append((df.step == step).sum() / stages)
+        if not any(heights):
+            continue
+        ax.bar(labels, heights, bottom=bottoms, label=step, color=f"C{j}")
+        bottoms = [b + h for b, h in zip(bottoms, heights)]
+    for i, b in enumerate(bottoms):
+        ax.text(i, b, f"{b:g}", ha="center", va="bottom", fontsize=8)
+    src = exports[0].source
+    ax.set_ylabel("nodes per stage" if src == "cuda-graph" else "dispatches per stage (CPU)")
+    ax.set_title(f"Nodes per stage by step ({src})")
+    ax.legend(fontsize=8)
+    plt.setp(ax.get_xticklabels(), rotation=15)
+    return _save(fig, path)
+
+
+def waterfall(
+    steps: list[tuple[str, float]],
+    start: tuple[str, float],
+    end: tuple[str, float],
+    unit: str,
+    title: str,
+    path: Path,
+) -> Path:
+    """From `start` through each (label, change) to `end`."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    ax.bar(0, start[1], color="C7")
+    level = start[1]
+    names = [start[0]]
+    for i, (name, change) in enumerate(steps, start=1):
+        ax.bar(i, change, bottom=level, color="C2" if change < 0 else "C3")
+        ax.text(
+            i,
+            level + change,
+            f"{change:+.4g}",
+            ha="center",
+            va="top" if change < 0 else "bottom",
+            fontsize=8,
+        )
+        level += change
+        names.append(name)
+    ax.bar(len(steps) + 1, end[1], color="C0")
+    names.append(end[0])
+    ax.text(0, start[1], f"{start[1]:.5g}", ha="center", va="bottom", fontsize=8)
+    ax.text(len(steps) + 1, end[1], f"{end[1]:.5g}", ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(range(len(names)), names, rotation=15)
+    ax.set_ylabel(unit)
+    ax.set_title(title)
+    return _save(fig, path)
