@@ -46,13 +46,16 @@ def count_round(
     *,
     graph_pool=None,
     pdl: bool = False,
+    group=None,
 ) -> CountedRound:
     """Build the round for `variant`, capture it (CUDA) or run it counting (CPU), export.
     `pdl=True` launches the harness's Triton kernels with programmatic dependent launch."""
     device = torch.device(device) if device is not None else default_device()
-    rnd = DecodeRound(params, variant, device, pdl=pdl)
+    rnd = DecodeRound(params, variant, device, pdl=pdl, group=group)
     if device.type == "cuda":
-        captured = capture_graph(rnd.run, pool=graph_pool)
+        # A collective in the round: let NCCL's watchdog thread query its events meanwhile.
+        mode = "global" if group is None else "thread_local"
+        captured = capture_graph(rnd.run, pool=graph_pool, capture_error_mode=mode)
         nodes = nodes_from_graph(read_graph(captured.graph.raw_cuda_graph()), captured.marks)
         source = "cuda-graph"
     else:
@@ -68,7 +71,7 @@ def count_round(
         env=environment(device),
         created=now(),
         rank=params.rank,
-        options={"pdl": pdl},
+        options={"pdl": pdl, "distributed": group is not None},
     )
     return CountedRound(rnd, export, captured)
 

@@ -32,11 +32,13 @@ def capture_graph(
     warmup: int = 3,
     pool=None,
     stream: torch.cuda.Stream | None = None,
+    capture_error_mode: str = "global",
 ) -> Captured:
     """Warm `fn` up on a side stream, then capture one call of it (syncs the device).
 
     A failure inside a scope raises CaptureError naming that scope; the failed capture is
-    ended and discarded, so the process can capture again."""
+    ended and discarded, so the process can capture again. `capture_error_mode` as in
+    torch.cuda.graph: "thread_local" lets other threads (NCCL's watchdog) keep working."""
     if stream is not None and stream == torch.cuda.default_stream(stream.device):
         raise ValueError(
             "cannot capture on the default stream (legacy default-stream semantics forbid "
@@ -53,7 +55,7 @@ def capture_graph(
     graph = torch.cuda.CUDAGraph(keep_graph=True)
     recorder = Recorder(frontier=lambda: capture_frontier(stream))
     with torch.cuda.stream(stream):
-        graph.capture_begin(pool=pool)
+        graph.capture_begin(pool=pool, capture_error_mode=capture_error_mode)
         try:
             with recording(recorder):
                 fn()

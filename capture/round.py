@@ -58,6 +58,16 @@ def local_topk(scores: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor
     return values, index
 
 
+def all_gather_step(gather: torch.Tensor, rank: int, group) -> None:
+    """Fill `gather` [world, rows, k, 2] from every rank's slot, in place: the input is
+    this rank's slot of the output (NCCL's in-place all-gather; no staging copy)."""
+    import torch.distributed as dist
+
+    # torch >= 2.12 names it all_gather_single; older releases all_gather_into_tensor.
+    all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+    all_gather(gather.view(-1), gather[rank].view(-1), group=group)
+
+
 class DecodeRound:
     """Buffers and steps of one round for one variant. `run()` issues every stage's work
     on the current stream (eagerly, or under capture)."""
@@ -70,10 +80,24 @@ class DecodeRound:
         *,
         pool: GraphBufferPool | None = None,
         pdl: bool = False,
+        group=None,
     ) -> None:
+        """`group`: a torch.distributed process group of `params.world` processes, this
+        one being `params.rank`; step 3 then all-gathers the slots (see capture.distributed).
+        Without it the other ranks' slots are static inputs (the single-process round)."""
         self.params = params
         self.variant = variant
         self.pdl = bool(pdl)  # launch the Triton kernels with programmatic dependent launch
+        self.group = group
+        if group is not None:
+            import torch.distributed as dist
+
+            size, me = dist.get_world_size(group), dist.get_rank(group)
+            if (size, me) != (params.world, params.rank):
+                raise ValueError(
+                    f"process group has world {size}, rank {me}; the round says world "
+                    f"{params.world}, rank {params.rank}: they must agree"
+                )
         self.pack_kind, self.compaction_kind = check_variant(variant)
         self.device = torch.device(device)
         p = params
@@ -109,6 +133,8 @@ class DecodeRound:
         p = self.params
         for s in range(p.stages):
             self.scores[s].copy_(stage_inputs(p, s, p.rank))
+            if self.group is not None:
+                continue  # the all-gather fills the other slots (poisoned until then)
             for r in range(p.world):
                 if r == p.rank:
                     continue
@@ -136,7 +162,9 @@ class DecodeRound:
         with scope("pack", s):
             self._pack(index, values, self.rank, p.shard, gather[p.rank])
         with scope("gather", s):
-            pass  # one GPU: the other ranks' slots are static inputs, this one is in place
+            if self.group is not None:
+                all_gather_step(gather, p.rank, self.group)
+            # else one process: the other ranks' slots are static inputs, ours is in place
         with scope("select", s):
             pairs = gather.permute(1, 0, 2, 3).reshape(p.rows, p.world * p.k, 2)
             _, winners = torch.topk(pairs[..., 0], p.k, dim=1)

@@ -68,6 +68,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="launch the harness's Triton kernels with programmatic dependent launch",
     )
     c.add_argument("--per-stage", action="store_true", help="print each variant's stage table")
+    c.add_argument(
+        "--distributed",
+        action="store_true",
+        help="one process per rank under torchrun: a real all-gather (NCCL on "
+        "GPUs, gloo on CPU); world and rank come from the process group",
+    )
     _out_args(c)
 
     d = sub.add_parser("delta", help="node delta between two exports or two variants")
@@ -155,8 +161,68 @@ def _load_target(spec: str):
     return fn
 
 
+def cmd_count_distributed(args, console: Console) -> int:
+    import torch.distributed as dist
+
+    from capture import VARIANTS, RoundParams
+    from capture.distributed import count_distributed, init_from_env, merge
+    from reports.report import commit_out, prepare_out
+    from reports.tables import totals_table
+
+    if args.target:
+        raise UsageError(
+            "--target and --distributed do not combine yet: the distributed "
+            "mode runs the built-in round"
+        )
+    setup = init_from_env()
+    default_world = RoundParams().world
+    if args.world not in (default_world, setup.world):
+        raise UsageError(f"--world {args.world} but {setup.world} processes joined")
+    params = RoundParams(
+        **{**{k: getattr(args, k) for k in ROUND_FIELDS}, "world": setup.world, "rank": setup.rank}
+    )
+    lead = setup.rank == 0
+    tmp = prepare_out(args.out, args.force) if (args.out and lead) else None
+    try:
+        if lead:
+            banner(console)
+            console.print(f"distributed: world {setup.world}, backend {setup.backend}")
+        names = args.variant or list(VARIANTS)
+        mine = [count_distributed(params, v, setup).export for v in names]
+        gathered = [None] * setup.world if lead else None
+        dist.gather_object([e.to_dict() for e in mine], gathered, dst=0)
+        if lead:
+            from capture import NodeExport
+
+            per_rank = [[NodeExport.from_dict(d) for d in docs] for docs in gathered]
+            console.print(totals_table([per_rank[0][i] for i in range(len(names))]))
+            for i, v in enumerate(names):
+                m = merge([per_rank[r][i] for r in range(setup.world)])
+                verdict = "same structure on every rank" if m.same_structure else m.first_difference
+                console.print(f"{v}: nodes per rank {m.totals}; {verdict}")
+            if tmp is not None:
+                for r in range(setup.world):
+                    for v, e in zip(names, per_rank[r]):
+                        e.write_json(tmp / f"nodes-{v}-rank{r}.json")
+                commit_out(tmp, args.out)
+                tmp = None
+                console.print(f"wrote {len(names) * setup.world} exports to {args.out}")
+        dist.barrier()
+    finally:
+        if tmp is not None:
+            import shutil
+
+            shutil.rmtree(tmp, ignore_errors=True)
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    return 0
+
+
 def cmd_count(args, console: Console) -> int:
     from capture import VARIANTS, capture_and_count, count_round
+
+    if args.distributed:
+        return cmd_count_distributed(args, console)
     from reports.report import commit_out, prepare_out
     from reports.tables import per_stage_table, totals_table
 

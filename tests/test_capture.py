@@ -248,7 +248,7 @@ def test_pdl_round_is_exact_and_has_programmatic_edges():
     for name in expected:
         assert_bits_equal(outs[name], expected[name], f"pdl {name}")
     e = counted.export
-    assert e.options == {"pdl": True}
+    assert e.options == {"pdl": True, "distributed": False}
     pdl_nodes = [n for n in e.nodes if n.get("programmatic_deps")]
     kernels = {n["kernel"] for n in pdl_nodes}
     assert kernels and kernels <= {"_pack_flat_kernel", "_compaction_kernel"}, kernels

@@ -1,0 +1,163 @@
+"""The distributed round on gloo with 2 processes: bit-identical to the single-process
+emulation for each rank. Bounded: the workers stop by themselves or are killed."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from capture.distributed import merge
+from capture.export import NodeExport
+
+WORKER = textwrap.dedent(
+    """
+    import json, sys, torch
+    from capture import RoundParams
+    from capture.distributed import count_distributed, emulate_rank, init_from_env
+
+    setup = init_from_env(sys.argv[1])
+    device = setup.device
+    params = RoundParams(stages=2, rows=3, k=32, world=setup.world, rank=setup.rank,
+                         shard=128, seed=11)
+    result = {"rank": setup.rank, "variants": {}}
+    for variant in ("shipped", "fused"):
+        counted = count_distributed(params, variant, setup)
+        got = counted.round.outputs()
+        if device.type == "cuda":  # poison, replay the captured graph, then compare
+            for t in got.values():
+                t.view(torch.int32).fill_(-7)
+            counted.captured.graph.replay()
+            torch.cuda.synchronize()
+        want = emulate_rank(params, variant, setup.rank, device)
+        same = all(torch.equal(got[k].view(torch.int32), want[k].view(torch.int32))
+                   for k in want)
+        nodes = counted.export.to_dict()
+        result["variants"][variant] = {"identical": same, "export": nodes}
+    print("RESULT " + json.dumps(result))
+    torch.distributed.destroy_process_group()
+    """
+)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_two_ranks(tmp_path, backend):
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
+    port = free_port()
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    procs = []
+    for rank in range(2):
+        env = dict(
+            os.environ,
+            RANK=str(rank),
+            LOCAL_RANK=str(rank),
+            WORLD_SIZE="2",
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=str(port),
+            PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        )
+        if backend == "gloo":
+            env["CUDA_VISIBLE_DEVICES"] = ""  # the CPU round, even on a GPU machine
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, str(script), backend],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+    results = []
+    try:
+        for p in procs:
+            out, err = p.communicate(timeout=300)
+            assert p.returncode == 0, err[-3000:]
+            line = next(x for x in out.splitlines() if x.startswith("RESULT "))
+            results.append(json.loads(line[len("RESULT ") :]))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    return results
+
+
+def check_two_ranks(results):
+    assert sorted(r["rank"] for r in results) == [0, 1]
+    for variant in ("shipped", "fused"):
+        exports = [NodeExport.from_dict(r["variants"][variant]["export"]) for r in results]
+        for r in results:
+            assert r["variants"][variant]["identical"], f"rank {r['rank']} {variant} differs"
+        merged = merge(exports)
+        assert merged.same_structure, merged.first_difference
+        gathers = exports[0].frame().query("step == 'gather'")
+        assert len(gathers) == 2, gathers  # one collective per stage
+        assert all("allgather" in k.replace("_", "") for k in gathers.kernel), gathers.kernel
+        assert exports[0].options["distributed"] is True
+
+
+def test_gloo_round_matches_emulation(tmp_path):
+    results = run_two_ranks(tmp_path, "gloo")
+    check_two_ranks(results)
+
+
+@pytest.mark.gpu
+def test_nccl_captured_round_matches_emulation(tmp_path):
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs 2 GPUs (device kind nvidia-h200-x2)")
+    results = run_two_ranks(tmp_path, "nccl")
+    check_two_ranks(results)
+    e = NodeExport.from_dict(results[0]["variants"]["fused"]["export"])
+    assert e.source == "cuda-graph"
+
+
+def test_merge_reports_a_structural_difference():
+    def export(rank, kernels):
+        nodes = [
+            dict(
+                index=i,
+                type="aten",
+                kernel=k,
+                grid=None,
+                block=None,
+                stage=0,
+                step="pack",
+                deps=[],
+                parent=None,
+            )
+            for i, k in enumerate(kernels)
+        ]
+        return NodeExport("cpu-dispatch", "decode-round", "fused", None, nodes, rank=rank)
+
+    m = merge([export(0, ["a", "b"]), export(1, ["a", "c"])])
+    assert not m.same_structure and "rank 1 differs from rank 0 at node 1" in m.first_difference
+    assert m.totals == {0: 2, 1: 2}
+
+
+def test_world_mismatch_is_explained(monkeypatch):
+    from capture import RoundParams
+    from capture.distributed import DistributedError, DistributedSetup, check_fits, init_from_env
+
+    setup = DistributedSetup(1, 2, "gloo", torch.device("cpu"), None)
+    with pytest.raises(DistributedError, match="world is 8 but 2 processes joined"):
+        check_fits(RoundParams(world=8, rank=1), setup)
+    for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(k, raising=False)
+    with pytest.raises(DistributedError, match="torchrun --nproc-per-node"):
+        init_from_env()
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", "1")
+    if not torch.cuda.is_available():
+        with pytest.raises(DistributedError, match="nccl needs CUDA"):
+            init_from_env("nccl")
