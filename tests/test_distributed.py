@@ -55,7 +55,7 @@ def run_two_ranks(tmp_path, backend):
     script.write_text(WORKER)
     port = free_port()
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    procs = []
+    procs, logs = [], []
     for rank in range(2):
         env = dict(
             os.environ,
@@ -68,26 +68,33 @@ def run_two_ranks(tmp_path, backend):
         )
         if backend == "gloo":
             env["CUDA_VISIBLE_DEVICES"] = ""  # the CPU round, even on a GPU machine
+        # Files, not pipes: a rank blocked on a full pipe while we wait for the other
+        # rank (inside a collective with it) would deadlock both.
+        out = (tmp_path / f"rank{rank}.out").open("w")
+        err = (tmp_path / f"rank{rank}.err").open("w")
+        logs.append((out, err))
         procs.append(
             subprocess.Popen(
-                [sys.executable, str(script), backend],
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
+                [sys.executable, str(script), backend], env=env, stdout=out, stderr=err
             )
         )
     results = []
     try:
         for p in procs:
-            out, err = p.communicate(timeout=300)
-            assert p.returncode == 0, err[-3000:]
-            line = next(x for x in out.splitlines() if x.startswith("RESULT "))
-            results.append(json.loads(line[len("RESULT ") :]))
+            p.wait(timeout=300)
     finally:
         for p in procs:
             if p.poll() is None:
                 p.kill()
+        for out, err in logs:
+            out.close()
+            err.close()
+    for rank, p in enumerate(procs):
+        err = (tmp_path / f"rank{rank}.err").read_text()
+        assert p.returncode == 0, err[-3000:]
+        out = (tmp_path / f"rank{rank}.out").read_text()
+        line = next(x for x in out.splitlines() if x.startswith("RESULT "))
+        results.append(json.loads(line[len("RESULT ") :]))
     return results
 
 
