@@ -16,7 +16,8 @@ from capture.export import NodeExport
 
 WORKER = textwrap.dedent(
     """
-    import json, sys, torch
+    import faulthandler, json, sys, torch
+    faulthandler.dump_traceback_later(120, exit=True)  # a hang shows its stacks, then ends
     from capture import RoundParams
     from capture.distributed import count_distributed, emulate_rank, init_from_env
 
@@ -38,7 +39,8 @@ WORKER = textwrap.dedent(
                    for k in want)
         nodes = counted.export.to_dict()
         result["variants"][variant] = {"identical": same, "export": nodes}
-    print("RESULT " + json.dumps(result))
+    print("RESULT " + json.dumps(result), flush=True)
+    torch.distributed.barrier()  # no rank tears NCCL down while its peer still works
     torch.distributed.destroy_process_group()
     """
 )
