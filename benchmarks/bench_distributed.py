@@ -21,7 +21,13 @@ import torch.distributed as dist
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from capture import VARIANTS, RoundParams
-from capture.distributed import count_distributed, emulate_rank, init_from_env, merge
+from capture.distributed import (
+    count_distributed,
+    emulate_rank,
+    init_from_env,
+    merge,
+    release_graphs,
+)
 from capture.export import NodeExport
 from capture.timing import Quantiles, time_replays_us
 from tests.exact import poison_
@@ -93,6 +99,8 @@ def main() -> None:
             )
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "distributed.json").write_text(json.dumps(gathered, default=str) + "\n")
+    release_graphs(graphs.values())
+    keep.clear()
     dist.barrier()
     dist.destroy_process_group()
 

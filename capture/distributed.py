@@ -99,6 +99,16 @@ def emulate_rank(params: RoundParams, variant: str, rank: int, device) -> dict[s
     return {k: v.clone() for k, v in rnd.outputs().items()}
 
 
+def release_graphs(graphs) -> None:
+    """Free captured graphs before `destroy_process_group`: on the H200 pair (torch 2.11,
+    NCCL) tearing the group down while graphs holding its all-gather kernels were alive
+    hung both ranks in destroy_process_group."""
+    for g in graphs:
+        g.reset()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
 @dataclass
 class Merged:
     totals: dict[int, int]  # rank -> nodes

@@ -19,13 +19,14 @@ WORKER = textwrap.dedent(
     import faulthandler, json, sys, torch
     faulthandler.dump_traceback_later(120, exit=True)  # a hang shows its stacks, then ends
     from capture import RoundParams
-    from capture.distributed import count_distributed, emulate_rank, init_from_env
+    from capture.distributed import count_distributed, emulate_rank, init_from_env, release_graphs
 
     setup = init_from_env(sys.argv[1])
     device = setup.device
     params = RoundParams(stages=2, rows=3, k=32, world=setup.world, rank=setup.rank,
                          shard=128, seed=11)
     result = {"rank": setup.rank, "variants": {}}
+    graphs = []
     for variant in ("shipped", "fused"):
         counted = count_distributed(params, variant, setup)
         got = counted.round.outputs()
@@ -39,7 +40,10 @@ WORKER = textwrap.dedent(
                    for k in want)
         nodes = counted.export.to_dict()
         result["variants"][variant] = {"identical": same, "export": nodes}
+        if counted.captured is not None:
+            graphs.append(counted.captured.graph)
     print("RESULT " + json.dumps(result), flush=True)
+    release_graphs(graphs)
     torch.distributed.barrier()  # no rank tears NCCL down while its peer still works
     torch.distributed.destroy_process_group()
     """
