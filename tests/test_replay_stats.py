@@ -144,3 +144,19 @@ def test_chains_need_cuda():
         pytest.skip("this checks the CPU refusal")
     with pytest.raises(RuntimeError, match="need a CUDA device"):
         measure_chains(device="cpu")
+
+
+@pytest.mark.gpu
+def test_short_chain_sweep_on_gpu():
+    from capture.replay import measure_chains
+
+    trials, fits = measure_chains(
+        ("triton-empty", "torch-add", "memcpy", "pack-fused"), (1, 32, 128), trials=6, replays=5
+    )
+    assert set(trials.kind) == {"triton-empty", "torch-add", "memcpy", "pack-fused"}
+    # node counts come from the graphs: one node per call for these kinds
+    assert sorted(trials[trials.kind == "torch-add"].nodes.unique()) == [1, 32, 128]
+    for f in fits.itertuples():
+        # a node costs something, less than 20 us; the line explains the data
+        assert 0.05 < f.slope < 20 and f.r2 > 0.9, f
+        assert f.slope_lo <= f.slope <= f.slope_hi
