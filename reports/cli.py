@@ -164,10 +164,9 @@ def _load_target(spec: str):
 def cmd_count_distributed(args, console: Console) -> int:
     import torch.distributed as dist
 
-    from capture import VARIANTS, RoundParams
-    from capture.distributed import count_distributed, init_from_env, merge
-    from reports.report import commit_out, prepare_out
-    from reports.tables import totals_table
+    from capture import RoundParams
+    from capture.distributed import init_from_env
+    from reports.report import staged_output
 
     if args.target:
         raise UsageError(
@@ -182,40 +181,45 @@ def cmd_count_distributed(args, console: Console) -> int:
         **{**{k: getattr(args, k) for k in ROUND_FIELDS}, "world": setup.world, "rank": setup.rank}
     )
     lead = setup.rank == 0
-    tmp = prepare_out(args.out, args.force) if (args.out and lead) else None
     try:
-        if lead:
-            banner(console)
-            console.print(f"distributed: world {setup.world}, backend {setup.backend}")
-        names = args.variant or list(VARIANTS)
-        mine = [count_distributed(params, v, setup).export for v in names]
-        gathered = [None] * setup.world if lead else None
-        dist.gather_object([e.to_dict() for e in mine], gathered, dst=0)
-        if lead:
-            from capture import NodeExport
-
-            per_rank = [[NodeExport.from_dict(d) for d in docs] for docs in gathered]
-            console.print(totals_table([per_rank[0][i] for i in range(len(names))]))
-            for i, v in enumerate(names):
-                m = merge([per_rank[r][i] for r in range(setup.world)])
-                verdict = "same structure on every rank" if m.same_structure else m.first_difference
-                console.print(f"{v}: nodes per rank {m.totals}; {verdict}")
-            if tmp is not None:
-                for r in range(setup.world):
-                    for v, e in zip(names, per_rank[r]):
-                        e.write_json(tmp / f"nodes-{v}-rank{r}.json")
-                commit_out(tmp, args.out)
-                tmp = None
-                console.print(f"wrote {len(names) * setup.world} exports to {args.out}")
+        with staged_output(args.out if lead else None, args.force) as tmp:
+            _count_distributed(args, console, setup, params, tmp)
+        if lead and args.out:
+            console.print(f"wrote the exports of every rank to {args.out}")
         dist.barrier()
     finally:
-        if tmp is not None:
-            import shutil
-
-            shutil.rmtree(tmp, ignore_errors=True)
         if dist.is_initialized():
             dist.destroy_process_group()
     return 0
+
+
+def _count_distributed(args, console, setup, params, tmp) -> None:
+    import torch.distributed as dist
+
+    from capture import VARIANTS, NodeExport
+    from capture.distributed import count_distributed, merge
+    from reports.tables import totals_table
+
+    lead = setup.rank == 0
+    if lead:
+        banner(console)
+        console.print(f"distributed: world {setup.world}, backend {setup.backend}")
+    names = args.variant or list(VARIANTS)
+    mine = [count_distributed(params, v, setup).export for v in names]
+    gathered = [None] * setup.world if lead else None
+    dist.gather_object([e.to_dict() for e in mine], gathered, dst=0)
+    if not lead:
+        return
+    per_rank = [[NodeExport.from_dict(d) for d in docs] for docs in gathered]
+    console.print(totals_table([per_rank[0][i] for i in range(len(names))]))
+    for i, v in enumerate(names):
+        m = merge([per_rank[r][i] for r in range(setup.world)])
+        verdict = "same structure on every rank" if m.same_structure else m.first_difference
+        console.print(f"{v}: nodes per rank {m.totals}; {verdict}")
+    if tmp is not None:
+        for r in range(setup.world):
+            for v, e in zip(names, per_rank[r]):
+                e.write_json(tmp / f"nodes-{v}-rank{r}.json")
 
 
 def cmd_count(args, console: Console) -> int:
@@ -223,12 +227,11 @@ def cmd_count(args, console: Console) -> int:
 
     if args.distributed:
         return cmd_count_distributed(args, console)
-    from reports.report import commit_out, prepare_out
+    from reports.report import staged_output
     from reports.tables import per_stage_table, totals_table
 
     params = _params(args)
-    tmp = prepare_out(args.out, args.force) if args.out else None
-    try:
+    with staged_output(args.out, args.force) as tmp:
         banner(console)
         if args.target:
             fn = _load_target(args.target)
@@ -247,14 +250,8 @@ def cmd_count(args, console: Console) -> int:
             for name, e in zip(names, exports):
                 e.write_json(tmp / f"nodes-{name}.json")
                 e.write_dot(tmp / f"graph-{name}.dot")
-            commit_out(tmp, args.out)
-            tmp = None
-            console.print(f"wrote {len(exports)} exports to {args.out}")
-    finally:
-        if tmp is not None:
-            import shutil
-
-            shutil.rmtree(tmp, ignore_errors=True)
+    if args.out is not None:
+        console.print(f"wrote {len(exports)} exports to {args.out}")
     return 0
 
 
@@ -317,14 +314,27 @@ def _require_cuda(what: str) -> None:
 
 
 def cmd_replay(args, console: Console) -> int:
-    from capture import VARIANTS
-    from capture.replay import CHAIN_KINDS, run_replays
-    from reports.report import commit_out, prepare_out
+    from reports.report import staged_output
     from reports.tables import fits_table, savings_table
 
     _require_cuda("replay")
-    tmp = prepare_out(args.out, args.force) if args.out else None
-    banner(console)
+    with staged_output(args.out, args.force) as tmp:
+        banner(console)
+        result = _replay(args, console)
+        console.print(fits_table(result.fits))
+        if result.savings is not None:
+            console.print(savings_table(result))
+        if tmp is not None:
+            result.write_json(tmp / "replay.json")
+    if args.out is not None:
+        console.print(f"wrote {args.out / 'replay.json'}")
+    return 0
+
+
+def _replay(args, console):
+    from capture import VARIANTS
+    from capture.replay import CHAIN_KINDS, run_replays
+
     with _progress(console) as prog:
         task = prog.add_task("capturing chains", total=None)
         result = run_replays(
@@ -336,14 +346,7 @@ def cmd_replay(args, console: Console) -> int:
             pdl=args.pdl,
             progress=lambda m: prog.update(task, description=m),
         )
-    console.print(fits_table(result.fits))
-    if result.savings is not None:
-        console.print(savings_table(result))
-    if tmp is not None:
-        result.write_json(tmp / "replay.json")
-        commit_out(tmp, args.out)
-        console.print(f"wrote {args.out / 'replay.json'}")
-    return 0
+    return result
 
 
 def cmd_report(args, console: Console) -> int:
@@ -351,10 +354,9 @@ def cmd_report(args, console: Console) -> int:
 
     from capture import VARIANTS, count_round
     from capture.replay import run_replays
-    from reports.report import commit_out, prepare_out, write_report
+    from reports.report import staged_output, write_report
 
-    tmp = prepare_out(args.out, args.force)
-    try:
+    with staged_output(args.out, args.force) as tmp:
         banner(console)
         params = _params(args)
         with _progress(console) as prog:
@@ -374,14 +376,7 @@ def cmd_report(args, console: Console) -> int:
                 skipped = None
         command = "graph-harness " + " ".join(shlex.quote(a) for a in sys.argv[1:])
         write_report(tmp, exports, replay, command=command, skipped=skipped)
-        commit_out(tmp, args.out)
-        tmp = None
-        console.print(f"wrote {args.out / 'report.md'}")
-    finally:
-        if tmp is not None:
-            import shutil
-
-            shutil.rmtree(tmp, ignore_errors=True)
+    console.print(f"wrote {args.out / 'report.md'}")
     return 0
 
 

@@ -3,8 +3,10 @@ PNG plots. Built in a temporary folder and renamed into place when complete."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -31,6 +33,23 @@ def commit_out(tmp: Path, out: Path) -> None:
     if out.exists():
         shutil.rmtree(out)
     tmp.rename(out)
+
+
+@contextlib.contextmanager
+def staged_output(out: Path | None, force: bool) -> Iterator[Path | None]:
+    """Yield a temporary folder to fill, renamed to `out` when the block completes; removed
+    if it raises (Ctrl-C included). Refuses an existing `out` up front, before any work.
+    `out=None` yields None and writes nothing."""
+    if out is None:
+        yield None
+        return
+    tmp = prepare_out(out, force)
+    try:
+        yield tmp
+        commit_out(tmp, out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _md(df: pd.DataFrame, floatfmt: str = ".4g") -> str:

@@ -162,18 +162,23 @@ def test_scopes_are_flat():
 # --- on the GPU ------------------------------------------------------------------
 
 
+def replay_poisoned(counted):
+    """Poison the round's outputs and replay its graph: the outputs after."""
+    outs = counted.round.outputs()
+    for t in outs.values():
+        poison_(t)
+    counted.captured.graph.replay()
+    torch.cuda.synchronize()
+    return outs
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_replay_matches_eager_and_shipped(variant):
     # Poison the outputs, replay the captured graph, compare with the eager shipped round:
     # proves the work was captured on the right stream and every element written.
     expected = eager_outputs(SMALL, "shipped", "cuda")
-    counted = count_round(SMALL, variant, "cuda")
-    outs = counted.round.outputs()
-    for t in outs.values():
-        poison_(t)
-    counted.captured.graph.replay()
-    torch.cuda.synchronize()
+    outs = replay_poisoned(count_round(SMALL, variant, "cuda"))
     for name in expected:
         assert_bits_equal(outs[name], expected[name], f"{variant} {name}")
     again = eager_outputs(SMALL, variant, "cuda")
@@ -240,11 +245,7 @@ def test_default_stream_refused():
 def test_pdl_round_is_exact_and_has_programmatic_edges():
     expected = eager_outputs(SMALL, "shipped", "cuda")
     counted = count_round(SMALL, "fused", "cuda", pdl=True)
-    outs = counted.round.outputs()
-    for t in outs.values():
-        poison_(t)
-    counted.captured.graph.replay()
-    torch.cuda.synchronize()
+    outs = replay_poisoned(counted)
     for name in expected:
         assert_bits_equal(outs[name], expected[name], f"pdl {name}")
     e = counted.export

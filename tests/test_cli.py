@@ -1,6 +1,7 @@
 """The graph-harness console script, through the real entry point."""
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -151,3 +152,42 @@ def test_every_subcommand_has_help():
     for sub in ("count", "delta", "replay", "report"):
         r = run(sub, "--help")
         assert r.returncode == 0 and "usage: graph-harness" in r.stdout
+
+
+def test_count_distributed_under_torchrun(tmp_path):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = tmp_path / "dist"
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node",
+        "2",
+        "--master-port",
+        str(port),
+        "-m",
+        "reports.cli",
+        "count",
+        "--distributed",
+        *SMALL[:-4],
+        "--shard",
+        "64",
+        "--variant",
+        "fused",
+        "--out",
+        str(out),
+    ]
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "fused: nodes per rank {0: " in r.stdout and "same structure on every rank" in r.stdout
+    assert sorted(p.name for p in out.iterdir()) == [
+        "nodes-fused-rank0.json",
+        "nodes-fused-rank1.json",
+    ]
+    doc = json.loads((out / "nodes-fused-rank1.json").read_text())
+    assert doc["rank"] == 1 and doc["params"]["world"] == 2 and doc["options"]["distributed"]
