@@ -218,7 +218,7 @@ def measure_chains(
         per_call = _nodes_per_call(call, mempool)
         for n in lengths:
             calls = max(1, round(n / per_call))
-            g = capture_unrolled(call, calls, pool=mempool, keep_graph=True)
+            g = capture_unrolled(call, calls, pool=mempool)
             nodes = len(read_graph(g.raw_cuda_graph()))
             graphs[(kind, calls)] = g
             meta[(kind, calls)] = nodes
@@ -247,7 +247,7 @@ def fits_of(trials_df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _nodes_per_call(call: Callable[[], object], mempool) -> int:
-    g = capture_unrolled(call, 1, pool=mempool, keep_graph=True)
+    g = capture_unrolled(call, 1, pool=mempool)
     n = len(read_graph(g.raw_cuda_graph()))
     if n < 1:
         raise RuntimeError("a chain call captured no node")

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
+from capture.graphs import capture_graph
+
 
 @dataclass(frozen=True)
 class Quantiles:
@@ -40,25 +42,17 @@ def capture_unrolled(
     *,
     pool=None,
     warmup: int = 3,
-    keep_graph: bool = False,
 ) -> torch.cuda.CUDAGraph:
-    """Capture `calls` back-to-back calls of `fn` into one graph (syncs the device).
+    """Capture `calls` back-to-back calls of `fn` into one graph (syncs the device), by
+    `capture.graphs.capture_graph`: the unrolled calls are warmed up `warmup` times on a
+    side stream first, so lazy initialization never lands inside the capture. The graph
+    is kept (`keep_graph=True`), so its nodes can be read; replay instantiates it."""
 
-    Warm-up runs on a side stream first, so lazy initialization (compilation, cuBLAS
-    handles, allocator growth) never lands inside the capture."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(warmup):
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph(keep_graph=keep_graph)  # kept: its nodes can be read
-    with torch.cuda.graph(graph, pool=pool):
+    def unrolled():
         for _ in range(calls):
             fn()
-    torch.cuda.synchronize()
-    return graph
+
+    return capture_graph(unrolled, warmup=warmup, pool=pool).graph
 
 
 def time_replays_us(

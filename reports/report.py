@@ -139,6 +139,17 @@ def write_report(
             ),
             "",
         ]
+    if {"shipped", "fused"} <= set(exports):
+        d = node_delta(exports["shipped"], exports["fused"])
+        plots.waterfall(
+            [(r.step, float(r.delta)) for r in d.by_step.itertuples() if r.delta],
+            ("shipped", exports["shipped"].total),
+            ("fused", exports["fused"].total),
+            "nodes per round",
+            "shipped -> fused, nodes",
+            folder / "waterfall_nodes.png",
+        )
+        lines += ["![waterfall in nodes](waterfall_nodes.png)", ""]
     if replay is None:
         lines += ["## Dispatch cost", "", f"Not measured: {skipped or 'no replay run'}.", ""]
     else:
@@ -176,41 +187,17 @@ def write_report(
                 "",
             ]
             if {"shipped", "fused"} <= set(med.index):
-                _waterfalls(folder, exports, replay, med)
-                lines += [
-                    "![waterfall in nodes](waterfall_nodes.png)",
-                    "![waterfall in microseconds](waterfall_us.png)",
-                    "",
-                ]
-    if "waterfall_nodes.png" not in {p.name for p in folder.iterdir()} and {
-        "shipped",
-        "fused",
-    } <= set(exports):
-        d = node_delta(exports["shipped"], exports["fused"])
-        plots.waterfall(
-            [(r.step, r.delta) for r in d.by_step.itertuples() if r.delta],
-            ("shipped", exports["shipped"].total),
-            ("fused", exports["fused"].total),
-            "nodes per round",
-            "shipped -> fused, nodes",
-            folder / "waterfall_nodes.png",
-        )
-        lines += ["![waterfall in nodes](waterfall_nodes.png)", ""]
+                _waterfall_us(folder, exports, replay, med)
+                lines += ["![waterfall in microseconds](waterfall_us.png)", ""]
     (folder / "report.md").write_text("\n".join(lines) + "\n")
     return folder / "report.md"
 
 
-def _waterfalls(folder, exports, replay, med) -> None:
+def _waterfall_us(folder, exports, replay, med) -> None:
+    """shipped -> fused in microseconds: each step's removed nodes at their dispatch cost,
+    then what remains of the measured difference (kernel work that moved)."""
     d = node_delta(exports["shipped"], exports["fused"])
     changes = [(r.step, float(r.delta)) for r in d.by_step.itertuples() if r.delta]
-    plots.waterfall(
-        changes,
-        ("shipped", exports["shipped"].total),
-        ("fused", exports["fused"].total),
-        "nodes per round",
-        "shipped -> fused, nodes",
-        folder / "waterfall_nodes.png",
-    )
     cost = float(replay.fits.set_index("kind").slope.get("torch-add"))
     copy_cost = float(replay.fits.set_index("kind").slope.get("memcpy", cost))
     us = [

@@ -180,12 +180,36 @@ def test_pack_strided_inputs(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_pack_empty(device):
-    for rows, k in ((0, 5), (5, 0)):
-        out = torch.empty(rows, k, 2, device=device)
+    # Nothing to pack: no kernel is launched, and the (empty) out is returned as given.
+    from kernels import add_launch_listener, remove_launch_listener
+
+    launches = []
+    listener = lambda name, dev, grid: launches.append(name)
+    add_launch_listener(listener)
+    try:
+        for rows, k in ((0, 5), (5, 0)):
+            out = torch.empty(rows, k, 2, device=device)
+            got = pack_scores_ids(
+                torch.empty(rows, k, dtype=torch.int64, device=device),
+                torch.empty(rows, k, device=device),
+                0,
+                1,
+                out,
+            )
+            assert got is out
+    finally:
+        remove_launch_listener(listener)
+    assert launches == []
+    # the listener does see a real launch, so the empty case is not vacuous
+    add_launch_listener(listener)
+    try:
         pack_scores_ids(
-            torch.empty(rows, k, dtype=torch.int64, device=device),
-            torch.empty(rows, k, device=device),
+            torch.zeros(1, 1, dtype=torch.int64, device=device) + 3,
+            torch.ones(1, 1, device=device),
             0,
-            1,
-            out,
+            8,
+            torch.empty(1, 1, 2, device=device),
         )
+    finally:
+        remove_launch_listener(listener)
+    assert launches == ["_pack_flat_kernel"]
