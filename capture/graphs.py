@@ -52,6 +52,12 @@ def capture_graph(
     torch.cuda.current_stream().wait_stream(stream)
     torch.cuda.synchronize()
 
+    # As torch.cuda.graph does: release cached device and pinned-host blocks, which also
+    # retires shared pools whose graphs have all died (capturing into such a pool again
+    # trips the allocators' assertion `use_count > 0`).
+    torch.cuda.empty_cache()
+    if hasattr(torch._C, "_host_emptyCache"):
+        torch._C._host_emptyCache()
     graph = torch.cuda.CUDAGraph(keep_graph=True)
     recorder = Recorder(frontier=lambda: capture_frontier(stream))
     with torch.cuda.stream(stream):

@@ -125,6 +125,25 @@ def fit_chain(
     return Fit(slope, intercept, float(lo), float(hi), float(ilo), float(ihi), float(r2), xs.size)
 
 
+def saving_interval(
+    a_us: Sequence[float], b_us: Sequence[float], *, boot: int = 2000, seed: int = 0
+) -> tuple[float, float]:
+    """95% bootstrap interval of median(a) - median(b) for two interleaved series.
+
+    Trial t of `a` and of `b` ran back to back (time_replays_us interleaves them), so the
+    bootstrap resamples trial indices jointly: drift shared by a pair stays shared."""
+    a = np.asarray(a_us, dtype=float)
+    b = np.asarray(b_us, dtype=float)
+    if a.shape != b.shape or a.ndim != 1:
+        raise ValueError(f"a and b must be paired 1-D series, got shapes {a.shape}, {b.shape}")
+    if a.size < 2:
+        raise ValueError("a bootstrap needs at least two trials")
+    picks = np.random.default_rng(seed).integers(0, a.size, size=(boot, a.size))
+    diffs = np.median(a[picks], axis=1) - np.median(b[picks], axis=1)
+    lo, hi = np.percentile(diffs, [2.5, 97.5])
+    return float(lo), float(hi)
+
+
 def predicted_saving_us(delta_by_type: dict[str, int], cost_by_type: dict[str, float]) -> float:
     """Sum over node types of (nodes removed) x (per-node cost of that type). A type with
     no measured cost of its own is priced as a kernel node."""
@@ -325,7 +344,8 @@ def savings(
     pairs: Sequence[tuple[str, str]] = SAVING_PAIRS,
     chain_trials: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
-    """Measured saving (difference of medians) against delta nodes x per-node cost.
+    """Measured saving (difference of medians, with its 95% paired-bootstrap interval)
+    against delta nodes x per-node cost.
 
     Per-node costs by node type: kernel nodes at the torch-add chain's slope (the removed
     kernels are small torch elementwise ones), memcpy and memset at their own chains'.
@@ -338,6 +358,9 @@ def savings(
     if "memset" in slope:
         cost["memset"] = slope["memset"]
     med = round_trials.groupby("variant")["us"].median()
+    series = {
+        v: g.sort_values("trial")["us"].to_numpy() for v, g in round_trials.groupby("variant")
+    }
     rows = []
     for a, b in pairs:
         if a not in exports or b not in exports:
@@ -345,6 +368,7 @@ def savings(
         delta = node_type_delta(exports[a], exports[b])
         predicted = predicted_saving_us(delta, cost)
         measured = float(med[a] - med[b])
+        lo, hi = saving_interval(series[a], series[b])
         rows.append(
             dict(
                 a=a,
@@ -354,6 +378,8 @@ def savings(
                 round_a_us=float(med[a]),
                 round_b_us=float(med[b]),
                 measured_us=measured,
+                measured_lo=lo,
+                measured_hi=hi,
                 predicted_us=predicted,
                 ratio=measured / predicted if predicted else math.nan,
                 predicted_shapes_us=shapes_prediction_us(

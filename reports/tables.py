@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from rich.table import Table
 
 from capture import STEPS, NodeExport
@@ -85,6 +87,11 @@ def fits_table(fits) -> Table:
     return t
 
 
+def _interval(s) -> str:
+    lo, hi = getattr(s, "measured_lo", math.nan), getattr(s, "measured_hi", math.nan)
+    return "-" if math.isnan(lo) else f"[{lo:.1f}, {hi:.1f}]"  # documents before v0.2 lack it
+
+
 def savings_table(result) -> Table:
     med = result.round_trials.groupby("variant").us.median()
     t = Table(title="Round replay: measured vs predicted saving (us per round)")
@@ -94,6 +101,7 @@ def savings_table(result) -> Table:
         "A us",
         "B us",
         "measured",
+        "95% interval",
         "predicted",
         "ratio",
         "predicted (shapes)",
@@ -107,6 +115,7 @@ def savings_table(result) -> Table:
             f"{med[s.a]:.1f}",
             f"{med[s.b]:.1f}",
             f"{s.measured_us:.2f}",
+            _interval(s),
             f"{s.predicted_us:.2f}",
             f"{s.ratio:.3f}",
             f"{s.predicted_shapes_us:.2f}",

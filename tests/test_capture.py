@@ -1,5 +1,6 @@
 """The decode round: variants agree bit for bit; nodes are counted and attributed."""
 
+import gc
 import json
 
 import pytest
@@ -231,6 +232,27 @@ def test_capture_failure_names_scope_and_recovers():
     # and the process can capture again
     e = capture_and_count(lambda: x.mul_(2.0), warmup=0)
     assert e.total == 1 and e.source == "cuda-graph"
+
+
+@pytest.mark.gpu
+def test_shared_pool_outlives_its_graphs():
+    # Graphs sharing one memory pool come and go (a node-count probe, then the real
+    # capture): capturing into the pool after every earlier graph died must work.
+    from capture import capture_graph
+
+    pool = torch.cuda.graph_pool_handle()
+    x = torch.randn(64, device="cuda")
+    first = capture_graph(lambda: x.mul(2.0), pool=pool)
+    del first
+    gc.collect()
+    y = x.clone()
+    again = capture_graph(lambda: y.add_(1.0), pool=pool)
+    again.graph.replay()
+    torch.cuda.synchronize()
+    expected = x.clone()
+    for _ in range(3 + 1):  # three warm-up calls, one replay
+        expected.add_(1.0)
+    assert torch.equal(y, expected)
 
 
 @pytest.mark.gpu

@@ -14,6 +14,7 @@ from capture.replay import (
     fits_of,
     node_type_delta,
     predicted_saving_us,
+    saving_interval,
     savings,
 )
 
@@ -114,8 +115,31 @@ def test_prediction_and_savings_bookkeeping():
     # per stage: 10 pack nodes x 1.5 - 1 x 1.2, plus 2 copies x 0.9; two stages
     assert s.predicted_shapes_us == pytest.approx(2 * (15.0 - 1.2 + 1.8))
     assert s.measured_us == pytest.approx(40.0)
+    # the pairs differ by exactly 40 in every trial: the paired interval has no width
+    assert s.measured_lo == pytest.approx(40.0) and s.measured_hi == pytest.approx(40.0)
     expected = predicted_saving_us(json.loads(s.delta_by_type), {"kernel": 1.0, "memcpy": 0.5})
     assert s.predicted_us == pytest.approx(expected) and s.ratio == pytest.approx(40.0 / expected)
+
+
+def test_saving_interval_pairs_trials():
+    rng = np.random.default_rng(7)
+    hits = narrower = 0
+    for _ in range(40):
+        drift = np.cumsum(rng.normal(0, 2.0, 60))  # shared by a trial's pair
+        a = 1000 + drift + 10.0 + rng.normal(0, 0.5, 60)
+        b = 1000 + drift + rng.normal(0, 0.5, 60)
+        lo, hi = saving_interval(a, b, seed=int(rng.integers(1 << 30)))
+        hits += lo <= 10.0 <= hi
+        # resampling the two series independently (pairs broken) gives a wider interval
+        pa, pb = rng.integers(0, 60, (2, 2000, 60))
+        unpaired = np.median(a[pa], axis=1) - np.median(b[pb], axis=1)
+        narrower += hi - lo < np.subtract(*np.percentile(unpaired, [97.5, 2.5]))
+    assert hits >= 34  # a 95% interval, 40 independent draws
+    assert narrower >= 36
+    with pytest.raises(ValueError, match="paired"):
+        saving_interval([1.0, 2.0], [1.0])
+    with pytest.raises(ValueError, match="two trials"):
+        saving_interval([1.0], [1.0])
 
 
 def test_replay_document_roundtrip(tmp_path):
