@@ -4,8 +4,11 @@
 
 Each provider's call is unrolled `--calls` times into one CUDA graph; a trial times
 `--replays` replays between CUDA events; providers are interleaved across trials; the
-figure is the median per call with p20/p80. `--sweep` also times every fused (BLOCK,
-num_warps) config, to check the heuristic `_pack_config` picks.
+figure is the median per call with p20/p80 over all trials of `--placements` separate
+allocations of the inputs and the (shared) output buffer: for tiny shapes where data lands
+(L2 partition) moves the time by several percent, so one placement is not enough to order
+two kernels. `--sweep` also times every fused (BLOCK, num_warps) config, to check the
+heuristic `_pack_config` picks.
 """
 
 from __future__ import annotations
@@ -14,9 +17,11 @@ import argparse
 import csv
 import platform
 import sys
+from functools import partial
 from pathlib import Path
 
 import torch
+import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -36,28 +41,27 @@ def inputs(rows, k, width, device):
     return idx, scores, rank
 
 
-def providers(idx, scores, rank, width, compiled, sweep):
-    """name -> zero-argument call writing its own output buffer; and those buffers."""
+def providers(idx, scores, rank, width, out, compiled, sweep):
+    """name -> zero-argument call writing `out`. Every provider writes the same buffer
+    from the same inputs: the A/B differs in the kernel alone, not in where its data
+    lives (at 1 x 48 the addresses alone move the time by several percent)."""
     rows, k = idx.shape
-    fns, outs = {}, {}
-
-    def add(name, fn, **kw):
-        out = torch.empty(rows, k, 2, device=idx.device)
-        outs[name] = out
-        fns[name] = lambda: fn(idx, scores, rank, width, out, **kw)
-
-    add("shipped-eager", pack_scores_ids_shipped)
-    add("shipped-compiled", compiled)
-    add("fused", pack_scores_ids)
+    fns = {
+        "shipped-eager": lambda: pack_scores_ids_shipped(idx, scores, rank, width, out),
+        "shipped-compiled": lambda: compiled(idx, scores, rank, width, out),
+        "fused": lambda: pack_scores_ids(idx, scores, rank, width, out),
+    }
     if sweep:
         n = rows * k
         for block in (32, 64, 128, 256, 512, 1024, 2048):
-            if block > max(32, 2 * n):
+            if block > max(64, 2 * triton.next_power_of_2(n)):
                 continue
             for warps in (1, 2, 4, 8):
                 if warps * 32 <= block:
-                    add(f"fused[B{block},w{warps}]", pack_scores_ids, _config=(block, warps))
-    return fns, outs
+                    fns[f"fused[B{block},w{warps}]"] = partial(
+                        pack_scores_ids, idx, scores, rank, width, out, _config=(block, warps)
+                    )
+    return fns
 
 
 def main() -> None:
@@ -66,10 +70,9 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=200)
     ap.add_argument("--replays", type=int, default=10)
     ap.add_argument("--trials", type=int, default=31)
+    ap.add_argument("--placements", type=int, default=3)
     ap.add_argument("--sweep", action="store_true")
     args = ap.parse_args()
-
-    import triton
 
     device = torch.device("cuda")
     env = dict(
@@ -86,21 +89,31 @@ def main() -> None:
     mempool = torch.cuda.graph_pool_handle()
     for rows, k in SHAPES:
         width = max(k, 64)
-        idx, scores, rank = inputs(rows, k, width, device)
-        fns, outs = providers(idx, scores, rank, width, compiled, args.sweep)
-        graphs = {n: capture_unrolled(f, args.calls, pool=mempool) for n, f in fns.items()}
-        # Every provider must have written the same bits.
-        for n, g in graphs.items():
-            outs[n].fill_(float("nan"))
-            g.replay()
-        torch.cuda.synchronize()
-        ref = outs["shipped-eager"].view(torch.int32)
-        for n, o in outs.items():
-            if not torch.equal(o.view(torch.int32), ref):
-                raise SystemExit(f"{n} differs from shipped-eager at rows={rows} k={k}")
-        times = time_replays_us(graphs, replays=args.replays, trials=args.trials)
-        for n, ts in times.items():
-            q = Quantiles.of([t / args.calls for t in ts])
+        trials: dict[str, list[float]] = {}
+        per_placement: dict[str, list[float]] = {}
+        for placement in range(args.placements):
+            # A spacer shifts where this placement's buffers land (L2 slice and partition).
+            spacer = torch.empty(4096 * (37 * placement + 1), dtype=torch.uint8, device=device)
+            idx, scores, rank = inputs(rows, k, width, device)
+            out = torch.empty(rows, k, 2, device=device)
+            ref = torch.empty_like(out)
+            pack_scores_ids_shipped(idx, scores, rank, width, ref)
+            fns = providers(idx, scores, rank, width, out, compiled, args.sweep)
+            graphs = {n: capture_unrolled(f, args.calls, pool=mempool) for n, f in fns.items()}
+            for n, g in graphs.items():  # every provider writes the same bits
+                out.fill_(float("nan"))
+                g.replay()
+                torch.cuda.synchronize()
+                if not torch.equal(out.view(torch.int32), ref.view(torch.int32)):
+                    raise SystemExit(f"{n} differs from shipped-eager at rows={rows} k={k}")
+            times = time_replays_us(graphs, replays=args.replays, trials=args.trials)
+            for n, ts in times.items():
+                per_call = [t / args.calls for t in ts]
+                trials.setdefault(n, []).extend(per_call)
+                per_placement.setdefault(n, []).append(Quantiles.of(per_call).median)
+            del graphs, spacer
+        for n, ts in trials.items():
+            q = Quantiles.of(ts)
             rows_out.append(
                 dict(
                     kernel="pack",
@@ -112,11 +125,12 @@ def main() -> None:
                     p20=q.p20,
                     p80=q.p80,
                     calls_per_graph=args.calls,
+                    placements=args.placements,
+                    placement_medians=" ".join(f"{m:.4f}" for m in per_placement[n]),
                     config=str(_pack_config(rows, k)) if n == "fused" else "",
                     **env,
                 )
             )
-        del graphs
     args.out.parent.mkdir(parents=True, exist_ok=True)
     tmp = args.out.with_suffix(".tmp")
     with tmp.open("w", newline="") as f:

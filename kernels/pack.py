@@ -164,12 +164,14 @@ if HAS_TRITON:
 
 
 def _pack_config(rows: int, k: int) -> tuple[int, int]:
-    """(BLOCK, num_warps), from a sweep on the H200 (BENCHMARKS.md): tiny work is
-    dispatch-bound, so one small program; otherwise 256 elements per 4-warp program."""
+    """(BLOCK, num_warps), from sweeps on the H200 (BENCHMARKS.md). Tiny work is one
+    program, one element per thread (at 1 x 48, 64 threads beat 32 threads doing two
+    each by ~1.5%: the kernel is one dependent load-select-store, so per-thread latency
+    is the cost); otherwise 256 elements per 4-warp program."""
     n = rows * k
     if n <= 256:
         block = max(triton_next_pow2(n), 32)
-        return block, 1 if block <= 64 else 2
+        return block, min(4, block // 32)
     return 256, 4
 
 
