@@ -25,6 +25,7 @@ from capture.replay import (
     measure_chains,
     measure_round_configs,
     run_replays,
+    saving_interval,
 )
 
 pd.set_option("display.width", 200)
@@ -35,11 +36,14 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--trials", type=int, default=30)
+    ap.add_argument("--builds", type=int, default=3, help="fresh builds of each round timed")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     params = RoundParams()
     kinds = CHAIN_KINDS + PDL_KINDS
-    result = run_replays(params, list(VARIANTS), kinds=kinds, trials=args.trials, progress=print)
+    result = run_replays(
+        params, list(VARIANTS), kinds=kinds, trials=args.trials, builds=args.builds, progress=print
+    )
     result.write_json(args.out / "replay.json")
     _, second = measure_chains(kinds, trials=args.trials)
     fits = result.fits.set_index("kind")
@@ -63,10 +67,15 @@ def main() -> None:
             ]
         ].to_string()
     )
-    med = result.round_trials.groupby("variant").us.median()
-    print("\nround replay, median us per round:")
-    print(med.to_string())
-    print("\nsavings (measured = difference of medians; predicted = delta nodes x cost):")
+    per_build = result.round_trials.pivot_table(
+        index="variant", columns="build", values="us", aggfunc="median"
+    )
+    print("\nround replay, median us per round, per build (each build: fresh buffers):")
+    print(per_build.to_string())
+    print(
+        "\nsavings (measured = median over builds of the difference of medians, 95% interval "
+        "over builds and paired trials; predicted = delta nodes x cost):"
+    )
     print(
         result.savings[
             [
@@ -75,6 +84,8 @@ def main() -> None:
                 "delta_nodes",
                 "delta_by_type",
                 "measured_us",
+                "measured_lo",
+                "measured_hi",
                 "predicted_us",
                 "ratio",
                 "predicted_shapes_us",
@@ -85,14 +96,22 @@ def main() -> None:
 
     # The fused round with and without PDL, interleaved in one timing.
     t, exports = measure_round_configs(
-        params, {"fused": ("fused", False), "fused+pdl": ("fused", True)}, trials=args.trials
+        params,
+        {"fused": ("fused", False), "fused+pdl": ("fused", True)},
+        trials=args.trials,
+        builds=args.builds,
     )
     med = t.groupby("variant").us.median()
+    lo, hi = saving_interval(
+        t[t.variant == "fused"].pivot(index="build", columns="trial", values="us").to_numpy(),
+        t[t.variant == "fused+pdl"].pivot(index="build", columns="trial", values="us").to_numpy(),
+    )
     nodes = exports["fused"].total
     prog = sum(1 for n in exports["fused+pdl"].nodes if n.get("programmatic_deps"))
     print(
         f"\nfused round: {med['fused']:.3f} us without PDL, {med['fused+pdl']:.3f} us with PDL "
-        f"({nodes} nodes; {prog} with programmatic edges)"
+        f"({nodes} nodes; {prog} with programmatic edges); PDL saves "
+        f"{med['fused'] - med['fused+pdl']:.1f} us, 95% interval [{lo:.1f}, {hi:.1f}]"
     )
 
 

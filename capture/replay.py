@@ -126,22 +126,47 @@ def fit_chain(
 
 
 def saving_interval(
-    a_us: Sequence[float], b_us: Sequence[float], *, boot: int = 2000, seed: int = 0
+    a_us: Sequence[float] | Sequence[Sequence[float]],
+    b_us: Sequence[float] | Sequence[Sequence[float]],
+    *,
+    boot: int = 2000,
+    seed: int = 0,
 ) -> tuple[float, float]:
-    """95% bootstrap interval of median(a) - median(b) for two interleaved series.
+    """95% bootstrap interval of the saving median(a) - median(b).
 
-    Trial t of `a` and of `b` ran back to back (time_replays_us interleaves them), so the
-    bootstrap resamples trial indices jointly: drift shared by a pair stays shared."""
+    One series per side, or one per build (`[builds][trials]`); the saving is then the
+    median over builds of each build's difference of medians. Trial t of `a` and of `b`
+    ran back to back (time_replays_us interleaves them), so trials are resampled jointly
+    and drift shared by a pair stays shared; builds are resampled too, so the interval
+    carries the spread between builds (where the buffers landed), which one build's
+    trials cannot show."""
     a = np.asarray(a_us, dtype=float)
     b = np.asarray(b_us, dtype=float)
-    if a.shape != b.shape or a.ndim != 1:
-        raise ValueError(f"a and b must be paired 1-D series, got shapes {a.shape}, {b.shape}")
-    if a.size < 2:
+    a = a[None, :] if a.ndim == 1 else a
+    b = b[None, :] if b.ndim == 1 else b
+    if a.shape != b.shape or a.ndim != 2:
+        raise ValueError(
+            f"a and b must be paired series ([trials] or [builds][trials]), got shapes "
+            f"{np.shape(a_us)}, {np.shape(b_us)}"
+        )
+    n_builds, n_trials = a.shape
+    if n_trials < 2:
         raise ValueError("a bootstrap needs at least two trials")
-    picks = np.random.default_rng(seed).integers(0, a.size, size=(boot, a.size))
-    diffs = np.median(a[picks], axis=1) - np.median(b[picks], axis=1)
+    rng = np.random.default_rng(seed)
+    pick_b = rng.integers(0, n_builds, size=(boot, n_builds))
+    pick_t = rng.integers(0, n_trials, size=(boot, n_builds, n_trials))
+    ra = np.take_along_axis(a[pick_b], pick_t, axis=2)  # [boot, builds, trials]
+    rb = np.take_along_axis(b[pick_b], pick_t, axis=2)
+    diffs = np.median(np.median(ra, axis=2) - np.median(rb, axis=2), axis=1)
     lo, hi = np.percentile(diffs, [2.5, 97.5])
     return float(lo), float(hi)
+
+
+def saving_point(a_us, b_us) -> float:
+    """The saving: median over builds of each build's difference of medians."""
+    a = np.atleast_2d(np.asarray(a_us, dtype=float))
+    b = np.atleast_2d(np.asarray(b_us, dtype=float))
+    return float(np.median(np.median(a, axis=1) - np.median(b, axis=1)))
 
 
 def predicted_saving_us(delta_by_type: dict[str, int], cost_by_type: dict[str, float]) -> float:
@@ -282,11 +307,13 @@ def measure_rounds(
     *,
     trials: int = 30,
     replays: int = 10,
+    builds: int = 3,
     pdl: bool = False,
 ) -> tuple[pd.DataFrame, dict[str, NodeExport]]:
-    """Trial rows (variant, trial, us per round) of interleaved replays, and the exports."""
+    """Trial rows (variant, build, trial, us per round) of interleaved replays, and the
+    exports (of the first build; every build captures the same structure)."""
     return measure_round_configs(
-        params, {v: (v, pdl) for v in variants}, trials=trials, replays=replays
+        params, {v: (v, pdl) for v in variants}, trials=trials, replays=replays, builds=builds
     )
 
 
@@ -296,19 +323,34 @@ def measure_round_configs(
     *,
     trials: int = 30,
     replays: int = 10,
+    builds: int = 3,
 ) -> tuple[pd.DataFrame, dict[str, NodeExport]]:
-    """Like measure_rounds, for labelled (variant, pdl) configurations timed together."""
-    graphs, exports = {}, {}
-    mempool = torch.cuda.graph_pool_handle()
-    keep = []
-    for v, (variant, pdl) in configs.items():
-        counted = count_round(params, variant, "cuda", graph_pool=mempool, pdl=pdl)
-        counted.captured.graph.instantiate()
-        graphs[v] = counted.captured.graph
-        exports[v] = counted.export
-        keep.append(counted)  # the round's buffers must outlive its graph
-    times = time_replays_us(graphs, replays=replays, trials=trials)
-    rows = [dict(variant=v, trial=t, us=x) for v, ts in times.items() for t, x in enumerate(ts)]
+    """Like measure_rounds, for labelled (variant, pdl) configurations timed together.
+
+    Each build constructs and captures every configuration afresh, so its buffers land
+    elsewhere: on the H200 where a round's data lives moves its time by ~0.5% (about 20 us
+    of 4.7 ms; BENCHMARKS.md), more than most single changes save. Trials within a build
+    are interleaved; savings() pools the builds."""
+    if builds < 1:
+        raise ValueError(f"builds must be >= 1, got {builds}")
+    rows, exports = [], {}
+    for build in range(builds):
+        graphs = {}
+        mempool = torch.cuda.graph_pool_handle()
+        keep = []
+        for v, (variant, pdl) in configs.items():
+            counted = count_round(params, variant, "cuda", graph_pool=mempool, pdl=pdl)
+            counted.captured.graph.instantiate()
+            graphs[v] = counted.captured.graph
+            exports.setdefault(v, counted.export)
+            keep.append(counted)  # the round's buffers must outlive its graph
+        times = time_replays_us(graphs, replays=replays, trials=trials)
+        rows += [
+            dict(variant=v, build=build, trial=t, us=x)
+            for v, ts in times.items()
+            for t, x in enumerate(ts)
+        ]
+        del graphs, keep
     return pd.DataFrame(rows), exports
 
 
@@ -344,8 +386,9 @@ def savings(
     pairs: Sequence[tuple[str, str]] = SAVING_PAIRS,
     chain_trials: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
-    """Measured saving (difference of medians, with its 95% paired-bootstrap interval)
-    against delta nodes x per-node cost.
+    """Measured saving (per build the difference of medians, then the median over builds;
+    with its 95% bootstrap interval over builds and paired trials) against delta nodes x
+    per-node cost.
 
     Per-node costs by node type: kernel nodes at the torch-add chain's slope (the removed
     kernels are small torch elementwise ones), memcpy and memset at their own chains'.
@@ -358,8 +401,11 @@ def savings(
     if "memset" in slope:
         cost["memset"] = slope["memset"]
     med = round_trials.groupby("variant")["us"].median()
+    if "build" not in round_trials:  # documents from before builds: one build
+        round_trials = round_trials.assign(build=0)
     series = {
-        v: g.sort_values("trial")["us"].to_numpy() for v, g in round_trials.groupby("variant")
+        v: g.pivot(index="build", columns="trial", values="us").to_numpy()
+        for v, g in round_trials.groupby("variant")
     }
     rows = []
     for a, b in pairs:
@@ -367,7 +413,7 @@ def savings(
             continue
         delta = node_type_delta(exports[a], exports[b])
         predicted = predicted_saving_us(delta, cost)
-        measured = float(med[a] - med[b])
+        measured = saving_point(series[a], series[b])
         lo, hi = saving_interval(series[a], series[b])
         rows.append(
             dict(
@@ -462,6 +508,7 @@ def run_replays(
     kinds: Sequence[str] = CHAIN_KINDS,
     lengths: Sequence[int] = DEFAULT_LENGTHS,
     trials: int = 30,
+    builds: int = 3,
     pdl: bool = False,
     progress: Callable[[str], None] | None = None,
 ) -> ReplayResult:
@@ -469,7 +516,9 @@ def run_replays(
     chain_trials, fits = measure_chains(kinds, lengths, trials=trials, progress=progress)
     round_trials = sav = None
     if variants:
-        round_trials, exports = measure_rounds(params, variants, trials=trials, pdl=pdl)
+        round_trials, exports = measure_rounds(
+            params, variants, trials=trials, builds=builds, pdl=pdl
+        )
         if progress:
             progress("timed rounds")
         sav = savings(round_trials, exports, fits, chain_trials=chain_trials)
@@ -482,5 +531,5 @@ def run_replays(
         params.as_dict(),
         environment(torch.device("cuda")),
         now(),
-        {"pdl": pdl},
+        {"pdl": pdl, "builds": builds},
     )

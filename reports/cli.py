@@ -105,13 +105,35 @@ def build_parser() -> argparse.ArgumentParser:
         help="round variant to time (default: all)",
     )
     r.add_argument("--pdl", action="store_true", help="rounds with programmatic dependent launch")
+    _builds_arg(r)
     _out_args(r)
 
     p = sub.add_parser("report", help="counts, deltas, replays and plots into one folder")
     _round_args(p)
     p.add_argument("--trials", type=int, default=30)
+    _builds_arg(p)
     _out_args(p, required=True)
     return ap
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return value
+
+
+def _builds_arg(parser) -> None:
+    parser.add_argument(
+        "--builds",
+        type=_positive,
+        default=3,
+        help="times each round is built afresh for timing (its buffers land elsewhere each "
+        "time; savings pool the builds). Default 3",
+    )
 
 
 def banner(console: Console) -> None:
@@ -343,6 +365,7 @@ def _replay(args, console):
             kinds=args.kind or CHAIN_KINDS,
             lengths=args.lengths,
             trials=args.trials,
+            builds=args.builds,
             pdl=args.pdl,
             progress=lambda m: prog.update(task, description=m),
         )
@@ -371,6 +394,7 @@ def cmd_report(args, console: Console) -> int:
                     params,
                     list(VARIANTS),
                     trials=args.trials,
+                    builds=args.builds,
                     progress=lambda m: prog.update(task, description=m),
                 )
                 skipped = None

@@ -179,9 +179,12 @@ def write_report(
                 "",
                 _md(med.rename("median us per round").reset_index()),
                 "",
-                "Predicted = removed nodes x per-node cost by node type; 'shapes' prices "
-                "the real pack and copy calls from their own chains (work, not just "
-                "dispatch).",
+                "Measured = per build, the difference of medians of interleaved replays; "
+                "then the median over builds (each build puts the round's buffers "
+                "elsewhere, which alone moves a round by ~0.5%); `measured_lo`/`hi` is its "
+                "95% bootstrap interval over builds and paired trials. Predicted = removed "
+                "nodes x per-node cost by node type; 'shapes' prices the real pack and copy "
+                "calls from their own chains (work, not just dispatch).",
                 "",
                 _md(s.drop(columns=["delta_by_type"])),
                 "",

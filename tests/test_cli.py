@@ -122,6 +122,8 @@ def test_replay_needs_cuda():
     assert "Traceback" not in r.stdout + r.stderr
     r = run("--debug", "replay", "--trials", "3")
     assert r.returncode != 0 and "Traceback" in r.stderr
+    r = run("replay", "--builds", "0")
+    assert r.returncode == 2 and "expected a whole number >= 1, got '0'" in r.stderr
 
 
 def test_report_on_cpu(tmp_path):

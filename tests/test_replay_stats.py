@@ -15,6 +15,7 @@ from capture.replay import (
     node_type_delta,
     predicted_saving_us,
     saving_interval,
+    saving_point,
     savings,
 )
 
@@ -138,8 +139,41 @@ def test_saving_interval_pairs_trials():
     assert narrower >= 36
     with pytest.raises(ValueError, match="paired"):
         saving_interval([1.0, 2.0], [1.0])
+    with pytest.raises(ValueError, match="paired"):
+        saving_interval([[1.0, 2.0], [1.0, 2.0]], [[1.0, 2.0]])
     with pytest.raises(ValueError, match="two trials"):
         saving_interval([1.0], [1.0])
+
+
+def test_saving_pools_builds():
+    # Three builds whose placement shifts both sides by different amounts; the saving
+    # differs per build (9, 10, 14) because placement moves a and b unequally.
+    rng = np.random.default_rng(3)
+    shift_a, shift_b = (0.0, 20.0, -15.0), (1.0, 20.0, -19.0)
+    a = np.array([[1000 + sa + 10 + x for x in rng.normal(0, 0.3, 40)] for sa in shift_a])
+    b = np.array([[1000 + sb + x for x in rng.normal(0, 0.3, 40)] for sb in shift_b])
+    per_build = np.median(a, axis=1) - np.median(b, axis=1)
+    assert saving_point(a, b) == pytest.approx(float(np.median(per_build)))
+    lo, hi = saving_interval(a, b)
+    # the interval spans the builds' spread, which one build's trials cannot show
+    assert lo < 10.0 and hi > 13.0 and lo >= per_build.min() - 0.5 and hi <= per_build.max() + 0.5
+    lo1, hi1 = saving_interval(a[0], b[0])
+    assert hi1 - lo1 < 0.5
+    # savings() reads builds from the trial rows
+    p = RoundParams(stages=2, rows=2, k=32, world=2, rank=1, shard=64)
+    exports = {v: count_round(p, v, "cpu").export for v in ("shipped", "fused")}
+    trials = pd.DataFrame(
+        [
+            dict(variant=v, build=bi, trial=t, us=m[bi, t])
+            for v, m in (("shipped", a), ("fused", b))
+            for bi in range(3)
+            for t in range(40)
+        ]
+    )
+    fits = pd.DataFrame([dict(kind="torch-add", slope=1.0), dict(kind="memcpy", slope=0.5)])
+    s = savings(trials, exports, fits, pairs=[("shipped", "fused")]).iloc[0]
+    assert s.measured_us == pytest.approx(saving_point(a, b))
+    assert (s.measured_lo, s.measured_hi) == pytest.approx((lo, hi))
 
 
 def test_replay_document_roundtrip(tmp_path):
