@@ -55,6 +55,8 @@ CHAIN_KINDS = (
     "compaction-copies",
 )
 PDL_KINDS = ("triton-empty-pdl", "pack-fused-pdl")
+# Chains that price a round's removed nodes by type (kernel, memcpy) in savings().
+PRICE_KINDS = ("torch-add", "memcpy")
 DEFAULT_LENGTHS = (1, 16, 64, 256, 1024)
 SAVING_PAIRS = (
     ("shipped", "fused"),
@@ -394,6 +396,11 @@ def savings(
     kernels are small torch elementwise ones), memcpy and memset at their own chains'.
     With `chain_trials`, a second prediction prices the real-shape chains per call."""
     slope = dict(zip(fits["kind"], fits["slope"]))
+    if "torch-add" not in slope:
+        raise ValueError(
+            "savings price kernel nodes at the torch-add chain's slope: measure the "
+            f"'torch-add' chain too (fits have {sorted(slope)})"
+        )
     call_us = per_call_us(fits, chain_trials) if chain_trials is not None else {}
     cost = {"kernel": slope["torch-add"]}
     if "memcpy" in slope:
@@ -512,7 +519,13 @@ def run_replays(
     pdl: bool = False,
     progress: Callable[[str], None] | None = None,
 ) -> ReplayResult:
-    """Chains, fits, round timing and savings in one document (syncs; needs CUDA)."""
+    """Chains, fits, round timing and savings in one document (syncs; needs CUDA).
+
+    When rounds are timed, the chains their predictions price nodes with (PRICE_KINDS)
+    are measured too, whether or not `kinds` names them."""
+    kinds = list(kinds)
+    if variants:
+        kinds += [k for k in PRICE_KINDS if k not in kinds]
     chain_trials, fits = measure_chains(kinds, lengths, trials=trials, progress=progress)
     round_trials = sav = None
     if variants:

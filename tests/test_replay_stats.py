@@ -173,7 +173,31 @@ def test_saving_pools_builds():
     fits = pd.DataFrame([dict(kind="torch-add", slope=1.0), dict(kind="memcpy", slope=0.5)])
     s = savings(trials, exports, fits, pairs=[("shipped", "fused")]).iloc[0]
     assert s.measured_us == pytest.approx(saving_point(a, b))
+    with pytest.raises(ValueError, match="measure the 'torch-add' chain"):
+        savings(trials, exports, fits[fits.kind != "torch-add"], pairs=[("shipped", "fused")])
     assert (s.measured_lo, s.measured_hi) == pytest.approx((lo, hi))
+
+
+def test_run_replays_measures_the_pricing_chains(monkeypatch):
+    # Rounds are priced with the torch-add and memcpy slopes: asking for other chain kinds
+    # only must still measure those (a GPU run of `graph-harness replay --kind triton-empty`
+    # once failed with a bare KeyError).
+    import capture.replay as R
+
+    seen = {}
+
+    def fake_chains(kinds, lengths, **kw):
+        seen["kinds"] = list(kinds)
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(R, "measure_chains", fake_chains)
+    p = RoundParams(stages=1, rows=1, k=8, world=2, shard=16)
+    with pytest.raises(RuntimeError, match="stop here"):
+        R.run_replays(p, ["shipped", "fused"], kinds=["triton-empty"])
+    assert seen["kinds"] == ["triton-empty", "torch-add", "memcpy"]
+    with pytest.raises(RuntimeError, match="stop here"):
+        R.run_replays(p, [], kinds=["triton-empty"])
+    assert seen["kinds"] == ["triton-empty"]
 
 
 def test_replay_document_roundtrip(tmp_path):
