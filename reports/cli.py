@@ -8,6 +8,7 @@ temporary name and renamed when complete, so an interrupted run leaves nothing p
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -410,7 +411,10 @@ COMMANDS = {"count": cmd_count, "delta": cmd_delta, "replay": cmd_replay, "repor
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    console = Console()
+    # Piped into a log or CI, rich would squeeze tables into 80 columns and cut headers
+    # and figures to "…"; COLUMNS still wins when set.
+    wide = not sys.stdout.isatty() and "COLUMNS" not in os.environ
+    console = Console(width=160 if wide else None)
     try:
         return COMMANDS[args.command](args, console)
     except KeyboardInterrupt:

@@ -12,7 +12,8 @@ SMALL = ["--stages", "2", "--rows", "2", "--k", "32", "--world", "2", "--shard",
 def run(*args):
     exe = shutil.which("graph-harness") or None
     cmd = [exe] if exe else [sys.executable, "-m", "reports.cli"]
-    return subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=600)
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}  # output is piped
+    return subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=600, env=env)
 
 
 def test_count_writes_exports(tmp_path):
@@ -39,6 +40,15 @@ def test_count_writes_exports(tmp_path):
         "graph-fused.dot",
         "nodes-fused.json",
     ]
+
+
+def test_piped_tables_are_not_cut():
+    # Piped into a log, rich would squeeze the five-variant table into 80 columns and cut
+    # headers and figures to "...".
+    r = run("count", *SMALL)
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert "\u2026" not in r.stdout, r.stdout
+    assert all(h in r.stdout for h in ("direct-compaction", "select", "compaction")), r.stdout
 
 
 def test_count_usage_errors():
