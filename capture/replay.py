@@ -329,14 +329,19 @@ def measure_round_configs(
 ) -> tuple[pd.DataFrame, dict[str, NodeExport]]:
     """Like measure_rounds, for labelled (variant, pdl) configurations timed together.
 
-    Each build constructs and captures every configuration afresh, so its buffers land
-    elsewhere: on the H200 where a round's data lives moves its time by ~0.5% (about 20 us
-    of 4.7 ms; BENCHMARKS.md), more than most single changes save. Trials within a build
-    are interleaved; savings() pools the builds."""
+    Each build constructs and captures every configuration afresh, after returning the
+    last build's memory to the driver and behind a spacer of a different size, so its
+    buffers land elsewhere: on the H200 where a round's data lives moves its time by ~0.5%
+    (about 20 us of 4.7 ms; BENCHMARKS.md), more than most single changes save. Trials
+    within a build are interleaved; savings() pools the builds."""
     if builds < 1:
         raise ValueError(f"builds must be >= 1, got {builds}")
     rows, exports = [], {}
     for build in range(builds):
+        torch.cuda.empty_cache()  # the last build's blocks must not simply be reused
+        spacer = torch.empty(
+            (2 * build + 1) << 20 | 4096 * 37 * build, dtype=torch.uint8, device="cuda"
+        )
         graphs = {}
         mempool = torch.cuda.graph_pool_handle()
         keep = []
@@ -352,7 +357,7 @@ def measure_round_configs(
             for v, ts in times.items()
             for t, x in enumerate(ts)
         ]
-        del graphs, keep
+        del graphs, keep, spacer
     return pd.DataFrame(rows), exports
 
 

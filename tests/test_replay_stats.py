@@ -242,3 +242,32 @@ def test_short_chain_sweep_on_gpu():
         # a node costs something, less than 20 us; the line explains the data
         assert 0.05 < f.slope < 20 and f.r2 > 0.9, f
         assert f.slope_lo <= f.slope <= f.slope_hi
+
+
+@pytest.mark.gpu
+def test_round_builds_land_elsewhere(monkeypatch):
+    # Builds exist to sample where a round's buffers land: each must get new addresses.
+    import capture.replay as R
+
+    bases = []
+    real = R.count_round
+
+    def recording(*args, **kwargs):
+        counted = real(*args, **kwargs)
+        bases.append(counted.round.pool.chunk(0).data_ptr())
+        return counted
+
+    monkeypatch.setattr(R, "count_round", recording)
+    p = RoundParams(stages=2, rows=2, k=32, world=2, rank=1, shard=64)
+    trials, exports = R.measure_rounds(p, ["shipped", "fused"], trials=3, replays=2, builds=3)
+    assert sorted(trials.build.unique()) == [0, 1, 2]
+    assert len(trials) == 2 * 3 * 3 and (trials.us > 0).all()
+    per_build = [tuple(bases[i : i + 2]) for i in range(0, 6, 2)]
+    assert len(set(per_build)) == 3, per_build
+    s = R.savings(
+        trials,
+        exports,
+        pd.DataFrame([dict(kind="torch-add", slope=1.0)]),
+        pairs=[("shipped", "fused")],
+    ).iloc[0]
+    assert s.measured_lo <= s.measured_us <= s.measured_hi
