@@ -390,7 +390,7 @@ def savings(
     round_trials: pd.DataFrame,
     exports: dict[str, NodeExport],
     fits: pd.DataFrame,
-    pairs: Sequence[tuple[str, str]] = SAVING_PAIRS,
+    pairs: Sequence[tuple[str, str]] | None = None,
     chain_trials: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Measured saving (per build the difference of medians, then the median over builds;
@@ -399,7 +399,8 @@ def savings(
 
     Per-node costs by node type: kernel nodes at the torch-add chain's slope (the removed
     kernels are small torch elementwise ones), memcpy and memset at their own chains'.
-    With `chain_trials`, a second prediction prices the real-shape chains per call."""
+    With `chain_trials`, a second prediction prices the real-shape chains per call.
+    `pairs` defaults to saving_pairs(the variants timed)."""
     slope = dict(zip(fits["kind"], fits["slope"]))
     if "torch-add" not in slope:
         raise ValueError(
@@ -420,6 +421,8 @@ def savings(
         for v, g in round_trials.groupby("variant")
     }
     rows = []
+    if pairs is None:
+        pairs = saving_pairs([v for v in exports if v in series])
     for a, b in pairs:
         if a not in exports or b not in exports:
             continue
@@ -447,7 +450,32 @@ def savings(
                 else math.nan,
             )
         )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=SAVING_COLUMNS)
+
+
+SAVING_COLUMNS = [
+    "a",
+    "b",
+    "delta_nodes",
+    "delta_by_type",
+    "round_a_us",
+    "round_b_us",
+    "measured_us",
+    "measured_lo",
+    "measured_hi",
+    "predicted_us",
+    "ratio",
+    "predicted_shapes_us",
+]
+
+
+def saving_pairs(variants: Sequence[str]) -> list[tuple[str, str]]:
+    """The A -> B pairs to report for these variants: the standard ones (SAVING_PAIRS)
+    among them, else the first variant against each of the others."""
+    standard = [(a, b) for a, b in SAVING_PAIRS if a in variants and b in variants]
+    if standard:
+        return standard
+    return [(variants[0], v) for v in variants[1:]]
 
 
 # --- the document ------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from capture.replay import (
     node_type_delta,
     predicted_saving_us,
     saving_interval,
+    saving_pairs,
     saving_point,
     savings,
 )
@@ -198,6 +199,27 @@ def test_run_replays_measures_the_pricing_chains(monkeypatch):
     with pytest.raises(RuntimeError, match="stop here"):
         R.run_replays(p, [], kinds=["triton-empty"])
     assert seen["kinds"] == ["triton-empty"]
+
+
+def test_saving_pairs_follow_the_variants_timed():
+    assert saving_pairs(["shipped", "fused", "fused-pack"]) == [
+        ("shipped", "fused"),
+        ("shipped", "fused-pack"),
+    ]
+    # no standard pair among them: the first against the others (a GPU run of
+    # `replay --variant fused --variant fused-pack` once failed on an empty frame)
+    assert saving_pairs(["fused", "fused-pack"]) == [("fused", "fused-pack")]
+    assert saving_pairs(["fused"]) == []
+    p = RoundParams(stages=2, rows=2, k=32, world=2, rank=1, shard=64)
+    exports = {v: count_round(p, v, "cpu").export for v in ("fused-pack", "fused")}
+    trials = pd.DataFrame(
+        [dict(variant=v, trial=t, us=50.0 + t % 2) for v in exports for t in range(4)]
+    )
+    fits = pd.DataFrame([dict(kind="torch-add", slope=1.0), dict(kind="memcpy", slope=0.5)])
+    s = savings(trials, exports, fits)
+    assert list(s[["a", "b"]].itertuples(index=False, name=None)) == [("fused-pack", "fused")]
+    empty = savings(trials, {"fused": exports["fused"]}, fits)
+    assert empty.empty and "measured_us" in empty.columns
 
 
 def test_replay_document_roundtrip(tmp_path):
