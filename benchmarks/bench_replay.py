@@ -24,6 +24,7 @@ from capture.replay import (
     PDL_KINDS,
     measure_chains,
     measure_round_configs,
+    round_series,
     run_replays,
     saving_interval,
 )
@@ -102,10 +103,8 @@ def main() -> None:
         builds=args.builds,
     )
     med = t.groupby("variant").us.median()
-    lo, hi = saving_interval(
-        t[t.variant == "fused"].pivot(index="build", columns="trial", values="us").to_numpy(),
-        t[t.variant == "fused+pdl"].pivot(index="build", columns="trial", values="us").to_numpy(),
-    )
+    series = round_series(t)
+    lo, hi = saving_interval(series["fused"], series["fused+pdl"])
     nodes = exports["fused"].total
     prog = sum(1 for n in exports["fused+pdl"].nodes if n.get("programmatic_deps"))
     print(

@@ -164,6 +164,17 @@ def saving_interval(
     return float(lo), float(hi)
 
 
+def round_series(round_trials: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Each variant's round times as `[builds][trials]`, the shape saving_interval and
+    saving_point take. Documents from before builds count as one build."""
+    if "build" not in round_trials:
+        round_trials = round_trials.assign(build=0)
+    return {
+        v: g.pivot(index="build", columns="trial", values="us").to_numpy()
+        for v, g in round_trials.groupby("variant")
+    }
+
+
 def saving_point(a_us, b_us) -> float:
     """The saving: median over builds of each build's difference of medians."""
     a = np.atleast_2d(np.asarray(a_us, dtype=float))
@@ -414,12 +425,7 @@ def savings(
     if "memset" in slope:
         cost["memset"] = slope["memset"]
     med = round_trials.groupby("variant")["us"].median()
-    if "build" not in round_trials:  # documents from before builds: one build
-        round_trials = round_trials.assign(build=0)
-    series = {
-        v: g.pivot(index="build", columns="trial", values="us").to_numpy()
-        for v, g in round_trials.groupby("variant")
-    }
+    series = round_series(round_trials)
     rows = []
     if pairs is None:
         pairs = saving_pairs([v for v in exports if v in series])
