@@ -82,11 +82,19 @@ def check_fits(params: RoundParams, setup: DistributedSetup) -> None:
 
 
 def count_distributed(
-    params: RoundParams, variant: str, setup: DistributedSetup, *, graph_pool=None
+    params: RoundParams,
+    variant: str,
+    setup: DistributedSetup,
+    *,
+    graph_pool=None,
+    pdl: bool = False,
 ) -> CountedRound:
-    """This rank's round with a real all-gather: captured (NCCL) or counted (gloo)."""
+    """This rank's round with a real all-gather: captured (NCCL) or counted (gloo).
+    `pdl=True` launches the harness's Triton kernels with programmatic dependent launch."""
     params = RoundParams(**{**params.as_dict(), "rank": setup.rank, "world": setup.world})
-    return count_round(params, variant, setup.device, graph_pool=graph_pool, group=setup.group)
+    return count_round(
+        params, variant, setup.device, graph_pool=graph_pool, group=setup.group, pdl=pdl
+    )
 
 
 def emulate_rank(params: RoundParams, variant: str, rank: int, device) -> dict[str, torch.Tensor]:

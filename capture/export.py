@@ -8,9 +8,7 @@ per-stage, per-step and per-kernel counts are group-bys of the frame.
 from __future__ import annotations
 
 import json
-import os
 import platform
-import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -21,6 +19,7 @@ import torch
 
 from capture.cudagraph import RawNode, ancestors
 from capture.dispatch import NON_LAUNCHING, Dispatched
+from capture.files import write_atomic
 from capture.scopes import ScopeMark
 
 SCHEMA = "graph-harness/nodes"
@@ -125,19 +124,6 @@ class NodeExport:
         except (OSError, json.JSONDecodeError) as e:
             raise ExportError(f"cannot read export {path}: {e}") from e
         return cls.from_dict(doc)
-
-
-def write_atomic(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
 
 
 def environment(device: torch.device) -> dict[str, Any]:

@@ -31,6 +31,35 @@ class NodeDelta:
     def label(self, export: NodeExport) -> str:
         return export.variant or export.workload
 
+    def to_dict(self) -> dict:
+        """The delta as one JSON-ready document (what `delta --json` prints)."""
+
+        def rec(df: pd.DataFrame) -> list[dict]:
+            return [
+                {
+                    k: (v.item() if hasattr(v, "item") else (None if pd.isna(v) else v))
+                    for k, v in r.items()
+                }
+                for r in df.to_dict(orient="records")
+            ]
+
+        return {
+            "schema": "graph-harness/delta",
+            "schema_version": 1,
+            "a": self.label(self.a),
+            "b": self.label(self.b),
+            "source": self.a.source,
+            "sign": "b - a",
+            "total_a": self.a.total,
+            "total_b": self.b.total,
+            "total_delta": self.total_delta,
+            "headline": self.headline(),
+            "by_step": rec(self.by_step),
+            "by_type": rec(self.by_type),
+            "by_kernel": rec(self.by_kernel),
+            "by_stage_step": rec(self.by_stage_step),
+        }
+
     def headline(self) -> str:
         """e.g. `shipped -> fused: -264 nodes/round (pack -216, copy -48)`."""
         parts = [f"{r.step} {int(r.delta):+d}" for r in self.by_step.itertuples() if r.delta != 0]

@@ -1,12 +1,8 @@
 """The report folder: report.md (readable alone), CSV of every table, the JSON exports and
-PNG plots. Built in a temporary folder and renamed into place when complete."""
+PNG plots, written into the folder reports/output.py stages and swaps into place."""
 
 from __future__ import annotations
 
-import contextlib
-import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -15,41 +11,6 @@ from capture import STEPS, NodeExport
 from capture.replay import ReplayResult
 from reports import plots
 from reports.delta import node_delta
-
-
-class OutputExists(FileExistsError):
-    pass
-
-
-def prepare_out(out: Path, force: bool) -> Path:
-    """A fresh temporary sibling of `out` to build into; refuses an existing `out`."""
-    if out.exists() and not force:
-        raise OutputExists(f"output folder {out} exists; pass --force to replace it")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
-
-
-def commit_out(tmp: Path, out: Path) -> None:
-    if out.exists():
-        shutil.rmtree(out)
-    tmp.rename(out)
-
-
-@contextlib.contextmanager
-def staged_output(out: Path | None, force: bool) -> Iterator[Path | None]:
-    """Yield a temporary folder to fill, renamed to `out` when the block completes; removed
-    if it raises (Ctrl-C included). Refuses an existing `out` up front, before any work.
-    `out=None` yields None and writes nothing."""
-    if out is None:
-        yield None
-        return
-    tmp = prepare_out(out, force)
-    try:
-        yield tmp
-        commit_out(tmp, out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _md(df: pd.DataFrame, floatfmt: str = ".4g") -> str:

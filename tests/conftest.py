@@ -1,4 +1,5 @@
 import random
+import zlib
 
 import pytest
 import torch
@@ -17,8 +18,9 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(autouse=True)
 def _seed_and_clean(request):
-    # Seed from the test id: reproducible per test, different across tests.
-    seed = hash(request.node.nodeid) % (2**31)
+    # Seed from the test id: reproducible per test and across processes (Python's own
+    # hash() of a str changes with every process), different across tests.
+    seed = zlib.crc32(request.node.nodeid.encode())
     random.seed(seed)
     torch.manual_seed(seed)
     yield

@@ -1,5 +1,9 @@
 """--target factories for the CLI tests: each returns the callable to count."""
 
+import os
+import time
+from pathlib import Path
+
 import torch
 
 from capture import scope
@@ -26,5 +30,41 @@ def not_callable():
 def interrupting():
     def step():
         raise KeyboardInterrupt
+
+    return step
+
+
+def raising():
+    def step():
+        raise ValueError("a bad shape in the user's step")  # tests look for this line
+
+    return step
+
+
+def exiting():
+    def step():
+        raise SystemExit(3)
+
+    return step
+
+
+def idle():
+    return lambda: None  # issues no work at all
+
+
+def waiting():
+    """A step that says it is running (touches $GH_TEST_READY) and then waits for
+    $GH_TEST_GO to appear, so a test can act while a run is in flight."""
+    ready, go = Path(os.environ["GH_TEST_READY"]), Path(os.environ["GH_TEST_GO"])
+    x = torch.ones(4)
+
+    def step():
+        ready.touch()
+        deadline = time.monotonic() + 120
+        while not go.exists():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{go} never appeared")
+            time.sleep(0.02)
+        x.add_(1)
 
     return step

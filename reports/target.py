@@ -1,0 +1,174 @@
+"""`--target`: import the user's module, call its factory, and say where a failure came from.
+
+`--target` IMPORTS AND RUNS the user's code, as `python -m` or `python FILE` would: the
+module's top level, then FUNCTION(), then the callable it returns (warm-up and capture).
+Two forms:
+- `MODULE:FUNCTION` (`mypkg.steps:make_step`): imported by name; the current folder is
+  searched LAST, after the standard library and installed packages, so a `profile.py` or
+  `getpass.py` beside you cannot stand in for the standard library's modules.
+- `path/to/file.py:FUNCTION`: loaded from that file (its folder is searched last too, for
+  its own sibling imports).
+
+The returned callable is wrapped so that `sys.exit()` inside it becomes an error that says
+so, instead of ending graph-harness with nothing written.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.util
+import os
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+
+class TargetUsageError(ValueError):
+    """The --target spec is malformed or does not name an importable factory (exit 2)."""
+
+
+class TargetError(RuntimeError):
+    """The target's own code misbehaved (called sys.exit, issued no work): exit 1."""
+
+
+@dataclass(frozen=True)
+class Target:
+    spec: str
+    module: ModuleType
+    root: Path | None  # the folder the user's code lives in, to find their frames
+    step: object  # the zero-argument callable the factory returned
+
+
+def _append_path(folder: str) -> None:
+    if folder not in sys.path and (folder != os.getcwd() or "" not in sys.path):
+        sys.path.append(folder)
+
+
+def _is_file_spec(module: str) -> bool:
+    return module.endswith(".py") or os.sep in module or (os.altsep or os.sep) in module
+
+
+def _import_file(path_text: str) -> ModuleType:
+    path = Path(path_text)
+    if not path.is_file():
+        raise TargetUsageError(f"--target file {path_text} does not exist")
+    _append_path(str(path.resolve().parent))
+    # A private module name: the file's stem may be a standard-library name (profile.py).
+    name = f"_graph_harness_target_{path.stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise TargetUsageError(f"--target {path_text} cannot be loaded as a Python file")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod  # dataclasses and pickling look their module up by name
+    try:
+        spec.loader.exec_module(mod)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return mod
+
+
+def load_target(spec: str) -> Target:
+    """Import the module named by `spec` and call its factory (this runs the user's code)."""
+    module_name, sep, func = spec.rpartition(":")
+    if not sep or not module_name or not func:
+        raise TargetUsageError(
+            f"--target must be MODULE:FUNCTION or path/to/file.py:FUNCTION, got {spec!r}"
+        )
+    if _is_file_spec(module_name):
+        mod = _guard_exit(_import_file, spec, "while importing")(module_name)
+    else:
+        _append_path(os.getcwd())  # last: as `python -m` would find modules beside you
+        try:
+            mod = importlib.import_module(module_name)
+        except ModuleNotFoundError as e:
+            if e.name and module_name.startswith(e.name):
+                raise TargetUsageError(
+                    f"--target {spec!r}: no module named {e.name!r} (searched the installed "
+                    "packages, then the current folder)"
+                ) from e
+            raise
+        except SystemExit as e:
+            raise TargetError(
+                f"--target {spec!r} called sys.exit({e.code!r}) while importing"
+            ) from e
+    factory = getattr(mod, func, None)
+    if factory is None:
+        raise TargetUsageError(f"--target {spec!r}: module {module_name!r} has no {func!r}")
+    if not callable(factory):
+        raise TargetUsageError(
+            f"--target {spec!r}: {func!r} is a {type(factory).__name__}, not a function"
+        )
+    step = _guard_exit(factory, spec, "in its factory")()
+    if not callable(step):
+        raise TargetUsageError(
+            f"--target {spec!r} returned {type(step).__name__}, not a callable: FUNCTION() must "
+            "return the zero-argument step to count"
+        )
+    root = _root_of(mod)
+    return Target(spec, mod, root, _guard_exit(step, spec, "in its step"))
+
+
+def _guard_exit(fn, spec: str, where: str):
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except SystemExit as e:
+            raise TargetError(
+                f"--target {spec!r} called sys.exit({e.code!r}) {where}; a target must "
+                "return (or raise), not exit"
+            ) from e
+
+    return call
+
+
+def _root_of(mod: ModuleType) -> Path | None:
+    f = getattr(mod, "__file__", None)
+    return Path(f).resolve().parent if f else None
+
+
+def _our_folders() -> list[Path]:
+    import capture
+    import kernels
+    import pools
+    import reports
+
+    return [Path(m.__file__).resolve().parent for m in (capture, kernels, pools, reports)]
+
+
+def origin(exc: BaseException, root: Path | None) -> str | None:
+    """`file:line (in function)` of the innermost frame of `exc` in the user's code (the
+    target module's folder), else the innermost frame outside graph-harness; None if none."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    ours = _our_folders()
+
+    def theirs(f) -> bool:
+        return not any(_under(f.filename, o) for o in ours)
+
+    pick = None
+    if root is not None:
+        pick = next((f for f in reversed(frames) if theirs(f) and _under(f.filename, root)), None)
+    if pick is None:
+        pick = next((f for f in reversed(frames) if theirs(f)), None)
+    if pick is None:
+        return None
+    return f"{_short(pick.filename)}:{pick.lineno} (in {pick.name})"
+
+
+def _under(filename: str, root: Path) -> bool:
+    try:
+        Path(filename).resolve().relative_to(root)
+    except ValueError:
+        return False
+    return True
+
+
+def _short(filename: str) -> str:
+    try:
+        return os.path.relpath(filename)
+    except ValueError:  # pragma: no cover - another drive
+        return filename
