@@ -12,8 +12,9 @@ other ranks' slots as static inputs computed from the same seed): `emulate_rank`
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -71,16 +72,6 @@ def init_from_env(backend: str | None = None) -> DistributedSetup:
     )
 
 
-def check_fits(params: RoundParams, setup: DistributedSetup) -> None:
-    if params.world != setup.world:
-        raise DistributedError(
-            f"the round's world is {params.world} but {setup.world} processes joined; pass "
-            f"--world {setup.world} or start {params.world} processes"
-        )
-    if params.rank != setup.rank:
-        raise DistributedError(f"params.rank {params.rank} != process rank {setup.rank}")
-
-
 def count_distributed(
     params: RoundParams,
     variant: str,
@@ -95,6 +86,32 @@ def count_distributed(
     return count_round(
         params, variant, setup.device, graph_pool=graph_pool, group=setup.group, pdl=pdl
     )
+
+
+def count_all_ranks(
+    params: RoundParams, variants: Sequence[str], setup: DistributedSetup, *, pdl: bool = False
+) -> list[list[NodeExport]] | None:
+    """Every rank counts its rounds; rank 0 gets every rank's exports (`[rank][variant]`),
+    the others None. A collective: every rank must call it."""
+    mine = [count_distributed(params, v, setup, pdl=pdl).export for v in variants]
+    lead = setup.rank == 0
+    gathered = [None] * setup.world if lead else None
+    dist.gather_object([e.to_dict() for e in mine], gathered, dst=0)
+    if not lead:
+        return None
+    return [[NodeExport.from_dict(d) for d in docs] for docs in gathered]
+
+
+@contextlib.contextmanager
+def process_group(setup: DistributedSetup) -> Iterator[DistributedSetup]:
+    """Hold the group for the block; on success every rank meets at a barrier (so no rank
+    tears the group down under another), and the group is destroyed in any case."""
+    try:
+        yield setup
+        dist.barrier()
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
 
 
 def emulate_rank(params: RoundParams, variant: str, rank: int, device) -> dict[str, torch.Tensor]:

@@ -8,9 +8,9 @@ from pathlib import Path
 import pandas as pd
 
 from capture import STEPS, NodeExport
+from capture.delta import node_delta
 from capture.replay import ReplayResult
 from reports import plots
-from reports.delta import node_delta
 
 
 def _md(df: pd.DataFrame, floatfmt: str = ".4g") -> str:

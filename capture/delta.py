@@ -1,6 +1,9 @@
 """Node deltas between two exports: what a change added and removed, by type, kernel and
 scope. Works on any two exports of the same schema (a round's variants, or a user's own
-workload before and after a change)."""
+workload before and after a change).
+
+One sign convention everywhere: delta = B - A (a change that removes nodes is negative);
+`removed()` is its negation, for pricing what a change saves."""
 
 from __future__ import annotations
 
@@ -8,7 +11,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from capture import STEPS, NodeExport
+from capture.export import NodeExport
+from capture.params import STEPS
 
 
 class DeltaError(ValueError):
@@ -27,6 +31,10 @@ class NodeDelta:
     @property
     def total_delta(self) -> int:
         return self.b.total - self.a.total
+
+    def removed_by_type(self) -> dict[str, int]:
+        """Nodes of each type that B no longer has (A - B): what a change saves."""
+        return {r.type: int(-r.delta) for r in self.by_type.itertuples()}
 
     def label(self, export: NodeExport) -> str:
         return export.variant or export.workload

@@ -1,0 +1,1 @@
+"""One module per subcommand: each reads its flags, calls capture, and renders the result."""

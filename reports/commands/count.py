@@ -1,0 +1,132 @@
+"""`graph-harness count`: the built-in round's variants, your own step, or every rank."""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+
+from capture.params import VARIANTS
+from reports.commands.console import (
+    IO,
+    UsageError,
+    banner,
+    given_round_flags,
+    refuse,
+    round_params,
+    staged,
+    wrote,
+)
+
+COUNT_SCHEMA = "graph-harness/count"
+
+
+def check_flags(args) -> None:
+    if args.json and args.per_stage:
+        raise UsageError("--per-stage shapes the tables, which --json replaces: drop one")
+    if args.target:
+        flags = given_round_flags(args)
+        flags += ["--variant"] * bool(args.variant) + ["--pdl"] * args.pdl
+        flags += ["--per-stage"] * args.per_stage + ["--distributed"] * args.distributed
+        refuse(flags, "apply to the built-in round, not to --target: drop them")
+
+
+def run(args, io: IO) -> int:
+    check_flags(args)
+    if args.distributed:
+        return run_distributed(args, io)
+    from capture import capture_and_count, count_round
+
+    if args.target:
+        from reports.target import TargetError, load_target
+
+        names, params = ["target"], None
+    else:
+        names, params = args.variant or list(VARIANTS), round_params(args)
+    with staged(args, io) as tmp:
+        banner(io)
+        exports = []
+        if args.target:
+            target = load_target(args.target)
+            io.target_root = target.root
+            exports.append(capture_and_count(target.step))
+            if exports[0].total == 0:
+                raise TargetError(
+                    f"--target {args.target!r}: its step issued no work (0 nodes); it must "
+                    "launch the work to count, not only prepare it"
+                )
+        else:
+            for v in names:
+                io.err.print(f"capturing {v} ...", style="dim")
+                exports.append(count_round(params, v, pdl=args.pdl).export)
+        if tmp is not None:
+            for name, e in zip(names, exports):
+                e.write_json(tmp / f"nodes-{name}.json")
+                e.write_dot(tmp / f"graph-{name}.dot")
+    show(io, dict(zip(names, exports)), per_stage=args.per_stage)
+    wrote(io, args, f"{len(exports)} exports")
+    return 0
+
+
+def show(io: IO, exports: dict, *, per_stage: bool) -> None:
+    from reports.tables import per_stage_table, totals_table
+
+    if io.json:
+        io.print_json(
+            {
+                "schema": COUNT_SCHEMA,
+                "schema_version": 1,
+                "exports": {k: e.to_dict() for k, e in exports.items()},
+            }
+        )
+        return
+    io.out.print(totals_table(list(exports.values())))
+    listed = list(exports.values())
+    for e in listed if per_stage else listed[:1]:
+        io.out.print(per_stage_table(e))
+
+
+def run_distributed(args, io: IO) -> int:
+    from capture.distributed import count_all_ranks, init_from_env, process_group
+
+    with process_group(init_from_env()) as setup:
+        for name, mine in (("world", setup.world), ("rank", setup.rank)):
+            given = getattr(args, name)
+            if given is not None and given != mine:
+                raise UsageError(
+                    f"--{name} {given} but the process group says {mine}: under "
+                    f"--distributed the {name} comes from torchrun; drop --{name}"
+                )
+        params = round_params(args, world=setup.world, rank=setup.rank)
+        lead = setup.rank == 0
+        names = args.variant or list(VARIANTS)
+        with staged(args, io) if lead else nullcontext() as tmp:
+            if lead:
+                banner(io)
+                io.err.print(f"distributed: world {setup.world}, backend {setup.backend}")
+            per_rank = count_all_ranks(params, names, setup, pdl=args.pdl)
+            if tmp is not None:
+                for r, exports in enumerate(per_rank):
+                    for v, e in zip(names, exports):
+                        e.write_json(tmp / f"nodes-{v}-rank{r}.json")
+        if lead:
+            show_ranks(io, names, per_rank)
+            wrote(io, args, "the exports of every rank")
+    return 0
+
+
+def show_ranks(io: IO, names, per_rank) -> None:
+    from capture.distributed import merge
+    from reports.tables import totals_table
+
+    if io.json:
+        exports = {
+            f"{v}-rank{r}": per_rank[r][i]
+            for r in range(len(per_rank))
+            for i, v in enumerate(names)
+        }
+        show(io, exports, per_stage=False)
+        return
+    io.out.print(totals_table([per_rank[0][i] for i in range(len(names))]))
+    for i, v in enumerate(names):
+        m = merge([per_rank[r][i] for r in range(len(per_rank))])
+        verdict = "same structure on every rank" if m.same_structure else m.first_difference
+        io.out.print(f"{v}: nodes per rank {m.totals}; {verdict}", markup=False)

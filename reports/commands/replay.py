@@ -1,0 +1,84 @@
+"""`graph-harness replay` (what a node costs) and `graph-harness report` (all of it in one
+folder)."""
+
+from __future__ import annotations
+
+from capture.params import VARIANTS
+from reports.commands.console import (
+    IO,
+    banner,
+    command_line,
+    progress,
+    require_cuda,
+    round_params,
+    staged,
+    timing,
+    wrote,
+)
+
+
+def run_replay(args, io: IO) -> int:
+    from capture.replay import CHAIN_KINDS, run_replays
+    from reports.tables import fits_table, savings_table
+
+    params = round_params(args)
+    require_cuda("replay")
+    with staged(args, io) as tmp:
+        banner(io)
+        with progress(io) as prog:
+            task = prog.add_task("capturing chains", total=None)
+            result = run_replays(
+                params,
+                args.variant or list(VARIANTS),
+                kinds=args.kind or CHAIN_KINDS,
+                lengths=args.lengths,
+                pdl=args.pdl,
+                progress=lambda m: prog.update(task, description=m),
+                **timing(args),
+            )
+        if tmp is not None:
+            result.write_json(tmp / "replay.json")
+    if io.json:
+        io.print_json(result.to_dict())
+    else:
+        io.out.print(fits_table(result.fits))
+        if result.savings is not None:
+            io.out.print(savings_table(result))
+    wrote(io, args, "replay.json")
+    return 0
+
+
+def run_report(args, io: IO) -> int:
+    import torch
+
+    from capture import count_round
+    from capture.replay import run_replays
+    from reports.report import write_report
+
+    params = round_params(args)
+    cuda = torch.cuda.is_available()
+    if not cuda and timing(args):
+        io.note(
+            f"{', '.join('--' + k for k in timing(args))} not used: without a CUDA device "
+            "the report has counts only, no replays"
+        )
+    with staged(args, io) as tmp:
+        banner(io)
+        with progress(io) as prog:
+            task = prog.add_task("counting", total=None)
+            exports = {}
+            for v in VARIANTS:
+                prog.update(task, description=f"counting {v}")
+                exports[v] = count_round(params, v).export
+            replay, skipped = None, "no CUDA device on this machine"
+            if cuda:
+                replay = run_replays(
+                    params,
+                    list(VARIANTS),
+                    progress=lambda m: prog.update(task, description=m),
+                    **timing(args),
+                )
+                skipped = None
+        write_report(tmp, exports, replay, command=command_line(), skipped=skipped)
+    io.err.print(f"wrote {args.out / 'report.md'}", markup=False)
+    return 0
