@@ -198,6 +198,25 @@ def node_type_delta(a: NodeExport, b: NodeExport) -> dict[str, int]:
     return {t: int(ca.get(t, 0) - cb.get(t, 0)) for t in types}
 
 
+def waterfall_us(delta, replay: ReplayResult) -> list[tuple[str, float]]:
+    """A change (`delta`, B - A) in microseconds per round, step by step: each step's
+    nodes at the per-node cost of their kind (copies at the memcpy chain's, the rest at
+    torch-add's), then what remains of the measured difference of medians (kernel work
+    that moved: the residual). The bars sum to median(B) - median(A)."""
+    cost = replay.fits.set_index("kind").slope
+    kernel_us = float(cost["torch-add"])
+    copy_us = float(cost.get("memcpy", kernel_us))
+    bars = [
+        (f"{r.step} x dispatch", float(r.delta) * (copy_us if r.step == "copy" else kernel_us))
+        for r in delta.by_step.itertuples()
+        if r.delta
+    ]
+    med = replay.round_trials.groupby("variant").us.median()
+    a, b = delta.label(delta.a), delta.label(delta.b)
+    bars.append(("kernel work (residual)", float(med[b] - med[a]) - sum(us for _, us in bars)))
+    return bars
+
+
 # --- chains on the GPU ------------------------------------------------------------------
 
 

@@ -7,6 +7,7 @@ import math
 from rich.table import Table
 
 from capture import STEPS, NodeExport
+from reports.kernel_names import short_names
 
 
 def source_note(export: NodeExport) -> str:
@@ -54,6 +55,7 @@ def per_stage_table(export: NodeExport) -> Table:
 def delta_tables(d) -> list[Table]:
     """Tables of a NodeDelta: by step, by type, by kernel (the rows that differ)."""
     a, b = d.label(d.a), d.label(d.b)
+    names = short_names(d.by_kernel.kernel)
     out = []
     for title, df, keys in (
         ("by step (per round)", d.by_step, ["step"]),
@@ -67,7 +69,8 @@ def delta_tables(d) -> list[Table]:
             t.add_column(c, justify="right", no_wrap=True)
         for row in df.itertuples(index=False):
             r = row._asdict()
-            t.add_row(*(str(r[k])[:80] for k in keys), str(r["a"]), str(r["b"]), f"{r['delta']:+d}")
+            shown = [names.get(r[k], r[k]) if k == "kernel" else str(r[k]) for k in keys]
+            t.add_row(*shown, str(r["a"]), str(r["b"]), f"{r['delta']:+d}")
         out.append(t)
     return out
 
@@ -88,8 +91,7 @@ def fits_table(fits) -> Table:
 
 
 def _interval(s) -> str:
-    lo, hi = getattr(s, "measured_lo", math.nan), getattr(s, "measured_hi", math.nan)
-    return "-" if math.isnan(lo) else f"[{lo:.1f}, {hi:.1f}]"  # documents before v0.2 lack it
+    return "-" if math.isnan(s.measured_lo) else f"[{s.measured_lo:.1f}, {s.measured_hi:.1f}]"
 
 
 def savings_table(result) -> Table:
