@@ -9,6 +9,7 @@ interpreter's own tensor traffic is hidden), and a torch.compile'd region as one
 
 from __future__ import annotations
 
+import contextvars
 from dataclasses import dataclass
 
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
@@ -51,26 +52,28 @@ class DispatchCounter(TorchDispatchMode):
         self._add("triton", name)
 
     def __enter__(self):
-        global _counter
         add_launch_listener(self._on_launch)
-        _counter = self
+        self._token = _counter.set(self)
         return super().__enter__()
 
     def __exit__(self, *exc):
-        global _counter
-        _counter = None
+        _counter.reset(self._token)
         remove_launch_listener(self._on_launch)
         return super().__exit__(*exc)
 
 
-_counter: DispatchCounter | None = None
+# The counter in use, per thread and task (see capture/scopes.py's recorder).
+_counter: contextvars.ContextVar[DispatchCounter | None] = contextvars.ContextVar(
+    "graph_harness_dispatch_counter", default=None
+)
 
 
 def counted_compiled_call(name: str, fn, *args, **kwargs):
     """Call a torch.compile'd function; while counting, as one "compiled" dispatch (its
     generated code does not go through the dispatcher, so the mode is lifted for it)."""
-    if _counter is None:
+    counter = _counter.get()
+    if counter is None:
         return fn(*args, **kwargs)
-    _counter._add("compiled", name)
+    counter._add("compiled", name)
     with _disable_current_modes():
         return fn(*args, **kwargs)

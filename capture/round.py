@@ -11,6 +11,8 @@ Per stage (rank `rank` of `world`, all shapes static, all buffers carved and fro
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from capture.dispatch import counted_compiled_call
@@ -23,17 +25,13 @@ from kernels import (
 )
 from pools import GraphBufferPool
 
-_compiled_pack = None
 
-
+@functools.cache
 def compiled_shipped_pack():
     """The eight-op pack through torch.compile (Inductor), compiled once per process.
     dynamic=False: a serving stack compiles for its fixed shapes (and Inductor in torch
     2.11 miscompiles the id's bitcast when the width is symbolic)."""
-    global _compiled_pack
-    if _compiled_pack is None:
-        _compiled_pack = torch.compile(pack_scores_ids_shipped, fullgraph=True, dynamic=False)
-    return _compiled_pack
+    return torch.compile(pack_scores_ids_shipped, fullgraph=True, dynamic=False)
 
 
 def stage_inputs(params: RoundParams, stage: int, rank: int) -> torch.Tensor:

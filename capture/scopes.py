@@ -9,6 +9,7 @@ the label attached to each op as it is dispatched. Scopes are flat: one at a tim
 from __future__ import annotations
 
 import contextlib
+import contextvars
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -40,26 +41,29 @@ class Recorder:
         self.failed_in: ScopeKey | None = None  # the scope an exception escaped from
 
 
-_active: Recorder | None = None
+# The recorder of the capture in progress, per thread and task: capture runs beside other
+# threads (NCCL's watchdog, a user's), which must neither see nor disturb it.
+_active: contextvars.ContextVar[Recorder | None] = contextvars.ContextVar(
+    "graph_harness_scope_recorder", default=None
+)
 
 
 @contextlib.contextmanager
 def recording(recorder: Recorder) -> Iterator[Recorder]:
-    global _active
-    if _active is not None:
+    if _active.get() is not None:
         raise RuntimeError("a scope recorder is already active; captures do not nest")
-    _active = recorder
+    token = _active.set(recorder)
     try:
         yield recorder
     finally:
-        _active = None
+        _active.reset(token)
 
 
 @contextlib.contextmanager
 def scope(step: str, stage: int | None = None) -> Iterator[None]:
     """Attribute the work inside to (stage, step). A no-op when nothing is recording,
     so user code can keep its scopes in production paths."""
-    rec = _active
+    rec = _active.get()
     if rec is None:
         yield
         return
@@ -85,4 +89,5 @@ def scope(step: str, stage: int | None = None) -> Iterator[None]:
 
 
 def current_scope() -> ScopeKey | None:
-    return _active.current if _active is not None else None
+    rec = _active.get()
+    return rec.current if rec is not None else None
