@@ -152,3 +152,19 @@ def test_compaction_strided_buffers(device):
     selected_local_records(ids, 4, width, out=out, count_out=count_out)
     assert_bits_equal(out, expected[0])
     assert_bits_equal(count_out, expected[1])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("layout", ["every_other", "expanded"])
+def test_compaction_strided_slot_map(device, layout):
+    # The kernel once indexed slot_map as if contiguous: a strided map gave wrong slots.
+    rows, k, width, world, rank = 4, 600, 250, 8, 5
+    ids = make_ids(rows, k, world, width, device, local_rank=rank, local_share=0.3)
+    if layout == "every_other":
+        slot_map = (torch.randperm(2 * width, dtype=torch.int32) * 5 + 9)[1::2].to(device)
+    else:  # stride 0: every slot maps to one physical slot
+        slot_map = torch.tensor([77], dtype=torch.int32, device=device).expand(width)
+    physical, counts = check(ids, rank, width, slot_map)
+    assert counts.sum() > 0, "meant to hold local records"
+    if layout == "expanded":
+        assert set(physical[physical >= 0].tolist()) == {77}
