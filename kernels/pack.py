@@ -16,6 +16,13 @@ Two implementations of one contract:
   store of the pair: 20 B per element, one node, nothing allocated. Contiguous buffers
   (the usual case) take a 1-D launch with few arguments; any row strides take a 2-D one.
 
+The rank. A Python int, or a 0-d integer tensor of any width (int8 to int64, uint8) read
+at run time. Whatever its dtype, the id is computed in int32: the shipped path casts the
+rank to int32 before the multiply (a no-op for the int32 rank the round carves; one more
+op for other dtypes), the kernel loads it and converts to int32. A rank value beyond
+int32 (an int64 tensor holding 2**31 or more) is taken modulo 2**32 by both, as the id
+itself is; a negative one is used as given by both (a Python int rank is range-checked).
+
 Offset width (see kernels/launch.py). Each launch computes element offsets in int32
 unless a tensor it addresses reaches 2**31 elements from its data pointer (a huge column
 stride, or more than 2**31 elements in all); such a launch passes INT64_OFFSETS and
@@ -71,15 +78,18 @@ def _check_pack_args(indices, scores, rank, width, out):
 def pack_scores_ids_shipped(indices, scores, rank, width, out):
     """The shipped pack: exactly eight eager ops (ge, where, copy, cast, mul, add, where,
     copy). A Python-int rank is first held as a host scalar tensor, so `mul` runs on the
-    host; give a 0-d device tensor (as the captured round does) to keep it on the device."""
+    host; give a 0-d device tensor (as the captured round does) to keep it on the device.
+    A rank tensor other than int32 is cast to int32 first (one more op): the multiply in
+    a narrow dtype would wrap there (uint8 rank 3 * width 1000 = 3000 -> 184)."""
     rank, width = _check_pack_args(indices, scores, rank, width, out)
     if not torch.is_tensor(rank):
         rank = torch.tensor(rank, dtype=torch.int32)  # host scalar, not a device op
+    rank = rank.to(torch.int32)  # no-op for an int32 rank: the id is int32 arithmetic
     live = torch.ge(indices, 0)  # 1 ge     [rows, k] bool
     packed_scores = torch.where(live, scores, float("-inf"))  # 2 where  [rows, k] f32
     out[..., 0].copy_(packed_scores)  # 3 copy (strided store into the pairs)
     ids = indices.to(torch.int32)  # 4 cast   [rows, k] int32, wraps
-    offset = torch.mul(rank, width)  # 5 mul    0-d: this rank's first global id
+    offset = torch.mul(rank, width)  # 5 mul    0-d int32: this rank's first global id
     gids = torch.add(ids, offset)  # 6 add    [rows, k] int32, wraps
     gids = torch.where(live, gids, -1)  # 7 where  dead -> -1
     out[..., 1].view(torch.int32).copy_(gids)  # 8 copy
