@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import torch
 
+from kernels.guard import _is_compiling
+
 INT32_LIMIT = 2**31
 _INT_DTYPES = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)
 
@@ -35,6 +37,30 @@ def check_tensor(
 def check_shape(name: str, t: torch.Tensor, shape: tuple[int, ...]) -> None:
     if tuple(t.shape) != tuple(shape):
         raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(t.shape)}")
+
+
+def check_writable(name: str, t: torch.Tensor | None) -> None:
+    """An output written in place, outside autograd, must be one the shipped path's
+    in-place copy could also write: both paths call this first, so they refuse alike.
+
+    - requires grad (with grad mode on): torch refuses an in-place write to a leaf that
+      requires grad, and for a non-leaf the kernel would bypass the autograd graph;
+    - an inference tensor outside inference mode: torch refuses in-place updates to it."""
+    if t is None:
+        return
+    if t.requires_grad and torch.is_grad_enabled():
+        raise ValueError(
+            f"{name} requires grad, but the kernels write it in place outside autograd: "
+            f"pass a buffer that does not require grad (e.g. {name}.detach()) or call "
+            "under torch.no_grad()"
+        )
+    # torch.compile cannot trace is_inference(); the compiled copy itself decides there.
+    if not _is_compiling() and t.is_inference() and not torch.is_inference_mode_enabled():
+        raise ValueError(
+            f"{name} is an inference tensor (made under torch.inference_mode()), which "
+            "cannot be updated in place outside inference mode: call under "
+            f"torch.inference_mode(), or pass a normal tensor (e.g. {name}.clone())"
+        )
 
 
 def check_width(width: object) -> int:

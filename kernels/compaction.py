@@ -34,6 +34,7 @@ from kernels.checks import (
     check_shape,
     check_tensor,
     check_width,
+    check_writable,
 )
 from kernels.guard import check_no_alias
 from kernels.launch import HAS_TRITON, needs_int64_offsets, triton_kernel
@@ -64,11 +65,13 @@ def _check_args(ids, rank, width, slot_map, out, count_out):
     if out is not None:
         check_tensor("out", out, dtypes=(torch.int32,), ndim=2, device=device)
         check_shape("out", out, (rows, k))
+        check_writable("out", out)
         if rows * k > 1 and _has_internal_overlap(out):
             raise ValueError(f"out's elements overlap each other (strides {out.stride()})")
     if count_out is not None:
         check_tensor("count_out", count_out, dtypes=(torch.int32,), ndim=1, device=device)
         check_shape("count_out", count_out, (rows,))
+        check_writable("count_out", count_out)
         if rows > 1 and count_out.stride(0) == 0:
             raise ValueError("count_out's elements overlap each other (stride 0)")
     check_no_alias(

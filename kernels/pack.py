@@ -35,7 +35,14 @@ from __future__ import annotations
 
 import torch
 
-from kernels.checks import check_rank, check_shape, check_tensor, check_width, wrap_int32
+from kernels.checks import (
+    check_rank,
+    check_shape,
+    check_tensor,
+    check_width,
+    check_writable,
+    wrap_int32,
+)
 from kernels.guard import check_no_alias
 from kernels.launch import HAS_TRITON, needs_int64_offsets, triton_kernel
 
@@ -54,6 +61,7 @@ def _check_pack_args(indices, scores, rank, width, out):
     check_tensor("out", out, dtypes=(torch.float32,), ndim=3, device=device)
     rows, k = indices.shape
     check_shape("out", out, (rows, k, 2))
+    check_writable("out", out)
     if out.stride(2) != 1 or (k > 1 and out.stride(1) != 2):
         raise ValueError(
             "out's last two dims must be contiguous (strides (..., 2, 1)), got strides "
