@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 from rich.table import Table
 
 from capture import STEPS, NodeExport
@@ -88,8 +86,7 @@ def fits_table(fits) -> Table:
 
 
 def _interval(s) -> str:
-    lo, hi = getattr(s, "measured_lo", math.nan), getattr(s, "measured_hi", math.nan)
-    return "-" if math.isnan(lo) else f"[{lo:.1f}, {hi:.1f}]"  # documents before v0.2 lack it
+    return f"[{s.measured_lo:.1f}, {s.measured_hi:.1f}]"
 
 
 def savings_table(result) -> Table:

@@ -1,4 +1,4 @@
-"""Export documents read back: every malformed one is refused with the exact
+"""Export and replay documents read back: every malformed one is refused with the exact
 message (file and field), and nothing else escapes but ExportError."""
 
 import copy
@@ -6,9 +6,11 @@ import json
 import re
 import sys
 
+import pandas as pd
 import pytest
 
 from capture import ExportError, NodeExport
+from capture.replay import ReplayDocumentError, ReplayResult
 
 BIG = 10**5000  # str() of it raises past Python's digit limit; messages give its size
 BIG_BITS = BIG.bit_length()
@@ -309,6 +311,237 @@ def test_dot_quotes_every_name(tmp_path):
     assert labels[1] == '1: kernel\n_pack_flat_kernel\nstage0/back\\slash "quoted"\nnext line'
     assert labels[2] == '3: memcpy"\n\nstage0/copy'
     assert len(labels) == 3 and sum("->" in line for line in text) == 2  # 0 -> 1 -> 3
+
+
+# --- replay documents -----------------------------------------------------------------------
+
+
+def replay_doc():
+    """A valid version-2 replay document."""
+    chain = [
+        dict(kind="torch-add", calls=n, nodes=n, trial=t, us=1.0 + 0.9 * n + 0.01 * t)
+        for n in (1, 8)
+        for t in range(2)
+    ]
+    fit = dict(
+        kind="torch-add",
+        slope=0.9,
+        intercept=1.0,
+        slope_lo=0.85,
+        slope_hi=0.95,
+        intercept_lo=0.9,
+        intercept_hi=1.1,
+        r2=0.999,
+        points=4,
+    )
+    rounds = [
+        dict(variant=v, build=b, trial=t, us=100.0 - 10 * (v == "fused") + t)
+        for v in ("shipped", "fused")
+        for b in range(2)
+        for t in range(2)
+    ]
+    saving = dict(
+        a="shipped",
+        b="fused",
+        delta_nodes=12,
+        delta_by_type='{"kernel": 10, "memcpy": 2}',
+        round_a_us=100.5,
+        round_b_us=90.5,
+        measured_us=10.0,
+        measured_lo=9.5,
+        measured_hi=10.5,
+        predicted_us=10.8,
+        ratio=10.0 / 10.8,
+        predicted_shapes_us=float("nan"),
+        ratio_shapes=float("nan"),
+    )
+    return {
+        "schema": "graph-harness/replay",
+        "schema_version": 2,
+        "env": {"torch": "2.13.0", "device": "NVIDIA H200"},
+        "created": "2026-12-01T00:00:00+00:00",
+        "params": {"stages": 1, "rows": 2},
+        "options": {"pdl": False, "builds": 2},
+        "chain_trials": chain,
+        "fits": [fit],
+        "round_trials": rounds,
+        "savings": [saving],
+    }
+
+
+R = "replay.json"
+V1_HINT = (
+    " (a version-1 replay document from before rounds were timed over builds: re-run "
+    "`graph-harness replay` for a version-2 one)"
+)
+REPLAY_KEYS = (
+    "schema, schema_version, env, created, params, options, chain_trials, fits, round_trials, "
+    "savings"
+)
+
+BAD_REPLAYS = [
+    (
+        "version 3",
+        edit("schema_version", 3),
+        f"{R}: replay schema version 3 is not the supported 2 (or 1); re-run `graph-harness "
+        "replay`",
+    ),
+    (
+        "version true",
+        edit("schema_version", True),
+        f"{R}: replay schema version true is not the supported 2 (or 1); re-run "
+        "`graph-harness replay`",
+    ),
+    (
+        "version 2.0",
+        edit("schema_version", 2.0),
+        f"{R}: replay schema version 2.0 is not the supported 2 (or 1); re-run "
+        "`graph-harness replay`",
+    ),
+    (
+        "not an object",
+        lambda doc: [],
+        f"{R}: not a graph-harness replay document: expected an object, got a list of 0",
+    ),
+    (
+        "schema wrong",
+        edit("schema", "x"),
+        f"{R}: not a graph-harness replay document (schema \"x\", expected 'graph-harness/replay')",
+    ),
+    (
+        "v2 without builds",
+        edit("round_trials.0.build", delete=True),
+        f"{R}: round_trials[0]: missing key 'build'",
+    ),
+    (
+        "v1 without builds",
+        lambda doc: edit("schema_version", 1)(edit("round_trials.0.build", delete=True)(doc)),
+        f"{R}: round_trials[0]: missing key 'build'" + V1_HINT,
+    ),
+    (
+        "v1 without saving intervals",
+        lambda doc: edit("schema_version", 1)(edit("savings.0.measured_lo", delete=True)(doc)),
+        f"{R}: savings[0]: missing key 'measured_lo'" + V1_HINT,
+    ),
+    (
+        "us a str",
+        edit("chain_trials.0.us", "fast"),
+        f'{R}: chain_trials[0].us: expected a number, got "fast"',
+    ),
+    (
+        "us a 5000-digit int",
+        edit("chain_trials.0.us", BIG),
+        f"{R}: chain_trials[0].us: expected a number in float range, got an integer of "
+        f"{BIG_BITS} bits",
+    ),
+    (
+        "calls zero",
+        edit("chain_trials.1.calls", 0),
+        f"{R}: chain_trials[1].calls: expected an int >= 1, got 0",
+    ),
+    (
+        "build a float",
+        edit("round_trials.2.build", 1.0),
+        f"{R}: round_trials[2].build: expected an int >= 0, got 1.0",
+    ),
+    (
+        "slope a bool",
+        edit("fits.0.slope", True),
+        f"{R}: fits[0].slope: expected a number, got true",
+    ),
+    (
+        "variant null",
+        edit("round_trials.0.variant"),
+        f"{R}: round_trials[0].variant: expected a str, got null",
+    ),
+    (
+        "delta_by_type not JSON",
+        edit("savings.0.delta_by_type", "{"),
+        f"{R}: savings[0].delta_by_type: expected a JSON object of node type -> int (e.g. "
+        f'{{"kernel": 216}}), got "{{"',
+    ),
+    (
+        "delta_by_type of floats",
+        edit("savings.0.delta_by_type", '{"kernel": 1.5}'),
+        f"{R}: savings[0].delta_by_type: expected a JSON object of node type -> int (e.g. "
+        f'{{"kernel": 216}}), got "{{\\"kernel\\": 1.5}}"',
+    ),
+    ("fits missing", edit("fits", delete=True), f"{R}: missing key 'fits'"),
+    ("unknown key", edit("x", 1), f'{R}: unknown key "x" (expected keys: {REPLAY_KEYS})'),
+    (
+        "unknown column",
+        edit("fits.0.slop", 1.0),
+        f'{R}: fits[0]: unknown key "slop" (expected keys: kind, slope, intercept, slope_lo, '
+        "slope_hi, intercept_lo, intercept_hi, r2, points)",
+    ),
+    ("chain_trials null", edit("chain_trials"), f"{R}: chain_trials: expected a list, got null"),
+    (
+        "round_trials of ints",
+        edit("round_trials", [1]),
+        f"{R}: round_trials[0]: expected an object, got 1",
+    ),
+    (
+        "options nested",
+        edit("options.pdl", [1]),
+        f"{R}: options.pdl: expected a str, number, bool or null, got a list of 1",
+    ),
+    ("env null", edit("env"), f"{R}: env: expected an object, got null"),
+    ("params a str", edit("params", "x"), f'{R}: params: expected an object or null, got "x"'),
+]
+
+
+@pytest.mark.parametrize("case,change,message", BAD_REPLAYS, ids=[c[0] for c in BAD_REPLAYS])
+def test_bad_replay_documents(case, change, message):
+    doc = change(replay_doc())
+    with pytest.raises(ReplayDocumentError) as info:
+        ReplayResult.from_dict(doc, where=R)
+    assert str(info.value) == message
+    assert isinstance(info.value, ExportError), "the CLI maps the whole family to exit 2"
+
+
+def test_replay_documents_read():
+    r = ReplayResult.from_dict(replay_doc())
+    assert list(r.round_trials.columns) == ["variant", "build", "trial", "us"]
+    assert r.savings.ratio_shapes.isna().all() and r.fits.slope[0] == 0.9
+    # A version-1 file with version 2's content (every one written since builds) is read.
+    v1 = ReplayResult.from_dict(dict(replay_doc(), schema_version=1))
+    pd.testing.assert_frame_equal(v1.round_trials, r.round_trials)
+    # Empty tables keep their columns; absent rounds stay absent.
+    empty = ReplayResult.from_dict(
+        dict(replay_doc(), chain_trials=[], round_trials=None, savings=None)
+    )
+    assert list(empty.chain_trials.columns) == ["kind", "calls", "nodes", "trial", "us"]
+    assert empty.round_trials is None and empty.savings is None
+
+
+def test_replay_round_trip_through_a_file(tmp_path):
+    r = ReplayResult.from_dict(replay_doc())
+    path = r.write_json(tmp_path / "replay.json")
+    assert json.loads(path.read_text())["schema_version"] == 2
+    back = ReplayResult.read_json(path)
+    for name in ("chain_trials", "fits", "round_trials", "savings"):
+        pd.testing.assert_frame_equal(getattr(back, name), getattr(r, name))
+
+
+def test_replay_file_errors(tmp_path):
+    path = tmp_path / "replay.json"
+    path.write_bytes(b"\xc3\x28")
+    with pytest.raises(ReplayDocumentError) as info:
+        ReplayResult.read_json(path)
+    assert (
+        str(info.value)
+        == f"cannot read replay document {path}: not UTF-8 text (byte 0xc3 at offset 0)"
+    )
+    path.write_text(json.dumps(edit("fits.0.r2", "x")(replay_doc())))
+    with pytest.raises(ReplayDocumentError) as info:
+        ReplayResult.read_json(path)
+    assert str(info.value) == f'{path}: fits[0].r2: expected a number, got "x"'
+
+
+def test_shipped_replay_document_reads():
+    # The version-1 document in docs/data was written after builds: it reads as it is.
+    r = ReplayResult.read_json("docs/data/replay-2026-11-30-builds.json")
+    assert set(r.round_trials.build) == {0, 1, 2, 3, 4} and len(r.savings) == 4
 
 
 def test_documents_with_python_values():
