@@ -29,9 +29,22 @@ def check_tensor(
         raise TypeError(f"{name} must be {want}, got {t.dtype}")
     if t.dim() != ndim:
         raise ValueError(f"{name} must have {ndim} dims, got shape {tuple(t.shape)}")
+    _check_no_lazy_bits(name, t)
     if device is not None and t.device != device:
         raise ValueError(f"{name} is on {t.device}; expected {device} like the other inputs")
     return t
+
+
+def _check_no_lazy_bits(name: str, t: torch.Tensor) -> None:
+    # A view such as x.conj().imag carries torch's lazy negation bit: torch ops apply it,
+    # a kernel reading raw memory would not (silently negated scores or outputs). Under
+    # torch.compile (which cannot trace is_neg) only torch ops run, and they apply it.
+    if not _is_compiling() and (t.is_neg() or t.is_conj()):
+        raise ValueError(
+            f"{name} is a view with torch's lazy negation (or conjugation) bit, e.g. "
+            f"x.conj().imag, which the kernels do not apply: pass {name}.resolve_neg() "
+            "(for an output, a buffer without the bit)"
+        )
 
 
 def check_shape(name: str, t: torch.Tensor, shape: tuple[int, ...]) -> None:
@@ -83,6 +96,7 @@ def check_rank(rank: object, device: torch.device) -> int | torch.Tensor:
             raise ValueError(f"rank tensor must be 0-d, got shape {tuple(rank.shape)}")
         if rank.device != device:
             raise ValueError(f"rank tensor is on {rank.device}; expected {device}")
+        _check_no_lazy_bits("rank", rank)
         return rank
     if isinstance(rank, bool) or not isinstance(rank, int):
         raise TypeError(f"rank must be a Python int or a 0-d integer tensor, got {rank!r}")

@@ -87,6 +87,30 @@ PACK_BAD = [
         "rows overlap",
     ),
     (
+        "scores a lazily negated view",
+        dict(scores=lambda d: torch.randn(ROWS, K, dtype=torch.complex64, device=d).conj().imag),
+        ValueError,
+        r"scores is a view with torch's lazy negation \(or conjugation\) bit, e.g. "
+        r"x.conj\(\).imag, which the kernels do not apply: pass scores.resolve_neg\(\) "
+        r"\(for an output, a buffer without the bit\)",
+    ),
+    (
+        "out a lazily negated view",
+        dict(
+            # float32 pairs poisoned first (never zeros), then seen as the imaginary
+            # parts of a conjugated complex view: float32 [ROWS, K, 2] with the neg bit
+            out=lambda d: (
+                poison_(torch.empty(ROWS, K, 2, 2, device=d))
+                .view(torch.complex64)
+                .squeeze(-1)
+                .conj()
+                .imag
+            )
+        ),
+        ValueError,
+        "out is a view with torch's lazy negation",
+    ),
+    (
         "out requires grad",
         dict(out=lambda d: poison_(torch.empty(ROWS, K, 2, device=d)).requires_grad_()),
         ValueError,
