@@ -1,8 +1,10 @@
 """Compaction of selected local records: after the global top-k, keep this rank's records.
 
 Contract for `ids` int32 `[rows, K]` (global ids, negative = dead), `rank`, `width`:
-    local[r, j]   = ids[r, j] >= 0 and ids[r, j] // width == rank   (no overflow: the
-                    quotient of a non-negative int32 by a positive width)
+    local[r, j]   = ids[r, j] >= 0 and ids[r, j] // width == int32(rank)   (no overflow:
+                    the quotient of a non-negative int32 by a positive width; a rank tensor
+                    of any integer dtype is taken as int32, two's complement, as the pack
+                    takes it)
     physical[r, :counts[r]] = the local slots ids - rank * width, in order of appearance
                               (stable), mapped through slot_map (int32 `[width]`) if given
     physical[r, counts[r]:] = -1;  counts int32 `[rows]`
@@ -109,6 +111,8 @@ def selected_local_records_reference(ids, rank, width, *, slot_map=None, out=Non
     """Pure torch, same contract. Allocates its temporaries; copies into out/count_out
     when they are given."""
     rank, width = _check_args(ids, rank, width, slot_map, out, count_out)
+    if torch.is_tensor(rank):
+        rank = rank.to(torch.int32)  # compared as int32(rank), whatever its dtype
     k = ids.shape[1]
     nonneg = ids.clamp_min(0)  # [rows, K] int32: keeps the quotient in range
     quotient = torch.div(nonneg, width, rounding_mode="floor")
@@ -162,7 +166,7 @@ if HAS_TRITON:
             tl.extra.cuda.gdc_wait()  # the predecessor's writes are visible after this
             tl.extra.cuda.gdc_launch_dependents()  # they still wait for our completion
         if RANK_FROM_MEMORY:
-            rank = tl.load(rank_ptr).to(tl.int64)
+            rank = tl.load(rank_ptr).to(tl.int32)  # int32(rank), as the reference compares
         else:
             rank = rank_value  # a Python int in [0, 2**31)
         ids_row = ids_ptr + row * s_ids_r
@@ -179,7 +183,7 @@ if HAS_TRITON:
                 ids = tl.load(ids_row + cols * s_ids_c, mask=in_row, other=-1)
             nonneg = tl.maximum(ids, 0)
             quotient = nonneg // width
-            local = (ids >= 0) & (quotient.to(tl.int64) == rank)
+            local = (ids >= 0) & (quotient == rank)
             slot = nonneg - quotient * width  # in [0, width)
             if HAS_SLOT_MAP:
                 if INT64_OFFSETS:

@@ -168,3 +168,32 @@ def test_compaction_strided_slot_map(device, layout):
     assert counts.sum() > 0, "meant to hold local records"
     if layout == "expanded":
         assert set(physical[physical >= 0].tolist()) == {77}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_compaction_rank_tensor_every_dtype(device):
+    # A rank tensor is compared as int32(rank), by kernel and reference alike: an int64
+    # 2**32 + 3 is rank 3 and -2**40 is rank 0 (the kernel once compared in int64, and
+    # found no local records where the reference found them).
+    rows, k, width, world = 3, 400, 50, 8
+    cases = {
+        torch.int8: [3, -128, 127],
+        torch.uint8: [3, 255],
+        torch.int16: [3, -32768],
+        torch.int32: [3, -(2**31)],
+        torch.int64: [3, 2**32 + 3, -(2**40), 2**63 - 1],
+    }
+    for dtype, values in cases.items():
+        for value in values:
+            rank = torch.tensor(value, dtype=dtype, device=device)
+            as_int32 = (value + 2**31) % 2**32 - 2**31
+            ids = make_ids(
+                rows, k, world, width, device, local_rank=as_int32 % world, local_share=0.2
+            )
+            got, counts = check(ids, rank, width)
+            if 0 <= as_int32 < world:
+                assert counts.sum() > 0, f"rank {value} {dtype} meant to own records"
+                same, _ = check(ids, as_int32, width)
+                assert_bits_equal(got, same, f"rank {value} {dtype} vs int {as_int32}")
+            else:
+                assert counts.sum() == 0, f"rank {value} {dtype} owns no ids"
