@@ -86,20 +86,16 @@ def _poison_(view: torch.Tensor) -> None:
 
 def _check_shape(name: str, shape: object) -> tuple[int, ...]:
     """The shape as a tuple of Python ints, or a TypeError/ValueError naming the region."""
-    dims = list(shape) if isinstance(shape, tuple | list) else [shape]
+    seq = isinstance(shape, tuple | list)  # torch.Size is a tuple
+    what = "an int" if seq else "an int or a tuple/list of ints"
     out = []
-    for i, d in enumerate(dims):
-        where = (
-            f"shape of {name!r}"
-            if not isinstance(shape, tuple | list)
-            else f"shape[{i}] of {name!r}"
-        )
-        what = "an int" if isinstance(shape, tuple | list) else "an int or a tuple/list of ints"
-        if isinstance(d, bool | torch.Tensor) or not hasattr(type(d), "__index__"):
-            raise TypeError(f"{where} must be {what}, got {d!r} ({type(d).__name__})")
+    for i, d in enumerate(shape if seq else [shape]):
+        where = f"shape[{i}] of {name!r}" if seq else f"shape of {name!r}"
         try:
-            v = operator.index(d)
-        except TypeError:  # e.g. numpy.bool_, whose __index__ refuses
+            if isinstance(d, bool | torch.Tensor):  # both have __index__; neither is meant
+                raise TypeError
+            v = operator.index(d)  # Python and numpy integers
+        except TypeError:
             raise TypeError(f"{where} must be {what}, got {d!r} ({type(d).__name__})") from None
         if v < 0:
             raise ValueError(f"{where} must be >= 0, got {v}")
@@ -132,7 +128,7 @@ class GraphBufferPool:
     Args:
         device: where the chunks live.
         chunk_bytes: size of each chunk; a request larger than that gets a chunk of its own.
-        alignment: every view starts at a multiple of this many bytes (a power of two).
+        alignment: every view's address is a multiple of this many bytes (a power of two).
         budget_bytes: optional cap on the bytes the pool reserves from the device.
         poison: fill each new view with NaN (floats) or all-ones bits (integers).
     """
