@@ -45,12 +45,17 @@ def sparse_cpu_bytes(nbytes: int, *, touch_budget: int = 2 * GiB) -> torch.Tenso
     return torch.frombuffer(mm, dtype=torch.uint8)
 
 
-def sparse_cuda_bytes(nbytes: int, *, margin: int = 2 * GiB) -> torch.Tensor:
-    """A uint8 CUDA tensor of `nbytes` (cudaMalloc commits device memory, so it must fit):
-    skips the test where the device has less than `nbytes + margin` free."""
+def require_cuda_free(nbytes: int, *, margin: int = 2 * GiB) -> None:
+    """Skip the test where the GPU has less than `nbytes + margin` free."""
     free, _ = torch.cuda.mem_get_info()
     if free < nbytes + margin:
         pytest.skip(
             f"needs {(nbytes + margin) / GiB:.1f} GiB free on the GPU, has {free / GiB:.1f}"
         )
+
+
+def sparse_cuda_bytes(nbytes: int) -> torch.Tensor:
+    """A uint8 CUDA tensor of `nbytes`, left unwritten (cudaMalloc commits device memory,
+    so unlike the CPU mapping it must fit: the test is skipped where it does not)."""
+    require_cuda_free(nbytes)
     return torch.empty(nbytes, dtype=torch.uint8, device="cuda")
