@@ -117,7 +117,7 @@ class NodeExport:
             got = show(doc.get("schema"))
             f.fail("", f"not a graph-harness node export (schema {got}, expected {SCHEMA!r})")
         version = doc.get("schema_version")
-        if isinstance(version, bool) or not isinstance(version, int) or version != SCHEMA_VERSION:
+        if type(version) is not int or version != SCHEMA_VERSION:  # not True, not 1.0
             f.fail(
                 "",
                 f"export schema version {show(version)} is not the supported "
@@ -132,10 +132,8 @@ class NodeExport:
         f.scalars("env", doc["env"])
         f.scalars("options", doc.get("options", {}))
         f.string("created", doc["created"])
-        nodes = [
-            _check_node(f, i, n, len(doc["nodes"]))
-            for i, n in enumerate(f.array("nodes", doc["nodes"]))
-        ]
+        listed = f.array("nodes", doc["nodes"])
+        nodes = [_check_node(f, i, n, len(listed)) for i, n in enumerate(listed)]
         export = cls(
             source=doc["source"],
             workload=doc["workload"],

@@ -161,9 +161,11 @@ def test_compaction_strided_slot_map(device, layout):
     rows, k, width, world, rank = 4, 600, 250, 8, 5
     ids = make_ids(rows, k, world, width, device, local_rank=rank, local_share=0.3)
     if layout == "every_other":
-        slot_map = (torch.randperm(2 * width, dtype=torch.int32) * 5 + 9)[1::2].to(device)
+        # sliced on the device: .to(device) of a sliced CPU tensor would be contiguous
+        slot_map = (torch.randperm(2 * width, dtype=torch.int32).to(device) * 5 + 9)[1::2]
     else:  # stride 0: every slot maps to one physical slot
         slot_map = torch.tensor([77], dtype=torch.int32, device=device).expand(width)
+    assert slot_map.stride() == ((2,) if layout == "every_other" else (0,))
     physical, counts = check(ids, rank, width, slot_map)
     assert counts.sum() > 0, "meant to hold local records"
     if layout == "expanded":

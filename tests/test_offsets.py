@@ -89,8 +89,9 @@ def test_pack_forced_int64_offsets(device, layout):
 @pytest.mark.parametrize("device", DEVICES)
 def test_compaction_forced_int64_offsets(device):
     rows, k, width = 4, 1500, 300
-    ids = torch.randint(-50, 8 * width, (rows, 2 * k), dtype=torch.int32)[:, ::2].to(device)
-    slot_map = (torch.randperm(2 * width, dtype=torch.int32) + 7)[::2].to(device)
+    # Sliced on the device (.to(device) of a sliced CPU tensor would be contiguous).
+    ids = torch.randint(-50, 8 * width, (rows, 2 * k), dtype=torch.int32).to(device)[:, ::2]
+    slot_map = (torch.randperm(2 * width, dtype=torch.int32).to(device) + 7)[::2]
     out = poison_(torch.empty(k, rows, dtype=torch.int32, device=device)).t()
     count_out = poison_(torch.empty(rows, 2, dtype=torch.int32, device=device))[:, 0]
     expected = selected_local_records_reference(ids, 3, width, slot_map=slot_map)
