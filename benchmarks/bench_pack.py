@@ -1,6 +1,6 @@
 """Pack timings per call inside a captured graph: shipped eager, Inductor-compiled, fused.
 
-    python3 benchmarks/bench_pack.py --out pack.csv [--sweep]
+    python3 benchmarks/bench_pack.py --out pack.csv [--sweep] [--int64-offsets]
 
 Each provider's call is unrolled `--calls` times into one CUDA graph; a trial times
 `--replays` replays between CUDA events; providers are interleaved across trials; the
@@ -8,7 +8,9 @@ figure is the median per call with p20/p80 over all trials of `--placements` sep
 allocations of the inputs and the (shared) output buffer: for tiny shapes where data lands
 (L2 partition) moves the time by several percent, so one placement is not enough to order
 two kernels. `--sweep` also times every fused (BLOCK, num_warps) config, to check the
-heuristic `_pack_config` picks.
+heuristic `_pack_config` picks. `--int64-offsets` also times the fused kernel with its
+64-bit offsets forced (`fused-int64-offsets`, the variant a launch takes past 2**31
+elements), interleaved with the usual 32-bit one on the same buffers.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ def inputs(rows, k, width, device):
     return idx, scores, rank
 
 
-def providers(idx, scores, rank, width, out, compiled, sweep):
+def providers(idx, scores, rank, width, out, compiled, sweep, int64_offsets=False):
     """name -> zero-argument call writing `out`. Every provider writes the same buffer
     from the same inputs: the A/B differs in the kernel alone, not in where its data
     lives (at 1 x 48 the addresses alone move the time by several percent)."""
@@ -51,6 +53,10 @@ def providers(idx, scores, rank, width, out, compiled, sweep):
         "shipped-compiled": lambda: compiled(idx, scores, rank, width, out),
         "fused": lambda: pack_scores_ids(idx, scores, rank, width, out),
     }
+    if int64_offsets:
+        fns["fused-int64-offsets"] = partial(
+            pack_scores_ids, idx, scores, rank, width, out, _int64_offsets=True
+        )
     if sweep:
         n = rows * k
         for block in (32, 64, 128, 256, 512, 1024, 2048):
@@ -72,6 +78,9 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=31)
     ap.add_argument("--placements", type=int, default=3)
     ap.add_argument("--sweep", action="store_true")
+    ap.add_argument(
+        "--int64-offsets", action="store_true", help="also time the fused kernel's 64-bit offsets"
+    )
     args = ap.parse_args()
 
     device = torch.device("cuda")
@@ -98,7 +107,7 @@ def main() -> None:
             out = torch.empty(rows, k, 2, device=device)
             ref = torch.empty_like(out)
             pack_scores_ids_shipped(idx, scores, rank, width, ref)
-            fns = providers(idx, scores, rank, width, out, compiled, args.sweep)
+            fns = providers(idx, scores, rank, width, out, compiled, args.sweep, args.int64_offsets)
             graphs = {n: capture_unrolled(f, args.calls, pool=mempool) for n, f in fns.items()}
             for n, g in graphs.items():  # every provider writes the same bits
                 out.fill_(float("nan"))
@@ -127,7 +136,9 @@ def main() -> None:
                     calls_per_graph=args.calls,
                     placements=args.placements,
                     placement_medians=" ".join(f"{m:.4f}" for m in per_placement[n]),
-                    config=str(_pack_config(rows, k)) if n == "fused" else "",
+                    config=str(_pack_config(rows, k))
+                    if n in ("fused", "fused-int64-offsets")
+                    else "",
                     **env,
                 )
             )

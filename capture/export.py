@@ -19,6 +19,8 @@ import torch
 
 from capture.cudagraph import RawNode, ancestors
 from capture.dispatch import NON_LAUNCHING, Dispatched
+from capture.documents import ExportError as ExportError  # re-exported: capture.ExportError
+from capture.documents import Fields, load_json, show
 from capture.files import write_atomic
 from capture.scopes import ScopeMark
 
@@ -28,8 +30,12 @@ SOURCES = ("cuda-graph", "cpu-dispatch")
 COLUMNS = ["index", "type", "kernel", "grid", "block", "stage", "step", "deps", "parent"]
 
 
-class ExportError(ValueError):
-    """An export document that cannot be read (wrong schema, version or content)."""
+# Keys every version-1 export has; `options` came later in version 1, `total_nodes` is
+# derived (checked when present), `programmatic_deps` only on nodes that have them.
+DOC_KEYS = ("schema", "schema_version", "source", "workload", "variant", "params", "rank")
+DOC_KEYS += ("env", "created", "nodes")
+DOC_OPTIONAL = ("options", "total_nodes")
+NODE_OPTIONAL = ("programmatic_deps",)
 
 
 @dataclass
@@ -79,51 +85,118 @@ class NodeExport:
         return write_atomic(Path(path), json.dumps(self.to_dict(), indent=1) + "\n")
 
     def write_dot(self, path: str | Path) -> Path:
+        """Graphviz DOT of the launching nodes; every name is quoted and escaped, so a
+        quote or backslash in a kernel or scope name stays text."""
         lines = ["digraph G {", "  rankdir=TB; node [shape=box, fontsize=9];"]
         for n in self.nodes:
             if n["type"] in NON_LAUNCHING:
                 continue
-            label = f"{n['index']}: {n['type']}\\n{(n['kernel'] or '')[:48]}\\n"
-            label += f"{'' if n['stage'] is None else 'stage{}/'.format(n['stage'])}{n['step']}"
-            lines.append(f'  n{n["index"]} [label="{label}"];')
+            where = "" if n["stage"] is None else f"stage{n['stage']}/"
+            label = "\\n".join(
+                [
+                    f"{n['index']}: {_dot(n['type'])}",
+                    _dot((n["kernel"] or "")[:48]),
+                    _dot(where + n["step"]),
+                ]
+            )
+            lines.append(f'  n{int(n["index"])} [label="{label}"];')
             for d in n["deps"]:
-                lines.append(f"  n{d} -> n{n['index']};")
+                lines.append(f"  n{int(d)} -> n{int(n['index'])};")
         lines.append("}")
         return write_atomic(Path(path), "\n".join(lines) + "\n")
 
     @classmethod
-    def from_dict(cls, doc: dict[str, Any]) -> NodeExport:
-        if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
-            raise ExportError(f"not a graph-harness node export (schema != {SCHEMA!r})")
-        if doc.get("schema_version") != SCHEMA_VERSION:
-            raise ExportError(
-                f"export schema version {doc.get('schema_version')!r} is not the supported "
-                f"{SCHEMA_VERSION}; re-export it with this graph-harness"
+    def from_dict(cls, doc: Any, *, where: str = "export") -> NodeExport:
+        """Check every field of an export document (type, range, references between
+        nodes); ExportError naming `where` (the file) and the field otherwise."""
+        f = Fields(where)
+        if not isinstance(doc, dict):
+            f.fail("", f"not a graph-harness node export: expected an object, got {show(doc)}")
+        if doc.get("schema") != SCHEMA:
+            got = show(doc.get("schema"))
+            f.fail("", f"not a graph-harness node export (schema {got}, expected {SCHEMA!r})")
+        version = doc.get("schema_version")
+        if type(version) is not int or version != SCHEMA_VERSION:  # not True, not 1.0
+            f.fail(
+                "",
+                f"export schema version {show(version)} is not the supported "
+                f"{SCHEMA_VERSION}; re-export it with this graph-harness",
             )
-        if doc.get("source") not in SOURCES:
-            raise ExportError(f"unknown source {doc.get('source')!r}; expected one of {SOURCES}")
-        nodes = doc.get("nodes")
-        if not isinstance(nodes, list) or any(set(COLUMNS) - set(n) for n in nodes):
-            raise ExportError(f"nodes must be a list of records with keys {COLUMNS}")
-        return cls(
+        f.keys("", doc, DOC_KEYS, DOC_OPTIONAL)
+        f.string("source", doc["source"], choices=SOURCES)
+        f.string("workload", doc["workload"])
+        f.string("variant", doc["variant"], none=True)
+        f.ints("params", doc["params"], none=True)
+        f.integer("rank", doc["rank"], lo=0, none=True)
+        f.scalars("env", doc["env"])
+        f.scalars("options", doc.get("options", {}))
+        f.string("created", doc["created"])
+        listed = f.array("nodes", doc["nodes"])
+        nodes = [_check_node(f, i, n, len(listed)) for i, n in enumerate(listed)]
+        export = cls(
             source=doc["source"],
-            workload=doc.get("workload", ""),
-            variant=doc.get("variant"),
-            params=doc.get("params"),
+            workload=doc["workload"],
+            variant=doc["variant"],
+            params=dict(doc["params"]) if doc["params"] is not None else None,
             nodes=nodes,
-            env=doc.get("env", {}),
-            created=doc.get("created", ""),
-            rank=doc.get("rank"),
-            options=doc.get("options", {}),
+            env=dict(doc["env"]),
+            created=doc["created"],
+            rank=doc["rank"],
+            options=dict(doc.get("options", {})),
         )
+        if "total_nodes" in doc:
+            total = f.integer("total_nodes", doc["total_nodes"], lo=0)
+            if total != export.total:
+                f.expected("total_nodes", f"{export.total} (the launching nodes listed)", total)
+        return export
 
     @classmethod
     def read_json(cls, path: str | Path) -> NodeExport:
-        try:
-            doc = json.loads(Path(path).read_text())
-        except (OSError, json.JSONDecodeError) as e:
-            raise ExportError(f"cannot read export {path}: {e}") from e
-        return cls.from_dict(doc)
+        """Read and check an export file; ExportError naming the file and the field."""
+        return cls.from_dict(load_json(path, "export"), where=str(path))
+
+
+def _check_node(f: Fields, i: int, n: object, count: int) -> dict[str, Any]:
+    """Node `i` of `count`, checked; a fresh dict (the document's lists are not shared)."""
+    p = f"nodes[{i}]"
+    f.obj(p, n)
+    f.keys(p, n, tuple(COLUMNS), NODE_OPTIONAL)
+    if f.integer(f"{p}.index", n["index"]) != i:
+        f.expected(f"{p}.index", f"{i} (the node's position)", n["index"])
+    f.string(f"{p}.type", n["type"])
+    if not n["type"]:
+        f.expected(f"{p}.type", "a non-empty str", n["type"])
+    f.string(f"{p}.kernel", n["kernel"], none=True)
+    for key in ("grid", "block"):
+        if n[key] is not None:
+            dims = f.array(f"{p}.{key}", n[key])
+            if not 1 <= len(dims) <= 3:
+                f.expected(f"{p}.{key}", "null or a list of 1 to 3 ints", n[key])
+            for j, d in enumerate(dims):
+                f.integer(f"{p}.{key}[{j}]", d, lo=0, hi=2**32)
+    f.integer(f"{p}.stage", n["stage"], lo=0, none=True)
+    f.string(f"{p}.step", n["step"])
+    node = {k: n[k] for k in COLUMNS}
+    for key in ("deps", *[k for k in NODE_OPTIONAL if k in n]):
+        refs = f.array(f"{p}.{key}", n[key])
+        for j, d in enumerate(refs):
+            f.integer(f"{p}.{key}[{j}]", d, lo=0, hi=count)
+            if d == i:
+                f.expected(f"{p}.{key}[{j}]", "another node's index", d)
+        node[key] = list(refs)
+    f.integer(f"{p}.parent", n["parent"], lo=0, hi=count, none=True)
+    if n["parent"] == i:
+        f.expected(f"{p}.parent", "another node's index or null", n["parent"])
+    for key in ("grid", "block"):
+        node[key] = None if n[key] is None else list(n[key])
+    return node
+
+
+def _dot(s: str) -> str:
+    """`s` as text inside a DOT double-quoted string: backslashes and quotes escaped,
+    line breaks as DOT's own."""
+    s = s.replace("\\", "\\\\").replace('"', '\\"')
+    return s.replace("\r\n", "\\n").replace("\n", "\\n").replace("\r", "\\n")
 
 
 def environment(device: torch.device) -> dict[str, Any]:

@@ -24,6 +24,7 @@ import torch
 
 from capture.count import count_round
 from capture.cudagraph import read_graph
+from capture.documents import ExportError, Fields, load_json, show
 from capture.export import NodeExport, environment, now, write_atomic
 from capture.params import RoundParams
 from capture.timing import capture_unrolled, time_replays_us
@@ -43,7 +44,10 @@ if HAS_TRITON:
 
 
 REPLAY_SCHEMA = "graph-harness/replay"
-REPLAY_SCHEMA_VERSION = 1
+# Version 2: rounds timed over builds (round_trials carry `build`) and savings carry their
+# interval (`measured_lo`/`measured_hi`). Version-1 files written after those landed have
+# exactly this content and are read; earlier ones are refused (see ReplayResult.from_dict).
+REPLAY_SCHEMA_VERSION = 2
 CHAIN_KINDS = (
     "triton-empty",
     "torch-add",
@@ -166,9 +170,12 @@ def saving_interval(
 
 def round_series(round_trials: pd.DataFrame) -> dict[str, np.ndarray]:
     """Each variant's round times as `[builds][trials]`, the shape saving_interval and
-    saving_point take. Documents from before builds count as one build."""
-    if "build" not in round_trials:
-        round_trials = round_trials.assign(build=0)
+    saving_point take."""
+    missing = [c for c in ROUND_TRIAL_COLUMNS if c not in round_trials]
+    if missing:
+        raise ValueError(
+            f"round trials lack columns {missing}; measure_rounds gives {ROUND_TRIAL_COLUMNS}"
+        )
     return {
         v: g.pivot(index="build", columns="trial", values="us").to_numpy()
         for v, g in round_trials.groupby("variant")
@@ -505,6 +512,18 @@ def saving_pairs(variants: Sequence[str]) -> list[tuple[str, str]]:
 
 # --- the document ------------------------------------------------------------------------
 
+CHAIN_TRIAL_COLUMNS = ["kind", "calls", "nodes", "trial", "us"]
+FIT_COLUMNS = ["kind", *Fit.__dataclass_fields__]
+ROUND_TRIAL_COLUMNS = ["variant", "build", "trial", "us"]
+# run_replays adds the ratio of measured to the real-shape prediction.
+SAVING_OPTIONAL = ["ratio_shapes"]
+REPLAY_KEYS = ("schema", "schema_version", "env", "created", "params", "options")
+REPLAY_KEYS += ("chain_trials", "fits", "round_trials", "savings")
+
+
+class ReplayDocumentError(ExportError):
+    """A replay document that cannot be read; the message names the file and the field."""
+
 
 @dataclass
 class ReplayResult:
@@ -544,26 +563,109 @@ class ReplayResult:
         return write_atomic(Path(path), json.dumps(self.to_dict(), indent=1) + "\n")
 
     @classmethod
-    def from_dict(cls, doc: dict[str, Any]) -> ReplayResult:
-        if doc.get("schema") != REPLAY_SCHEMA or doc.get("schema_version") != REPLAY_SCHEMA_VERSION:
-            raise ValueError(
-                f"not a {REPLAY_SCHEMA} v{REPLAY_SCHEMA_VERSION} document "
-                f"(got {doc.get('schema')!r} v{doc.get('schema_version')!r})"
+    def from_dict(cls, doc: Any, *, where: str = "replay document") -> ReplayResult:
+        """Check every field (type and range) of a replay document; ReplayDocumentError
+        naming `where` (the file) and the field otherwise.
+
+        Version 2 is read. Version 1 is read where it already holds version 2's content
+        (every file written since rounds were timed over builds); an older version-1
+        file is refused, saying so."""
+        f = Fields(where, ReplayDocumentError)
+        if not isinstance(doc, dict):
+            f.fail("", f"not a graph-harness replay document: expected an object, got {show(doc)}")
+        if doc.get("schema") != REPLAY_SCHEMA:
+            got = show(doc.get("schema"))
+            f.fail(
+                "",
+                f"not a graph-harness replay document (schema {got}, expected {REPLAY_SCHEMA!r})",
             )
+        version = doc.get("schema_version")
+        if type(version) is not int or version not in (1, REPLAY_SCHEMA_VERSION):
+            f.fail(
+                "",
+                f"replay schema version {show(version)} is not the supported "
+                f"{REPLAY_SCHEMA_VERSION} (or 1); re-run `graph-harness replay`",
+            )
+        try:
+            return cls._from_checked(f, doc)
+        except ReplayDocumentError as e:
+            if version == 1:
+                raise ReplayDocumentError(
+                    f"{e} (a version-1 replay document from before rounds were timed over "
+                    "builds: re-run `graph-harness replay` for a version-2 one)"
+                ) from None
+            raise
 
-        def df(key):
-            return None if doc.get(key) is None else pd.DataFrame(doc[key])
-
+    @classmethod
+    def _from_checked(cls, f: Fields, doc: dict) -> ReplayResult:
+        f.keys("", doc, REPLAY_KEYS)
+        f.scalars("env", doc["env"])
+        f.string("created", doc["created"])
+        f.ints("params", doc["params"], none=True)
+        f.scalars("options", doc["options"])
+        chain_trials = _records(f, "chain_trials", doc["chain_trials"], CHAIN_TRIAL_COLUMNS)
+        fits = _records(f, "fits", doc["fits"], FIT_COLUMNS)
+        round_trials = savings = None
+        if doc["round_trials"] is not None:
+            round_trials = _records(f, "round_trials", doc["round_trials"], ROUND_TRIAL_COLUMNS)
+        if doc["savings"] is not None:
+            savings = _records(f, "savings", doc["savings"], SAVING_COLUMNS, SAVING_OPTIONAL)
         return cls(
-            df("chain_trials"),
-            df("fits"),
-            df("round_trials"),
-            df("savings"),
-            doc.get("params"),
-            doc.get("env", {}),
-            doc.get("created", ""),
-            doc.get("options", {}),
+            chain_trials,
+            fits,
+            round_trials,
+            savings,
+            doc["params"],
+            doc["env"],
+            doc["created"],
+            doc["options"],
         )
+
+    @classmethod
+    def read_json(cls, path: str | Path) -> ReplayResult:
+        """Read and check a replay file; ReplayDocumentError naming the file and field."""
+        return cls.from_dict(
+            load_json(path, "replay document", ReplayDocumentError), where=str(path)
+        )
+
+
+_TEXT_COLUMNS = {"kind", "variant", "a", "b", "delta_by_type"}
+_COUNT_COLUMNS = {"calls": 1, "nodes": 0, "trial": 0, "build": 0, "points": 0}
+
+
+def _records(
+    f: Fields, name: str, rows: object, columns: list[str], optional: list[str] = ()
+) -> pd.DataFrame:
+    """A list of records with exactly `columns` (and any of `optional`), each value of its
+    column's type, as a DataFrame with those columns (also when the list is empty)."""
+    for i, r in enumerate(f.array(name, rows)):
+        p = f"{name}[{i}]"
+        f.keys(p, f.obj(p, r), tuple(columns), tuple(optional))
+        for c, v in r.items():
+            if c in _TEXT_COLUMNS:
+                f.string(f"{p}.{c}", v)
+            elif c in _COUNT_COLUMNS:
+                f.integer(f"{p}.{c}", v, lo=_COUNT_COLUMNS[c])
+            elif c == "delta_nodes":
+                f.integer(f"{p}.{c}", v)
+            else:
+                f.number(f"{p}.{c}", v)
+        if "delta_by_type" in r:
+            _check_delta_by_type(f, f"{p}.delta_by_type", r["delta_by_type"])
+    present = list(columns) + [c for c in optional if any(c in r for r in rows)]
+    return pd.DataFrame(rows, columns=present)
+
+
+def _check_delta_by_type(f: Fields, path: str, text: str) -> None:
+    """A JSON object of node type -> nodes removed, as savings() writes it."""
+    try:
+        d = json.loads(text)
+    except (ValueError, RecursionError):
+        d = None
+    if not isinstance(d, dict) or not all(
+        isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in d.items()
+    ):
+        f.expected(path, 'a JSON object of node type -> int (e.g. {"kernel": 216})', text)
 
 
 def run_replays(

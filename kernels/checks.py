@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import torch
 
+from kernels.guard import _is_compiling
+
 INT32_LIMIT = 2**31
 _INT_DTYPES = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)
 
@@ -27,14 +29,51 @@ def check_tensor(
         raise TypeError(f"{name} must be {want}, got {t.dtype}")
     if t.dim() != ndim:
         raise ValueError(f"{name} must have {ndim} dims, got shape {tuple(t.shape)}")
+    _check_no_lazy_bits(name, t)
     if device is not None and t.device != device:
         raise ValueError(f"{name} is on {t.device}; expected {device} like the other inputs")
     return t
 
 
+def _check_no_lazy_bits(name: str, t: torch.Tensor) -> None:
+    # A view such as x.conj().imag carries torch's lazy negation bit: torch ops apply it,
+    # a kernel reading raw memory would not (silently negated scores or outputs). Under
+    # torch.compile (which cannot trace is_neg) only torch ops run, and they apply it.
+    if not _is_compiling() and (t.is_neg() or t.is_conj()):
+        raise ValueError(
+            f"{name} is a view with torch's lazy negation (or conjugation) bit, e.g. "
+            f"x.conj().imag, which the kernels do not apply: pass {name}.resolve_neg() "
+            "(for an output, a buffer without the bit)"
+        )
+
+
 def check_shape(name: str, t: torch.Tensor, shape: tuple[int, ...]) -> None:
     if tuple(t.shape) != tuple(shape):
         raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(t.shape)}")
+
+
+def check_writable(name: str, t: torch.Tensor | None) -> None:
+    """An output written in place, outside autograd, must be one the shipped path's
+    in-place copy could also write: both paths call this first, so they refuse alike.
+
+    - requires grad (with grad mode on): torch refuses an in-place write to a leaf that
+      requires grad, and for a non-leaf the kernel would bypass the autograd graph;
+    - an inference tensor outside inference mode: torch refuses in-place updates to it."""
+    if t is None:
+        return
+    if t.requires_grad and torch.is_grad_enabled():
+        raise ValueError(
+            f"{name} requires grad, but the kernels write it in place outside autograd: "
+            f"pass a buffer that does not require grad (e.g. {name}.detach()) or call "
+            "under torch.no_grad()"
+        )
+    # torch.compile cannot trace is_inference(); the compiled copy itself decides there.
+    if not _is_compiling() and t.is_inference() and not torch.is_inference_mode_enabled():
+        raise ValueError(
+            f"{name} is an inference tensor (made under torch.inference_mode()), which "
+            "cannot be updated in place outside inference mode: call under "
+            f"torch.inference_mode(), or pass a normal tensor (e.g. {name}.clone())"
+        )
 
 
 def check_width(width: object) -> int:
@@ -57,6 +96,7 @@ def check_rank(rank: object, device: torch.device) -> int | torch.Tensor:
             raise ValueError(f"rank tensor must be 0-d, got shape {tuple(rank.shape)}")
         if rank.device != device:
             raise ValueError(f"rank tensor is on {rank.device}; expected {device}")
+        _check_no_lazy_bits("rank", rank)
         return rank
     if isinstance(rank, bool) or not isinstance(rank, int):
         raise TypeError(f"rank must be a Python int or a 0-d integer tensor, got {rank!r}")

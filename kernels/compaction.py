@@ -1,8 +1,10 @@
 """Compaction of selected local records: after the global top-k, keep this rank's records.
 
 Contract for `ids` int32 `[rows, K]` (global ids, negative = dead), `rank`, `width`:
-    local[r, j]   = ids[r, j] >= 0 and ids[r, j] // width == rank   (no overflow: the
-                    quotient of a non-negative int32 by a positive width)
+    local[r, j]   = ids[r, j] >= 0 and ids[r, j] // width == int32(rank)   (no overflow:
+                    the quotient of a non-negative int32 by a positive width; a rank tensor
+                    of any integer dtype is taken as int32, two's complement, as the pack
+                    takes it)
     physical[r, :counts[r]] = the local slots ids - rank * width, in order of appearance
                               (stable), mapped through slot_map (int32 `[width]`) if given
     physical[r, counts[r]:] = -1;  counts int32 `[rows]`
@@ -16,15 +18,28 @@ directly, each element exactly once.
   allocates about ten [rows, K] temporaries, moves ~60 B per element.
 - `selected_local_records`: one Triton program per row: reads each id once (4 B), writes
   each output slot once (4 B) and one count; nothing allocated when out/count_out are given.
+
+Any strides are accepted for ids, out (elements not overlapping), count_out and
+slot_map. Offsets are int32 unless a tensor's extent reaches 2**31 elements from its
+data pointer (kernels/launch.py); then the launch passes INT64_OFFSETS and the column
+and slot offsets are widened to int64 before any multiply. K must stay below 2**31: a
+count is int32.
 """
 
 from __future__ import annotations
 
 import torch
 
-from kernels.checks import check_rank, check_shape, check_tensor, check_width
+from kernels.checks import (
+    INT32_LIMIT,
+    check_rank,
+    check_shape,
+    check_tensor,
+    check_width,
+    check_writable,
+)
 from kernels.guard import check_no_alias
-from kernels.launch import HAS_TRITON, triton_kernel
+from kernels.launch import HAS_TRITON, needs_int64_offsets, triton_kernel
 
 if HAS_TRITON:
     import triton.language as tl
@@ -40,6 +55,10 @@ def _check_args(ids, rank, width, slot_map, out, count_out):
     check_tensor("ids", ids, dtypes=(torch.int32,), ndim=2)
     device = ids.device
     rows, k = ids.shape
+    if k >= INT32_LIMIT:
+        raise ValueError(
+            f"ids has {k} columns; a row's count is int32, so K must be < 2**31: split the row"
+        )
     rank = check_rank(rank, device)
     width = check_width(width)
     if slot_map is not None:
@@ -48,11 +67,13 @@ def _check_args(ids, rank, width, slot_map, out, count_out):
     if out is not None:
         check_tensor("out", out, dtypes=(torch.int32,), ndim=2, device=device)
         check_shape("out", out, (rows, k))
+        check_writable("out", out)
         if rows * k > 1 and _has_internal_overlap(out):
             raise ValueError(f"out's elements overlap each other (strides {out.stride()})")
     if count_out is not None:
         check_tensor("count_out", count_out, dtypes=(torch.int32,), ndim=1, device=device)
         check_shape("count_out", count_out, (rows,))
+        check_writable("count_out", count_out)
         if rows > 1 and count_out.stride(0) == 0:
             raise ValueError("count_out's elements overlap each other (stride 0)")
     check_no_alias(
@@ -90,6 +111,8 @@ def selected_local_records_reference(ids, rank, width, *, slot_map=None, out=Non
     """Pure torch, same contract. Allocates its temporaries; copies into out/count_out
     when they are given."""
     rank, width = _check_args(ids, rank, width, slot_map, out, count_out)
+    if torch.is_tensor(rank):
+        rank = rank.to(torch.int32)  # compared as int32(rank), whatever its dtype
     k = ids.shape[1]
     nonneg = ids.clamp_min(0)  # [rows, K] int32: keeps the quotient in range
     quotient = torch.div(nonneg, width, rounding_mode="floor")
@@ -129,8 +152,10 @@ if HAS_TRITON:
         s_out_r,
         s_out_c,
         s_count,
+        s_map,  # slot_map's stride (any: a strided or expanded view is fine)
         RANK_FROM_MEMORY: tl.constexpr,
         HAS_SLOT_MAP: tl.constexpr,
+        INT64_OFFSETS: tl.constexpr,  # some offset reaches 2**31: widen before multiplying
         BLOCK: tl.constexpr,
         NUM_BLOCKS: tl.constexpr,  # cdiv(K, BLOCK): a constant trip count (the interpreter
         # under numpy >= 2.4 cannot take a runtime loop bound)
@@ -141,7 +166,7 @@ if HAS_TRITON:
             tl.extra.cuda.gdc_wait()  # the predecessor's writes are visible after this
             tl.extra.cuda.gdc_launch_dependents()  # they still wait for our completion
         if RANK_FROM_MEMORY:
-            rank = tl.load(rank_ptr).to(tl.int64)
+            rank = tl.load(rank_ptr).to(tl.int32)  # int32(rank), as the reference compares
         else:
             rank = rank_value  # a Python int in [0, 2**31)
         ids_row = ids_ptr + row * s_ids_r
@@ -149,25 +174,39 @@ if HAS_TRITON:
         count = tl.full((), 0, tl.int32)
         # Pass 1: each local record to its compacted position (a prefix sum of the mask).
         for b in range(NUM_BLOCKS):
+            # round_up(K, BLOCK) <= 2**31 (BLOCK divides 2**31): cols fits in int32
             cols = b * BLOCK + tl.arange(0, BLOCK)
             in_row = cols < K
-            ids = tl.load(ids_row + cols * s_ids_c, mask=in_row, other=-1)
+            if INT64_OFFSETS:
+                ids = tl.load(ids_row + cols.to(tl.int64) * s_ids_c, mask=in_row, other=-1)
+            else:
+                ids = tl.load(ids_row + cols * s_ids_c, mask=in_row, other=-1)
             nonneg = tl.maximum(ids, 0)
             quotient = nonneg // width
-            local = (ids >= 0) & (quotient.to(tl.int64) == rank)
-            slot = nonneg - quotient * width
+            local = (ids >= 0) & (quotient == rank)
+            slot = nonneg - quotient * width  # in [0, width)
             if HAS_SLOT_MAP:
-                slot = tl.load(slot_map_ptr + slot, mask=local, other=0)
+                if INT64_OFFSETS:
+                    slot = tl.load(slot_map_ptr + slot.to(tl.int64) * s_map, mask=local, other=0)
+                else:
+                    slot = tl.load(slot_map_ptr + slot * s_map, mask=local, other=0)
             flags = local.to(tl.int32)
-            position = count + tl.associative_scan(flags, 0, _ADD) - 1
-            tl.store(out_row + position * s_out_c, slot, mask=local)
+            position = count + tl.associative_scan(flags, 0, _ADD) - 1  # in [-1, K)
+            if INT64_OFFSETS:
+                tl.store(out_row + position.to(tl.int64) * s_out_c, slot, mask=local)
+            else:
+                tl.store(out_row + position * s_out_c, slot, mask=local)
             count += tl.reduce(flags, 0, _ADD)
         tl.store(count_ptr + row * s_count, count)
         # Pass 2: -1 after the records; every slot of the row is written exactly once.
         for b in range(NUM_BLOCKS):
             cols = b * BLOCK + tl.arange(0, BLOCK)
             tail = (cols < K) & (cols >= count)
-            tl.store(out_row + cols * s_out_c, tl.full([BLOCK], -1, tl.int32), mask=tail)
+            if INT64_OFFSETS:
+                tail_ptr = out_row + cols.to(tl.int64) * s_out_c
+            else:
+                tail_ptr = out_row + cols * s_out_c
+            tl.store(tail_ptr, tl.full([BLOCK], -1, tl.int32), mask=tail)
 
 
 def _compaction_config(k: int) -> tuple[int, int]:
@@ -177,13 +216,16 @@ def _compaction_config(k: int) -> tuple[int, int]:
     return block, num_warps
 
 
-def selected_local_records(ids, rank, width, *, slot_map=None, out=None, count_out=None, pdl=False):
+def selected_local_records(
+    ids, rank, width, *, slot_map=None, out=None, count_out=None, pdl=False, _int64_offsets=False
+):
     """(physical, counts) of this rank's selected records; see the module docstring.
 
     Allocates both outputs when out/count_out are None (the old path); else writes the
     given buffers directly. Runs the Triton kernel on CUDA tensors and, under Triton's
     interpreter, on CPU tensors; without Triton, CPU tensors take the reference.
-    `pdl=True` launches it with programmatic dependent launch (Hopper+), same bits."""
+    `pdl=True` launches it with programmatic dependent launch (Hopper+), same bits.
+    `_int64_offsets=True` forces the wide-offset variant (for tests and benchmarks)."""
     rank, width = _check_args(ids, rank, width, slot_map, out, count_out)
     if not HAS_TRITON and ids.device.type == "cpu":
         return selected_local_records_reference(
@@ -211,8 +253,10 @@ def selected_local_records(ids, rank, width, *, slot_map=None, out=None, count_o
         out.stride(0),
         out.stride(1),
         count_out.stride(0),
+        slot_map.stride(0) if slot_map is not None else 0,
         RANK_FROM_MEMORY=from_memory,
         HAS_SLOT_MAP=slot_map is not None,
+        INT64_OFFSETS=_int64_offsets or needs_int64_offsets(ids, out, count_out, slot_map),
         BLOCK=block,
         NUM_BLOCKS=-(-k // block),
         num_warps=num_warps,

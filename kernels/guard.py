@@ -3,6 +3,10 @@
 Buffers carved from one GraphBufferPool chunk share a storage, so comparing storages
 would reject every pool-backed call. The guard compares byte ranges instead: exact
 for contiguous tensors, the strided bounding box otherwise (never a false "disjoint").
+
+Tensors on the meta device have no memory: their data pointers are storage offsets
+counted from 0, so any two would seem to overlap. They never overlap: nothing can be
+overwritten where nothing is stored (and no kernel runs on them).
 """
 
 from __future__ import annotations
@@ -30,8 +34,9 @@ def byte_range(t: torch.Tensor) -> tuple[int, int]:
 
 
 def overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """True when `a` and `b` sit on one device and their byte ranges intersect."""
-    if a.device != b.device or a.numel() == 0 or b.numel() == 0:
+    """True when `a` and `b` sit on one device and their byte ranges intersect; never
+    for meta tensors (no addresses)."""
+    if a.device != b.device or a.device.type == "meta" or a.numel() == 0 or b.numel() == 0:
         return False
     a_lo, a_hi = byte_range(a)
     b_lo, b_hi = byte_range(b)

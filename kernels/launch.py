@@ -9,6 +9,17 @@ environment variable never silently changes what runs.
 Every launch is announced to the registered listeners (kernel name, device, grid), so
 a dispatch counter on a machine without a GPU can count Triton launches as what they
 are: one kernel each.
+
+Offset width. A kernel addresses element `i` of a tensor as `ptr + i * stride` with
+Triton's integer types: a block index and `tl.arange` are int32, and so is a stride or
+size argument below 2**31. When every operand fits in int32 the product is computed in
+int32, so a view whose extent passes 2**31 elements (a column stride of 2**16 over
+2**15 + 64 columns, say) wraps to a negative offset and reads or writes outside the
+tensor. Each launch therefore asks `needs_int64_offsets(...)` of the tensors it
+addresses and passes the answer as the kernel's `INT64_OFFSETS` constexpr: True widens
+the element offsets to int64 before any multiply. The common case (every tensor's
+largest offset below 2**31) keeps its 32-bit math and its compiled kernel; the wide one
+is a second specialization of the same source, compiled on first use.
 """
 
 from __future__ import annotations
@@ -28,6 +39,8 @@ try:
 except ImportError:  # pragma: no cover - triton is a Linux dependency
     triton = None
     HAS_TRITON = False
+
+INT32_LIMIT = 2**31
 
 LaunchListener = Callable[[str, torch.device, tuple[int, ...]], None]
 _listeners: list[LaunchListener] = []
@@ -88,6 +101,27 @@ class TritonKernel:
             # lift any dispatch mode (an op counter) while it runs.
             with _disable_current_modes():
                 self.interpreted[grid](*args, USE_PDL=False, **kwargs)
+
+
+def max_element_offset(t: torch.Tensor) -> int:
+    """The largest element offset, counted from `t.data_ptr()`, that an element of `t`
+    sits at: the sum over dims of (size - 1) * |stride|; 0 for an empty tensor.
+
+    Offsets are relative to the data pointer the kernel receives, which already includes
+    the storage offset, so a view deep inside a large storage costs nothing here. Torch
+    has no negative strides (`abs` only keeps the bound honest if it ever does); a zero
+    stride (an expanded dim) adds nothing, however long the dim."""
+    if t.numel() == 0:
+        return 0
+    return sum((size - 1) * abs(stride) for size, stride in zip(t.shape, t.stride()))
+
+
+def needs_int64_offsets(*tensors: torch.Tensor | None) -> bool:
+    """Whether a launch addressing these tensors needs 64-bit element offsets: True when
+    any tensor's largest element offset reaches 2**31 (int32 holds at most 2**31 - 1).
+    `None` entries (absent optional tensors) are skipped. Masked-off lanes past a
+    tensor's end may compute wrapped offsets either way; they are never dereferenced."""
+    return any(max_element_offset(t) >= INT32_LIMIT for t in tensors if t is not None)
 
 
 def triton_kernel(fn: Callable[..., Any]) -> TritonKernel:

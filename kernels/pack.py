@@ -15,15 +15,36 @@ Two implementations of one contract:
 - `pack_scores_ids`: one Triton kernel: load id (8 B) and score (4 B), select, one 8-byte
   store of the pair: 20 B per element, one node, nothing allocated. Contiguous buffers
   (the usual case) take a 1-D launch with few arguments; any row strides take a 2-D one.
+
+The rank. A Python int, or a 0-d integer tensor of any width (int8 to int64, uint8) read
+at run time. Whatever its dtype, the id is computed in int32: the shipped path casts the
+rank to int32 before the multiply (a no-op for the int32 rank the round carves; one more
+op for other dtypes), the kernel loads it and converts to int32. A rank value beyond
+int32 (an int64 tensor holding 2**31 or more) is taken modulo 2**32 by both, as the id
+itself is; a negative one is used as given by both (a Python int rank is range-checked).
+
+Offset width (see kernels/launch.py). Each launch computes element offsets in int32
+unless a tensor it addresses reaches 2**31 elements from its data pointer (a huge column
+stride, or more than 2**31 elements in all); such a launch passes INT64_OFFSETS and
+widens the column index to int64 before multiplying by a stride. Row offsets are always
+int64 (one multiply per program). `_int64_offsets=True` forces the wide variant so a
+benchmark can time both widths on the same shapes.
 """
 
 from __future__ import annotations
 
 import torch
 
-from kernels.checks import check_rank, check_shape, check_tensor, check_width, wrap_int32
+from kernels.checks import (
+    check_rank,
+    check_shape,
+    check_tensor,
+    check_width,
+    check_writable,
+    wrap_int32,
+)
 from kernels.guard import check_no_alias
-from kernels.launch import HAS_TRITON, triton_kernel
+from kernels.launch import HAS_TRITON, needs_int64_offsets, triton_kernel
 
 if HAS_TRITON:
     import triton
@@ -40,6 +61,7 @@ def _check_pack_args(indices, scores, rank, width, out):
     check_tensor("out", out, dtypes=(torch.float32,), ndim=3, device=device)
     rows, k = indices.shape
     check_shape("out", out, (rows, k, 2))
+    check_writable("out", out)
     if out.stride(2) != 1 or (k > 1 and out.stride(1) != 2):
         raise ValueError(
             "out's last two dims must be contiguous (strides (..., 2, 1)), got strides "
@@ -64,15 +86,18 @@ def _check_pack_args(indices, scores, rank, width, out):
 def pack_scores_ids_shipped(indices, scores, rank, width, out):
     """The shipped pack: exactly eight eager ops (ge, where, copy, cast, mul, add, where,
     copy). A Python-int rank is first held as a host scalar tensor, so `mul` runs on the
-    host; give a 0-d device tensor (as the captured round does) to keep it on the device."""
+    host; give a 0-d device tensor (as the captured round does) to keep it on the device.
+    A rank tensor other than int32 is cast to int32 first (one more op): the multiply in
+    a narrow dtype would wrap there (uint8 rank 3 * width 1000 = 3000 -> 184)."""
     rank, width = _check_pack_args(indices, scores, rank, width, out)
     if not torch.is_tensor(rank):
         rank = torch.tensor(rank, dtype=torch.int32)  # host scalar, not a device op
+    rank = rank.to(torch.int32)  # no-op for an int32 rank: the id is int32 arithmetic
     live = torch.ge(indices, 0)  # 1 ge     [rows, k] bool
     packed_scores = torch.where(live, scores, float("-inf"))  # 2 where  [rows, k] f32
     out[..., 0].copy_(packed_scores)  # 3 copy (strided store into the pairs)
     ids = indices.to(torch.int32)  # 4 cast   [rows, k] int32, wraps
-    offset = torch.mul(rank, width)  # 5 mul    0-d: this rank's first global id
+    offset = torch.mul(rank, width)  # 5 mul    0-d int32: this rank's first global id
     gids = torch.add(ids, offset)  # 6 add    [rows, k] int32, wraps
     gids = torch.where(live, gids, -1)  # 7 where  dead -> -1
     out[..., 1].view(torch.int32).copy_(gids)  # 8 copy
@@ -99,11 +124,16 @@ if HAS_TRITON:
         s_out_r,  # row stride of out in units of out_ptr's element
         RANK_FROM_MEMORY: tl.constexpr,
         WIDE_STORE: tl.constexpr,
+        INT64_OFFSETS: tl.constexpr,  # some column offset reaches 2**31: widen cols
         BLOCK: tl.constexpr,
         USE_PDL: tl.constexpr,  # launched with programmatic dependent launch
     ):
         row = tl.program_id(1).to(tl.int64)
-        cols = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        if INT64_OFFSETS:
+            # cols * stride in int64: an int32 product would wrap past 2**31 elements.
+            cols = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+        else:
+            cols = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         mask = cols < k
         if USE_PDL:
             tl.extra.cuda.gdc_wait()  # the predecessor's writes are visible after this
@@ -138,13 +168,18 @@ if HAS_TRITON:
         width,
         n,
         RANK_FROM_MEMORY: tl.constexpr,
+        INT64_OFFSETS: tl.constexpr,  # n > 2**31: offsets past int32
         BLOCK: tl.constexpr,
         USE_PDL: tl.constexpr,
     ):
         # The common case (contiguous inputs, contiguous out, as a gather slot is) as a
         # 1-D launch with few arguments: at 1-3 us per call, launch overhead is the cost.
         # Same selects as _pack_kernel; the interpreter cannot call shared @jit helpers.
-        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        if INT64_OFFSETS:
+            offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+        else:
+            # n <= 2**31 and BLOCK divides 2**31: the last lane's offset fits in int32.
+            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         mask = offs < n
         if USE_PDL:
             tl.extra.cuda.gdc_wait()
@@ -184,12 +219,21 @@ def _as_pairs(out: torch.Tensor) -> torch.Tensor | None:
         return None
 
 
-def pack_scores_ids(indices, scores, rank, width, out, *, pdl=False, _config=None):
+# CUDA's grid holds at most 65535 programs along y: the 2-D launch takes rows there, and
+# launches again for each further 65535 rows (the flat launch has no such limit).
+_MAX_GRID_ROWS = 65535
+
+
+def pack_scores_ids(
+    indices, scores, rank, width, out, *, pdl=False, _config=None, _int64_offsets=False
+):
     """Fused pack: one Triton kernel writing straight into `out`, allocating nothing.
 
     Runs compiled on CUDA tensors and under Triton's interpreter on CPU tensors; without
     Triton, CPU tensors take the shipped eight ops (same bits). `pdl=True` launches it
-    with programmatic dependent launch (Hopper+), same bits."""
+    with programmatic dependent launch (Hopper+), same bits. `_config` (BLOCK, num_warps)
+    and `_int64_offsets=True` (the wide-offset variant even where int32 would do; it
+    never narrows a launch that needs int64) are for benchmarks."""
     rank, width = _check_pack_args(indices, scores, rank, width, out)
     rows, k = indices.shape
     if rows == 0 or k == 0:
@@ -205,7 +249,7 @@ def pack_scores_ids(indices, scores, rank, width, out, *, pdl=False, _config=Non
     # The pair as one int64 needs 8-byte aligned pairs: base and row stride.
     out_view = _as_pairs(out)
     flat = out_view is not None and out_view.is_contiguous()
-    if flat and indices.is_contiguous() and scores.is_contiguous() and rows * k < 2**31:
+    if flat and indices.is_contiguous() and scores.is_contiguous():
         n = rows * k
         _pack_flat_kernel.launch(
             indices.device,
@@ -218,6 +262,7 @@ def pack_scores_ids(indices, scores, rank, width, out, *, pdl=False, _config=Non
             width,
             n,
             RANK_FROM_MEMORY=from_memory,
+            INT64_OFFSETS=_int64_offsets or needs_int64_offsets(indices, scores, out_view),
             BLOCK=block,
             num_warps=num_warps,
             pdl=pdl,
@@ -226,25 +271,32 @@ def pack_scores_ids(indices, scores, rank, width, out, *, pdl=False, _config=Non
     wide = out_view is not None
     if not wide:
         out_view = out.view(torch.int32)
-    _pack_kernel.launch(
-        indices.device,
-        (triton.cdiv(k, block), rows),
-        indices,
-        scores,
-        rank_ptr,
-        out_view,
-        rank_offset,
-        width,
-        k,
-        indices.stride(0),
-        indices.stride(1),
-        scores.stride(0),
-        scores.stride(1),
-        out_view.stride(0),
-        RANK_FROM_MEMORY=from_memory,
-        WIDE_STORE=wide,
-        BLOCK=block,
-        num_warps=num_warps,
-        pdl=pdl,
-    )
+    int64_offsets = _int64_offsets or needs_int64_offsets(indices, scores, out_view)
+    for r0 in range(0, rows, _MAX_GRID_ROWS):
+        part = slice(r0, min(r0 + _MAX_GRID_ROWS, rows))
+        idx_p, sc_p, out_p = indices, scores, out_view  # one launch: as given
+        if rows > _MAX_GRID_ROWS:
+            idx_p, sc_p, out_p = indices[part], scores[part], out_view[part]
+        _pack_kernel.launch(
+            indices.device,
+            (triton.cdiv(k, block), part.stop - part.start),
+            idx_p,
+            sc_p,
+            rank_ptr,
+            out_p,
+            rank_offset,
+            width,
+            k,
+            indices.stride(0),
+            indices.stride(1),
+            scores.stride(0),
+            scores.stride(1),
+            out_view.stride(0),
+            RANK_FROM_MEMORY=from_memory,
+            WIDE_STORE=wide,
+            INT64_OFFSETS=int64_offsets,
+            BLOCK=block,
+            num_warps=num_warps,
+            pdl=pdl,
+        )
     return out

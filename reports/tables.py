@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 from rich.table import Table
 
 from capture import STEPS, NodeExport
@@ -91,7 +89,7 @@ def fits_table(fits) -> Table:
 
 
 def _interval(s) -> str:
-    return "-" if math.isnan(s.measured_lo) else f"[{s.measured_lo:.1f}, {s.measured_hi:.1f}]"
+    return f"[{s.measured_lo:.1f}, {s.measured_hi:.1f}]"
 
 
 def savings_table(result) -> Table:

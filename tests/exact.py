@@ -4,7 +4,10 @@ import torch
 
 
 def int_bits(t: torch.Tensor) -> torch.Tensor:
-    """The tensor's bits as int32 (4-byte dtypes) or its own integer dtype."""
+    """The tensor's bits as int32 (4-byte dtypes) or its own integer dtype. A view with
+    the lazy negation bit is resolved first, as clone() does (negation flips only the sign
+    bit, so equal resolved bits mean equal memory)."""
+    t = t.resolve_neg()
     if t.dtype == torch.float32:
         return t.view(torch.int32)
     if t.dtype.is_floating_point:

@@ -15,6 +15,12 @@ from tests.exact import assert_bits_equal, poison_
 ROWS, K = 4, 32
 
 
+def inference(t: torch.Tensor) -> torch.Tensor:
+    """A poisoned copy of `t` made under inference mode: an inference tensor."""
+    with torch.inference_mode():
+        return poison_(t.clone())
+
+
 def pack_case(device, **change):
     args = dict(
         indices=torch.randint(-5, 100, (ROWS, K), device=device),
@@ -79,6 +85,52 @@ PACK_BAD = [
         ),
         ValueError,
         "rows overlap",
+    ),
+    (
+        "scores a lazily negated view",
+        dict(scores=lambda d: torch.randn(ROWS, K, dtype=torch.complex64, device=d).conj().imag),
+        ValueError,
+        r"scores is a view with torch's lazy negation \(or conjugation\) bit, e.g. "
+        r"x.conj\(\).imag, which the kernels do not apply: pass scores.resolve_neg\(\) "
+        r"\(for an output, a buffer without the bit\)",
+    ),
+    (
+        "out a lazily negated view",
+        dict(
+            # float32 pairs poisoned first (never zeros), then seen as the imaginary
+            # parts of a conjugated complex view: float32 [ROWS, K, 2] with the neg bit
+            out=lambda d: (
+                poison_(torch.empty(ROWS, K, 2, 2, device=d))
+                .view(torch.complex64)
+                .squeeze(-1)
+                .conj()
+                .imag
+            )
+        ),
+        ValueError,
+        "out is a view with torch's lazy negation",
+    ),
+    (
+        "out requires grad",
+        dict(out=lambda d: poison_(torch.empty(ROWS, K, 2, device=d)).requires_grad_()),
+        ValueError,
+        r"out requires grad, but the kernels write it in place outside autograd: pass a "
+        r"buffer that does not require grad \(e.g. out.detach\(\)\) or call under "
+        r"torch.no_grad\(\)",
+    ),
+    (
+        "out a non-leaf requiring grad",
+        dict(out=lambda d: poison_(torch.empty(ROWS, K, 2, device=d)).requires_grad_() * 1),
+        ValueError,
+        "out requires grad",
+    ),
+    (
+        "out an inference tensor",
+        dict(out=lambda d: inference(torch.empty(ROWS, K, 2, device=d))),
+        ValueError,
+        r"out is an inference tensor \(made under torch.inference_mode\(\)\), which cannot be "
+        r"updated in place outside inference mode: call under torch.inference_mode\(\), or "
+        r"pass a normal tensor \(e.g. out.clone\(\)\)",
     ),
     ("rank negative", dict(rank=-1), ValueError, r"rank must be in \[0, 2\*\*31\)"),
     ("rank too big", dict(rank=2**31), ValueError, r"rank must be in \[0, 2\*\*31\)"),
@@ -200,6 +252,24 @@ COMP_BAD = [
         TypeError,
         "slot_map must be torch.int32",
     ),
+    (
+        "out an inference tensor",
+        dict(out=lambda d: inference(torch.empty(ROWS, K, dtype=torch.int32, device=d))),
+        ValueError,
+        "out is an inference tensor",
+    ),
+    (
+        "count_out an inference tensor",
+        dict(count_out=lambda d: inference(torch.empty(ROWS, dtype=torch.int32, device=d))),
+        ValueError,
+        r"count_out is an inference tensor .* \(e.g. count_out.clone\(\)\)",
+    ),
+    (
+        "K past int32",  # zero strides: 2**31 columns that take no memory
+        dict(ids=lambda d: torch.ones(ROWS, 1, dtype=torch.int32, device=d).expand(ROWS, 2**31)),
+        ValueError,
+        r"ids has 2147483648 columns; a row's count is int32, so K must be < 2\*\*31",
+    ),
     ("rank negative", dict(rank=-2), ValueError, r"rank must be in \[0, 2\*\*31\)"),
     ("width zero", dict(width=0), ValueError, r"width must be in \[1, 2\*\*31\)"),
     ("width float", dict(width=100.0), TypeError, "width must be a Python int"),
@@ -220,3 +290,27 @@ def test_compaction_rejects(device, fn, case, change, exc, message):
         fn(ids, rank, width, **args)
     for o, b in zip(outs, before):
         assert_bits_equal(o, b, "an output after a rejected call")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_outputs_accepted_where_torch_allows_in_place(device):
+    # Under no_grad a requires-grad out may be written in place, and inside inference
+    # mode an inference out: both paths accept both, with the same bits.
+    args = pack_case(device)
+    with torch.no_grad():
+        outs = [poison_(torch.empty(ROWS, K, 2, device=device)).requires_grad_() for _ in "ab"]
+        pack_scores_ids_shipped(**dict(args, out=outs[0]))
+        pack_scores_ids(**dict(args, out=outs[1]))
+    assert_bits_equal(outs[1].detach(), outs[0].detach(), "under no_grad")
+    ids = args["indices"].to(torch.int32)
+    with torch.inference_mode():
+        outs = [poison_(torch.empty(ROWS, K, 2, device=device)) for _ in "ab"]
+        pack_scores_ids_shipped(**dict(args, out=outs[0]))
+        pack_scores_ids(**dict(args, out=outs[1]))
+        assert_bits_equal(outs[1], outs[0], "pack inside inference mode")
+        outs = [poison_(torch.empty(ROWS, K, dtype=torch.int32, device=device)) for _ in "ab"]
+        counts = [poison_(torch.empty(ROWS, dtype=torch.int32, device=device)) for _ in "ab"]
+        selected_local_records_reference(ids, 1, 100, out=outs[0], count_out=counts[0])
+        selected_local_records(ids, 1, 100, out=outs[1], count_out=counts[1])
+        assert_bits_equal(outs[1], outs[0], "compaction inside inference mode")
+        assert_bits_equal(counts[1], counts[0], "counts inside inference mode")

@@ -152,3 +152,50 @@ def test_compaction_strided_buffers(device):
     selected_local_records(ids, 4, width, out=out, count_out=count_out)
     assert_bits_equal(out, expected[0])
     assert_bits_equal(count_out, expected[1])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("layout", ["every_other", "expanded"])
+def test_compaction_strided_slot_map(device, layout):
+    # The kernel once indexed slot_map as if contiguous: a strided map gave wrong slots.
+    rows, k, width, world, rank = 4, 600, 250, 8, 5
+    ids = make_ids(rows, k, world, width, device, local_rank=rank, local_share=0.3)
+    if layout == "every_other":
+        # sliced on the device: .to(device) of a sliced CPU tensor would be contiguous
+        slot_map = (torch.randperm(2 * width, dtype=torch.int32).to(device) * 5 + 9)[1::2]
+    else:  # stride 0: every slot maps to one physical slot
+        slot_map = torch.tensor([77], dtype=torch.int32, device=device).expand(width)
+    assert slot_map.stride() == ((2,) if layout == "every_other" else (0,))
+    physical, counts = check(ids, rank, width, slot_map)
+    assert counts.sum() > 0, "meant to hold local records"
+    if layout == "expanded":
+        assert set(physical[physical >= 0].tolist()) == {77}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_compaction_rank_tensor_every_dtype(device):
+    # A rank tensor is compared as int32(rank), by kernel and reference alike: an int64
+    # 2**32 + 3 is rank 3 and -2**40 is rank 0 (the kernel once compared in int64, and
+    # found no local records where the reference found them).
+    rows, k, width, world = 3, 400, 50, 8
+    cases = {
+        torch.int8: [3, -128, 127],
+        torch.uint8: [3, 255],
+        torch.int16: [3, -32768],
+        torch.int32: [3, -(2**31)],
+        torch.int64: [3, 2**32 + 3, -(2**40), 2**63 - 1],
+    }
+    for dtype, values in cases.items():
+        for value in values:
+            rank = torch.tensor(value, dtype=dtype, device=device)
+            as_int32 = (value + 2**31) % 2**32 - 2**31
+            ids = make_ids(
+                rows, k, world, width, device, local_rank=as_int32 % world, local_share=0.2
+            )
+            got, counts = check(ids, rank, width)
+            if 0 <= as_int32 < world:
+                assert counts.sum() > 0, f"rank {value} {dtype} meant to own records"
+                same, _ = check(ids, as_int32, width)
+                assert_bits_equal(got, same, f"rank {value} {dtype} vs int {as_int32}")
+            else:
+                assert counts.sum() == 0, f"rank {value} {dtype} owns no ids"

@@ -5,7 +5,13 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernels import byte_range, overlaps, pack_scores_ids, selected_local_records
+from kernels import (
+    byte_range,
+    overlaps,
+    pack_scores_ids,
+    pack_scores_ids_shipped,
+    selected_local_records,
+)
 from kernels.guard import check_no_alias
 from pools import GraphBufferPool
 from tests.conftest import DEVICES
@@ -102,3 +108,20 @@ def test_kernels_refuse_overlap(device):
 def _shifted(t: torch.Tensor, by: int) -> torch.Tensor:
     """A view of t's storage starting `by` elements into t: a partial overlap."""
     return t.as_strided(t.shape, t.stride(), t.storage_offset() + by)
+
+
+def test_guard_meta_tensors_never_overlap():
+    # Meta tensors hold no memory: every one's data pointer counts from 0, which once read
+    # as an overlap of any two.
+    a, b = torch.empty(8, device="meta"), torch.empty(8, device="meta")
+    assert a.data_ptr() == b.data_ptr() == 0, "the reason the guard must not compare them"
+    assert not overlaps(a, b) and not overlaps(a, a[2:])
+    check_no_alias({"out": a}, {"x": b})
+    # The shipped pack propagates shapes on meta tensors without a false refusal.
+    idx = torch.empty(2, 3, dtype=torch.int64, device="meta")
+    out = torch.empty(2, 3, 2, device="meta")
+    pack_scores_ids_shipped(idx, torch.empty(2, 3, device="meta"), 1, 10, out)
+    # The same layout on the CPU is still refused where it really overlaps.
+    x = torch.empty(16)
+    with pytest.raises(ValueError, match="'out'.*overlap 'x'"):
+        check_no_alias({"out": x[:8]}, {"x": x[4:]})
