@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# One device call: install, the whole test suite (gpu tests serially, the rest across CPU
+# cores), then the pack timings. Everything goes under $OUT (the device tool's folder),
+# full logs included; the summary lines print last.
+#   bash benchmarks/h200_check.sh [pack]     # "pack" adds bench_pack --int64-offsets
+set -u -o pipefail
+OUT=${OUT:-out}; mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 COLUMNS=200
+{
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
+  python3 -c "import torch, triton, setuptools; print('torch', torch.__version__, 'triton', triton.__version__, 'setuptools', setuptools.__version__)"
+} > "$OUT/env.txt" 2>&1
+python3 -m pip install -q --no-deps --no-build-isolation -e . > "$OUT/install.log" 2>&1 \
+  || echo "editable install failed (see install.log)" >> "$OUT/env.txt"
+start=$(date +%s)
+python3 -m pytest -q -m gpu -p no:cacheprovider > "$OUT/pytest-gpu.log" 2>&1
+gpu_rc=$?
+python3 -m pytest -q -m "not gpu" -n 8 -p no:cacheprovider > "$OUT/pytest-cpu.log" 2>&1
+cpu_rc=$?
+echo "suite: gpu rc=$gpu_rc, not-gpu rc=$cpu_rc, $(( $(date +%s) - start )) s" >> "$OUT/env.txt"
+if [ "${1:-}" = pack ]; then
+  python3 benchmarks/bench_pack.py --out "$OUT/pack-offsets.csv" --int64-offsets \
+    --placements 5 > "$OUT/bench-pack.log" 2>&1
+fi
+cat "$OUT/env.txt"
+grep -E "passed|failed|error" "$OUT/pytest-gpu.log" | tail -3
+grep -E "passed|failed|error" "$OUT/pytest-cpu.log" | tail -3
+grep -B2 -A30 "^FAILED\|^ERROR" "$OUT/pytest-gpu.log" "$OUT/pytest-cpu.log" | head -80
+[ -f "$OUT/bench-pack.log" ] && tail -25 "$OUT/bench-pack.log"
+exit 0
