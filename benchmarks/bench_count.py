@@ -19,9 +19,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from capture import VARIANTS, RoundParams, capture_and_count, count_round
-from capture.cudagraph import read_graph
-from capture.export import nodes_from_graph
-from capture.graphs import capture_graph
+from capture.attribution import nodes_from_graph
+from capture.graph_capture import capture_graph
+from capture.graph_reader import read_graph
 
 
 def main() -> None:

@@ -29,6 +29,7 @@ from capture.distributed import (
     release_graphs,
 )
 from capture.export import NodeExport
+from capture.params import ReplaySettings
 from capture.timing import Quantiles, time_replays_us
 from tests.exact import poison_
 
@@ -36,7 +37,7 @@ from tests.exact import poison_
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--trials", type=int, default=30)
+    ap.add_argument("--trials", type=int, default=ReplaySettings().trials)
     d = RoundParams()
     for name in ("stages", "rows", "k", "shard", "seed"):
         ap.add_argument(f"--{name}", type=int, default=getattr(d, name))
@@ -51,10 +52,10 @@ def main() -> None:
         shard=args.shard,
         seed=args.seed,
     )
-    mempool = torch.cuda.graph_pool_handle()
+    graph_pool = torch.cuda.graph_pool_handle()
     rows, graphs, keep = [], {}, []
     for v in VARIANTS:
-        counted = count_distributed(params, v, setup, graph_pool=mempool)
+        counted = count_distributed(params, v, setup, graph_pool=graph_pool)
         outs = counted.round.outputs()
         for t in outs.values():
             poison_(t)

@@ -95,7 +95,7 @@ def main() -> None:
     # Inductor in torch 2.11 computes the id in int64 and then fails to bitcast it.)
     compiled = torch.compile(pack_scores_ids_shipped, fullgraph=True, dynamic=False)
     rows_out = []
-    mempool = torch.cuda.graph_pool_handle()
+    graph_pool = torch.cuda.graph_pool_handle()
     for rows, k in SHAPES:
         width = max(k, 64)
         trials: dict[str, list[float]] = {}
@@ -108,7 +108,9 @@ def main() -> None:
             ref = torch.empty_like(out)
             pack_scores_ids_shipped(idx, scores, rank, width, ref)
             fns = providers(idx, scores, rank, width, out, compiled, args.sweep, args.int64_offsets)
-            graphs = {n: capture_unrolled(f, args.calls, pool=mempool) for n, f in fns.items()}
+            graphs = {
+                n: capture_unrolled(f, args.calls, graph_pool=graph_pool) for n, f in fns.items()
+            }
             for n, g in graphs.items():  # every provider writes the same bits
                 out.fill_(float("nan"))
                 g.replay()

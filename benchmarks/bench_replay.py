@@ -19,15 +19,11 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from capture import VARIANTS, RoundParams
-from capture.replay import (
-    CHAIN_KINDS,
-    PDL_KINDS,
-    measure_chains,
-    measure_round_configs,
-    round_series,
-    run_replays,
-    saving_interval,
-)
+from capture.chains import CHAIN_KINDS, PDL_KINDS, measure_chains
+from capture.params import ReplaySettings
+from capture.replay import run_replays
+from capture.round_timing import measure_round_configs
+from capture.stats import round_series, saving_interval
 
 pd.set_option("display.width", 200)
 pd.set_option("display.max_columns", 20)
@@ -36,17 +32,17 @@ pd.set_option("display.max_columns", 20)
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--trials", type=int, default=30)
-    ap.add_argument("--builds", type=int, default=3, help="fresh builds of each round timed")
+    d = ReplaySettings()
+    ap.add_argument("--trials", type=int, default=d.trials)
+    ap.add_argument("--builds", type=int, default=d.builds, help="fresh builds of each round")
     args = ap.parse_args()
+    settings = ReplaySettings(trials=args.trials, builds=args.builds)
     args.out.mkdir(parents=True, exist_ok=True)
     params = RoundParams()
     kinds = CHAIN_KINDS + PDL_KINDS
-    result = run_replays(
-        params, list(VARIANTS), kinds=kinds, trials=args.trials, builds=args.builds, progress=print
-    )
+    result = run_replays(params, list(VARIANTS), kinds=kinds, settings=settings, progress=print)
     result.write_json(args.out / "replay.json")
-    _, second = measure_chains(kinds, trials=args.trials)
+    _, second = measure_chains(kinds, settings)
     fits = result.fits.set_index("kind")
     fits["ci_pct"] = 100 * (fits.slope_hi - fits.slope_lo) / 2 / fits.slope
     fits["second_run"] = second.set_index("kind").slope
@@ -82,8 +78,8 @@ def main() -> None:
             [
                 "a",
                 "b",
-                "delta_nodes",
-                "delta_by_type",
+                "removed_nodes",
+                "removed_by_type",
                 "measured_us",
                 "measured_lo",
                 "measured_hi",
@@ -99,8 +95,7 @@ def main() -> None:
     t, exports = measure_round_configs(
         params,
         {"fused": ("fused", False), "fused+pdl": ("fused", True)},
-        trials=args.trials,
-        builds=args.builds,
+        settings,
     )
     med = t.groupby("variant").us.median()
     series = round_series(t)

@@ -5,7 +5,7 @@ Uses `pools` and `kernels`; knows nothing of `reports`.
 
 from capture.count import CountedRound, capture_and_count, count_round, default_device
 from capture.export import ExportError, NodeExport, summarize
-from capture.graphs import CaptureError, capture_graph
+from capture.graph_capture import CaptureError, capture_graph
 from capture.params import STEPS, VARIANTS, RoundParams
 from capture.round import DecodeRound
 from capture.scopes import scope

@@ -12,16 +12,12 @@ from dataclasses import dataclass
 
 import torch
 
-from capture.cudagraph import read_graph
+from capture.attribution import nodes_from_dispatch, nodes_from_graph
 from capture.dispatch import DispatchCounter
-from capture.export import (
-    NodeExport,
-    environment,
-    nodes_from_dispatch,
-    nodes_from_graph,
-    now,
-)
-from capture.graphs import Captured, capture_graph
+from capture.environment import environment, now
+from capture.export import NodeExport
+from capture.graph_capture import Captured, capture_graph
+from capture.graph_reader import read_graph
 from capture.params import RoundParams
 from capture.round import DecodeRound
 from capture.scopes import Recorder, recording
@@ -55,7 +51,7 @@ def count_round(
     if device.type == "cuda":
         # A collective in the round: let NCCL's watchdog thread query its events meanwhile.
         mode = "global" if group is None else "thread_local"
-        captured = capture_graph(rnd.run, pool=graph_pool, capture_error_mode=mode)
+        captured = capture_graph(rnd.run, graph_pool=graph_pool, capture_error_mode=mode)
         nodes = nodes_from_graph(read_graph(captured.graph.raw_cuda_graph()), captured.marks)
         source = "cuda-graph"
     else:
@@ -94,7 +90,7 @@ def capture_and_count(
         pool.freeze()
     name = getattr(fn, "__qualname__", None) or type(fn).__name__
     if device.type == "cuda":
-        captured = capture_graph(fn, warmup=warmup, pool=graph_pool)
+        captured = capture_graph(fn, warmup=warmup, graph_pool=graph_pool)
         nodes = nodes_from_graph(read_graph(captured.graph.raw_cuda_graph()), captured.marks)
         source = "cuda-graph"
     else:

@@ -8,21 +8,16 @@ per-stage, per-step and per-kernel counts are group-bys of the frame.
 from __future__ import annotations
 
 import json
-import platform
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import torch
 
-from capture.cudagraph import RawNode, ancestors
-from capture.dispatch import NON_LAUNCHING, Dispatched
+from capture.dispatch import NON_LAUNCHING
 from capture.documents import ExportError as ExportError  # re-exported: capture.ExportError
 from capture.documents import Fields, load_json, show
 from capture.files import write_atomic
-from capture.scopes import ScopeMark
 
 SCHEMA = "graph-harness/nodes"
 SCHEMA_VERSION = 1
@@ -85,25 +80,10 @@ class NodeExport:
         return write_atomic(Path(path), json.dumps(self.to_dict(), indent=1) + "\n")
 
     def write_dot(self, path: str | Path) -> Path:
-        """Graphviz DOT of the launching nodes; every name is quoted and escaped, so a
-        quote or backslash in a kernel or scope name stays text."""
-        lines = ["digraph G {", "  rankdir=TB; node [shape=box, fontsize=9];"]
-        for n in self.nodes:
-            if n["type"] in NON_LAUNCHING:
-                continue
-            where = "" if n["stage"] is None else f"stage{n['stage']}/"
-            label = "\\n".join(
-                [
-                    f"{n['index']}: {_dot(n['type'])}",
-                    _dot((n["kernel"] or "")[:48]),
-                    _dot(where + n["step"]),
-                ]
-            )
-            lines.append(f'  n{int(n["index"])} [label="{label}"];')
-            for d in n["deps"]:
-                lines.append(f"  n{int(d)} -> n{int(n['index'])};")
-        lines.append("}")
-        return write_atomic(Path(path), "\n".join(lines) + "\n")
+        """Graphviz DOT of the launching nodes (capture/dot.py), written atomically."""
+        from capture.dot import to_dot
+
+        return write_atomic(Path(path), to_dot(self))
 
     @classmethod
     def from_dict(cls, doc: Any, *, where: str = "export") -> NodeExport:
@@ -190,110 +170,6 @@ def _check_node(f: Fields, i: int, n: object, count: int) -> dict[str, Any]:
     for key in ("grid", "block"):
         node[key] = None if n[key] is None else list(n[key])
     return node
-
-
-def _dot(s: str) -> str:
-    """`s` as text inside a DOT double-quoted string: backslashes and quotes escaped,
-    line breaks as DOT's own."""
-    s = s.replace("\\", "\\\\").replace('"', '\\"')
-    return s.replace("\r\n", "\\n").replace("\n", "\\n").replace("\r", "\\n")
-
-
-def environment(device: torch.device) -> dict[str, Any]:
-    env: dict[str, Any] = {
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "device": "cpu" if device.type == "cpu" else torch.cuda.get_device_name(device),
-    }
-    try:
-        import triton
-
-        env["triton"] = triton.__version__
-    except ImportError:
-        env["triton"] = None
-    if device.type == "cuda":
-        env["cuda_runtime"] = torch.version.cuda
-        try:
-            from cuda.bindings import driver
-
-            _, v = driver.cuDriverGetVersion()
-            env["driver_cuda_version"] = f"{v // 1000}.{v % 1000 // 10}"
-            import cuda.bindings
-
-            env["cuda_bindings"] = cuda.bindings.__version__
-        except Exception:  # the reader reports the real error when it runs
-            pass
-    return env
-
-
-def now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def nodes_from_graph(raw: list[RawNode], marks: list[ScopeMark]) -> list[dict[str, Any]]:
-    """Node records with scopes: a scope's nodes are the ancestors of its end frontier
-    minus the ancestors of its begin frontier. Child-graph nodes take their parent's."""
-    index = {n.handle: i for i, n in enumerate(raw)}
-    top = [n for n in raw if n.parent is None]
-    parents = {n.handle: n.deps for n in top}
-    scope_of: dict[int, tuple[int | None, str]] = {}
-    for m in marks:
-        for h in ancestors(m.end, parents) - ancestors(m.begin, parents):
-            if h in scope_of:
-                raise RuntimeError(f"node {h:#x} falls in two scopes; scopes must not overlap")
-            scope_of[h] = (m.key.stage, m.key.step)
-    out = []
-    for i, n in enumerate(raw):
-        owner = n.handle if n.parent is None else _top_parent(n, raw, index)
-        stage, step = scope_of.get(owner, (None, "unscoped"))
-        out.append(
-            {
-                "index": i,
-                "type": n.kind,
-                "kernel": n.kernel,
-                "grid": list(n.grid) if n.grid else None,
-                "block": list(n.block) if n.block else None,
-                "stage": stage,
-                "step": step,
-                "deps": sorted(index[d] for d in n.deps),
-                "parent": None if n.parent is None else index[n.parent],
-                **(
-                    {"programmatic_deps": [index[d] for d in n.programmatic_deps]}
-                    if n.programmatic_deps
-                    else {}
-                ),
-            }
-        )
-    return out
-
-
-def _top_parent(n: RawNode, raw: list[RawNode], index: dict[int, int]) -> int:
-    while n.parent is not None:
-        n = raw[index[n.parent]]
-    return n.handle
-
-
-def nodes_from_dispatch(records: list[Dispatched]) -> list[dict[str, Any]]:
-    """Node records from dispatched ops, in dispatch order; each depends on the previous
-    launching one (one stream: program order)."""
-    out, last = [], None
-    for i, r in enumerate(records):
-        out.append(
-            {
-                "index": i,
-                "type": r.type,
-                "kernel": r.name,
-                "grid": None,
-                "block": None,
-                "stage": r.stage,
-                "step": r.step if r.step is not None else "unscoped",
-                "deps": [] if last is None else [last],
-                "parent": None,
-            }
-        )
-        if r.type not in NON_LAUNCHING:
-            last = i
-    return out
 
 
 def summarize(export: NodeExport) -> dict[str, pd.DataFrame]:

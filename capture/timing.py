@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
-from capture.graphs import capture_graph
+from capture.graph_capture import capture_graph
+from capture.params import ReplaySettings
 
 
 @dataclass(frozen=True)
@@ -40,11 +41,11 @@ def capture_unrolled(
     fn: Callable[[], object],
     calls: int,
     *,
-    pool=None,
+    graph_pool=None,
     warmup: int = 3,
 ) -> torch.cuda.CUDAGraph:
     """Capture `calls` back-to-back calls of `fn` into one graph (syncs the device), by
-    `capture.graphs.capture_graph`: the unrolled calls are warmed up `warmup` times on a
+    `capture.graph_capture.capture_graph`: the unrolled calls are warmed up `warmup` times on a
     side stream first, so lazy initialization never lands inside the capture. The graph
     is kept (`keep_graph=True`), so its nodes can be read; replay instantiates it."""
 
@@ -52,15 +53,15 @@ def capture_unrolled(
         for _ in range(calls):
             fn()
 
-    return capture_graph(unrolled, warmup=warmup, pool=pool).graph
+    return capture_graph(unrolled, warmup=warmup, graph_pool=graph_pool).graph
 
 
 def time_replays_us(
     graphs: dict[str, torch.cuda.CUDAGraph],
     *,
-    replays: int = 20,
-    trials: int = 30,
-    warmup: int = 5,
+    replays: int,
+    trials: int,
+    warmup: int = ReplaySettings.warmup,
 ) -> dict[str, list[float]]:
     """Per-trial time of one replay of each graph, in us (syncs the device).
 

@@ -24,6 +24,7 @@ is a second specialization of the same source, compiled on first use.
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Callable
 from typing import Any
 
@@ -43,22 +44,26 @@ except ImportError:  # pragma: no cover - triton is a Linux dependency
 INT32_LIMIT = 2**31
 
 LaunchListener = Callable[[str, torch.device, tuple[int, ...]], None]
-_listeners: list[LaunchListener] = []
+# Per thread and task: a dispatch counter in one thread must not hear another's launches.
+_listeners: contextvars.ContextVar[tuple[LaunchListener, ...]] = contextvars.ContextVar(
+    "graph_harness_launch_listeners", default=()
+)
 
 
 def add_launch_listener(fn: LaunchListener) -> None:
-    _listeners.append(fn)
+    _listeners.set((*_listeners.get(), fn))
 
 
 def remove_launch_listener(fn: LaunchListener) -> None:
-    _listeners.remove(fn)
+    listeners = list(_listeners.get())
+    listeners.remove(fn)
+    _listeners.set(tuple(listeners))
 
 
 class TritonKernel:
     """One Triton kernel source, launchable on CUDA (compiled) and CPU (interpreted)."""
 
     def __init__(self, fn: Callable[..., Any]) -> None:
-        self.fn = fn
         self.name = fn.__name__
         if HAS_TRITON:
             self.compiled = JITFunction(fn)
@@ -80,7 +85,7 @@ class TritonKernel:
                 f"Triton kernel {self.name} cannot run on {device}: "
                 + ("install triton" if not HAS_TRITON else "use a CUDA or CPU tensor")
             )
-        for listener in list(_listeners):
+        for listener in _listeners.get():
             listener(self.name, device, grid)
         if device.type == "cuda":
             if pdl and torch.cuda.get_device_capability(device) < (9, 0):

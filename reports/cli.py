@@ -21,7 +21,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from capture.params import VARIANTS, RoundParams
+from capture.params import VARIANTS, ReplaySettings, RoundParams
 from reports.commands.console import IO, UsageError
 
 
@@ -90,18 +90,25 @@ def _json_arg(p: argparse.ArgumentParser, what: str) -> None:
 
 
 def _timing_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--trials", type=_positive(2), default=None, help="timed trials (default 30)")
-    p.add_argument(
-        "--builds",
-        type=_positive(1),
-        default=None,
-        help="times each round is built afresh for timing (its buffers land elsewhere each "
-        "time; savings pool the builds). Default 3",
-    )
+    """Flags made from ReplaySettings' fields that carry help; None means "not given"."""
+    d = ReplaySettings()
+    g = p.add_argument_group("replay settings")
+    for f in dataclasses.fields(ReplaySettings):
+        if "help" not in f.metadata:
+            continue
+        default = getattr(d, f.name)
+        shown = " ".join(map(str, default)) if isinstance(default, tuple) else default
+        g.add_argument(
+            f"--{f.name}",
+            type=_positive(f.metadata["min"]),
+            nargs="+" if isinstance(default, tuple) else None,
+            default=None,
+            help=f"{f.metadata['help']} (default {shown})",
+        )
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from capture.replay import CHAIN_KINDS, DEFAULT_LENGTHS, PDL_KINDS
+    from capture.chains import CHAIN_KINDS, PDL_KINDS
 
     # --debug goes before or after the subcommand; SUPPRESS keeps the sub-parser's default
     # from overwriting a --debug given before it.
@@ -178,7 +185,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="chain kind; repeat for several (default: all but the PDL ones). torch-add "
         "and memcpy are always measured: the round savings price nodes with them",
     )
-    r.add_argument("--lengths", type=_positive(1), nargs="+", default=list(DEFAULT_LENGTHS))
     r.add_argument(
         "--variant", action="append", choices=list(VARIANTS), help="round to time (default: all)"
     )

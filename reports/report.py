@@ -175,7 +175,7 @@ def savings_section(
         "paired trials. Predicted = removed nodes x per-node cost by node type; 'shapes' "
         "prices the real pack and copy calls from their own chains (work, not just dispatch).",
         "",
-        _md(s.drop(columns=["delta_by_type"])),
+        _md(s.drop(columns=["removed_by_type"])),
         "",
     ]
     if {"shipped", "fused"} <= set(med.index):

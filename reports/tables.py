@@ -111,7 +111,7 @@ def savings_table(result) -> Table:
     for s in result.savings.itertuples():
         t.add_row(
             f"{s.a} -> {s.b}",
-            f"{-s.delta_nodes:+d}",
+            f"{-s.removed_nodes:+d}",
             f"{med[s.a]:.1f}",
             f"{med[s.b]:.1f}",
             f"{s.measured_us:.2f}",

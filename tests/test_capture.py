@@ -188,14 +188,39 @@ def test_replay_matches_eager_and_shipped(variant):
 
 
 @pytest.mark.gpu
-def test_graph_count_is_the_drivers():
-    from cuda.bindings import runtime as rt
+def test_graph_count_matches_what_the_gpu_ran(tmp_path):
+    # Another route to the same count: replay the graph under CUPTI (torch.profiler) and
+    # count the device activities it ran, one per kernel, memcpy and memset node; the
+    # kernels' names must match the export's, demangled, as multisets.
+    import json
+    from collections import Counter
+
+    from torch.profiler import ProfilerActivity, profile
 
     counted = count_round(SMALL, "shipped", "cuda")
     e = counted.export
-    _, _, n = rt.cudaGraphGetNodes(counted.captured.graph.raw_cuda_graph())
     assert e.source == "cuda-graph"
-    assert len(e.nodes) == n, "every node of the graph, nothing more"
+    g = counted.captured.graph
+    g.replay()  # instantiates; outside the profile
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        g.replay()
+        torch.cuda.synchronize()
+    prof.export_chrome_trace(str(tmp_path / "trace.json"))
+    events = json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
+    ran = Counter(
+        ev.get("cat")
+        for ev in events
+        if ev.get("ph") == "X" and ev.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+    )
+    types = Counter(n["type"] for n in e.nodes)
+    assert ran["kernel"] == types["kernel"] > 0, (ran, types)
+    assert ran["gpu_memcpy"] == types["memcpy"] and ran["gpu_memset"] == types["memset"]
+    ran_names = Counter(
+        ev["name"] for ev in events if ev.get("ph") == "X" and ev.get("cat") == "kernel"
+    )
+    ours = Counter(torch._C._demangle(n["kernel"]) for n in e.nodes if n["type"] == "kernel")
+    assert ran_names == ours
     df = e.frame()
     assert (df["step"] != "unscoped").all(), df[df.step == "unscoped"]
     per = df.groupby(["stage", "step"]).size()
@@ -240,13 +265,13 @@ def test_shared_pool_outlives_its_graphs():
     # capture): capturing into the pool after every earlier graph died must work.
     from capture import capture_graph
 
-    pool = torch.cuda.graph_pool_handle()
+    graph_pool = torch.cuda.graph_pool_handle()
     x = torch.randn(64, device="cuda")
-    first = capture_graph(lambda: x.mul(2.0), pool=pool)
+    first = capture_graph(lambda: x.mul(2.0), graph_pool=graph_pool)
     del first
     gc.collect()
     y = x.clone()
-    again = capture_graph(lambda: y.add_(1.0), pool=pool)
+    again = capture_graph(lambda: y.add_(1.0), graph_pool=graph_pool)
     again.graph.replay()
     torch.cuda.synchronize()
     expected = x.clone()

@@ -343,8 +343,8 @@ def replay_doc():
     saving = dict(
         a="shipped",
         b="fused",
-        delta_nodes=12,
-        delta_by_type='{"kernel": 10, "memcpy": 2}',
+        removed_nodes=12,
+        removed_by_type='{"kernel": 10, "memcpy": 2}',
         round_a_us=100.5,
         round_b_us=90.5,
         measured_us=10.0,
@@ -455,15 +455,15 @@ BAD_REPLAYS = [
         f"{R}: round_trials[0].variant: expected a str, got null",
     ),
     (
-        "delta_by_type not JSON",
-        edit("savings.0.delta_by_type", "{"),
-        f"{R}: savings[0].delta_by_type: expected a JSON object of node type -> int (e.g. "
+        "removed_by_type not JSON",
+        edit("savings.0.removed_by_type", "{"),
+        f"{R}: savings[0].removed_by_type: expected a JSON object of node type -> int (e.g. "
         f'{{"kernel": 216}}), got "{{"',
     ),
     (
-        "delta_by_type of floats",
-        edit("savings.0.delta_by_type", '{"kernel": 1.5}'),
-        f"{R}: savings[0].delta_by_type: expected a JSON object of node type -> int (e.g. "
+        "removed_by_type of floats",
+        edit("savings.0.removed_by_type", '{"kernel": 1.5}'),
+        f"{R}: savings[0].removed_by_type: expected a JSON object of node type -> int (e.g. "
         f'{{"kernel": 216}}), got "{{\\"kernel\\": 1.5}}"',
     ),
     ("fits missing", edit("fits", delete=True), f"{R}: missing key 'fits'"),
@@ -503,9 +503,18 @@ def test_replay_documents_read():
     r = ReplayResult.from_dict(replay_doc())
     assert list(r.round_trials.columns) == ["variant", "build", "trial", "us"]
     assert r.savings.ratio_shapes.isna().all() and r.fits.slope[0] == 0.9
-    # A version-1 file with version 2's content (every one written since builds) is read.
-    v1 = ReplayResult.from_dict(dict(replay_doc(), schema_version=1))
+    # A version-1 file with version 2's content (every one written since builds) is read;
+    # version 1 called the savings' removed nodes delta_nodes and delta_by_type.
+    old = {"removed_nodes": "delta_nodes", "removed_by_type": "delta_by_type"}
+    doc = replay_doc()
+    doc = dict(
+        doc,
+        schema_version=1,
+        savings=[{old.get(k, k): v for k, v in r.items()} for r in doc["savings"]],
+    )
+    v1 = ReplayResult.from_dict(doc)
     pd.testing.assert_frame_equal(v1.round_trials, r.round_trials)
+    pd.testing.assert_frame_equal(v1.savings, r.savings)
     # Empty tables keep their columns; absent rounds stay absent.
     empty = ReplayResult.from_dict(
         dict(replay_doc(), chain_trials=[], round_trials=None, savings=None)
@@ -542,6 +551,7 @@ def test_shipped_replay_document_reads():
     # The version-1 document in docs/data was written after builds: it reads as it is.
     r = ReplayResult.read_json("docs/data/replay-2026-11-30-builds.json")
     assert set(r.round_trials.build) == {0, 1, 2, 3, 4} and len(r.savings) == 4
+    assert (r.savings.removed_nodes > 0).all()  # shipped -> fused and co. remove nodes
 
 
 def test_documents_with_python_values():

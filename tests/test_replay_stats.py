@@ -8,17 +8,12 @@ import pytest
 import torch
 
 from capture import RoundParams, count_round
-from capture.replay import (
-    ReplayResult,
-    fit_chain,
-    fits_of,
-    node_type_delta,
-    predicted_saving_us,
-    saving_interval,
-    saving_pairs,
-    saving_point,
-    savings,
-)
+from capture.chains import fits_of
+from capture.delta import node_delta
+from capture.params import ReplaySettings
+from capture.pricing import predicted_saving_us, saving_pairs, savings
+from capture.replay import ReplayResult
+from capture.stats import fit_chain, saving_interval, saving_point
 
 
 def synthetic(slope, intercept, noise, lengths=(1, 16, 64, 256, 1024), trials=30, seed=0):
@@ -83,8 +78,9 @@ def test_fits_of_trial_rows():
 def test_prediction_and_savings_bookkeeping():
     p = RoundParams(stages=2, rows=2, k=32, world=2, rank=1, shard=64)
     exports = {v: count_round(p, v, "cpu").export for v in ("shipped", "fused")}
-    delta = node_type_delta(exports["shipped"], exports["fused"])
-    assert sum(delta.values()) == exports["shipped"].total - exports["fused"].total
+    removed = node_delta(exports["shipped"], exports["fused"]).removed_by_type()
+    assert sum(removed.values()) == exports["shipped"].total - exports["fused"].total
+    assert removed["aten"] > 0  # the CPU source: fewer dispatched ops (A - B > 0)
     assert predicted_saving_us({"kernel": 3, "memcpy": 2}, {"kernel": 1.0, "memcpy": 0.5}) == 4.0
     assert predicted_saving_us({"mem_alloc": 2}, {"kernel": 1.5}) == 3.0
     fits = pd.DataFrame([dict(kind="torch-add", slope=1.0), dict(kind="memcpy", slope=0.5)])
@@ -119,7 +115,7 @@ def test_prediction_and_savings_bookkeeping():
     assert s.measured_us == pytest.approx(40.0)
     # the pairs differ by exactly 40 in every trial: the paired interval has no width
     assert s.measured_lo == pytest.approx(40.0) and s.measured_hi == pytest.approx(40.0)
-    expected = predicted_saving_us(json.loads(s.delta_by_type), {"kernel": 1.0, "memcpy": 0.5})
+    expected = predicted_saving_us(json.loads(s.removed_by_type), {"kernel": 1.0, "memcpy": 0.5})
     assert s.predicted_us == pytest.approx(expected) and s.ratio == pytest.approx(40.0 / expected)
 
 
@@ -187,7 +183,7 @@ def test_run_replays_measures_the_pricing_chains(monkeypatch):
 
     seen = {}
 
-    def fake_chains(kinds, lengths, **kw):
+    def fake_chains(kinds, settings, **kw):
         seen["kinds"] = list(kinds)
         raise RuntimeError("stop here")
 
@@ -241,7 +237,7 @@ def test_replay_document_roundtrip(tmp_path):
 
 
 def test_chains_need_cuda():
-    from capture.replay import measure_chains
+    from capture.chains import measure_chains
 
     if torch.cuda.is_available():
         pytest.skip("this checks the CPU refusal")
@@ -251,10 +247,11 @@ def test_chains_need_cuda():
 
 @pytest.mark.gpu
 def test_short_chain_sweep_on_gpu():
-    from capture.replay import measure_chains
+    from capture.chains import measure_chains
 
     trials, fits = measure_chains(
-        ("triton-empty", "torch-add", "memcpy", "pack-fused"), (1, 32, 128), trials=6, replays=5
+        ("triton-empty", "torch-add", "memcpy", "pack-fused"),
+        ReplaySettings(trials=6, lengths=(1, 32, 128), chain_replays=5),
     )
     assert set(trials.kind) == {"triton-empty", "torch-add", "memcpy", "pack-fused"}
     # node counts come from the graphs: one node per call for these kinds
@@ -268,7 +265,8 @@ def test_short_chain_sweep_on_gpu():
 @pytest.mark.gpu
 def test_round_builds_land_elsewhere(monkeypatch):
     # Builds exist to sample where a round's buffers land: each must get new addresses.
-    import capture.replay as R
+    import capture.pricing as P
+    import capture.round_timing as R
 
     bases = []
     real = R.count_round
@@ -280,12 +278,13 @@ def test_round_builds_land_elsewhere(monkeypatch):
 
     monkeypatch.setattr(R, "count_round", recording)
     p = RoundParams(stages=2, rows=2, k=32, world=2, rank=1, shard=64)
-    trials, exports = R.measure_rounds(p, ["shipped", "fused"], trials=3, replays=2, builds=3)
+    settings = ReplaySettings(trials=3, round_replays=2, builds=3)
+    trials, exports = R.measure_rounds(p, ["shipped", "fused"], settings)
     assert sorted(trials.build.unique()) == [0, 1, 2]
     assert len(trials) == 2 * 3 * 3 and (trials.us > 0).all()
     per_build = [tuple(bases[i : i + 2]) for i in range(0, 6, 2)]
     assert len(set(per_build)) == 3, per_build
-    s = R.savings(
+    s = P.savings(
         trials,
         exports,
         pd.DataFrame([dict(kind="torch-add", slope=1.0)]),

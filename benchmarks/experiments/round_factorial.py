@@ -9,7 +9,11 @@ import pandas as pd
 import torch
 
 from capture import params as P
-from capture.replay import measure_chains, measure_round_configs, per_call_us, saving_interval
+from capture.chains import measure_chains
+from capture.params import ReplaySettings
+from capture.pricing import per_call_us
+from capture.round_timing import measure_round_configs
+from capture.stats import saving_interval
 
 OUT = os.environ.get("OUT", "/tmp/out")
 P.VARIANTS["compiled-direct"] = ("compiled", "direct")
@@ -31,9 +35,7 @@ def main():
     print(torch.cuda.get_device_name(), torch.__version__, flush=True)
     ct, fits = measure_chains(
         ("torch-add", "memcpy", "pack-shipped", "pack-compiled", "pack-fused", "compaction-copies"),
-        (1, 16, 64, 256),
-        trials=20,
-        replays=20,
+        ReplaySettings(trials=20, lengths=(1, 16, 64, 256), chain_replays=20),
     )
     call = per_call_us(fits, ct)
     print(fits[["kind", "slope", "slope_lo", "slope_hi", "intercept"]].to_string(), flush=True)
@@ -42,7 +44,7 @@ def main():
     all_trials = []
     for rep in range(2):
         trials, exports = measure_round_configs(
-            params, {v: (v, False) for v in VAR}, trials=60, replays=10
+            params, {v: (v, False) for v in VAR}, ReplaySettings(trials=60, builds=1)
         )
         trials["rep"] = rep
         all_trials.append(trials)

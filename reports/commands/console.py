@@ -11,7 +11,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from capture.params import RoundParams
+from capture.params import ReplaySettings, RoundParams
 
 ROUND_FIELDS = tuple(f.name for f in fields(RoundParams))
 
@@ -116,5 +116,20 @@ def require_cuda(what: str) -> None:
         )
 
 
-def timing(args) -> dict:
-    return {k: v for k in ("trials", "builds") if (v := getattr(args, k)) is not None}
+def given_timing_flags(args) -> list[str]:
+    return [
+        f"--{f.name}" for f in fields(ReplaySettings) if getattr(args, f.name, None) is not None
+    ]
+
+
+def replay_settings(args) -> ReplaySettings:
+    """ReplaySettings from the flags given (the dataclass holds every default)."""
+    given = {
+        f.name: tuple(v) if isinstance(v, list) else v
+        for f in fields(ReplaySettings)
+        if (v := getattr(args, f.name, None)) is not None
+    }
+    try:
+        return ReplaySettings(**given)
+    except ValueError as e:
+        raise UsageError(str(e)) from e

@@ -8,20 +8,22 @@ from reports.commands.console import (
     IO,
     banner,
     command_line,
+    given_timing_flags,
     progress,
+    replay_settings,
     require_cuda,
     round_params,
     staged,
-    timing,
     wrote,
 )
 
 
 def run_replay(args, io: IO) -> int:
-    from capture.replay import CHAIN_KINDS, run_replays
+    from capture.chains import CHAIN_KINDS
+    from capture.replay import run_replays
     from reports.tables import fits_table, savings_table
 
-    params = round_params(args)
+    params, settings = round_params(args), replay_settings(args)
     require_cuda("replay")
     with staged(args, io) as tmp:
         banner(io)
@@ -31,10 +33,9 @@ def run_replay(args, io: IO) -> int:
                 params,
                 args.variant or list(VARIANTS),
                 kinds=args.kind or CHAIN_KINDS,
-                lengths=args.lengths,
+                settings=settings,
                 pdl=args.pdl,
                 progress=lambda m: prog.update(task, description=m),
-                **timing(args),
             )
         if tmp is not None:
             result.write_json(tmp / "replay.json")
@@ -55,11 +56,11 @@ def run_report(args, io: IO) -> int:
     from capture.replay import run_replays
     from reports.report import write_report
 
-    params = round_params(args)
+    params, settings = round_params(args), replay_settings(args)
     cuda = torch.cuda.is_available()
-    if not cuda and timing(args):
+    if not cuda and given_timing_flags(args):
         io.note(
-            f"{', '.join('--' + k for k in timing(args))} not used: without a CUDA device "
+            f"{', '.join(given_timing_flags(args))} not used: without a CUDA device "
             "the report has counts only, no replays"
         )
     with staged(args, io) as tmp:
@@ -75,8 +76,8 @@ def run_report(args, io: IO) -> int:
                 replay = run_replays(
                     params,
                     list(VARIANTS),
+                    settings=settings,
                     progress=lambda m: prog.update(task, description=m),
-                    **timing(args),
                 )
                 skipped = None
         write_report(tmp, exports, replay, command=command_line(), skipped=skipped)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from capture.cudagraph import capture_frontier
+from capture.graph_reader import capture_frontier
 from capture.scopes import Recorder, ScopeMark, recording
 
 
@@ -23,14 +23,13 @@ class CaptureError(RuntimeError):
 class Captured:
     graph: torch.cuda.CUDAGraph  # kept: raw_cuda_graph() is readable
     marks: list[ScopeMark]
-    stream: torch.cuda.Stream
 
 
 def capture_graph(
     fn: Callable[[], object],
     *,
     warmup: int = 3,
-    pool=None,
+    graph_pool=None,
     stream: torch.cuda.Stream | None = None,
     capture_error_mode: str = "global",
 ) -> Captured:
@@ -61,7 +60,7 @@ def capture_graph(
     graph = torch.cuda.CUDAGraph(keep_graph=True)
     recorder = Recorder(frontier=lambda: capture_frontier(stream))
     with torch.cuda.stream(stream):
-        graph.capture_begin(pool=pool, capture_error_mode=capture_error_mode)
+        graph.capture_begin(pool=graph_pool, capture_error_mode=capture_error_mode)
         try:
             with recording(recorder):
                 fn()
@@ -74,7 +73,7 @@ def capture_graph(
                 "allocate from a frozen pool; move that work before capture."
             ) from e
         graph.capture_end()
-    return Captured(graph, recorder.marks, stream)
+    return Captured(graph, recorder.marks)
 
 
 def _abandon(graph: torch.cuda.CUDAGraph) -> None:
