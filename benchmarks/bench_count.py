@@ -18,10 +18,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from capture import VARIANTS, RoundParams, capture_and_count, count_round
-from capture.attribution import nodes_from_graph
-from capture.graph_capture import capture_graph
-from capture.graph_reader import read_graph
+from graph_harness.capture import VARIANTS, RoundParams, capture_and_count, count_round
+from graph_harness.capture.attribution import nodes_from_graph
+from graph_harness.capture.graph_capture import capture_graph
+from graph_harness.capture.graph_reader import read_graph
 
 
 def main() -> None:
@@ -73,7 +73,7 @@ def main() -> None:
         print(f"  {a} - {b}: {totals[a] - totals[b]}")
 
     # capture + read alone, on an already-built round (what the CLI adds per variant)
-    from capture.round import DecodeRound
+    from graph_harness.capture.round import DecodeRound
 
     rnd = DecodeRound(params, "fused", "cuda")
     captured = capture_graph(rnd.run)

@@ -20,17 +20,18 @@ import torch.distributed as dist
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from capture import VARIANTS, RoundParams
-from capture.distributed import (
+from graph_harness.capture import VARIANTS, RoundParams
+from graph_harness.capture.distributed import (
     count_distributed,
     emulate_rank,
     init_from_env,
     merge,
     release_graphs,
 )
-from capture.export import NodeExport
-from capture.params import ReplaySettings
-from capture.timing import Quantiles, time_replays_us
+from graph_harness.capture.export import NodeExport
+from graph_harness.capture.params import ReplaySettings
+from graph_harness.capture.timing import Quantiles, time_replays_us
+
 from tests.exact import poison_
 
 

@@ -27,9 +27,9 @@ import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from capture.timing import Quantiles, capture_unrolled, time_replays_us
-from kernels import pack_scores_ids, pack_scores_ids_shipped
-from kernels.pack import _pack_config
+from graph_harness.capture.timing import Quantiles, capture_unrolled, time_replays_us
+from graph_harness.kernels import pack_scores_ids, pack_scores_ids_shipped
+from graph_harness.kernels.pack import _pack_config
 
 SHAPES = [(1, 48), (8, 2048), (256, 2048)]
 WORLD, RANK = 8, 3

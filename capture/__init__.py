@@ -3,12 +3,12 @@
 Uses `pools` and `kernels`; knows nothing of `reports`.
 """
 
-from capture.count import CountedRound, capture_and_count, count_round, default_device
-from capture.export import ExportError, NodeExport, summarize
-from capture.graph_capture import CaptureError, capture_graph
-from capture.params import STEPS, VARIANTS, RoundParams
-from capture.round import DecodeRound
-from capture.scopes import scope
+from graph_harness.capture.count import CountedRound, capture_and_count, count_round, default_device
+from graph_harness.capture.export import ExportError, NodeExport, summarize
+from graph_harness.capture.graph_capture import CaptureError, capture_graph
+from graph_harness.capture.params import STEPS, VARIANTS, RoundParams
+from graph_harness.capture.round import DecodeRound
+from graph_harness.capture.scopes import scope
 
 __all__ = [
     "STEPS",

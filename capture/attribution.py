@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from capture.dispatch import NON_LAUNCHING, Dispatched
-from capture.graph_reader import RawNode, ancestors
-from capture.scopes import ScopeMark
+from graph_harness.capture.dispatch import NON_LAUNCHING, Dispatched
+from graph_harness.capture.graph_reader import RawNode, ancestors
+from graph_harness.capture.scopes import ScopeMark
 
 
 def nodes_from_graph(raw: list[RawNode], marks: list[ScopeMark]) -> list[dict[str, Any]]:

@@ -11,13 +11,12 @@ from collections.abc import Callable, Sequence
 
 import pandas as pd
 import torch
-
-from capture.graph_reader import read_graph
-from capture.params import ReplaySettings, RoundParams
-from capture.stats import fit_chain
-from capture.timing import capture_unrolled, time_replays_us
-from kernels import pack_scores_ids, pack_scores_ids_shipped, selected_local_records
-from kernels.empty import empty_kernel
+from graph_harness.capture.graph_reader import read_graph
+from graph_harness.capture.params import ReplaySettings, RoundParams
+from graph_harness.capture.stats import fit_chain
+from graph_harness.capture.timing import capture_unrolled, time_replays_us
+from graph_harness.kernels import pack_scores_ids, pack_scores_ids_shipped, selected_local_records
+from graph_harness.kernels.empty import empty_kernel
 
 CHAIN_KINDS = (
     "triton-empty",
@@ -67,7 +66,7 @@ def _chain_call(kind: str, device: torch.device) -> Callable[[], object]:
     if kind == "pack-shipped":
         return lambda: pack_scores_ids_shipped(idx, scores, rank, width, out)
     if kind == "pack-compiled":
-        from capture.round import compiled_shipped_pack
+        from graph_harness.capture.round import compiled_shipped_pack
 
         compiled = compiled_shipped_pack()
         return lambda: compiled(idx, scores, rank, width, out)

@@ -11,17 +11,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-
-from capture.attribution import nodes_from_dispatch, nodes_from_graph
-from capture.dispatch import DispatchCounter
-from capture.environment import environment, now
-from capture.export import NodeExport
-from capture.graph_capture import Captured, capture_graph
-from capture.graph_reader import read_graph
-from capture.params import RoundParams
-from capture.round import DecodeRound
-from capture.scopes import Recorder, recording
-from pools import GraphBufferPool
+from graph_harness.capture.attribution import nodes_from_dispatch, nodes_from_graph
+from graph_harness.capture.dispatch import DispatchCounter
+from graph_harness.capture.environment import environment, now
+from graph_harness.capture.export import NodeExport
+from graph_harness.capture.graph_capture import Captured, capture_graph
+from graph_harness.capture.graph_reader import read_graph
+from graph_harness.capture.params import RoundParams
+from graph_harness.capture.round import DecodeRound
+from graph_harness.capture.scopes import Recorder, recording
+from graph_harness.pools import GraphBufferPool
 
 
 def default_device() -> torch.device:

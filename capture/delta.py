@@ -10,9 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pandas as pd
-
-from capture.export import NodeExport
-from capture.params import STEPS
+from graph_harness.capture.export import NodeExport
+from graph_harness.capture.params import STEPS
 
 
 class DeltaError(ValueError):

@@ -19,10 +19,9 @@ from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
-
-from capture.count import CountedRound, count_round
-from capture.export import NodeExport
-from capture.params import RoundParams
+from graph_harness.capture.count import CountedRound, count_round
+from graph_harness.capture.export import NodeExport
+from graph_harness.capture.params import RoundParams
 
 
 class DistributedError(RuntimeError):
@@ -46,7 +45,7 @@ def init_from_env(backend: str | None = None) -> DistributedSetup:
     if missing and not dist.is_initialized():
         raise DistributedError(
             f"no process group: {', '.join(missing)} unset. Start one process per rank with "
-            "`torchrun --nproc-per-node N -m reports.cli count --distributed` (or "
+            "`torchrun --nproc-per-node N -m graph_harness count --distributed` (or "
             "`torchrun --nproc-per-node N $(which graph-harness) count --distributed`)"
         )
     cuda = torch.cuda.is_available()
@@ -116,7 +115,7 @@ def process_group(setup: DistributedSetup) -> Iterator[DistributedSetup]:
 
 def emulate_rank(params: RoundParams, variant: str, rank: int, device) -> dict[str, torch.Tensor]:
     """The single-process round for `rank` (other slots static), run once eagerly."""
-    from capture.round import DecodeRound
+    from graph_harness.capture.round import DecodeRound
 
     p = RoundParams(**{**params.as_dict(), "rank": rank})
     rnd = DecodeRound(p, variant, device)

@@ -3,7 +3,7 @@ quote or backslash in a kernel or scope name stays text (and cannot inject DOT).
 
 from __future__ import annotations
 
-from capture.dispatch import NON_LAUNCHING
+from graph_harness.capture.dispatch import NON_LAUNCHING
 
 
 def to_dot(export) -> str:

@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-
-from capture.dispatch import NON_LAUNCHING
-from capture.documents import ExportError as ExportError  # re-exported: capture.ExportError
-from capture.documents import Fields, load_json, show
-from capture.files import write_atomic
+from graph_harness.capture.dispatch import NON_LAUNCHING
+from graph_harness.capture.documents import (
+    ExportError as ExportError,  # re-exported: capture.ExportError
+)
+from graph_harness.capture.documents import Fields, load_json, show
+from graph_harness.capture.files import write_atomic
 
 SCHEMA = "graph-harness/nodes"
 SCHEMA_VERSION = 1
@@ -81,7 +82,7 @@ class NodeExport:
 
     def write_dot(self, path: str | Path) -> Path:
         """Graphviz DOT of the launching nodes (capture/dot.py), written atomically."""
-        from capture.dot import to_dot
+        from graph_harness.capture.dot import to_dot
 
         return write_atomic(Path(path), to_dot(self))
 

@@ -10,9 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-
-from capture.graph_reader import capture_frontier
-from capture.scopes import Recorder, ScopeMark, recording
+from graph_harness.capture.graph_reader import capture_frontier
+from graph_harness.capture.scopes import Recorder, ScopeMark, recording
 
 
 class CaptureError(RuntimeError):

@@ -9,10 +9,9 @@ import math
 from collections.abc import Sequence
 
 import pandas as pd
-
-from capture.delta import NodeDelta, node_delta
-from capture.export import NodeExport
-from capture.stats import round_series, saving_interval, saving_point
+from graph_harness.capture.delta import NodeDelta, node_delta
+from graph_harness.capture.export import NodeExport
+from graph_harness.capture.stats import round_series, saving_interval, saving_point
 
 SAVING_PAIRS = (
     ("shipped", "fused"),
@@ -62,7 +61,7 @@ def shapes_prediction_us(a: str, b: str, stages: int, call_us: dict[str, float])
     """Saving predicted from the real-shape chains: per stage, the pack call each variant
     makes, plus the two copies of the allocating compaction. This prices the kernels'
     work as well as their dispatch; NaN when a needed chain was not measured."""
-    from capture.params import VARIANTS
+    from graph_harness.capture.params import VARIANTS
 
     def stage(v):
         pack, compaction = VARIANTS[v]

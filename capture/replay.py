@@ -14,15 +14,14 @@ from typing import Any
 
 import pandas as pd
 import torch
-
-from capture.chains import CHAIN_KINDS, PRICE_KINDS, measure_chains
-from capture.documents import ExportError, Fields, load_json, show
-from capture.environment import environment, now
-from capture.files import write_atomic
-from capture.params import ReplaySettings, RoundParams
-from capture.pricing import SAVING_COLUMNS, savings
-from capture.round_timing import measure_rounds
-from capture.stats import ROUND_TRIAL_COLUMNS, Fit
+from graph_harness.capture.chains import CHAIN_KINDS, PRICE_KINDS, measure_chains
+from graph_harness.capture.documents import ExportError, Fields, load_json, show
+from graph_harness.capture.environment import environment, now
+from graph_harness.capture.files import write_atomic
+from graph_harness.capture.params import ReplaySettings, RoundParams
+from graph_harness.capture.pricing import SAVING_COLUMNS, savings
+from graph_harness.capture.round_timing import measure_rounds
+from graph_harness.capture.stats import ROUND_TRIAL_COLUMNS, Fit
 
 REPLAY_SCHEMA = "graph-harness/replay"
 # Version 2: rounds timed over builds (round_trials carry `build`), savings carry their

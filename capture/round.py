@@ -14,16 +14,15 @@ from __future__ import annotations
 import functools
 
 import torch
-
-from capture.dispatch import counted_compiled_call
-from capture.params import RoundParams, check_variant
-from capture.scopes import scope
-from kernels import (
+from graph_harness.capture.dispatch import counted_compiled_call
+from graph_harness.capture.params import RoundParams, check_variant
+from graph_harness.capture.scopes import scope
+from graph_harness.kernels import (
     pack_scores_ids,
     pack_scores_ids_shipped,
     selected_local_records,
 )
-from pools import GraphBufferPool
+from graph_harness.pools import GraphBufferPool
 
 
 @functools.cache

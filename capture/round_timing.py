@@ -7,11 +7,10 @@ from collections.abc import Sequence
 
 import pandas as pd
 import torch
-
-from capture.count import count_round
-from capture.export import NodeExport
-from capture.params import ReplaySettings, RoundParams
-from capture.timing import time_replays_us
+from graph_harness.capture.count import count_round
+from graph_harness.capture.export import NodeExport
+from graph_harness.capture.params import ReplaySettings, RoundParams
+from graph_harness.capture.timing import time_replays_us
 
 
 def measure_rounds(

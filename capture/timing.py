@@ -11,9 +11,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
-
-from capture.graph_capture import capture_graph
-from capture.params import ReplaySettings
+from graph_harness.capture.graph_capture import capture_graph
+from graph_harness.capture.params import ReplaySettings
 
 
 @dataclass(frozen=True)

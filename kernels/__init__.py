@@ -5,10 +5,13 @@ writes retained buffers directly where the old path allocated and copied. Both a
 select/copy/integer paths, exact by construction: kernel and reference agree bit for bit.
 """
 
-from kernels.compaction import selected_local_records, selected_local_records_reference
-from kernels.guard import byte_range, check_no_alias, overlaps
-from kernels.launch import HAS_TRITON, add_launch_listener, remove_launch_listener
-from kernels.pack import pack_scores_ids, pack_scores_ids_shipped
+from graph_harness.kernels.compaction import (
+    selected_local_records,
+    selected_local_records_reference,
+)
+from graph_harness.kernels.guard import byte_range, check_no_alias, overlaps
+from graph_harness.kernels.launch import HAS_TRITON, add_launch_listener, remove_launch_listener
+from graph_harness.kernels.pack import pack_scores_ids, pack_scores_ids_shipped
 
 __all__ = [
     "HAS_TRITON",

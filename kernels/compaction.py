@@ -29,8 +29,7 @@ count is int32.
 from __future__ import annotations
 
 import torch
-
-from kernels.checks import (
+from graph_harness.kernels.checks import (
     INT32_LIMIT,
     check_rank,
     check_shape,
@@ -38,8 +37,8 @@ from kernels.checks import (
     check_width,
     check_writable,
 )
-from kernels.guard import check_no_alias
-from kernels.launch import HAS_TRITON, needs_int64_offsets, triton_kernel
+from graph_harness.kernels.guard import check_no_alias
+from graph_harness.kernels.launch import HAS_TRITON, needs_int64_offsets, triton_kernel
 
 if HAS_TRITON:
     import triton.language as tl

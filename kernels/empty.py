@@ -6,7 +6,7 @@ programmatic dependent launch it still takes part in the handshake, as a real ke
 
 from __future__ import annotations
 
-from kernels.launch import HAS_TRITON, triton_kernel
+from graph_harness.kernels.launch import HAS_TRITON, triton_kernel
 
 if HAS_TRITON:
     import triton.language as tl

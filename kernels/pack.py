@@ -34,8 +34,7 @@ benchmark can time both widths on the same shapes.
 from __future__ import annotations
 
 import torch
-
-from kernels.checks import (
+from graph_harness.kernels.checks import (
     check_rank,
     check_shape,
     check_tensor,
@@ -43,8 +42,8 @@ from kernels.checks import (
     check_writable,
     wrap_int32,
 )
-from kernels.guard import check_no_alias
-from kernels.launch import HAS_TRITON, needs_int64_offsets, triton_kernel
+from graph_harness.kernels.guard import check_no_alias
+from graph_harness.kernels.launch import HAS_TRITON, needs_int64_offsets, triton_kernel
 
 if HAS_TRITON:
     import triton

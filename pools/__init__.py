@@ -1,5 +1,5 @@
 """Static device buffers for captured graphs. Imports nothing else of graph-harness."""
 
-from pools.pool import GraphBufferPool, PoolExhausted, PoolFrozen, PoolStats, Region
+from graph_harness.pools.pool import GraphBufferPool, PoolExhausted, PoolFrozen, PoolStats, Region
 
 __all__ = ["GraphBufferPool", "PoolExhausted", "PoolFrozen", "PoolStats", "Region"]

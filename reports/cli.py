@@ -19,10 +19,9 @@ import signal
 import sys
 from pathlib import Path
 
+from graph_harness.capture.params import VARIANTS, ReplaySettings, RoundParams
+from graph_harness.reports.commands.console import IO, UsageError
 from rich.console import Console
-
-from capture.params import VARIANTS, ReplaySettings, RoundParams
-from reports.commands.console import IO, UsageError
 
 
 class Terminated(BaseException):
@@ -108,7 +107,7 @@ def _timing_args(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from capture.chains import CHAIN_KINDS, PDL_KINDS
+    from graph_harness.capture.chains import CHAIN_KINDS, PDL_KINDS
 
     # --debug goes before or after the subcommand; SUPPRESS keeps the sub-parser's default
     # from overwriting a --debug given before it.
@@ -206,17 +205,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _usage_errors() -> tuple[type[BaseException], ...]:
-    from capture import ExportError
-    from capture.delta import DeltaError
-    from capture.files import OutputPathError
-    from reports.output import OutputRefused
-    from reports.target import TargetUsageError
+    from graph_harness.capture import ExportError
+    from graph_harness.capture.delta import DeltaError
+    from graph_harness.capture.files import OutputPathError
+    from graph_harness.reports.output import OutputRefused
+    from graph_harness.reports.target import TargetUsageError
 
     return (UsageError, ExportError, DeltaError, OutputRefused, OutputPathError, TargetUsageError)
 
 
 def _command(name: str):
-    from reports.commands import count, delta, replay
+    from graph_harness.reports.commands import count, delta, replay
 
     return {
         "count": count.run,
@@ -269,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _report_error(io: IO, args, e: Exception) -> int:
-    from reports.target import origin
+    from graph_harness.reports.target import origin
 
     first = str(e).splitlines()[0] if str(e) else ""
     if isinstance(e, _usage_errors()):

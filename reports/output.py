@@ -28,11 +28,8 @@ run holds an flock on its folder for its whole life; the kernel drops it at deat
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import dataclasses
-import errno
 import fcntl
-import json
 import os
 import signal
 import socket
@@ -43,10 +40,18 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from capture.files import default_mode, write_atomic
+from graph_harness.capture.files import default_mode
+from graph_harness.reports.manifest import (
+    MANIFEST,
+    Manifest,
+    foreign_entries,
+    read_manifest,
+    remove_own,
+    remove_partial,
+    write_manifest,
+)
+from graph_harness.reports.renames import exchange, rename_noreplace
 
-MANIFEST = ".graph-harness-manifest.json"
-MANIFEST_SCHEMA = "graph-harness/output"
 PARTIAL = ".gh-partial"
 _HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -57,157 +62,6 @@ class OutputRefused(ValueError):
 
 class OutputConflict(RuntimeError):
     """The output path changed under the run; its result was kept elsewhere."""
-
-
-# --- renames that cannot lose a folder ------------------------------------------------------
-
-_RENAME_NOREPLACE, _RENAME_EXCHANGE = 1, 2  # linux/fs.h
-_AT_FDCWD = -100
-
-
-def _libc():
-    try:
-        return ctypes.CDLL(None, use_errno=True)
-    except OSError:  # pragma: no cover - no C library to ask
-        return None
-
-
-def _renameat2(src: Path, dst: Path, flags: int) -> bool:
-    """True when done; False when this system or file system has no renameat2."""
-    libc = _libc()
-    fn = getattr(libc, "renameat2", None) if libc is not None else None
-    if fn is None:
-        return False
-    if fn(_AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), flags) == 0:
-        return True
-    err = ctypes.get_errno()
-    if err in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):
-        return False
-    raise OSError(err, os.strerror(err), str(dst))
-
-
-def rename_noreplace(src: Path, dst: Path) -> None:
-    """Rename `src` to `dst`; FileExistsError if anything is at `dst`, never replacing it."""
-    if _renameat2(src, dst, _RENAME_NOREPLACE):
-        return
-    # No atomic form here: check, then rename (a folder appearing in between, non-empty,
-    # still makes the rename fail; an empty one would be replaced).
-    if os.path.lexists(dst):
-        raise FileExistsError(errno.EEXIST, "exists", str(dst))
-    os.rename(src, dst)
-
-
-def exchange(a: Path, b: Path) -> None:
-    """Swap two folders in one step where the system can (Linux); elsewhere `b` is moved
-    aside and `a` renamed in, leaving a moment without `b`."""
-    if _renameat2(a, b, _RENAME_EXCHANGE):
-        return
-    aside = a.with_name(a.name + ".old")
-    os.rename(b, aside)
-    os.rename(a, b)
-    os.rename(aside, a)
-
-
-# --- the manifest ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Manifest:
-    command: str
-    created: str
-    host: str
-    pid: int
-    complete: bool
-    files: tuple[str, ...]
-
-    def to_dict(self) -> dict:
-        return {
-            "schema": MANIFEST_SCHEMA,
-            "schema_version": 1,
-            "tool": "graph-harness",
-            "command": self.command,
-            "created": self.created,
-            "host": self.host,
-            "pid": self.pid,
-            "complete": self.complete,
-            "files": list(self.files),
-        }
-
-
-def read_manifest(folder: Path) -> Manifest | None:
-    """The folder's manifest, or None when it has none graph-harness wrote."""
-    p = folder / MANIFEST
-    try:
-        if p.is_symlink() or not p.is_file():
-            return None
-        doc = json.loads(p.read_text())
-        if doc.get("schema") != MANIFEST_SCHEMA or doc.get("tool") != "graph-harness":
-            return None
-        files = doc["files"]
-        if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
-            return None
-        return Manifest(
-            str(doc["command"]),
-            str(doc["created"]),
-            str(doc["host"]),
-            int(doc["pid"]),
-            bool(doc["complete"]),
-            tuple(files),
-        )
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None
-
-
-def _write_manifest(folder: Path, m: Manifest) -> None:
-    write_atomic(folder / MANIFEST, json.dumps(m.to_dict(), indent=1) + "\n")
-
-
-def foreign_entries(folder: Path) -> list[str] | None:
-    """What in `folder` graph-harness did not write: None when it has no manifest of ours,
-    else the entries its manifest does not list (or that are not plain files)."""
-    m = read_manifest(folder)
-    if m is None:
-        return None
-    listed = set(m.files)
-    out = []
-    for e in os.scandir(folder):
-        if e.name == MANIFEST:
-            continue
-        if e.name not in listed or not e.is_file(follow_symlinks=False):
-            out.append(e.name)
-    return sorted(out)
-
-
-def remove_own(folder: Path) -> bool:
-    """Remove a folder graph-harness wrote: the plain files its manifest lists, the
-    manifest, then the (then empty) folder. Anything else stops it: the folder is left
-    with what it holds, and False is returned."""
-    m = read_manifest(folder)
-    if m is None:
-        return False
-    for name in m.files:
-        p = folder / name
-        if p.is_file() and not p.is_symlink():
-            p.unlink()
-    (folder / MANIFEST).unlink(missing_ok=True)
-    try:
-        folder.rmdir()
-    except OSError:
-        return False
-    return True
-
-
-def _remove_partial(folder: Path) -> bool:
-    """Remove this run's own partial folder: made by this process under a hidden name;
-    it holds only the plain files the run wrote (anything else stops it)."""
-    for e in os.scandir(folder):
-        if e.is_file(follow_symlinks=False):
-            os.unlink(e.path)
-    try:
-        folder.rmdir()
-    except OSError:
-        return False
-    return True
 
 
 # --- checks before the work -------------------------------------------------------------------
@@ -353,7 +207,7 @@ def staged_output(
     for path, m in leftovers(plan.real):
         # A hidden partial folder whose manifest says we made it holds only what a run of
         # ours wrote: remove it. One without a manifest is only reported.
-        done = m is not None and _remove_partial(path)
+        done = m is not None and remove_partial(path)
         if say:
             started = f" (started {m.created} by pid {m.pid})" if m else ""
             what = "removed it" if done else "left it as it is: not recognisably ours"
@@ -368,11 +222,11 @@ def staged_output(
     try:
         os.chmod(tmp, default_mode(folder=True))
         manifest = Manifest(command, _now(), socket.gethostname(), os.getpid(), False, ())
-        _write_manifest(tmp, manifest)
+        write_manifest(tmp, manifest)
         yield tmp
         with _signals_held():
             files = tuple(sorted(e.name for e in os.scandir(tmp) if e.name != MANIFEST))
-            _write_manifest(tmp, dataclasses.replace(manifest, complete=True, files=files))
+            write_manifest(tmp, dataclasses.replace(manifest, complete=True, files=files))
             committed = True  # from here on tmp is either `out`, kept beside it, or the old one
             old_left = _commit(tmp, plan)
         if old_left and say:
@@ -382,7 +236,7 @@ def staged_output(
             )
     finally:
         if not committed and tmp.exists():
-            _remove_partial(tmp)
+            remove_partial(tmp)
         if lock is not None:
             os.close(lock)
         for p in reversed(made):

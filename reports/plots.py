@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
-
-from capture import STEPS, NodeExport
+from graph_harness.capture import STEPS, NodeExport
 
 
 def _plt():

@@ -10,12 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
-
-from capture import STEPS, NodeExport
-from capture.delta import node_delta
-from capture.replay import ReplayResult, waterfall_us
-from reports import plots
-from reports.kernel_names import short_names
+from graph_harness.capture import STEPS, NodeExport
+from graph_harness.capture.delta import node_delta
+from graph_harness.capture.pricing import waterfall_us
+from graph_harness.capture.replay import ReplayResult
+from graph_harness.reports import plots
+from graph_harness.reports.kernel_names import short_names
 
 
 def _md(df: pd.DataFrame, floatfmt: str = ".4g") -> str:

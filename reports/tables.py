@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+from graph_harness.capture import STEPS, NodeExport
+from graph_harness.reports.kernel_names import short_names
 from rich.table import Table
-
-from capture import STEPS, NodeExport
-from reports.kernel_names import short_names
 
 
 def source_note(export: NodeExport) -> str:

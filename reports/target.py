@@ -132,10 +132,7 @@ def _root_of(mod: ModuleType) -> Path | None:
 
 
 def _our_folders() -> list[Path]:
-    import capture
-    import kernels
-    import pools
-    import reports
+    from graph_harness import capture, kernels, pools, reports
 
     return [Path(m.__file__).resolve().parent for m in (capture, kernels, pools, reports)]
 

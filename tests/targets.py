@@ -5,8 +5,7 @@ import time
 from pathlib import Path
 
 import torch
-
-from capture import scope
+from graph_harness.capture import scope
 
 
 def small_mlp():

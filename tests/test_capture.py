@@ -5,8 +5,7 @@ import json
 
 import pytest
 import torch
-
-from capture import (
+from graph_harness.capture import (
     STEPS,
     VARIANTS,
     CaptureError,
@@ -19,7 +18,8 @@ from capture import (
     scope,
     summarize,
 )
-from pools import GraphBufferPool
+from graph_harness.pools import GraphBufferPool
+
 from tests.exact import assert_bits_equal, poison_
 
 SMALL = RoundParams(stages=3, rows=4, k=64, world=4, rank=2, shard=256, seed=7)
@@ -149,7 +149,7 @@ def test_capture_and_count_user_callable_cpu():
 
 
 def test_scopes_are_flat():
-    from capture.scopes import Recorder, recording
+    from graph_harness.capture.scopes import Recorder, recording
 
     with (
         recording(Recorder()),
@@ -263,7 +263,7 @@ def test_capture_failure_names_scope_and_recovers():
 def test_shared_pool_outlives_its_graphs():
     # Graphs sharing one memory pool come and go (a node-count probe, then the real
     # capture): capturing into the pool after every earlier graph died must work.
-    from capture import capture_graph
+    from graph_harness.capture import capture_graph
 
     graph_pool = torch.cuda.graph_pool_handle()
     x = torch.randn(64, device="cuda")
@@ -282,7 +282,7 @@ def test_shared_pool_outlives_its_graphs():
 
 @pytest.mark.gpu
 def test_default_stream_refused():
-    from capture import capture_graph
+    from graph_harness.capture import capture_graph
 
     with pytest.raises(ValueError, match="default stream"):
         capture_graph(lambda: None, stream=torch.cuda.default_stream())

@@ -25,7 +25,7 @@ MANIFEST = ".graph-harness-manifest.json"
 
 def _cmd():
     exe = shutil.which("graph-harness")
-    return [exe] if exe else [sys.executable, "-m", "reports.cli"]
+    return [exe] if exe else [sys.executable, "-m", "graph_harness"]
 
 
 def _env(cpu=True, **extra):
@@ -139,7 +139,7 @@ def test_force_never_touches_current_parent_or_home(tmp_path, where, why):
 
 
 def test_root_and_protected_paths_are_refused_without_touching_them(tmp_path, monkeypatch):
-    from reports.output import OutputRefused, plan_output
+    from graph_harness.reports.output import OutputRefused, plan_output
 
     monkeypatch.chdir(tmp_path)
     # `/` is only stat-ed by the check, which refuses before anything is written
@@ -515,7 +515,7 @@ def test_two_concurrent_runs_never_overwrite_each_other(tmp_path):
 def test_replace_is_a_swap_that_leaves_a_complete_output(tmp_path, monkeypatch):
     # Stop the process right after the swap, before the old output is removed: the path
     # holds the new complete output; the old sits in a hidden folder the next run cleans.
-    from reports import output
+    from graph_harness.reports import output
 
     out = tmp_path / "o"
     with output.staged_output(out, False, command="first") as tmp:
@@ -533,7 +533,7 @@ def test_replace_is_a_swap_that_leaves_a_complete_output(tmp_path, monkeypatch):
 
 
 def test_renames_never_replace(tmp_path):
-    from reports.output import exchange, rename_noreplace
+    from graph_harness.reports.renames import exchange, rename_noreplace
 
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir()
@@ -612,7 +612,7 @@ def test_count_distributed_under_torchrun(tmp_path):
         "--master-port",
         str(_free_port()),
         "-m",
-        "reports.cli",
+        "graph_harness",
         "count",
         "--distributed",
         *SMALL[:-4],

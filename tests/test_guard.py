@@ -2,18 +2,18 @@
 
 import pytest
 import torch
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-from kernels import (
+from graph_harness.kernels import (
     byte_range,
     overlaps,
     pack_scores_ids,
     pack_scores_ids_shipped,
     selected_local_records,
 )
-from kernels.guard import check_no_alias
-from pools import GraphBufferPool
+from graph_harness.kernels.guard import check_no_alias
+from graph_harness.pools import GraphBufferPool
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from tests.conftest import DEVICES
 
 

@@ -1,6 +1,6 @@
 """Kernel names in tables: demangled, shortened, and never two rows alike."""
 
-from reports.kernel_names import demangle, readable, short_names
+from graph_harness.reports.kernel_names import demangle, readable, short_names
 
 FILL = (
     "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEE"

@@ -5,11 +5,10 @@ tensors, which have shapes and strides but no memory); both kernels are then run
 whose extent passes 2**31 elements, over sparse memory, against the torch references.
 """
 
+import graph_harness.kernels.pack as pack_module
 import pytest
 import torch
-
-import kernels.pack
-from kernels import (
+from graph_harness.kernels import (
     add_launch_listener,
     pack_scores_ids,
     pack_scores_ids_shipped,
@@ -17,7 +16,8 @@ from kernels import (
     selected_local_records,
     selected_local_records_reference,
 )
-from kernels.launch import max_element_offset, needs_int64_offsets
+from graph_harness.kernels.launch import max_element_offset, needs_int64_offsets
+
 from tests.conftest import DEVICES
 from tests.exact import assert_bits_equal, poison_
 from tests.sparse import GiB, require_cuda_free, sparse_cpu_bytes, sparse_cuda_bytes
@@ -110,7 +110,7 @@ def test_compaction_forced_int64_offsets(device):
 def test_pack_rows_past_the_grid_limit(device, monkeypatch):
     # The limit lowered to 3 rows, so 8 strided rows take three launches here; the real
     # limit is exercised on CUDA below.
-    monkeypatch.setattr(kernels.pack, "_MAX_GRID_ROWS", 3)
+    monkeypatch.setattr(pack_module, "_MAX_GRID_ROWS", 3)
     rows, k, width = 8, 70, 500
     indices = make_indices(k, rows, width, torch.int32, device).t()  # strided: the 2-D launch
     scores = make_scores(rows, k, device)

@@ -6,10 +6,10 @@ from functools import partial
 import numpy as np
 import pytest
 import torch
+from graph_harness.kernels import pack_scores_ids, pack_scores_ids_shipped
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernels import pack_scores_ids, pack_scores_ids_shipped
 from tests.conftest import DEVICES
 from tests.exact import assert_bits_equal, poison_
 
@@ -187,7 +187,7 @@ def test_pack_strided_inputs(device):
 @pytest.mark.parametrize("device", DEVICES)
 def test_pack_empty(device):
     # Nothing to pack: no kernel is launched, and the (empty) out is returned as given.
-    from kernels import add_launch_listener, remove_launch_listener
+    from graph_harness.kernels import add_launch_listener, remove_launch_listener
 
     launches = []
     listener = lambda name, dev, grid: launches.append(name)
@@ -309,7 +309,7 @@ def test_compiled_shipped_every_rank_dtype(device):
     # on a Python int rank and the width), so one shape, one width where rank * width
     # wraps, and a reset first so earlier tests' compiles do not count against dynamo's
     # recompile limit.
-    from capture.round import compiled_shipped_pack
+    from graph_harness.capture.round import compiled_shipped_pack
 
     torch._dynamo.reset()
     compiled = compiled_shipped_pack()

@@ -6,14 +6,13 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-
-from capture import RoundParams, count_round
-from capture.chains import fits_of
-from capture.delta import node_delta
-from capture.params import ReplaySettings
-from capture.pricing import predicted_saving_us, saving_pairs, savings
-from capture.replay import ReplayResult
-from capture.stats import fit_chain, saving_interval, saving_point
+from graph_harness.capture import RoundParams, count_round
+from graph_harness.capture.chains import fits_of
+from graph_harness.capture.delta import node_delta
+from graph_harness.capture.params import ReplaySettings
+from graph_harness.capture.pricing import predicted_saving_us, saving_pairs, savings
+from graph_harness.capture.replay import ReplayResult
+from graph_harness.capture.stats import fit_chain, saving_interval, saving_point
 
 
 def synthetic(slope, intercept, noise, lengths=(1, 16, 64, 256, 1024), trials=30, seed=0):
@@ -179,7 +178,7 @@ def test_run_replays_measures_the_pricing_chains(monkeypatch):
     # Rounds are priced with the torch-add and memcpy slopes: asking for other chain kinds
     # only must still measure those (a GPU run of `graph-harness replay --kind triton-empty`
     # once failed with a bare KeyError).
-    import capture.replay as R
+    import graph_harness.capture.replay as R
 
     seen = {}
 
@@ -237,7 +236,7 @@ def test_replay_document_roundtrip(tmp_path):
 
 
 def test_chains_need_cuda():
-    from capture.chains import measure_chains
+    from graph_harness.capture.chains import measure_chains
 
     if torch.cuda.is_available():
         pytest.skip("this checks the CPU refusal")
@@ -247,7 +246,7 @@ def test_chains_need_cuda():
 
 @pytest.mark.gpu
 def test_short_chain_sweep_on_gpu():
-    from capture.chains import measure_chains
+    from graph_harness.capture.chains import measure_chains
 
     trials, fits = measure_chains(
         ("triton-empty", "torch-add", "memcpy", "pack-fused"),
@@ -265,8 +264,8 @@ def test_short_chain_sweep_on_gpu():
 @pytest.mark.gpu
 def test_round_builds_land_elsewhere(monkeypatch):
     # Builds exist to sample where a round's buffers land: each must get new addresses.
-    import capture.pricing as P
-    import capture.round_timing as R
+    import graph_harness.capture.pricing as P
+    import graph_harness.capture.round_timing as R
 
     bases = []
     real = R.count_round

@@ -9,9 +9,8 @@ import sys
 sys.path.insert(0, ".")
 import pandas as pd
 import torch
-
-from capture.timing import Quantiles, capture_unrolled, time_replays_us
-from kernels import pack_scores_ids, pack_scores_ids_shipped, selected_local_records
+from graph_harness.capture.timing import Quantiles, capture_unrolled, time_replays_us
+from graph_harness.kernels import pack_scores_ids, pack_scores_ids_shipped, selected_local_records
 
 OUT = os.environ.get("OUT", "/tmp/out")
 N = 1024  # calls per graph; cold: N distinct buffers (N x 128 KiB = 128 MiB > 50 MiB L2)

@@ -9,10 +9,9 @@ sys.path.insert(0, ".")
 import torch
 import triton
 from cuda.bindings import driver as drv
-
-from capture.timing import Quantiles, capture_unrolled, time_replays_us
-from kernels import pack_scores_ids_shipped
-from kernels.pack import _pack_flat_kernel
+from graph_harness.capture.timing import Quantiles, capture_unrolled, time_replays_us
+from graph_harness.kernels import pack_scores_ids_shipped
+from graph_harness.kernels.pack import _pack_flat_kernel
 
 OUT = os.environ.get("OUT", "/tmp/out")
 CT = {

@@ -7,13 +7,12 @@ import sys
 sys.path.insert(0, ".")
 import pandas as pd
 import torch
-
-from capture import params as P
-from capture.chains import measure_chains
-from capture.params import ReplaySettings
-from capture.pricing import per_call_us
-from capture.round_timing import measure_round_configs
-from capture.stats import saving_interval
+from graph_harness.capture import params as P
+from graph_harness.capture.chains import measure_chains
+from graph_harness.capture.params import ReplaySettings
+from graph_harness.capture.pricing import per_call_us
+from graph_harness.capture.round_timing import measure_round_configs
+from graph_harness.capture.stats import saving_interval
 
 OUT = os.environ.get("OUT", "/tmp/out")
 P.VARIANTS["compiled-direct"] = ("compiled", "direct")

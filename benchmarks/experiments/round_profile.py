@@ -10,10 +10,9 @@ from collections import defaultdict
 sys.path.insert(0, ".")
 import pandas as pd
 import torch
+from graph_harness.capture import count_round
+from graph_harness.capture import params as P
 from torch.profiler import ProfilerActivity, profile
-
-from capture import count_round
-from capture import params as P
 
 OUT = os.environ.get("OUT", "/tmp/out")
 P.VARIANTS["compiled-direct"] = ("compiled", "direct")

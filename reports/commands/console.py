@@ -9,9 +9,8 @@ import sys
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from graph_harness.capture.params import ReplaySettings, RoundParams
 from rich.console import Console
-
-from capture.params import ReplaySettings, RoundParams
 
 ROUND_FIELDS = tuple(f.name for f in fields(RoundParams))
 
@@ -37,8 +36,7 @@ class IO:
 
 def banner(io: IO) -> None:
     import torch
-
-    from capture import default_device
+    from graph_harness.capture import default_device
 
     try:
         import triton
@@ -84,7 +82,7 @@ def command_line() -> str:
 
 
 def staged(args, io: IO):
-    from reports.output import staged_output
+    from graph_harness.reports.output import staged_output
 
     return staged_output(args.out, args.force, command=command_line(), say=io.note)
 

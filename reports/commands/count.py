@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 
-from capture.params import VARIANTS
-from reports.commands.console import (
+from graph_harness.capture.params import VARIANTS
+from graph_harness.reports.commands.console import (
     IO,
     UsageError,
     banner,
@@ -33,10 +33,10 @@ def run(args, io: IO) -> int:
     check_flags(args)
     if args.distributed:
         return run_distributed(args, io)
-    from capture import capture_and_count, count_round
+    from graph_harness.capture import capture_and_count, count_round
 
     if args.target:
-        from reports.target import TargetError, load_target
+        from graph_harness.reports.target import TargetError, load_target
 
         names, params = ["target"], None
     else:
@@ -67,7 +67,7 @@ def run(args, io: IO) -> int:
 
 
 def show(io: IO, exports: dict, *, per_stage: bool) -> None:
-    from reports.tables import per_stage_table, totals_table
+    from graph_harness.reports.tables import per_stage_table, totals_table
 
     if io.json:
         io.print_json(
@@ -85,7 +85,7 @@ def show(io: IO, exports: dict, *, per_stage: bool) -> None:
 
 
 def run_distributed(args, io: IO) -> int:
-    from capture.distributed import count_all_ranks, init_from_env, process_group
+    from graph_harness.capture.distributed import count_all_ranks, init_from_env, process_group
 
     with process_group(init_from_env()) as setup:
         for name, mine in (("world", setup.world), ("rank", setup.rank)):
@@ -114,8 +114,8 @@ def run_distributed(args, io: IO) -> int:
 
 
 def show_ranks(io: IO, names, per_rank) -> None:
-    from capture.distributed import merge
-    from reports.tables import totals_table
+    from graph_harness.capture.distributed import merge
+    from graph_harness.reports.tables import totals_table
 
     if io.json:
         exports = {

@@ -5,8 +5,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from capture.params import VARIANTS
-from reports.commands.console import IO, UsageError, banner, given_round_flags, refuse, round_params
+from graph_harness.capture.params import VARIANTS
+from graph_harness.reports.commands.console import (
+    IO,
+    UsageError,
+    banner,
+    given_round_flags,
+    refuse,
+    round_params,
+)
 
 
 def is_export_path(ref: str) -> bool:
@@ -36,7 +43,7 @@ def check_flags(args) -> None:
 
 
 def export_for(ref: str, args, io: IO):
-    from capture import NodeExport, count_round
+    from graph_harness.capture import NodeExport, count_round
 
     if is_export_path(ref):
         return NodeExport.read_json(Path(ref))
@@ -52,9 +59,9 @@ def export_for(ref: str, args, io: IO):
 
 
 def run(args, io: IO) -> int:
-    from capture.delta import node_delta
-    from capture.files import write_output
-    from reports.tables import delta_tables
+    from graph_harness.capture.delta import node_delta
+    from graph_harness.capture.files import write_output
+    from graph_harness.reports.tables import delta_tables
 
     check_flags(args)
     banner(io)

@@ -3,8 +3,8 @@ folder)."""
 
 from __future__ import annotations
 
-from capture.params import VARIANTS
-from reports.commands.console import (
+from graph_harness.capture.params import VARIANTS
+from graph_harness.reports.commands.console import (
     IO,
     banner,
     command_line,
@@ -19,9 +19,9 @@ from reports.commands.console import (
 
 
 def run_replay(args, io: IO) -> int:
-    from capture.chains import CHAIN_KINDS
-    from capture.replay import run_replays
-    from reports.tables import fits_table, savings_table
+    from graph_harness.capture.chains import CHAIN_KINDS
+    from graph_harness.capture.replay import run_replays
+    from graph_harness.reports.tables import fits_table, savings_table
 
     params, settings = round_params(args), replay_settings(args)
     require_cuda("replay")
@@ -51,10 +51,9 @@ def run_replay(args, io: IO) -> int:
 
 def run_report(args, io: IO) -> int:
     import torch
-
-    from capture import count_round
-    from capture.replay import run_replays
-    from reports.report import write_report
+    from graph_harness.capture import count_round
+    from graph_harness.capture.replay import run_replays
+    from graph_harness.reports.report import write_report
 
     params, settings = round_params(args), replay_settings(args)
     cuda = torch.cuda.is_available()
