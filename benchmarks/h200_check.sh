@@ -2,7 +2,9 @@
 # One device call: install, the whole test suite (gpu tests serially, the rest across CPU
 # cores), then the pack timings. Everything goes under $OUT (the device tool's folder),
 # full logs included; the summary lines print last.
-#   bash benchmarks/h200_check.sh [pack]     # "pack" adds bench_pack --int64-offsets
+#   bash benchmarks/h200_check.sh [pack] [replay]
+#     pack:   adds bench_pack --int64-offsets
+#     replay: adds one short replay through the CLI (chains, the shipped and fused rounds)
 set -u -o pipefail
 OUT=${OUT:-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 COLUMNS=200
@@ -18,6 +20,12 @@ gpu_rc=$?
 python3 -m pytest -q -m "not gpu" -n 8 -p no:cacheprovider > "$OUT/pytest-cpu.log" 2>&1
 cpu_rc=$?
 echo "suite: gpu rc=$gpu_rc, not-gpu rc=$cpu_rc, $(( $(date +%s) - start )) s" >> "$OUT/env.txt"
+case " $* " in *" replay "*)
+  graph-harness replay --kind triton-empty --lengths 1 16 64 --trials 8 --builds 2 \
+    --variant shipped --variant fused --out "$OUT/replay" > "$OUT/replay-tables.txt" \
+    2> "$OUT/replay-stderr.txt"
+  echo "replay rc=$?" >> "$OUT/env.txt";;
+esac
 if [ "${1:-}" = pack ]; then
   python3 benchmarks/bench_pack.py --out "$OUT/pack-offsets.csv" --int64-offsets \
     --placements 5 > "$OUT/bench-pack.log" 2>&1
@@ -27,4 +35,5 @@ grep -E "passed|failed|error" "$OUT/pytest-gpu.log" | tail -3
 grep -E "passed|failed|error" "$OUT/pytest-cpu.log" | tail -3
 grep -B2 -A30 "^FAILED\|^ERROR" "$OUT/pytest-gpu.log" "$OUT/pytest-cpu.log" | head -80
 [ -f "$OUT/bench-pack.log" ] && tail -25 "$OUT/bench-pack.log"
+[ -f "$OUT/replay-tables.txt" ] && cat "$OUT/replay-tables.txt" && tail -3 "$OUT/replay-stderr.txt"
 exit 0
