@@ -5,9 +5,8 @@ import sys
 from collections import Counter
 
 import torch
-from torch.profiler import ProfilerActivity, profile
-
 from graph_harness.capture import RoundParams, count_round
+from torch.profiler import ProfilerActivity, profile
 
 p = RoundParams(stages=2, rows=2, k=32, world=2, rank=1, shard=64, seed=3)
 counted = count_round(p, "shipped", "cuda")
@@ -19,7 +18,9 @@ with profile(activities=[ProfilerActivity.CUDA]) as prof:
     torch.cuda.synchronize()
 prof.export_chrome_trace("/tmp/t.json")
 ev = json.load(open("/tmp/t.json"))["traceEvents"]
-ran = [e for e in ev if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+ran = [
+    e for e in ev if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+]
 for (cat, name), n in Counter((e["cat"], e["name"]) for e in ran).items():
     print(n, cat, name[:150])
 print(Counter(n["type"] for n in counted.export.nodes))
