@@ -17,7 +17,8 @@ with profile(activities=[ProfilerActivity.CUDA]) as prof:
     g.replay()
     torch.cuda.synchronize()
 prof.export_chrome_trace("/tmp/t.json")
-ev = json.load(open("/tmp/t.json"))["traceEvents"]
+with open("/tmp/t.json") as f:
+    ev = json.load(f)["traceEvents"]
 ran = [
     e for e in ev if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
 ]
