@@ -13,6 +13,7 @@ other ranks' slots as static inputs computed from the same seed): `emulate_rank`
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -81,7 +82,7 @@ def count_distributed(
 ) -> CountedRound:
     """This rank's round with a real all-gather: captured (NCCL) or counted (gloo).
     `pdl=True` launches the harness's Triton kernels with programmatic dependent launch."""
-    params = RoundParams(**{**params.as_dict(), "rank": setup.rank, "world": setup.world})
+    params = dataclasses.replace(params, rank=setup.rank, world=setup.world)
     return count_round(
         params, variant, setup.device, graph_pool=graph_pool, group=setup.group, pdl=pdl
     )
@@ -117,7 +118,7 @@ def emulate_rank(params: RoundParams, variant: str, rank: int, device) -> dict[s
     """The single-process round for `rank` (other slots static), run once eagerly."""
     from graph_harness.capture.round import DecodeRound
 
-    p = RoundParams(**{**params.as_dict(), "rank": rank})
+    p = dataclasses.replace(params, rank=rank)
     rnd = DecodeRound(p, variant, device)
     rnd.run()
     return {k: v.clone() for k, v in rnd.outputs().items()}

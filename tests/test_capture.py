@@ -1,5 +1,6 @@
 """The decode round: variants agree bit for bit; nodes are counted and attributed."""
 
+import dataclasses
 import gc
 import json
 
@@ -121,7 +122,7 @@ def test_export_roundtrip_and_schema(tmp_path):
 )
 def test_bad_params(change, message):
     with pytest.raises(ValueError, match=message):
-        RoundParams(**{**SMALL.as_dict(), **change})
+        dataclasses.replace(SMALL, **change)
 
 
 def test_unknown_variant():
