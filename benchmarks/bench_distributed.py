@@ -31,7 +31,6 @@ from graph_harness.capture.distributed import (
 from graph_harness.capture.export import NodeExport
 from graph_harness.capture.params import ReplaySettings
 from graph_harness.capture.timing import Quantiles, time_replays_us
-
 from tests.exact import poison_
 
 
@@ -71,7 +70,9 @@ def main() -> None:
         keep.append(counted)
     dist.barrier()
     times = time_replays_us(
-        {v: graphs[v] for v in ("shipped", "fused")}, trials=args.trials, replays=10
+        {v: graphs[v] for v in ("shipped", "fused")},
+        trials=args.trials,
+        replays=ReplaySettings().round_replays,
     )
     med = {v: Quantiles.of(ts).median for v, ts in times.items()}
     gathered = [None] * setup.world if setup.rank == 0 else None

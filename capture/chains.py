@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 
 import pandas as pd
 import torch
+
 from graph_harness.capture.graph_reader import read_graph
 from graph_harness.capture.params import ReplaySettings, RoundParams
 from graph_harness.capture.stats import fit_chain

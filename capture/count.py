@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+
 from graph_harness.capture.attribution import nodes_from_dispatch, nodes_from_graph
 from graph_harness.capture.dispatch import DispatchCounter
 from graph_harness.capture.environment import environment, now

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pandas as pd
+
 from graph_harness.capture.export import NodeExport
 from graph_harness.capture.params import STEPS
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 import contextvars
 from dataclasses import dataclass
 
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+
 from graph_harness.capture.scopes import current_scope
 from graph_harness.kernels import add_launch_listener, remove_launch_listener
-from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 # Allocations launch nothing (in a graph they come from its memory pool).
 _ALLOCS = ("aten.empty.", "aten.empty_strided.", "aten.empty_like.")

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
+
 from graph_harness.capture.count import CountedRound, count_round
 from graph_harness.capture.export import NodeExport
 from graph_harness.capture.params import RoundParams

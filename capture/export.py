@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
 from graph_harness.capture.dispatch import NON_LAUNCHING
 from graph_harness.capture.documents import (
     ExportError as ExportError,  # re-exported: capture.ExportError
@@ -78,7 +79,9 @@ class NodeExport:
 
     def write_json(self, path: str | Path) -> Path:
         """Write atomically: a temporary file in the same folder, renamed when complete."""
-        return write_atomic(Path(path), json.dumps(self.to_dict(), indent=1) + "\n")
+        return write_atomic(
+            Path(path), json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n"
+        )
 
     def write_dot(self, path: str | Path) -> Path:
         """Graphviz DOT of the launching nodes (capture/dot.py), written atomically."""

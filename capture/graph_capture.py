@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+
 from graph_harness.capture.graph_reader import capture_frontier
 from graph_harness.capture.scopes import Recorder, ScopeMark, recording
 

@@ -9,6 +9,7 @@ import math
 from collections.abc import Sequence
 
 import pandas as pd
+
 from graph_harness.capture.delta import NodeDelta, node_delta
 from graph_harness.capture.export import NodeExport
 from graph_harness.capture.stats import round_series, saving_interval, saving_point

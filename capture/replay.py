@@ -7,6 +7,7 @@ Results are plain DataFrames plus this document; `reports` renders them.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 import torch
+
 from graph_harness.capture.chains import CHAIN_KINDS, PRICE_KINDS, measure_chains
 from graph_harness.capture.documents import ExportError, Fields, load_json, show
 from graph_harness.capture.environment import environment, now
@@ -62,10 +64,7 @@ class ReplayResult:
             # to_dict keeps every float's full repr (to_json would round to 15 digits)
             if df is None:
                 return None
-            return [
-                {k: (v.item() if hasattr(v, "item") else v) for k, v in r.items()}
-                for r in df.to_dict(orient="records")
-            ]
+            return [{k: _plain(v) for k, v in r.items()} for r in df.to_dict(orient="records")]
 
         return {
             "schema": REPLAY_SCHEMA,
@@ -81,7 +80,9 @@ class ReplayResult:
         }
 
     def write_json(self, path: str | Path) -> Path:
-        return write_atomic(Path(path), json.dumps(self.to_dict(), indent=1) + "\n")
+        return write_atomic(
+            Path(path), json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n"
+        )
 
     @classmethod
     def from_dict(cls, doc: Any, *, where: str = "replay document") -> ReplayResult:
@@ -178,11 +179,16 @@ def _records(
             elif c == "removed_nodes":
                 f.integer(f"{p}.{c}", v)
             else:
-                f.number(f"{p}.{c}", v)
+                if v is not None:  # null: not measured (NaN in the frame)
+                    f.number(f"{p}.{c}", v)
         if "removed_by_type" in r:
             _check_removed_by_type(f, f"{p}.removed_by_type", r["removed_by_type"])
     present = list(columns) + [c for c in optional if any(c in r for r in rows)]
-    return pd.DataFrame(rows, columns=present)
+    df = pd.DataFrame(rows, columns=present)
+    for c in present:  # measured numbers, null where not measured: float columns with NaN
+        if c not in _TEXT_COLUMNS and c not in _COUNT_COLUMNS and c != "removed_nodes":
+            df[c] = pd.to_numeric(df[c], errors="raise").astype(float)
+    return df
 
 
 def _check_removed_by_type(f: Fields, path: str, text: str) -> None:
@@ -195,6 +201,16 @@ def _check_removed_by_type(f: Fields, path: str, text: str) -> None:
         isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in d.items()
     ):
         f.expected(path, 'a JSON object of node type -> int (e.g. {"kernel": 216})', text)
+
+
+def _plain(v: Any) -> Any:
+    """A cell as plain JSON: numpy scalars as Python ones at full precision (to_json would
+    round to 15 digits), and NaN or an infinity (not measured) as null, which every JSON
+    parser reads (bare NaN is not JSON)."""
+    v = v.item() if hasattr(v, "item") else v
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
 
 
 def run_replays(

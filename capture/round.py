@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 
 import torch
+
 from graph_harness.capture.dispatch import counted_compiled_call
 from graph_harness.capture.params import RoundParams, check_variant
 from graph_harness.capture.scopes import scope

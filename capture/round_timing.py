@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 import torch
+
 from graph_harness.capture.count import count_round
 from graph_harness.capture.export import NodeExport
 from graph_harness.capture.params import ReplaySettings, RoundParams

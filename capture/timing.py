@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
+
 from graph_harness.capture.graph_capture import capture_graph
 from graph_harness.capture.params import ReplaySettings
 

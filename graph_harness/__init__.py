@@ -12,15 +12,21 @@ with other distributions' top-level `kernels`, `pools`, `capture` or `reports`:
 Data flows one way: pools -> kernels -> capture -> reports.
 """
 
-import os as _os
+import os as _os  # already imported by the interpreter: nothing is looked up on sys.path
 
-try:
-    from importlib.metadata import PackageNotFoundError as _Missing
-    from importlib.metadata import version as _version
 
-    __version__ = _version("graph-harness")
-except _Missing:  # a source tree that was never installed
-    __version__ = "0+unknown"
+def __getattr__(name: str):
+    # Lazy: importlib.metadata imports more of the standard library, and `python -m
+    # graph_harness` must first move the current folder to the end of sys.path.
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version("graph-harness")
+        except PackageNotFoundError:  # a source tree that was never installed
+            return "0+unknown"
+    raise AttributeError(f"module 'graph_harness' has no attribute {name!r}")
+
 
 # A source tree run without installing (PYTHONPATH=.): the packages sit beside this
 # folder, not inside it, so look there too. An installed copy has them inside.

@@ -7,9 +7,10 @@ output buffer exactly as it was.
 from __future__ import annotations
 
 import torch
-from graph_harness.kernels.guard import _is_compiling
 
-INT32_LIMIT = 2**31
+from graph_harness.kernels.guard import _is_compiling
+from graph_harness.kernels.launch import INT32_LIMIT
+
 _INT_DTYPES = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)
 
 

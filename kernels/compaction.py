@@ -29,6 +29,7 @@ count is int32.
 from __future__ import annotations
 
 import torch
+
 from graph_harness.kernels.checks import (
     INT32_LIMIT,
     check_rank,

@@ -41,7 +41,7 @@ except ImportError:  # pragma: no cover - triton is a Linux dependency
     triton = None
     HAS_TRITON = False
 
-INT32_LIMIT = 2**31
+INT32_LIMIT = 2**31  # the first value int32 cannot hold (kernels/checks.py uses it too)
 
 LaunchListener = Callable[[str, torch.device, tuple[int, ...]], None]
 # Per thread and task: a dispatch counter in one thread must not hear another's launches.

@@ -34,6 +34,7 @@ benchmark can time both widths on the same shapes.
 from __future__ import annotations
 
 import torch
+
 from graph_harness.kernels.checks import (
     check_rank,
     check_shape,

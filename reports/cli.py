@@ -19,9 +19,10 @@ import signal
 import sys
 from pathlib import Path
 
+from rich.console import Console
+
 from graph_harness.capture.params import VARIANTS, ReplaySettings, RoundParams
 from graph_harness.reports.commands.console import IO, UsageError
-from rich.console import Console
 
 
 class Terminated(BaseException):
@@ -275,19 +276,12 @@ def _report_error(io: IO, args, e: Exception) -> int:
         io.err.print(f"[red]graph-harness {args.command}: error:[/] ", end="", soft_wrap=True)
         io.err.print(first, soft_wrap=True, markup=False)
         return 2
-    cause = e.__cause__ if e.__cause__ is not None and io.target_root is not None else e
-    where = origin(cause, io.target_root)
+    where = None
+    if io.target_root is not None:  # only the user's own code is worth pointing at
+        where = origin(e.__cause__ if e.__cause__ is not None else e, io.target_root)
     text = f"{type(e).__name__}: {first}" if first else type(e).__name__
     if where:
         text += f" [raised at {where}]"
     io.err.print(f"[red]graph-harness {args.command}: error:[/] ", end="", soft_wrap=True)
     io.err.print(f"{text}; run with --debug for the traceback", soft_wrap=True, markup=False)
     return 1
-
-
-if __name__ == "__main__":
-    # `python -m` put the current folder first on sys.path; move it last, where the console
-    # script has it, so a profile.py here cannot stand in for the standard library's.
-    if sys.path and sys.path[0] in ("", os.getcwd()):
-        sys.path.append(sys.path.pop(0))
-    sys.exit(main())

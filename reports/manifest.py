@@ -3,6 +3,7 @@ it lists: graph-harness never deletes anything it did not write."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import dataclass
@@ -47,7 +48,9 @@ def read_manifest(folder: Path) -> Manifest | None:
         if doc.get("schema") != MANIFEST_SCHEMA or doc.get("tool") != "graph-harness":
             return None
         files = doc["files"]
-        if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
+        # Only plain names of entries inside the folder: a listed "../x", "/x" or "a/b"
+        # would point removal outside it.
+        if not isinstance(files, list) or not all(_plain_name(f) for f in files):
             return None
         return Manifest(
             str(doc["command"]),
@@ -59,6 +62,16 @@ def read_manifest(folder: Path) -> Manifest | None:
         )
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
+
+
+def _plain_name(name: object) -> bool:
+    return (
+        isinstance(name, str)
+        and name not in ("", ".", "..", MANIFEST)
+        and os.path.basename(name) == name
+        and "/" not in name
+        and (os.altsep is None or os.altsep not in name)
+    )
 
 
 def write_manifest(folder: Path, m: Manifest) -> None:
@@ -88,11 +101,13 @@ def remove_own(folder: Path) -> bool:
     m = read_manifest(folder)
     if m is None:
         return False
-    for name in m.files:
-        p = folder / name
-        if p.is_file() and not p.is_symlink():
-            p.unlink()
-    (folder / MANIFEST).unlink(missing_ok=True)
+    listed = set(m.files)
+    for e in os.scandir(folder):  # what is there, and listed: never a path built from text
+        if e.name in listed and e.is_file(follow_symlinks=False):
+            with contextlib.suppress(FileNotFoundError):  # a concurrent cleaner got it
+                os.unlink(e.path)
+    with contextlib.suppress(FileNotFoundError):
+        (folder / MANIFEST).unlink()
     try:
         folder.rmdir()
     except OSError:

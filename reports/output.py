@@ -29,12 +29,15 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import fcntl
 import os
+import re
 import signal
 import socket
 import stat
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -108,15 +111,22 @@ def plan_output(out: Path, force: bool) -> Plan:
     try:
         st = os.stat(real)
     except FileNotFoundError:
+        _check_parent(real.parent, shown)
         return Plan(shown, real, "none")
+    except OSError as e:  # a file where a folder of the path should be, no permission, ...
+        raise OutputRefused(f"--out {shown}: {e.strerror.lower()}; give another path") from e
     if not stat.S_ISDIR(st.st_mode):
         kind = "a file" if stat.S_ISREG(st.st_mode) else "not a folder"
         raise OutputRefused(
             f"--out {shown} is {kind}; graph-harness writes a folder there and never "
             "replaces a file: give a new path"
         )
-    entries = os.listdir(real)
+    try:
+        entries = os.listdir(real)
+    except OSError as e:
+        raise OutputRefused(f"--out {shown}: {e.strerror.lower()}; give another path") from e
     if not entries:
+        _check_parent(real.parent, shown)
         return Plan(shown, real, "empty")
     foreign = foreign_entries(real)
     if foreign is None:
@@ -140,6 +150,19 @@ def plan_output(out: Path, force: bool) -> Plan:
     return Plan(shown, real, "ours")
 
 
+def _check_parent(parent: Path, shown: str) -> None:
+    """The folder that will hold the output must be one we can build in (or make)."""
+    p = parent
+    while not p.exists():
+        p = p.parent
+    if not p.is_dir():
+        raise OutputRefused(f"--out {shown}: {p} is not a folder; give another path")
+    if not os.access(p, os.W_OK | os.X_OK):
+        raise OutputRefused(
+            f"--out {shown}: no permission to write in {p}; give a path in a folder you own"
+        )
+
+
 def _lock(folder: Path) -> int | None:
     """Hold an exclusive lock on `folder` for as long as the returned descriptor is open;
     None when another process holds it. The kernel drops the lock when its holder dies,
@@ -153,36 +176,71 @@ def _lock(folder: Path) -> int | None:
     return fd
 
 
-def leftovers(real: Path) -> list[tuple[Path, Manifest | None]]:
-    """Hidden partial folders beside `real` that no live run holds (its lock is gone)."""
-    found = []
-    with contextlib.suppress(FileNotFoundError):
-        for e in os.scandir(real.parent):
-            if not (e.name.startswith(f".{real.name}.") and e.name.endswith(PARTIAL)):
-                continue
-            if not e.is_dir(follow_symlinks=False):
-                continue
-            fd = _lock(Path(e.path))
-            if fd is None:
-                continue  # a run going on now
+def _is_partial_of(name: str, real: Path) -> bool:
+    # mkdtemp's random part has no dot, so `.o.x.abc.gh-partial` (of --out o.x) is not o's.
+    return (
+        re.fullmatch(rf"\.{re.escape(real.name)}\.[A-Za-z0-9_]+{re.escape(PARTIAL)}", name)
+        is not None
+    )
+
+
+def clean_leftovers(real: Path, say: Callable[[str], None] | None, shown: str) -> None:
+    """Remove the hidden partial folders beside `real` that no live run holds (their lock
+    is gone) and that carry our manifest, holding each one's lock while removing it:
+    - complete (an old output swapped aside, or a finished build): only the files its
+      manifest lists, so anything else in it stops the removal;
+    - incomplete (a run killed while building): the plain files in it, which only that
+      run wrote (a hidden folder of ours nobody else writes into).
+    A folder without our manifest is only reported."""
+    try:
+        entries = [e for e in os.scandir(real.parent) if _is_partial_of(e.name, real)]
+    except FileNotFoundError:
+        return
+    for e in entries:
+        path = Path(e.path)
+        if not e.is_dir(follow_symlinks=False):
+            continue
+        try:
+            fd = _lock(path)
+        except FileNotFoundError:
+            continue  # another run cleaned it first
+        if fd is None:
+            continue  # a run going on now
+        try:
+            m = read_manifest(path)
+            done = m is not None and (remove_own(path) if m.complete else remove_partial(path))
+        finally:
             os.close(fd)
-            found.append((Path(e.path), read_manifest(Path(e.path))))
-    return found
+        if say:
+            started = f" (started {m.created} by pid {m.pid})" if m else ""
+            what = "removed it" if done else "left it as it is: not recognisably ours"
+            say(
+                f"found the leftover of an interrupted run beside {shown}: "
+                f"{path.name}{started}; {what}"
+            )
 
 
 # --- the staged folder --------------------------------------------------------------------------
 
 
 @contextlib.contextmanager
-def _signals_held() -> Iterator[None]:
-    if not hasattr(signal, "pthread_sigmask"):  # pragma: no cover - not POSIX
-        yield
+def _signals_deferred() -> Iterator[None]:
+    """Hold SIGINT, SIGTERM and SIGHUP off for the block: each is recorded and raised
+    again once the block is done. Python runs signal handlers in the main thread
+    whatever thread the kernel picks (a mask would not stop that once torch has started
+    threads), so the handlers themselves are swapped, on the main thread only."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread can set handlers; ours are its to keep
         return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
+    caught: list[int] = []
+    old = {s: signal.signal(s, lambda n, f: caught.append(n)) for s in _HELD}
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        for s, h in old.items():
+            signal.signal(s, h)
+        for n in caught[:1]:
+            signal.raise_signal(n)  # now, to the handler that was there before
 
 
 def _now() -> str:
@@ -204,17 +262,7 @@ def staged_output(
         yield None
         return
     plan = plan_output(Path(out), force)
-    for path, m in leftovers(plan.real):
-        # A hidden partial folder whose manifest says we made it holds only what a run of
-        # ours wrote: remove it. One without a manifest is only reported.
-        done = m is not None and remove_partial(path)
-        if say:
-            started = f" (started {m.created} by pid {m.pid})" if m else ""
-            what = "removed it" if done else "left it as it is: not recognisably ours"
-            say(
-                f"found the leftover of an interrupted run beside {plan.shown}: "
-                f"{path.name}{started}; {what}"
-            )
+    clean_leftovers(plan.real, say, plan.shown)
     made = _make_parents(plan.real.parent)
     tmp = Path(tempfile.mkdtemp(dir=plan.real.parent, prefix=f".{plan.real.name}.", suffix=PARTIAL))
     lock = _lock(tmp)  # held until this run ends: marks the folder as a live run's
@@ -224,7 +272,7 @@ def staged_output(
         manifest = Manifest(command, _now(), socket.gethostname(), os.getpid(), False, ())
         write_manifest(tmp, manifest)
         yield tmp
-        with _signals_held():
+        with _signals_deferred():
             files = tuple(sorted(e.name for e in os.scandir(tmp) if e.name != MANIFEST))
             write_manifest(tmp, dataclasses.replace(manifest, complete=True, files=files))
             committed = True  # from here on tmp is either `out`, kept beside it, or the old one
@@ -257,12 +305,19 @@ def _commit(tmp: Path, plan: Plan) -> Path | None:
     """Put `tmp` at `plan.real`; returns where a replaced output was left, if anywhere."""
     real = plan.real
     if plan.existing == "empty":
+        with contextlib.suppress(OSError):  # the output takes the empty folder's permissions
+            os.chmod(tmp, stat.S_IMODE(os.stat(real).st_mode))
         try:
             real.rmdir()  # fails if anything landed in it meanwhile
         except FileNotFoundError:
             pass
-        except OSError:
-            _keep(tmp, plan, "filled up while this run was going")
+        except OSError as e:
+            why = (
+                "filled up while this run was going"
+                if e.errno == errno.ENOTEMPTY
+                else (f"could not be replaced ({e.strerror.lower()})")
+            )
+            _keep(tmp, plan, why)
     if plan.existing in ("none", "empty"):
         try:
             rename_noreplace(tmp, real)

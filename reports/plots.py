@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+
 from graph_harness.capture import STEPS, NodeExport
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+
 from graph_harness.capture import STEPS, NodeExport
 from graph_harness.capture.delta import node_delta
 from graph_harness.capture.pricing import waterfall_us

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import math
+
+from rich.table import Table
+
 from graph_harness.capture import STEPS, NodeExport
 from graph_harness.reports.kernel_names import short_names
-from rich.table import Table
 
 
 def source_note(export: NodeExport) -> str:
@@ -118,6 +121,6 @@ def savings_table(result) -> Table:
             f"{s.predicted_us:.2f}",
             f"{s.ratio:.3f}",
             f"{s.predicted_shapes_us:.2f}",
-            f"{s.measured_us / s.predicted_shapes_us:.3f}",
+            f"{getattr(s, 'ratio_shapes', math.nan):.3f}",
         )
     return t

@@ -85,7 +85,7 @@ def load_target(spec: str) -> Target:
         try:
             mod = importlib.import_module(module_name)
         except ModuleNotFoundError as e:
-            if e.name and module_name.startswith(e.name):
+            if e.name and (e.name == module_name or module_name.startswith(e.name + ".")):
                 raise TargetUsageError(
                     f"--target {spec!r}: no module named {e.name!r} (searched the installed "
                     "packages, then the current folder)"
@@ -110,6 +110,15 @@ def load_target(spec: str) -> Target:
         )
     root = _root_of(mod)
     return Target(spec, mod, root, _guard_exit(step, spec, "in its step"))
+
+
+def root_guess(spec: str) -> Path:
+    """Where the user's code lives, known before importing it: the file's folder for
+    `path/file.py:FUNCTION`, else the current folder."""
+    module_name = spec.rpartition(":")[0]
+    if module_name and _is_file_spec(module_name):
+        return Path(module_name).resolve().parent
+    return Path(os.getcwd()).resolve()
 
 
 def _guard_exit(fn, spec: str, where: str):
@@ -141,7 +150,10 @@ def origin(exc: BaseException, root: Path | None) -> str | None:
     """`file:line (in function)` of the innermost frame of `exc` in the user's code (the
     target module's folder), else the innermost frame outside graph-harness; None if none."""
     frames = traceback.extract_tb(exc.__traceback__)
-    ours = _our_folders()
+    # Not the user's: graph-harness itself, and anything installed (a venv may well sit
+    # inside the user's project folder) or in the standard library.
+    installed = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    ours = _our_folders() + sorted(installed)
 
     def theirs(f) -> bool:
         return not any(_under(f.filename, o) for o in ours)

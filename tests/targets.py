@@ -5,6 +5,7 @@ import time
 from pathlib import Path
 
 import torch
+
 from graph_harness.capture import scope
 
 

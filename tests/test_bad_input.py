@@ -2,13 +2,13 @@
 
 import pytest
 import torch
+
 from graph_harness.kernels import (
     pack_scores_ids,
     pack_scores_ids_shipped,
     selected_local_records,
     selected_local_records_reference,
 )
-
 from tests.conftest import DEVICES
 from tests.exact import assert_bits_equal, poison_
 

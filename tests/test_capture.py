@@ -6,6 +6,7 @@ import json
 
 import pytest
 import torch
+
 from graph_harness.capture import (
     STEPS,
     VARIANTS,
@@ -20,7 +21,6 @@ from graph_harness.capture import (
     summarize,
 )
 from graph_harness.pools import GraphBufferPool
-
 from tests.exact import assert_bits_equal, poison_
 
 SMALL = RoundParams(stages=3, rows=4, k=64, world=4, rank=2, shard=256, seed=7)

@@ -672,3 +672,97 @@ def test_count_and_replay_json_on_the_gpu(tmp_path):
     printed = json.loads(r.stdout)
     assert printed["schema"] == "graph-harness/replay"
     assert printed == json.loads((tmp_path / "r" / "replay.json").read_text())
+
+
+# --- found in review: each fails on the code before its fix -----------------------------------
+
+
+def test_a_manifest_never_points_removal_outside_its_folder(tmp_path, monkeypatch):
+    from graph_harness.reports import output
+
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "o"
+    with output.staged_output(out, False) as tmp:
+        (tmp / "a.txt").write_text("ours")
+    victim = tmp_path / "victim.txt"
+    victim.write_text("theirs")
+    doc = json.loads((out / MANIFEST).read_text())
+    doc["files"] += ["../victim.txt", str(victim)]
+    (out / MANIFEST).write_text(json.dumps(doc))
+    before = snapshot(tmp_path)
+    # such a manifest is not ours: the folder is refused as foreign, nothing is removed
+    with (
+        pytest.raises(output.OutputRefused, match="did not write"),
+        output.staged_output(out, True),
+    ):
+        pass
+    assert snapshot(tmp_path) == before and victim.read_text() == "theirs"
+
+
+def test_signals_wait_for_the_commit(tmp_path, monkeypatch):
+    # SIGTERM arriving between the swap and the old output's removal is held off until the
+    # commit is done: the old output is removed, the new one in place, nothing hidden left.
+    import threading
+
+    from graph_harness.reports import output
+
+    out = tmp_path / "o"
+    with output.staged_output(out, False) as tmp:
+        (tmp / "a.txt").write_text("old")
+    threading.Thread(target=time.sleep, args=(5,), daemon=True).start()  # torch has threads
+    real_remove = output.remove_own
+    caught = []
+
+    def remove_after_a_signal(folder):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.2)  # a handler that ran now would raise here
+        return real_remove(folder)
+
+    monkeypatch.setattr(output, "remove_own", remove_after_a_signal)
+    old = signal.signal(
+        signal.SIGTERM, lambda n, f: caught.append(n) or (_ for _ in ()).throw(KeyboardInterrupt)
+    )
+    try:
+        with pytest.raises(KeyboardInterrupt), output.staged_output(out, True) as tmp:
+            (tmp / "b.txt").write_text("new")
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    assert caught == [signal.SIGTERM]  # delivered, after the commit
+    assert listing(tmp_path) == ["o"] and listing(out) == [MANIFEST, "b.txt"]
+
+
+def test_python_m_does_not_run_lookalikes_of_the_standard_library(tmp_path):
+    for name in ("shlex.py", "csv.py", "profile.py"):
+        (tmp_path / name).write_text("raise SystemExit('the local module ran')\n")
+    r = subprocess.run(
+        [sys.executable, "-m", "graph_harness", "--version"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=_env(),
+        timeout=120,
+    )
+    assert r.returncode == 0 and r.stdout.startswith("graph-harness "), r.stderr
+
+
+def test_a_missing_import_in_the_users_module_is_theirs(tmp_path):
+    (tmp_path / "mystuff.py").write_text("import my_missing_dependency\n")
+    r = run("count", "--target", "mystuff:f", cwd=tmp_path)
+    assert r.returncode == 1, r.stderr
+    assert "No module named 'my_missing_dependency'" in r.stderr and "mystuff.py:1" in r.stderr
+
+
+def test_out_under_a_file_is_a_usage_error(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    r = run("count", *SMALL, "--variant", "fused", "--out", str(tmp_path / "afile" / "sub"))
+    assert r.returncode == 2 and "not a directory" in r.stderr, r.stderr
+    assert "raised at" not in r.stderr
+
+
+def test_delta_refuses_its_outputs_and_inputs_before_counting(tmp_path):
+    r = run("delta", "shipped", "fused", *SMALL, "--csv", str(tmp_path))
+    assert r.returncode == 2 and "is a folder" in r.stderr and r.stdout == "", r.stderr
+    assert "capturing" not in r.stderr
+    r = run("delta", "shipped", "./nope.json", *SMALL, cwd=tmp_path)
+    assert r.returncode == 2 and "export file ./nope.json does not exist" in r.stderr
+    assert "capturing" not in r.stderr

@@ -11,6 +11,7 @@ import textwrap
 
 import pytest
 import torch
+
 from graph_harness.capture.distributed import merge
 from graph_harness.capture.export import NodeExport
 

@@ -8,6 +8,7 @@ import sys
 
 import pandas as pd
 import pytest
+
 from graph_harness.capture import ExportError, NodeExport
 from graph_harness.capture.replay import ReplayDocumentError, ReplayResult
 
@@ -562,3 +563,16 @@ def test_documents_with_python_values():
     with pytest.raises(ExportError) as info:
         NodeExport.from_dict(edit("env.device", object())(doc), where=X)
     assert str(info.value) == f"{X}: env.device: expected a str, number, bool or null, got a object"
+
+
+def test_not_measured_is_null_in_the_file_and_nan_in_the_frame(tmp_path):
+    # A saving the real-shape chains did not price is NaN in the frame; the file must stay
+    # JSON every parser reads (bare NaN is not), so it is written as null and read back.
+    r = ReplayResult.from_dict(replay_doc())
+    assert r.savings.predicted_shapes_us.isna().all()
+    path = r.write_json(tmp_path / "replay.json")
+    text = path.read_text()
+    assert "NaN" not in text and '"predicted_shapes_us": null' in text
+    back = ReplayResult.read_json(path)
+    assert back.savings.predicted_shapes_us.isna().all()
+    assert back.savings.measured_us.tolist() == r.savings.measured_us.tolist()

@@ -2,6 +2,9 @@
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from graph_harness.kernels import (
     byte_range,
     overlaps,
@@ -11,9 +14,6 @@ from graph_harness.kernels import (
 )
 from graph_harness.kernels.guard import check_no_alias
 from graph_harness.pools import GraphBufferPool
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from tests.conftest import DEVICES
 
 

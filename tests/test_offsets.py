@@ -5,9 +5,10 @@ tensors, which have shapes and strides but no memory); both kernels are then run
 whose extent passes 2**31 elements, over sparse memory, against the torch references.
 """
 
-import graph_harness.kernels.pack as pack_module
 import pytest
 import torch
+
+import graph_harness.kernels.pack as pack_module
 from graph_harness.kernels import (
     add_launch_listener,
     pack_scores_ids,
@@ -17,7 +18,6 @@ from graph_harness.kernels import (
     selected_local_records_reference,
 )
 from graph_harness.kernels.launch import max_element_offset, needs_int64_offsets
-
 from tests.conftest import DEVICES
 from tests.exact import assert_bits_equal, poison_
 from tests.sparse import GiB, require_cuda_free, sparse_cpu_bytes, sparse_cuda_bytes

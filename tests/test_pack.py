@@ -6,10 +6,10 @@ from functools import partial
 import numpy as np
 import pytest
 import torch
-from graph_harness.kernels import pack_scores_ids, pack_scores_ids_shipped
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from graph_harness.kernels import pack_scores_ids, pack_scores_ids_shipped
 from tests.conftest import DEVICES
 from tests.exact import assert_bits_equal, poison_
 

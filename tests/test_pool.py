@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 import torch
-from graph_harness.kernels import byte_range, overlaps
-from graph_harness.pools import GraphBufferPool, PoolExhausted, PoolFrozen, PoolStats
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from graph_harness.kernels import byte_range, overlaps
+from graph_harness.pools import GraphBufferPool, PoolExhausted, PoolFrozen, PoolStats
 from tests.conftest import DEVICES
 
 DTYPES = [torch.float32, torch.int32, torch.int64, torch.uint8, torch.bfloat16, torch.bool]

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+
 from graph_harness.capture import RoundParams, count_round
 from graph_harness.capture.chains import fits_of
 from graph_harness.capture.delta import node_delta

@@ -5,8 +5,9 @@ import sys
 from collections import Counter
 
 import torch
-from graph_harness.capture import RoundParams, count_round
 from torch.profiler import ProfilerActivity, profile
+
+from graph_harness.capture import RoundParams, count_round
 
 p = RoundParams(stages=2, rows=2, k=32, world=2, rank=1, shard=64, seed=3)
 counted = count_round(p, "shipped", "cuda")

@@ -9,6 +9,7 @@ sys.path.insert(0, ".")
 import torch
 import triton
 from cuda.bindings import driver as drv
+
 from graph_harness.capture.timing import Quantiles, capture_unrolled, time_replays_us
 from graph_harness.kernels import pack_scores_ids_shipped
 from graph_harness.kernels.pack import _pack_flat_kernel

@@ -7,6 +7,7 @@ import sys
 sys.path.insert(0, ".")
 import pandas as pd
 import torch
+
 from graph_harness.capture import params as P
 from graph_harness.capture.chains import measure_chains
 from graph_harness.capture.params import ReplaySettings

@@ -10,9 +10,10 @@ from collections import defaultdict
 sys.path.insert(0, ".")
 import pandas as pd
 import torch
+from torch.profiler import ProfilerActivity, profile
+
 from graph_harness.capture import count_round
 from graph_harness.capture import params as P
-from torch.profiler import ProfilerActivity, profile
 
 OUT = os.environ.get("OUT", "/tmp/out")
 P.VARIANTS["compiled-direct"] = ("compiled", "direct")

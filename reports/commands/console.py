@@ -9,8 +9,9 @@ import sys
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-from graph_harness.capture.params import ReplaySettings, RoundParams
 from rich.console import Console
+
+from graph_harness.capture.params import ReplaySettings, RoundParams
 
 ROUND_FIELDS = tuple(f.name for f in fields(RoundParams))
 
@@ -30,12 +31,13 @@ class IO:
         self.err.print(f"graph-harness: {text}", soft_wrap=True, markup=False)
 
     def print_json(self, doc) -> None:
-        self.out.file.write(json.dumps(doc, indent=1) + "\n")
+        self.out.file.write(json.dumps(doc, indent=1, allow_nan=False) + "\n")
         self.out.file.flush()
 
 
 def banner(io: IO) -> None:
     import torch
+
     from graph_harness.capture import default_device
 
     try:

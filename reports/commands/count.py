@@ -36,11 +36,15 @@ def run(args, io: IO) -> int:
     from graph_harness.capture import capture_and_count, count_round
 
     if args.target:
-        from graph_harness.reports.target import TargetError, load_target
+        from graph_harness.reports.target import TargetError, load_target, root_guess
+
+        io.target_root = root_guess(args.target)  # errors while importing point there
 
         names, params = ["target"], None
     else:
         names, params = args.variant or list(VARIANTS), round_params(args)
+    if args.pdl and not _cuda():
+        io.note("--pdl changes nothing here: without a CUDA GPU the kernels run interpreted")
     with staged(args, io) as tmp:
         banner(io)
         exports = []
@@ -64,6 +68,12 @@ def run(args, io: IO) -> int:
     show(io, dict(zip(names, exports)), per_stage=args.per_stage)
     wrote(io, args, f"{len(exports)} exports")
     return 0
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def show(io: IO, exports: dict, *, per_stage: bool) -> None:

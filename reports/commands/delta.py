@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from graph_harness.capture.files import check_output
 from graph_harness.capture.params import VARIANTS
 from graph_harness.reports.commands.console import (
     IO,
@@ -40,6 +41,11 @@ def check_flags(args) -> None:
         )
     if args.csv == "-" and args.json:
         raise UsageError("--csv - and --json both write to stdout: give --csv a file")
+    if args.csv and args.csv != "-":
+        check_output(args.csv)  # refused now, not after counting
+    for r in (args.a, args.b):
+        if is_export_path(r) and not Path(r).is_file():
+            raise UsageError(f"export file {r} does not exist")
 
 
 def export_for(ref: str, args, io: IO):

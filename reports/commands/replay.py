@@ -51,6 +51,7 @@ def run_replay(args, io: IO) -> int:
 
 def run_report(args, io: IO) -> int:
     import torch
+
     from graph_harness.capture import count_round
     from graph_harness.capture.replay import run_replays
     from graph_harness.reports.report import write_report
