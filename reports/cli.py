@@ -142,6 +142,17 @@ def build_parser() -> argparse.ArgumentParser:
         "returns the zero-argument step to capture",
     )
     c.add_argument(
+        "--module-scopes",
+        nargs="?",
+        const="all",
+        default=False,
+        type=_depth,
+        metavar="DEPTH",
+        help="with --target: attribute nodes to the model's modules by qualified name "
+        "(layers.3.attention), down to DEPTH parts (layers.3 is 2; default: every level). "
+        "The step FUNCTION() returns must carry the model as `step.module`",
+    )
+    c.add_argument(
         "--pdl",
         action="store_true",
         help="launch the harness's Triton kernels with programmatic dependent launch",
@@ -199,6 +210,20 @@ def build_parser() -> argparse.ArgumentParser:
     _timing_args(p)
     _out_args(p, required=True)
     return ap
+
+
+def _depth(text: str) -> int | None:
+    if text == "all":
+        return None
+    try:
+        d = int(text)
+    except ValueError:
+        d = 0
+    if d < 1:
+        raise argparse.ArgumentTypeError(
+            f"DEPTH must be an int >= 1 (parts of a qualified name: layers.3 is 2), got {text!r}"
+        )
+    return d
 
 
 # --- main: streams, signals, exit codes ---------------------------------------------------

@@ -67,3 +67,17 @@ def waiting():
         x.add_(1)
 
     return step
+
+
+def compiled_mlp():
+    """A step through torch.compile: counted on a GPU, refused on the CPU."""
+    model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU())
+    run = torch.compile(model)
+    x = torch.randn(4, 16)
+
+    @torch.no_grad()
+    def step():
+        return run(x)
+
+    step.module = model
+    return step

@@ -1,16 +1,15 @@
 """Nested scopes and module scopes: attribution that nests and sums, no hooks left,
 nothing traced by torch.compile."""
 
-import itertools
-
 import functools
+import itertools
 import shutil
 
 import pytest
 import torch
 from graph_harness.capture import CompiledStepError, capture_and_count, module_scopes, scope
-from graph_harness.capture.compiled import check_step, find_compiled, is_dispatch_mode_refusal
 from graph_harness.capture.attribution import first_seen
+from graph_harness.capture.compiled import check_step, find_compiled, is_dispatch_mode_refusal
 from graph_harness.capture.rollup import per_scope, scope_tree, tree_parts
 from graph_harness.capture.scopes import Recorder, ScopeKey, ScopeMark, recording
 from torch import nn
