@@ -166,4 +166,3 @@ def is_dispatch_mode_refusal(exc: BaseException) -> bool:
             return True
         exc = exc.__cause__ or exc.__context__
     return False
-
