@@ -60,11 +60,16 @@ def scope_tree(frame: pd.DataFrame, depth: int | None = None) -> pd.DataFrame:
             total[cut[:d]] = total.get(cut[:d], 0) + int(n)
     rows = [
         {"scope": tree_label(p), "depth": len(p), "nodes": total[p], "own": own.get(p, 0)}
-        for p in sorted(total, key=_tree_order)
+        for p in sorted(total, key=_parts_order)
     ]
     return pd.DataFrame(rows, columns=["scope", "depth", "nodes", "own"])
 
 
-def _tree_order(parts: tuple[str, ...]):
+def _parts_order(parts: tuple[str, ...]):
     # numbers in numeric order (layers.2 before layers.10)
     return [(0, int(x), "") if x.isdigit() else (1, 0, x) for x in parts]
+
+
+def tree_order(label: str):
+    """A sort key putting scope labels in tree order (parents first, layers.2 < layers.10)."""
+    return [] if label == UNSCOPED else _parts_order(tuple(label.split(".")))

@@ -113,19 +113,35 @@ def per_stage_table(export: NodeExport) -> Table:
     return t
 
 
-def delta_tables(d) -> list[Table]:
-    """Tables of a NodeDelta: by step, by type, by kernel (the rows that differ)."""
+def delta_tables(d, depth: int | None = None) -> list[Table]:
+    """Tables of a NodeDelta: by step (a round) or by scope (any other workload: the
+    scope tree to `depth`, rows that differ and every top-level one), by type, by kernel
+    (the rows that differ)."""
     a, b = d.label(d.a), d.label(d.b)
     names = short_names(d.by_kernel.kernel)
     out = []
+    if d.is_round:
+        first = ("by step (per round)", d.by_step, ["step"])
+    else:
+        tree = d.by_scope
+        keep = (tree.depth <= 1) | (tree.delta != 0)
+        if depth is not None:
+            keep &= tree.depth <= depth
+        tree = tree[keep].assign(
+            scope=[
+                ("  " * (r.depth - 1) + r.scope) if r.depth else "(all)"
+                for r in tree[keep].itertuples()
+            ]
+        )
+        first = ("by scope (modules nest; rows that differ)", tree, ["scope"])
     for title, df, keys in (
-        ("by step (per round)", d.by_step, ["step"]),
+        first,
         ("by node type", d.by_type, ["type"]),
         ("by kernel (rows that differ)", d.by_kernel, ["type", "kernel"]),
     ):
         t = Table(title=f"{a} -> {b}: {title}")
         for k in keys:
-            t.add_column(k, overflow="fold")
+            t.add_column(k, no_wrap=k == "scope", overflow="fold")
         for c in (a, b, "delta"):
             t.add_column(c, justify="right", no_wrap=True)
         for row in df.itertuples(index=False):

@@ -403,11 +403,17 @@ def test_target_with_module_scopes(tmp_path):
     (plain,) = json.loads(unscoped.stdout)["exports"].values()
     assert plain["total_nodes"] == export["total_nodes"]  # scopes change no count
     # the tables: a scope tree and kernels, no round columns, no "vs None"
-    r = run(*args)  # every level
+    r = run(*args, "--out", str(tmp_path / "deep"))  # every level
     assert r.returncode == 0, r.stderr
     assert "layers.1.feed_forward" in r.stdout and "nodes by type and kernel" in r.stdout
     for absent in ("topk", "compaction", "vs None", "per round"):
         assert absent not in r.stdout, absent
+    # delta against the same step unscoped: the same total, every module on one side
+    (tmp_path / "plain.json").write_text(json.dumps(plain))
+    r = run("delta", str(tmp_path / "plain.json"), str(tmp_path / "deep" / "nodes-target.json"))
+    assert r.returncode == 0, r.stderr
+    assert "+0 nodes" in r.stdout and "by scope" in r.stdout and "(B)" in r.stdout
+    assert "layers.1.feed_forward.w2" in r.stdout
 
 
 def test_module_scopes_usage_errors():

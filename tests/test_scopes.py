@@ -266,3 +266,25 @@ def test_reduce_overhead_is_refused(how):
             check_step(step, device)
     ok = torch.compile(model, mode="max-autotune-no-cudagraphs")
     assert not find_compiled(functools.partial(ok, 1))[0].cudagraphs
+
+
+def test_delta_per_module_at_every_depth():
+    from graph_harness.capture.delta import node_delta
+
+    def counted(layers: int):
+        model = Tiny(layers=layers).eval()
+        x = torch.randn(2, 8)
+        with module_scopes(model):
+            return capture_and_count(torch.no_grad()(lambda: model(x)), device="cpu")
+
+    a, b = counted(3), counted(2)
+    d = node_delta(a, b)
+    tree = d.by_scope.set_index("scope")
+    assert tree.loc["layers", "delta"] == -5 and tree.loc["layers.2", "b"] == 0
+    assert tree.loc["layers.2.mlp", "delta"] == -2 and tree.loc["layers.1", "delta"] == 0
+    assert tree.loc["unscoped", "delta"] == d.total_delta == b.total - a.total == -5
+    # each depth's rows sum to the total difference (shallower leaves counted once)
+    assert d.by_scope[d.by_scope.depth == 1].delta.sum() == d.total_delta
+    assert d.headline().endswith("-5 nodes (layers -5)")
+    assert d.label(a) != d.label(b)  # one workload: told apart as (A) and (B)
+    assert not d.is_round and "by_scope" in d.to_dict()
