@@ -26,17 +26,21 @@ from torch.nn.modules.module import (
 
 def module_names(module: nn.Module, depth: int | None = None) -> dict[nn.Module, str]:
     """Each submodule of `module` (not the root) to its qualified name, down to `depth`.
-    A module reachable by two paths (shared, tied) keeps the first, as named_modules does."""
+    A module reachable by two paths (shared, tied) keeps the first, as named_modules does.
+    A submodule compiled on its own (`layers[3] = torch.compile(block)`) keeps its name:
+    the wrapper is `layers.3` and the `_orig_mod` inside it is named as if unwrapped, so its
+    compiled nodes land in `layers.3` (Dynamo traces the scopes inside it away)."""
     if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 1):
         raise ValueError(
             f"depth must be an int >= 1 (parts of a qualified name: layers.3 is 2) or None "
             f"for every level, got {depth!r}"
         )
-    return {
-        m: name
-        for name, m in module.named_modules()
-        if name and (depth is None or name.count(".") + 1 <= depth)
-    }
+    out: dict[nn.Module, str] = {}
+    for raw, m in module.named_modules():
+        name = ".".join(p for p in raw.split(".") if p != "_orig_mod")
+        if name and m not in out and (depth is None or name.count(".") + 1 <= depth):
+            out[m] = name
+    return out
 
 
 class module_scopes:
@@ -47,8 +51,11 @@ class module_scopes:
             export = capture.capture_and_count(step)
 
     Like `capture.scope`, a no-op while nothing is recording and while torch.compile
-    traces (a compiled module's own submodules are then attributed to the scope open
-    around the compiled call, or by Inductor's provenance where that is read)."""
+    traces. So the nodes of a compiled region go to the innermost scope open around the
+    compiled call: compile the whole model and its nodes are the root's ("unscoped" at
+    module level); compile each block (`layers[i] = torch.compile(layers[i])`) and each
+    block's fused kernels land in `layers.i`. Inductor's kernel provenance (which FX nodes,
+    so which modules, a fused kernel came from) is not read: see the README."""
 
     def __init__(self, module: nn.Module, depth: int | None = None) -> None:
         if not isinstance(module, nn.Module):

@@ -19,6 +19,8 @@ def tree_parts(path) -> tuple[str, ...]:
     parts: list[str] = []
     prev = None
     for label in path:
+        if label == prev:  # a compiled wrapper and the module inside it: one level
+            continue
         if prev is not None and label.startswith(prev + "."):
             parts.extend(label[len(prev) + 1 :].split("."))
         elif "/" in label:  # the built-in round's stageN/step: one part

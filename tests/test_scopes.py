@@ -135,6 +135,7 @@ def test_user_scopes_nest_inside_module_scopes():
     assert tree_parts(("decode", "layers.1")) == ("decode", "layers", "1")
     assert tree_parts(("layers.1", "layers.1.mlp", "sample")) == ("layers", "1", "mlp", "sample")
     assert tree_parts(("stage0/pack",)) == ("stage0/pack",)
+    assert tree_parts(("layers.1", "layers.1", "layers.1.mlp")) == ("layers", "1", "mlp")
 
 
 def test_a_failure_names_the_innermost_scope():
@@ -288,3 +289,13 @@ def test_delta_per_module_at_every_depth():
     assert d.headline().endswith("-5 nodes (layers -5)")
     assert d.label(a) != d.label(b)  # one workload: told apart as (A) and (B)
     assert not d.is_round and "by_scope" in d.to_dict()
+
+
+def test_a_block_compiled_on_its_own_keeps_its_name():
+    from graph_harness.capture.module_scopes import module_names
+
+    model = Tiny()
+    model.layers[1] = torch.compile(model.layers[1])
+    names = set(module_names(model).values())
+    assert "layers.1" in names and "layers.1.mlp.0" in names
+    assert not any("_orig_mod" in n for n in names)
