@@ -2,7 +2,8 @@
 # One device call: install, the whole test suite (gpu tests serially, the rest across CPU
 # cores), then the pack timings. Everything goes under $OUT (the device tool's folder),
 # full logs included; the summary lines print last.
-#   bash benchmarks/h200_check.sh [pack]     # "pack" adds bench_pack --int64-offsets
+#   bash benchmarks/h200_check.sh [pack|model]  # "pack" adds bench_pack --int64-offsets,
+#                                               # "model" bench_model (the example decoder)
 set -u -o pipefail
 OUT=${OUT:-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 COLUMNS=200
@@ -22,9 +23,13 @@ if [ "${1:-}" = pack ]; then
   python3 benchmarks/bench_pack.py --out "$OUT/pack-offsets.csv" --int64-offsets \
     --placements 5 > "$OUT/bench-pack.log" 2>&1
 fi
+if [ "${1:-}" = model ]; then
+  python3 benchmarks/bench_model.py --out "$OUT/model" > "$OUT/bench-model.log" 2>&1
+fi
 cat "$OUT/env.txt"
 grep -E "passed|failed|error" "$OUT/pytest-gpu.log" | tail -3
 grep -E "passed|failed|error" "$OUT/pytest-cpu.log" | tail -3
 grep -B2 -A30 "^FAILED\|^ERROR" "$OUT/pytest-gpu.log" "$OUT/pytest-cpu.log" | head -80
 [ -f "$OUT/bench-pack.log" ] && tail -25 "$OUT/bench-pack.log"
+[ -f "$OUT/bench-model.log" ] && tail -40 "$OUT/bench-model.log"
 exit 0

@@ -5,11 +5,14 @@ CUPTI saw a replay run)."""
 
 import importlib.util
 import json
+import os
 import re
+import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 from graph_harness.capture import capture_and_count, capture_graph, module_scopes
@@ -155,3 +158,22 @@ def test_compiled_example_replays_like_eager_and_has_fewer_nodes():
     a, b = outs[True].flatten(), outs[False].flatten()
     assert torch.nn.functional.cosine_similarity(a, b, dim=0) > 0.99
     assert totals[True] < totals[False], totals
+
+
+def test_bench_model_smoke(tmp_path):
+    # the benchmark's CPU path runs end to end and writes what it says it writes
+    bench = EXAMPLE.parents[1] / "benchmarks" / "bench_model.py"
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    r = subprocess.run(
+        [sys.executable, str(bench), "--out", str(tmp_path), "--smoke"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+    assert r.returncode == 0, r.stderr
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["eager_nodes"] > 0 and summary["attribute_10k_nested_s"] > 0
+    per_module = pd.read_csv(tmp_path / "per_module.csv")
+    sums = per_module.groupby("depth").nodes.sum()
+    assert (sums == summary["eager_nodes"]).all(), sums  # every depth sums to the total
