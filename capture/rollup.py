@@ -47,10 +47,14 @@ def per_scope(frame: pd.DataFrame, depth: int | None = None) -> pd.Series:
     return at_depth(frame, depth).value_counts().sort_index().rename("nodes")
 
 
+ROOT = "(all)"  # the scope tree's root: every node; its `own` are the unscoped ones
+
+
 def scope_tree(frame: pd.DataFrame, depth: int | None = None) -> pd.DataFrame:
-    """Every position of the scope tree down to `depth`: `scope` (label), `depth`,
-    `nodes` (all nodes under it, itself included) and `own` (nodes in it and in no
-    child), in tree order. Rows at one depth sum, with shallower `own`s, to the total."""
+    """Every position of the scope tree down to `depth`: `scope` (label; the root is
+    "(all)"), `depth`, `nodes` (all nodes under it, itself included) and `own` (nodes in
+    it and in no child), in tree order. Rows at one depth sum, with shallower `own`s, to
+    the total."""
     parts = frame["scope_path"].map(tree_parts)
     counts = parts.value_counts()
     total: dict[tuple[str, ...], int] = {}
@@ -61,7 +65,12 @@ def scope_tree(frame: pd.DataFrame, depth: int | None = None) -> pd.DataFrame:
         for d in range(len(cut) + 1):
             total[cut[:d]] = total.get(cut[:d], 0) + int(n)
     rows = [
-        {"scope": tree_label(p), "depth": len(p), "nodes": total[p], "own": own.get(p, 0)}
+        {
+            "scope": tree_label(p) if p else ROOT,
+            "depth": len(p),
+            "nodes": total[p],
+            "own": own.get(p, 0),
+        }
         for p in sorted(total, key=_parts_order)
     ]
     return pd.DataFrame(rows, columns=["scope", "depth", "nodes", "own"])
@@ -74,4 +83,4 @@ def _parts_order(parts: tuple[str, ...]):
 
 def tree_order(label: str):
     """A sort key putting scope labels in tree order (parents first, layers.2 < layers.10)."""
-    return [] if label == UNSCOPED else _parts_order(tuple(label.split(".")))
+    return [] if label in (UNSCOPED, ROOT) else _parts_order(tuple(label.split(".")))

@@ -70,7 +70,7 @@ def scope_tree_table(export: NodeExport, depth: int | None = None) -> Table:
         t.add_column(c, justify="right", no_wrap=True)
     total = max(export.total, 1)
     for r in tree.itertuples():
-        label = "(all)" if r.depth == 0 else "  " * (r.depth - 1) + r.scope
+        label = r.scope if r.depth == 0 else "  " * (r.depth - 1) + r.scope
         t.add_row(label, str(r.nodes), str(r.own), f"{100 * r.nodes / total:.1f}%")
     return t
 

@@ -81,3 +81,24 @@ def compiled_mlp():
 
     step.module = model
     return step
+
+
+def _example():
+    import importlib.util
+    import sys
+
+    path = Path(__file__).resolve().parents[1] / "examples" / "llama_decode.py"
+    spec = importlib.util.spec_from_file_location("llama_decode_for_tests", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def tiny_llama_one_layer():
+    """The example's tiny preset with one layer fewer: a change for `delta` and reports."""
+    import dataclasses
+
+    ex = _example()
+    ex.PRESETS["tiny-1"] = dataclasses.replace(ex.PRESETS["tiny"], n_layer=1)
+    return ex.make_step(preset="tiny-1")

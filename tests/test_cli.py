@@ -416,6 +416,34 @@ def test_target_with_module_scopes(tmp_path):
     assert "layers.1.feed_forward.w2" in r.stdout
 
 
+def test_report_for_two_targets(tmp_path):
+    out = tmp_path / "rep"
+    r = run(
+        "report",
+        "--target",
+        f"{LLAMA}:make_tiny_step",
+        "--target",
+        "tests.targets:tiny_llama_one_layer",
+        "--module-scopes",
+        "--out",
+        str(out),
+    )
+    assert r.returncode == 0, r.stderr
+    names = set(listing(out))
+    for f in ("report.md", "totals.csv", "nodes_per_module.png", "delta_by_scope.csv"):
+        assert f in names, names
+    assert {"nodes-make_tiny_step.json", "nodes-tiny_llama_one_layer.json"} <= names
+    md = (out / "report.md").read_text()
+    assert "round parameters" not in md and "layers.1" in md and "## Delta" in md
+    import csv
+
+    rows = {r["scope"]: r for r in csv.DictReader((out / "delta_by_scope.csv").open())}
+    assert int(rows["layers.1"]["b"]) == 0 and int(rows["layers.1"]["delta"]) < 0
+    assert int(rows["layers.0"]["delta"]) == 0  # the layer both have is the same work
+    r = run("report", "--target", "tests.targets:small_mlp", "--trials", "3", "--out", str(out))
+    assert r.returncode == 2 and "--trials applies to the built-in round" in r.stderr
+
+
 def test_module_scopes_usage_errors():
     r = run("count", "--module-scopes", "2", *SMALL)
     assert r.returncode == 2 and "needs --target" in r.stderr

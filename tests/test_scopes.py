@@ -92,7 +92,7 @@ def test_module_scopes_nest_and_sum_to_the_unscoped_total():
         assert per_scope(df, d).sum() == plain.total
     by = dict(zip(tree.scope, tree.nodes))
     assert by["layers"] == 3 * 5 and by["layers.1"] == 5 and by["layers.1.mlp"] == 2
-    assert by["unscoped"] == plain.total  # the root of the tree holds everything
+    assert by["(all)"] == plain.total  # the root of the tree holds everything
     assert tree[tree.depth == 2].nodes.sum() + by["norm"] == plain.total - 1
     assert counts.sum() == plain.total == scoped.total
 
@@ -283,7 +283,7 @@ def test_delta_per_module_at_every_depth():
     tree = d.by_scope.set_index("scope")
     assert tree.loc["layers", "delta"] == -5 and tree.loc["layers.2", "b"] == 0
     assert tree.loc["layers.2.mlp", "delta"] == -2 and tree.loc["layers.1", "delta"] == 0
-    assert tree.loc["unscoped", "delta"] == d.total_delta == b.total - a.total == -5
+    assert tree.loc["(all)", "delta"] == d.total_delta == b.total - a.total == -5
     # each depth's rows sum to the total difference (shallower leaves counted once)
     assert d.by_scope[d.by_scope.depth == 1].delta.sum() == d.total_delta
     assert d.headline().endswith("-5 nodes (layers -5)")

@@ -38,11 +38,9 @@ def run(args, io: IO) -> int:
     check_flags(args)
     if args.distributed:
         return run_distributed(args, io)
-    from graph_harness.capture import capture_and_count, count_round, module_scopes
+    from graph_harness.capture import count_round
 
     if args.target:
-        from graph_harness.reports.target import TargetError, load_target
-
         names, params = ["target"], None
     else:
         names, params = args.variant or list(VARIANTS), round_params(args)
@@ -50,18 +48,7 @@ def run(args, io: IO) -> int:
         banner(io)
         exports = []
         if args.target:
-            target = load_target(args.target)
-            io.target_root = target.root
-            if args.module_scopes is False:
-                exports.append(capture_and_count(target.step))
-            else:
-                with module_scopes(target.model(), depth=args.module_scopes):
-                    exports.append(capture_and_count(target.step))
-            if exports[0].total == 0:
-                raise TargetError(
-                    f"--target {args.target!r}: its step issued no work (0 nodes); it must "
-                    "launch the work to count, not only prepare it"
-                )
+            exports.append(count_target(args.target, args.module_scopes, io))
         else:
             for v in names:
                 io.err.print(f"capturing {v} ...", style="dim")
@@ -74,6 +61,27 @@ def run(args, io: IO) -> int:
     show(io, dict(zip(names, exports)), per_stage=args.per_stage, depth=depth)
     wrote(io, args, f"{len(exports)} exports")
     return 0
+
+
+def count_target(spec: str, depth, io: IO):
+    """Import and run the target (its code), count its step; with `depth` not False, by
+    the modules of its `step.module` down to `depth` (None: every level)."""
+    from graph_harness.capture import capture_and_count, module_scopes
+    from graph_harness.reports.target import TargetError, load_target
+
+    target = load_target(spec)
+    io.target_root = target.root
+    if depth is False:
+        export = capture_and_count(target.step)
+    else:
+        with module_scopes(target.model(), depth=depth):
+            export = capture_and_count(target.step)
+    if export.total == 0:
+        raise TargetError(
+            f"--target {spec!r}: its step issued no work (0 nodes); it must "
+            "launch the work to count, not only prepare it"
+        )
+    return export
 
 
 def show(io: IO, exports: dict, *, per_stage: bool, depth: int | None = None) -> None:
