@@ -113,8 +113,12 @@ class scope:
     not a generator, so Dynamo sees two plain calls that return at once."""
 
     def __init__(self, step: str, stage: int | None = None) -> None:
-        self.key = ScopeKey(stage, step)
+        self.step, self.stage = step, stage  # the key is made only when recording
         self._rec: Recorder | None = None
+
+    @property
+    def key(self) -> ScopeKey:
+        return ScopeKey(self.stage, self.step)
 
     def __enter__(self) -> None:
         if torch.compiler.is_compiling():
