@@ -98,6 +98,13 @@ def apply_rope(x: torch.Tensor, freqs: torch.Tensor) -> torch.Tensor:
     return out.flatten(3).type_as(x)
 
 
+def expand_kv(x: torch.Tensor, n_head: int) -> torch.Tensor:
+    """[B, Hkv, S, D] -> [B, H, S, D], each KV head serving H / Hkv query heads (what
+    repeat_interleave does, written as expand + reshape: no repeat count to read back)."""
+    b, hkv, s, d = x.shape
+    return x[:, :, None].expand(b, hkv, n_head // hkv, s, d).reshape(b, n_head, s, d)
+
+
 class Attention(nn.Module):
     def __init__(self, cfg: LlamaConfig) -> None:
         super().__init__()
@@ -117,9 +124,7 @@ class Attention(nn.Module):
         v = v.view(b, t, cfg.n_local_heads, cfg.head_dim)
         q, k, v = (z.transpose(1, 2) for z in (q, k, v))  # [B, H, T, D]
         k, v = self.kv_cache(input_pos, k, v)  # [B, Hkv, S, D]
-        rep = cfg.n_head // cfg.n_local_heads
-        k = k.repeat_interleave(rep, dim=1)
-        v = v.repeat_interleave(rep, dim=1)
+        k, v = expand_kv(k, cfg.n_head), expand_kv(v, cfg.n_head)  # [B, H, S, D]
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # [B, H, T, D]
         return self.wo(y.transpose(1, 2).reshape(b, t, cfg.dim))
 
@@ -180,7 +185,7 @@ def build(cfg: LlamaConfig, device: torch.device, *, batch: int = 1, seed: int =
     torch.manual_seed(seed)
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     model = Transformer(cfg).to(device=device, dtype=dtype).eval()
-    model.freqs = model.freqs.float()  # rotary angles stay float32
+    model.freqs = rope_cache(cfg).to(device)  # rotary angles stay float32
     model.setup_caches(batch)
     return model
 

@@ -177,3 +177,9 @@ def test_bench_model_smoke(tmp_path):
     per_module = pd.read_csv(tmp_path / "per_module.csv")
     sums = per_module.groupby("depth").nodes.sum()
     assert (sums == summary["eager_nodes"]).all(), sums  # every depth sums to the total
+
+
+def test_expand_kv_is_repeat_interleave():
+    ex = load_example()
+    x = torch.randn(2, 3, 5, 4)  # [B, Hkv, S, D]
+    assert torch.equal(ex.expand_kv(x, 6), x.repeat_interleave(2, dim=1))
