@@ -12,6 +12,8 @@ from graph_harness.capture.attribution import first_seen
 from graph_harness.capture.compiled import check_step, find_compiled, is_dispatch_mode_refusal
 from graph_harness.capture.rollup import per_scope, scope_tree, tree_parts
 from graph_harness.capture.scopes import Recorder, ScopeKey, ScopeMark, recording
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from torch import nn
 from torch.nn.modules import module as nn_module
 
@@ -164,6 +166,59 @@ def test_first_seen_is_ancestors_of_end_minus_ancestors_of_begin():
         4: (a, b),
         5: (a,),
     }
+
+
+def naive_innermost(raw, scopes) -> dict[int, tuple]:
+    """The definition, by brute force: a scope's nodes are the ancestors of its end
+    frontier minus those of its begin frontier; a node's scope is the deepest holding it."""
+
+    def anc(frontier):
+        seen, stack = set(), list(frontier)
+        while stack:
+            h = stack.pop()
+            if h not in seen:
+                seen.add(h)
+                stack.extend(raw[h - 1].deps)
+        return seen
+
+    best: dict[int, tuple] = {}
+    for path, begin, end in scopes:
+        for h in anc(end) - anc(begin):
+            if len(path) > len(best.get(h, ())):
+                best[h] = path
+    return best
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["op", "op", "op", "open", "close"]), max_size=60), st.data())
+def test_attribution_equals_the_set_difference_definition(events, data):
+    # One capture stream: each op is a node depending on the one before and, now and
+    # then, on an earlier one too (a DAG, as a join of a side stream makes); scopes open
+    # and close at random, nested. The linear walk must agree with the definition.
+    from graph_harness.capture.attribution import nodes_from_graph
+    from graph_harness.capture.graph_reader import RawNode
+
+    raw, rec_marks, open_, scopes, n_scopes = [], [], [], [], 0
+    frontier = lambda: [len(raw)] if raw else []  # the stream's last node
+    for ev in [*events, *["close"] * 60]:
+        if ev == "op":
+            deps = [len(raw)] if raw else []
+            if len(raw) > 2 and data.draw(st.booleans()):
+                deps.append(data.draw(st.integers(1, len(raw) - 1)))
+            raw.append(RawNode(len(raw) + 1, "kernel", "k", deps=sorted(set(deps))))
+        elif ev == "open":
+            n_scopes += 1
+            key = ScopeKey(None, f"s{n_scopes}")
+            rec_marks.append(ScopeMark(tuple(k for k, _ in open_), frontier()))
+            open_.append((key, frontier()))
+        elif open_:
+            rec_marks.append(ScopeMark(tuple(k for k, _ in open_), frontier()))
+            key, begin = open_.pop()
+            scopes.append(((*[k.label for k, _ in open_], key.label), begin, frontier()))
+    nodes = nodes_from_graph(raw, rec_marks)
+    want = naive_innermost(raw, scopes)
+    for n in nodes:
+        assert tuple(n["scope_path"]) == want.get(n["index"] + 1, ()), n
 
 
 # --- torch.compile ---------------------------------------------------------------
