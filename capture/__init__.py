@@ -1,4 +1,5 @@
-"""Decode rounds captured into CUDA graphs, every node counted and attributed to a scope.
+"""Decode rounds, or any step, captured into CUDA graphs, every node counted and
+attributed to its scopes (`scope`, nested; `module_scopes` for a model's modules).
 
 Uses `pools` and `kernels`; knows nothing of `reports`.
 """

@@ -54,8 +54,14 @@ class module_scopes:
     traces. So the nodes of a compiled region go to the innermost scope open around the
     compiled call: compile the whole model and its nodes are the root's ("unscoped" at
     module level); compile each block (`layers[i] = torch.compile(layers[i])`) and each
-    block's fused kernels land in `layers.i`. Inductor's kernel provenance (which FX nodes,
-    so which modules, a fused kernel came from) is not read: see the README."""
+    block's fused kernels land in `layers.i`.
+
+    Inductor's kernel provenance (which FX nodes, so which modules, a fused kernel came
+    from) is not read. Its pieces exist (torch 2.13: post-grad FX nodes carry
+    `nn_module_stack`, and `trace.provenance_tracking_level=1` maps each kernel to its
+    post-grad nodes), but torch documents the feature as a prototype that will break, and
+    the kernel map is a module global reset around each compile, readable only from
+    inside it; so no attribution here rests on it."""
 
     def __init__(self, module: nn.Module, depth: int | None = None) -> None:
         if not isinstance(module, nn.Module):
