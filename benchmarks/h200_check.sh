@@ -2,9 +2,10 @@
 # One device call: install, the whole test suite (gpu tests serially, the rest across CPU
 # cores), then the pack timings. Everything goes under $OUT (the device tool's folder),
 # full logs included; the summary lines print last.
-#   bash benchmarks/h200_check.sh [pack] [replay]
+#   bash benchmarks/h200_check.sh [pack] [replay] [model]
 #     pack:   adds bench_pack --int64-offsets
 #     replay: adds one short replay through the CLI (chains, the shipped and fused rounds)
+#     model:  adds bench_model (the example decoder, eager against compiled)
 set -u -o pipefail
 OUT=${OUT:-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 COLUMNS=200
@@ -26,14 +27,18 @@ case " $* " in *" replay "*)
     2> "$OUT/replay-stderr.txt"
   echo "replay rc=$?" >> "$OUT/env.txt";;
 esac
-if [ "${1:-}" = pack ]; then
+case " $* " in *" pack "*)
   python3 benchmarks/bench_pack.py --out "$OUT/pack-offsets.csv" --int64-offsets \
-    --placements 5 > "$OUT/bench-pack.log" 2>&1
-fi
+    --placements 5 > "$OUT/bench-pack.log" 2>&1;;
+esac
+case " $* " in *" model "*)
+  python3 benchmarks/bench_model.py --out "$OUT/model" > "$OUT/bench-model.log" 2>&1;;
+esac
 cat "$OUT/env.txt"
 grep -E "passed|failed|error" "$OUT/pytest-gpu.log" | tail -3
 grep -E "passed|failed|error" "$OUT/pytest-cpu.log" | tail -3
 grep -B2 -A30 "^FAILED\|^ERROR" "$OUT/pytest-gpu.log" "$OUT/pytest-cpu.log" | head -80
 [ -f "$OUT/bench-pack.log" ] && tail -25 "$OUT/bench-pack.log"
 [ -f "$OUT/replay-tables.txt" ] && cat "$OUT/replay-tables.txt" && tail -3 "$OUT/replay-stderr.txt"
+[ -f "$OUT/bench-model.log" ] && tail -40 "$OUT/bench-model.log"
 exit 0

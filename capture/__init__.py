@@ -1,11 +1,14 @@
-"""Decode rounds captured into CUDA graphs, every node counted and attributed to a scope.
+"""Decode rounds, or any step, captured into CUDA graphs, every node counted and
+attributed to its scopes (`scope`, nested; `module_scopes` for a model's modules).
 
 Uses `pools` and `kernels`; knows nothing of `reports`.
 """
 
+from graph_harness.capture.compiled import CompiledStepError
 from graph_harness.capture.count import CountedRound, capture_and_count, count_round, default_device
 from graph_harness.capture.export import ExportError, NodeExport, summarize
 from graph_harness.capture.graph_capture import CaptureError, capture_graph
+from graph_harness.capture.module_scopes import module_scopes
 from graph_harness.capture.params import STEPS, VARIANTS, RoundParams
 from graph_harness.capture.round import DecodeRound
 from graph_harness.capture.scopes import scope
@@ -14,6 +17,7 @@ __all__ = [
     "STEPS",
     "VARIANTS",
     "CaptureError",
+    "CompiledStepError",
     "CountedRound",
     "DecodeRound",
     "ExportError",
@@ -23,6 +27,7 @@ __all__ = [
     "capture_graph",
     "count_round",
     "default_device",
+    "module_scopes",
     "scope",
     "summarize",
 ]

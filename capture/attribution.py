@@ -1,31 +1,65 @@
 """Node records with their scopes: from a captured graph (by capture frontiers) or from
-dispatched operations (by the scope each ran in)."""
+dispatched operations (by the scopes open as each ran).
+
+Every record carries `stage` and `step` (of its innermost scope: the built-in round's
+columns), `scope` (the innermost scope's label, "unscoped" outside all) and `scope_path`
+(the labels of the enclosing scopes, outermost first; [] outside all)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from graph_harness.capture.dispatch import NON_LAUNCHING, Dispatched
-from graph_harness.capture.graph_reader import RawNode, ancestors
-from graph_harness.capture.scopes import ScopeMark
+from graph_harness.capture.graph_reader import RawNode
+from graph_harness.capture.scopes import UNSCOPED, ScopeKey, ScopeMark
+
+
+def scope_fields(stack: tuple[ScopeKey, ...]) -> dict[str, Any]:
+    """The scope columns of a node that ran with `stack` open (outermost first)."""
+    if not stack:
+        return {"stage": None, "step": UNSCOPED, "scope": UNSCOPED, "scope_path": []}
+    inner = stack[-1]
+    return {
+        "stage": inner.stage,
+        "step": inner.step,
+        "scope": inner.label,
+        "scope_path": [k.label for k in stack],
+    }
+
+
+def first_seen(marks: list[ScopeMark], parents: dict[int, list[int]]) -> dict[int, int]:
+    """For each node reachable from a boundary's frontier, the first boundary (index in
+    `marks`) that has it as an ancestor: the node was captured in the interval ending there.
+
+    One walk over the whole graph, stopping at nodes already seen: linear in nodes and
+    edges however many scopes there are. Equal to "the ancestors of a scope's end minus
+    those of its begin" because a capture stream's frontiers only grow."""
+    seen: dict[int, int] = {}
+    for i, m in enumerate(marks):
+        stack = [h for h in m.frontier if h not in seen]
+        while stack:
+            h = stack.pop()
+            if h in seen:
+                continue
+            seen[h] = i
+            stack.extend(p for p in parents.get(h, ()) if p not in seen)
+    return seen
 
 
 def nodes_from_graph(raw: list[RawNode], marks: list[ScopeMark]) -> list[dict[str, Any]]:
-    """Node records with scopes: a scope's nodes are the ancestors of its end frontier
-    minus the ancestors of its begin frontier. Child-graph nodes take their parent's."""
+    """Node records with scopes (see `first_seen`); nodes after the last boundary are
+    outside every scope. Child-graph nodes take their parent's."""
     index = {n.handle: i for i, n in enumerate(raw)}
     top = [n for n in raw if n.parent is None]
     parents = {n.handle: n.deps for n in top}
-    scope_of: dict[int, tuple[int | None, str]] = {}
-    for m in marks:
-        for h in ancestors(m.end, parents) - ancestors(m.begin, parents):
-            if h in scope_of:
-                raise RuntimeError(f"node {h:#x} falls in two scopes; scopes must not overlap")
-            scope_of[h] = (m.key.stage, m.key.step)
+    when = first_seen(marks, parents)
+    fields_of = [scope_fields(m.stack) for m in marks]
+    outside = scope_fields(())
     out = []
     for i, n in enumerate(raw):
         owner = n.handle if n.parent is None else _top_parent(n, raw, index)
-        stage, step = scope_of.get(owner, (None, "unscoped"))
+        at = when.get(owner)
+        scoped = outside if at is None else fields_of[at]
         out.append(
             {
                 "index": i,
@@ -33,8 +67,8 @@ def nodes_from_graph(raw: list[RawNode], marks: list[ScopeMark]) -> list[dict[st
                 "kernel": n.kernel,
                 "grid": list(n.grid) if n.grid else None,
                 "block": list(n.block) if n.block else None,
-                "stage": stage,
-                "step": step,
+                **scoped,
+                "scope_path": list(scoped["scope_path"]),
                 "deps": sorted(index[d] for d in n.deps),
                 "parent": None if n.parent is None else index[n.parent],
                 **(
@@ -65,8 +99,7 @@ def nodes_from_dispatch(records: list[Dispatched]) -> list[dict[str, Any]]:
                 "kernel": r.name,
                 "grid": None,
                 "block": None,
-                "stage": r.stage,
-                "step": r.step if r.step is not None else "unscoped",
+                **scope_fields(r.stack),
                 "deps": [] if last is None else [last],
                 "parent": None,
             }

@@ -13,6 +13,12 @@ from dataclasses import dataclass
 import torch
 
 from graph_harness.capture.attribution import nodes_from_dispatch, nodes_from_graph
+from graph_harness.capture.compiled import (
+    CPU_HINT,
+    CompiledStepError,
+    check_step,
+    is_dispatch_mode_refusal,
+)
 from graph_harness.capture.dispatch import DispatchCounter
 from graph_harness.capture.environment import environment, now
 from graph_harness.capture.export import NodeExport
@@ -83,9 +89,13 @@ def capture_and_count(
     """Capture any callable (a model's decode step, say) and export its nodes.
 
     `fn` takes no arguments and must only touch static buffers (carve them from `pool`,
-    which is frozen here before capture). Use `capture.scope(step, stage)` inside it to
-    attribute nodes; unscoped nodes get step "unscoped"."""
+    which is frozen here before capture). Use `capture.scope(step, stage)` inside it, or
+    `capture.module_scopes(model)` around this call, to attribute nodes; unscoped nodes
+    get scope "unscoped". torch.compile'd code in `fn` is counted on CUDA and refused on
+    the CPU, and `mode="reduce-overhead"` everywhere (capture/compiled.py): both raise
+    CompiledStepError saying what to do."""
     device = torch.device(device) if device is not None else default_device()
+    compiled = check_step(fn, device.type)
     if pool is not None:
         pool.freeze()
     name = getattr(fn, "__qualname__", None) or type(fn).__name__
@@ -106,10 +116,16 @@ def capture_and_count(
         nodes=nodes,
         env=environment(device),
         created=now(),
+        options={"compiled": bool(compiled)},
     )
 
 
 def _count_dispatch(fn: Callable[[], object]) -> list[dict]:
-    with recording(Recorder()), DispatchCounter() as counter:
-        fn()
+    try:
+        with recording(Recorder()), DispatchCounter() as counter:
+            fn()
+    except Exception as e:
+        if is_dispatch_mode_refusal(e):  # compiled code check_step could not reach
+            raise CompiledStepError(f"the step {CPU_HINT}") from e
+        raise
     return nodes_from_dispatch(counter.records)

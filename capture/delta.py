@@ -13,6 +13,7 @@ import pandas as pd
 
 from graph_harness.capture.export import NodeExport
 from graph_harness.capture.params import STEPS
+from graph_harness.capture.rollup import scope_tree, tree_order
 
 
 class DeltaError(ValueError):
@@ -27,6 +28,11 @@ class NodeDelta:
     by_kernel: pd.DataFrame  # type, kernel, a, b, delta (rows that differ)
     by_step: pd.DataFrame  # step, a, b, delta (per round)
     by_stage_step: pd.DataFrame  # stage, step, a, b, delta (rows that differ)
+    by_scope: pd.DataFrame  # depth, scope, a, b, delta: the scope tree, every depth
+
+    @property
+    def is_round(self) -> bool:
+        return self.a.workload == "decode-round" and self.b.workload == "decode-round"
 
     @property
     def total_delta(self) -> int:
@@ -37,7 +43,17 @@ class NodeDelta:
         return {r.type: int(-r.delta) for r in self.by_type.itertuples()}
 
     def label(self, export: NodeExport) -> str:
-        return export.variant or export.workload
+        """The variant, or the workload (marked when compiled); two exports of one
+        workload are told apart as (A) and (B)."""
+
+        def name(e: NodeExport) -> str:
+            base = e.variant or e.workload.removeprefix("callable:")
+            return base + (" [compiled]" if e.options.get("compiled") else "")
+
+        mine, other = name(export), name(self.b if export is self.a else self.a)
+        if mine == other:
+            mine += " (A)" if export is self.a else " (B)"
+        return mine
 
     def to_dict(self) -> dict:
         """The delta as one JSON-ready document (what `delta --json` prints)."""
@@ -66,11 +82,18 @@ class NodeDelta:
             "by_type": rec(self.by_type),
             "by_kernel": rec(self.by_kernel),
             "by_stage_step": rec(self.by_stage_step),
+            "by_scope": rec(self.by_scope),
         }
 
     def headline(self) -> str:
-        """e.g. `shipped -> fused: -264 nodes/round (pack -216, copy -48)`."""
-        parts = [f"{r.step} {int(r.delta):+d}" for r in self.by_step.itertuples() if r.delta != 0]
+        """e.g. `shipped -> fused: -264 nodes/round (pack -216, copy -48)`; for any other
+        workload, by the outermost scopes (`layers -320, norm -4`)."""
+        if self.is_round:
+            rows = self.by_step.itertuples()
+            parts = [f"{r.step} {int(r.delta):+d}" for r in rows if r.delta != 0]
+        else:
+            top = self.by_scope[self.by_scope.depth == 1]
+            parts = [f"{r.scope} {int(r.delta):+d}" for r in top.itertuples() if r.delta != 0]
         unit = "nodes/round" if self.a.workload == "decode-round" else "nodes"
         return f"{self.label(self.a)} -> {self.label(self.b)}: {self.total_delta:+d} {unit}" + (
             f" ({', '.join(parts)})" if parts else ""
@@ -120,4 +143,19 @@ def node_delta(a: NodeExport, b: NodeExport) -> NodeDelta:
         ["stage", "step"],
     )
     by_stage_step = by_stage_step[by_stage_step.delta != 0].reset_index(drop=True)
-    return NodeDelta(a, b, by_type, by_kernel, by_step.reset_index(drop=True), by_stage_step)
+    return NodeDelta(
+        a, b, by_type, by_kernel, by_step.reset_index(drop=True), by_stage_step, _by_scope(fa, fb)
+    )
+
+
+def _by_scope(fa: pd.DataFrame, fb: pd.DataFrame) -> pd.DataFrame:
+    """The two scope trees side by side, every depth, in tree order (a module only one
+    side has counts 0 on the other)."""
+    ta, tb = scope_tree(fa), scope_tree(fb)
+    keys = ["scope", "depth"]
+    df = ta[[*keys, "nodes"]].merge(tb[[*keys, "nodes"]], on=keys, how="outer", sort=False)
+    df = df.rename(columns={"nodes_x": "a", "nodes_y": "b"}).fillna({"a": 0, "b": 0})
+    df = df.astype({"a": int, "b": int})
+    df["delta"] = df["b"] - df["a"]
+    df = df.loc[sorted(df.index, key=lambda i: tree_order(df.at[i, "scope"]))]
+    return df[["depth", "scope", "a", "b", "delta"]].reset_index(drop=True)

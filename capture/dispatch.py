@@ -1,6 +1,6 @@
 """Counting dispatched operations, for machines without a GPU (source "cpu-dispatch").
 
-Every ATen op dispatched while counting is recorded with the scope it ran in; views and
+Every ATen op dispatched while counting is recorded with the scopes it ran in; views and
 allocations (which launch nothing) are recorded as such and left out of the totals. Triton
 kernels launched through `kernels.launch` count as one "triton" launch each (their
 interpreter's own tensor traffic is hidden), and a torch.compile'd region as one
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
-from graph_harness.capture.scopes import current_scope
+from graph_harness.capture.scopes import ScopeKey, current_stack
 from graph_harness.kernels import add_launch_listener, remove_launch_listener
 
 # Allocations launch nothing (in a graph they come from its memory pool).
@@ -27,8 +27,7 @@ NON_LAUNCHING = ("view", "alloc")
 class Dispatched:
     type: str  # "aten" | "triton" | "compiled", or NON_LAUNCHING "view" | "alloc"
     name: str
-    stage: int | None
-    step: str | None
+    stack: tuple[ScopeKey, ...]  # the scopes open as it ran, outermost first
 
 
 class DispatchCounter(TorchDispatchMode):
@@ -37,10 +36,7 @@ class DispatchCounter(TorchDispatchMode):
         self.records: list[Dispatched] = []
 
     def _add(self, type_: str, name: str) -> None:
-        key = current_scope()
-        self.records.append(
-            Dispatched(type_, name, key.stage if key else None, key.step if key else None)
-        )
+        self.records.append(Dispatched(type_, name, current_stack()))
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = str(func)

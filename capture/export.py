@@ -1,8 +1,14 @@
 """The node export: a versioned JSON document and a tidy DataFrame of the same nodes.
 
 One row per node (graph node, or dispatched op on the CPU source), with its type, kernel
-name, launch shape where known, scope (stage, step) and dependencies. Per-round,
-per-stage, per-step and per-kernel counts are group-bys of the frame.
+name, launch shape where known, scopes and dependencies. A node's scopes: `scope` (the
+innermost, e.g. "layers.3.attention" or "stage0/pack"), `scope_path` (the enclosing
+scopes' labels, outermost first) and the built-in round's `stage` and `step` (of the
+innermost scope). Per-round, per-stage, per-step, per-scope and per-kernel counts are
+group-bys of the frame (capture/rollup.py rolls scopes up to any depth).
+
+Version 2 added `scope` and `scope_path`; version-1 files are still read (their flat
+(stage, step) scope becomes a path of one).
 """
 
 from __future__ import annotations
@@ -20,15 +26,19 @@ from graph_harness.capture.documents import (
 )
 from graph_harness.capture.documents import Fields, load_json, show
 from graph_harness.capture.files import write_atomic
+from graph_harness.capture.scopes import UNSCOPED, ScopeKey
 
 SCHEMA = "graph-harness/nodes"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 SOURCES = ("cuda-graph", "cpu-dispatch")
-COLUMNS = ["index", "type", "kernel", "grid", "block", "stage", "step", "deps", "parent"]
+COLUMNS = ["index", "type", "kernel", "grid", "block", "stage", "step", "scope", "scope_path"]
+COLUMNS += ["deps", "parent"]
+_V1_MISSING = ("scope", "scope_path")
 
 
-# Keys every version-1 export has; `options` came later in version 1, `total_nodes` is
-# derived (checked when present), `programmatic_deps` only on nodes that have them.
+# Keys every export has; `options` came later in version 1, `total_nodes` is derived
+# (checked when present), `programmatic_deps` only on nodes that have them.
 DOC_KEYS = ("schema", "schema_version", "source", "workload", "variant", "params", "rank")
 DOC_KEYS += ("env", "created", "nodes")
 DOC_OPTIONAL = ("options", "total_nodes")
@@ -100,11 +110,12 @@ class NodeExport:
             got = show(doc.get("schema"))
             f.fail("", f"not a graph-harness node export (schema {got}, expected {SCHEMA!r})")
         version = doc.get("schema_version")
-        if type(version) is not int or version != SCHEMA_VERSION:  # not True, not 1.0
+        if type(version) is not int or version not in READABLE_VERSIONS:  # not True, 1.0
             f.fail(
                 "",
-                f"export schema version {show(version)} is not the supported "
-                f"{SCHEMA_VERSION}; re-export it with this graph-harness",
+                f"export schema version {show(version)} is not one this graph-harness reads "
+                f"({', '.join(map(str, READABLE_VERSIONS))}); re-export it with this "
+                "graph-harness",
             )
         f.keys("", doc, DOC_KEYS, DOC_OPTIONAL)
         f.string("source", doc["source"], choices=SOURCES)
@@ -116,7 +127,7 @@ class NodeExport:
         f.scalars("options", doc.get("options", {}))
         f.string("created", doc["created"])
         listed = f.array("nodes", doc["nodes"])
-        nodes = [_check_node(f, i, n, len(listed)) for i, n in enumerate(listed)]
+        nodes = [_check_node(f, i, n, len(listed), version) for i, n in enumerate(listed)]
         export = cls(
             source=doc["source"],
             workload=doc["workload"],
@@ -140,11 +151,13 @@ class NodeExport:
         return cls.from_dict(load_json(path, "export"), where=str(path))
 
 
-def _check_node(f: Fields, i: int, n: object, count: int) -> dict[str, Any]:
-    """Node `i` of `count`, checked; a fresh dict (the document's lists are not shared)."""
+def _check_node(f: Fields, i: int, n: object, count: int, version: int) -> dict[str, Any]:
+    """Node `i` of `count`, checked; a fresh dict (the document's lists are not shared).
+    A version-1 node gets the scope columns of its flat (stage, step) scope."""
     p = f"nodes[{i}]"
     f.obj(p, n)
-    f.keys(p, n, tuple(COLUMNS), NODE_OPTIONAL)
+    listed = [c for c in COLUMNS if version > 1 or c not in _V1_MISSING]
+    f.keys(p, n, tuple(listed), NODE_OPTIONAL)
     if f.integer(f"{p}.index", n["index"]) != i:
         f.expected(f"{p}.index", f"{i} (the node's position)", n["index"])
     f.string(f"{p}.type", n["type"])
@@ -160,7 +173,17 @@ def _check_node(f: Fields, i: int, n: object, count: int) -> dict[str, Any]:
                 f.integer(f"{p}.{key}[{j}]", d, lo=0, hi=2**32)
     f.integer(f"{p}.stage", n["stage"], lo=0, none=True)
     f.string(f"{p}.step", n["step"])
+    if version == 1:
+        n = {**n, **_v1_scope(n["stage"], n["step"])}
+    f.string(f"{p}.scope", n["scope"])
+    path = f.array(f"{p}.scope_path", n["scope_path"])
+    for j, label in enumerate(path):
+        f.string(f"{p}.scope_path[{j}]", label)
+    if (path[-1] if path else UNSCOPED) != n["scope"]:
+        want = f"{show(n['scope'])} last (the innermost scope)" if path else "[] (unscoped)"
+        f.expected(f"{p}.scope_path", want, path)
     node = {k: n[k] for k in COLUMNS}
+    node["scope_path"] = list(path)
     for key in ("deps", *[k for k in NODE_OPTIONAL if k in n]):
         refs = f.array(f"{p}.{key}", n[key])
         for j, d in enumerate(refs):
@@ -174,6 +197,13 @@ def _check_node(f: Fields, i: int, n: object, count: int) -> dict[str, Any]:
     for key in ("grid", "block"):
         node[key] = None if n[key] is None else list(n[key])
     return node
+
+
+def _v1_scope(stage: int | None, step: str) -> dict[str, Any]:
+    if step == UNSCOPED and stage is None:
+        return {"scope": UNSCOPED, "scope_path": []}
+    label = ScopeKey(stage, step).label
+    return {"scope": label, "scope_path": [label]}
 
 
 def summarize(export: NodeExport) -> dict[str, pd.DataFrame]:

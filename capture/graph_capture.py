@@ -22,7 +22,7 @@ class CaptureError(RuntimeError):
 @dataclass
 class Captured:
     graph: torch.cuda.CUDAGraph  # kept: raw_cuda_graph() is readable
-    marks: list[ScopeMark]
+    marks: list[ScopeMark]  # the scope boundaries, with their capture frontiers
 
 
 def capture_graph(
@@ -66,7 +66,8 @@ def capture_graph(
                 fn()
         except BaseException as e:
             _abandon(graph)
-            where = recorder.failed_in.label if recorder.failed_in else "outside any scope"
+            failed = recorder.innermost_failed()
+            where = failed.label if failed else "outside any scope"
             raise CaptureError(
                 f"capture failed in {where}: {type(e).__name__}: {e}. Inside a capture, "
                 "nothing may synchronize (.item(), .cpu(), printing a CUDA tensor) or "

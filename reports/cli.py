@@ -142,6 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
         "the current folder searched last, or as path/to/file.py), then FUNCTION(), which "
         "returns the zero-argument step to capture",
     )
+    _module_scopes_arg(c)
     c.add_argument(
         "--pdl",
         action="store_true",
@@ -196,10 +197,46 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "report", parents=[common], help="counts, deltas, replays and plots into one folder"
     )
+    p.add_argument(
+        "--target",
+        action="append",
+        metavar="MODULE:FUNCTION",
+        help="report on your own step instead of the round (IMPORTS AND RUNS your code, as "
+        "count --target); give two for their delta (the first is A)",
+    )
+    _module_scopes_arg(p)
     _round_args(p)
     _timing_args(p)
     _out_args(p, required=True)
     return ap
+
+
+def _module_scopes_arg(p) -> None:
+    p.add_argument(
+        "--module-scopes",
+        nargs="?",
+        const="all",
+        default=False,
+        type=_depth,
+        metavar="DEPTH",
+        help="with --target: attribute nodes to the model's modules by qualified name "
+        "(layers.3.attention), down to DEPTH parts (layers.3 is 2; default: every level). "
+        "The step FUNCTION() returns must carry the model as `step.module`",
+    )
+
+
+def _depth(text: str) -> int | None:
+    if text == "all":
+        return None
+    try:
+        d = int(text)
+    except ValueError:
+        d = 0
+    if d < 1:
+        raise argparse.ArgumentTypeError(
+            f"DEPTH must be an int >= 1 (parts of a qualified name: layers.3 is 2), got {text!r}"
+        )
+    return d
 
 
 # --- main: streams, signals, exit codes ---------------------------------------------------

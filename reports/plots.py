@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from graph_harness.capture import STEPS, NodeExport
+from graph_harness.capture.rollup import tree_order
 
 
 def _plt():
@@ -112,4 +113,19 @@ def waterfall(
     ax.set_xticks(range(len(names)), names, rotation=15)
     ax.set_ylabel(unit)
     ax.set_title(title)
+    return _save(fig, path)
+
+
+def nodes_per_module(per_module: pd.DataFrame, depth: int, path: Path) -> Path:
+    """Nodes per module cut to `depth`, one bar group per module, one bar per export."""
+    plt = _plt()
+    wide = per_module.pivot_table(index="scope", columns="name", values="nodes", fill_value=0)
+    wide = wide[list(dict.fromkeys(per_module.name))]  # exports in the order given
+    wide = wide.loc[sorted(wide.index, key=tree_order)]  # layers.2 before layers.10
+    fig, ax = plt.subplots(figsize=(8, max(3.0, 0.3 * len(wide) + 1)))
+    wide.iloc[::-1].plot.barh(ax=ax, width=0.8)
+    ax.set_xlabel("nodes")
+    ax.set_ylabel(f"module (qualified name, {depth} parts)")
+    ax.set_title("Nodes per module")
+    ax.grid(alpha=0.3, axis="x")
     return _save(fig, path)

@@ -7,6 +7,7 @@ import math
 from rich.table import Table
 
 from graph_harness.capture import STEPS, NodeExport
+from graph_harness.capture.rollup import scope_tree
 from graph_harness.reports.kernel_names import short_names
 
 
@@ -17,6 +18,8 @@ def source_note(export: NodeExport) -> str:
 
 
 def totals_table(exports: list[NodeExport]) -> Table:
+    if any(e.workload != "decode-round" for e in exports):
+        return workload_totals_table(exports)
     src = source_note(exports[0])
     t = Table(title=f"Nodes per round - {src}")
     t.add_column("variant", no_wrap=True)
@@ -37,6 +40,67 @@ def totals_table(exports: list[NodeExport]) -> Table:
     return t
 
 
+def workload_totals_table(exports: list[NodeExport]) -> Table:
+    """Totals of any workload: by node type; no round columns. A workload's name is one
+    unbroken cell (a qualified name never wraps mid-word)."""
+    t = Table(title=f"Nodes per call - {source_note(exports[0])}")
+    t.add_column("workload", no_wrap=True)
+    t.add_column("compiled", no_wrap=True)
+    t.add_column("total", justify="right")
+    types = sorted({n for e in exports for n in e.frame()["type"].unique()})
+    for ty in types:
+        t.add_column(ty, justify="right", no_wrap=True)
+    for e in exports:
+        per_type = e.frame().groupby("type").size()
+        compiled = e.options.get("compiled")
+        t.add_row(
+            e.variant or e.workload.removeprefix("callable:"),
+            "-" if compiled is None else ("yes" if compiled else "no"),
+            str(e.total),
+            *(str(int(per_type.get(ty, 0))) for ty in types),
+        )
+    return t
+
+
+def scope_tree_table(export: NodeExport, depth: int | None = None) -> Table:
+    """Nodes per scope, as a tree rolled up by qualified-name prefix: `nodes` counts all
+    under a scope, `own` those in it and in none of its children."""
+    tree = scope_tree(export.frame(), depth)
+    name = export.variant or export.workload.removeprefix("callable:")
+    t = Table(title=f"{name}: nodes by scope (modules nest; each level sums to its parent)")
+    t.add_column("scope", no_wrap=True)
+    for c in ("nodes", "own", "share"):
+        t.add_column(c, justify="right", no_wrap=True)
+    total = max(export.total, 1)
+    for r in tree.itertuples():
+        label = r.scope if r.depth == 0 else "  " * (r.depth - 1) + r.scope
+        t.add_row(label, str(r.nodes), str(r.own), f"{100 * r.nodes / total:.1f}%")
+    return t
+
+
+def per_kernel_table(export: NodeExport, *, top: int = 30) -> Table:
+    """The most frequent kernels (CPU: ATen ops), with how many scopes each appears in."""
+    df = export.frame()
+    df["kernel"] = df["kernel"].fillna("").replace("", "-")
+    grouped = df.groupby(["type", "kernel"]).agg(
+        nodes=("index", "size"), scopes=("scope", "nunique")
+    )
+    grouped = grouped.sort_values("nodes", ascending=False).reset_index()
+    names = short_names(grouped.kernel)
+    name = export.variant or export.workload.removeprefix("callable:")
+    t = Table(title=f"{name}: nodes by type and kernel")
+    t.add_column("type", no_wrap=True)
+    t.add_column("kernel", overflow="fold")
+    t.add_column("nodes", justify="right", no_wrap=True)
+    t.add_column("scopes", justify="right", no_wrap=True)
+    for r in grouped.head(top).itertuples():
+        t.add_row(r.type, names.get(r.kernel, r.kernel), str(r.nodes), str(r.scopes))
+    if len(grouped) > top:
+        rest = grouped.iloc[top:]
+        t.add_row("", f"... {len(rest)} more kernels", str(int(rest.nodes.sum())), "")
+    return t
+
+
 def per_stage_table(export: NodeExport) -> Table:
     df = export.frame()
     grid = df.groupby(["stage", "step"], dropna=False).size().unstack(fill_value=0)
@@ -52,19 +116,35 @@ def per_stage_table(export: NodeExport) -> Table:
     return t
 
 
-def delta_tables(d) -> list[Table]:
-    """Tables of a NodeDelta: by step, by type, by kernel (the rows that differ)."""
+def delta_tables(d, depth: int | None = None) -> list[Table]:
+    """Tables of a NodeDelta: by step (a round) or by scope (any other workload: the
+    scope tree to `depth`, rows that differ and every top-level one), by type, by kernel
+    (the rows that differ)."""
     a, b = d.label(d.a), d.label(d.b)
     names = short_names(d.by_kernel.kernel)
     out = []
+    if d.is_round:
+        first = ("by step (per round)", d.by_step, ["step"])
+    else:
+        tree = d.by_scope
+        keep = (tree.depth <= 1) | (tree.delta != 0)
+        if depth is not None:
+            keep &= tree.depth <= depth
+        tree = tree[keep].assign(
+            scope=[
+                ("  " * (r.depth - 1) + r.scope) if r.depth else "(all)"
+                for r in tree[keep].itertuples()
+            ]
+        )
+        first = ("by scope (modules nest; rows that differ)", tree, ["scope"])
     for title, df, keys in (
-        ("by step (per round)", d.by_step, ["step"]),
+        first,
         ("by node type", d.by_type, ["type"]),
         ("by kernel (rows that differ)", d.by_kernel, ["type", "kernel"]),
     ):
         t = Table(title=f"{a} -> {b}: {title}")
         for k in keys:
-            t.add_column(k, overflow="fold")
+            t.add_column(k, no_wrap=k == "scope", overflow="fold")
         for c in (a, b, "delta"):
             t.add_column(c, justify="right", no_wrap=True)
         for row in df.itertuples(index=False):

@@ -9,6 +9,12 @@ Two forms:
 - `path/to/file.py:FUNCTION`: loaded from that file (its folder is searched last too, for
   its own sibling imports).
 
+For `count --module-scopes`, the step carries the model it runs as an attribute,
+`step.module = model` (a function's attribute, or an attribute of a callable object):
+nodes are then attributed to that model's submodules by qualified name. The factory keeps
+the choice of which module is "the model" (the eager one when the step runs a compiled
+wrapper of it, as examples/llama_decode.py does).
+
 The returned callable is wrapped so that `sys.exit()` inside it becomes an error that says
 so, instead of ending graph-harness with nothing written.
 """
@@ -40,6 +46,21 @@ class Target:
     module: ModuleType
     root: Path | None  # the folder the user's code lives in, to find their frames
     step: object  # the zero-argument callable the factory returned
+    step_module: object | None = None  # `step.module`: the model, for --module-scopes
+
+    def model(self):
+        """The step's model for --module-scopes; TargetUsageError saying how otherwise."""
+        import torch
+
+        m = self.step_module
+        if not isinstance(m, torch.nn.Module):
+            got = "has none" if m is None else f"is a {type(m).__name__}"
+            raise TargetUsageError(
+                f"--module-scopes needs the model: the step {self.spec!r} returned must carry "
+                f"it as `step.module = model` (a torch.nn.Module; its `.module` {got}); see "
+                "examples/llama_decode.py"
+            )
+        return m
 
 
 def _append_path(folder: str) -> None:
@@ -109,7 +130,8 @@ def load_target(spec: str) -> Target:
             "return the zero-argument step to count"
         )
     root = _root_of(mod)
-    return Target(spec, mod, root, _guard_exit(step, spec, "in its step"))
+    model = getattr(step, "module", None)
+    return Target(spec, mod, root, _guard_exit(step, spec, "in its step"), model)
 
 
 def root_guess(spec: str) -> Path:

@@ -68,3 +68,38 @@ def waiting():
         x.add_(1)
 
     return step
+
+
+def compiled_mlp():
+    """A step through torch.compile: counted on a GPU, refused on the CPU."""
+    model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU())
+    run = torch.compile(model)
+    x = torch.randn(4, 16)
+
+    @torch.no_grad()
+    def step():
+        return run(x)
+
+    step.module = model
+    return step
+
+
+def _example():
+    import importlib.util
+    import sys
+
+    path = Path(__file__).resolve().parents[1] / "examples" / "llama_decode.py"
+    spec = importlib.util.spec_from_file_location("llama_decode_for_tests", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def tiny_llama_one_layer():
+    """The example's tiny preset with one layer fewer: a change for `delta` and reports."""
+    import dataclasses
+
+    ex = _example()
+    ex.PRESETS["tiny-1"] = dataclasses.replace(ex.PRESETS["tiny"], n_layer=1)
+    return ex.make_step(preset="tiny-1")

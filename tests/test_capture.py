@@ -89,7 +89,7 @@ def test_export_roundtrip_and_schema(tmp_path):
     e = count_round(SMALL, "fused", "cpu").export
     path = e.write_json(tmp_path / "nodes.json")
     doc = json.loads(path.read_text())
-    assert doc["schema"] == "graph-harness/nodes" and doc["schema_version"] == 1
+    assert doc["schema"] == "graph-harness/nodes" and doc["schema_version"] == 2
     assert doc["source"] == "cpu-dispatch" and doc["params"] == SMALL.as_dict()
     assert doc["total_nodes"] == e.total and {"torch", "triton", "device"} <= set(doc["env"])
     back = NodeExport.read_json(path)
@@ -149,16 +149,32 @@ def test_capture_and_count_user_callable_cpu():
     assert df.groupby("step").size().to_dict() == {"mlp": 2, "unscoped": 1}
 
 
-def test_scopes_are_flat():
-    from graph_harness.capture.scopes import Recorder, recording
+def test_round_nodes_carry_their_scope_columns():
+    df = count_round(SMALL, "shipped", "cpu").export.frame()
+    # the round's scopes are flat: each node's path is its one (stage, step) scope
+    labels = [f"stage{s}/{t}" for s, t in zip(df["stage"], df["step"])]
+    assert df["scope"].tolist() == labels
+    assert df["scope_path"].map(tuple).tolist() == [(x,) for x in labels]
 
-    with (
-        recording(Recorder()),
-        pytest.raises(RuntimeError, match="scopes are flat"),
-        scope("a"),
-        scope("b"),
-    ):
-        pass
+
+def test_version_1_exports_are_read(tmp_path):
+    e = count_round(SMALL, "fused", "cpu").export
+    doc = json.loads(json.dumps(e.to_dict()))  # a copy: to_dict shares the node dicts
+    doc["schema_version"] = 1
+    for n in doc["nodes"]:
+        del n["scope"], n["scope_path"]
+    doc["nodes"][0].update(stage=None, step="unscoped")  # an unscoped node, as v1 wrote it
+    back = NodeExport.from_dict(doc)
+    assert back.nodes[0]["scope"] == "unscoped" and back.nodes[0]["scope_path"] == []
+    assert [n["scope"] for n in back.nodes[1:]] == [n["scope"] for n in e.nodes[1:]]
+    assert back.to_dict()["schema_version"] == 2
+
+
+def test_scope_path_must_end_in_the_scope():
+    doc = count_round(SMALL, "fused", "cpu").export.to_dict()
+    doc["nodes"][2]["scope_path"] = ["stage0/other"]
+    with pytest.raises(ExportError, match=r"nodes\[2\]\.scope_path: expected .* last"):
+        NodeExport.from_dict(doc)
 
 
 # --- on the GPU ------------------------------------------------------------------

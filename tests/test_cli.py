@@ -385,6 +385,83 @@ def test_target_callable(tmp_path):
     assert r.returncode == 2 and "MODULE:FUNCTION" in r.stderr
 
 
+LLAMA = str(REPO / "examples" / "llama_decode.py")
+
+
+def test_target_with_module_scopes(tmp_path):
+    # the example's tiny preset, attributed by module two levels deep
+    args = ["count", "--target", f"{LLAMA}:make_tiny_step", "--module-scopes"]
+    r = run(*args, "2", "--json")
+    assert r.returncode == 0, r.stderr
+    (export,) = json.loads(r.stdout)["exports"].values()
+    nodes = [n for n in export["nodes"] if n["type"] not in ("view", "alloc")]
+    assert export["schema_version"] == 2 and len(nodes) == export["total_nodes"]
+    scopes = {n["scope"] for n in nodes}
+    assert {"layers.0", "layers.1", "norm", "output", "tok_embeddings"} <= scopes
+    assert max(len(n["scope_path"]) for n in nodes) == 1  # the blocks are already depth 2
+    unscoped = run("count", "--target", f"{LLAMA}:make_tiny_step", "--json")
+    (plain,) = json.loads(unscoped.stdout)["exports"].values()
+    assert plain["total_nodes"] == export["total_nodes"]  # scopes change no count
+    # the tables: a scope tree and kernels, no round columns, no "vs None"
+    r = run(*args, "--out", str(tmp_path / "deep"))  # every level
+    assert r.returncode == 0, r.stderr
+    assert "layers.1.feed_forward" in r.stdout and "nodes by type and kernel" in r.stdout
+    for absent in ("topk", "compaction", "vs None", "per round"):
+        assert absent not in r.stdout, absent
+    # delta against the same step unscoped: the same total, every module on one side
+    (tmp_path / "plain.json").write_text(json.dumps(plain))
+    r = run("delta", str(tmp_path / "plain.json"), str(tmp_path / "deep" / "nodes-target.json"))
+    assert r.returncode == 0, r.stderr
+    assert "+0 nodes" in r.stdout and "by scope" in r.stdout and "(B)" in r.stdout
+    assert "layers.1.feed_forward.w2" in r.stdout
+
+
+def test_report_for_two_targets(tmp_path):
+    out = tmp_path / "rep"
+    r = run(
+        "report",
+        "--target",
+        f"{LLAMA}:make_tiny_step",
+        "--target",
+        "tests.targets:tiny_llama_one_layer",
+        "--module-scopes",
+        "--out",
+        str(out),
+    )
+    assert r.returncode == 0, r.stderr
+    names = set(listing(out))
+    for f in ("report.md", "totals.csv", "nodes_per_module.png", "delta_by_scope.csv"):
+        assert f in names, names
+    assert {"nodes-make_tiny_step.json", "nodes-tiny_llama_one_layer.json"} <= names
+    md = (out / "report.md").read_text()
+    assert "round parameters" not in md and "layers.1" in md and "## Delta" in md
+    import csv
+
+    rows = {r["scope"]: r for r in csv.DictReader((out / "delta_by_scope.csv").open())}
+    assert int(rows["layers.1"]["b"]) == 0 and int(rows["layers.1"]["delta"]) < 0
+    assert int(rows["layers.0"]["delta"]) == 0  # the layer both have is the same work
+    r = run("report", "--target", "tests.targets:small_mlp", "--trials", "3", "--out", str(out))
+    assert r.returncode == 2 and "--trials applies to the built-in round" in r.stderr
+
+
+def test_module_scopes_usage_errors():
+    r = run("count", "--module-scopes", "2", *SMALL)
+    assert r.returncode == 2 and "needs --target" in r.stderr
+    r = run("count", "--target", "tests.targets:small_mlp", "--module-scopes", "0")
+    assert r.returncode == 2 and "DEPTH must be an int >= 1" in r.stderr
+    r = run("count", "--target", "tests.targets:small_mlp", "--module-scopes")
+    assert r.returncode == 2 and "`step.module = model`" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_compiled_target_on_the_cpu_is_refused_in_one_line():
+    r = run("count", "--target", "tests.targets:compiled_mlp")
+    assert r.returncode == 1, r.stdout + r.stderr
+    lines = [x for x in r.stderr.splitlines() if "error" in x]
+    assert len(lines) == 1 and "torch.compile" in lines[0] and "count it on a GPU" in lines[0]
+    assert "Traceback" not in r.stderr and "non-infra" not in r.stderr
+
+
 def test_target_from_a_file_path(tmp_path):
     f = tmp_path / "steps" / "mystep.py"
     f.parent.mkdir()

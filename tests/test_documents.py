@@ -91,20 +91,20 @@ BAD_EXPORTS = [
     (
         "version true",
         edit("schema_version", True),
-        f"{X}: export schema version true is not the supported 1; re-export it with this "
-        "graph-harness",
+        f"{X}: export schema version true is not one this graph-harness reads (1, 2); "
+        "re-export it with this graph-harness",
     ),
     (
         "version 1.0",
         edit("schema_version", 1.0),
-        f"{X}: export schema version 1.0 is not the supported 1; re-export it with this "
-        "graph-harness",
+        f"{X}: export schema version 1.0 is not one this graph-harness reads (1, 2); "
+        "re-export it with this graph-harness",
     ),
     (
         "version missing",
         edit("schema_version", delete=True),
-        f"{X}: export schema version null is not the supported 1; re-export it with this "
-        "graph-harness",
+        f"{X}: export schema version null is not one this graph-harness reads (1, 2); "
+        "re-export it with this graph-harness",
     ),
     (
         "schema wrong",
@@ -221,6 +221,67 @@ def test_bad_export_documents(case, change, message):
     with pytest.raises(ExportError) as info:
         NodeExport.from_dict(doc, where=X)
     assert str(info.value) == message
+
+
+def export_doc_v2():
+    """The same export as version 2 writes it: nested scope columns on every node."""
+    doc = dict(export_doc(), schema_version=2)
+    doc["nodes"] = [
+        dict(n, scope=f"stage0/{n['step']}", scope_path=["layers", f"stage0/{n['step']}"])
+        for n in doc["nodes"]
+    ]
+    return doc
+
+
+BAD_V2 = [
+    (
+        "scope missing",
+        edit("nodes.0.scope", delete=True),
+        f"{X}: nodes[0]: missing key 'scope'",
+    ),
+    (
+        "scope_path a str",
+        edit("nodes.1.scope_path", "layers"),
+        f'{X}: nodes[1].scope_path: expected a list, got "layers"',
+    ),
+    (
+        "scope_path of ints",
+        edit("nodes.1.scope_path", [3]),
+        f"{X}: nodes[1].scope_path[0]: expected a str, got 3",
+    ),
+    (
+        "scope not the innermost",
+        edit("nodes.1.scope", "layers"),
+        f'{X}: nodes[1].scope_path: expected "layers" last (the innermost scope), got a list of 2',
+    ),
+    (
+        "unscoped with a path",
+        edit("nodes.1.scope", "unscoped"),
+        f'{X}: nodes[1].scope_path: expected "unscoped" last (the innermost scope), '
+        "got a list of 2",
+    ),
+    (
+        "empty path, scoped",
+        edit("nodes.1.scope_path", []),
+        f"{X}: nodes[1].scope_path: expected [] (unscoped), got a list of 0",
+    ),
+]
+
+
+@pytest.mark.parametrize("case,change,message", BAD_V2, ids=[c[0] for c in BAD_V2])
+def test_bad_v2_scope_columns(case, change, message):
+    with pytest.raises(ExportError) as info:
+        NodeExport.from_dict(change(export_doc_v2()), where=X)
+    assert str(info.value) == message
+
+
+def test_v2_document_reads_and_v1_gets_scope_columns():
+    v2 = NodeExport.from_dict(export_doc_v2(), where=X)
+    assert v2.nodes[1]["scope_path"] == ["layers", "stage0/pack"]
+    v1 = NodeExport.from_dict(export_doc(), where=X)
+    steps = ("topk", "pack", "select", "copy")
+    assert [n["scope_path"] for n in v1.nodes] == [[f"stage0/{s}"] for s in steps]
+    assert v1.to_dict()["schema_version"] == 2
 
 
 def test_valid_export_document_reads():

@@ -27,19 +27,20 @@ def check_flags(args) -> None:
         flags += ["--variant"] * bool(args.variant) + ["--pdl"] * args.pdl
         flags += ["--per-stage"] * args.per_stage + ["--distributed"] * args.distributed
         refuse(flags, "apply to the built-in round, not to --target: drop them")
+    elif args.module_scopes is not False:
+        raise UsageError(
+            "--module-scopes attributes a model's nodes to its modules: it needs --target "
+            "(the built-in round has its own stage and step scopes)"
+        )
 
 
 def run(args, io: IO) -> int:
     check_flags(args)
     if args.distributed:
         return run_distributed(args, io)
-    from graph_harness.capture import capture_and_count, count_round
+    from graph_harness.capture import count_round
 
     if args.target:
-        from graph_harness.reports.target import TargetError, load_target, root_guess
-
-        io.target_root = root_guess(args.target)  # errors while importing point there
-
         names, params = ["target"], None
     else:
         names, params = args.variant or list(VARIANTS), round_params(args)
@@ -49,14 +50,7 @@ def run(args, io: IO) -> int:
         banner(io)
         exports = []
         if args.target:
-            target = load_target(args.target)
-            io.target_root = target.root
-            exports.append(capture_and_count(target.step))
-            if exports[0].total == 0:
-                raise TargetError(
-                    f"--target {args.target!r}: its step issued no work (0 nodes); it must "
-                    "launch the work to count, not only prepare it"
-                )
+            exports.append(count_target(args.target, args.module_scopes, io))
         else:
             for v in names:
                 io.err.print(f"capturing {v} ...", style="dim")
@@ -65,7 +59,8 @@ def run(args, io: IO) -> int:
             for name, e in zip(names, exports):
                 e.write_json(tmp / f"nodes-{name}.json")
                 e.write_dot(tmp / f"graph-{name}.dot")
-    show(io, dict(zip(names, exports)), per_stage=args.per_stage)
+    depth = None if args.module_scopes in (False, None) else args.module_scopes
+    show(io, dict(zip(names, exports)), per_stage=args.per_stage, depth=depth)
     wrote(io, args, f"{len(exports)} exports")
     return 0
 
@@ -76,8 +71,35 @@ def _cuda() -> bool:
     return torch.cuda.is_available()
 
 
-def show(io: IO, exports: dict, *, per_stage: bool) -> None:
-    from graph_harness.reports.tables import per_stage_table, totals_table
+def count_target(spec: str, depth, io: IO):
+    """Import and run the target (its code), count its step; with `depth` not False, by
+    the modules of its `step.module` down to `depth` (None: every level)."""
+    from graph_harness.capture import capture_and_count, module_scopes
+    from graph_harness.reports.target import TargetError, load_target, root_guess
+
+    io.target_root = root_guess(spec)  # errors while importing point there
+    target = load_target(spec)
+    io.target_root = target.root
+    if depth is False:
+        export = capture_and_count(target.step)
+    else:
+        with module_scopes(target.model(), depth=depth):
+            export = capture_and_count(target.step)
+    if export.total == 0:
+        raise TargetError(
+            f"--target {spec!r}: its step issued no work (0 nodes); it must "
+            "launch the work to count, not only prepare it"
+        )
+    return export
+
+
+def show(io: IO, exports: dict, *, per_stage: bool, depth: int | None = None) -> None:
+    from graph_harness.reports.tables import (
+        per_kernel_table,
+        per_stage_table,
+        scope_tree_table,
+        totals_table,
+    )
 
     if io.json:
         io.print_json(
@@ -90,6 +112,11 @@ def show(io: IO, exports: dict, *, per_stage: bool) -> None:
         return
     io.out.print(totals_table(list(exports.values())))
     listed = list(exports.values())
+    if listed[0].workload != "decode-round":  # a user's step: its scope tree and kernels
+        for e in listed:
+            io.out.print(scope_tree_table(e, depth))
+            io.out.print(per_kernel_table(e))
+        return
     for e in listed if per_stage else listed[:1]:
         io.out.print(per_stage_table(e))
 

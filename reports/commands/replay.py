@@ -6,10 +6,13 @@ from __future__ import annotations
 from graph_harness.capture.params import VARIANTS
 from graph_harness.reports.commands.console import (
     IO,
+    UsageError,
     banner,
     command_line,
+    given_round_flags,
     given_timing_flags,
     progress,
+    refuse,
     replay_settings,
     require_cuda,
     round_params,
@@ -52,6 +55,8 @@ def run_replay(args, io: IO) -> int:
 def run_report(args, io: IO) -> int:
     import torch
 
+    if args.target or args.module_scopes is not False:
+        return run_target_report(args, io)
     from graph_harness.capture import count_round
     from graph_harness.capture.replay import run_replays
     from graph_harness.reports.report import write_report
@@ -81,5 +86,35 @@ def run_report(args, io: IO) -> int:
                 )
                 skipped = None
         write_report(tmp, exports, replay, command=command_line(), skipped=skipped)
+    io.err.print(f"wrote {args.out / 'report.md'}", markup=False)
+    return 0
+
+
+def run_target_report(args, io: IO) -> int:
+    from graph_harness.reports.commands.count import count_target
+    from graph_harness.reports.target_report import write_target_report
+
+    if not args.target:
+        raise UsageError(
+            "--module-scopes attributes a model's nodes to its modules: it needs --target"
+        )
+    if len(args.target) > 2:
+        raise UsageError(
+            f"report takes one --target, or two for their delta; got {len(args.target)}"
+        )
+    refuse(
+        given_round_flags(args) + given_timing_flags(args),
+        "apply to the built-in round, not to --target: drop them",
+    )
+    names = [spec.rpartition(":")[2] for spec in args.target]
+    if len(names) == 2 and names[0] == names[1]:
+        names = [f"{names[0]}-a", f"{names[1]}-b"]
+    with staged(args, io) as tmp:
+        banner(io)
+        exports = {}
+        for name, spec in zip(names, args.target):
+            io.err.print(f"counting {spec} ...", style="dim", markup=False)
+            exports[name] = count_target(spec, args.module_scopes, io)
+        write_target_report(tmp, exports, command=command_line())
     io.err.print(f"wrote {args.out / 'report.md'}", markup=False)
     return 0

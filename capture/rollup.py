@@ -1,0 +1,87 @@
+"""Scope totals rolled up by prefix: nodes per module (or scope) at any depth.
+
+A node's place in the scope tree comes from its `scope_path`: each label adds the parts
+it extends its enclosing label by (`layers.3` inside nothing adds `layers`, `3`;
+`layers.3.attention` inside `layers.3` adds `attention`; a label that does not extend its
+parent, such as a user's `sample` inside `layers.3`, adds itself whole). So a ModuleList
+that is never called itself (`layers`) is still a level, as its qualified name says, and
+`layers.3` is at depth 2 however the scopes were opened.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from graph_harness.capture.scopes import UNSCOPED
+
+
+def tree_parts(path) -> tuple[str, ...]:
+    """The scope-tree position of a node whose enclosing scopes are `path`."""
+    parts: list[str] = []
+    prev = None
+    for label in path:
+        if label == prev:  # a compiled wrapper and the module inside it: one level
+            continue
+        if prev is not None and label.startswith(prev + "."):
+            parts.extend(label[len(prev) + 1 :].split("."))
+        elif "/" in label:  # the built-in round's stageN/step: one part
+            parts.append(label)
+        else:
+            parts.extend(label.split("."))
+        prev = label
+    return tuple(parts)
+
+
+def tree_label(parts: tuple[str, ...]) -> str:
+    return ".".join(parts) if parts else UNSCOPED
+
+
+def at_depth(frame: pd.DataFrame, depth: int | None) -> pd.Series:
+    """Each node's scope cut to `depth` parts (None: its full position), as a label."""
+    return frame["scope_path"].map(
+        lambda p: tree_label(tree_parts(p)[: None if depth is None else depth])
+    )
+
+
+def per_scope(frame: pd.DataFrame, depth: int | None = None) -> pd.Series:
+    """Nodes per scope cut to `depth`; sums to the frame's nodes at every depth."""
+    return at_depth(frame, depth).value_counts().sort_index().rename("nodes")
+
+
+ROOT = "(all)"  # the scope tree's root: every node; its `own` are the unscoped ones
+
+
+def scope_tree(frame: pd.DataFrame, depth: int | None = None) -> pd.DataFrame:
+    """Every position of the scope tree down to `depth`: `scope` (label; the root is
+    "(all)"), `depth`, `nodes` (all nodes under it, itself included) and `own` (nodes in
+    it and in no child), in tree order. Rows at one depth sum, with shallower `own`s, to
+    the total."""
+    parts = frame["scope_path"].map(tree_parts)
+    counts = parts.value_counts()
+    total: dict[tuple[str, ...], int] = {}
+    own: dict[tuple[str, ...], int] = {}
+    for p, n in counts.items():
+        cut = p[: None if depth is None else depth]
+        own[cut] = own.get(cut, 0) + int(n)
+        for d in range(len(cut) + 1):
+            total[cut[:d]] = total.get(cut[:d], 0) + int(n)
+    rows = [
+        {
+            "scope": tree_label(p) if p else ROOT,
+            "depth": len(p),
+            "nodes": total[p],
+            "own": own.get(p, 0),
+        }
+        for p in sorted(total, key=_parts_order)
+    ]
+    return pd.DataFrame(rows, columns=["scope", "depth", "nodes", "own"])
+
+
+def _parts_order(parts: tuple[str, ...]):
+    # numbers in numeric order (layers.2 before layers.10)
+    return [(0, int(x), "") if x.isdigit() else (1, 0, x) for x in parts]
+
+
+def tree_order(label: str):
+    """A sort key putting scope labels in tree order (parents first, layers.2 < layers.10)."""
+    return [] if label in (UNSCOPED, ROOT) else _parts_order(tuple(label.split(".")))

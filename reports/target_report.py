@@ -1,0 +1,84 @@
+"""The report folder for your own step(s) (`report --target`): counts by module, the
+delta when given two, plots. The same kind of folder as the round's report (report.md
+readable alone, CSV of every table, the JSON exports, PNGs); every figure comes from
+the exports, nothing typed in."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from graph_harness.capture import NodeExport
+from graph_harness.capture.delta import node_delta
+from graph_harness.capture.rollup import per_scope, scope_tree
+from graph_harness.reports import plots
+from graph_harness.reports.kernel_names import short_names
+from graph_harness.reports.report import _md, header
+
+PLOT_DEPTH = 2  # modules per bar chart: layers.i for a transformer
+
+
+def write_target_report(folder: Path, exports: dict[str, NodeExport], *, command: str) -> Path:
+    """Write report.md and its files into `folder` (which must exist and be empty).
+    `exports`: one or two, by name (the first is A of the delta)."""
+    lines = [x for x in header(exports, command) if not x.startswith("- round parameters")]
+    lines += modules_section(folder, exports)
+    if len(exports) == 2:
+        lines += target_delta_section(folder, exports)
+    (folder / "report.md").write_text("\n".join(lines) + "\n")
+    return folder / "report.md"
+
+
+def modules_section(folder: Path, exports: dict[str, NodeExport]) -> list[str]:
+    totals = pd.DataFrame(
+        [
+            dict(name=n, workload=e.workload, compiled=e.options.get("compiled"), nodes=e.total)
+            for n, e in exports.items()
+        ]
+    )
+    totals.to_csv(folder / "totals.csv", index=False)
+    lines = ["## Nodes per call", "", _md(totals), ""]
+    rows = []
+    for n, e in exports.items():
+        e.write_json(folder / f"nodes-{n}.json")
+        df = e.frame()
+        df.to_csv(folder / f"nodes-{n}.csv", index=False)
+        tree = scope_tree(df)
+        tree.to_csv(folder / f"scopes-{n}.csv", index=False)
+        shown = tree[tree.depth <= PLOT_DEPTH + 1]
+        lines += [f"### {n}: nodes by scope (each level sums to its parent)", "", _md(shown), ""]
+        counts = per_scope(df, PLOT_DEPTH)
+        rows.append(pd.DataFrame(dict(name=n, scope=counts.index, nodes=counts.values)))
+    per_module = pd.concat(rows)
+    per_module.to_csv(folder / "nodes_per_module.csv", index=False)
+    plots.nodes_per_module(per_module, PLOT_DEPTH, folder / "nodes_per_module.png")
+    return [*lines, "![nodes per module](nodes_per_module.png)", ""]
+
+
+def target_delta_section(folder: Path, exports: dict[str, NodeExport]) -> list[str]:
+    (a_name, a), (b_name, b) = exports.items()
+    d = node_delta(a, b)
+    d.by_scope.to_csv(folder / "delta_by_scope.csv", index=False)
+    d.by_kernel.to_csv(folder / "delta_by_kernel.csv", index=False)  # full kernel names
+    names = short_names(d.by_kernel.kernel)
+    kernels = d.by_kernel.assign(kernel=d.by_kernel.kernel.map(lambda k: names.get(k, k)))
+    differ = d.by_scope[(d.by_scope.delta != 0) | (d.by_scope.depth <= 1)]
+    return [
+        f"## Delta, {a_name} -> {b_name} (B - A)",
+        "",
+        f"`{d.headline()}`",
+        "",
+        "By scope, every depth (rows that differ, and every top-level one):",
+        "",
+        _md(differ),
+        "",
+        "By node type:",
+        "",
+        _md(d.by_type),
+        "",
+        "By kernel (rows that differ):",
+        "",
+        _md(kernels),
+        "",
+    ]
