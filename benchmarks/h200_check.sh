@@ -32,7 +32,8 @@ case " $* " in *" pack "*)
     --placements 5 > "$OUT/bench-pack.log" 2>&1;;
 esac
 case " $* " in *" model "*)
-  python3 benchmarks/bench_model.py --out "$OUT/model" > "$OUT/bench-model.log" 2>&1;;
+  python3 benchmarks/bench_model.py --out /tmp/model > "$OUT/bench-model.log" 2>&1
+  tar czf "$OUT/model.tgz" -C /tmp model;;  # one file back, whatever the script wrote
 esac
 cat "$OUT/env.txt"
 grep -E "passed|failed|error" "$OUT/pytest-gpu.log" | tail -3
