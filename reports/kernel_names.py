@@ -69,6 +69,6 @@ def short_names(names: Iterable[str | None], width: int = 72) -> dict[str, str]:
     seen = Counter(short.values())
     for n in full:
         if seen[short[n]] > 1:
-            tag = f" #{zlib.crc32(n.encode()):08x}"[:6]
+            tag = f" #{zlib.crc32(n.encode()):08x}"  # 8 hex digits: 1 in 4e9 to collide
             short[n] = _cut(readable(n), width - len(tag)) + tag
     return short
