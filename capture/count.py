@@ -24,7 +24,9 @@ from graph_harness.capture.environment import environment, now
 from graph_harness.capture.export import NodeExport
 from graph_harness.capture.graph_capture import Captured, capture_graph
 from graph_harness.capture.graph_reader import read_graph
+from graph_harness.capture.module_scopes import active_module_scopes
 from graph_harness.capture.params import RoundParams
+from graph_harness.capture.provenance import refine
 from graph_harness.capture.round import DecodeRound
 from graph_harness.capture.scopes import Recorder, recording
 from graph_harness.pools import GraphBufferPool
@@ -99,10 +101,13 @@ def capture_and_count(
     if pool is not None:
         pool.freeze()
     name = getattr(fn, "__qualname__", None) or type(fn).__name__
+    options: dict = {"compiled": bool(compiled)}
     if device.type == "cuda":
         captured = capture_graph(fn, warmup=warmup, graph_pool=graph_pool)
         nodes = nodes_from_graph(read_graph(captured.graph.raw_cuda_graph()), captured.marks)
         source = "cuda-graph"
+        if compiled and (ms := active_module_scopes()) is not None:
+            options["compiled_attribution"] = _refine_compiled(nodes, ms)
     else:
         for _ in range(warmup):
             fn()
@@ -116,7 +121,25 @@ def capture_and_count(
         nodes=nodes,
         env=environment(device),
         created=now(),
-        options={"compiled": bool(compiled)},
+        options=options,
+    )
+
+
+def _refine_compiled(nodes: list[dict], ms) -> str:
+    """Compiled nodes into their modules by Inductor's provenance; what was done, in words."""
+    log = ms.provenance
+    if log is None or not log.supported:
+        return "enclosing scope (this torch has no Inductor provenance tracking)"
+    if not log.graphs:
+        return (
+            "enclosing scope (no compile happened under module_scopes, so no provenance: "
+            "compile or first call the step inside it)"
+        )
+    how = refine(nodes, log.graphs, set(ms.names.values()), ms.known)
+    return (
+        f"inductor provenance: {how['kernel']} nodes by kernel name, "
+        f"{how['extern'] + how['externs']} extern-call nodes by position "
+        f"({how['externs']} shared among calls), {how['fused']} fused across modules"
     )
 
 

@@ -38,11 +38,12 @@ _V1_MISSING = ("scope", "scope_path")
 
 
 # Keys every export has; `options` came later in version 1, `total_nodes` is derived
-# (checked when present), `programmatic_deps` only on nodes that have them.
+# (checked when present), `programmatic_deps` and `fused_modules` (a compiled kernel made
+# from several modules: capture/provenance.py) only on nodes that have them.
 DOC_KEYS = ("schema", "schema_version", "source", "workload", "variant", "params", "rank")
 DOC_KEYS += ("env", "created", "nodes")
 DOC_OPTIONAL = ("options", "total_nodes")
-NODE_OPTIONAL = ("programmatic_deps",)
+NODE_OPTIONAL = ("programmatic_deps", "fused_modules")
 
 
 @dataclass
@@ -64,6 +65,8 @@ class NodeExport:
 
     def frame(self, *, launching_only: bool = True) -> pd.DataFrame:
         df = pd.DataFrame(self.nodes, columns=COLUMNS)
+        # a compiled kernel made from several modules lists them (None on other nodes)
+        df["fused_modules"] = [n.get("fused_modules") for n in self.nodes]
         if launching_only:
             df = df[~df["type"].isin(NON_LAUNCHING)].reset_index(drop=True)
         df["source"] = self.source
@@ -184,7 +187,12 @@ def _check_node(f: Fields, i: int, n: object, count: int, version: int) -> dict[
         f.expected(f"{p}.scope_path", want, path)
     node = {k: n[k] for k in COLUMNS}
     node["scope_path"] = list(path)
-    for key in ("deps", *[k for k in NODE_OPTIONAL if k in n]):
+    if "fused_modules" in n:
+        mods = f.array(f"{p}.fused_modules", n["fused_modules"])
+        for j, m in enumerate(mods):
+            f.string(f"{p}.fused_modules[{j}]", m)
+        node["fused_modules"] = list(mods)
+    for key in ("deps", *[k for k in ("programmatic_deps",) if k in n]):
         refs = f.array(f"{p}.{key}", n[key])
         for j, d in enumerate(refs):
             f.integer(f"{p}.{key}[{j}]", d, lo=0, hi=count)

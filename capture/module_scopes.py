@@ -15,6 +15,9 @@ work lands in whatever scope is open around the call.
 
 from __future__ import annotations
 
+import contextvars
+import warnings
+
 import torch
 from torch import nn
 from torch.nn.modules.module import (
@@ -22,7 +25,12 @@ from torch.nn.modules.module import (
     register_module_forward_pre_hook,
 )
 
+from graph_harness.capture.provenance import ProvenanceLog, collecting
 from graph_harness.capture.scopes import ScopeKey, active_recorder
+
+_active: contextvars.ContextVar[module_scopes | None] = contextvars.ContextVar(
+    "graph_harness_module_scopes", default=None
+)
 
 
 def module_names(module: nn.Module, depth: int | None = None) -> dict[nn.Module, str]:
@@ -52,17 +60,15 @@ class module_scopes:
             export = capture.capture_and_count(step)
 
     Like `capture.scope`, a no-op while nothing is recording and while torch.compile
-    traces. So the nodes of a compiled region go to the innermost scope open around the
-    compiled call: compile the whole model and its nodes are the root's ("unscoped" at
-    module level); compile each block (`layers[i] = torch.compile(layers[i])`) and each
-    block's fused kernels land in `layers.i`.
-
-    Inductor's kernel provenance (which FX nodes, so which modules, a fused kernel came
-    from) is not read. Its pieces exist (torch 2.13: post-grad FX nodes carry
-    `nn_module_stack`, and `trace.provenance_tracking_level=1` maps each kernel to its
-    post-grad nodes), but torch documents the feature as a prototype that will break, and
-    the kernel map is a module global reset around each compile, readable only from
-    inside it; so no attribution here rests on it."""
+    traces: no scope opens inside a compiled region. Its nodes still reach their modules
+    through Inductor's kernel provenance (capture/provenance.py) for every compile that
+    happens inside this context (the warm-up of a step compiled lazily, as
+    `torch.compile` does): each generated kernel and extern call goes to the module its FX
+    nodes came from, a kernel fused across modules to their deepest common module (its
+    node carries `fused_modules`). While open, Inductor compiles with provenance tracking
+    on and its caches off. A step compiled before the context was entered keeps its
+    compiled nodes in the innermost scope open around the compiled call, and the export's
+    options say so (`compiled_attribution`)."""
 
     def __init__(self, module: nn.Module, depth: int | None = None) -> None:
         if not isinstance(module, nn.Module):
@@ -70,6 +76,8 @@ class module_scopes:
                 f"module_scopes needs the model (a torch.nn.Module), got {type(module).__name__}"
             )
         self.names = module_names(module, depth)
+        self.known = set(module_names(module).values())  # every level: resolves paths
+        self.provenance: ProvenanceLog | None = None
         self._handles: list = []
 
     def _pre(self, mod: nn.Module, args) -> None:
@@ -95,10 +103,26 @@ class module_scopes:
             register_module_forward_pre_hook(self._pre),
             register_module_forward_hook(self._post),
         ]
+        self._collect = collecting()
+        self.provenance = self._collect.__enter__()
+        # Our global hooks make torch warn that a compiled module's hooks fire twice: ours
+        # ignore the OptimizedModule wrapper (it has no name here), so the warning is noise.
+        self._warnings = warnings.catch_warnings()
+        self._warnings.__enter__()
+        warnings.filterwarnings("ignore", message=r"Using `torch.compile\(module\)` when there")
+        self._token = _active.set(self)
         return self
 
     def __exit__(self, *exc) -> bool:
+        _active.reset(self._token)
+        self._warnings.__exit__(*exc)
+        self._collect.__exit__(*exc)
         for h in self._handles:
             h.remove()
         self._handles = []
         return False
+
+
+def active_module_scopes() -> module_scopes | None:
+    """The module_scopes context open in this thread or task, if any."""
+    return _active.get()

@@ -53,16 +53,25 @@ ROOT = "(all)"  # the scope tree's root: every node; its `own` are the unscoped 
 
 def scope_tree(frame: pd.DataFrame, depth: int | None = None) -> pd.DataFrame:
     """Every position of the scope tree down to `depth`: `scope` (label; the root is
-    "(all)"), `depth`, `nodes` (all nodes under it, itself included) and `own` (nodes in
-    it and in no child), in tree order. Rows at one depth sum, with shallower `own`s, to
-    the total."""
+    "(all)"), `depth`, `nodes` (all nodes under it, itself included), `own` (nodes in
+    it and in no child) and `fused` (of the own, compiled kernels fused from several
+    modules, which sit in their deepest common one), in tree order. Rows at one depth
+    sum, with shallower `own`s, to the total."""
     parts = frame["scope_path"].map(tree_parts)
-    counts = parts.value_counts()
+    fused_of = (
+        frame["fused_modules"].notna()
+        if "fused_modules" in frame
+        else pd.Series(False, index=frame.index)
+    )
+    counts = pd.DataFrame({"p": parts, "f": fused_of}).groupby("p")["f"].agg(["size", "sum"])
     total: dict[tuple[str, ...], int] = {}
     own: dict[tuple[str, ...], int] = {}
-    for p, n in counts.items():
+    fused: dict[tuple[str, ...], int] = {}
+    for p, n, f in zip(counts.index, counts["size"], counts["sum"]):
         cut = p[: None if depth is None else depth]
         own[cut] = own.get(cut, 0) + int(n)
+        # a fusion inside a scope the table cuts away is no fusion across this level's
+        fused[cut] = fused.get(cut, 0) + (int(f) if len(cut) == len(p) else 0)
         for d in range(len(cut) + 1):
             total[cut[:d]] = total.get(cut[:d], 0) + int(n)
     rows = [
@@ -71,10 +80,11 @@ def scope_tree(frame: pd.DataFrame, depth: int | None = None) -> pd.DataFrame:
             "depth": len(p),
             "nodes": total[p],
             "own": own.get(p, 0),
+            "fused": fused.get(p, 0),
         }
         for p in sorted(total, key=_parts_order)
     ]
-    return pd.DataFrame(rows, columns=["scope", "depth", "nodes", "own"])
+    return pd.DataFrame(rows, columns=["scope", "depth", "nodes", "own", "fused"])
 
 
 def _parts_order(parts: tuple[str, ...]):

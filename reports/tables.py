@@ -69,12 +69,19 @@ def scope_tree_table(export: NodeExport, depth: int | None = None) -> Table:
     name = export.variant or export.workload.removeprefix("callable:")
     t = Table(title=f"{name}: nodes by scope (modules nest; each level sums to its parent)")
     t.add_column("scope", no_wrap=True)
-    for c in ("nodes", "own", "share"):
+    fused = bool(tree["fused"].any())
+    for c in ("nodes", "own", *(["fused"] if fused else []), "share"):
         t.add_column(c, justify="right", no_wrap=True)
+    if fused:
+        t.caption = (
+            "fused: own nodes that are compiled kernels Inductor fused from several "
+            "modules, counted in their deepest common module (`fused_modules` in the export)"
+        )
     total = max(export.total, 1)
     for r in tree.itertuples():
         label = r.scope if r.depth == 0 else "  " * (r.depth - 1) + r.scope
-        t.add_row(label, str(r.nodes), str(r.own), f"{100 * r.nodes / total:.1f}%")
+        extra = [str(r.fused)] if fused else []
+        t.add_row(label, str(r.nodes), str(r.own), *extra, f"{100 * r.nodes / total:.1f}%")
     return t
 
 

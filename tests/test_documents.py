@@ -78,11 +78,22 @@ EXPORT_KEYS = (
     "options, total_nodes"
 )
 NODE_KEYS = "index, type, kernel, grid, block, stage, step, deps, parent, programmatic_deps"
+NODE_KEYS += ", fused_modules"
 
 # (case, change to a valid document, exact message). Every one raises ExportError.
 BAD_EXPORTS = [
     ("step null", edit("nodes.1.step"), f"{X}: nodes[1].step: expected a str, got null"),
     ("type an int", edit("nodes.0.type", 5), f"{X}: nodes[0].type: expected a str, got 5"),
+    (
+        "fused_modules not strs",
+        edit("nodes.0.fused_modules", ["layers.1", 3]),
+        f"{X}: nodes[0].fused_modules[1]: expected a str, got 3",
+    ),
+    (
+        "fused_modules an object",
+        edit("nodes.0.fused_modules", {}),
+        f"{X}: nodes[0].fused_modules: expected a list, got an object",
+    ),
     (
         "type empty",
         edit("nodes.0.type", ""),

@@ -1,0 +1,232 @@
+"""A compiled region's nodes into the modules they came from, by Inductor's provenance:
+Dynamo's module paths, the provenance a real compile leaves (CPU Inductor), and the
+matching of graph nodes to it (synthetic graphs whose answer is known by construction)."""
+
+import pytest
+import torch
+from torch import nn
+
+from graph_harness.capture.provenance import (
+    CompiledGraph,
+    Entry,
+    collecting,
+    deepest_common,
+    match,
+    module_path,
+    refine,
+)
+
+
+@pytest.mark.parametrize(
+    ("source", "path"),
+    [
+        ("L['self'].layers.3.attention", "layers.3.attention"),
+        ("L['self'].layers[3].attention", "layers.3.attention"),
+        ("L['self']._modules['layers']._modules['3']", "layers.3"),
+        ("L['self']._orig_mod.norm", "norm"),
+        ("L['model'].blocks['a'].fc", "blocks.a.fc"),
+        ("G['net'].fc", "fc"),
+        ("L['self']", ""),
+        ('L["self"].x_1.y', "x_1.y"),
+    ],
+)
+def test_module_path_reads_dynamo_sources(source, path):
+    assert module_path(source) == path
+
+
+def test_deepest_common():
+    assert deepest_common(["layers.3.attention", "layers.3.ffn"]) == "layers.3"
+    assert deepest_common(["layers.3", "layers.30"]) == "layers"  # by parts, not characters
+    assert deepest_common(["norm", "layers.1"]) == ""
+    assert deepest_common(["a.b"]) == "a.b"
+
+
+class Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc2 = nn.Linear(16, 16)
+        self.norm = nn.LayerNorm(16)
+
+    def forward(self, x):
+        return self.norm(torch.relu(self.fc2(x)) + x)
+
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(16, 16)
+        self.block = Block()
+
+    def forward(self, x):
+        return self.block(torch.sigmoid(self.fc1(x)))
+
+
+def test_a_real_compile_leaves_its_kernels_modules_and_restores_inductor():
+    # CPU Inductor (C++ kernels): the same provenance machinery as on CUDA
+    from torch._inductor import config
+
+    seen = []
+    config.post_grad_custom_post_pass, before = (lambda g: seen.append(g)), None
+    try:
+        net = torch.compile(Net().eval(), fullgraph=True)
+        with collecting() as log, torch.no_grad():
+            net(torch.randn(4, 16))
+        assert seen, "a pass the user set still runs while collecting"
+    finally:
+        config.post_grad_custom_post_pass = before
+    assert log.supported and len(log.graphs) == 1
+    entries = log.graphs[0].entries
+    # the two matmuls are extern calls, each from its own Linear, in call order
+    mms = [e.modules for e in entries if e.name.startswith("extern_kernels.")]
+    assert mms == [("fc1",), ("block.fc2",)], entries
+    # the add + layer norm after fc2 is one generated kernel made from block and its norm
+    fused = [e for e in entries if "layer_norm" in e.name]
+    assert len(fused) == 1 and set(fused[0].modules) == {"block", "block.norm"}, entries
+    assert config.trace.provenance_tracking_level == 0 and not config.force_disable_caches
+
+
+def node(i, kernel, scope_path=(), type_="kernel"):
+    path = list(scope_path)
+    return {
+        "index": i,
+        "type": type_,
+        "kernel": kernel,
+        "grid": None,
+        "block": None,
+        "scope": path[-1] if path else "unscoped",
+        "step": path[-1] if path else "unscoped",
+        "stage": None,
+        "scope_path": path,
+        "deps": [i - 1] if i else [],
+        "parent": None,
+    }
+
+
+NAMES = {"layers", "layers.0", "layers.1", "layers.0.attn", "layers.1.attn", "norm"}
+KNOWN = NAMES | {"layers.0.attn.wq", "layers.1.attn.wq"}
+
+
+def graph_two_layers():
+    # what Inductor records for one compiled graph, in wrapper order
+    return CompiledGraph(
+        [
+            Entry("extern_kernels.mm", ("layers.0.attn.wq",)),
+            Entry("triton_poi_fused_0", ("layers.0.attn",)),
+            Entry("triton_red_fused_1", ("layers.0", "layers.1.attn")),  # across layers
+            Entry("extern_kernels.mm", ("layers.1.attn.wq",)),
+            Entry("torch.ops.aten._scaled_dot_product_flash_attention", ("layers.1.attn",)),
+            Entry("triton_poi_fused_0", ("layers.1.attn",)),  # the same kernel, reused
+            Entry("triton_per_fused_2", ("norm",)),
+        ]
+    )
+
+
+def test_match_by_name_and_by_position():
+    nodes = [
+        node(0, "copy_in", ("io",), "memcpy"),  # eager work before the compiled call
+        node(1, "nvjet_gemm_a"),
+        node(2, "triton_poi_fused_0"),
+        node(3, "triton_red_fused_1"),
+        node(4, "nvjet_gemm_b"),
+        node(5, None, (), "memset"),  # the attention library clears its workspace
+        node(6, "flash_fwd"),
+        node(7, "triton_poi_fused_0"),
+        node(8, "triton_per_fused_2"),
+    ]
+    att = match(nodes, [graph_two_layers()])
+    assert att.how == {
+        1: "extern",
+        2: "kernel",
+        3: "kernel",
+        4: "extern",
+        5: "extern",
+        6: "extern",
+        7: "kernel",
+        8: "kernel",
+    }
+    assert att.modules[7] == ("layers.1.attn",)  # the second call of a reused kernel
+    assert att.modules[5] == att.modules[6] == ("layers.1.attn",)
+    counts = refine(nodes, [graph_two_layers()], NAMES, KNOWN)
+    assert counts == {"kernel": 4, "extern": 4, "externs": 0, "fused": 1}
+    assert nodes[0]["scope_path"] == ["io"]  # not the compiled code's: untouched
+    assert nodes[1]["scope_path"] == ["layers", "layers.0", "layers.0.attn"]  # wq cut
+    assert nodes[3]["scope_path"] == ["layers"] and nodes[3]["scope"] == "layers"
+    assert nodes[3]["fused_modules"] == ["layers.0", "layers.1.attn"]
+    assert nodes[8]["scope_path"] == ["norm"]
+    assert all("fused_modules" not in n for i, n in enumerate(nodes) if i != 3)
+
+
+def test_externs_that_cannot_be_told_apart_share_their_common_module():
+    nodes = [
+        node(0, "triton_poi_fused_0"),
+        node(1, "gemm_part1"),
+        node(2, "gemm_part2"),  # one mm launching two kernels: 3 kernels for 2 calls
+        node(3, "flash_fwd"),
+        node(4, "triton_poi_fused_0"),
+    ]
+    g = CompiledGraph(
+        [
+            Entry("triton_poi_fused_0", ("layers.0.attn",)),
+            Entry("extern_kernels.mm", ("layers.1.attn.wq",)),
+            Entry("sdpa", ("layers.1.attn",)),
+            Entry("triton_poi_fused_0", ("layers.1.attn",)),
+        ]
+    )
+    counts = refine(nodes, [g], NAMES, KNOWN)
+    assert counts["externs"] == 3 and counts["extern"] == 0
+    assert [nodes[i]["scope"] for i in (1, 2, 3)] == ["layers.1.attn"] * 3
+
+
+def test_depth_and_a_block_compiled_on_its_own():
+    # a block compiled alone: Dynamo's paths are relative to it; its nodes already sit
+    # in the block's scope (the hooks ran around the compiled call)
+    nodes = [node(0, "triton_a", ("layers.1",)), node(1, "gemm", ("layers.1",))]
+    g = CompiledGraph([Entry("triton_a", ("attn",)), Entry("extern_kernels.mm", ("attn.wq",))])
+    refine(nodes, [g], NAMES, KNOWN)
+    assert nodes[0]["scope_path"] == ["layers.1", "layers.1.attn"]
+    assert nodes[1]["scope_path"] == ["layers.1", "layers.1.attn"]
+    shallow = [node(0, "triton_a", ("layers.1",))]
+    refine(shallow, [g], {"layers", "layers.0", "layers.1"}, KNOWN)  # depth 2
+    assert shallow[0]["scope_path"] == ["layers.1"]
+
+
+def test_repeated_graphs_are_followed_in_order_and_strangers_left_alone():
+    # two compiles of the same code (one per block): the second call's kernels belong
+    # to the second graph; a kernel no graph lists is left where capture put it
+    g0 = CompiledGraph([Entry("triton_a", ("layers.0.attn",))])
+    g1 = CompiledGraph([Entry("triton_a", ("layers.1.attn",))])
+    nodes = [node(0, "triton_a"), node(1, "triton_a"), node(2, "elementwise_kernel")]
+    refine(nodes, [g0, g1], NAMES, KNOWN)
+    assert [n["scope"] for n in nodes] == ["layers.0.attn", "layers.1.attn", "unscoped"]
+
+
+def test_no_provenance_changes_nothing():
+    nodes = [node(0, "triton_a", ("x",)), node(1, "gemm", ("x",))]
+    before = [dict(n) for n in nodes]
+    assert refine(nodes, [], NAMES, KNOWN)["kernel"] == 0
+    assert nodes == before
+
+
+def test_fused_modules_survive_a_file_and_show_in_the_tree(tmp_path):
+    from graph_harness.capture.export import NodeExport
+    from graph_harness.capture.rollup import scope_tree
+
+    nodes = [node(0, "triton_a"), node(1, "triton_b"), node(2, "gemm")]
+    g = CompiledGraph(
+        [
+            Entry("triton_a", ("layers.0.attn", "layers.1.attn")),
+            Entry("triton_b", ("norm",)),
+            Entry("extern_kernels.mm", ("layers.1.attn.wq",)),
+        ]
+    )
+    refine(nodes, [g], NAMES, KNOWN)
+    e = NodeExport("cuda-graph", "callable:step", None, None, nodes)
+    back = NodeExport.read_json(e.write_json(tmp_path / "e.json"))
+    assert back.nodes == nodes and back.nodes[0]["fused_modules"] == [
+        "layers.0.attn",
+        "layers.1.attn",
+    ]
+    tree = scope_tree(back.frame()).set_index("scope")
+    assert tree.loc["layers", ["own", "fused"]].tolist() == [1, 1]
+    assert tree.loc["layers.1.attn", ["own", "fused"]].tolist() == [1, 0]
+    assert scope_tree(back.frame(), depth=1).set_index("scope").loc["layers", "fused"] == 1
