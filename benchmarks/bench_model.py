@@ -136,6 +136,7 @@ def main() -> None:
             again = time.perf_counter() - t0
         steps[name], exports[name] = step, e
         summary[f"{name}_nodes"] = e.total
+        summary[f"{name}_attribution"] = e.options.get("compiled_attribution", "module scopes")
         summary[f"{name}_capture_export_first_s"] = first
         summary[f"{name}_capture_export_s"] = again
         df = e.frame()

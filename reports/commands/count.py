@@ -85,6 +85,8 @@ def count_target(spec: str, depth, io: IO):
     else:
         with module_scopes(target.model(), depth=depth):
             export = capture_and_count(target.step)
+    if "compiled_attribution" in export.options:
+        io.note(f"compiled code's nodes: {export.options['compiled_attribution']}")
     if export.total == 0:
         raise TargetError(
             f"--target {spec!r}: its step issued no work (0 nodes); it must "
