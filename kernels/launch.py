@@ -31,6 +31,8 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
+from graph_harness.kernels.pdl import launch_with_pdl, record
+
 try:
     import triton
     from triton.runtime.interpreter import InterpretedFunction
@@ -76,10 +78,12 @@ class TritonKernel:
     def launch(
         self, device: torch.device, grid: tuple[int, ...], *args, pdl: bool = False, **kwargs
     ) -> None:
-        """Launch on `device`. `pdl=True` launches with programmatic dependent launch
-        (Hopper and newer): the kernel may start while its predecessor finishes, and
-        waits (`gdc_wait`, its USE_PDL branch) before reading anything. The interpreter
-        has no launch overlap to offer, so on the CPU `pdl` changes nothing."""
+        """Launch on `device`. `pdl=True` builds the kernel's USE_PDL branch (it waits,
+        `gdc_wait`, before reading anything and signals its dependents early) and
+        launches it with programmatic dependent launch (Hopper and newer), so it may
+        start while its predecessor finishes; under capture only where the predecessor
+        is a signalling launch of ours (kernels/pdl.py), elsewhere plainly. The
+        interpreter has no launch overlap to offer, so on the CPU `pdl` changes nothing."""
         if not self.runs_on(device):
             raise RuntimeError(
                 f"Triton kernel {self.name} cannot run on {device}: "
@@ -94,10 +98,14 @@ class TritonKernel:
                     f"{torch.cuda.get_device_name(device)} has "
                     f"{torch.cuda.get_device_capability(device)}: pass pdl=False"
                 )
-            if pdl:
-                kwargs["launch_pdl"] = True
             with torch.cuda.device(device):
+                cid = None
+                if pdl:
+                    stream = torch.cuda.current_stream(device)
+                    kwargs["launch_pdl"], cid = launch_with_pdl(stream)
                 self.compiled[grid](*args, USE_PDL=pdl, **kwargs)
+                if pdl:
+                    record(stream, cid)
         else:
             # The interpreter has no warps; launch options are compile-time hints only.
             kwargs.pop("num_warps", None)

@@ -317,7 +317,7 @@ def test_default_stream_refused():
 
 
 @pytest.mark.gpu
-def test_pdl_round_is_exact_and_has_programmatic_edges():
+def test_pdl_round_is_exact_and_sets_pdl_only_behind_a_signalling_kernel():
     expected = eager_outputs(SMALL, "shipped", "cuda")
     counted = count_round(SMALL, "fused", "cuda", pdl=True)
     outs = replay_poisoned(counted)
@@ -325,8 +325,44 @@ def test_pdl_round_is_exact_and_has_programmatic_edges():
         assert_bits_equal(outs[name], expected[name], f"pdl {name}")
     e = counted.export
     assert e.options == {"pdl": True, "distributed": False}
-    pdl_nodes = [n for n in e.nodes if n.get("programmatic_deps")]
-    kernels = {n["kernel"] for n in pdl_nodes}
-    assert kernels and kernels <= {"_pack_flat_kernel", "_compaction_kernel"}, kernels
+    ours = {"_pack_flat_kernel", "_compaction_kernel"}
+    mine = [n for n in e.nodes if n["kernel"] in ours]
+    # Read from the graph, independently of the gating: no kernel of ours follows another
+    # of ours in the round (each follows a torch kernel, which never signals) ...
+    assert mine and all(e.nodes[d]["kernel"] not in ours for n in mine for d in n["deps"])
+    # ... so none was launched with PDL: the round is the plain one, edge for edge
+    assert not any(n.get("programmatic_deps") for n in e.nodes)
     plain = count_round(SMALL, "fused", "cuda").export
-    assert plain.total == e.total and not any(n.get("programmatic_deps") for n in plain.nodes)
+    assert plain.total == e.total
+    assert [n["deps"] for n in plain.nodes] == [n["deps"] for n in e.nodes]
+
+
+@pytest.mark.gpu
+def test_pdl_kept_behind_our_signalling_launch_and_dropped_behind_torch():
+    from graph_harness.capture import capture_graph
+    from graph_harness.capture.graph_reader import read_graph
+    from graph_harness.kernels.empty import empty_kernel
+
+    x = torch.zeros(1, device="cuda")
+    y = torch.randn(4, device="cuda")
+
+    def step():
+        y.add_(1.0)  # torch: never signals
+        for _ in range(3):
+            empty_kernel.launch(x.device, (1,), x, num_warps=1, pdl=True)
+        y.add_(1.0)
+        empty_kernel.launch(x.device, (1,), x, num_warps=1, pdl=True)
+        empty_kernel.launch(x.device, (1,), x, num_warps=1)  # not a PDL kernel: plain
+
+    before = y.clone()
+    captured = capture_graph(step)
+    nodes = read_graph(captured.graph.raw_cuda_graph())
+    kinds = [("ours" if "empty_kernel" in n.kernel else "torch") for n in nodes]
+    assert kinds == ["torch", "ours", "ours", "ours", "torch", "ours", "ours"], kinds
+    assert [bool(n.programmatic_deps) for n in nodes] == [0, 0, 1, 1, 0, 0, 0]
+    captured.graph.replay()
+    torch.cuda.synchronize()
+    expected = before.clone()
+    for _ in range(2 * (3 + 1)):  # two adds per call: three warm-up calls, one replay
+        expected.add_(1.0)
+    assert torch.equal(y, expected)

@@ -50,15 +50,18 @@ for variant in [ONLY] if ONLY else VARIANTS:
             for kk, vv in v.items()
             if vv != before.get(k, {}).get(kk, 0)
         }
-        rows.append({"variant": variant, "build": build, "s": wall, "nodes": c.export.total,
-                     "dynamo": diff})
+        rows.append(
+            {"variant": variant, "build": build, "s": wall, "nodes": c.export.total, "dynamo": diff}
+        )
         print(variant, build, f"{wall:.3f} s", c.export.total, json.dumps(diff)[:400], flush=True)
         del c
         torch.cuda.empty_cache()
 
 if ONLY:
     sys.exit(0)
-slow = max(VARIANTS, key=lambda v: max(r["s"] for r in rows if r["variant"] == v and r["build"] > 0))
+slow = max(
+    VARIANTS, key=lambda v: max(r["s"] for r in rows if r["variant"] == v and r["build"] > 0)
+)
 prof = cProfile.Profile()
 prof.enable()
 once(slow)

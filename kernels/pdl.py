@@ -1,0 +1,70 @@
+"""Programmatic dependent launch only where it can pay: decided from the graph at capture.
+
+A kernel launched with PDL may start while its predecessor is still running, but only
+once the predecessor signals (`griddepcontrol.launch_dependents`, Triton's
+`gdc_launch_dependents`). Torch's kernels never signal, so a PDL launch behind one gains
+nothing: the edge becomes a programmatic one that still waits for the whole predecessor,
+and in the decode round that cost ~0.35 us per launch (BENCHMARKS.md, "Programmatic
+dependent launch"). So while a stream is capturing, a `pdl=True` launch asks the capture
+which nodes it will depend on (`cudaStreamGetCaptureInfo`): PDL is kept only when that is
+exactly one node, and that node is a launch of ours that signals its dependents. Every
+other launch goes out plainly; its kernel still signals (it is the USE_PDL build), so a
+PDL kernel of ours behind it can overlap.
+
+Outside capture there is no graph to read and `pdl=True` is honoured as asked. Without
+cuda-bindings the capture cannot be read, and a capturing `pdl=True` launch goes out
+plainly (never slower; the PDL-chain benchmarks need cuda-bindings, as node reading does).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import torch
+
+# Node handles of our signalling launches in the capture in progress, by capture id (ids
+# are unique per capture, so a recycled node address in a later graph never matches).
+_signalling: dict[int, set[int]] = {}
+_lock = threading.Lock()
+
+
+def _capture_info(stream: torch.cuda.Stream) -> tuple[int, list[int]] | None:
+    """(capture id, the nodes the next captured op depends on), or None when `stream` is
+    not capturing or the capture cannot be read."""
+    if not torch.cuda.is_current_stream_capturing():
+        return None
+    try:
+        from cuda.bindings import runtime as rt
+    except ImportError:
+        return None
+    err, status, cid, _graph, deps, _edata, n = rt.cudaStreamGetCaptureInfo(stream.cuda_stream)
+    if int(err) != 0 or status != rt.cudaStreamCaptureStatus.cudaStreamCaptureStatusActive:
+        return None
+    return int(cid), [int(d) for d in deps[:n]]
+
+
+def launch_with_pdl(stream: torch.cuda.Stream) -> tuple[bool, int | None]:
+    """For a `pdl=True` launch about to go out on `stream`: whether to set PDL on it, and
+    the capture id to `record` it under afterwards (None: not capturing, PDL as asked)."""
+    info = _capture_info(stream)
+    if info is None:
+        capturing = torch.cuda.is_current_stream_capturing()
+        return (not capturing), None
+    cid, deps = info
+    with _lock:
+        mine = _signalling.get(cid, set())
+        return len(deps) == 1 and deps[0] in mine, cid
+
+
+def record(stream: torch.cuda.Stream, cid: int | None) -> None:
+    """After a signalling launch under capture `cid`: remember its node."""
+    if cid is None:
+        return
+    info = _capture_info(stream)
+    if info is None or info[0] != cid or len(info[1]) != 1:
+        return
+    with _lock:
+        if cid not in _signalling:
+            _signalling.clear()  # an older capture's nodes: never needed again
+            _signalling[cid] = set()
+        _signalling[cid].add(info[1][0])
