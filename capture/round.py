@@ -30,8 +30,24 @@ from graph_harness.pools import GraphBufferPool
 def compiled_shipped_pack():
     """The eight-op pack through torch.compile (Inductor), compiled once per process.
     dynamic=False: a serving stack compiles for its fixed shapes (and Inductor in torch
-    2.11 miscompiles the id's bitcast when the width is symbolic)."""
-    return torch.compile(pack_scores_ids_shipped, fullgraph=True, dynamic=False)
+    2.11 miscompiles the id's bitcast when the width is symbolic).
+
+    Compiled in this process, never through Inductor's pool of compile workers: on its
+    first compile Inductor starts one worker process per core (each importing torch) and
+    returns without waiting for them, and for the next seconds they starve whatever runs
+    next of CPU. On the H200's 16 cores that made the next rebuilds of a shipped-compiled
+    round take 2.3 to 6.8 s instead of 0.3 s (BENCHMARKS.md, "Rebuild speed"); one small
+    kernel gains nothing from parallel compilation. The patch is per call (about 16 us)
+    because a recompile can come on any call."""
+    compiled = torch.compile(pack_scores_ids_shipped, fullgraph=True, dynamic=False)
+    from torch._inductor import config
+
+    @functools.wraps(pack_scores_ids_shipped)
+    def in_process(*args, **kwargs):
+        with config.patch(compile_threads=1):
+            return compiled(*args, **kwargs)
+
+    return in_process
 
 
 def stage_inputs(params: RoundParams, stage: int, rank: int) -> torch.Tensor:
