@@ -51,7 +51,9 @@ ADVICE_SCHEMA_VERSION = 1
 # nvjet, CUTLASS, Inductor's GEMM templates), attention (flash, memory-efficient, cuDNN),
 # sorts and top-k (torch's radix sort and gatherTopK, CUB), collectives (NCCL); on the CPU
 # source, the ATen ops that dispatch to them. Matched anywhere in the kernel's name,
-# mangled or not, ignoring case.
+# mangled or not, ignoring case; Inductor's generated pointwise and reduction kernels
+# (INDUCTOR) never are, whatever ops their names list (`..._scaled_dot_product_..._0`).
+INDUCTOR = re.compile(r"^triton_(?:poi|red|per|for)_")
 LIBRARY = re.compile(
     r"gemm|gemv|xmma|cutlass|nvjet|cublas|splitkreduce|cudnn|flash|fmha|attention|sdpa"
     r"|scaled_dot_product|sort|topk|radix|nccl|triton_tem_"
@@ -84,7 +86,8 @@ def node_role(node: dict[str, Any]) -> str | None:
     if t == "memset" or (t == "aten" and name.startswith(_CPU_SETS)):
         return "set"
     if t in _KERNEL_TYPES:
-        return "library" if LIBRARY.search(name) else "kernel"
+        library = LIBRARY.search(name) and not INDUCTOR.match(name)
+        return "library" if library else "kernel"
     return None
 
 

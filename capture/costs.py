@@ -165,8 +165,10 @@ class Costs:
 
         result = ReplayResult.read_json(path)
         env = result.env
-        where = ", ".join(str(env[k]) for k in ("device", "torch") if env.get(k))
-        label = f"costs from {path}" + (f" ({where}, {result.created})" if where else "")
+        where = [str(env["device"])] if env.get("device") else []
+        where += [f"torch {env['torch']}"] if env.get("torch") else []
+        where += [f"measured {result.created}"] if result.created else []
+        label = f"costs from {path}" + (f" ({', '.join(where)})" if where else "")
         return cls.from_replay(result, label)
 
 
