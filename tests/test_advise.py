@@ -5,9 +5,13 @@ round's candidates against what its variants remove (counted by another route)."
 
 import itertools
 import json
+import os
+import subprocess
+import sys
 from collections import defaultdict
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -570,3 +574,25 @@ def test_the_example_model_on_the_gpu_names_what_to_fuse(compiled):
     assert named and all(k not in ("kernel", "<unknown>") for k in named), top.kernels
     if not compiled:  # the same work in every layer is one group, 8 times
         assert any(g.scope.startswith("layers.*.") and g.occurrences == 8 for g in a.groups)
+
+
+def test_bench_advise_smoke(tmp_path):
+    # the benchmark's CPU path runs end to end and writes what it says it writes
+    bench = REPO / "benchmarks" / "bench_advise.py"
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    r = subprocess.run(
+        [sys.executable, str(bench), "--out", str(tmp_path), "--smoke", "--costs", str(REPLAY_DOC)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+    assert r.returncode == 0, r.stderr
+    variants = pd.read_csv(tmp_path / "variants.csv")
+    assert list(variants.scope) == ["stage*/pack", "stage*/copy"] and variants.same.all()
+    for name in ("shipped", "eager"):
+        for costs in ("builtin", "replay"):
+            doc = json.loads((tmp_path / f"advice-{name}-{costs}.json").read_text())
+            assert doc["schema"] == "graph-harness/advice" and doc["groups"]
+            assert (tmp_path / f"top5-{name}-{costs}.csv").is_file()
+    assert "`stage*/pack`" in (tmp_path / "advise.md").read_text()
