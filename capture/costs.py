@@ -9,6 +9,7 @@ variant pair with its 95% interval, so a prediction can be set beside a measurem
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -155,6 +156,8 @@ class Costs:
                     float(s.measured_hi),
                 )
                 for s in result.savings.itertuples()
+                # null in the document: not measured, nothing to compare with
+                if all(map(math.isfinite, (s.measured_us, s.measured_lo, s.measured_hi)))
             )
         return cls(label, slopes, result.params, dict(result.env), result.created, savings)
 

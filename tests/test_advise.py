@@ -431,6 +431,20 @@ def test_no_measured_savings_for_another_round_shape_or_the_cpu():
     assert all("its own chain" not in g.priced_by for g in cpu.groups)
 
 
+def test_savings_not_measured_are_not_compared(tmp_path):
+    doc = replay_doc()
+    doc["savings"][3]["measured_us"] = None  # shipped -> fused-pack: null, not measured
+    path = tmp_path / "replay.json"
+    path.write_text(json.dumps(doc))
+    costs = Costs.read(path)
+    assert [(s.a, s.b) for s in costs.savings] == [
+        ("shipped", "fused"),
+        ("shipped-compiled", "fused"),
+        ("shipped", "direct-compaction"),
+    ]
+    json.dumps(advise(graph_round(), costs).to_dict(), allow_nan=False)
+
+
 def test_costs_without_a_kernel_price_are_refused(tmp_path):
     doc = replay_doc()
     doc["fits"] = [f for f in doc["fits"] if f["kind"] != "torch-add"]
