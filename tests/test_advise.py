@@ -567,7 +567,12 @@ def test_the_shipped_round_on_the_gpu():
     assert comps[("shipped", "direct-compaction")].ranks == (2,)
     assert comps[("shipped", "direct-compaction")].within is True
     fused_pack = comps[("shipped", "fused-pack")]
-    assert fused_pack.within or "per removed node the round saved" in fused_pack.note
+    # the real pack call is priced by its own chain, as the replay document priced it
+    assert fused_pack.predicted_us == pytest.approx(216 * BUILTIN_SLOPES["pack-shipped"][0])
+    doc = {(s["a"], s["b"]): s for s in replay_doc()["savings"]}
+    for pair, c in comps.items():
+        assert c.predicted_with_b_us == pytest.approx(doc[pair]["predicted_shapes_us"], rel=1e-12)
+    assert fused_pack.within or "Per removed node the round saved" in fused_pack.note
 
 
 @pytest.mark.gpu
