@@ -6,6 +6,8 @@
 #     pack:   adds bench_pack --int64-offsets
 #     replay: adds one short replay through the CLI (chains, the shipped and fused rounds)
 #     model:  adds bench_model (the example decoder, eager against compiled)
+#     advise: adds bench_advise (the fusion advisor on the round and the example decoder;
+#             priced by the replay above too when `replay` is given)
 set -u -o pipefail
 OUT=${OUT:-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 COLUMNS=200
@@ -27,6 +29,13 @@ case " $* " in *" replay "*)
     2> "$OUT/replay-stderr.txt"
   echo "replay rc=$?" >> "$OUT/env.txt";;
 esac
+case " $* " in *" advise "*)
+  costs=(); [ -f "$OUT/replay/replay.json" ] && costs=(--costs "$OUT/replay/replay.json")
+  python3 benchmarks/bench_advise.py --out /tmp/advise ${costs[@]+"${costs[@]}"} \
+    > "$OUT/bench-advise.log" 2>&1
+  echo "bench_advise rc=$?" >> "$OUT/env.txt"
+  tar czf "$OUT/advise.tgz" -C /tmp advise;;
+esac
 case " $* " in *" pack "*)
   python3 benchmarks/bench_pack.py --out "$OUT/pack-offsets.csv" --int64-offsets \
     --placements 5 > "$OUT/bench-pack.log" 2>&1;;
@@ -42,4 +51,5 @@ grep -B2 -A30 "^FAILED\|^ERROR" "$OUT/pytest-gpu.log" "$OUT/pytest-cpu.log" | he
 [ -f "$OUT/bench-pack.log" ] && tail -25 "$OUT/bench-pack.log"
 [ -f "$OUT/replay-tables.txt" ] && cat "$OUT/replay-tables.txt" && tail -3 "$OUT/replay-stderr.txt"
 [ -f "$OUT/bench-model.log" ] && tail -40 "$OUT/bench-model.log"
+[ -f "$OUT/bench-advise.log" ] && tail -60 "$OUT/bench-advise.log"
 exit 0

@@ -17,6 +17,9 @@ VARIANTS: dict[str, tuple[str, str]] = {
 
 # The steps of one stage, in order; every node of a round belongs to one (stage, step).
 STEPS = ("topk", "pack", "gather", "select", "compaction", "copy")
+# The steps each part of a variant (pack, compaction) issues; the others are the same in
+# every variant.
+PART_STEPS = (("pack",), ("compaction", "copy"))
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,12 @@ SAVING_PAIRS = (
 )
 
 
+# The chain whose slope prices a removed node of each type: kernel nodes at the torch-add
+# chain's (the removed kernels are mostly small elementwise ones), copies and sets at
+# their own. A type not listed is priced as a kernel node.
+TYPE_CHAIN = {"kernel": "torch-add", "memcpy": "memcpy", "memset": "memset"}
+
+
 def predicted_saving_us(removed_by_type: dict[str, int], cost_by_type: dict[str, float]) -> float:
     """Sum over node types of (nodes removed) x (per-node cost of that type). A type with
     no measured cost of its own is priced as a kernel node."""
@@ -58,18 +64,28 @@ def per_call_us(fits: pd.DataFrame, chain_trials: pd.DataFrame) -> dict[str, flo
 _PACK_CHAIN = {"shipped": "pack-shipped", "compiled": "pack-compiled", "fused": "pack-fused"}
 
 
+def step_chain(variant: str, step: str) -> str | None:
+    """The chain kind that replays this round step's own call at the round's default
+    shape (capture/chains.py): the variant's pack, or the allocating compaction's two
+    copies; None for the other steps."""
+    from graph_harness.capture.params import VARIANTS
+
+    pack, compaction = VARIANTS[variant]
+    if step == "pack":
+        return _PACK_CHAIN[pack]
+    if step == "copy" and compaction == "alloc-copy":
+        return "compaction-copies"
+    return None
+
+
 def shapes_prediction_us(a: str, b: str, stages: int, call_us: dict[str, float]) -> float:
     """Saving predicted from the real-shape chains: per stage, the pack call each variant
     makes, plus the two copies of the allocating compaction. This prices the kernels'
     work as well as their dispatch; NaN when a needed chain was not measured."""
-    from graph_harness.capture.params import VARIANTS
 
     def stage(v):
-        pack, compaction = VARIANTS[v]
-        cost = call_us.get(_PACK_CHAIN[pack], math.nan)
-        if compaction == "alloc-copy":
-            cost += call_us.get("compaction-copies", math.nan)
-        return cost
+        kinds = [k for k in (step_chain(v, "pack"), step_chain(v, "copy")) if k]
+        return sum(call_us.get(k, math.nan) for k in kinds)
 
     return stages * (stage(a) - stage(b))
 
@@ -96,11 +112,7 @@ def savings(
             f"'torch-add' chain too (fits have {sorted(slope)})"
         )
     call_us = per_call_us(fits, chain_trials) if chain_trials is not None else {}
-    cost = {"kernel": slope["torch-add"]}
-    if "memcpy" in slope:
-        cost["memcpy"] = slope["memcpy"]
-    if "memset" in slope:
-        cost["memset"] = slope["memset"]
+    cost = {t: slope[k] for t, k in TYPE_CHAIN.items() if k in slope}
     med = round_trials.groupby("variant")["us"].median()
     series = round_series(round_trials)
     rows = []

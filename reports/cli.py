@@ -1,4 +1,4 @@
-"""The graph-harness command line: count, delta, replay, report.
+"""The graph-harness command line: count, delta, advise, replay, report.
 
 Streams: results (tables, or one JSON document with --json) on stdout; the banner,
 progress, notes, warnings and errors on stderr, so `graph-harness count --json | jq` works.
@@ -194,6 +194,30 @@ def build_parser() -> argparse.ArgumentParser:
     _json_arg(r, "the replay document")
     _out_args(r)
 
+    v = sub.add_parser(
+        "advise",
+        parents=[common],
+        help="what is worth fusing in an export, ranked by time saved",
+    )
+    v.add_argument(
+        "export",
+        metavar="EXPORT",
+        help="an export file by path (count --out's nodes-*.json; a path holds a '/' or ends "
+        "in .json), or a variant of the built-in round by name (shipped, ...), counted here",
+    )
+    v.add_argument(
+        "--costs",
+        type=Path,
+        metavar="REPLAY.json",
+        help="price nodes with this replay document (`graph-harness replay --out DIR` writes "
+        "DIR/replay.json) instead of the built-in H200 costs",
+    )
+    v.add_argument(
+        "--top", type=_positive(1), default=10, help="how many groups to show (default 10)"
+    )
+    _round_args(v)
+    _json_arg(v, "the advice")
+
     p = sub.add_parser(
         "report", parents=[common], help="counts, deltas, replays and plots into one folder"
     )
@@ -253,11 +277,12 @@ def _usage_errors() -> tuple[type[BaseException], ...]:
 
 
 def _command(name: str):
-    from graph_harness.reports.commands import count, delta, replay
+    from graph_harness.reports.commands import advise, count, delta, replay
 
     return {
         "count": count.run,
         "delta": delta.run,
+        "advise": advise.run,
         "replay": replay.run_replay,
         "report": replay.run_report,
     }[name]

@@ -665,7 +665,7 @@ def test_report_on_cpu(tmp_path):
 
 
 def test_every_subcommand_has_help():
-    for sub in ("count", "delta", "replay", "report"):
+    for sub in ("count", "delta", "advise", "replay", "report"):
         r = run(sub, "--help")
         assert r.returncode == 0 and "usage: graph-harness" in r.stdout
 
