@@ -29,6 +29,7 @@ replay, and no two nodes the same (`ids_consistent`).
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from collections import defaultdict
 from collections.abc import Sequence
@@ -194,7 +195,70 @@ def match_by_order(plan: Plan, acts: Sequence[Activity]) -> Match:
             remaining[m] -= 1
             if remaining[m] == 0 and m not in matched:
                 heapq.heappush(ready[plan.key[m]], m)
-    return Match(out, [n for n in plan.nodes if n not in matched], late)
+    greedy = Match(out, [n for n in plan.nodes if n not in matched], late)
+    if not greedy.complete and len(acts) == len(plan.nodes):
+        found = _search(plan, acts)
+        if found is not None:
+            return Match(found, [])
+    return greedy
+
+
+def _search(plan: Plan, acts: Sequence[Activity], budget: int = 100_000) -> list[int] | None:
+    """Depth-first over the choices among equal ready nodes (lower index first): an
+    assignment of every activity to a ready node of its key, or None (none exists, or
+    none within `budget` steps). Changes are undone from a log when a choice is revised."""
+    remaining = {n: len(plan.deps[n]) for n in plan.nodes}
+    ready: dict[Key, list[int]] = defaultdict(list)  # sorted
+    for n in plan.nodes:
+        if remaining[n] == 0:
+            ready[plan.key[n]].append(n)
+    log: list[tuple[str, int]] = []
+    choices: list[list] = []  # [activity, candidates, next to try, log length]
+    assigned: list[int] = []
+
+    def take(n: int) -> None:
+        ready[plan.key[n]].remove(n)
+        log.append(("take", n))
+        for m in plan.dependents.get(n, ()):
+            remaining[m] -= 1
+            log.append(("dec", m))
+            if remaining[m] == 0:
+                bisect.insort(ready[plan.key[m]], m)
+                log.append(("ready", m))
+
+    def undo(length: int) -> None:
+        while len(log) > length:
+            what, x = log.pop()
+            if what == "ready":
+                ready[plan.key[x]].remove(x)
+            elif what == "dec":
+                remaining[x] += 1
+            else:
+                bisect.insort(ready[plan.key[x]], x)
+
+    i = 0
+    for _ in range(budget):
+        if i == len(acts):
+            return assigned
+        candidates = [n for key in activity_keys(acts[i]) for n in ready.get(key, ())]
+        if candidates:
+            if len(candidates) > 1:
+                choices.append([i, candidates, 1, len(log)])
+            pick = candidates[0]
+        else:  # a dead end: revise the latest choice that has another candidate
+            while choices and choices[-1][2] >= len(choices[-1][1]):
+                choices.pop()
+            if not choices:
+                return None
+            c = choices[-1]
+            undo(c[3])
+            del assigned[c[0] :]
+            i, pick = c[0], c[1][c[2]]
+            c[2] += 1
+        take(pick)
+        assigned.append(pick)
+        i += 1
+    return assigned if i == len(acts) else None
 
 
 def match_by_id(plan: Plan, acts: Sequence[Activity], local_ids: dict[int, int]) -> Match:
