@@ -802,3 +802,49 @@ def test_profile_command_on_a_gpu(tmp_path):
     assert {"profile.json", "profile-nodes.csv", "dispatch_share.png"} <= {
         p.name for p in out.iterdir()
     }
+
+
+def test_report_gains_the_dispatch_share_section(tmp_path):
+    from graph_harness.capture import count_round
+    from graph_harness.reports.report import write_report
+
+    p = RoundParams(stages=2, rows=2, k=32, world=2, rank=1, shard=64)
+    exports = {v: count_round(p, v, "cpu").export for v in ("shipped", "fused")}
+    profile = ProfileResult({"shipped": _variant("shipped", A), "fused": _variant("fused", B)})
+    write_report(tmp_path, exports, None, command="graph-harness report", profile=profile)
+    md = (tmp_path / "report.md").read_text()
+    assert "## Dispatch share in the round (CUPTI)" in md and "dispatch_share.png" in md
+    by_step = pd.read_csv(tmp_path / "dispatch_by_step.csv")
+    assert set(by_step.variant) == {"shipped", "fused"}
+    assert (tmp_path / "dispatch_share.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_bench_profile_needs_a_gpu():
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    bench = REPO / "benchmarks" / "bench_profile.py"
+    r = subprocess.run(
+        [sys.executable, str(bench), "--out", "/nonexistent/never"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert r.returncode == 2 and "no GPU here" in r.stderr, r.stderr
+
+
+@pytest.mark.gpu
+def test_bench_profile_smoke(tmp_path):
+    bench = REPO / "benchmarks" / "bench_profile.py"
+    r = subprocess.run(
+        [sys.executable, str(bench), "--out", str(tmp_path), "--smoke"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    for part in ("round", "model"):
+        doc = json.loads((tmp_path / part / "profile.json").read_text())
+        assert all(m["verified"] for m in doc["matching"].values()), doc["matching"]
+    pairs = pd.read_csv(tmp_path / "round" / "profile-pairs.csv")
+    assert len(pairs) == 4  # the four standard changes
+    assert "dispatch share" in (tmp_path / "summary.md").read_text()
