@@ -152,7 +152,10 @@ def tools_ids(handles: list[int]) -> list[int] | None:
         return None
     out = []
     for h in handles:
-        err, value = get(h)
+        try:
+            err, value = get(h)
+        except Exception:  # a binding that cannot find the driver's entry point
+            return None
         if int(err) != 0:  # cudaErrorCallRequiresNewerDriver on an older driver
             return None
         out.append(int(value))

@@ -166,6 +166,8 @@ class VariantProfile:
 
 def _per_build(replays: pd.DataFrame, column: str) -> np.ndarray:
     groups = [g[column].to_numpy() for _, g in replays.groupby("build")]
+    if not groups:
+        return np.empty((0, 0))
     n = min(len(g) for g in groups)
     return np.array([g[:n] for g in groups])
 
@@ -369,7 +371,7 @@ def price_pair(
     ta, tb = a.cost_series, b.cost_series
     n = min(ta.shape[1], tb.shape[1])
     ta, tb = ta[:, :n], tb[:, :n]
-    predicted = saving_point(ta, tb)
+    predicted = saving_point(ta, tb) if n else math.nan
     lo, hi = saving_interval(ta, tb) if n >= 2 else (math.nan, math.nan)
     row: dict[str, Any] = dict(
         a=a.name,
