@@ -205,9 +205,7 @@ def profile_windows(name: str, export: NodeExport, windows: Sequence[Window]) ->
         "method": "id" if id_route else "order",
         "verified": id_route or all(m.complete for m in sampled_orders),
         "order_complete": all(m.complete for m in sampled_orders),
-        "ids_consistent": ids_consistent(
-            [a for replays, _ in by_order for a in replays[1:]], sampled_orders
-        ),
+        "ids_consistent": _ids_consistent(windows, by_order),
         "id_route": "used" if id_route else ("incomplete" if use_ids else "unavailable"),
         "nodes": len(plan.nodes),
         "activities_per_replay": sorted({row[7] for row in rows}),
@@ -225,6 +223,22 @@ def profile_windows(name: str, export: NodeExport, windows: Sequence[Window]) ->
         pd.DataFrame(rows, columns=REPLAY_COLUMNS),
         matching,
     )
+
+
+def _ids_consistent(windows: Sequence[Window], by_order) -> bool | None:
+    """ids_consistent within each build (each build replays its own graph, whose node ids
+    need not be another build's): None where no trace carried ids."""
+    verdicts = []
+    for b in sorted({w.build for w in windows}):
+        mine = [(r, o) for w, (r, o) in zip(windows, by_order) if w.build == b]
+        verdicts.append(
+            ids_consistent(
+                [a for replays, _ in mine for a in replays[1:]],
+                [m for _, orders in mine for m in orders[1:]],
+            )
+        )
+    known = [v for v in verdicts if v is not None]
+    return None if not known else all(known)
 
 
 # --- per node, per scope ------------------------------------------------------------------

@@ -141,8 +141,9 @@ def median_interval(
         raise ValueError("a bootstrap needs at least two samples")
     rng = np.random.default_rng(seed)
     picks = rng.integers(0, x.shape[0], size=(boot, x.shape[0]))
+    median = np.nanmedian if np.isnan(x).any() else np.median  # the first is 2x slower
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slices stay NaN
-        meds = np.stack([np.nanmedian(x[p], axis=0) for p in picks])
+        meds = np.stack([median(x[p], axis=0) for p in picks])
         lo, hi = np.nanpercentile(meds, [2.5, 97.5], axis=0)
     return lo, hi

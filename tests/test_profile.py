@@ -351,7 +351,7 @@ def test_matching_with_repeated_names_is_complete_and_respects_dependencies(case
         seen.add(n)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(
     st.lists(
         st.tuples(st.floats(0.5, 100.0), st.floats(-0.2, 5.0)),  # PDL may overlap a little
@@ -655,6 +655,11 @@ def _cli(*args, cpu=True):
         timeout=600,
         env=env,
     )
+
+
+def test_profile_has_help():
+    r = _cli("--help")
+    assert r.returncode == 0 and "usage: graph-harness profile" in r.stdout
 
 
 def test_profile_without_a_gpu_refuses_in_one_line(tmp_path):
