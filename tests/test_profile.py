@@ -853,3 +853,121 @@ def test_bench_profile_smoke(tmp_path):
     pairs = pd.read_csv(tmp_path / "round" / "profile-pairs.csv")
     assert len(pairs) == 4  # the four standard changes
     assert "dispatch share" in (tmp_path / "summary.md").read_text()
+
+
+# --- the GPU path's wiring, with the GPU parts stood in for ---------------------------------
+
+
+class _FakeGraph:
+    """Stands in for a captured graph: 'replaying' it under CUPTI gives a serial schedule
+    of its export's nodes with the durations `dur` (gaps 0.5 us)."""
+
+    def __init__(self, export, dur):
+        self.export, self.dur = export, dur
+        self.replays = 0
+
+    def replay(self):
+        self.replays += 1
+
+
+def _fake_record(graph, replays, warmup=5):
+    nodes = graph.export.nodes
+    order = [n["index"] for n in nodes if n["type"] in ("kernel", "memcpy", "memset")]
+    gap = dict.fromkeys(order, 0.5)
+    t, out = 0.0, []
+    for r in range(replays):
+        acts, t = run_serially(nodes, order, graph.dur, gap, t, correlation=r)
+        out.append(acts)
+    return out
+
+
+def _stand_in_for_the_gpu(monkeypatch):
+    from types import SimpleNamespace
+
+    import graph_harness.capture.profile_run as R
+
+    exports = {
+        "shipped": export_of(_variant("shipped", A).export.nodes, "decode-round"),
+        "fused": export_of(_variant("fused", B).export.nodes, "decode-round"),
+    }
+    durs = {"shipped": {i: c for i, (_, _, c) in enumerate(A)}}
+    durs["fused"] = {i: c for i, (_, _, c) in enumerate(B)}
+    seen = []
+
+    def measure_rounds(params, variants, settings, *, pdl=False, after_build=None):
+        for build in range(settings.builds):
+            rounds = {
+                v: SimpleNamespace(
+                    export=exports[v],
+                    captured=SimpleNamespace(graph=_FakeGraph(exports[v], durs[v])),
+                )
+                for v in variants
+            }
+            after_build(build, rounds)
+            seen.append(build)
+        cost = {v: sum(durs[v].values()) + 0.5 * len(durs[v]) for v in variants}
+        return _trials(cost["shipped"], cost["fused"], settings.builds, settings.trials).assign(
+            variant=lambda d: d.variant.map({"a": "shipped", "b": "fused"})
+        ), exports
+
+    def time_replays_us(graphs, *, replays, trials, warmup):
+        return {n: [10.0 + i] * trials for i, n in enumerate(graphs)}
+
+    monkeypatch.setattr(R, "measure_rounds", measure_rounds)
+    monkeypatch.setattr(R, "record_replays", _fake_record)
+    monkeypatch.setattr(R, "local_ids", lambda graph, export: None)
+    monkeypatch.setattr(R, "time_replays_us", time_replays_us)
+    monkeypatch.setattr(R, "environment", lambda device: {"device": "stand-in"})
+    return exports, durs, seen
+
+
+def test_profile_rounds_profiles_every_build_and_prices_the_pair(monkeypatch):
+    from graph_harness.capture.profile_run import profile_rounds
+
+    _, durs, seen = _stand_in_for_the_gpu(monkeypatch)
+    s = ProfileSettings(trials=5, builds=2, windows=2, replays=3)
+    result = profile_rounds(RoundParams(), ["shipped", "fused"], s)
+    assert seen == [0, 1] and result.pairs == [("shipped", "fused")]
+    for v, p in result.profiles.items():
+        assert len(p.replays) == 2 * 2 * 3 and p.matching["verified"]
+        assert list(p.nodes.dur_us) == pytest.approx(list(durs[v].values()))
+    pair = result.pair_table().iloc[0]
+    # the stand-in's profiles are exact (an interval of zero width): judge the point only
+    assert pair.predicted_us == pytest.approx(pair.measured_us, abs=0.1)
+    assert pair.within_tolerance and pair.predicted_hi - pair.predicted_lo < 1e-9
+    assert result.options["builds"] == 2 and result.params["stages"] == 24
+
+
+def test_profile_steps_times_and_prices_the_second_against_the_first(monkeypatch):
+    from graph_harness.capture.profile_run import profile_steps
+
+    exports, durs, _ = _stand_in_for_the_gpu(monkeypatch)
+    steps = {
+        "eager": (exports["shipped"], _FakeGraph(exports["shipped"], durs["shipped"])),
+        "compiled": (exports["fused"], _FakeGraph(exports["fused"], durs["fused"])),
+    }
+    result = profile_steps(steps, ProfileSettings(trials=4, windows=1, replays=4))
+    assert result.pairs == [("eager", "compiled")]
+    assert set(result.round_trials.variant) == {"eager", "compiled"}
+    assert steps["eager"][1].replays == 1  # instantiated before timing
+    assert result.summary().set_index("name").loc["eager", "timed_us"] == 10.0
+
+
+def test_profile_command_end_to_end_with_the_gpu_stood_in_for(monkeypatch, tmp_path, capsys):
+    from graph_harness.reports import cli
+
+    _stand_in_for_the_gpu(monkeypatch)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "stand-in", raising=False)
+    out = tmp_path / "p"
+    args = ["profile", "--variant", "shipped", "--variant", "fused", "--builds", "2"]
+    args += ["--trials", "4", "--windows", "1", "--replays", "3", "--out", str(out)]
+    assert cli.main(args) == 0
+    printed = capsys.readouterr().out
+    assert "dispatch share" in printed and "shipped -> fused" in printed
+    names = {p.name for p in out.iterdir()}
+    assert {"profile.json", "profile-pairs.csv", "dispatch_share.png"} <= names
+    doc = json.loads((out / "profile.json").read_text())
+    assert doc["options"]["builds"] == 2 and len(doc["summary"]) == 2
+    assert cli.main([*args[:-2], "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["schema"] == "graph-harness/profile"
