@@ -126,9 +126,13 @@ def plan_of(nodes: Sequence[dict]) -> Plan:
     )
 
 
+UNKNOWN = ("kernel", "<unknown>")  # a kernel node whose name the driver would not give
+
+
 def activity_keys(a: Activity) -> list[Key]:
     """The node keys an activity can be, best first: a kernel by its name, then (for the
-    driver's copy and set kernels) a memcpy or memset node."""
+    driver's copy and set kernels) a memcpy or memset node, then a kernel node of unknown
+    name (capture/graph_reader.py names it so when the driver gives none)."""
     if a.kind != "kernel":
         return [(a.kind, "")]
     keys = [("kernel", a.name)]
@@ -137,7 +141,7 @@ def activity_keys(a: Activity) -> list[Key]:
         keys.append(("memcpy", ""))
     if low.startswith("memset"):
         keys.append(("memset", ""))
-    return keys
+    return [*keys, UNKNOWN]
 
 
 @dataclass

@@ -220,6 +220,12 @@ def test_a_kernel_named_like_a_copy_is_its_own_node_first():
     assert match_by_order(plan_of(nodes), acts).node == [1, 0]
 
 
+def test_a_kernel_the_driver_would_not_name_takes_what_no_named_node_takes():
+    nodes = chain(["a", "<unknown>", "c"])
+    acts = [Activity("kernel", n, t, t + 1) for t, n in ((0, "a"), (2, "mystery"), (4, "c"))]
+    assert match_by_order(plan_of(nodes), acts).node == [0, 1, 2]
+
+
 def test_equal_names_on_parallel_branches_go_in_node_order():
     # 0 forks into two branches of the same kernels, joined by 5
     nodes = [
