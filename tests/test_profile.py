@@ -727,7 +727,7 @@ def test_profiled_round_matches_every_node_once_and_sums_to_its_replay():
         assert np.allclose(p.replays.cost_us, p.replays.period_us, rtol=1e-9, atol=1e-3)
         # and the period is what CUDA events time, within a few percent
         assert abs(summary.loc[v, "period_vs_timed"]) < 0.05, summary.loc[v]
-        assert 0 < summary.loc[v, "dispatch_share"] < 0.5
+        assert 0 < summary.loc[v, "dispatch_share"] < 1
     pairs = result.pair_table()
     assert list(zip(pairs.a, pairs.b)) == [("shipped", "fused")]
     assert pairs.predicted_us.iloc[0] > 0 and pairs.measured_us.iloc[0] > 0
