@@ -2,12 +2,13 @@
 # One device call: install, the whole test suite (gpu tests serially, the rest across CPU
 # cores), then the pack timings. Everything goes under $OUT (the device tool's folder),
 # full logs included; the summary lines print last.
-#   bash benchmarks/h200_check.sh [pack] [replay] [model]
-#     pack:   adds bench_pack --int64-offsets
-#     replay: adds one short replay through the CLI (chains, the shipped and fused rounds)
-#     model:  adds bench_model (the example decoder, eager against compiled)
-#     advise: adds bench_advise (the fusion advisor on the round and the example decoder;
-#             priced by the replay above too when `replay` is given)
+#   bash benchmarks/h200_check.sh [pack] [replay] [model] [advise] [profile]
+#     pack:    adds bench_pack --int64-offsets
+#     replay:  adds one short replay through the CLI (chains, the shipped and fused rounds)
+#     model:   adds bench_model (the example decoder, eager against compiled)
+#     advise:  adds bench_advise (the fusion advisor on the round and the example decoder;
+#              priced by the replay above too when `replay` is given)
+#     profile: adds bench_profile (in-round CUPTI profiles: the round, the decoder)
 set -u -o pipefail
 OUT=${OUT:-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 COLUMNS=200
@@ -44,6 +45,11 @@ case " $* " in *" model "*)
   python3 benchmarks/bench_model.py --out /tmp/model > "$OUT/bench-model.log" 2>&1
   tar czf "$OUT/model.tgz" -C /tmp model;;  # one file back, whatever the script wrote
 esac
+case " $* " in *" profile "*)
+  python3 benchmarks/bench_profile.py --out /tmp/profile > "$OUT/bench-profile.log" 2>&1
+  echo "bench_profile rc=$?" >> "$OUT/env.txt"
+  tar czf "$OUT/profile.tgz" -C /tmp profile;;
+esac
 cat "$OUT/env.txt"
 grep -E "passed|failed|error" "$OUT/pytest-gpu.log" | tail -3
 grep -E "passed|failed|error" "$OUT/pytest-cpu.log" | tail -3
@@ -52,4 +58,5 @@ grep -B2 -A30 "^FAILED\|^ERROR" "$OUT/pytest-gpu.log" "$OUT/pytest-cpu.log" | he
 [ -f "$OUT/replay-tables.txt" ] && cat "$OUT/replay-tables.txt" && tail -3 "$OUT/replay-stderr.txt"
 [ -f "$OUT/bench-model.log" ] && tail -40 "$OUT/bench-model.log"
 [ -f "$OUT/bench-advise.log" ] && tail -60 "$OUT/bench-advise.log"
+[ -f /tmp/profile/summary.md ] && cat /tmp/profile/summary.md
 exit 0

@@ -5,7 +5,13 @@ Uses `pools` and `kernels`; knows nothing of `reports`.
 """
 
 from graph_harness.capture.compiled import CompiledStepError
-from graph_harness.capture.count import CountedRound, capture_and_count, count_round, default_device
+from graph_harness.capture.count import (
+    CountedRound,
+    capture_and_count,
+    capture_and_keep,
+    count_round,
+    default_device,
+)
 from graph_harness.capture.export import ExportError, NodeExport, summarize
 from graph_harness.capture.graph_capture import CaptureError, capture_graph
 from graph_harness.capture.module_scopes import module_scopes
@@ -24,6 +30,7 @@ __all__ = [
     "NodeExport",
     "RoundParams",
     "capture_and_count",
+    "capture_and_keep",
     "capture_graph",
     "count_round",
     "default_device",

@@ -88,6 +88,18 @@ def capture_and_count(
     device: torch.device | str | None = None,
     graph_pool=None,
 ) -> NodeExport:
+    """Capture any callable (see capture_and_keep) and export its nodes."""
+    return capture_and_keep(fn, warmup=warmup, pool=pool, device=device, graph_pool=graph_pool)[0]
+
+
+def capture_and_keep(
+    fn: Callable[[], object],
+    *,
+    warmup: int = 3,
+    pool: GraphBufferPool | None = None,
+    device: torch.device | str | None = None,
+    graph_pool=None,
+) -> tuple[NodeExport, Captured | None]:
     """Capture any callable (a model's decode step, say) and export its nodes.
 
     `fn` takes no arguments and must only touch static buffers (carve them from `pool`,
@@ -95,7 +107,8 @@ def capture_and_count(
     `capture.module_scopes(model)` around this call, to attribute nodes; unscoped nodes
     get scope "unscoped". torch.compile'd code in `fn` is counted on CUDA and refused on
     the CPU, and `mode="reduce-overhead"` everywhere (capture/compiled.py): both raise
-    CompiledStepError saying what to do."""
+    CompiledStepError saying what to do. Returns the export and, on CUDA, the kept graph
+    it was read from (None on the CPU)."""
     device = torch.device(device) if device is not None else default_device()
     compiled = check_step(fn, device.type)
     if pool is not None:
@@ -111,9 +124,9 @@ def capture_and_count(
     else:
         for _ in range(warmup):
             fn()
-        nodes = _count_dispatch(fn)
+        captured, nodes = None, _count_dispatch(fn)
         source = "cpu-dispatch"
-    return NodeExport(
+    export = NodeExport(
         source=source,
         workload=f"callable:{name}",
         variant=None,
@@ -141,6 +154,7 @@ def _refine_compiled(nodes: list[dict], ms) -> str:
         f"{how['extern'] + how['externs']} extern-call nodes by position "
         f"({how['externs']} shared among calls), {how['fused']} fused across modules"
     )
+    return export, captured
 
 
 def _count_dispatch(fn: Callable[[], object]) -> list[dict]:

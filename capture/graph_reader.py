@@ -140,3 +140,23 @@ def ancestors(frontier: list[int], parents: dict[int, list[int]]) -> set[int]:
         seen.add(h)
         stack.extend(parents.get(h, ()))
     return seen
+
+
+def tools_ids(handles: list[int]) -> list[int] | None:
+    """Each node's id as profilers report it (cudaGraphNodeGetToolsId: its graph's id in
+    the upper 32 bits, the node's local id in the lower), or None where the driver or
+    cuda-bindings does not offer it (it came with CUDA 13.1)."""
+    rt, _ = _bindings()
+    get = getattr(rt, "cudaGraphNodeGetToolsId", None)
+    if get is None:
+        return None
+    out = []
+    for h in handles:
+        try:
+            err, value = get(h)
+        except Exception:  # a binding that cannot find the driver's entry point
+            return None
+        if int(err) != 0:  # cudaErrorCallRequiresNewerDriver on an older driver
+            return None
+        out.append(int(value))
+    return out

@@ -103,3 +103,47 @@ class ReplaySettings:
             for x in values:
                 if isinstance(x, bool) or not isinstance(x, int) or x < f.metadata["min"]:
                     raise ValueError(f"{f.name} must be {what} >= {f.metadata['min']}, got {v!r}")
+
+
+@dataclass(frozen=True)
+class ProfileSettings:
+    """How `profile` replays graphs under CUPTI, and how it times them for the measured
+    round time and savings (trials and builds as in ReplaySettings, whose defaults these
+    are). Each field's metadata carries its help text; the CLI's flags are made from them.
+
+    One profiled window is a torch.profiler session around `replays + 1` back-to-back
+    replays: the first is a lead-in (its end is when the next replay's first node became
+    ready), the others are one sample of every node each."""
+
+    trials: int = field(
+        default=ReplaySettings.trials,
+        metadata={"help": "timed trials per round, for measured times and savings", "min": 2},
+    )
+    builds: int = field(
+        default=ReplaySettings.builds,
+        metadata={
+            "help": "times each round is built afresh (timed and profiled in each build; "
+            "the built-in round only)",
+            "min": 1,
+        },
+    )
+    windows: int = field(
+        default=3,
+        metadata={"help": "profiled windows per build (torch.profiler sessions)", "min": 1},
+    )
+    replays: int = field(
+        default=10,
+        metadata={"help": "replays profiled per window, each a sample of every node", "min": 2},
+    )
+    warmup: int = field(default=ReplaySettings.warmup, metadata={"min": 0})
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < f.metadata["min"]:
+                want = f"a whole number >= {f.metadata['min']}"
+                raise ValueError(f"{f.name} must be {want}, got {v!r}")
+
+    def timing(self) -> ReplaySettings:
+        """The ReplaySettings that time rounds alongside the profile."""
+        return ReplaySettings(trials=self.trials, builds=self.builds, warmup=self.warmup)

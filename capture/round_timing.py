@@ -3,12 +3,12 @@ with the others', so drift and placement hit all alike."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pandas as pd
 import torch
 
-from graph_harness.capture.count import count_round
+from graph_harness.capture.count import CountedRound, count_round
 from graph_harness.capture.export import NodeExport
 from graph_harness.capture.params import ReplaySettings, RoundParams
 from graph_harness.capture.timing import time_replays_us
@@ -20,16 +20,22 @@ def measure_rounds(
     settings: ReplaySettings | None = None,
     *,
     pdl: bool = False,
+    after_build: Callable[[int, dict[str, CountedRound]], None] | None = None,
 ) -> tuple[pd.DataFrame, dict[str, NodeExport]]:
     """Trial rows (variant, build, trial, us per round) of interleaved replays, and the
-    exports (of the first build; every build captures the same structure). Syncs."""
-    return measure_round_configs(params, {v: (v, pdl) for v in variants}, settings)
+    exports (of the first build; every build captures the same structure). Syncs.
+    `after_build(build, rounds)` runs after each build is timed, its rounds still alive
+    (capture/profile_run.py profiles them there)."""
+    configs = {v: (v, pdl) for v in variants}
+    return measure_round_configs(params, configs, settings, after_build=after_build)
 
 
 def measure_round_configs(
     params: RoundParams,
     configs: dict[str, tuple[str, bool]],
     settings: ReplaySettings | None = None,
+    *,
+    after_build: Callable[[int, dict[str, CountedRound]], None] | None = None,
 ) -> tuple[pd.DataFrame, dict[str, NodeExport]]:
     """Like measure_rounds, for labelled (variant, pdl) configurations timed together.
 
@@ -47,13 +53,13 @@ def measure_round_configs(
         )
         graphs = {}
         graph_pool = torch.cuda.graph_pool_handle()
-        keep = []
+        keep = {}
         for v, (variant, pdl) in configs.items():
             counted = count_round(params, variant, "cuda", graph_pool=graph_pool, pdl=pdl)
             counted.captured.graph.instantiate()
             graphs[v] = counted.captured.graph
             exports.setdefault(v, counted.export)
-            keep.append(counted)  # the round's buffers must outlive its graph
+            keep[v] = counted  # the round's buffers must outlive its graph
         times = time_replays_us(
             graphs,
             replays=settings.round_replays,
@@ -65,5 +71,7 @@ def measure_round_configs(
             for v, ts in times.items()
             for t, x in enumerate(ts)
         ]
+        if after_build is not None:
+            after_build(build, keep)
         del graphs, keep, spacer
     return pd.DataFrame(rows), exports

@@ -3,6 +3,7 @@ and savings between paired, interleaved series with theirs."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -126,3 +127,23 @@ def saving_point(a_us, b_us) -> float:
     a = np.atleast_2d(np.asarray(a_us, dtype=float))
     b = np.atleast_2d(np.asarray(b_us, dtype=float))
     return float(np.median(np.median(a, axis=1) - np.median(b, axis=1)))
+
+
+def median_interval(
+    samples: Sequence[float] | np.ndarray, *, boot: int = 1000, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """95% bootstrap interval of the median of `samples` ([n], or [n, k]: k series resampled
+    together by row, each row one moment's sample of all k). NaN (not measured) is left
+    out of each median; a column with nothing measured gives NaN. Returns (lo, hi), each
+    shaped like one row."""
+    x = np.asarray(samples, dtype=float)
+    if x.shape[0] < 2:
+        raise ValueError("a bootstrap needs at least two samples")
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, x.shape[0], size=(boot, x.shape[0]))
+    median = np.nanmedian if np.isnan(x).any() else np.median  # the first is 2x slower
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slices stay NaN
+        meds = np.stack([median(x[p], axis=0) for p in picks])
+        lo, hi = np.nanpercentile(meds, [2.5, 97.5], axis=0)
+    return lo, hi

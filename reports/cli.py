@@ -1,4 +1,4 @@
-"""The graph-harness command line: count, delta, advise, replay, report.
+"""The graph-harness command line: count, delta, advise, replay, profile, report.
 
 Streams: results (tables, or one JSON document with --json) on stdout; the banner,
 progress, notes, warnings and errors on stderr, so `graph-harness count --json | jq` works.
@@ -21,7 +21,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from graph_harness.capture.params import VARIANTS, ReplaySettings, RoundParams
+from graph_harness.capture.params import VARIANTS, ProfileSettings, ReplaySettings, RoundParams
 from graph_harness.reports.commands.console import IO, UsageError
 
 
@@ -89,11 +89,13 @@ def _json_arg(p: argparse.ArgumentParser, what: str) -> None:
     )
 
 
-def _timing_args(p: argparse.ArgumentParser) -> None:
-    """Flags made from ReplaySettings' fields that carry help; None means "not given"."""
-    d = ReplaySettings()
-    g = p.add_argument_group("replay settings")
-    for f in dataclasses.fields(ReplaySettings):
+def _timing_args(
+    p: argparse.ArgumentParser, settings=ReplaySettings, title: str = "replay settings"
+) -> None:
+    """Flags made from the settings' fields that carry help; None means "not given"."""
+    d = settings()
+    g = p.add_argument_group(title)
+    for f in dataclasses.fields(settings):
         if "help" not in f.metadata:
             continue
         default = getattr(d, f.name)
@@ -218,6 +220,31 @@ def build_parser() -> argparse.ArgumentParser:
     _round_args(v)
     _json_arg(v, "the advice")
 
+    pr = sub.add_parser(
+        "profile",
+        parents=[common],
+        help="every node's in-round cost under CUPTI: duration, gap before it, by scope (GPU)",
+    )
+    _round_args(pr)
+    pr.add_argument(
+        "--variant", action="append", choices=list(VARIANTS), help="round to profile (default: all)"
+    )
+    pr.add_argument(
+        "--target",
+        action="append",
+        metavar="MODULE:FUNCTION",
+        help="profile your own step instead (IMPORTS AND RUNS your code, as count --target); "
+        "give two to price the second against the first",
+    )
+    _module_scopes_arg(pr)
+    pr.add_argument("--pdl", action="store_true", help="rounds with programmatic dependent launch")
+    pr.add_argument(
+        "--top", type=_positive(1), default=10, help="nodes and groups per table (default 10)"
+    )
+    _timing_args(pr, ProfileSettings, "profile settings")
+    _json_arg(pr, "the profile document")
+    _out_args(pr)
+
     p = sub.add_parser(
         "report", parents=[common], help="counts, deltas, replays and plots into one folder"
     )
@@ -277,13 +304,14 @@ def _usage_errors() -> tuple[type[BaseException], ...]:
 
 
 def _command(name: str):
-    from graph_harness.reports.commands import advise, count, delta, replay
+    from graph_harness.reports.commands import advise, count, delta, profile, replay
 
     return {
         "count": count.run,
         "delta": delta.run,
         "advise": advise.run,
         "replay": replay.run_replay,
+        "profile": profile.run,
         "report": replay.run_report,
     }[name]
 

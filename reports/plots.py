@@ -129,3 +129,23 @@ def nodes_per_module(per_module: pd.DataFrame, depth: int, path: Path) -> Path:
     ax.set_title("Nodes per module")
     ax.grid(alpha=0.3, axis="x")
     return _save(fig, path)
+
+
+def dispatch_share(scopes: pd.DataFrame, path: Path) -> Path:
+    """Dispatch share (gaps over cost) per scope, one bar per profiled graph: the round's
+    steps, or a step's scopes two levels deep (layers.3), from a profile's scope table."""
+    plt = _plt()
+    df = scopes
+    if (df.depth > 0).any():  # a scope tree: one level of it, not the root
+        df = df[df.depth == min(2, int(df.depth.max()))]
+    wide = df.pivot_table(index="scope", columns="variant", values="dispatch_share")
+    wide = wide[list(dict.fromkeys(df.variant))]  # graphs in the order profiled
+    wide = wide.reindex(list(dict.fromkeys(df.scope)))  # scopes in table order
+    fig, ax = plt.subplots(figsize=(8, max(3.0, 0.3 * len(wide) * max(1, wide.shape[1]) ** 0.5)))
+    (100 * wide.iloc[::-1]).plot.barh(ax=ax, width=0.8)
+    ax.set_xlabel("dispatch share: gaps before nodes / (their durations + gaps), %")
+    ax.set_ylabel("scope")
+    ax.set_title("Where the GPU waits for dispatch (CUPTI, in-round)")
+    ax.grid(alpha=0.3, axis="x")
+    ax.legend(fontsize=7)
+    return _save(fig, path)

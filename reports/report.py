@@ -35,8 +35,10 @@ def write_report(
     *,
     command: str,
     skipped: str | None = None,
+    profile=None,
 ) -> Path:
-    """Write everything into `folder` (which must exist and be empty)."""
+    """Write everything into `folder` (which must exist and be empty). `profile`: an
+    in-round profile of the variants (capture/profile.py), where one was taken."""
     lines = header(exports, command)
     lines += nodes_section(folder, exports)
     lines += delta_section(folder, exports)
@@ -45,6 +47,8 @@ def write_report(
     else:
         lines += cost_section(folder, replay)
         lines += savings_section(folder, exports, replay)
+    if profile is not None:
+        lines += dispatch_section(folder, profile)
     (folder / "report.md").write_text("\n".join(lines) + "\n")
     return folder / "report.md"
 
@@ -191,3 +195,31 @@ def savings_section(
         )
         lines += ["![waterfall in microseconds](waterfall_us.png)", ""]
     return lines
+
+
+def dispatch_section(folder: Path, profile) -> list[str]:
+    """Per step, how much of each variant's in-round time is gaps before nodes (CUPTI)."""
+    scopes = profile.scope_table()
+    scopes.to_csv(folder / "dispatch_by_step.csv", index=False)
+    summary = profile.summary()
+    summary.to_csv(folder / "dispatch.csv", index=False)
+    plots.dispatch_share(scopes, folder / "dispatch_share.png")
+    wide = scopes.pivot_table(index="scope", columns="variant", values="dispatch_share")
+    wide = (100 * wide.reindex(list(dict.fromkeys(scopes.scope)))).round(2).reset_index()
+    shown = summary[["name", "nodes", "period_us", "exec_us", "gap_us", "dispatch_share"]]
+    return [
+        "## Dispatch share in the round (CUPTI)",
+        "",
+        "Each node's duration and the gap before it (its start less the end of what it "
+        "waits for), from replays under CUPTI (`graph-harness profile`); the dispatch "
+        "share is the gaps over the round (per step: over the step's durations and gaps).",
+        "",
+        _md(shown),
+        "",
+        "Dispatch share per step, %:",
+        "",
+        _md(wide),
+        "",
+        "![dispatch share](dispatch_share.png)",
+        "",
+    ]

@@ -74,17 +74,24 @@ def _cuda() -> bool:
 def count_target(spec: str, depth, io: IO):
     """Import and run the target (its code), count its step; with `depth` not False, by
     the modules of its `step.module` down to `depth` (None: every level)."""
-    from graph_harness.capture import capture_and_count, module_scopes
+    return capture_target(spec, depth, io)[0]
+
+
+def capture_target(spec: str, depth, io: IO):
+    """count_target, also returning the graph it was read from (None on the CPU) and the
+    loaded target (whose step's buffers the graph replays: keep it while replaying)."""
+    from graph_harness.capture import module_scopes
+    from graph_harness.capture.count import capture_and_keep
     from graph_harness.reports.target import TargetError, load_target, root_guess
 
     io.target_root = root_guess(spec)  # errors while importing point there
     target = load_target(spec)
     io.target_root = target.root
     if depth is False:
-        export = capture_and_count(target.step)
+        export, captured = capture_and_keep(target.step)
     else:
         with module_scopes(target.model(), depth=depth):
-            export = capture_and_count(target.step)
+            export, captured = capture_and_keep(target.step)
     if "compiled_attribution" in export.options:
         io.note(f"compiled code's nodes: {export.options['compiled_attribution']}")
     if export.total == 0:
@@ -92,7 +99,7 @@ def count_target(spec: str, depth, io: IO):
             f"--target {spec!r}: its step issued no work (0 nodes); it must "
             "launch the work to count, not only prepare it"
         )
-    return export
+    return export, captured, target
 
 
 def show(io: IO, exports: dict, *, per_stage: bool, depth: int | None = None) -> None:

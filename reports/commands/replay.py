@@ -76,16 +76,18 @@ def run_report(args, io: IO) -> int:
             for v in VARIANTS:
                 prog.update(task, description=f"counting {v}")
                 exports[v] = count_round(params, v).export
-            replay, skipped = None, "no CUDA device on this machine"
+            replay, profile, skipped = None, None, "no CUDA device on this machine"
             if cuda:
-                replay = run_replays(
-                    params,
-                    list(VARIANTS),
-                    settings=settings,
-                    progress=lambda m: prog.update(task, description=m),
+                from graph_harness.capture.params import ProfileSettings
+                from graph_harness.capture.profile_run import profile_rounds
+
+                say = lambda m: prog.update(task, description=m)
+                replay = run_replays(params, list(VARIANTS), settings=settings, progress=say)
+                profile = profile_rounds(
+                    params, list(VARIANTS), ProfileSettings(builds=1), timed=False, progress=say
                 )
                 skipped = None
-        write_report(tmp, exports, replay, command=command_line(), skipped=skipped)
+        write_report(tmp, exports, replay, command=command_line(), skipped=skipped, profile=profile)
     io.err.print(f"wrote {args.out / 'report.md'}", markup=False)
     return 0
 

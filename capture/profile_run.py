@@ -1,0 +1,167 @@
+"""Profiling on a GPU: replay captured graphs under CUPTI and cost every node
+(capture/profile.py does the arithmetic), the built-in round's variants over fresh builds
+timed as `replay` times them, or any captured step.
+
+Everything here syncs the device and needs CUDA.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import pandas as pd
+import torch
+
+from graph_harness.capture.activities import ProfileError, record_replays
+from graph_harness.capture.count import CountedRound, count_round
+from graph_harness.capture.environment import environment, now
+from graph_harness.capture.export import NodeExport
+from graph_harness.capture.graph_reader import read_graph, tools_ids
+from graph_harness.capture.params import ProfileSettings, RoundParams
+from graph_harness.capture.pricing import saving_pairs
+from graph_harness.capture.profile import ProfileResult, Window, profile_windows
+from graph_harness.capture.round_timing import measure_rounds
+from graph_harness.capture.timing import time_replays_us
+
+Progress = Callable[[str], None] | None
+
+
+def local_ids(graph: torch.cuda.CUDAGraph, export: NodeExport) -> dict[int, int] | None:
+    """Node index -> the node's tools id (graph id << 32 | local id), read from the kept
+    graph that `export` was read from (same order); None where the driver lacks it."""
+    raw = read_graph(graph.raw_cuda_graph())
+    if [r.kind for r in raw] != [n["type"] for n in export.nodes]:
+        raise ProfileError("the graph's nodes are not the export's: read another graph")
+    ids = tools_ids([r.handle for r in raw])
+    if ids is None:
+        return None
+    return {i: t for i, (r, t) in enumerate(zip(raw, ids)) if r.parent is None}
+
+
+def profile_graph(
+    graph: torch.cuda.CUDAGraph,
+    export: NodeExport,
+    settings: ProfileSettings,
+    build: int = 0,
+) -> list[Window]:
+    """`settings.windows` profiled windows of `graph`, each `settings.replays` sampled
+    replays behind a lead-in replay."""
+    ids = local_ids(graph, export)
+    return [
+        Window(
+            build,
+            w,
+            record_replays(graph, settings.replays + 1, warmup=settings.warmup if w == 0 else 1),
+            ids,
+        )
+        for w in range(settings.windows)
+    ]
+
+
+def _same_structure(a: NodeExport, b: NodeExport) -> bool:
+    key = lambda e: [(n["type"], n["kernel"], n["deps"]) for n in e.nodes]
+    return key(a) == key(b)
+
+
+def profile_rounds(
+    params: RoundParams,
+    variants: Sequence[str],
+    settings: ProfileSettings | None = None,
+    *,
+    timed: bool = True,
+    pdl: bool = False,
+    progress: Progress = None,
+) -> ProfileResult:
+    """Profile each variant's round in every build. `timed`: the builds are also timed as
+    `replay` times rounds (measure_rounds: interleaved trials), which gives the measured
+    round times and, for two or more variants, the measured savings the profiles'
+    predictions are set against (pricing.saving_pairs). Syncs."""
+    settings = settings or ProfileSettings()
+    variants = list(variants)
+    windows: dict[str, list[Window]] = {v: [] for v in variants}
+    first: dict[str, NodeExport] = {}
+
+    def profile_build(build: int, rounds: dict[str, CountedRound]) -> None:
+        for v, counted in rounds.items():
+            if progress:
+                progress(f"profiling {v} (build {build + 1} of {settings.builds})")
+            first.setdefault(v, counted.export)
+            if not _same_structure(first[v], counted.export):
+                raise ProfileError(f"{v}: build {build} captured another graph than build 0")
+            windows[v] += profile_graph(counted.captured.graph, counted.export, settings, build)
+
+    trials = None
+    if timed:
+        if progress:
+            progress(f"timing and profiling {len(variants)} rounds")
+        trials, _ = measure_rounds(
+            params, variants, settings.timing(), pdl=pdl, after_build=profile_build
+        )
+    else:
+        for build in range(settings.builds):
+            pool = torch.cuda.graph_pool_handle()
+            rounds = {v: count_round(params, v, "cuda", graph_pool=pool, pdl=pdl) for v in variants}
+            profile_build(build, rounds)
+            del rounds
+    profiles = {v: profile_windows(v, first[v], windows[v]) for v in variants}
+    return ProfileResult(
+        profiles,
+        trials,
+        saving_pairs(variants) if len(variants) > 1 else [],
+        params.as_dict(),
+        environment(torch.device("cuda")),
+        now(),
+        {"pdl": pdl, "timed": timed, **_settings(settings)},
+    )
+
+
+def profile_steps(
+    steps: dict[str, tuple[NodeExport, torch.cuda.CUDAGraph]],
+    settings: ProfileSettings | None = None,
+    *,
+    timed: bool = True,
+    progress: Progress = None,
+) -> ProfileResult:
+    """Profile captured steps (name -> the export and the kept graph it was read from):
+    one build each (a step is built by its own factory). `timed`: their graphs are also
+    replayed interleaved between CUDA events, for the measured step times and (for two or
+    more) the measured saving of each after the first. Syncs."""
+    settings = settings or ProfileSettings()
+    names = list(steps)
+    trials = None
+    if timed:
+        if progress:
+            progress(f"timing {len(names)} steps")
+        for _, graph in steps.values():
+            graph.replay()  # instantiates the kept graph
+        times = time_replays_us(
+            {n: g for n, (_, g) in steps.items()},
+            replays=settings.timing().round_replays,
+            trials=settings.trials,
+            warmup=settings.warmup,
+        )
+        trials = pd.DataFrame(
+            [
+                dict(variant=n, build=0, trial=t, us=x)
+                for n, ts in times.items()
+                for t, x in enumerate(ts)
+            ]
+        )
+    profiles = {}
+    for n, (export, graph) in steps.items():
+        if progress:
+            progress(f"profiling {n}")
+        profiles[n] = profile_windows(n, export, profile_graph(graph, export, settings))
+    return ProfileResult(
+        profiles,
+        trials,
+        [(names[0], n) for n in names[1:]],
+        None,
+        environment(torch.device("cuda")),
+        now(),
+        {"timed": timed, **_settings(settings), "builds": 1},
+    )
+
+
+def _settings(s: ProfileSettings) -> dict[str, int]:
+    return {k: getattr(s, k) for k in ("trials", "builds", "windows", "replays", "warmup")}
