@@ -136,6 +136,7 @@ def capture_and_keep(
         created=now(),
         options=options,
     )
+    return export, captured
 
 
 def _refine_compiled(nodes: list[dict], ms) -> str:
@@ -154,7 +155,6 @@ def _refine_compiled(nodes: list[dict], ms) -> str:
         f"{how['extern'] + how['externs']} extern-call nodes by position "
         f"({how['externs']} shared among calls), {how['fused']} fused across modules"
     )
-    return export, captured
 
 
 def _count_dispatch(fn: Callable[[], object]) -> list[dict]:
