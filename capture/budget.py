@@ -47,7 +47,7 @@ from typing import Any
 
 from graph_harness.capture.documents import ExportError, Fields, load_json, show
 from graph_harness.capture.export import SOURCES, NodeExport
-from graph_harness.capture.files import write_output
+from graph_harness.capture.files import OutputPathError, write_output
 from graph_harness.capture.rollup import tree_parts
 from graph_harness.capture.scopes import UNSCOPED
 
@@ -376,7 +376,10 @@ def record(path: str | Path, key: str, export: NodeExport, names: Iterable[str] 
     with _locked(Path(os.path.realpath(path)).parent):
         budgets = read_budgets(path) if path.exists() else {}
         budgets.setdefault(key, {})[export.source] = entry
-        write_output(path, render_budgets(budgets))
+        try:
+            write_output(path, render_budgets(budgets))
+        except OutputPathError as e:  # a folder, a read-only file, ...
+            raise BudgetError(f"cannot record node budgets: {e}") from None
     return entry
 
 

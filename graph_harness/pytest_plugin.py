@@ -8,12 +8,13 @@ graph-harness makes it available to every test, no conftest needed:
         node_budget(step, total=264, per_scope={"stage*/pack": 24})
         node_budget(step, record="budgets/decode.json", per_scope=["attention", "mlp"])
 
-`node_budget(step, ...)` captures `step` (graph nodes on CUDA; dispatched ops on the CPU,
-and the failure message says which), checks the counts, and returns the NodeExport for a
-test to look further. Over budget, it raises NodeBudgetExceeded (an AssertionError) whose
-message is a table: each scope over budget, its budget, its count, the difference and the
-kernels that make it up, and the total line. Names and how they cover nested scopes:
-capture/budget.py.
+`node_budget(step, ...)` captures `step` as `capture.capture_and_count` does (on CUDA:
+warm-up calls, then one call captured and its graph nodes read, syncing the device; on the
+CPU: its dispatched ops counted, and the failure message says so), checks the counts, and
+returns the NodeExport for a test to look further. Over budget, it raises
+NodeBudgetExceeded (an AssertionError) whose message is a table: each scope over budget,
+its budget, its count, the difference and the kernels that make it up, and the total line.
+Names and how they cover nested scopes: capture/budget.py.
 
 - `total=N`, `per_scope={name: N}`: budgets written in the test. They apply to whatever
   this machine counts (graph nodes or CPU dispatches); for budgets that differ between
