@@ -51,6 +51,7 @@ from graph_harness.capture.files import OutputPathError, write_output
 from graph_harness.capture.rollup import tree_parts
 from graph_harness.capture.scopes import UNSCOPED
 
+UPDATE_FLAG = "--update-node-budgets"  # the plugin's flag (graph_harness/pytest_plugin.py)
 SCHEMA = "graph-harness/node-budgets"
 SCHEMA_VERSION = 1
 TOTAL = "(total)"  # the total's row in a check
@@ -337,7 +338,7 @@ def render_budgets(budgets: Mapping[str, Mapping[str, Entry]]) -> str:
 def lookup(path: str | Path, key: str, source: str, *, shown: str | None = None) -> Entry:
     """The entry recorded for `key` and `source`; BudgetError saying how to record it."""
     shown = shown or str(path)
-    how = "run pytest with --update-node-budgets to record today's counts"
+    how = f"run pytest with {UPDATE_FLAG} to record today's counts"
     if not Path(path).exists():
         raise BudgetError(f"no node budget file {shown}: {how}")
     budgets = read_budgets(path)

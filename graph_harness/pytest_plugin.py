@@ -37,9 +37,16 @@ graph-harness must not slow every pytest run in the environment by importing tor
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:  # torch and the harness load when the fixture is used, not before
+    import torch
+
+    from graph_harness.capture import NodeExport
 
 UPDATE_FLAG = "--update-node-budgets"
 _notes = pytest.StashKey[list]()
@@ -88,13 +95,13 @@ class NodeBudget:
         step,
         *,
         total: int | None = None,
-        per_scope=None,
+        per_scope: Mapping[str, int] | Iterable[str] | None = None,
         record: str | Path | None = None,
         name: str | None = None,
-        module=None,
+        module: torch.nn.Module | None = None,
         depth: int | None = None,
         **capture_options,
-    ):
+    ) -> NodeExport:
         __tracebackhide__ = True
         from graph_harness.capture import capture_and_count, module_scopes
         from graph_harness.capture.budget import BudgetError
@@ -118,8 +125,6 @@ class NodeBudget:
         return export
 
     def _check_arguments(self, total, per_scope, record, name, module, depth) -> None:
-        from collections.abc import Mapping
-
         from graph_harness.capture.budget import BudgetError
 
         if record is None:

@@ -7,12 +7,11 @@ a junit file, and matched by tests.
 
 from __future__ import annotations
 
-from graph_harness.capture.budget import BudgetCheck, Line
+from graph_harness.capture.budget import UPDATE_FLAG, BudgetCheck, Line
 from graph_harness.capture.export import NodeExport
 from graph_harness.reports.kernel_names import short_names
 from graph_harness.reports.tables import source_note
 
-UPDATE_FLAG = "--update-node-budgets"
 KERNELS_SHOWN = 3  # per row; the rest are summed
 KERNEL_WIDTH = 72  # as the count tables: cut in the middle past it
 

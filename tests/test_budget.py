@@ -11,6 +11,9 @@ harness produced itself.
 import importlib.metadata
 import json
 import re
+import subprocess
+import sys
+import threading
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -19,7 +22,7 @@ import torch
 from torch import nn
 
 import graph_harness.pytest_plugin  # noqa: F401 - imported once, not per pytester run
-from graph_harness.capture import NodeExport, capture_and_count, module_scopes, scope
+from graph_harness.capture import NodeExport, budget, capture_and_count, module_scopes, scope
 from graph_harness.capture.budget import (
     SCHEMA,
     BudgetError,
@@ -336,6 +339,27 @@ def test_record_writes_plain_sorted_json_and_keeps_other_entries(tmp_path):
     assert got["cpu-dispatch"].scopes == {"attention": ATTENTION + INNER}
     assert sorted(p.name for p in path.parent.iterdir()) == ["decode.json"]  # no temporaries
     assert lookup(path, "t::b", "cpu-dispatch").total == TOTAL - MLP
+
+
+def test_workers_recording_into_one_file_lose_nothing(tmp_path):
+    # pytest-xdist workers record into one file at once: each read-change-write holds the
+    # folder's lock. (Without it, this loses entries every time here.)
+    path = tmp_path / "b.json"
+    export = count(load_step())
+    workers = 16
+    start = threading.Barrier(workers)
+
+    def work(i):
+        start.wait()
+        record(path, f"test_{i:02d}", export, None)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(read_budgets(path)) == [f"test_{i:02d}" for i in range(workers)]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.json"]
 
 
 def test_lookup_says_how_to_record(tmp_path):
@@ -728,6 +752,22 @@ def test_plugin_module_scopes_by_qualified_name(project):
 
 
 # ----------------------------------------------------------- registration by entry point
+
+
+def test_the_plugin_is_light_until_used():
+    # Loaded into every pytest run of an environment with graph-harness: no torch, no
+    # pandas until a test asks for node_budget; one name for its flag.
+    probe = (
+        "import sys, graph_harness.pytest_plugin as p\n"
+        "heavy = sorted({'torch', 'pandas', 'graph_harness.capture'} & set(sys.modules))\n"
+        "assert not heavy, heavy\n"
+        "print(p.UPDATE_FLAG)\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO, timeout=120
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == budget.UPDATE_FLAG == "--update-node-budgets"
 
 
 def test_the_entry_point_is_declared():
