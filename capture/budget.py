@@ -55,6 +55,7 @@ UPDATE_FLAG = "--update-node-budgets"  # the plugin's flag (graph_harness/pytest
 SCHEMA = "graph-harness/node-budgets"
 SCHEMA_VERSION = 1
 TOTAL = "(total)"  # the total's row in a check
+TOP_SHOWN = 12  # top-level scopes listed when a name never occurs
 ENTRY_KEYS = ("total", "scopes")
 ENTRY_OPTIONAL = ("torch", "device")
 
@@ -185,7 +186,10 @@ class _Nodes:
 
     def unknown(self, names: list[str], workload: str) -> BudgetError:
         lines = [f"{show(n)}: {self.nearest(n) or 'no scope with a similar name'}" for n in names]
-        top = ", ".join(self.top_level())
+        tops = sorted(self.top_level(), key=_natural)
+        top = ", ".join(tops[:TOP_SHOWN]) + (
+            f", ... {len(tops) - TOP_SHOWN} more" if len(tops) > TOP_SHOWN else ""
+        )
         what = "scope name" if len(names) == 1 else "scope names"
         return BudgetError(
             f"{what} never {'occurs' if len(names) == 1 else 'occur'} in {workload} (no node "
@@ -202,6 +206,11 @@ class _Nodes:
         close = difflib.get_close_matches(name, self.labels + general, n=3, cutoff=0.6)
         picks = list(dict.fromkeys(by_end[:3] + close))[:4]
         return "did you mean " + " or ".join(map(show, picks)) if picks else ""
+
+
+def _natural(label: str) -> list:
+    """Numbers in numeric order: stage2/pack before stage10/pack, layers.2 before layers.10."""
+    return [(0, int(x), "") if x.isdigit() else (1, 0, x) for x in re.split(r"(\d+)", label)]
 
 
 def _generalize(label: str) -> str:
