@@ -9,7 +9,8 @@ with other distributions' top-level `kernels`, `pools`, `capture` or `reports`:
     graph_harness.capture  capture, node export, attribution, replays (all measurement)
     graph_harness.reports  the CLI, tables, files and plots (rendering only)
 
-Data flows one way: pools -> kernels -> capture -> reports.
+Data flows one way: pools -> kernels -> capture -> reports. `graph_harness.pytest_plugin`
+(the `node_budget` fixture, registered through the pytest11 entry point) sits above them.
 """
 
 import os as _os  # already imported by the interpreter: nothing is looked up on sys.path

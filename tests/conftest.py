@@ -4,6 +4,10 @@ import zlib
 import pytest
 import torch
 
+# pytester runs the node_budget plugin's tests; the plugin itself is registered here as
+# well as by the entry point, for a source tree whose installed metadata predates it.
+pytest_plugins = ["pytester", "graph_harness.pytest_plugin"]
+
 HAS_CUDA = torch.cuda.is_available()
 
 

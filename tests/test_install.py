@@ -4,6 +4,8 @@ imports as itself.
 
 The wheel is built from this tree with the environment's setuptools (no network: the
 `test` extra pins one that builds wheels itself) and installed into a folder of its own.
+Installed, the `node_budget` fixture reaches pytest through the wheel's `pytest11` entry
+point alone: a project with no conftest can use it.
 """
 
 import subprocess
@@ -68,3 +70,46 @@ def test_wheel_beside_a_standin_kernels_package(tmp_path):
     assert Path(r.stdout.strip()).is_relative_to(site / "graph_harness"), r.stdout
     r = _run(sys.executable, "-m", "graph_harness", "--version", cwd=tmp_path, env=env)
     assert r.stdout.startswith("graph-harness ")
+
+    # The plugin, through the entry point only: no conftest, no -p.
+    (dist_info,) = site.glob("graph_harness-*.dist-info")
+    assert "[pytest11]\ngraph_harness.pytest_plugin = graph_harness.pytest_plugin\n" in (
+        (dist_info / "entry_points.txt").read_text()
+    )
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pytest.ini").write_text("[pytest]\n")
+    (project / "test_step.py").write_text(
+        "import torch\n"
+        "import graph_harness.pytest_plugin as plugin\n"
+        f"assert plugin.__file__.startswith({str(site / 'graph_harness')!r}), plugin.__file__\n"
+        "def test_step(node_budget):\n"
+        "    a, out = torch.ones(4), torch.empty(4)\n"
+        "    step = lambda: torch.add(a, a, out=out)\n"
+        "    node_budget(step, total=1, device='cpu', warmup=1)\n"
+        "def test_over(node_budget):\n"
+        "    a, out = torch.ones(4), torch.empty(4)\n"
+        "    step = lambda: (torch.add(a, a, out=out), torch.add(a, a, out=out))\n"
+        "    node_budget(step, total=1, device='cpu', warmup=1)\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--update-node-budgets"],
+        capture_output=True,
+        text=True,
+        cwd=project,
+        env=env,
+        timeout=300,
+    )
+    assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-3000:]  # one test fails
+    assert "1 failed, 1 passed" in r.stdout, r.stdout[-3000:]
+    assert "NodeBudgetExceeded: node budget exceeded in the total" in r.stdout, r.stdout[-3000:]
+    # Named again, by -p and by a conftest (as this repository's own tests do, and the
+    # pytester runs): the entry point's name is the module's, so it registers once.
+    (project / "conftest.py").write_text('pytest_plugins = ["graph_harness.pytest_plugin"]\n')
+    r = _run(
+        *(sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"),
+        *("-p", "graph_harness.pytest_plugin", "test_step.py::test_step"),
+        cwd=project,
+        env=env,
+    )
+    assert "1 passed" in r.stdout, r.stdout[-3000:]

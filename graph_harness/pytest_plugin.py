@@ -1,0 +1,203 @@
+"""The `node_budget` pytest fixture: a test fails when a change brings nodes back.
+
+Registered through the `pytest11` entry point (pyproject.toml), so installing
+graph-harness makes it available to every test, no conftest needed:
+
+    def test_decode_nodes(node_budget):
+        step = make_step()
+        node_budget(step, total=264, per_scope={"stage*/pack": 24})
+        node_budget(step, record="budgets/decode.json", per_scope=["attention", "mlp"])
+
+`node_budget(step, ...)` captures `step` as `capture.capture_and_count` does (on CUDA:
+warm-up calls, then one call captured and its graph nodes read, syncing the device; on the
+CPU: its dispatched ops counted, and the failure message says so), checks the counts, and
+returns the NodeExport for a test to look further. Over budget, it raises
+NodeBudgetExceeded (an AssertionError) whose message is a table: each scope over budget,
+its budget, its count, the difference and the kernels that make it up, and the total line.
+Names and how they cover nested scopes: capture/budget.py.
+
+- `total=N`, `per_scope={name: N}`: budgets written in the test. They apply to whatever
+  this machine counts (graph nodes or CPU dispatches); for budgets that differ between
+  the two, use `record=`.
+- `record="budgets/decode.json"` (relative to pytest's rootdir): budgets read from that
+  file, from the entry for this test (its node id, or `name=`) and this source. Run
+  `pytest --update-node-budgets` and the file is written instead: today's total, and the
+  count of each scope in `per_scope` (a list of names here) or, without it, of each
+  top-level scope. Other entries of the file are kept. Without the flag, a missing file
+  or entry fails, saying to run with it.
+- `module=model` (with `depth=`): as `with capture.module_scopes(model, depth=...)`
+  around the capture, so every submodule's nodes carry its qualified name.
+- Everything else (`warmup=`, `pool=`, `device=`, `graph_pool=`) goes to
+  `capture.capture_and_count`, with its defaults.
+
+Budgets with room left are listed at the end of the run (terminal summary), so they can
+be tightened. This module imports only pytest until the fixture is used: installing
+graph-harness must not slow every pytest run in the environment by importing torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:  # torch and the harness load when the fixture is used, not before
+    import torch
+
+    from graph_harness.capture import NodeExport
+
+UPDATE_FLAG = "--update-node-budgets"
+_notes = pytest.StashKey[list]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("graph-harness", "graph-harness node budgets")
+    group.addoption(
+        UPDATE_FLAG,
+        action="store_true",
+        default=False,
+        help="write today's node counts into the files named by node_budget(record=...) "
+        "instead of checking against them",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[_notes] = []
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
+    notes = config.stash.get(_notes, [])
+    if notes:
+        terminalreporter.write_sep("-", "node budgets")
+        for line in notes:
+            terminalreporter.write_line(line)
+
+
+@pytest.fixture
+def node_budget(request: pytest.FixtureRequest) -> NodeBudget:
+    """Check a step's nodes against a budget: `node_budget(step, total=..., per_scope=...)`
+    or `node_budget(step, record="budgets/x.json")`; see graph_harness.pytest_plugin."""
+    return NodeBudget(request.node.nodeid, request.config)
+
+
+class NodeBudget:
+    """The fixture's value, one per test: call it once per budget."""
+
+    def __init__(self, nodeid: str, config: pytest.Config) -> None:
+        self.nodeid = nodeid
+        self.config = config
+        self._used: set[tuple[Path, str]] = set()
+
+    def __call__(
+        self,
+        step,
+        *,
+        total: int | None = None,
+        per_scope: Mapping[str, int] | Iterable[str] | None = None,
+        record: str | Path | None = None,
+        name: str | None = None,
+        module: torch.nn.Module | None = None,
+        depth: int | None = None,
+        **capture_options,
+    ) -> NodeExport:
+        __tracebackhide__ = True
+        from graph_harness.capture import capture_and_count, module_scopes
+        from graph_harness.capture.budget import BudgetError
+
+        try:
+            self._check_arguments(total, per_scope, record, name, module, depth)
+            path = key = None
+            if record is not None:
+                path, key = self._entry(record, name)
+        except BudgetError as e:
+            raise e.with_traceback(None) from None  # the message, not our frames
+        if module is not None:
+            with module_scopes(module, depth):
+                export = capture_and_count(step, **capture_options)
+        else:
+            export = capture_and_count(step, **capture_options)
+        try:
+            self._check(export, total, per_scope, record, path, key)
+        except BudgetError as e:
+            raise e.with_traceback(None) from None
+        return export
+
+    def _check_arguments(self, total, per_scope, record, name, module, depth) -> None:
+        from graph_harness.capture.budget import BudgetError
+
+        if record is None:
+            if total is None and per_scope is None:
+                raise BudgetError("node_budget needs total=, per_scope= or record= (a budget file)")
+            if per_scope is not None and not isinstance(per_scope, Mapping):
+                raise BudgetError(
+                    "per_scope maps scope names to budgets, e.g. {'attention': 12}; a list "
+                    "of names goes with record="
+                )
+            if name is not None:
+                raise BudgetError("name= names an entry of a budget file: give record= too")
+        else:
+            if total is not None:
+                raise BudgetError(
+                    "give total= or record=, not both: with record= the budgets come from the file"
+                )
+            if isinstance(per_scope, Mapping | str):
+                raise BudgetError(
+                    "with record=, per_scope lists the names to record, e.g. "
+                    "per_scope=['attention', 'mlp'] (their budgets come from the file)"
+                )
+        if depth is not None and module is None:
+            raise BudgetError("depth= is the depth of module scopes: give module= too")
+
+    def _entry(self, record, name) -> tuple[Path, str]:
+        from graph_harness.capture.budget import BudgetError
+
+        path = Path(record)
+        if not path.is_absolute():
+            path = self.config.rootpath / path
+        key = self.nodeid if name is None else name
+        if not isinstance(key, str) or not key:
+            raise BudgetError(f"name= is a non-empty str, got {key!r}")
+        if (path, key) in self._used:
+            raise BudgetError(
+                f"this test already used the budget {key!r} of {record}: give each "
+                "node_budget call of one test its own name="
+            )
+        self._used.add((path, key))
+        return path, key
+
+    def _check(self, export, total, per_scope, record, path, key) -> None:
+        __tracebackhide__ = True
+        from graph_harness.capture import budget
+        from graph_harness.reports import budget as words
+
+        notes = self.config.stash.get(_notes, [])
+        if record is None:
+            check = budget.check_budget(export, total=total, per_scope=per_scope)
+        else:
+            names = None if per_scope is None else list(per_scope)
+            if self.config.getoption(UPDATE_FLAG):
+                entry = budget.record(path, key, export, names)
+                notes.append(
+                    words.recorded_note(key, str(record), export.source, entry.total, entry.scopes)
+                )
+                return
+            entry = budget.lookup(path, key, export.source, shown=str(record))
+            if names is not None and set(names) != set(entry.scopes):
+                raise budget.BudgetError(
+                    f"{record}: the budget for {key!r} records scopes "
+                    f"{sorted(entry.scopes)}, the test names {sorted(names)}: re-record "
+                    f"with {UPDATE_FLAG}"
+                )
+            check = budget.check_budget(
+                export,
+                total=entry.total,
+                per_scope=entry.scopes,
+                origin=f"{record}, entry {key!r} [{export.source}]",
+                recorded=entry.recorded,
+            )
+        if not check.ok:
+            raise budget.NodeBudgetExceeded(words.budget_failure(check, export), check)
+        if check.slack:
+            notes.append(words.slack_note(key or self.nodeid, check))
