@@ -144,7 +144,7 @@ class VariantProfile:
 
     def summary(self) -> dict[str, Any]:
         r = self.replays
-        share = (r.gap_us / r.cost_us).to_numpy()  # net of the profiler's own cost
+        share = (r.gap_us / r.period_us).to_numpy()
         lo, hi = median_interval(share) if len(share) >= 2 else (math.nan, math.nan)
         m = self.matching
         return dict(
@@ -172,17 +172,11 @@ def _per_build(replays: pd.DataFrame, column: str) -> np.ndarray:
     return np.array([g[:n] for g in groups])
 
 
-def profile_windows(
-    name: str, export: NodeExport, windows: Sequence[Window], *, overhead_us: float = 0.0
-) -> VariantProfile:
+def profile_windows(name: str, export: NodeExport, windows: Sequence[Window]) -> VariantProfile:
     """Match and cost every sampled replay of `windows` (capture/profile_run.py records
     them). Nodes are matched by order; where every window carries the nodes' local ids,
     also by CUPTI's graph node id, and the id match is used if it is complete in every
-    replay, the two compared either way (`matching`).
-
-    `overhead_us`: what the profiler itself adds per node (profile_run.instrument_overhead
-    measures it on a calibration chain), taken off every node's gap. Uncorrected, a change
-    that removes n nodes would be credited n times the instrument's cost too."""
+    replay, the two compared either way (`matching`)."""
     plan = plan_of(export.nodes)
     use_ids = bool(windows) and all(w.local_ids for w in windows) and not plan.nested
     samples, rows = [], []
@@ -198,7 +192,7 @@ def profile_windows(
         prev_end = max((a.end_us for a in replays[0]), default=math.nan)
         for r in range(1, len(replays)):
             acts, m = replays[r], chosen[r]
-            costs = [(n, d, g - overhead_us) for n, d, g in replay_costs(plan, acts, m, prev_end)]
+            costs = replay_costs(plan, acts, m, prev_end)
             samples += [(w.build, w.window, r, n, d, g) for n, d, g in costs]
             last = max((a.end_us for a in acts), default=prev_end)
             exec_us, gap_us = sum(c[1] for c in costs), sum(c[2] for c in costs)
@@ -478,8 +472,7 @@ class ProfileResult:
         if self.round_trials is not None and len(self.round_trials):
             timed = self.round_trials.groupby("variant").us.median()
             df["timed_us"] = df.name.map(timed).astype(float)
-            df["period_vs_timed"] = df.period_us / df.timed_us - 1  # the instrument's cost
-            df["cost_vs_timed"] = df.cost_us / df.timed_us - 1  # net of it
+            df["period_vs_timed"] = df.period_us / df.timed_us - 1
         return df
 
     def node_table(self) -> pd.DataFrame:

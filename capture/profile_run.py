@@ -7,10 +7,8 @@ Everything here syncs the device and needs CUDA.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Sequence
 
-import numpy as np
 import pandas as pd
 import torch
 
@@ -60,42 +58,6 @@ def profile_graph(
     ]
 
 
-CALIBRATION_LENGTHS = (16, 256)  # empty-kernel chains the instrument is calibrated on
-
-
-def instrument_overhead(settings: ProfileSettings) -> float:
-    """What CUPTI adds per graph node, in us: chains of the empty Triton kernel (16 and
-    256 nodes), each replayed between CUDA events and under the profiler; the difference
-    of the two per-node slopes. A graph none of whose nodes the profiler saw would show
-    the same period both ways. Syncs."""
-    from graph_harness.capture.timing import capture_unrolled
-    from graph_harness.kernels.empty import empty_kernel
-
-    x = torch.zeros(1, device="cuda")
-    graphs = {
-        n: capture_unrolled(lambda: empty_kernel.launch(x.device, (1,), x, num_warps=1), n)
-        for n in CALIBRATION_LENGTHS
-    }
-    timed = time_replays_us(
-        {str(n): g for n, g in graphs.items()},
-        replays=settings.replays,
-        trials=settings.trials,
-        warmup=settings.warmup,
-    )
-    profiled = {}
-    for n, g in graphs.items():
-        periods = []
-        for _ in range(settings.windows):
-            reps = record_replays(g, settings.replays + 1, warmup=settings.warmup)
-            ends = [max(a.end_us for a in r) for r in reps if r]
-            periods += [b - a for a, b in itertools.pairwise(ends)]
-        profiled[n] = float(np.median(periods))
-    lo, hi = CALIBRATION_LENGTHS
-    slope_profiled = (profiled[hi] - profiled[lo]) / (hi - lo)
-    slope_timed = (np.median(timed[str(hi)]) - np.median(timed[str(lo)])) / (hi - lo)
-    return float(slope_profiled - slope_timed)
-
-
 def _same_structure(a: NodeExport, b: NodeExport) -> bool:
     key = lambda e: [(n["type"], n["kernel"], n["deps"]) for n in e.nodes]
     return key(a) == key(b)
@@ -141,10 +103,7 @@ def profile_rounds(
             rounds = {v: count_round(params, v, "cuda", graph_pool=pool, pdl=pdl) for v in variants}
             profile_build(build, rounds)
             del rounds
-    if progress:
-        progress("calibrating the profiler's own cost per node")
-    overhead = instrument_overhead(settings)
-    profiles = {v: profile_windows(v, first[v], windows[v], overhead_us=overhead) for v in variants}
+    profiles = {v: profile_windows(v, first[v], windows[v]) for v in variants}
     return ProfileResult(
         profiles,
         trials,
@@ -152,7 +111,7 @@ def profile_rounds(
         params.as_dict(),
         environment(torch.device("cuda")),
         now(),
-        {"pdl": pdl, "timed": timed, **_settings(settings), "cupti_us_per_node": overhead},
+        {"pdl": pdl, "timed": timed, **_settings(settings)},
     )
 
 
@@ -188,15 +147,11 @@ def profile_steps(
                 for t, x in enumerate(ts)
             ]
         )
-    if progress:
-        progress("calibrating the profiler's own cost per node")
-    overhead = instrument_overhead(settings)
     profiles = {}
     for n, (export, graph) in steps.items():
         if progress:
             progress(f"profiling {n}")
-        windows = profile_graph(graph, export, settings)
-        profiles[n] = profile_windows(n, export, windows, overhead_us=overhead)
+        profiles[n] = profile_windows(n, export, profile_graph(graph, export, settings))
     return ProfileResult(
         profiles,
         trials,
@@ -204,7 +159,7 @@ def profile_steps(
         None,
         environment(torch.device("cuda")),
         now(),
-        {"timed": timed, **_settings(settings), "builds": 1, "cupti_us_per_node": overhead},
+        {"timed": timed, **_settings(settings), "builds": 1},
     )
 
 

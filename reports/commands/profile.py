@@ -129,12 +129,6 @@ def show(io: IO, result, *, depth: int | None, top: int) -> None:
             )
         if m.get("agreement") is not None and m["agreement"] < 1:
             io.note(f"{name}: matching by order and by graph node id disagree")
-    cupti = result.options.get("cupti_us_per_node")
-    if cupti is not None:
-        io.note(
-            f"the profiler adds {cupti:.3f} us per node (an empty-kernel chain profiled "
-            "against its event-timed replays); taken off every gap below"
-        )
     if io.json:
         io.print_json(result.to_dict(depth))
         return
