@@ -79,6 +79,13 @@ def main() -> None:
     ap.add_argument("--placements", type=int, default=3)
     ap.add_argument("--sweep", action="store_true")
     ap.add_argument(
+        "--shapes",
+        nargs="+",
+        metavar="ROWSxK",
+        default=[f"{r}x{k}" for r, k in SHAPES],
+        help="shapes to time (default: " + " ".join(f"{r}x{k}" for r, k in SHAPES) + ")",
+    )
+    ap.add_argument(
         "--int64-offsets", action="store_true", help="also time the fused kernel's 64-bit offsets"
     )
     args = ap.parse_args()
@@ -96,7 +103,7 @@ def main() -> None:
     compiled = torch.compile(pack_scores_ids_shipped, fullgraph=True, dynamic=False)
     rows_out = []
     graph_pool = torch.cuda.graph_pool_handle()
-    for rows, k in SHAPES:
+    for rows, k in [tuple(int(x) for x in shape.split("x")) for shape in args.shapes]:
         width = max(k, 64)
         trials: dict[str, list[float]] = {}
         per_placement: dict[str, list[float]] = {}
