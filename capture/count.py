@@ -119,7 +119,9 @@ def capture_and_keep(
         captured = capture_graph(fn, warmup=warmup, graph_pool=graph_pool)
         nodes = nodes_from_graph(read_graph(captured.graph.raw_cuda_graph()), captured.marks)
         source = "cuda-graph"
-        if compiled and (ms := active_module_scopes()) is not None:
+        ms = active_module_scopes()
+        if ms is not None and (compiled or (ms.provenance and ms.provenance.graphs)):
+            # any compile seen counts, whether or not find_compiled reached the object
             options["compiled_attribution"] = _refine_compiled(nodes, ms)
     else:
         for _ in range(warmup):
@@ -143,7 +145,8 @@ def _refine_compiled(nodes: list[dict], ms) -> str:
     """Compiled nodes into their modules by Inductor's provenance; what was done, in words."""
     log = ms.provenance
     if log is None or not log.supported:
-        return "enclosing scope (this torch has no Inductor provenance tracking)"
+        why = log.unavailable if log is not None else "module_scopes was not entered"
+        return f"enclosing scope (no provenance: {why})"
     if not log.graphs:
         return (
             "enclosing scope (no compile happened under module_scopes, so no provenance: "
@@ -152,8 +155,9 @@ def _refine_compiled(nodes: list[dict], ms) -> str:
     how = refine(nodes, log.graphs, set(ms.names.values()), ms.known)
     return (
         f"inductor provenance: {how['kernel']} nodes by kernel name, "
-        f"{how['extern'] + how['externs']} extern-call nodes by position "
-        f"({how['externs']} shared among calls), {how['fused']} fused across modules"
+        f"{how['extern'] + how['externs'] + how['edge']} extern-call nodes by position "
+        f"({how['externs']} shared among calls, {how['edge']} at a compiled call's edges), "
+        f"{how['fused']} fused across modules"
     )
 
 

@@ -59,14 +59,15 @@ class module_scopes:
         with capture.module_scopes(model, depth=2):
             export = capture.capture_and_count(step)
 
-    Like `capture.scope`, a no-op while nothing is recording and while torch.compile
-    traces: no scope opens inside a compiled region. Its nodes still reach their modules
-    through Inductor's kernel provenance (capture/provenance.py) for every compile that
-    happens inside this context (the warm-up of a step compiled lazily, as
-    `torch.compile` does): each generated kernel and extern call goes to the module its FX
-    nodes came from, a kernel fused across modules to their deepest common module (its
+    Like `capture.scope`, its hooks do nothing while nothing is recording and while
+    torch.compile traces: no scope opens inside a compiled region. Its nodes still reach
+    their modules through Inductor's kernel provenance (capture/provenance.py) for every
+    compile that happens inside this context (the warm-up of a step compiled lazily, as
+    `torch.compile` does): each generated kernel and extern call goes to the module its
+    FX nodes came from, a kernel fused across modules to their deepest common module (its
     node carries `fused_modules`). While open, Inductor compiles with provenance tracking
-    on and its caches off. A step compiled before the context was entered keeps its
+    on and its caches off (process-wide: one module_scopes at a time; see
+    capture/provenance.py). A step compiled before the context was entered keeps its
     compiled nodes in the innermost scope open around the compiled call, and the export's
     options say so (`compiled_attribution`)."""
 
@@ -103,13 +104,19 @@ class module_scopes:
             register_module_forward_pre_hook(self._pre),
             register_module_forward_hook(self._post),
         ]
-        self._collect = collecting()
-        self.provenance = self._collect.__enter__()
-        # Our global hooks make torch warn that a compiled module's hooks fire twice: ours
-        # ignore the OptimizedModule wrapper (it has no name here), so the warning is noise.
-        self._warnings = warnings.catch_warnings()
-        self._warnings.__enter__()
-        warnings.filterwarnings("ignore", message=r"Using `torch.compile\(module\)` when there")
+        try:
+            self._collect = collecting()
+            self.provenance = self._collect.__enter__()
+            # Our global hooks make torch warn that a compiled module's hooks fire twice:
+            # ours ignore the OptimizedModule wrapper (it has no name here): noise.
+            self._warnings = warnings.catch_warnings()
+            self._warnings.__enter__()
+            warnings.filterwarnings("ignore", message=r"Using `torch.compile\(module\)` when there")
+        except BaseException:
+            for h in self._handles:
+                h.remove()
+            self._handles = []
+            raise
         self._token = _active.set(self)
         return self
 

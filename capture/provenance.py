@@ -27,6 +27,19 @@ step degrades to "no provenance", never to a wrong attribution or an error):
 
 Only compiles that happen while collecting are seen: a step compiled before (warmed up
 outside `module_scopes`) keeps its nodes in the enclosing scope, and the export says so.
+
+Conventions. Work written in the compiled root's own forward (outside any submodule:
+`self.freqs[input_pos]`, say) belongs to no module, so it never pulls a kernel out of the
+submodule whose work it was fused into. Functionalization's write-backs of mutated inputs
+(post-grad `copy_` nodes) carry no module either. A kernel counts as fused across modules
+(`fused_modules`) when the modules it came from have a deepest common module that is none
+of them: `attention` with its own `wqkv` is `attention`'s kernel, `layers.0` with
+`layers.1.attention` is a fusion across layers.
+
+Collecting changes process-wide state while open (Inductor's config, a handler on the
+`torch.__trace` logger, a warnings filter): one `module_scopes` at a time per process.
+If Inductor's `post_grad_custom_post_pass` is already set (the user's), provenance is not
+read at all rather than risk changing their compile.
 """
 
 from __future__ import annotations
@@ -65,8 +78,12 @@ class ProvenanceLog:
     """What `collecting()` saw: one CompiledGraph per Inductor compile, in order."""
 
     graphs: list[CompiledGraph] = field(default_factory=list)
-    supported: bool = True  # False: this torch has no provenance tracking
+    unavailable: str | None = None  # why no provenance could be read (None: it could)
     _post_grad: list[dict[str, str | None]] = field(default_factory=list)
+
+    @property
+    def supported(self) -> bool:
+        return self.unavailable is None
 
     def _on_post_grad(self, graph) -> None:
         self._post_grad.append(
@@ -79,10 +96,13 @@ class ProvenanceLog:
         except (TypeError, ValueError):
             return
         kernels = next((doc[k] for k in KERNEL_MAP_KEYS if isinstance(doc.get(k), dict)), None)
-        if kernels is None or not self._post_grad:
-            return
-        post = self._post_grad.pop()  # the graph this compile generated code for
+        # The graph this compile generated code for is the last post-grad graph seen; any
+        # older one (a compile that left no kernel map, a backward graph) must never be
+        # paired with a later compile, so the list is emptied on every artifact.
+        post = self._post_grad[-1] if self._post_grad else None
         self._post_grad.clear()
+        if kernels is None or post is None:
+            return
         entries = []
         for key, origins in sorted(kernels.items(), key=lambda kv: _handle(kv[0])):
             name = key.rsplit(":", 1)[0]
@@ -138,7 +158,7 @@ def collecting() -> Iterator[ProvenanceLog]:
     try:
         from torch._inductor import config
     except Exception:  # pragma: no cover - a torch without Inductor
-        log.supported = False
+        log.unavailable = "this torch has no Inductor"
         yield log
         return
     level = (
@@ -149,18 +169,22 @@ def collecting() -> Iterator[ProvenanceLog]:
         else None
     )
     if level is None:
-        log.supported = False
+        log.unavailable = "this torch has no Inductor provenance tracking"
         yield log
         return
-    theirs = config.post_grad_custom_post_pass
-
-    def post_pass(graph) -> None:
-        if theirs is not None:
-            theirs(graph)
-        log._on_post_grad(graph)
+    if config.post_grad_custom_post_pass is not None:
+        # Inductor takes one setting here, in several forms (a pass, a list of passes,
+        # inference-aware passes); wrapping the user's would risk calling it wrongly, and
+        # their compile must never change because graph-harness watches it.
+        log.unavailable = (
+            "Inductor's post_grad_custom_post_pass is already set (yours), and "
+            "graph-harness reads module paths through that setting"
+        )
+        yield log
+        return
 
     patch = {level[0]: level[1], "force_disable_caches": True}
-    patch["post_grad_custom_post_pass"] = post_pass
+    patch["post_grad_custom_post_pass"] = log._on_post_grad
     trace = logging.getLogger("torch.__trace")
     handler, old_level = _TraceHandler(log), trace.level
     trace.addHandler(handler)
@@ -184,10 +208,27 @@ def collecting() -> Iterator[ProvenanceLog]:
 class Attribution:
     """For each node index attributed: the modules (relative paths) it came from, and how
     it was matched ("kernel": by name; "extern": one to one between matched kernels;
-    "externs": together with other extern calls whose nodes could not be told apart)."""
+    "externs": together with other extern calls whose nodes could not be told apart;
+    "edge": an extern call before the first or after the last matched kernel of a
+    compiled call, placed by count, one kernel each: the least certain)."""
 
     modules: dict[int, tuple[str, ...]] = field(default_factory=dict)
     how: dict[int, str] = field(default_factory=dict)
+
+
+LOOKAHEAD = 8  # kernels looked at to tell which graph a compiled call runs
+
+
+def _follows(graph: CompiledGraph, p: int, names: list[str]) -> int:
+    """How many of `names` occur, in order, among `graph`'s entries after position p."""
+    got, i = 0, p + 1
+    for name in names:
+        while i < len(graph.entries) and graph.entries[i].name != name:
+            i += 1
+        if i == len(graph.entries):
+            break
+        got, i = got + 1, i + 1
+    return got
 
 
 def match(nodes: list[dict[str, Any]], graphs: list[CompiledGraph]) -> Attribution:
@@ -201,16 +242,26 @@ def match(nodes: list[dict[str, Any]], graphs: list[CompiledGraph]) -> Attributi
                 where.setdefault(e.name, []).append((g, p))
     out = Attribution()
     hits: list[tuple[int, int, int]] = []  # (position in seq, graph, entry)
+    anchored = [k for k, n in enumerate(seq) if n["kernel"] in where]
     cur: tuple[int, int] | None = None
-    for k, n in enumerate(seq):
-        occ = where.get(n["kernel"])
-        if not occ:
-            continue
+    for j, k in enumerate(anchored):
+        n = seq[k]
+        occ = where[n["kernel"]]
+        # Within a compiled call, its graph's next entry of that name. Otherwise a new
+        # call begins, of any graph (names such as triton_poi_fused_add_0 recur across
+        # graphs, whose counters restart): the occurrence after which the most of the
+        # next kernels follow in order, ties to the next graph, then the first.
         pick = None
-        if cur is not None:  # the same graph's next entry, else the next graph's
+        if cur is not None:
             pick = next(((g, p) for g, p in occ if g == cur[0] and p > cur[1]), None)
-            pick = pick or next(((g, p) for g, p in occ if g > cur[0]), None)
-        cur = pick or occ[0]
+        if pick is None:
+            ahead = [seq[i]["kernel"] for i in anchored[j + 1 : j + 1 + LOOKAHEAD]]
+            after = cur[0] if cur is not None else -1
+            pick = max(
+                occ,
+                key=lambda gp: (_follows(graphs[gp[0]], gp[1], ahead), gp[0] > after, -gp[0]),
+            )
+        cur = pick
         hits.append((k, *cur))
         out.modules[n["index"]] = graphs[cur[0]].entries[cur[1]].modules
         out.how[n["index"]] = "kernel"
@@ -218,7 +269,7 @@ def match(nodes: list[dict[str, Any]], graphs: list[CompiledGraph]) -> Attributi
     def externs(g: int, lo: int, hi: int) -> list[Entry]:
         return [e for e in graphs[g].entries[lo:hi] if e.name not in names]
 
-    def give(gap: list[dict], ext: list[Entry], *, exact_only: bool) -> None:
+    def give(gap: list[dict], ext: list[Entry], *, exact_only: bool, how="extern") -> None:
         if not gap or not ext:
             return
         kernels = [n for n in gap if n["type"] == "kernel"]
@@ -230,7 +281,7 @@ def match(nodes: list[dict[str, Any]], graphs: list[CompiledGraph]) -> Attributi
             for n in reversed(gap):
                 entry = owner.get(n["index"], entry)
                 entry = entry if entry is not None else ext[-1]
-                out.modules[n["index"]], out.how[n["index"]] = entry.modules, "extern"
+                out.modules[n["index"]], out.how[n["index"]] = entry.modules, how
         elif not exact_only:
             mods = tuple(sorted({m for e in ext for m in e.modules}))
             for n in gap:
@@ -246,18 +297,19 @@ def match(nodes: list[dict[str, Any]], graphs: list[CompiledGraph]) -> Attributi
             continue
         tail, head = externs(g1, p1 + 1, len(graphs[g1].entries)), externs(g2, 0, p2)
         if len(gap) >= len(tail) + len(head):  # a boundary between two compiled calls
-            give(same_scope(gap[: len(tail)], seq[k1]), tail, exact_only=True)
-            give(same_scope(gap[len(gap) - len(head) :], seq[k2]), head, exact_only=True)
+            give(same_scope(gap[: len(tail)], seq[k1]), tail, exact_only=True, how="edge")
+            edge = same_scope(gap[len(gap) - len(head) :], seq[k2])
+            give(edge, head, exact_only=True, how="edge")
     if hits:
         (k, g, p), (kl, gl, pl) = hits[0], hits[-1]
         head = externs(g, 0, p)
         before = seq[max(0, k - len(head)) : k]
         if len(before) == len(head):
-            give(same_scope(before, seq[k]), head, exact_only=True)
+            give(same_scope(before, seq[k]), head, exact_only=True, how="edge")
         tail = externs(gl, pl + 1, len(graphs[gl].entries))
         after = seq[kl + 1 : kl + 1 + len(tail)]
         if len(after) == len(tail):
-            give(same_scope(after, seq[kl]), tail, exact_only=True)
+            give(same_scope(after, seq[kl]), tail, exact_only=True, how="edge")
     return out
 
 
@@ -313,7 +365,7 @@ def refine(
     them in `fused_modules`. Returns how many nodes were matched each way, and how many
     carry `fused_modules`."""
     att = match(nodes, graphs)
-    counts = {"kernel": 0, "extern": 0, "externs": 0, "fused": 0}
+    counts = {"kernel": 0, "extern": 0, "externs": 0, "edge": 0, "fused": 0}
     for i, rels in att.modules.items():
         n = nodes[i]
         enclosing = list(n["scope_path"])
@@ -332,7 +384,7 @@ def refine(
         n["scope_path"] = enclosing + chain
         if chain:
             n["scope"], n["step"], n["stage"] = chain[-1], chain[-1], None
-        if len(cut) > 1:
+        if len(cut) > 1 and home not in cut:  # not a module and its own children
             n["fused_modules"] = cut
             counts["fused"] += 1
         counts[att.how[i]] += 1

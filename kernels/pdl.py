@@ -35,9 +35,10 @@ def _capture_info(stream: torch.cuda.Stream) -> tuple[int, list[int]] | None:
         return None
     try:
         from cuda.bindings import runtime as rt
-    except ImportError:
+
+        err, status, cid, _graph, deps, _edata, n = rt.cudaStreamGetCaptureInfo(stream.cuda_stream)
+    except Exception:  # no cuda-bindings, or one whose call returns another shape
         return None
-    err, status, cid, _graph, deps, _edata, n = rt.cudaStreamGetCaptureInfo(stream.cuda_stream)
     if int(err) != 0 or status != rt.cudaStreamCaptureStatus.cudaStreamCaptureStatusActive:
         return None
     return int(cid), [int(d) for d in deps[:n]]
@@ -65,6 +66,8 @@ def record(stream: torch.cuda.Stream, cid: int | None) -> None:
         return
     with _lock:
         if cid not in _signalling:
-            _signalling.clear()  # an older capture's nodes: never needed again
+            # An older capture's nodes are never needed again. Two captures at once (two
+            # threads) would clear each other's: they then lose PDL, never correctness.
+            _signalling.clear()
             _signalling[cid] = set()
         _signalling[cid].add(info[1][0])

@@ -61,19 +61,26 @@ class Net(nn.Module):
         return self.block(torch.sigmoid(self.fc1(x)))
 
 
-def test_a_real_compile_leaves_its_kernels_modules_and_restores_inductor():
+def test_a_real_compile_leaves_its_kernels_modules_and_restores_everything():
     # CPU Inductor (C++ kernels): the same provenance machinery as on CUDA
+    import logging
+    import warnings
+
     from torch._inductor import config
 
-    seen = []
-    config.post_grad_custom_post_pass, before = (lambda g: seen.append(g)), None
-    try:
-        net = torch.compile(Net().eval(), fullgraph=True)
-        with collecting() as log, torch.no_grad():
-            net(torch.randn(4, 16))
-        assert seen, "a pass the user set still runs while collecting"
-    finally:
-        config.post_grad_custom_post_pass = before
+    from graph_harness.capture.provenance import _TraceHandler
+
+    trace = logging.getLogger("torch.__trace")
+    before = (trace.level, list(warnings.filters))
+    torch._dynamo.reset()  # a compile, not a reuse of an earlier test's
+    net = torch.compile(Net().eval(), fullgraph=True)
+    with collecting() as log, torch.no_grad():
+        net(torch.randn(4, 16))
+    # (torch's own lazy trace handler may have removed itself on the first record: it
+    # writes only under TORCH_TRACE, so that changes nothing)
+    assert not any(isinstance(h, _TraceHandler) for h in trace.handlers)
+    assert (trace.level, list(warnings.filters)) == before
+    assert config.post_grad_custom_post_pass is None
     assert log.supported and len(log.graphs) == 1
     entries = log.graphs[0].entries
     # the two matmuls are extern calls, each from its own Linear, in call order
@@ -83,6 +90,58 @@ def test_a_real_compile_leaves_its_kernels_modules_and_restores_inductor():
     fused = [e for e in entries if "layer_norm" in e.name]
     assert len(fused) == 1 and set(fused[0].modules) == {"block", "block.norm"}, entries
     assert config.trace.provenance_tracking_level == 0 and not config.force_disable_caches
+
+
+def test_a_users_own_post_grad_pass_is_left_alone():
+    # Inductor takes a pass, a list of passes or inference-aware passes in that one
+    # setting: graph-harness reads no provenance then, rather than risk calling it wrongly
+    from torch._inductor import config
+
+    seen = []
+
+    def theirs(graph):
+        seen.append(graph)
+
+    torch._dynamo.reset()  # a compile, not a reuse of an earlier test's
+    try:
+        config.post_grad_custom_post_pass = theirs
+        net = torch.compile(Net().eval(), fullgraph=True)
+        # caches off, so their pass runs (a cache hit would skip it)
+        with config.patch(force_disable_caches=True), collecting() as log, torch.no_grad():
+            y = net(torch.randn(4, 16))
+        assert seen and y.shape == (4, 16), "their pass ran and their compile worked"
+        assert config.post_grad_custom_post_pass is theirs
+    finally:
+        config.post_grad_custom_post_pass = None
+    assert not log.supported and "post_grad_custom_post_pass" in log.unavailable
+    assert log.graphs == []
+
+
+class FakeNode:
+    def __init__(self, name, module):
+        self.name = name
+        self.meta = {"nn_module_stack": {"k": (f"L['self'].{module}", object)}} if module else {}
+
+
+class FakeGraph:
+    def __init__(self, *nodes):
+        self.nodes = [FakeNode(*n) for n in nodes]
+
+
+def test_a_compile_is_never_paired_with_an_older_post_grad_graph():
+    import json
+
+    from graph_harness.capture.provenance import ProvenanceLog
+
+    log = ProvenanceLog()
+    log._on_post_grad(FakeGraph(("mm", "fc1")))
+    log._on_mapping(json.dumps({"version": 2.0}))  # a compile that left no kernel map
+    # a later compile whose post-grad graph our pass never saw: nothing to pair it with
+    log._on_mapping(json.dumps({"cppCodeToPost": {"extern_kernels.mm:1": ["mm"]}}))
+    assert log.graphs == []
+    log._on_post_grad(FakeGraph(("mm", "block.fc2"), ("add", None)))
+    log._on_mapping(json.dumps({"cppCodeToPost": {"extern_kernels.mm:1": ["mm", "add"]}}))
+    assert [g.entries for g in log.graphs] == [[Entry("extern_kernels.mm", ("block.fc2",))]]
 
 
 def node(i, kernel, scope_path=(), type_="kernel"):
@@ -135,7 +194,7 @@ def test_match_by_name_and_by_position():
     ]
     att = match(nodes, [graph_two_layers()])
     assert att.how == {
-        1: "extern",
+        1: "edge",  # before the first kernel matched by name: placed by count
         2: "kernel",
         3: "kernel",
         4: "extern",
@@ -147,7 +206,7 @@ def test_match_by_name_and_by_position():
     assert att.modules[7] == ("layers.1.attn",)  # the second call of a reused kernel
     assert att.modules[5] == att.modules[6] == ("layers.1.attn",)
     counts = refine(nodes, [graph_two_layers()], NAMES, KNOWN)
-    assert counts == {"kernel": 4, "extern": 4, "externs": 0, "fused": 1}
+    assert counts == {"kernel": 4, "extern": 3, "externs": 0, "edge": 1, "fused": 1}
     assert nodes[0]["scope_path"] == ["io"]  # not the compiled code's: untouched
     assert nodes[1]["scope_path"] == ["layers", "layers.0", "layers.0.attn"]  # wq cut
     assert nodes[3]["scope_path"] == ["layers"] and nodes[3]["scope"] == "layers"
@@ -188,6 +247,31 @@ def test_depth_and_a_block_compiled_on_its_own():
     shallow = [node(0, "triton_a", ("layers.1",))]
     refine(shallow, [g], {"layers", "layers.0", "layers.1"}, KNOWN)  # depth 2
     assert shallow[0]["scope_path"] == ["layers.1"]
+
+
+def test_a_later_graph_called_again_is_told_from_an_earlier_one_with_the_same_names():
+    # graph A's kernel names recur in graph B (Inductor's counters restart per graph);
+    # calls A, B, B: the second B call must not fall back to A
+    a = CompiledGraph([Entry("t_add_0", ("layers.0.attn",)), Entry("t_mul_1", ("norm",))])
+    b = CompiledGraph(
+        [
+            Entry("t_add_0", ("layers.1.attn",)),
+            Entry("t_sub_1", ("layers.1.attn",)),
+            Entry("t_mul_1", ("layers.1",)),
+        ]
+    )
+    names = ["t_add_0", "t_mul_1"] + ["t_add_0", "t_sub_1", "t_mul_1"] * 2
+    nodes = [node(i, k) for i, k in enumerate(names)]
+    refine(nodes, [a, b], NAMES, KNOWN)
+    scopes = [n["scope"] for n in nodes]
+    assert scopes == ["layers.0.attn", "norm"] + ["layers.1.attn", "layers.1.attn", "layers.1"] * 2
+
+
+def test_a_module_with_its_own_children_is_no_fusion_across_modules():
+    nodes = [node(0, "triton_a")]
+    g = CompiledGraph([Entry("triton_a", ("layers.0.attn", "layers.0.attn.wq"))])
+    assert refine(nodes, [g], NAMES, KNOWN)["fused"] == 0
+    assert nodes[0]["scope"] == "layers.0.attn" and "fused_modules" not in nodes[0]
 
 
 def test_repeated_graphs_are_followed_in_order_and_strangers_left_alone():
