@@ -1,5 +1,5 @@
 """Profiling on a GPU: replay captured graphs under CUPTI and cost every node
-(capture/profile.py does the arithmetic), the built-in round's variants over fresh builds
+(capture/profile_nodes.py does the arithmetic), the built-in round's variants over fresh builds
 timed as `replay` times them, or any captured step.
 
 Everything here syncs the device and needs CUDA.
@@ -19,7 +19,8 @@ from graph_harness.capture.export import NodeExport
 from graph_harness.capture.graph_reader import read_graph, tools_ids
 from graph_harness.capture.params import ProfileSettings, RoundParams
 from graph_harness.capture.pricing import saving_pairs
-from graph_harness.capture.profile import ProfileResult, Window, profile_windows
+from graph_harness.capture.profile import ProfileResult
+from graph_harness.capture.profile_nodes import Window, profile_windows
 from graph_harness.capture.round_timing import measure_rounds
 from graph_harness.capture.timing import time_replays_us
 

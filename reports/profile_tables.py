@@ -7,7 +7,8 @@ import math
 import pandas as pd
 from rich.table import Table
 
-from graph_harness.capture.profile import TOLERANCE, ProfileResult
+from graph_harness.capture.profile import ProfileResult
+from graph_harness.capture.profile_pairs import TOLERANCE
 from graph_harness.reports.kernel_names import short_names
 
 

@@ -1,7 +1,8 @@
-"""The fusion advisor (capture/advise.py, `graph-harness advise`): candidates found on
-hand-built graphs whose answer is known, the run finder against the definition written
-out by brute force, prices against the replay document's own predictions, and the shipped
-round's candidates against what its variants remove (counted by another route)."""
+"""The fusion advisor (capture/advise.py and the fusion_* modules it composes,
+`graph-harness advise`): candidates found on hand-built graphs whose answer is known, the
+run finder against the definition written out by brute force, prices against the replay
+document's own predictions, and the shipped round's candidates against what its variants
+remove (counted by another route)."""
 
 import itertools
 import json
@@ -17,15 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from graph_harness.capture import NodeExport, RoundParams, count_round
-from graph_harness.capture.advise import (
-    FUSABLE,
-    Candidate,
-    advise,
-    find_candidates,
-    find_runs,
-    node_role,
-    scope_pattern,
-)
+from graph_harness.capture.advise import advise
 from graph_harness.capture.costs import (
     BUILTIN_CREATED,
     BUILTIN_ENV,
@@ -39,6 +32,14 @@ from graph_harness.capture.costs import (
 )
 from graph_harness.capture.delta import node_delta
 from graph_harness.capture.dispatch import NON_LAUNCHING
+from graph_harness.capture.fusion_groups import scope_pattern
+from graph_harness.capture.fusion_runs import (
+    FUSABLE,
+    Candidate,
+    find_candidates,
+    find_runs,
+    node_role,
+)
 
 from .test_cli import run
 

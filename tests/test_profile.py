@@ -35,17 +35,10 @@ from graph_harness.capture.matching import (
     plan_of,
 )
 from graph_harness.capture.params import ProfileSettings, RoundParams
-from graph_harness.capture.profile import (
-    ProfileResult,
-    Window,
-    group_costs,
-    group_of,
-    pair_breakdown,
-    price_pair,
-    profile_windows,
-    replay_costs,
-    scope_costs,
-)
+from graph_harness.capture.profile import ProfileResult
+from graph_harness.capture.profile_nodes import Window, group_of, profile_windows, replay_costs
+from graph_harness.capture.profile_pairs import pair_breakdown, price_pair
+from graph_harness.capture.profile_rollup import group_costs, scope_costs
 from graph_harness.capture.stats import median_interval
 
 REPO = Path(__file__).resolve().parents[1]
@@ -739,7 +732,7 @@ def test_profiled_round_matches_every_node_once_and_sums_to_its_replay():
 def test_profiled_round_node_count_is_the_drivers():
     # another route to the count: walk the graph with the driver, not the export
     from graph_harness.capture import count_round
-    from graph_harness.capture.profile import profile_windows
+    from graph_harness.capture.profile_nodes import profile_windows
     from graph_harness.capture.profile_run import profile_graph
 
     counted = count_round(SMALL, "shipped", "cuda")
@@ -752,7 +745,7 @@ def test_profiled_round_node_count_is_the_drivers():
 @pytest.mark.gpu
 def test_matching_by_id_agrees_with_matching_by_order():
     from graph_harness.capture import count_round
-    from graph_harness.capture.profile import profile_windows
+    from graph_harness.capture.profile_nodes import profile_windows
     from graph_harness.capture.profile_run import local_ids, profile_graph
 
     counted = count_round(SMALL, "fused", "cuda")
