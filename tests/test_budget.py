@@ -726,8 +726,8 @@ def test_plugin_a_record_of_another_source_or_other_scopes_is_refused(project):
         ("node_budget(step, total=9, depth=2)", "depth= is the depth of module scopes"),
         (
             "node_budget(step, total=9, record=None, warmup=1, device='cpu');"
-            "node_budget(step, record='b.json', per_scope=['mlp']);"
-            "node_budget(step, record='b.json', per_scope=['mlp'])",
+            "node_budget(step, record='b.json', per_scope=['mlp'], device='cpu');"
+            "node_budget(step, record='b.json', per_scope=['mlp'], device='cpu')",
             "this test already used the budget 'test_call.py::test_call' of b.json: give each",
         ),
         ("node_budget(step, total=9, wamrup=1)", "unexpected keyword argument 'wamrup'"),
