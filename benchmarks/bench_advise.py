@@ -20,7 +20,6 @@ Writes into DIR:
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -30,6 +29,8 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from bench_model import load_example  # noqa: E402  (this folder: scripts run from it)
 
 from graph_harness.capture import (  # noqa: E402
     RoundParams,
@@ -45,15 +46,6 @@ from graph_harness.reports.kernel_names import short_names  # noqa: E402
 TOP = 5
 # The round's two changes and the variants that make them.
 CHANGES = (("stage*/pack", "fused-pack"), ("stage*/copy", "direct-compaction"))
-
-
-def load_example():
-    path = ROOT / "examples" / "llama_decode.py"
-    spec = importlib.util.spec_from_file_location("llama_decode_bench", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def top_rows(advice, name: str, costs_name: str) -> pd.DataFrame:

@@ -19,7 +19,6 @@ Without a GPU it exits 2: CUPTI records what a GPU ran.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
 import time
 from pathlib import Path
@@ -30,6 +29,8 @@ from rich.console import Console
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench_model import load_example  # noqa: E402  (this folder: scripts run from it)
+
 from graph_harness.capture import VARIANTS, RoundParams, module_scopes  # noqa: E402
 from graph_harness.capture.count import capture_and_keep  # noqa: E402
 from graph_harness.capture.params import ProfileSettings  # noqa: E402
@@ -38,15 +39,6 @@ from graph_harness.reports.commands.console import IO  # noqa: E402
 from graph_harness.reports.commands.profile import show, write_plot  # noqa: E402
 
 MODEL_DEPTH = 2  # layers.3: a module per layer
-
-
-def load_example():
-    path = ROOT / "examples" / "llama_decode.py"
-    spec = importlib.util.spec_from_file_location("llama_decode_profile", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def main() -> int:
