@@ -197,10 +197,13 @@ def savings_section(
     return lines
 
 
-def dispatch_section(folder: Path, profile) -> list[str]:
-    """Per step, how much of each variant's in-round time is gaps before nodes (CUPTI)."""
-    scopes = profile.scope_table()
-    scopes.to_csv(folder / "dispatch_by_step.csv", index=False)
+def dispatch_section(folder: Path, profile, *, depth: int | None = None) -> list[str]:
+    """Per step of the round (or per module of a step, down to `depth`), how much of each
+    graph's in-round time is gaps before nodes (CUPTI)."""
+    round_ = all(p.export.workload == "decode-round" for p in profile.profiles.values())
+    part, where = ("step", "the round") if round_ else ("scope", "the step")
+    scopes = profile.scope_table(depth)
+    scopes.to_csv(folder / f"dispatch_by_{part}.csv", index=False)
     summary = profile.summary()
     summary.to_csv(folder / "dispatch.csv", index=False)
     plots.dispatch_share(scopes, folder / "dispatch_share.png")
@@ -208,15 +211,15 @@ def dispatch_section(folder: Path, profile) -> list[str]:
     wide = (100 * wide.reindex(list(dict.fromkeys(scopes.scope)))).round(2).reset_index()
     shown = summary[["name", "nodes", "period_us", "exec_us", "gap_us", "dispatch_share"]]
     return [
-        "## Dispatch share in the round (CUPTI)",
+        f"## Dispatch share in {where} (CUPTI)",
         "",
         "Each node's duration and the gap before it (its start less the end of what it "
         "waits for), from replays under CUPTI (`graph-harness profile`); the dispatch "
-        "share is the gaps over the round (per step: over the step's durations and gaps).",
+        f"share is the gaps over {where} (per {part}: over its nodes' durations and gaps).",
         "",
         _md(shown),
         "",
-        "Dispatch share per step, %:",
+        f"Dispatch share per {part}, %:",
         "",
         _md(wide),
         "",

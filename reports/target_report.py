@@ -14,18 +14,24 @@ from graph_harness.capture.delta import node_delta
 from graph_harness.capture.rollup import per_scope, scope_tree
 from graph_harness.reports import plots
 from graph_harness.reports.kernel_names import short_names
-from graph_harness.reports.report import _md, header
+from graph_harness.reports.report import _md, dispatch_section, header
 
 PLOT_DEPTH = 2  # modules per bar chart: layers.i for a transformer
 
 
-def write_target_report(folder: Path, exports: dict[str, NodeExport], *, command: str) -> Path:
+def write_target_report(
+    folder: Path, exports: dict[str, NodeExport], *, command: str, profile=None
+) -> Path:
     """Write report.md and its files into `folder` (which must exist and be empty).
-    `exports`: one or two, by name (the first is A of the delta)."""
+    `exports`: one or two, by name (the first is A of the delta). `profile`: their
+    in-round profile (capture/profile.py), where one was taken (a GPU): the dispatch
+    share per module."""
     lines = [x for x in header(exports, command) if not x.startswith("- round parameters")]
     lines += modules_section(folder, exports)
     if len(exports) == 2:
         lines += target_delta_section(folder, exports)
+    if profile is not None:
+        lines += dispatch_section(folder, profile, depth=PLOT_DEPTH)
     (folder / "report.md").write_text("\n".join(lines) + "\n")
     return folder / "report.md"
 

@@ -825,6 +825,46 @@ def test_report_gains_the_dispatch_share_section(tmp_path):
     assert (tmp_path / "dispatch_share.png").read_bytes()[:4] == b"\x89PNG"
 
 
+def test_target_report_gains_the_dispatch_share_per_module(tmp_path):
+    from graph_harness.reports.target_report import PLOT_DEPTH, write_target_report
+
+    p = _model_profile()
+    write_target_report(
+        tmp_path, {"m": p.export}, command="graph-harness report", profile=ProfileResult({"m": p})
+    )
+    md = (tmp_path / "report.md").read_text()
+    assert "## Dispatch share in the step (CUPTI)" in md and "per scope, %" in md
+    by_scope = pd.read_csv(tmp_path / "dispatch_by_scope.csv").set_index("scope")
+    # the same roll-up as the profile's own scope table, cut where the report's plots cut
+    want = scope_costs(p.nodes, PLOT_DEPTH).set_index("scope")
+    assert list(by_scope.index) == list(want.index) and by_scope.depth.max() == PLOT_DEPTH
+    assert np.allclose(by_scope.dispatch_share, want.dispatch_share)
+    assert (tmp_path / "dispatch_share.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.gpu
+def test_target_report_on_a_gpu_profiles_the_step(tmp_path):
+    out = tmp_path / "r"
+    spec = f"{REPO / 'examples' / 'llama_decode.py'}:make_tiny_step"
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    args = ["report", "--target", spec, "--module-scopes", "2", "--out", str(out)]
+    r = subprocess.run(
+        [sys.executable, "-m", "graph_harness", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**env, "PYTHONPATH": str(REPO)},
+    )
+    assert r.returncode == 0, r.stderr
+    md = (out / "report.md").read_text()
+    assert "## Dispatch share in the step (CUPTI)" in md
+    by_scope = pd.read_csv(out / "dispatch_by_scope.csv")
+    layers = by_scope[by_scope.scope.str.fullmatch(r"layers\.\d+")]
+    assert len(layers) > 0 and ((layers.dispatch_share > 0) & (layers.dispatch_share < 1)).all()
+    counted = json.loads(next(out.glob("nodes-*.json")).read_text())["total_nodes"]
+    assert by_scope.set_index("scope").loc["(all)", "nodes"] == counted
+
+
 def test_bench_profile_needs_a_gpu():
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
     bench = REPO / "benchmarks" / "bench_profile.py"

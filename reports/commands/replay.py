@@ -93,6 +93,8 @@ def run_report(args, io: IO) -> int:
 
 
 def run_target_report(args, io: IO) -> int:
+    import torch
+
     from graph_harness.reports.commands.count import count_target
     from graph_harness.reports.target_report import write_target_report
 
@@ -113,10 +115,20 @@ def run_target_report(args, io: IO) -> int:
         names = [f"{names[0]}-a", f"{names[1]}-b"]
     with staged(args, io) as tmp:
         banner(io)
-        exports = {}
-        for name, spec in zip(names, args.target):
-            io.err.print(f"counting {spec} ...", style="dim", markup=False)
-            exports[name] = count_target(spec, args.module_scopes, io)
-        write_target_report(tmp, exports, command=command_line())
+        exports, profile = {}, None
+        if torch.cuda.is_available():  # counted from the graphs it profiles, once each
+            from graph_harness.capture.params import ProfileSettings
+            from graph_harness.reports.commands.profile import profile_targets
+
+            say = lambda m: io.err.print(f"{m} ...", style="dim", markup=False)
+            profile = profile_targets(
+                args.target, args.module_scopes, ProfileSettings(builds=1), io, say
+            )
+            exports = {n: p.export for n, p in profile.profiles.items()}
+        else:
+            for name, spec in zip(names, args.target):
+                io.err.print(f"counting {spec} ...", style="dim", markup=False)
+                exports[name] = count_target(spec, args.module_scopes, io)
+        write_target_report(tmp, exports, command=command_line(), profile=profile)
     io.err.print(f"wrote {args.out / 'report.md'}", markup=False)
     return 0
