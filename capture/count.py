@@ -26,7 +26,7 @@ from graph_harness.capture.graph_capture import Captured, capture_graph
 from graph_harness.capture.graph_reader import read_graph
 from graph_harness.capture.module_scopes import active_module_scopes
 from graph_harness.capture.params import RoundParams
-from graph_harness.capture.provenance import refine
+from graph_harness.capture.provenance_match import refine
 from graph_harness.capture.round import DecodeRound
 from graph_harness.capture.scopes import Recorder, recording
 from graph_harness.pools import GraphBufferPool

@@ -169,7 +169,7 @@ class NodeBudget:
 
     def _check(self, export, total, per_scope, record, path, key) -> None:
         __tracebackhide__ = True
-        from graph_harness.capture import budget
+        from graph_harness.capture import budget, budget_file
         from graph_harness.reports import budget as words
 
         notes = self.config.stash.get(_notes, [])
@@ -178,12 +178,12 @@ class NodeBudget:
         else:
             names = None if per_scope is None else list(per_scope)
             if self.config.getoption(UPDATE_FLAG):
-                entry = budget.record(path, key, export, names)
+                entry = budget_file.record(path, key, export, names)
                 notes.append(
                     words.recorded_note(key, str(record), export.source, entry.total, entry.scopes)
                 )
                 return
-            entry = budget.lookup(path, key, export.source, shown=str(record))
+            entry = budget_file.lookup(path, key, export.source, shown=str(record))
             if names is not None and set(names) != set(entry.scopes):
                 raise budget.BudgetError(
                     f"{record}: the budget for {key!r} records scopes "

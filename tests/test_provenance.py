@@ -6,15 +6,8 @@ import pytest
 import torch
 from torch import nn
 
-from graph_harness.capture.provenance import (
-    CompiledGraph,
-    Entry,
-    collecting,
-    deepest_common,
-    match,
-    module_path,
-    refine,
-)
+from graph_harness.capture.provenance import CompiledGraph, Entry, collecting, module_path
+from graph_harness.capture.provenance_match import deepest_common, match, refine
 
 
 @pytest.mark.parametrize(
