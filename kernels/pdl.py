@@ -31,8 +31,6 @@ _lock = threading.Lock()
 def _capture_info(stream: torch.cuda.Stream) -> tuple[int, list[int]] | None:
     """(capture id, the nodes the next captured op depends on), or None when `stream` is
     not capturing or the capture cannot be read."""
-    if not torch.cuda.is_current_stream_capturing():
-        return None
     try:
         from cuda.bindings import runtime as rt
 
@@ -47,10 +45,11 @@ def _capture_info(stream: torch.cuda.Stream) -> tuple[int, list[int]] | None:
 def launch_with_pdl(stream: torch.cuda.Stream) -> tuple[bool, int | None]:
     """For a `pdl=True` launch about to go out on `stream`: whether to set PDL on it, and
     the capture id to `record` it under afterwards (None: not capturing, PDL as asked)."""
+    if not torch.cuda.is_current_stream_capturing():
+        return True, None
     info = _capture_info(stream)
-    if info is None:
-        capturing = torch.cuda.is_current_stream_capturing()
-        return (not capturing), None
+    if info is None:  # capturing, but the capture cannot be read: plainly
+        return False, None
     cid, deps = info
     with _lock:
         mine = _signalling.get(cid, set())

@@ -23,13 +23,10 @@ from torch import nn
 
 import graph_harness.pytest_plugin  # noqa: F401 - imported once, not per pytester run
 from graph_harness.capture import NodeExport, budget, capture_and_count, module_scopes, scope
-from graph_harness.capture.budget import (
+from graph_harness.capture.budget import BudgetError, NodeBudgetExceeded, check_budget, counts
+from graph_harness.capture.budget_file import (
     SCHEMA,
-    BudgetError,
     BudgetFileError,
-    NodeBudgetExceeded,
-    check_budget,
-    counts,
     lookup,
     read_budgets,
     record,
@@ -354,6 +351,40 @@ def test_record_writes_plain_sorted_json_and_keeps_other_entries(tmp_path):
     assert got["cpu-dispatch"].scopes == {"attention": ATTENTION + INNER}
     assert sorted(p.name for p in path.parent.iterdir()) == ["decode.json"]  # no temporaries
     assert lookup(path, "t::b", "cpu-dispatch").total == TOTAL - MLP
+
+
+def test_recording_touches_nothing_that_is_not_a_budget_file(tmp_path, monkeypatch):
+    export = count(load_step())
+    user = tmp_path / "user"
+    user.mkdir()
+    notes = user / "notes.txt"
+    notes.write_text("mine")
+
+    def everything():
+        return {
+            str(p.relative_to(tmp_path)): (p.is_symlink(), None if p.is_dir() else p.read_bytes())
+            for p in sorted(tmp_path.rglob("*"))
+            if not p.is_symlink() or p.exists()
+        }
+
+    # a link to a file that is not a budget file: refused, link and target as they were
+    (tmp_path / "link.json").symlink_to(notes)
+    # a folder where the file would go, the current folder, its parent: refused
+    monkeypatch.chdir(user)
+    before = everything()
+    for path in (tmp_path / "link.json", user, Path("."), Path("..")):
+        with pytest.raises(BudgetError):
+            record(path, "t::x", export, None)
+        assert everything() == before, path
+    # a link to a budget file elsewhere: written through, and still a link
+    elsewhere = tmp_path / "kept" / "b.json"
+    record(elsewhere, "t::a", export, None)
+    (tmp_path / "via.json").symlink_to(elsewhere)
+    record(tmp_path / "via.json", "t::b", export, None)
+    assert (tmp_path / "via.json").is_symlink()
+    assert sorted(read_budgets(elsewhere)) == ["t::a", "t::b"]
+    assert sorted(p.name for p in elsewhere.parent.iterdir()) == ["b.json"]  # no temporaries
+    assert notes.read_text() == "mine" and sorted(p.name for p in user.iterdir()) == ["notes.txt"]
 
 
 def test_workers_recording_into_one_file_lose_nothing(tmp_path):
