@@ -62,7 +62,7 @@ def providers(idx, scores, rank, width, out, compiled, sweep, int64_offsets=Fals
         for block in (32, 64, 128, 256, 512, 1024, 2048):
             if block > max(64, 2 * triton.next_power_of_2(n)):
                 continue
-            for warps in (1, 2, 4, 8):
+            for warps in (1, 2, 4, 8, 16, 32):  # up to CUDA's 1024 threads
                 if warps * 32 <= block:
                     fns[f"fused[B{block},w{warps}]"] = partial(
                         pack_scores_ids, idx, scores, rank, width, out, _config=(block, warps)

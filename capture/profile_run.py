@@ -39,24 +39,56 @@ def local_ids(graph: torch.cuda.CUDAGraph, export: NodeExport) -> dict[int, int]
     return {i: t for i, (r, t) in enumerate(zip(raw, ids)) if r.parent is None}
 
 
+def interleaved(names: Sequence[str], windows: int) -> list[tuple[int, str]]:
+    """(window, name) in the order they are profiled: every name once per window, the order
+    reversed every other window (A B C, C B A, ...), as time_replays_us interleaves its
+    trials. With one graph's windows back to back and then the next's, whatever drifts
+    between them (the GPU's clock, its temperature) would land in the predicted saving:
+    0.5% of a 5 ms round is 25 us, more than the tolerance on a 48-node saving."""
+    names = list(names)
+    return [(w, n) for w in range(windows) for n in (names if w % 2 == 0 else names[::-1])]
+
+
+def profile_window(
+    graph: torch.cuda.CUDAGraph,
+    settings: ProfileSettings,
+    build: int,
+    window: int,
+    ids: dict[int, int] | None,
+) -> Window:
+    """One profiled window of `graph`: `settings.replays` sampled replays behind a lead-in
+    replay (the first window of a graph warms it up first)."""
+    warmup = settings.warmup if window == 0 else 1
+    return Window(build, window, record_replays(graph, settings.replays + 1, warmup=warmup), ids)
+
+
 def profile_graph(
     graph: torch.cuda.CUDAGraph,
     export: NodeExport,
     settings: ProfileSettings,
     build: int = 0,
 ) -> list[Window]:
-    """`settings.windows` profiled windows of `graph`, each `settings.replays` sampled
-    replays behind a lead-in replay."""
+    """`settings.windows` profiled windows of one graph, back to back (profile_rounds and
+    profile_steps interleave several graphs' windows instead)."""
     ids = local_ids(graph, export)
-    return [
-        Window(
-            build,
-            w,
-            record_replays(graph, settings.replays + 1, warmup=settings.warmup if w == 0 else 1),
-            ids,
-        )
-        for w in range(settings.windows)
-    ]
+    return [profile_window(graph, settings, build, w, ids) for w in range(settings.windows)]
+
+
+def _profile_interleaved(
+    graphs: dict[str, tuple[torch.cuda.CUDAGraph, NodeExport]],
+    settings: ProfileSettings,
+    build: int,
+    builds: int,
+    progress: Progress = None,
+) -> dict[str, list[Window]]:
+    """Every graph's windows of one build (of `builds`), interleaved (see `interleaved`)."""
+    ids = {n: local_ids(g, e) for n, (g, e) in graphs.items()}
+    out: dict[str, list[Window]] = {n: [] for n in graphs}
+    for w, n in interleaved(list(graphs), settings.windows):
+        if progress and w == 0:
+            progress(f"profiling {n}" + (f" (build {build + 1} of {builds})" if builds > 1 else ""))
+        out[n].append(profile_window(graphs[n][0], settings, build, w, ids[n]))
+    return out
 
 
 def _same_structure(a: NodeExport, b: NodeExport) -> bool:
@@ -84,12 +116,14 @@ def profile_rounds(
 
     def profile_build(build: int, rounds: dict[str, CountedRound]) -> None:
         for v, counted in rounds.items():
-            if progress:
-                progress(f"profiling {v} (build {build + 1} of {settings.builds})")
             first.setdefault(v, counted.export)
             if not _same_structure(first[v], counted.export):
                 raise ProfileError(f"{v}: build {build} captured another graph than build 0")
-            windows[v] += profile_graph(counted.captured.graph, counted.export, settings, build)
+        graphs = {v: (c.captured.graph, c.export) for v, c in rounds.items()}
+        for v, ws in _profile_interleaved(
+            graphs, settings, build, settings.builds, progress
+        ).items():
+            windows[v] += ws
 
     trials = None
     if timed:
@@ -148,11 +182,9 @@ def profile_steps(
                 for t, x in enumerate(ts)
             ]
         )
-    profiles = {}
-    for n, (export, graph) in steps.items():
-        if progress:
-            progress(f"profiling {n}")
-        profiles[n] = profile_windows(n, export, profile_graph(graph, export, settings))
+    graphs = {n: (graph, export) for n, (export, graph) in steps.items()}
+    windows = _profile_interleaved(graphs, settings, 0, 1, progress)
+    profiles = {n: profile_windows(n, export, windows[n]) for n, (export, _) in steps.items()}
     return ProfileResult(
         profiles,
         trials,

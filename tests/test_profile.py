@@ -545,6 +545,13 @@ def test_a_pair_is_priced_from_its_profiles_and_judged_against_measured():
     assert good["within_tolerance"] and abs(good["error"]) < 0.05
     off = price_pair(a, b, _trials(cost_a + 10, cost_b + 10 - 0.5))  # 0.5 us more saved
     assert not off["within_tolerance"] and not off["passed"]
+    # The profiler's own cost: each graph's profiled replay minus its timed one, A's minus
+    # B's. Both graphs here profile 10 us under their timing, so none of `good`'s error is
+    # the instrument's; `off`'s B profiles 9.5 under: all of its -0.5 us error is.
+    assert math.isnan(row["instrument_us"])
+    assert good["instrument_us"] == pytest.approx(0.0, abs=0.05)
+    assert off["instrument_us"] == pytest.approx(-0.5, abs=0.05)
+    assert off["instrument_us"] == pytest.approx(off["predicted_us"] - off["measured_us"], abs=0.05)
 
 
 def test_the_predicted_interval_pools_builds():
@@ -977,6 +984,37 @@ def test_profile_rounds_profiles_every_build_and_prices_the_pair(monkeypatch):
     assert pair.predicted_us == pytest.approx(pair.measured_us, abs=0.1)
     assert pair.within_tolerance and pair.predicted_hi - pair.predicted_lo < 1e-9
     assert result.options["builds"] == 2 and result.params["stages"] == 24
+
+
+def test_windows_are_interleaved_across_graphs():
+    from graph_harness.capture.profile_run import interleaved
+
+    assert interleaved(["a", "b", "c"], 3) == [
+        (0, "a"), (0, "b"), (0, "c"), (1, "c"), (1, "b"), (1, "a"), (2, "a"), (2, "b"), (2, "c")
+    ]  # fmt: skip
+    assert interleaved(["a"], 2) == [(0, "a"), (1, "a")]
+
+
+def test_profile_rounds_interleaves_the_variants_windows(monkeypatch):
+    import graph_harness.capture.profile_run as R
+
+    _stand_in_for_the_gpu(monkeypatch)
+    order = []
+
+    def record(graph, replays, warmup=5):
+        order.append((len(graph.export.nodes), warmup))
+        return _fake_record(graph, replays, warmup)
+
+    monkeypatch.setattr(R, "record_replays", record)
+    s = ProfileSettings(trials=3, builds=2, windows=3, replays=2, warmup=4)
+    result = R.profile_rounds(RoundParams(), ["shipped", "fused"], s)
+    sizes = {v: len(p.export.nodes) for v, p in result.profiles.items()}
+    assert sizes["shipped"] != sizes["fused"]  # tells the two apart in `order`
+    a, b = sizes["shipped"], sizes["fused"]
+    # per build: A B, B A, A B; each graph's first window of a build warms it up
+    assert order == 2 * [(a, 4), (b, 4), (b, 1), (a, 1), (a, 1), (b, 1)]
+    for p in result.profiles.values():
+        assert list(p.replays.window.drop_duplicates()) == [0, 1, 2]
 
 
 def test_profile_steps_times_and_prices_the_second_against_the_first(monkeypatch):
