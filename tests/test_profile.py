@@ -1044,6 +1044,7 @@ def test_profile_command_end_to_end_with_the_gpu_stood_in_for(monkeypatch, tmp_p
     assert cli.main(args) == 0
     printed = capsys.readouterr().out
     assert "dispatch share" in printed and "shipped -> fused" in printed
+    assert "profiler" in printed  # the pair's column: the instrument's part of its error
     names = {p.name for p in out.iterdir()}
     assert {"profile.json", "profile-pairs.csv", "dispatch_share.png"} <= names
     doc = json.loads((out / "profile.json").read_text())
