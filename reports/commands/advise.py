@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
+from pathlib import Path
+
 from graph_harness.capture.params import VARIANTS
+from graph_harness.reports.commands.args import json_arg, positive, round_args
 from graph_harness.reports.commands.console import (
     IO,
     UsageError,
@@ -12,6 +16,32 @@ from graph_harness.reports.commands.console import (
     round_params,
 )
 from graph_harness.reports.commands.delta import is_export_path
+
+
+def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    v = sub.add_parser(
+        "advise",
+        parents=[common],
+        help="what is worth fusing in an export, ranked by time saved",
+    )
+    v.add_argument(
+        "export",
+        metavar="EXPORT",
+        help="an export file by path (count --out's nodes-*.json; a path holds a '/' or ends "
+        "in .json), or a variant of the built-in round by name (shipped, ...), counted here",
+    )
+    v.add_argument(
+        "--costs",
+        type=Path,
+        metavar="REPLAY.json",
+        help="price nodes with this replay document (`graph-harness replay --out DIR` writes "
+        "DIR/replay.json) instead of the built-in H200 costs",
+    )
+    v.add_argument(
+        "--top", type=positive(1), default=10, help="how many groups to show (default 10)"
+    )
+    round_args(v)
+    json_arg(v, "the advice")
 
 
 def check_flags(args) -> None:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
 from contextlib import nullcontext
 
 from graph_harness.capture.params import VARIANTS
+from graph_harness.reports.commands.args import json_arg, module_scopes_arg, out_args, round_args
 from graph_harness.reports.commands.console import (
     IO,
     UsageError,
@@ -17,6 +19,41 @@ from graph_harness.reports.commands.console import (
 )
 
 COUNT_SCHEMA = "graph-harness/count"
+
+
+def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    c = sub.add_parser(
+        "count", parents=[common], help="capture the decode round (or --target) and count nodes"
+    )
+    round_args(c)
+    c.add_argument(
+        "--variant",
+        action="append",
+        choices=list(VARIANTS),
+        help="variant to count; repeat for several (default: all)",
+    )
+    c.add_argument(
+        "--target",
+        metavar="MODULE:FUNCTION",
+        help="count your own step instead. IMPORTS AND RUNS your code: the module (by name, "
+        "the current folder searched last, or as path/to/file.py), then FUNCTION(), which "
+        "returns the zero-argument step to capture",
+    )
+    module_scopes_arg(c)
+    c.add_argument(
+        "--pdl",
+        action="store_true",
+        help="launch the harness's Triton kernels with programmatic dependent launch",
+    )
+    c.add_argument("--per-stage", action="store_true", help="print each variant's stage table")
+    c.add_argument(
+        "--distributed",
+        action="store_true",
+        help="one process per rank under torchrun: a real all-gather (NCCL on "
+        "GPUs, gloo on CPU); world and rank come from the process group",
+    )
+    json_arg(c, "the exports")
+    out_args(c)
 
 
 def check_flags(args) -> None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 from pathlib import Path
 
 from graph_harness.capture.files import check_output
 from graph_harness.capture.params import VARIANTS
+from graph_harness.reports.commands.args import json_arg, round_args
 from graph_harness.reports.commands.console import (
     IO,
     UsageError,
@@ -15,6 +17,25 @@ from graph_harness.reports.commands.console import (
     refuse,
     round_params,
 )
+
+
+def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    d = sub.add_parser("delta", parents=[common], help="node delta between two exports or variants")
+    for side in ("a", "b"):
+        d.add_argument(
+            side,
+            help="a variant by name (shipped, fused, ...) or an export file by path (a path "
+            "holds a '/' or ends in .json: ./shipped is a file, shipped the variant)",
+        )
+    d.add_argument(
+        "--from",
+        dest="from_dir",
+        type=Path,
+        help="read variants from this `count --out` folder instead of counting",
+    )
+    round_args(d)
+    d.add_argument("--csv", help="write the by-kernel delta as CSV here ('-' for stdout)")
+    json_arg(d, "the delta")
 
 
 def is_export_path(ref: str) -> bool:

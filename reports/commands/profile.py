@@ -4,9 +4,18 @@ measured ones. Needs a GPU: CUPTI records what the GPU ran."""
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import fields
 
 from graph_harness.capture.params import VARIANTS, ProfileSettings
+from graph_harness.reports.commands.args import (
+    json_arg,
+    module_scopes_arg,
+    out_args,
+    positive,
+    round_args,
+    timing_args,
+)
 from graph_harness.reports.commands.console import (
     IO,
     UsageError,
@@ -20,6 +29,33 @@ from graph_harness.reports.commands.console import (
 )
 
 ROUND_ONLY = ("builds",)  # settings that apply to the built-in round, not to --target
+
+
+def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    pr = sub.add_parser(
+        "profile",
+        parents=[common],
+        help="every node's in-round cost under CUPTI: duration, gap before it, by scope (GPU)",
+    )
+    round_args(pr)
+    pr.add_argument(
+        "--variant", action="append", choices=list(VARIANTS), help="round to profile (default: all)"
+    )
+    pr.add_argument(
+        "--target",
+        action="append",
+        metavar="MODULE:FUNCTION",
+        help="profile your own step instead (IMPORTS AND RUNS your code, as count --target); "
+        "give two to price the second against the first",
+    )
+    module_scopes_arg(pr)
+    pr.add_argument("--pdl", action="store_true", help="rounds with programmatic dependent launch")
+    pr.add_argument(
+        "--top", type=positive(1), default=10, help="nodes and groups per table (default 10)"
+    )
+    timing_args(pr, ProfileSettings, "profile settings")
+    json_arg(pr, "the profile document")
+    out_args(pr)
 
 
 def settings_from(args) -> ProfileSettings:

@@ -3,7 +3,16 @@ folder)."""
 
 from __future__ import annotations
 
+import argparse
+
 from graph_harness.capture.params import VARIANTS
+from graph_harness.reports.commands.args import (
+    json_arg,
+    module_scopes_arg,
+    out_args,
+    round_args,
+    timing_args,
+)
 from graph_harness.reports.commands.console import (
     IO,
     UsageError,
@@ -19,6 +28,31 @@ from graph_harness.reports.commands.console import (
     staged,
     wrote,
 )
+
+
+def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    # Here, not at the top: importing this module should not bring chains (the kernels and
+    # the timing code); only building the parser needs its kind names.
+    from graph_harness.capture.chains import CHAIN_KINDS, PDL_KINDS
+
+    r = sub.add_parser(
+        "replay", parents=[common], help="per-node dispatch cost and before/after round timing"
+    )
+    round_args(r)
+    r.add_argument(
+        "--kind",
+        action="append",
+        choices=list(CHAIN_KINDS + PDL_KINDS),
+        help="chain kind; repeat for several (default: all but the PDL ones). torch-add "
+        "and memcpy are always measured: the round savings price nodes with them",
+    )
+    r.add_argument(
+        "--variant", action="append", choices=list(VARIANTS), help="round to time (default: all)"
+    )
+    r.add_argument("--pdl", action="store_true", help="rounds with programmatic dependent launch")
+    timing_args(r)
+    json_arg(r, "the replay document")
+    out_args(r)
 
 
 def run_replay(args, io: IO) -> int:
@@ -50,6 +84,23 @@ def run_replay(args, io: IO) -> int:
             io.out.print(savings_table(result))
     wrote(io, args, "replay.json")
     return 0
+
+
+def add_report_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "report", parents=[common], help="counts, deltas, replays and plots into one folder"
+    )
+    p.add_argument(
+        "--target",
+        action="append",
+        metavar="MODULE:FUNCTION",
+        help="report on your own step instead of the round (IMPORTS AND RUNS your code, as "
+        "count --target); give two for their delta (the first is A)",
+    )
+    module_scopes_arg(p)
+    round_args(p)
+    timing_args(p)
+    out_args(p, required=True)
 
 
 def run_report(args, io: IO) -> int:

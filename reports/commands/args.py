@@ -1,0 +1,101 @@
+"""The flags several subcommands share, added to a subcommand's parser: round parameters,
+timing settings, output folder, --json, --module-scopes, and the number parsers behind them.
+Each command module's add_parser picks the ones it takes."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+
+from graph_harness.capture.params import ReplaySettings, RoundParams
+
+
+def round_args(p: argparse.ArgumentParser) -> None:
+    d = RoundParams()  # the one source of defaults; None here means "not given"
+    g = p.add_argument_group("round parameters (the built-in decode round)")
+    for f in dataclasses.fields(RoundParams):
+        g.add_argument(
+            f"--{f.name}", type=int, default=None, help=f"(default {getattr(d, f.name)})"
+        )
+
+
+def positive(minimum: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = minimum - 1
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected a whole number >= {minimum}, got {text!r}")
+        return value
+
+    return parse
+
+
+def out_args(p: argparse.ArgumentParser, required: bool = False) -> None:
+    p.add_argument(
+        "--out",
+        type=Path,
+        required=required,
+        help="output folder: new, empty, or one graph-harness wrote before (then with --force)",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an output folder graph-harness wrote (never any other folder)",
+    )
+
+
+def json_arg(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument(
+        "--json", action="store_true", help=f"print {what} as one JSON document on stdout"
+    )
+
+
+def timing_args(
+    p: argparse.ArgumentParser, settings=ReplaySettings, title: str = "replay settings"
+) -> None:
+    """Flags made from the settings' fields that carry help; None means "not given"."""
+    d = settings()
+    g = p.add_argument_group(title)
+    for f in dataclasses.fields(settings):
+        if "help" not in f.metadata:
+            continue
+        default = getattr(d, f.name)
+        shown = " ".join(map(str, default)) if isinstance(default, tuple) else default
+        g.add_argument(
+            f"--{f.name}",
+            type=positive(f.metadata["min"]),
+            nargs="+" if isinstance(default, tuple) else None,
+            default=None,
+            help=f"{f.metadata['help']} (default {shown})",
+        )
+
+
+def module_scopes_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--module-scopes",
+        nargs="?",
+        const="all",
+        default=False,
+        type=depth,
+        metavar="DEPTH",
+        help="with --target: attribute nodes to the model's modules by qualified name "
+        "(layers.3.attention), down to DEPTH parts (layers.3 is 2; default: every level). "
+        "The step FUNCTION() returns must carry the model as `step.module`",
+    )
+
+
+def depth(text: str) -> int | None:
+    if text == "all":
+        return None
+    try:
+        d = int(text)
+    except ValueError:
+        d = 0
+    if d < 1:
+        raise argparse.ArgumentTypeError(
+            f"DEPTH must be an int >= 1 (parts of a qualified name: layers.3 is 2), got {text!r}"
+        )
+    return d
