@@ -19,7 +19,7 @@ from graph_harness.capture.stats import round_series, saving_interval, saving_po
 TOLERANCE = 0.05  # a priced saving must land within 5% of the measured one
 PAIR_COLUMNS = ["a", "b", "removed_nodes", "predicted_us", "predicted_lo", "predicted_hi"]
 PAIR_COLUMNS += ["measured_us", "measured_lo", "measured_hi", "error", "within_tolerance"]
-PAIR_COLUMNS += ["measured_in_interval", "passed", "instrument_us"]
+PAIR_COLUMNS += ["measured_in_interval", "passed"]
 
 
 def price_pair(
@@ -29,15 +29,7 @@ def price_pair(
     build the difference of medians, median over builds; bootstrap interval), set
     against the measured one (event-timed interleaved replays, `round_trials` with the
     columns measure_rounds gives) where given. It passes when the prediction lies within
-    TOLERANCE of the measured saving and the measured saving inside its interval.
-
-    `instrument_us`, where measured: how much of the difference predicted - measured the
-    profiler's own cost accounts for: per build, each graph's median replay under CUPTI
-    minus its median event-timed replay, A's minus B's; the median over builds (as the
-    savings are: a build timed while the GPU ran at another clock than when it was
-    profiled shows up in one build, not all). It explains an error; it never enters the
-    prediction or the verdict (subtracting it would price the saving from the very
-    timings it is judged against)."""
+    TOLERANCE of the measured saving and the measured saving inside its interval."""
     ta, tb = a.cost_series, b.cost_series
     n = min(ta.shape[1], tb.shape[1])
     ta, tb = ta[:, :n], tb[:, :n]
@@ -51,14 +43,11 @@ def price_pair(
         predicted_lo=lo,
         predicted_hi=hi,
     )
-    measured = mlo = mhi = instrument = math.nan
+    measured = mlo = mhi = math.nan
     if round_trials is not None and {a.name, b.name} <= set(round_trials.variant):
         series = round_series(round_trials[round_trials.variant.isin([a.name, b.name])])
         measured = saving_point(series[a.name], series[b.name])
         mlo, mhi = saving_interval(series[a.name], series[b.name])
-        timed = round_trials.groupby(["variant", "build"]).us.median()
-        excess = [p.replays.groupby("build").period_us.median() - timed[p.name] for p in (a, b)]
-        instrument = float((excess[0] - excess[1]).median())
     within = abs(predicted - measured) <= TOLERANCE * abs(measured)
     inside = lo <= measured <= hi
     row.update(
@@ -69,7 +58,6 @@ def price_pair(
         within_tolerance=bool(within),
         measured_in_interval=bool(inside),
         passed=bool(within and inside),
-        instrument_us=instrument,
     )
     return row
 

@@ -84,9 +84,14 @@ def _profile_interleaved(
     """Every graph's windows of one build (of `builds`), interleaved (see `interleaved`)."""
     ids = {n: local_ids(g, e) for n, (g, e) in graphs.items()}
     out: dict[str, list[Window]] = {n: [] for n in graphs}
+    of_build = f" (build {build + 1} of {builds})" if builds > 1 else ""
+    last = None
     for w, n in interleaved(list(graphs), settings.windows):
-        if progress and w == 0:
-            progress(f"profiling {n}" + (f" (build {build + 1} of {builds})" if builds > 1 else ""))
+        if progress and w != last:
+            progress(
+                f"profiling {len(graphs)} graphs, window {w + 1} of {settings.windows}{of_build}"
+            )
+            last = w
         out[n].append(profile_window(graphs[n][0], settings, build, w, ids[n]))
     return out
 

@@ -107,13 +107,10 @@ def top_gaps_tables(result: ProfileResult, top: int = 10) -> list[Table]:
 def pairs_table(pairs: pd.DataFrame) -> Table:
     t = Table(
         title=f"Savings priced from the profiles against measured (us per replay; pass: "
-        f"within {100 * TOLERANCE:.0f}% and measured inside the predicted interval)",
-        caption="profiler: the part of predicted - measured that the profiler's own cost "
-        "accounts for (each graph's replay under CUPTI minus its event-timed replay, A's "
-        "minus B's, median over builds); shown to explain an error, never subtracted",
+        f"within {100 * TOLERANCE:.0f}% and measured inside the predicted interval)"
     )
     cols = ["A -> B", "nodes", "predicted", "95% interval", "measured", "95% interval "]
-    cols += ["error", "profiler", "verdict"]
+    cols += ["error", "verdict"]
     for c in cols:
         t.add_column(c, justify="left" if c in ("A -> B", "verdict") else "right", no_wrap=True)
     for r in pairs.itertuples():
@@ -133,7 +130,6 @@ def pairs_table(pairs: pd.DataFrame) -> Table:
             _us(r.measured_us, 2),
             _span(r.measured_lo, r.measured_hi, lambda x: _us(x, 2)),
             _pct(r.error, 2),
-            "-" if math.isnan(r.instrument_us) else f"{r.instrument_us:+.2f}",
             verdict,
         )
     return t

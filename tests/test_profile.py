@@ -545,13 +545,6 @@ def test_a_pair_is_priced_from_its_profiles_and_judged_against_measured():
     assert good["within_tolerance"] and abs(good["error"]) < 0.05
     off = price_pair(a, b, _trials(cost_a + 10, cost_b + 10 - 0.5))  # 0.5 us more saved
     assert not off["within_tolerance"] and not off["passed"]
-    # The profiler's own cost: each graph's profiled replay minus its timed one, A's minus
-    # B's. Both graphs here profile 10 us under their timing, so none of `good`'s error is
-    # the instrument's; `off`'s B profiles 9.5 under: all of its -0.5 us error is.
-    assert math.isnan(row["instrument_us"])
-    assert good["instrument_us"] == pytest.approx(0.0, abs=0.05)
-    assert off["instrument_us"] == pytest.approx(-0.5, abs=0.05)
-    assert off["instrument_us"] == pytest.approx(off["predicted_us"] - off["measured_us"], abs=0.05)
 
 
 def test_the_predicted_interval_pools_builds():
@@ -1007,7 +1000,12 @@ def test_profile_rounds_interleaves_the_variants_windows(monkeypatch):
 
     monkeypatch.setattr(R, "record_replays", record)
     s = ProfileSettings(trials=3, builds=2, windows=3, replays=2, warmup=4)
-    result = R.profile_rounds(RoundParams(), ["shipped", "fused"], s)
+    said = []
+    result = R.profile_rounds(RoundParams(), ["shipped", "fused"], s, progress=said.append)
+    windows = [m for m in said if "window" in m]  # one line as each window starts
+    assert windows == [
+        f"profiling 2 graphs, window {w} of 3 (build {b} of 2)" for b in (1, 2) for w in (1, 2, 3)
+    ]
     sizes = {v: len(p.export.nodes) for v, p in result.profiles.items()}
     assert sizes["shipped"] != sizes["fused"]  # tells the two apart in `order`
     a, b = sizes["shipped"], sizes["fused"]
@@ -1044,7 +1042,6 @@ def test_profile_command_end_to_end_with_the_gpu_stood_in_for(monkeypatch, tmp_p
     assert cli.main(args) == 0
     printed = capsys.readouterr().out
     assert "dispatch share" in printed and "shipped -> fused" in printed
-    assert "profiler" in printed  # the pair's column: the instrument's part of its error
     names = {p.name for p in out.iterdir()}
     assert {"profile.json", "profile-pairs.csv", "dispatch_share.png"} <= names
     doc = json.loads((out / "profile.json").read_text())

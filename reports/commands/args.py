@@ -21,6 +21,8 @@ def round_args(p: argparse.ArgumentParser) -> None:
 
 
 def positive(minimum: int):
+    """An argparse type: a whole number >= `minimum`, else a usage error saying so."""
+
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -88,6 +90,7 @@ def module_scopes_arg(p: argparse.ArgumentParser) -> None:
 
 
 def depth(text: str) -> int | None:
+    """--module-scopes' DEPTH: "all" (every level) as None, else a whole number >= 1."""
     if text == "all":
         return None
     try:
