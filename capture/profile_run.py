@@ -62,26 +62,16 @@ def profile_window(
     return Window(build, window, record_replays(graph, settings.replays + 1, warmup=warmup), ids)
 
 
-def profile_graph(
-    graph: torch.cuda.CUDAGraph,
-    export: NodeExport,
-    settings: ProfileSettings,
-    build: int = 0,
-) -> list[Window]:
-    """`settings.windows` profiled windows of one graph, back to back (profile_rounds and
-    profile_steps interleave several graphs' windows instead)."""
-    ids = local_ids(graph, export)
-    return [profile_window(graph, settings, build, w, ids) for w in range(settings.windows)]
-
-
-def _profile_interleaved(
+def profile_graphs(
     graphs: dict[str, tuple[torch.cuda.CUDAGraph, NodeExport]],
     settings: ProfileSettings,
-    build: int,
-    builds: int,
+    build: int = 0,
+    builds: int = 1,
     progress: Progress = None,
 ) -> dict[str, list[Window]]:
-    """Every graph's windows of one build (of `builds`), interleaved (see `interleaved`)."""
+    """`settings.windows` profiled windows of each graph (name -> the graph and the export
+    read from it), one build (of `builds`), the graphs' windows interleaved (see
+    `interleaved`); one graph's are simply back to back."""
     ids = {n: local_ids(g, e) for n, (g, e) in graphs.items()}
     out: dict[str, list[Window]] = {n: [] for n in graphs}
     of_build = f" (build {build + 1} of {builds})" if builds > 1 else ""
@@ -125,9 +115,7 @@ def profile_rounds(
             if not _same_structure(first[v], counted.export):
                 raise ProfileError(f"{v}: build {build} captured another graph than build 0")
         graphs = {v: (c.captured.graph, c.export) for v, c in rounds.items()}
-        for v, ws in _profile_interleaved(
-            graphs, settings, build, settings.builds, progress
-        ).items():
+        for v, ws in profile_graphs(graphs, settings, build, settings.builds, progress).items():
             windows[v] += ws
 
     trials = None
@@ -188,7 +176,7 @@ def profile_steps(
             ]
         )
     graphs = {n: (graph, export) for n, (export, graph) in steps.items()}
-    windows = _profile_interleaved(graphs, settings, 0, 1, progress)
+    windows = profile_graphs(graphs, settings, progress=progress)
     profiles = {n: profile_windows(n, export, windows[n]) for n, (export, _) in steps.items()}
     return ProfileResult(
         profiles,

@@ -733,11 +733,12 @@ def test_profiled_round_node_count_is_the_drivers():
     # another route to the count: walk the graph with the driver, not the export
     from graph_harness.capture import count_round
     from graph_harness.capture.profile_nodes import profile_windows
-    from graph_harness.capture.profile_run import profile_graph
+    from graph_harness.capture.profile_run import profile_graphs
 
     counted = count_round(SMALL, "shipped", "cuda")
     graph = counted.captured.graph
-    p = profile_windows("shipped", counted.export, profile_graph(graph, counted.export, QUICK))
+    windows = profile_graphs({"shipped": (graph, counted.export)}, QUICK)["shipped"]
+    p = profile_windows("shipped", counted.export, windows)
     assert p.matching["activities_per_replay"] == [_activity_nodes_by_driver(graph)]
     assert p.matching["verified"]
 
@@ -746,11 +747,11 @@ def test_profiled_round_node_count_is_the_drivers():
 def test_matching_by_id_agrees_with_matching_by_order():
     from graph_harness.capture import count_round
     from graph_harness.capture.profile_nodes import profile_windows
-    from graph_harness.capture.profile_run import local_ids, profile_graph
+    from graph_harness.capture.profile_run import local_ids, profile_graphs
 
     counted = count_round(SMALL, "fused", "cuda")
     graph = counted.captured.graph
-    windows = profile_graph(graph, counted.export, QUICK)
+    windows = profile_graphs({"fused": (graph, counted.export)}, QUICK)["fused"]
     p = profile_windows("fused", counted.export, windows)
     has_trace_ids = any(a.graph_node_id is not None for w in windows for r in w.replays for a in r)
     if has_trace_ids:  # the order match is one-to-one with CUPTI's ids, replay after replay
