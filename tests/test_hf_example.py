@@ -6,7 +6,6 @@ decoder layer run alone under the dispatch counter."""
 
 import importlib.util
 import json
-import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
