@@ -123,7 +123,7 @@ class Outcome:
 def solo_failed(out: Outcome) -> bool:
     """A module captured alone failed the way captures fail (not with a TypeError from
     inputs it cannot take again, nor a refusal to recompile)."""
-    return out.exc is not None and (out.failure is not None or is_capture_failure(out.exc))
+    return is_capture_failure(out.exc)
 
 
 def bisect(
@@ -228,7 +228,8 @@ def diagnose(
     if read is not None:
         return replace(read, how="; ".join(x for x in (EAGER_CODE, how) if x))
     if again is None:
-        how = "; ".join(x for x in ("it captured when tried again", how) if x)
+        tried = "its eager code captured" if step_compiled else "it captured when tried again"
+        how = "; ".join(x for x in (tried, how) if x)
     cls = _error_class(again if again is not None else exc)
     return Diagnosis(None, where_of(path, scope, watch.known), cls, how)
 

@@ -8,14 +8,18 @@ Three kinds of evidence, best first (capture/diagnose_watch.py records them):
 - the exception itself: its type (PoolFrozen), torch's or CUDA's words, and the frames
   it passed through (`torch.cuda.synchronize`, `torch.distributed`).
 
-What torch 2.11 does for each class (read from its source, c10/cuda and aten/native/cuda):
+What torch does for each class (its source: c10/cuda/CUDAFunctions.h, aten/native/cuda):
 `.item()` is `aten._local_scalar_dense`, a cudaMemcpyAsync then cudaStreamSynchronize,
 which a capturing stream refuses ("operation not permitted when stream is capturing");
-`nonzero` (and every op built on it: boolean-mask indexing, `argwhere`) copies its count
-to pinned host memory the same way (`memcpy_and_sync`); a blocking copy between host and
-device ends in `memcpy_and_sync` too, and a copy from a host tensor that is not pinned is
-refused by name ("Cannot copy between CPU and CUDA tensors during CUDA graph capture
-unless the CPU tensor is pinned"). Nothing here depends on those words but the last.
+`nonzero` (and what is built on it: boolean-mask indexing, `argwhere`) allocates pinned
+host memory and copies its count there the same way (`memcpy_and_sync`); a blocking copy
+between host and device ends in `memcpy_and_sync` too; a Python list index or
+`torch.tensor(list, device="cuda")` is a blocking copy made in torch's bindings, below
+every dispatch mode; and since early 2026 (pytorch#172156) a copy from a host tensor that
+is not pinned is refused by name ("Cannot copy between CPU and CUDA tensors during CUDA
+graph capture unless the CPU tensor is pinned"; before, a non_blocking one captured and
+read the pageable buffer at every replay). Only that last message is relied on here, and
+only where the op itself cannot be seen.
 
 No CUDA is needed here: every decision is a function of plain records (tests build them).
 """

@@ -510,14 +510,11 @@ def test_a_list_index_is_named_as_a_cpu_tensor():
 
 
 class _Table(nn.Module):
-    """Adds a table kept on the CPU: compiled, Inductor copies it to the GPU each call."""
+    """Adds a table given on the CPU: its code copies it to the GPU at every call (a
+    graph input of the compiled code, so Inductor's code makes the copy)."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.register_buffer("table", torch.randn(16))  # stays on the CPU
-
-    def forward(self, x):
-        return x + self.table.to(x.device)
+    def forward(self, x, table):
+        return x + table.to(x.device)
 
 
 class _WithCompiled(nn.Module):
@@ -525,9 +522,10 @@ class _WithCompiled(nn.Module):
         super().__init__()
         self.proj = nn.Linear(16, 16)
         self.table = torch.compile(_Table())  # a submodule compiled on its own
+        self.cpu_table = torch.randn(16)  # pageable, a plain attribute
 
     def forward(self, x):
-        return self.table(self.proj(x))
+        return self.table(self.proj(x), self.cpu_table)
 
 
 @pytest.mark.gpu
@@ -552,9 +550,10 @@ class _WithTable(nn.Module):
         super().__init__()
         self.proj = nn.Linear(16, 16)
         self.table = _Table()
+        self.cpu_table = torch.randn(16)
 
     def forward(self, x):
-        return self.table(self.proj(x))
+        return self.table(self.proj(x), self.cpu_table)
 
 
 @pytest.mark.gpu
