@@ -178,8 +178,9 @@ def _alone(c: Inputs, compiled: bool) -> tuple[Callable[[], object], Watch]:
     watch = Watch(None, ops=not compiled)
 
     def call():
-        grad, inference = torch.set_grad_enabled(c.grad), torch.inference_mode(c.inference)
-        with _stance("fail_on_recompile"), watch, grad, inference:
+        # inference_mode(False) would turn grad on: enter it only if it was on, then grad
+        inference = torch.inference_mode() if c.inference else contextlib.nullcontext()
+        with _stance("fail_on_recompile"), watch, inference, torch.set_grad_enabled(c.grad):
             c.module(*c.args, **c.kwargs)
 
     return call, watch

@@ -17,6 +17,7 @@ Device-agnostic: on the CPU the tests drive it with failures injected by a mode 
 from __future__ import annotations
 
 import sys
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -224,6 +225,12 @@ class Watch:
 
     def __enter__(self) -> Watch:
         if self.names:
+            # Our global hooks make torch warn that a compiled module's hooks fire twice:
+            # ours ignore the OptimizedModule wrapper's second call (as module_scopes does).
+            quiet = warnings.catch_warnings()
+            quiet.__enter__()
+            self._exits.append(lambda: quiet.__exit__(None, None, None))
+            warnings.filterwarnings("ignore", message=r"Using `torch.compile\(module\)` when there")
             self._exits.append(register_module_forward_pre_hook(self._pre).remove)
             self._exits.append(register_module_forward_hook(self._post).remove)
         try:

@@ -327,6 +327,73 @@ def test_a_compiled_submodule_is_captured_alone_as_compiled():
     assert len(calls) == 1 and len(log) == 2
 
 
+_CAPTURING = [False]
+
+
+@torch._dynamo.disable
+def _host_read(x):
+    """Stands in for a call a capture refuses, inside compiled code (a graph break)."""
+    if _CAPTURING[0]:
+        raise RuntimeError(REFUSED)
+    return x
+
+
+class _Tab(nn.Module):
+    def forward(self, x):
+        return _host_read(x * 2.0) + 1.0
+
+
+class _TabNet(nn.Module):
+    def __init__(self, compile_tab: bool) -> None:
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+        self.tab = torch.compile(_Tab(), backend="eager") if compile_tab else _Tab()
+
+    def forward(self, x):
+        return self.tab(self.proj(x))
+
+
+@pytest.mark.parametrize("whole", [False, True], ids=["compiled-submodule", "compiled-model"])
+def test_real_compiled_code_is_bisected_without_compiling_again(whole):
+    # torch.compile for real (the eager backend, on the CPU): the watched attempt forces
+    # it eager, the solo capture of a compiled submodule runs its compiled code; neither
+    # compiles anything new (a compile inside a capture would be a disaster on a GPU).
+    from torch._dynamo.utils import counters
+
+    from graph_harness.capture.compiled import find_compiled
+
+    net = _TabNet(compile_tab=not whole)
+    run = torch.compile(net, backend="eager") if whole else net
+    x = torch.randn(2, 8)
+
+    @torch.no_grad()
+    def step():
+        return run(x)
+
+    step.module = net
+    before = counters["frames"]["ok"]
+    step()  # compiles
+    assert counters["frames"]["ok"] > before, "the counter sees a compile"
+
+    def attempt(call):
+        _CAPTURING[0] = True
+        try:
+            call()
+        except Exception as e:
+            return e
+        finally:
+            _CAPTURING[0] = False
+
+    exc = attempt(step)
+    compiled_frames = counters["frames"]["ok"]
+    d = diagnose(
+        step, exc, attempt=attempt, model=net, compiled=lambda o: bool(find_compiled(o)), scope=None
+    )
+    assert counters["frames"]["ok"] == compiled_frames, "nothing was compiled anew"
+    assert (d.op, d.where) == (None, "in module tab"), d
+    assert d.how == "found by capturing each submodule alone, deepest first: 1 captured"
+
+
 def test_a_list_index_fails_outside_every_op_and_is_named_by_its_call():
     class Last(nn.Module):
         def forward(self, x):  # x: [B, T, D]; the last position, by a list index
