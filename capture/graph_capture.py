@@ -16,7 +16,7 @@ from graph_harness.capture.scopes import Recorder, ScopeMark, recording
 
 
 class CaptureError(RuntimeError):
-    """Capture failed; says in which scope (stage and step) it happened."""
+    """Capture failed; says at which op, in which module or scope, and why, in one line."""
 
 
 @dataclass
@@ -35,9 +35,11 @@ def capture_graph(
 ) -> Captured:
     """Warm `fn` up on a side stream, then capture one call of it (syncs the device).
 
-    A failure inside a scope raises CaptureError naming that scope; the failed capture is
-    ended and discarded, so the process can capture again. `capture_error_mode` as in
-    torch.cuda.graph: "thread_local" lets other threads (NCCL's watchdog) keep working."""
+    A failure raises CaptureError naming the op in flight, its module (or scope) and the
+    class of failure, found by capturing the step again (capture/diagnose.py says how
+    often); every failed capture is ended and discarded, so the process can capture again.
+    `capture_error_mode` as in torch.cuda.graph: "thread_local" lets other threads (NCCL's
+    watchdog) keep working."""
     if stream is not None and stream == torch.cuda.default_stream(stream.device):
         raise ValueError(
             "cannot capture on the default stream (legacy default-stream semantics forbid "
@@ -64,22 +66,59 @@ def capture_graph(
         try:
             with recording(recorder):
                 fn()
-        except BaseException as e:
-            _abandon(graph)
+            graph.capture_end()  # where work forked to another stream was never joined
+        except Exception as e:
+            abandon_capture(graph)
             failed = recorder.innermost_failed()
-            where = failed.label if failed else "outside any scope"
-            raise CaptureError(
-                f"capture failed in {where}: {type(e).__name__}: {e}. Inside a capture, "
-                "nothing may synchronize (.item(), .cpu(), printing a CUDA tensor) or "
-                "allocate from a frozen pool; move that work before capture."
-            ) from e
-        graph.capture_end()
+            raise CaptureError(_failure_line(fn, e, failed, stream, capture_error_mode)) from e
+        except BaseException:  # Ctrl-C, SystemExit: end the capture, then let it go on
+            abandon_capture(graph)
+            raise
     return Captured(graph, recorder.marks)
 
 
-def _abandon(graph: torch.cuda.CUDAGraph) -> None:
-    # End the (invalidated) capture so the stream leaves capture mode; its error is the
-    # one we already have.
+def _failure_line(fn, exc, failed, stream, capture_error_mode) -> str:
+    # Imported here: diagnosing is for failures only (capture/diagnose.py says how often
+    # it captures the step again to name the op, its module and the class of failure).
+    from graph_harness.capture.diagnose import failure_line
+
+    def attempt(call):
+        return try_capture(call, stream=stream, capture_error_mode=capture_error_mode)
+
+    return failure_line(fn, exc, scope=failed.label if failed else None, attempt=attempt)
+
+
+def try_capture(
+    call: Callable[[], object], *, stream: torch.cuda.Stream, capture_error_mode: str
+) -> BaseException | None:
+    """Capture one call of `call` on a fresh graph and throw the graph away (nothing is
+    instantiated or run): what the call or the capture's end raised, None if it captured.
+    Ends with `stream` not capturing and the device synchronized, or raises saying so."""
+    graph = torch.cuda.CUDAGraph(keep_graph=True)  # kept: no instantiation at its end
+    stream.wait_stream(torch.cuda.current_stream())
+    failed = None
+    with torch.cuda.stream(stream):
+        graph.capture_begin(capture_error_mode=capture_error_mode)
+        try:
+            call()
+            graph.capture_end()
+        except Exception as e:
+            failed = e
+            abandon_capture(graph)
+        except BaseException:
+            abandon_capture(graph)
+            raise
+        else:
+            graph.reset()
+        if torch.cuda.is_current_stream_capturing():
+            raise RuntimeError("the stream is still capturing after a capture attempt")
+    torch.cuda.synchronize()
+    return failed
+
+
+def abandon_capture(graph: torch.cuda.CUDAGraph) -> None:
+    """End a capture that failed (invalidated or not) so the stream leaves capture mode,
+    and discard its graph; the error is the one the caller already has."""
     with contextlib.suppress(Exception):
         graph.capture_end()
     with contextlib.suppress(Exception):

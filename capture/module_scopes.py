@@ -76,6 +76,7 @@ class module_scopes:
             raise TypeError(
                 f"module_scopes needs the model (a torch.nn.Module), got {type(module).__name__}"
             )
+        self.module = module  # the model (a failed capture is diagnosed by its modules)
         self.names = module_names(module, depth)
         self.known = set(module_names(module).values())  # every level: resolves paths
         self.provenance: ProvenanceLog | None = None

@@ -23,6 +23,17 @@ def small_mlp():
     return step
 
 
+def item_in_step():
+    """A step that reads a value back to the host: its capture fails on a GPU, named."""
+    x = torch.randn(8, device="cuda" if torch.cuda.is_available() else "cpu")
+
+    def step():
+        with scope("sample"):
+            return x * x.sum().item()  # tests look for this line
+
+    return step
+
+
 def not_callable():
     return 3
 

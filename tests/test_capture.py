@@ -273,14 +273,17 @@ def test_capture_failure_names_scope_and_recovers():
         with scope("sync", stage=3):
             x.sum().item()
 
-    with pytest.raises(CaptureError, match="capture failed in stage3/sync"):
+    # the op, its scope and the class of failure, first (capture/diagnose.py)
+    read_back = r"^aten\._local_scalar_dense in scope stage3/sync: a value read back to the host"
+    with pytest.raises(CaptureError, match=read_back):
         capture_and_count(bad, pool=pool, warmup=0)
 
     def frozen():
         with scope("alloc", stage=1):
             pool.carve("late", (8,), torch.float32)
 
-    with pytest.raises(CaptureError, match="stage1/alloc.*PoolFrozen"):
+    frozen_pool = r"^GraphBufferPool\.carve in scope stage1/alloc: an allocation from a frozen"
+    with pytest.raises(CaptureError, match=frozen_pool + ".*PoolFrozen"):
         capture_and_count(frozen, warmup=0)
     # and the process can capture again
     e = capture_and_count(lambda: x.mul_(2.0), warmup=0)

@@ -1,0 +1,137 @@
+"""A Hugging Face transformers decode step, and its reset, as a graph-harness target.
+
+    graph-harness count --target examples/hf_decode.py:make_step --module-scopes 3
+    graph-harness count --target examples/hf_decode.py:make_compiled_step --module-scopes 3
+
+`LlamaForCausalLM` built from a `LlamaConfig` (random weights, seeded; no download), with
+a `StaticCache`. One call of the step decodes one token: every layer writes its key and
+value at the cache's position and the position advances by one, in place, on the device,
+as in a real decode loop. That makes the step stateful: after `max_cache_len` calls the
+next write would fall outside the cache. `step.reset()` puts it back where it started.
+
+- **The position.** transformers 4.x passed it in as `cache_position`; since 5.0 the
+  StaticCache keeps it itself, as each layer's `cumulative_length` (a device tensor its
+  `update` advances in place), and the model derives `position_ids` from it. The step
+  passes no position: it uses the cache's, as `generate` does.
+- **The token is fixed**, not fed back: with random weights the next token means
+  nothing, and a fixed one keeps the step's state to the cache and its position (what
+  `reset` restores). Feeding back `logits.argmax(-1)` would add an argmax to the step and
+  the token to its state.
+- **The reset** is one eager call, `StaticCache.reset()`: it zeroes every layer's keys,
+  values and position in place (`zero_()`), allocating nothing, so a graph captured on
+  the cache keeps reading and writing the same addresses. The cache is initialized before
+  the first call (`early_initialization`), so no call, warm-up included, allocates it.
+- bf16 on CUDA, float32 on the CPU; the model on `step.module` (the eager one, for
+  `--module-scopes`), the cache on `step.cache`.
+
+Runs on transformers 5.17 and later (the cache's argument is `past_key_values` in 5.17,
+`cache` from 5.2x: the step passes whichever the model's forward takes). Nothing here
+imports graph-harness.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM, StaticCache
+
+# Small, so a step is a few hundred nodes: 4 layers x hidden 512, 8 query heads sharing 4
+# KV heads (grouped-query attention, head_dim 64), SwiGLU hidden 1408 (about 2.75x hidden,
+# as Llama's), a 4096-token vocabulary, a 256-token cache. Unlisted settings keep
+# LlamaConfig's defaults (RMSNorm eps 1e-6, its default rotary embedding, untied input
+# and output embeddings).
+PRESETS = {
+    "small": dict(
+        vocab_size=4096,
+        hidden_size=512,
+        intermediate_size=1408,
+        num_hidden_layers=4,
+        num_attention_heads=8,
+        num_key_value_heads=4,
+        max_cache_len=256,
+    ),
+    # for tests: the same structure in a fraction of the work
+    "tiny": dict(
+        vocab_size=256,
+        hidden_size=64,
+        intermediate_size=176,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_cache_len=32,
+    ),
+}
+
+
+def config_of(preset: str) -> tuple[LlamaConfig, int]:
+    """The model's config and the cache length for `preset`."""
+    p = dict(PRESETS[preset])
+    max_cache_len = p.pop("max_cache_len")
+    cfg = LlamaConfig(**p, max_position_embeddings=max_cache_len, attn_implementation="sdpa")
+    return cfg, max_cache_len
+
+
+def build(preset: str, device: torch.device, *, seed: int = 0):
+    """The model (random weights from `seed`, eval mode) and its initialized StaticCache."""
+    cfg, max_cache_len = config_of(preset)
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(cfg).to(device=device, dtype=dtype).eval()
+    cache = StaticCache(config=cfg, max_cache_len=max_cache_len)
+    # keys, values: [B=1, KV heads, max_cache_len, head_dim] per layer; positions: [] each
+    cache.early_initialization(
+        batch_size=1,
+        num_heads=cfg.num_key_value_heads,
+        head_dim=cfg.head_dim,
+        dtype=dtype,
+        device=device,
+    )
+    return model, cache
+
+
+def cache_argument(model: torch.nn.Module) -> str:
+    """The name the model's forward takes its cache by: `cache` (5.2x on), else
+    `past_key_values` (passing the old name to a newer model warns at every call)."""
+    params = inspect.signature(model.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
+
+def make_step(
+    compiled: bool = False, preset: str = "small", device: str | None = None, seed: int = 0
+):
+    """One decode step as a zero-argument callable returning the logits [1, 1, vocab];
+    `step.reset()` returns it (cache and position) to its starting state.
+
+    `compiled=True` runs the model through `torch.compile(fullgraph=True)` in the default
+    mode (graph-harness captures it into its own CUDA graph; never "reduce-overhead")."""
+    dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    model, cache = build(preset, dev, seed=seed)
+    run = torch.compile(model, fullgraph=True) if compiled else model
+    gen = torch.Generator().manual_seed(seed + 1)
+    token = torch.randint(0, model.config.vocab_size, (1, 1), generator=gen).to(dev)  # [B, T=1]
+    kwargs = {"input_ids": token, cache_argument(model): cache, "use_cache": True}
+
+    @torch.no_grad()
+    def step():
+        return run(**kwargs).logits
+
+    @torch.no_grad()
+    def reset():
+        cache.reset()  # keys, values and positions zeroed in place: same addresses
+
+    step.reset = reset
+    step.module = model  # what --module-scopes attributes by (the eager model)
+    step.cache = cache
+    step.token = token
+    return step
+
+
+def make_compiled_step(preset: str = "small", device: str | None = None):
+    """`make_step(compiled=True)`: the form --target takes (a factory of no arguments)."""
+    return make_step(compiled=True, preset=preset, device=device)
+
+
+def make_tiny_step():
+    """The tiny preset, for tests."""
+    return make_step(preset="tiny")
