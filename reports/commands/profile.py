@@ -14,6 +14,7 @@ from graph_harness.reports.commands.args import (
     out_args,
     positive,
     round_args,
+    shown_depth,
     timing_args,
 )
 from graph_harness.reports.commands.console import (
@@ -101,7 +102,6 @@ def run(args, io: IO) -> int:
     settings = settings_from(args)
     params = None if args.target else round_params(args)
     require_gpu()
-    depth = None if args.module_scopes in (False, None) else args.module_scopes
     with staged(args, io) as tmp:
         banner(io)
         with progress(io) as prog:
@@ -114,6 +114,8 @@ def run(args, io: IO) -> int:
 
                 variants = args.variant or list(VARIANTS)
                 result = profile_rounds(params, variants, settings, pdl=args.pdl, progress=say)
+        exports = [p.export for p in result.profiles.values()]
+        depth = shown_depth(args.module_scopes, exports) if args.target else None
         if tmp is not None:
             result.write(tmp, depth)
             write_plot(tmp, result, depth)
