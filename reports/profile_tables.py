@@ -10,7 +10,6 @@ from rich.table import Table
 from graph_harness.capture.profile import ProfileResult
 from graph_harness.capture.profile_pairs import TOLERANCE
 from graph_harness.reports.kernel_names import short_names
-from graph_harness.reports.tables import deeper_note
 
 
 def _us(x: float, digits: int = 1) -> str:
@@ -63,8 +62,6 @@ def scope_tables(result: ProfileResult, depth: int | None = None) -> list[Table]
         for c in ("step" if round_ else "scope", "nodes", "exec us", "gap us", "dispatch share"):
             t.add_column(c, justify="left" if c in ("step", "scope") else "right", no_wrap=True)
         t.add_column("of the round" if round_ else "of the step", justify="right", no_wrap=True)
-        if not round_:
-            t.caption = deeper_note(result.profiles[name].nodes, depth)
         for r in df.itertuples():
             label = r.scope if round_ or r.depth == 0 else "  " * (r.depth - 1) + r.scope
             t.add_row(

@@ -79,23 +79,20 @@ def deeper_note(frame, depth: int | None, how: str = SHOW_ALL) -> str | None:
 
 def scope_tree_table(export: NodeExport, depth: int | None = None) -> Table:
     """Nodes per scope, as a tree rolled up by qualified-name prefix: `nodes` counts all
-    under a scope, `own` those in it and in none of its children. Cut at `depth`, it says
-    how many nodes sit deeper."""
-    frame = export.frame()
-    tree = scope_tree(frame, depth)
+    under a scope, `own` those in it and in none of its children. Cut at `depth`, print
+    `deeper_note` beside it (a line of its own: it must not wrap)."""
+    tree = scope_tree(export.frame(), depth)
     name = export.variant or export.workload.removeprefix("callable:")
     t = Table(title=f"{name}: nodes by scope (modules nest; each level sums to its parent)")
     t.add_column("scope", no_wrap=True)
     fused = bool(tree["fused"].any())
     for c in ("nodes", "own", *(["fused"] if fused else []), "share"):
         t.add_column(c, justify="right", no_wrap=True)
-    notes = [deeper_note(frame, depth)]
     if fused:
-        notes.append(
+        t.caption = (
             "fused: own nodes that are compiled kernels Inductor fused from several "
             "modules, counted in their deepest common module (`fused_modules` in the export)"
         )
-    t.caption = "\n".join(n for n in notes if n) or None
     total = max(export.total, 1)
     for r in tree.itertuples():
         label = r.scope if r.depth == 0 else "  " * (r.depth - 1) + r.scope

@@ -149,6 +149,7 @@ def capture_target(spec: str, module_scopes, io: IO):
 
 def show(io: IO, exports: dict, *, per_stage: bool, depth: int | None = None) -> None:
     from graph_harness.reports.tables import (
+        deeper_note,
         per_kernel_table,
         per_stage_table,
         scope_tree_table,
@@ -169,6 +170,9 @@ def show(io: IO, exports: dict, *, per_stage: bool, depth: int | None = None) ->
     if listed[0].workload != "decode-round":  # a user's step: its scope tree and kernels
         for e in listed:
             io.out.print(scope_tree_table(e, depth))
+            note = deeper_note(e.frame(), depth)
+            if note:
+                io.out.print(note, soft_wrap=True, markup=False)
             io.out.print(per_kernel_table(e))
         return
     for e in listed if per_stage else listed[:1]:

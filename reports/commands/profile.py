@@ -171,8 +171,13 @@ def show(io: IO, result, *, depth: int | None, top: int) -> None:
         io.print_json(result.to_dict(depth))
         return
     io.out.print(summary_table(result))
-    for t in scope_tables(result, depth):
+    from graph_harness.reports.tables import deeper_note
+
+    for t, (name, p) in zip(scope_tables(result, depth), result.profiles.items()):
         io.out.print(t)
+        note = deeper_note(p.nodes, depth) if p.export.workload != "decode-round" else None
+        if note:
+            io.out.print(f"{name}: {note}", soft_wrap=True, markup=False)
     for t in top_gaps_tables(result, top):
         io.out.print(t)
     if result.pairs:
