@@ -184,3 +184,88 @@ def test_the_cli_default_shows_a_row_per_hf_layer(tmp_path):
     assert deeper > 0 and (
         f"{deeper} of {doc['total_nodes']} nodes sit deeper than depth 3" in r.stdout
     )
+
+
+# --- on the GPU: the example decoder, eager against compiled ------------------------------
+
+
+def tree_labels(frame, depth) -> set[str]:
+    return set(scope_tree(frame, depth).scope)
+
+
+@pytest.mark.gpu
+def test_example_eager_and_compiled_share_their_module_names_at_every_depth():
+    """What is allowed to differ: compiled may lack a module whose every kernel Inductor
+    fused into a kernel that sits in an ancestor (a norm fused with the residual add before
+    it, say), and may hold own nodes in a module where eager has none (the `layers`
+    container, the root) only where every such node is a kernel fused across its
+    children, marked by `fused_modules`. It may name no module eager does not."""
+    from tests.test_example import load_example
+
+    ex = load_example()
+    exports = {}
+    for compiled in (False, True):
+        step = ex.make_step(compiled=compiled)
+        with module_scopes(step.module):
+            exports[compiled] = capture_and_count(step)
+    eager, comp = exports[False].frame(), exports[True].frame()
+    assert exports[True].options["compiled_attribution"].startswith("inductor provenance")
+    for e in exports.values():
+        assert (e.options["blocks"], e.options["block_depth"]) == ("layers", 2)
+    for depth in (1, 2, 3, 4, None):
+        extra = tree_labels(comp, depth) - tree_labels(eager, depth)
+        assert not extra, (depth, sorted(extra))
+    eager_own = scope_tree(eager).set_index("scope").own
+    for label, row in scope_tree(comp).set_index("scope").iterrows():
+        if label != "(all)" and row.own and eager_own.get(label, 0) == 0:
+            assert row.fused == row.own, (label, row.own, row.fused)
+    n_layer = ex.PRESETS["small"].n_layer
+    layers = {f"layers.{i}" for i in range(n_layer)}
+    assert layers <= tree_labels(comp, 2) and layers <= tree_labels(eager, 2)
+    # the container is a level of every path under it, compiled and eager alike
+    for frame in (eager, comp):
+        for p in frame.scope_path:
+            if any(label.startswith("layers.") for label in p):
+                assert p[0] == "layers", p
+    # their delta lines up per module: its rows are eager's tree, every depth, and sum
+    d = node_delta(exports[False], exports[True])
+    assert d.scoped_differently is None
+    assert set(d.by_scope.scope) == tree_labels(eager, None)
+    root = d.by_scope[d.by_scope.depth == 0]
+    assert root.delta.tolist() == [d.total_delta] and d.total_delta < 0
+
+
+@pytest.mark.gpu
+def test_a_second_compiled_capture_under_module_scopes_compiles_nothing():
+    from torch._dynamo.utils import counters
+
+    from tests.test_example import load_example
+
+    torch._dynamo.reset()  # a compile of its own, not a reuse of an earlier test's
+    step = load_example().make_step(compiled=True)
+    before = counters["stats"]["unique_graphs"]
+    with module_scopes(step.module) as first_ms:
+        first = capture_and_count(step)
+    compiled = counters["stats"]["unique_graphs"] - before
+    assert compiled >= 1 and len(first_ms.provenance.graphs) == compiled
+    for _ in range(2):  # a second and a third capture, each its own module_scopes
+        with module_scopes(step.module) as ms:
+            again = capture_and_count(step)
+        assert counters["stats"]["unique_graphs"] - before == compiled, "compiled again"
+        assert ms.provenance.graphs == []  # Inductor's post-grad pass never ran
+        how = again.options["compiled_attribution"]
+        assert f"0 compiled under this module_scopes, {compiled} kept" in how, how
+        # the same nodes in the same modules as the first capture placed them
+
+        def placed(e):
+            return sorted(
+                (
+                    n["type"],
+                    n["kernel"] or "",
+                    tuple(n["scope_path"]),
+                    tuple(n.get("fused_modules", ())),
+                )
+                for n in e.nodes
+            )
+
+        assert placed(again) == placed(first)
