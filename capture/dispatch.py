@@ -11,8 +11,9 @@ its schema says so (`Tensor(a) self -> Tensor(a)`), or when it wrote nothing (no
 its schema marks as written: not in-place, not out=) and every tensor it returned shares
 its storage with one of its tensor inputs. That takes in `aten._unsafe_view` and
 `aten.alias`, whose schemas carry no alias annotation, and whatever else only re-describes
-its input; `aten.copy_`, `index_copy_` or an `add(out=)` that returns its argument still
-count, since they write it.
+its input; `aten.copy_`, `index_copy_`, an `add(out=)` that returns its argument, or a
+collective that fills its output argument (`c10d._allgather_base_`, unannotated but named
+in place) still count, since they write.
 """
 
 from __future__ import annotations
@@ -83,24 +84,29 @@ def _tensors(tree) -> list[torch.Tensor]:
 
 
 def _writes(func) -> bool:
-    """Whether the op's schema marks any argument as written (in place, out=)."""
+    """Whether the op may write an argument: its schema marks one as written (in place,
+    out=), or, where the schema says nothing, its name is an in-place one by ATen's
+    convention (a trailing underscore: c10d's `_allgather_base_` writes its unannotated
+    output argument)."""
     try:
-        return any(
-            a.alias_info is not None and a.alias_info.is_write for a in func._schema.arguments
-        )
+        schema = func._schema
     except AttributeError:  # no schema to read: assume it writes, and count it
         return True
+    if any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments):
+        return True
+    return schema.name.rsplit("::", 1)[-1].endswith("_")
 
 
 def aliases_only(func, args, kwargs, out) -> bool:
-    """The op launched nothing of its own: it wrote nothing, returned at least one tensor,
-    and every tensor it returned shares storage with a tensor it was given."""
-    outs = _tensors(out)
-    if not outs or _writes(func):
+    """The op launched nothing of its own: it wrote nothing, returned tensors and nothing
+    else (no work handle, no scalar), and every one shares storage with a tensor it was
+    given."""
+    leaves = [x for x in pytree.tree_leaves(out) if x is not None]
+    if not leaves or not all(isinstance(x, torch.Tensor) for x in leaves) or _writes(func):
         return False
     ins = _tensors((args, kwargs))
     try:
-        return all(any(torch._C._is_alias_of(o, i) for i in ins) for o in outs)
+        return all(any(torch._C._is_alias_of(o, i) for i in ins) for o in leaves)
     except RuntimeError:  # a tensor without storage (sparse, nested): not a view here
         return False
 

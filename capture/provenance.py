@@ -110,7 +110,7 @@ class ProvenanceLog:
         `final`: collecting has ended, and every compile inside with it)."""
         still = []
         for p in self._pending:
-            now = [e.code for e in cache._entries(p.frame)]
+            now = [e.code for e in cache.entries_of(p.frame)]
             returned = any(all(c is not b for b in p.before) for c in now)
             if not final and p.frame is not None and not returned:
                 still.append(p)  # no new entry yet: its compile has not returned
@@ -138,7 +138,7 @@ class ProvenanceLog:
         # later compile, so the list is emptied on every artifact.
         _, cid = cache.current_frame()
         seen, self._post_grad = self._post_grad, []
-        same = [p for p in seen if cid is None or p[0] is None or cache._same_id(p[0], cid)]
+        same = [p for p in seen if cid is None or p[0] is None or cache.same_compile_id(p[0], cid)]
         if kernels is None or not same:
             return
         _, frame, post = same[-1]

@@ -37,7 +37,7 @@ MAX_KEPT = 512  # records kept process-wide (the oldest go first)
 RESUME = "torch_dynamo_resume_in_"  # Dynamo's names for the code after a graph break
 
 
-def _entries(code: CodeType | None) -> list[Any]:
+def entries_of(code: CodeType | None) -> list[Any]:
     if code is None:
         return []
     try:
@@ -87,7 +87,7 @@ class Kept:
     def live(self) -> bool:
         frame = self.frame()
         code = self.entry_code() if self.entry_code is not None else None
-        return code is not None and any(e.code is code for e in _entries(frame))
+        return code is not None and any(e.code is code for e in entries_of(frame))
 
 
 _lock = threading.Lock()
@@ -95,18 +95,18 @@ _kept: list[Kept] = []
 
 
 def pending(graph, frame: CodeType | None, compile_id) -> Pending:
-    return Pending(graph, frame, compile_id, [e.code for e in _entries(frame)])
+    return Pending(graph, frame, compile_id, [e.code for e in entries_of(frame)])
 
 
 def bind(p: Pending) -> str | None:
     """Keep `p` for reuse, bound to its cache entry; None, or why it cannot be kept."""
     if p.frame is None:
         return "Dynamo's compiling frame could not be read"
-    entries = _entries(p.frame)
+    entries = entries_of(p.frame)
     with _lock:
         taken = {id(k.entry_code()) for k in _kept if k.entry_code is not None}
     if entries and hasattr(entries[0], "compile_id") and p.compile_id is not None:
-        mine = [e for e in entries if _same_id(e.compile_id, p.compile_id)]
+        mine = [e for e in entries if same_compile_id(e.compile_id, p.compile_id)]
     else:
         mine = [e for e in entries if all(e.code is not b for b in p.before)]
     mine = [e for e in mine if id(e.code) not in taken]
@@ -132,7 +132,7 @@ def bind(p: Pending) -> str | None:
     return reason
 
 
-def _same_id(a, b) -> bool:
+def same_compile_id(a, b) -> bool:
     try:
         return a == b or str(a) == str(b)
     except Exception:

@@ -12,8 +12,10 @@ from graph_harness.capture.dispatch import DispatchCounter
 _LIB = torch.library.Library("gh_views_test", "DEF")
 _LIB.define("reshaped(Tensor x) -> Tensor")
 _LIB.define("copied(Tensor x) -> Tensor")
+_LIB.define("doubled_(Tensor x) -> Tensor")  # in place by its name, its schema silent
 _LIB.impl("reshaped", lambda x: x.view(-1), "CPU")
 _LIB.impl("copied", lambda x: x.clone().view(-1), "CPU")
+_LIB.impl("doubled_", lambda x: x.mul_(2), "CPU")
 
 
 def types_of(fn) -> list[tuple[str, str]]:
@@ -30,6 +32,7 @@ def test_views_are_found_by_aliasing_not_by_name():
             torch.ops.aten._unsafe_view(x, [24]),  # no annotation: aliasing says view
             torch.ops.gh_views_test.reshaped(x),  # a name no list could hold
             torch.ops.gh_views_test.copied(x),  # the same schema, a new tensor: work
+            torch.ops.gh_views_test.doubled_(out),  # returns its argument, written in place
             x.t(),  # the schema says view
             torch.add(x, 1, out=out),  # returns its argument, but writes it
             out.add_(1),  # in place: writes
@@ -40,6 +43,7 @@ def test_views_are_found_by_aliasing_not_by_name():
         ("view", "aten._unsafe_view.default"),
         ("view", "gh_views_test.reshaped.default"),
         ("aten", "gh_views_test.copied.default"),
+        ("aten", "gh_views_test.doubled_.default"),
         ("view", "aten.t.default"),
         ("aten", "aten.add.out"),
         ("aten", "aten.add_.Tensor"),
