@@ -2,13 +2,15 @@
 # One device call: install, the whole test suite (gpu tests serially, the rest across CPU
 # cores), then the pack timings. Everything goes under $OUT (the device tool's folder),
 # full logs included; the summary lines print last.
-#   bash benchmarks/h200_check.sh [pack] [replay] [model] [advise] [profile]
+#   bash benchmarks/h200_check.sh [pack] [replay] [model] [advise] [profile] [recompile]
 #     pack:    adds bench_pack --int64-offsets
 #     replay:  adds one short replay through the CLI (chains, the shipped and fused rounds)
 #     model:   adds bench_model (the example decoder, eager against compiled)
 #     advise:  adds bench_advise (the fusion advisor on the round and the example decoder;
 #              priced by the replay above too when `replay` is given)
 #     profile: adds bench_profile (in-round CUPTI profiles: the round, the decoder)
+#     recompile: adds bench_recompile (the example's compiled step captured under module
+#              scopes three times, beside a plain compile; compiles counted)
 set -u -o pipefail
 OUT=${OUT:-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 COLUMNS=200
@@ -50,6 +52,11 @@ case " $* " in *" profile "*)
   echo "bench_profile rc=$?" >> "$OUT/env.txt"
   tar czf "$OUT/profile.tgz" -C /tmp profile;;
 esac
+case " $* " in *" recompile "*)
+  python3 benchmarks/bench_recompile.py --out "$OUT/recompile" --repeats 2 \
+    > "$OUT/bench-recompile.log" 2>&1
+  echo "bench_recompile rc=$?" >> "$OUT/env.txt";;
+esac
 cat "$OUT/env.txt"
 grep -E "passed|failed|error" "$OUT/pytest-gpu.log" | tail -3
 grep -E "passed|failed|error" "$OUT/pytest-cpu.log" | tail -3
@@ -59,4 +66,5 @@ grep -B2 -A30 "^FAILED\|^ERROR" "$OUT/pytest-gpu.log" "$OUT/pytest-cpu.log" | he
 [ -f "$OUT/bench-model.log" ] && tail -40 "$OUT/bench-model.log"
 [ -f "$OUT/bench-advise.log" ] && tail -60 "$OUT/bench-advise.log"
 [ -f /tmp/profile/summary.md ] && cat /tmp/profile/summary.md
+[ -f "$OUT/bench-recompile.log" ] && tail -12 "$OUT/bench-recompile.log"
 exit 0

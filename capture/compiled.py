@@ -34,6 +34,7 @@ class CompiledStepError(RuntimeError):
 class Compiled:
     where: str  # how the step reaches it, e.g. "step.<closure model>"
     config: dict  # the Inductor settings it was compiled with ({} for other backends)
+    code: types.CodeType | None = None  # the code Dynamo compiles (provenance reuse)
 
     @property
     def cudagraphs(self) -> bool:
@@ -88,10 +89,10 @@ def find_compiled(step, *, max_depth: int = 4) -> list[Compiled]:
         seen.add(id(obj))
         ctx = _context_of(obj)
         if ctx is not None:
-            found.append(Compiled(where, _backend_config(ctx)))
             inner = getattr(obj, "_orig_mod", None) or getattr(
                 obj, "_torchdynamo_orig_callable", None
             )
+            found.append(Compiled(where, _backend_config(ctx), _code_of(inner)))
             if inner is not None:
                 visit(inner, where + ".<compiled>", depth + 1)
             return
@@ -99,7 +100,8 @@ def find_compiled(step, *, max_depth: int = 4) -> list[Compiled]:
             impl = getattr(obj, "_compiled_call_impl", None)  # Module.compile() in place
             if impl is not None and _context_of(impl) is not None:
                 config = _backend_config(_context_of(impl))
-                found.append(Compiled(f"{where} (Module.compile)", config))
+                code = _code_of(getattr(impl, "_torchdynamo_orig_callable", None))
+                found.append(Compiled(f"{where} (Module.compile)", config, code))
             for name, child in obj.named_children():
                 visit(child, f"{where}.{name}", depth + 1)
             return
@@ -130,6 +132,13 @@ def find_compiled(step, *, max_depth: int = 4) -> list[Compiled]:
 
     visit(step, "step", 0)
     return found
+
+
+def _code_of(obj) -> types.CodeType | None:
+    """The code Dynamo compiles when `obj` (a compiled module or function) is called."""
+    fn = type(obj).forward if isinstance(obj, nn.Module) else getattr(obj, "__func__", obj)
+    code = getattr(fn, "__code__", None)
+    return code if isinstance(code, types.CodeType) else None
 
 
 def _own_attr(obj, attr: str):

@@ -24,7 +24,7 @@ from graph_harness.capture.environment import environment, now
 from graph_harness.capture.export import NodeExport
 from graph_harness.capture.graph_capture import Captured, capture_graph
 from graph_harness.capture.graph_reader import read_graph
-from graph_harness.capture.module_scopes import active_module_scopes
+from graph_harness.capture.module_scopes import active_module_scopes, block_depth
 from graph_harness.capture.params import RoundParams
 from graph_harness.capture.provenance_match import refine
 from graph_harness.capture.round import DecodeRound
@@ -87,9 +87,12 @@ def capture_and_count(
     pool: GraphBufferPool | None = None,
     device: torch.device | str | None = None,
     graph_pool=None,
+    name: str | None = None,
 ) -> NodeExport:
     """Capture any callable (see capture_and_keep) and export its nodes."""
-    return capture_and_keep(fn, warmup=warmup, pool=pool, device=device, graph_pool=graph_pool)[0]
+    return capture_and_keep(
+        fn, warmup=warmup, pool=pool, device=device, graph_pool=graph_pool, name=name
+    )[0]
 
 
 def capture_and_keep(
@@ -99,6 +102,7 @@ def capture_and_keep(
     pool: GraphBufferPool | None = None,
     device: torch.device | str | None = None,
     graph_pool=None,
+    name: str | None = None,
 ) -> tuple[NodeExport, Captured | None]:
     """Capture any callable (a model's decode step, say) and export its nodes.
 
@@ -108,21 +112,32 @@ def capture_and_keep(
     get scope "unscoped". torch.compile'd code in `fn` is counted on CUDA and refused on
     the CPU, and `mode="reduce-overhead"` everywhere (capture/compiled.py): both raise
     CompiledStepError saying what to do. Returns the export and, on CUDA, the kept graph
-    it was read from (None on the CPU)."""
+    it was read from (None on the CPU).
+
+    `name` names the workload in the export and its tables (the CLI passes the target,
+    `llama_decode.py:make_step`); without it, `callable:` and the callable's qualified
+    name. The export's options record `warmup` and, under module_scopes, the depth it was
+    scoped to (`module_depth`: an int, or "every level") and the model's repeated blocks
+    (`blocks`, `block_depth`: the default depth of the tables)."""
     device = torch.device(device) if device is not None else default_device()
+    if name is not None and (not isinstance(name, str) or not name.strip()):
+        raise ValueError(f"name must be a non-empty str (the workload's name), got {name!r}")
     compiled = check_step(fn, device.type)
     if pool is not None:
         pool.freeze()
-    name = getattr(fn, "__qualname__", None) or type(fn).__name__
-    options: dict = {"compiled": bool(compiled)}
+    workload = name or f"callable:{getattr(fn, '__qualname__', None) or type(fn).__name__}"
+    options: dict = {"compiled": bool(compiled), "warmup": warmup}
+    ms = active_module_scopes()
+    options.update(module_options(ms))
     if device.type == "cuda":
         captured = capture_graph(fn, warmup=warmup, graph_pool=graph_pool)
         nodes = nodes_from_graph(read_graph(captured.graph.raw_cuda_graph()), captured.marks)
         source = "cuda-graph"
-        ms = active_module_scopes()
-        if ms is not None and (compiled or (ms.provenance and ms.provenance.graphs)):
-            # any compile seen counts, whether or not find_compiled reached the object
-            options["compiled_attribution"] = _refine_compiled(nodes, ms)
+        if ms is not None:
+            codes = ms.codes | {c.code for c in compiled if c.code is not None}
+            how = compiled_attribution(nodes, ms, codes, compiled=bool(compiled))
+            if how is not None:
+                options["compiled_attribution"] = how
     else:
         for _ in range(warmup):
             fn()
@@ -130,7 +145,7 @@ def capture_and_keep(
         source = "cpu-dispatch"
     export = NodeExport(
         source=source,
-        workload=f"callable:{name}",
+        workload=workload,
         variant=None,
         params=None,
         nodes=nodes,
@@ -141,23 +156,50 @@ def capture_and_keep(
     return export, captured
 
 
-def _refine_compiled(nodes: list[dict], ms) -> str:
-    """Compiled nodes into their modules by Inductor's provenance; what was done, in words."""
+def module_options(ms) -> dict:
+    """What an export records of the module_scopes it was captured under (none: null)."""
+    if ms is None:
+        return {"module_depth": None}
+    return {
+        "module_depth": ms.recorded_depth,
+        "blocks": ms.blocks,
+        "block_depth": block_depth(ms.blocks),
+    }
+
+
+def compiled_attribution(nodes: list[dict], ms, codes: set, *, compiled: bool) -> str | None:
+    """Compiled nodes into their modules by Inductor's provenance, in place; what was done,
+    in words (None: nothing compiled was seen). The graphs matched are those compiled
+    under this module_scopes and those kept from earlier captures of the same code that
+    Dynamo still runs (capture/provenance_cache.py)."""
     log = ms.provenance
     if log is None or not log.supported:
+        if not compiled:
+            return None
         why = log.unavailable if log is not None else "module_scopes was not entered"
         return f"enclosing scope (no provenance: {why})"
-    if not log.graphs:
+    if not compiled and not log.graphs:  # an eager step: nothing of a compile to place
+        return None
+    graphs, reused, unkept = log.graphs_for(codes)
+    if not graphs:
+        if unkept:
+            return (
+                "enclosing scope (no provenance: the step's compiled code was compiled under "
+                f"module_scopes, but its provenance could not be kept for reuse: {unkept[0]})"
+            )
         return (
-            "enclosing scope (no compile happened under module_scopes, so no provenance: "
-            "compile or first call the step inside it)"
+            "enclosing scope (no provenance: the step's compiled code was compiled before "
+            "any module_scopes, so none was recorded; compile or first call it inside one)"
         )
-    how = refine(nodes, log.graphs, set(ms.names.values()), ms.known)
+    how = refine(nodes, graphs, set(ms.names.values()), ms.known)
+    fresh = len(graphs) - reused
+    kept = f"; {len(unkept)} earlier compiles' provenance not kept ({unkept[0]})" if unkept else ""
     return (
-        f"inductor provenance: {how['kernel']} nodes by kernel name, "
-        f"{how['extern'] + how['externs'] + how['edge']} extern-call nodes by position "
-        f"({how['externs']} shared among calls, {how['edge']} at a compiled call's edges), "
-        f"{how['fused']} fused across modules"
+        f"inductor provenance of {len(graphs)} compiled graphs ({fresh} compiled under this "
+        f"module_scopes, {reused} kept from an earlier one{kept}): {how['kernel']} nodes by "
+        f"kernel name, {how['extern'] + how['externs'] + how['edge']} extern-call nodes by "
+        f"position ({how['externs']} shared among calls, {how['edge']} at a compiled call's "
+        f"edges), {how['fused']} fused across modules"
     )
 
 

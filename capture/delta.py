@@ -35,6 +35,13 @@ class NodeDelta:
         return self.a.workload == "decode-round" and self.b.workload == "decode-round"
 
     @property
+    def scoped_differently(self) -> str | None:
+        """One line when A and B were scoped differently (module scopes to different
+        depths, or one without them), whose per-module rows then compare different cuts
+        of the tree; None when alike, or when an older export does not say."""
+        return scoping_difference(self.a, self.b)
+
+    @property
     def total_delta(self) -> int:
         return self.b.total - self.a.total
 
@@ -78,6 +85,7 @@ class NodeDelta:
             "total_b": self.b.total,
             "total_delta": self.total_delta,
             "headline": self.headline(),
+            "scoped_differently": self.scoped_differently,
             "by_step": rec(self.by_step),
             "by_type": rec(self.by_type),
             "by_kernel": rec(self.by_kernel),
@@ -98,6 +106,28 @@ class NodeDelta:
         return f"{self.label(self.a)} -> {self.label(self.b)}: {self.total_delta:+d} {unit}" + (
             f" ({', '.join(parts)})" if parts else ""
         )
+
+
+def _scoping(e: NodeExport) -> str:
+    d = e.options["module_depth"]
+    return (
+        "without module scopes"
+        if d is None
+        else (f"to {d}" if isinstance(d, str) else f"to depth {d}")
+    )
+
+
+def scoping_difference(a: NodeExport, b: NodeExport) -> str | None:
+    """See NodeDelta.scoped_differently."""
+    if "module_depth" not in a.options or "module_depth" not in b.options:
+        return None  # an export older than schema 3 does not record it
+    if a.options["module_depth"] == b.options["module_depth"]:
+        return None
+    return (
+        f"A was scoped {_scoping(a)}, B {_scoping(b)}: their per-module rows compare "
+        "different cuts of the module tree (capture both alike; `--module-scopes` records "
+        "every level)"
+    )
 
 
 def _side_by_side(a: pd.Series, b: pd.Series, names: list[str]) -> pd.DataFrame:

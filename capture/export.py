@@ -8,7 +8,13 @@ innermost scope). Per-round, per-stage, per-step, per-scope and per-kernel count
 group-bys of the frame (capture/rollup.py rolls scopes up to any depth).
 
 Version 2 added `scope` and `scope_path`; version-1 files are still read (their flat
-(stage, step) scope becomes a path of one).
+(stage, step) scope becomes a path of one). Version 3 puts module containers in eager
+scope paths (`layers` before `layers.0`, as compiled paths have them), names a step's
+workload by its target (`llama_decode.py:make_step`), and records in `options` how the
+export was captured: `warmup`, `module_depth` (the depth module scopes were cut to, "every
+level", or null: no module scopes), `blocks` and `block_depth` (the model's repeated blocks
+and the depth of one row per block), `target` (the --target spec). Versions 1 and 2 still
+read; what they lack is unknown (a delta does not compare it).
 """
 
 from __future__ import annotations
@@ -26,11 +32,12 @@ from graph_harness.capture.documents import (
 )
 from graph_harness.capture.documents import Fields, load_json, show
 from graph_harness.capture.files import write_atomic
+from graph_harness.capture.module_scopes import EVERY_LEVEL
 from graph_harness.capture.scopes import UNSCOPED, ScopeKey
 
 SCHEMA = "graph-harness/nodes"
-SCHEMA_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+SCHEMA_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 SOURCES = ("cuda-graph", "cpu-dispatch")
 COLUMNS = ["index", "type", "kernel", "grid", "block", "stage", "step", "scope", "scope_path"]
 COLUMNS += ["deps", "parent"]
@@ -49,7 +56,7 @@ NODE_OPTIONAL = ("programmatic_deps", "fused_modules")
 @dataclass
 class NodeExport:
     source: str  # "cuda-graph" | "cpu-dispatch"
-    workload: str  # "decode-round" or "callable:<qualname>"
+    workload: str  # "decode-round", a target's name, or "callable:<qualname>"
     variant: str | None
     params: dict[str, Any] | None
     nodes: list[dict[str, Any]]  # one dict per node, keys COLUMNS
@@ -127,7 +134,7 @@ class NodeExport:
         f.ints("params", doc["params"], none=True)
         f.integer("rank", doc["rank"], lo=0, none=True)
         f.scalars("env", doc["env"])
-        f.scalars("options", doc.get("options", {}))
+        _check_options(f, f.scalars("options", doc.get("options", {})))
         f.string("created", doc["created"])
         listed = f.array("nodes", doc["nodes"])
         nodes = [_check_node(f, i, n, len(listed), version) for i, n in enumerate(listed)]
@@ -152,6 +159,27 @@ class NodeExport:
     def read_json(cls, path: str | Path) -> NodeExport:
         """Read and check an export file; ExportError naming the file and the field."""
         return cls.from_dict(load_json(path, "export"), where=str(path))
+
+
+def _check_options(f: Fields, options: dict) -> None:
+    """The options graph-harness itself writes, each of its type (others: any scalar)."""
+    for key in ("compiled", "pdl", "distributed"):
+        if key in options and not isinstance(options[key], bool):
+            f.expected(f"options.{key}", "a bool", options[key])
+    for key in ("compiled_attribution", "target"):
+        if key in options:
+            f.string(f"options.{key}", options[key])
+    if "warmup" in options:
+        f.integer("options.warmup", options["warmup"], lo=0)
+    if "blocks" in options:
+        f.string("options.blocks", options["blocks"], none=True)
+    if "block_depth" in options:
+        f.integer("options.block_depth", options["block_depth"], lo=1, none=True)
+    depth = options.get("module_depth")
+    if depth is not None and depth != EVERY_LEVEL:
+        if not isinstance(depth, int) or isinstance(depth, bool):
+            f.expected("options.module_depth", f"an int >= 1, {EVERY_LEVEL!r} or null", depth)
+        f.integer("options.module_depth", depth, lo=1)
 
 
 def _check_node(f: Fields, i: int, n: object, count: int, version: int) -> dict[str, Any]:

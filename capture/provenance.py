@@ -1,5 +1,6 @@
 """Which modules a torch.compile'd region's kernels came from: Inductor's provenance,
-collected while it compiles (matching graph nodes to it: capture/provenance_match.py).
+collected while it compiles (matching graph nodes to it: capture/provenance_match.py;
+reusing it in later captures: capture/provenance_cache.py).
 
 Inside a compiled region no scope opens (Dynamo traces the scope calls away), so its
 nodes first land in the innermost scope open around the compiled call. Inductor can say
@@ -11,19 +12,25 @@ several modules to their deepest common module, and marked with the modules it f
 
 How the pieces are read (torch documents provenance tracking as a prototype, so every
 step degrades to "no provenance", never to a wrong attribution or an error):
-- While `collecting()` is open, Inductor's config is patched: provenance on, its caches
-  off (a cache hit skips the code generation that records provenance), and a post-grad
-  pass added that reads each post-grad node's module stack.
+- While `collecting()` is open, Inductor's config is patched: provenance on, its FX graph
+  cache and AOTAutograd's cache off (a cache hit skips the code generation that records
+  provenance; the post-grad pass below, having no uuid, makes Inductor bypass them anyway),
+  and a post-grad pass added that reads each post-grad node's module stack. The autotune
+  and Triton caches stay on: they change no code and keep the compile as fast as a plain
+  one.
 - The kernel -> post-grad-node map is a module global that Inductor resets around each
   compile; it leaves the compile as the structured-trace artifact
   `inductor_provenance_tracking_node_mappings` (what tlparse reads), caught here by a
-  handler on the `torch.__trace` logger while collecting.
+  handler on the `torch.__trace` logger while collecting. It is paired with the post-grad
+  graph of the same compile (Dynamo's compile id), never with another compile's.
 - Entries are recorded in code-generation order, which is the order the generated
   wrapper calls them; capture/provenance_match.py matches graph nodes to them and moves
   the nodes into their modules' scopes.
 
-Only compiles that happen while collecting are seen: a step compiled before (warmed up
-outside `module_scopes`) keeps its nodes in the enclosing scope, and the export says so.
+Compiles that happen while collecting are recorded, and kept for later captures that run
+the same compiled code (capture/provenance_cache.py); a step compiled where nothing was
+recorded (warmed up before any `module_scopes`, with hooks Dynamo's guards accept) keeps its
+nodes in the enclosing scope, and the export says so.
 
 Conventions. Work written in the compiled root's own forward (outside any submodule:
 `self.freqs[input_pos]`, say) belongs to no module, so it never pulls a kernel out of the
@@ -34,9 +41,9 @@ of them: `attention` with its own `wqkv` is `attention`'s kernel, `layers.0` wit
 `layers.1.attention` is a fusion across layers.
 
 Collecting changes process-wide state while open (Inductor's config, a handler on the
-`torch.__trace` logger, a warnings filter): one `module_scopes` at a time per process.
-If Inductor's `post_grad_custom_post_pass` is already set (the user's), provenance is not
-read at all rather than risk changing their compile.
+`torch.__trace` logger): one `module_scopes` at a time per process. If Inductor's
+`post_grad_custom_post_pass` is already set (the user's), provenance is not read at all
+rather than risk changing their compile.
 """
 
 from __future__ import annotations
@@ -45,10 +52,12 @@ import contextlib
 import json
 import logging
 import re
-import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from types import CodeType
 from typing import Any
+
+from graph_harness.capture import provenance_cache as cache
 
 ARTIFACT = "inductor_provenance_tracking_node_mappings"
 # The kernel -> post-grad nodes map in that artifact (the name says C++ for every backend).
@@ -63,27 +72,59 @@ class Entry:
     modules: tuple[str, ...]  # qualified paths (relative to the compiled root) of its FX nodes
 
 
-@dataclass
+@dataclass(eq=False)
 class CompiledGraph:
     entries: list[Entry]
+    compile_id: str | None = None  # Dynamo's ("0/1": frame 0, its second compile)
 
 
 @dataclass
 class ProvenanceLog:
-    """What `collecting()` saw: one CompiledGraph per Inductor compile, in order."""
+    """What `collecting()` saw: one CompiledGraph per Inductor compile, in order
+    (`graphs`); `graphs_for` adds those kept from earlier captures that still run."""
 
     graphs: list[CompiledGraph] = field(default_factory=list)
     unavailable: str | None = None  # why no provenance could be read (None: it could)
-    _post_grad: list[dict[str, str | None]] = field(default_factory=list)
+    _post_grad: list[tuple[Any, CodeType | None, dict[str, str | None]]] = field(
+        default_factory=list
+    )
+    _pending: list[cache.Pending] = field(default_factory=list)
+    not_kept: list[str] = field(default_factory=list)  # why a compile here was not kept
 
     @property
     def supported(self) -> bool:
         return self.unavailable is None
 
+    def graphs_for(self, codes: set[CodeType]) -> tuple[list[CompiledGraph], int, list[str]]:
+        """The graphs to match a capture's nodes against: those compiled here, then those
+        kept from earlier captures of frames in `codes` whose compiled code still runs.
+        Also how many of them were reused, and why any compile of those frames was not
+        kept for reuse."""
+        self.keep()
+        got = cache.offered(codes, exclude=self.graphs)
+        return [*self.graphs, *got.graphs], len(got.graphs), got.unkept
+
+    def keep(self, *, final: bool = False) -> None:
+        """Bind the compiles seen so far to the cache entries Dynamo made for them (done
+        once each compile has returned; one still compiling stays pending, unless
+        `final`: collecting has ended, and every compile inside with it)."""
+        still = []
+        for p in self._pending:
+            now = [e.code for e in cache.entries_of(p.frame)]
+            returned = any(all(c is not b for b in p.before) for c in now)
+            if not final and p.frame is not None and not returned:
+                still.append(p)  # no new entry yet: its compile has not returned
+                continue
+            reason = cache.bind(p)
+            if reason is not None:
+                self.not_kept.append(reason)
+        self._pending = still
+
     def _on_post_grad(self, graph) -> None:
-        self._post_grad.append(
-            {n.name: module_path_of(n.meta.get("nn_module_stack")) for n in graph.nodes}
-        )
+        self.keep()  # an earlier compile of this session has returned by now
+        frame, cid = cache.current_frame()
+        mods = {n.name: module_path_of(n.meta.get("nn_module_stack")) for n in graph.nodes}
+        self._post_grad.append((cid, frame, mods))
 
     def _on_mapping(self, payload: str) -> None:
         try:
@@ -91,19 +132,24 @@ class ProvenanceLog:
         except (TypeError, ValueError):
             return
         kernels = next((doc[k] for k in KERNEL_MAP_KEYS if isinstance(doc.get(k), dict)), None)
-        # The graph this compile generated code for is the last post-grad graph seen; any
-        # older one (a compile that left no kernel map, a backward graph) must never be
-        # paired with a later compile, so the list is emptied on every artifact.
-        post = self._post_grad[-1] if self._post_grad else None
-        self._post_grad.clear()
-        if kernels is None or post is None:
+        # The graph this compile generated code for is the post-grad graph of the same
+        # compile id (where ids are known), else the last one seen; any older one (a
+        # compile that left no kernel map, a backward graph) must never be paired with a
+        # later compile, so the list is emptied on every artifact.
+        _, cid = cache.current_frame()
+        seen, self._post_grad = self._post_grad, []
+        same = [p for p in seen if cid is None or p[0] is None or cache.same_compile_id(p[0], cid)]
+        if kernels is None or not same:
             return
+        _, frame, post = same[-1]
         entries = []
         for key, origins in sorted(kernels.items(), key=lambda kv: _handle(kv[0])):
             name = key.rsplit(":", 1)[0]
             mods = {post.get(o) for o in origins if isinstance(o, str)}
             entries.append(Entry(name, tuple(sorted(m for m in mods if m is not None))))
-        self.graphs.append(CompiledGraph(entries))
+        graph = CompiledGraph(entries, None if cid is None else str(cid))
+        self.graphs.append(graph)
+        self._pending.append(cache.pending(graph, frame, cid))
 
 
 def _handle(key: str) -> int:
@@ -151,6 +197,7 @@ def collecting() -> Iterator[ProvenanceLog]:
     """Record the provenance of every Inductor compile inside (see the module's notes)."""
     log = ProvenanceLog()
     try:
+        import torch._functorch.config as functorch_config
         from torch._inductor import config
     except Exception:  # pragma: no cover - a torch without Inductor
         log.unavailable = "this torch has no Inductor"
@@ -178,19 +225,23 @@ def collecting() -> Iterator[ProvenanceLog]:
         yield log
         return
 
-    patch = {level[0]: level[1], "force_disable_caches": True}
-    patch["post_grad_custom_post_pass"] = log._on_post_grad
+    patch = {level[0]: level[1], "post_grad_custom_post_pass": log._on_post_grad}
+    caches = ("fx_graph_cache", "fx_graph_remote_cache")
+    patch.update({k: False for k in caches if hasattr(config, k)})
+    functorch_patch = {
+        k: False
+        for k in ("enable_autograd_cache", "enable_remote_autograd_cache")
+        if hasattr(functorch_config, k)
+    }
     trace = logging.getLogger("torch.__trace")
     handler, old_level = _TraceHandler(log), trace.level
     trace.addHandler(handler)
     if not trace.isEnabledFor(logging.DEBUG):
         trace.setLevel(logging.DEBUG)
     try:
-        with config.patch(patch), warnings.catch_warnings():
-            # the caches are off on purpose; torch's note that this disables Dynamo's
-            # profile-guided recompilation too says nothing the user needs to act on
-            warnings.filterwarnings("ignore", message=r"dynamo_pgo force disabled")
+        with config.patch(patch), functorch_config.patch(functorch_patch):
             yield log
     finally:
         trace.removeHandler(handler)
         trace.setLevel(old_level)
+        log.keep(final=True)  # every compile inside has returned: bind them for reuse

@@ -48,6 +48,14 @@ def per_scope(frame: pd.DataFrame, depth: int | None = None) -> pd.Series:
     return at_depth(frame, depth).value_counts().sort_index().rename("nodes")
 
 
+def deeper_than(frame: pd.DataFrame, depth: int | None) -> int:
+    """How many nodes sit deeper in the scope tree than `depth` (a table cut there counts
+    them in their depth-`depth` ancestor's `own`); 0 for None (every level)."""
+    if depth is None:
+        return 0
+    return int(frame["scope_path"].map(lambda p: len(tree_parts(p)) > depth).sum())
+
+
 ROOT = "(all)"  # the scope tree's root: every node; its `own` are the unscoped ones
 
 

@@ -1,7 +1,7 @@
 """A small Llama-style decoder, and its decode step as a graph-harness target.
 
-    graph-harness count --target examples/llama_decode.py:make_step --module-scopes 2
-    graph-harness count --target examples/llama_decode.py:make_compiled_step --module-scopes 2
+    graph-harness count --target examples/llama_decode.py:make_step --module-scopes
+    graph-harness count --target examples/llama_decode.py:make_compiled_step --module-scopes
 
 RMSNorm, rotary position embedding, a static KV cache written in place, scaled
 dot-product attention and a SwiGLU MLP, in the layout gpt-fast made familiar

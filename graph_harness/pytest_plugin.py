@@ -26,7 +26,10 @@ Names and how they cover nested scopes: capture/budget.py.
   top-level scope. Other entries of the file are kept. Without the flag, a missing file
   or entry fails, saying to run with it.
 - `module=model` (with `depth=`): as `with capture.module_scopes(model, depth=...)`
-  around the capture, so every submodule's nodes carry its qualified name.
+  around the capture, so every submodule's nodes carry its qualified name, containers
+  (a ModuleList) included; `depth=` cuts the scopes at that many parts of the name
+  (`layers.3` is 2, HF's `model.layers.3` is 3; default: every level). A step compiled in
+  an earlier test's capture is not compiled again: its provenance is reused.
 - Everything else (`warmup=`, `pool=`, `device=`, `graph_pool=`) goes to
   `capture.capture_and_count`, with its defaults.
 

@@ -7,7 +7,7 @@ import math
 from rich.table import Table
 
 from graph_harness.capture import STEPS, NodeExport
-from graph_harness.capture.rollup import scope_tree
+from graph_harness.capture.rollup import deeper_than, scope_tree
 from graph_harness.reports.kernel_names import short_names
 
 
@@ -62,9 +62,25 @@ def workload_totals_table(exports: list[NodeExport]) -> Table:
     return t
 
 
+SHOW_ALL = "--module-scopes all shows every level"  # how to see what a cut table hides
+
+
+def deeper_note(frame, depth: int | None, how: str = SHOW_ALL) -> str | None:
+    """What a table cut at `depth` must say: how many nodes sit deeper (counted in their
+    depth-`depth` scope's own) and how to see them; None when none do."""
+    n = deeper_than(frame, depth)
+    if not n:
+        return None
+    return (
+        f"{n} of {len(frame)} nodes sit deeper than depth {depth} (counted in the own of "
+        f"their depth-{depth} scope): {how}"
+    )
+
+
 def scope_tree_table(export: NodeExport, depth: int | None = None) -> Table:
     """Nodes per scope, as a tree rolled up by qualified-name prefix: `nodes` counts all
-    under a scope, `own` those in it and in none of its children."""
+    under a scope, `own` those in it and in none of its children. Cut at `depth`, print
+    `deeper_note` beside it (a line of its own: it must not wrap)."""
     tree = scope_tree(export.frame(), depth)
     name = export.variant or export.workload.removeprefix("callable:")
     t = Table(title=f"{name}: nodes by scope (modules nest; each level sums to its parent)")

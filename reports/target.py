@@ -48,6 +48,13 @@ class Target:
     step: object  # the zero-argument callable the factory returned
     step_module: object | None = None  # `step.module`: the model, for --module-scopes
 
+    @property
+    def name(self) -> str:
+        """The workload's name in exports and tables: `llama_decode.py:make_step` for
+        `path/to/llama_decode.py:make_step`, the spec itself for `mypkg.steps:make_step`."""
+        module, _, func = self.spec.rpartition(":")
+        return f"{Path(module).name}:{func}" if _is_file_spec(module) else self.spec
+
     def model(self):
         """The step's model for --module-scopes; TargetUsageError saying how otherwise."""
         import torch

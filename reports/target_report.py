@@ -15,8 +15,16 @@ from graph_harness.capture.rollup import per_scope, scope_tree
 from graph_harness.reports import plots
 from graph_harness.reports.kernel_names import short_names
 from graph_harness.reports.report import _md, dispatch_section, header
+from graph_harness.reports.tables import deeper_note
 
-PLOT_DEPTH = 2  # modules per bar chart: layers.i for a transformer
+PLOT_DEPTH = 2  # modules per bar chart where the model has no repeated blocks
+
+
+def plot_depth(exports: dict[str, NodeExport]) -> int:
+    """One bar per decoder layer: the exports' block depth (`layers.i` is 2, HF's
+    `model.layers.i` 3), else PLOT_DEPTH."""
+    depths = [e.options.get("block_depth") for e in exports.values()]
+    return max((d for d in depths if d is not None), default=PLOT_DEPTH)
 
 
 def write_target_report(
@@ -27,16 +35,19 @@ def write_target_report(
     in-round profile (capture/profile.py), where one was taken (a GPU): the dispatch
     share per module."""
     lines = [x for x in header(exports, command) if not x.startswith("- round parameters")]
-    lines += modules_section(folder, exports)
+    depth = plot_depth(exports)
+    lines += modules_section(folder, exports, depth)
     if len(exports) == 2:
         lines += target_delta_section(folder, exports)
     if profile is not None:
-        lines += dispatch_section(folder, profile, depth=PLOT_DEPTH)
+        lines += dispatch_section(folder, profile, depth=depth)
     (folder / "report.md").write_text("\n".join(lines) + "\n")
     return folder / "report.md"
 
 
-def modules_section(folder: Path, exports: dict[str, NodeExport]) -> list[str]:
+def modules_section(
+    folder: Path, exports: dict[str, NodeExport], depth: int = PLOT_DEPTH
+) -> list[str]:
     totals = pd.DataFrame(
         [
             dict(name=n, workload=e.workload, compiled=e.options.get("compiled"), nodes=e.total)
@@ -52,13 +63,15 @@ def modules_section(folder: Path, exports: dict[str, NodeExport]) -> list[str]:
         df.to_csv(folder / f"nodes-{n}.csv", index=False)
         tree = scope_tree(df)
         tree.to_csv(folder / f"scopes-{n}.csv", index=False)
-        shown = tree[tree.depth <= PLOT_DEPTH + 1]
+        shown = tree[tree.depth <= depth + 1]
         lines += [f"### {n}: nodes by scope (each level sums to its parent)", "", _md(shown), ""]
-        counts = per_scope(df, PLOT_DEPTH)
+        note = deeper_note(df, depth + 1, f"every level is in scopes-{n}.csv")
+        lines += [note, ""] if note else []
+        counts = per_scope(df, depth)
         rows.append(pd.DataFrame(dict(name=n, scope=counts.index, nodes=counts.values)))
     per_module = pd.concat(rows)
     per_module.to_csv(folder / "nodes_per_module.csv", index=False)
-    plots.nodes_per_module(per_module, PLOT_DEPTH, folder / "nodes_per_module.png")
+    plots.nodes_per_module(per_module, depth, folder / "nodes_per_module.png")
     return [*lines, "![nodes per module](nodes_per_module.png)", ""]
 
 

@@ -114,3 +114,10 @@ def tiny_llama_one_layer():
     ex = _example()
     ex.PRESETS["tiny-1"] = dataclasses.replace(ex.PRESETS["tiny"], n_layer=1)
     return ex.make_step(preset="tiny-1")
+
+
+def hf_style():
+    """A step of a model nested as HF transformers' (`model.layers.N`), for --module-scopes."""
+    from tests.nested_models import make_step
+
+    return make_step("hf")

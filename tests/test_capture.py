@@ -89,7 +89,7 @@ def test_export_roundtrip_and_schema(tmp_path):
     e = count_round(SMALL, "fused", "cpu").export
     path = e.write_json(tmp_path / "nodes.json")
     doc = json.loads(path.read_text())
-    assert doc["schema"] == "graph-harness/nodes" and doc["schema_version"] == 2
+    assert doc["schema"] == "graph-harness/nodes" and doc["schema_version"] == 3
     assert doc["source"] == "cpu-dispatch" and doc["params"] == SMALL.as_dict()
     assert doc["total_nodes"] == e.total and {"torch", "triton", "device"} <= set(doc["env"])
     back = NodeExport.read_json(path)
@@ -167,7 +167,7 @@ def test_version_1_exports_are_read(tmp_path):
     back = NodeExport.from_dict(doc)
     assert back.nodes[0]["scope"] == "unscoped" and back.nodes[0]["scope_path"] == []
     assert [n["scope"] for n in back.nodes[1:]] == [n["scope"] for n in e.nodes[1:]]
-    assert back.to_dict()["schema_version"] == 2
+    assert back.to_dict()["schema_version"] == 3
 
 
 def test_scope_path_must_end_in_the_scope():

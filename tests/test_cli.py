@@ -375,7 +375,11 @@ def test_target_callable(tmp_path):
     r = run("count", "--target", "tests.targets:small_mlp", "--out", str(tmp_path / "t"))
     assert r.returncode == 0, r.stdout + r.stderr
     doc = json.loads((tmp_path / "t" / "nodes-target.json").read_text())
-    assert doc["workload"].startswith("callable:") and doc["total_nodes"] == 2
+    # named by its target, not by the closure the factory returned; the spec and the
+    # warm-up it ran with recorded beside it
+    assert doc["workload"] == "tests.targets:small_mlp" and doc["total_nodes"] == 2
+    assert doc["options"]["target"] == "tests.targets:small_mlp" and doc["options"]["warmup"] == 3
+    assert doc["options"]["module_depth"] is None  # no module scopes
     assert sorted({n["step"] for n in doc["nodes"] if n["type"] == "aten"}) == ["act", "matmul"]
     r = run("count", "--target", "tests.targets:not_callable")
     assert r.returncode == 2 and "returned int, not a callable" in r.stderr
@@ -389,31 +393,52 @@ LLAMA = str(REPO / "examples" / "llama_decode.py")
 
 
 def test_target_with_module_scopes(tmp_path):
-    # the example's tiny preset, attributed by module two levels deep
+    # the example's tiny preset by module: every level recorded, the tables cut
     args = ["count", "--target", f"{LLAMA}:make_tiny_step", "--module-scopes"]
     r = run(*args, "2", "--json")
     assert r.returncode == 0, r.stderr
     (export,) = json.loads(r.stdout)["exports"].values()
     nodes = [n for n in export["nodes"] if n["type"] not in ("view", "alloc")]
-    assert export["schema_version"] == 2 and len(nodes) == export["total_nodes"]
+    assert export["schema_version"] == 3 and len(nodes) == export["total_nodes"]
+    assert export["workload"] == "llama_decode.py:make_tiny_step"  # by the target
+    opts = export["options"]
+    assert opts["target"] == f"{LLAMA}:make_tiny_step" and opts["warmup"] == 3
+    assert (opts["module_depth"], opts["blocks"], opts["block_depth"]) == (
+        "every level",
+        "layers",
+        2,
+    )
     scopes = {n["scope"] for n in nodes}
-    assert {"layers.0", "layers.1", "norm", "output", "tok_embeddings"} <= scopes
-    assert max(len(n["scope_path"]) for n in nodes) == 1  # the blocks are already depth 2
+    assert {"layers.0", "layers.1.attention", "norm", "output", "tok_embeddings"} <= scopes
+    # the ModuleList is a level of every eager path under it, as of a compiled one
+    in_layers = [n["scope_path"] for n in nodes if n["scope"].startswith("layers.")]
+    assert in_layers and all(
+        p[0] == "layers" and p[1] in ("layers.0", "layers.1") for p in in_layers
+    )
     unscoped = run("count", "--target", f"{LLAMA}:make_tiny_step", "--json")
     (plain,) = json.loads(unscoped.stdout)["exports"].values()
     assert plain["total_nodes"] == export["total_nodes"]  # scopes change no count
-    # the tables: a scope tree and kernels, no round columns, no "vs None"
-    r = run(*args, "--out", str(tmp_path / "deep"))  # every level
+    # no DEPTH: one row per layer, and the table says how many nodes sit deeper
+    deeper = sum(1 for n in nodes if len(n["scope_path"]) > 2)  # layers > layers.i > more
+    r = run(*args, "--out", str(tmp_path / "deep"))
     assert r.returncode == 0, r.stderr
-    assert "layers.1.feed_forward" in r.stdout and "nodes by type and kernel" in r.stdout
+    assert "layers.1" in r.stdout and "layers.1.feed_forward" not in r.stdout
+    assert f"{deeper} of {len(nodes)} nodes sit deeper than depth 2" in r.stdout
+    assert "--module-scopes all shows every level" in r.stdout and deeper > 0
+    assert "nodes by type and kernel" in r.stdout
     for absent in ("topk", "compaction", "vs None", "per round"):
         assert absent not in r.stdout, absent
-    # delta against the same step unscoped: the same total, every module on one side
+    r = run(*args, "all")  # every level: nothing cut, nothing to say
+    assert "layers.1.feed_forward" in r.stdout and "sit deeper" not in r.stdout
+    # delta against the same step unscoped: the same total, every module on one side,
+    # and one line on stderr that the two were scoped differently
     (tmp_path / "plain.json").write_text(json.dumps(plain))
     r = run("delta", str(tmp_path / "plain.json"), str(tmp_path / "deep" / "nodes-target.json"))
     assert r.returncode == 0, r.stderr
     assert "+0 nodes" in r.stdout and "by scope" in r.stdout and "(B)" in r.stdout
     assert "layers.1.feed_forward.w2" in r.stdout
+    warned = [x for x in r.stderr.splitlines() if "scoped" in x]
+    assert len(warned) == 1 and "without module scopes" in warned[0], r.stderr
 
 
 def test_report_for_two_targets(tmp_path):

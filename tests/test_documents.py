@@ -102,19 +102,19 @@ BAD_EXPORTS = [
     (
         "version true",
         edit("schema_version", True),
-        f"{X}: export schema version true is not one this graph-harness reads (1, 2); "
+        f"{X}: export schema version true is not one this graph-harness reads (1, 2, 3); "
         "re-export it with this graph-harness",
     ),
     (
         "version 1.0",
         edit("schema_version", 1.0),
-        f"{X}: export schema version 1.0 is not one this graph-harness reads (1, 2); "
+        f"{X}: export schema version 1.0 is not one this graph-harness reads (1, 2, 3); "
         "re-export it with this graph-harness",
     ),
     (
         "version missing",
         edit("schema_version", delete=True),
-        f"{X}: export schema version null is not one this graph-harness reads (1, 2); "
+        f"{X}: export schema version null is not one this graph-harness reads (1, 2, 3); "
         "re-export it with this graph-harness",
     ),
     (
@@ -292,7 +292,84 @@ def test_v2_document_reads_and_v1_gets_scope_columns():
     v1 = NodeExport.from_dict(export_doc(), where=X)
     steps = ("topk", "pack", "select", "copy")
     assert [n["scope_path"] for n in v1.nodes] == [[f"stage0/{s}"] for s in steps]
-    assert v1.to_dict()["schema_version"] == 2
+    assert v1.to_dict()["schema_version"] == 3
+
+
+def export_doc_v3():
+    """The same export as version 3 writes it for a step: its capture's settings in options."""
+    doc = dict(export_doc_v2(), schema_version=3, workload="llama_decode.py:make_step")
+    doc["variant"] = doc["params"] = None
+    doc["options"] = {
+        "compiled": True,
+        "warmup": 3,
+        "module_depth": "every level",
+        "blocks": "model.layers",
+        "block_depth": 3,
+        "target": "examples/llama_decode.py:make_step",
+        "compiled_attribution": "inductor provenance of 1 compiled graphs",
+    }
+    return doc
+
+
+BAD_V3 = [
+    (
+        "warmup negative",
+        edit("options.warmup", -1),
+        f"{X}: options.warmup: expected an int >= 0, got -1",
+    ),
+    (
+        "warmup a str",
+        edit("options.warmup", "3"),
+        f'{X}: options.warmup: expected an int >= 0, got "3"',
+    ),
+    (
+        "module_depth 0",
+        edit("options.module_depth", 0),
+        f"{X}: options.module_depth: expected an int >= 1, got 0",
+    ),
+    (
+        "module_depth a word",
+        edit("options.module_depth", "all"),
+        f"{X}: options.module_depth: expected an int >= 1, 'every level' or null, got \"all\"",
+    ),
+    (
+        "module_depth a bool",
+        edit("options.module_depth", True),
+        f"{X}: options.module_depth: expected an int >= 1, 'every level' or null, got true",
+    ),
+    (
+        "block_depth a str",
+        edit("options.block_depth", "3"),
+        f'{X}: options.block_depth: expected an int >= 1 or null, got "3"',
+    ),
+    (
+        "blocks an int",
+        edit("options.blocks", 3),
+        f"{X}: options.blocks: expected a str or null, got 3",
+    ),
+    (
+        "compiled a str",
+        edit("options.compiled", "yes"),
+        f'{X}: options.compiled: expected a bool, got "yes"',
+    ),
+    ("target null", edit("options.target", None), f"{X}: options.target: expected a str, got null"),
+]
+
+
+@pytest.mark.parametrize("case,change,message", BAD_V3, ids=[c[0] for c in BAD_V3])
+def test_bad_v3_options(case, change, message):
+    with pytest.raises(ExportError) as info:
+        NodeExport.from_dict(change(export_doc_v3()), where=X)
+    assert str(info.value) == message
+
+
+def test_v3_document_round_trips_its_options():
+    e = NodeExport.from_dict(export_doc_v3(), where=X)
+    assert e.to_dict()["options"] == export_doc_v3()["options"]
+    for depth in (2, None):  # a depth cut, and no module scopes at all
+        doc = export_doc_v3()
+        doc["options"]["module_depth"] = depth
+        assert NodeExport.from_dict(doc, where=X).options["module_depth"] == depth
 
 
 def test_valid_export_document_reads():

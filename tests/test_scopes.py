@@ -76,18 +76,20 @@ def test_module_scopes_nest_and_sum_to_the_unscoped_total():
     df = scoped.frame()
     paths = df["scope_path"].map(tuple)
     assert df["scope"].tolist() == [p[-1] if p else "unscoped" for p in paths]
-    # the ModuleList is iterated, never called: layers.i are outermost, children nest
+    # the ModuleList is iterated, never called, and still a level: `layers` opens around
+    # each layer (as Inductor's module stack has it), its children nest inside
     for p in set(paths):
         for outer, inner in itertools.pairwise(p):
             assert inner.startswith(outer + "."), p
     counts = paths.value_counts()
     for i in range(3):
         layer = f"layers.{i}"
-        assert counts[(layer,)] == 2  # the block's own two residual adds
-        assert counts[(layer, f"{layer}.attention")] == 1  # addmm (its t() is a view)
-        assert counts[(layer, f"{layer}.mlp", f"{layer}.mlp.0")] == 1
-        assert counts[(layer, f"{layer}.mlp", f"{layer}.mlp.1")] == 1
-        assert (layer, f"{layer}.mlp") not in counts  # Sequential runs nothing itself
+        assert counts[("layers", layer)] == 2  # the block's own two residual adds
+        assert counts[("layers", layer, f"{layer}.attention")] == 1  # addmm (t() is a view)
+        assert counts[("layers", layer, f"{layer}.mlp", f"{layer}.mlp.0")] == 1
+        assert counts[("layers", layer, f"{layer}.mlp", f"{layer}.mlp.1")] == 1
+        assert ("layers", layer, f"{layer}.mlp") not in counts  # Sequential runs nothing itself
+    assert ("layers",) not in counts  # the container itself runs nothing
     assert counts[()] == 1 and df[paths == ()].kernel.tolist() == ["aten.mul.Tensor"]
     # rolled up by prefix, every depth sums to the total; layers is a level of its own
     tree = scope_tree(df)
@@ -104,13 +106,14 @@ def test_depth_limits_the_scopes():
     model, step = tiny_step()
     with module_scopes(model, depth=2):
         df = capture_and_count(step, device="cpu").frame()
-    assert max(len(p) for p in df["scope_path"]) == 1  # layers.i: no children at depth 2
+    assert max(len(p) for p in df["scope_path"]) == 2  # layers > layers.i, no children
     assert set(df["scope"]) == {"unscoped", "layers.0", "layers.1", "layers.2", "norm"}
     with module_scopes(model, depth=1):
         assert set(capture_and_count(step, device="cpu").frame()["scope"]) == {
             "unscoped",
+            "layers",
             "norm",
-        }  # layers is a ModuleList, never called: depth 1 leaves the blocks unscoped
+        }  # layers is a ModuleList, never called, and still a level: the blocks are in it
     with pytest.raises(ValueError, match="depth must be an int >= 1"):
         module_scopes(model, depth=0)
     with pytest.raises(TypeError, match="needs the model"):
@@ -131,10 +134,10 @@ def test_user_scopes_nest_inside_module_scopes():
     with module_scopes(model, depth=1):
         df = capture_and_count(step, device="cpu").frame()
     paths = set(df["scope_path"].map(tuple))
-    assert paths == {("decode",), ("decode", "norm"), ("decode", "sample")}
+    assert paths == {("decode",), ("decode", "layers"), ("decode", "norm"), ("decode", "sample")}
     with module_scopes(model, depth=2):
         df = capture_and_count(step, device="cpu").frame()
-    assert ("decode", "layers.1") in set(df["scope_path"].map(tuple))
+    assert ("decode", "layers", "layers.1") in set(df["scope_path"].map(tuple))
     assert tree_parts(("decode", "layers.1")) == ("decode", "layers", "1")
     assert tree_parts(("layers.1", "layers.1.mlp", "sample")) == ("layers", "1", "mlp", "sample")
     assert tree_parts(("stage0/pack",)) == ("stage0/pack",)

@@ -75,30 +75,49 @@ def timing_args(
         )
 
 
+BLOCKS = "blocks"  # --module-scopes without DEPTH: one row per repeated block (layer)
+
+
 def module_scopes_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--module-scopes",
         nargs="?",
-        const="all",
+        const=BLOCKS,
         default=False,
         type=depth,
         metavar="DEPTH",
         help="with --target: attribute nodes to the model's modules by qualified name "
-        "(layers.3.attention), down to DEPTH parts (layers.3 is 2; default: every level). "
+        "(model.layers.3.self_attn). Every level is recorded; the tables show DEPTH parts of "
+        "the name (a ModuleList is a part: layers.3 is 2, HF's model.layers.3 is 3), 'all' "
+        "for every level; default: one row per decoder layer (the model's repeated blocks). "
         "The step FUNCTION() returns must carry the model as `step.module`",
     )
 
 
-def depth(text: str) -> int | None:
-    """--module-scopes' DEPTH: "all" (every level) as None, else a whole number >= 1."""
+def depth(text: str) -> int | str | None:
+    """--module-scopes' DEPTH: "all" (every level) as None, BLOCKS as itself (no DEPTH
+    given), else a whole number >= 1."""
     if text == "all":
         return None
+    if text == BLOCKS:
+        return BLOCKS
     try:
         d = int(text)
     except ValueError:
         d = 0
     if d < 1:
         raise argparse.ArgumentTypeError(
-            f"DEPTH must be an int >= 1 (parts of a qualified name: layers.3 is 2), got {text!r}"
+            f"DEPTH must be an int >= 1 (parts of a qualified name: layers.3 is 2) or 'all', "
+            f"got {text!r}"
         )
     return d
+
+
+def shown_depth(flag, exports) -> int | None:
+    """The depth the tables cut the scope tree at: --module-scopes' DEPTH; without DEPTH,
+    the exports' block depth (one row per layer; every level where no blocks were found);
+    None (every level) for 'all' and without --module-scopes."""
+    if flag != BLOCKS:
+        return None if flag is False else flag
+    depths = [e.options.get("block_depth") for e in exports]
+    return max((d for d in depths if d is not None), default=None)

@@ -6,7 +6,13 @@ import argparse
 from contextlib import nullcontext
 
 from graph_harness.capture.params import VARIANTS
-from graph_harness.reports.commands.args import json_arg, module_scopes_arg, out_args, round_args
+from graph_harness.reports.commands.args import (
+    json_arg,
+    module_scopes_arg,
+    out_args,
+    round_args,
+    shown_depth,
+)
 from graph_harness.reports.commands.console import (
     IO,
     UsageError,
@@ -96,7 +102,7 @@ def run(args, io: IO) -> int:
             for name, e in zip(names, exports):
                 e.write_json(tmp / f"nodes-{name}.json")
                 e.write_dot(tmp / f"graph-{name}.dot")
-    depth = None if args.module_scopes in (False, None) else args.module_scopes
+    depth = shown_depth(args.module_scopes, exports) if args.target else None
     show(io, dict(zip(names, exports)), per_stage=args.per_stage, depth=depth)
     wrote(io, args, f"{len(exports)} exports")
     return 0
@@ -108,27 +114,29 @@ def _cuda() -> bool:
     return torch.cuda.is_available()
 
 
-def count_target(spec: str, depth, io: IO):
-    """Import and run the target (its code), count its step; with `depth` not False, by
-    the modules of its `step.module` down to `depth` (None: every level)."""
-    return capture_target(spec, depth, io)[0]
+def count_target(spec: str, module_scopes, io: IO):
+    """Import and run the target (its code), count its step; with `module_scopes` (the
+    flag's value) not False, by the modules of its `step.module`, every level recorded
+    (the tables choose the depth they show)."""
+    return capture_target(spec, module_scopes, io)[0]
 
 
-def capture_target(spec: str, depth, io: IO):
+def capture_target(spec: str, module_scopes, io: IO):
     """count_target, also returning the graph it was read from (None on the CPU) and the
     loaded target (whose step's buffers the graph replays: keep it while replaying)."""
-    from graph_harness.capture import module_scopes
+    from graph_harness.capture import module_scopes as scoped
     from graph_harness.capture.count import capture_and_keep
     from graph_harness.reports.target import TargetError, load_target, root_guess
 
     io.target_root = root_guess(spec)  # errors while importing point there
     target = load_target(spec)
     io.target_root = target.root
-    if depth is False:
-        export, captured = capture_and_keep(target.step)
+    if module_scopes is False:
+        export, captured = capture_and_keep(target.step, name=target.name)
     else:
-        with module_scopes(target.model(), depth=depth):
-            export, captured = capture_and_keep(target.step)
+        with scoped(target.model()):
+            export, captured = capture_and_keep(target.step, name=target.name)
+    export.options["target"] = spec
     if "compiled_attribution" in export.options:
         io.note(f"compiled code's nodes: {export.options['compiled_attribution']}")
     if export.total == 0:
@@ -141,6 +149,7 @@ def capture_target(spec: str, depth, io: IO):
 
 def show(io: IO, exports: dict, *, per_stage: bool, depth: int | None = None) -> None:
     from graph_harness.reports.tables import (
+        deeper_note,
         per_kernel_table,
         per_stage_table,
         scope_tree_table,
@@ -161,6 +170,9 @@ def show(io: IO, exports: dict, *, per_stage: bool, depth: int | None = None) ->
     if listed[0].workload != "decode-round":  # a user's step: its scope tree and kernels
         for e in listed:
             io.out.print(scope_tree_table(e, depth))
+            note = deeper_note(e.frame(), depth)
+            if note:
+                io.out.print(note, soft_wrap=True, markup=False)
             io.out.print(per_kernel_table(e))
         return
     for e in listed if per_stage else listed[:1]:

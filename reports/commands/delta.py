@@ -93,6 +93,8 @@ def run(args, io: IO) -> int:
     check_flags(args)
     banner(io)
     d = node_delta(export_for(args.a, args, io), export_for(args.b, args, io))
+    if d.scoped_differently:
+        io.note(d.scoped_differently)
     if io.json:
         io.print_json(d.to_dict())
     else:

@@ -14,6 +14,7 @@ from graph_harness.reports.commands.args import (
     out_args,
     positive,
     round_args,
+    shown_depth,
     timing_args,
 )
 from graph_harness.reports.commands.console import (
@@ -101,7 +102,6 @@ def run(args, io: IO) -> int:
     settings = settings_from(args)
     params = None if args.target else round_params(args)
     require_gpu()
-    depth = None if args.module_scopes in (False, None) else args.module_scopes
     with staged(args, io) as tmp:
         banner(io)
         with progress(io) as prog:
@@ -114,6 +114,8 @@ def run(args, io: IO) -> int:
 
                 variants = args.variant or list(VARIANTS)
                 result = profile_rounds(params, variants, settings, pdl=args.pdl, progress=say)
+        exports = [p.export for p in result.profiles.values()]
+        depth = shown_depth(args.module_scopes, exports) if args.target else None
         if tmp is not None:
             result.write(tmp, depth)
             write_plot(tmp, result, depth)
@@ -169,8 +171,13 @@ def show(io: IO, result, *, depth: int | None, top: int) -> None:
         io.print_json(result.to_dict(depth))
         return
     io.out.print(summary_table(result))
-    for t in scope_tables(result, depth):
+    from graph_harness.reports.tables import deeper_note
+
+    for t, (name, p) in zip(scope_tables(result, depth), result.profiles.items()):
         io.out.print(t)
+        note = deeper_note(p.nodes, depth) if p.export.workload != "decode-round" else None
+        if note:
+            io.out.print(f"{name}: {note}", soft_wrap=True, markup=False)
     for t in top_gaps_tables(result, top):
         io.out.print(t)
     if result.pairs:
