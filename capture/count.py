@@ -22,13 +22,14 @@ from graph_harness.capture.compiled import (
 from graph_harness.capture.dispatch import DispatchCounter
 from graph_harness.capture.environment import environment, now
 from graph_harness.capture.export import NodeExport
-from graph_harness.capture.graph_capture import Captured, capture_graph
+from graph_harness.capture.graph_capture import Captured, capture_graph, warm_up
 from graph_harness.capture.graph_reader import read_graph
 from graph_harness.capture.module_scopes import active_module_scopes
-from graph_harness.capture.params import RoundParams
+from graph_harness.capture.params import RoundParams, StepSettings
 from graph_harness.capture.provenance_match import refine
 from graph_harness.capture.round import DecodeRound
 from graph_harness.capture.scopes import Recorder, recording
+from graph_harness.capture.state import StateWatch
 from graph_harness.pools import GraphBufferPool
 
 
@@ -83,7 +84,7 @@ def count_round(
 def capture_and_count(
     fn: Callable[[], object],
     *,
-    warmup: int = 3,
+    warmup: int = StepSettings.warmup,
     pool: GraphBufferPool | None = None,
     device: torch.device | str | None = None,
     graph_pool=None,
@@ -95,28 +96,34 @@ def capture_and_count(
 def capture_and_keep(
     fn: Callable[[], object],
     *,
-    warmup: int = 3,
+    warmup: int = StepSettings.warmup,
     pool: GraphBufferPool | None = None,
     device: torch.device | str | None = None,
     graph_pool=None,
+    watch: StateWatch | None = None,
 ) -> tuple[NodeExport, Captured | None]:
     """Capture any callable (a model's decode step, say) and export its nodes.
 
     `fn` takes no arguments and must only touch static buffers (carve them from `pool`,
-    which is frozen here before capture). Use `capture.scope(step, stage)` inside it, or
-    `capture.module_scopes(model)` around this call, to attribute nodes; unscoped nodes
-    get scope "unscoped". torch.compile'd code in `fn` is counted on CUDA and refused on
-    the CPU, and `mode="reduce-overhead"` everywhere (capture/compiled.py): both raise
-    CompiledStepError saying what to do. Returns the export and, on CUDA, the kept graph
-    it was read from (None on the CPU)."""
+    which is frozen here before capture). It is called `warmup` times, then once more
+    captured (on the CPU: counted); with a `step.reset` (capture/state.py), reset before
+    each warm-up and once at the end. `watch` (a StateWatch of `fn`) also tells from the
+    warm-ups whether it repeats (`watch.repeatability`). Use `capture.scope(step, stage)`
+    inside it, or `capture.module_scopes(model)` around this call, to attribute nodes;
+    unscoped nodes get scope "unscoped". torch.compile'd code in `fn` is counted on CUDA
+    and refused on the CPU, and `mode="reduce-overhead"` everywhere (capture/compiled.py):
+    both raise CompiledStepError saying what to do. Returns the export and, on CUDA, the
+    kept graph it was read from (None on the CPU)."""
+    warmup = StepSettings(warmup=warmup).warmup  # checked where the default lives
     device = torch.device(device) if device is not None else default_device()
+    watch = watch if watch is not None else StateWatch(fn, watch=False)
     compiled = check_step(fn, device.type)
     if pool is not None:
         pool.freeze()
     name = getattr(fn, "__qualname__", None) or type(fn).__name__
     options: dict = {"compiled": bool(compiled)}
     if device.type == "cuda":
-        captured = capture_graph(fn, warmup=warmup, graph_pool=graph_pool)
+        captured = capture_graph(fn, warmup=warmup, graph_pool=graph_pool, watch=watch)
         nodes = nodes_from_graph(read_graph(captured.graph.raw_cuda_graph()), captured.marks)
         source = "cuda-graph"
         ms = active_module_scopes()
@@ -124,10 +131,10 @@ def capture_and_keep(
             # any compile seen counts, whether or not find_compiled reached the object
             options["compiled_attribution"] = _refine_compiled(nodes, ms)
     else:
-        for _ in range(warmup):
-            fn()
+        warm_up(fn, warmup, watch)
         captured, nodes = None, _count_dispatch(fn)
         source = "cpu-dispatch"
+    watch.finish(warmup)
     export = NodeExport(
         source=source,
         workload=f"callable:{name}",
