@@ -285,6 +285,8 @@ def fingerprint(
     found, truncated = reachable(step, output, with_output=with_output)
     fp = Fingerprint(truncated=truncated)
     budget = CLONE_BUDGET_BYTES
+    # kept on the host, a tensor is cloned whole up to the budget: diffs show elements
+    cap = CLONE_BUDGET_BYTES if clone_to else CLONE_MAX_BYTES
     for name, v, is_output in found:
         if not isinstance(v, torch.Tensor):
             fp.seen[name] = Seen(name, (type(v).__name__,), v, output=is_output)
@@ -294,12 +296,14 @@ def fingerprint(
         meta = (v.data_ptr(), tuple(v.shape), v.stride(), v.dtype, v.device)
         nbytes = v.numel() * v.element_size()
         try:
-            if nbytes <= CLONE_MAX_BYTES and nbytes <= budget:
+            if nbytes <= cap and nbytes <= budget:
                 budget -= nbytes
                 held = v.detach().to(clone_to, copy=True) if clone_to else v.detach().clone()
                 fp.seen[name] = Seen(name, meta, held, output=is_output)
             else:
-                fp.seen[name] = Seen(name, meta, digest(v), hashed=True, output=is_output)
+                d = digest(v)
+                d = d.to(clone_to) if clone_to else d
+                fp.seen[name] = Seen(name, meta, d, hashed=True, output=is_output)
         except (RuntimeError, TypeError, NotImplementedError):
             fp.truncated = True  # a tensor subclass that cannot be viewed as bytes
     return fp

@@ -83,7 +83,7 @@ def poisoned(pattern: int):
             parts = [size] if kind == "large" else _small_parts(size)
             with torch.cuda.stream(streams[handle]):
                 for n in parts:
-                    t = torch.empty(n, dtype=torch.uint8, device=device)
+                    t = torch.empty(n, dtype=torch.uint8, device=f"cuda:{device}")
                     t.fill_(pattern)
                     held.append(t)
         sync()

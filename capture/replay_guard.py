@@ -66,10 +66,10 @@ class Replayer:
 
     def replay(self, n: int = 1) -> None:
         for _ in range(n):
-            self.graph.replay()
-            self.replays += 1
+            self.replays += 1  # counted as it is asked for: a launch may raise
             self.since_reset += 1
-        self.most_since_reset = max(self.most_since_reset, self.since_reset)
+            self.most_since_reset = max(self.most_since_reset, self.since_reset)
+            self.graph.replay()
 
     @contextlib.contextmanager
     def window(self, what: str):
