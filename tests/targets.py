@@ -205,6 +205,7 @@ def frozen_counter():
         return out
 
     step.reset = lambda: state.update(t=0)
+    step.table = table
     return step
 
 
