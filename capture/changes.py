@@ -73,9 +73,12 @@ def elementwise(a: torch.Tensor, b: torch.Tensor) -> tuple[str, float | None]:
     if a.is_floating_point() or a.is_complex():
         d = (a.detach().to(torch.complex128 if a.is_complex() else torch.float64) - b).abs()
         d = d.reshape(-1)[bad]
-        big = float(d.max()) if d.numel() else None
-        if big is not None:
+        finite = d[torch.isfinite(d)]
+        if finite.numel():
+            big = float(finite.max())
             text += f", largest difference {big:.3g}"
+        if finite.numel() < d.numel():
+            text += f", {d.numel() - finite.numel()} with NaN or infinity"
     return text, big
 
 

@@ -14,7 +14,9 @@ What is reachable (a bounded walk, first name wins when one object is reached tw
   closures, and host values (ints, floats, bools: `closure state.t`).
 
 Digests. A tensor of at most CLONE_MAX_BYTES is cloned (up to CLONE_BUDGET_BYTES per
-fingerprint), so a change can be shown element by element. A larger one is hashed on its
+fingerprint: a model that nearly fills its GPU must still warm up), so a change can be
+shown element by element; check keeps its clones on the host, where any tensor is cloned
+up to HOST_CLONE_BUDGET_BYTES in all. A larger one, or one past the budget, is hashed on its
 own device, in pieces of CHUNK_WORDS 32-bit words: each piece's words x_i (as int64)
 give two sums h = sum_i a_i * x_i mod 2^64, the a_i drawn once, from a fixed seed,
 uniformly in [0, 2^62). Let two pieces differ in word j by d (0 < |d| < 2^32, so d's
@@ -24,7 +26,9 @@ in [0, 2^62). A sum misses the change with probability at most 2^29 / 2^62 = 2^-
 independent sums, 2^-66, per piece compared. Pieces are compared one by one (a swap of
 two pieces is seen), and memory stays at one piece's temporaries whatever the size.
 
-Fingerprinting syncs the device (the comparison reads the digests back).
+Sums are int64 arithmetic, which wraps mod 2^64. A fingerprint's work is queued on the
+current stream (check's, kept on the host, waits for it); comparing two reads back and
+syncs.
 """
 
 from __future__ import annotations
@@ -37,7 +41,8 @@ from dataclasses import dataclass, field
 import torch
 
 CLONE_MAX_BYTES = 4 << 20  # a tensor up to this size is cloned, not hashed
-CLONE_BUDGET_BYTES = 256 << 20  # clones per fingerprint, in all
+CLONE_BUDGET_BYTES = 64 << 20  # clones per fingerprint kept on the device, in all
+HOST_CLONE_BUDGET_BYTES = 256 << 20  # clones per fingerprint kept on the host (check's)
 CHUNK_WORDS = 1 << 20  # 32-bit words hashed per piece (4 MiB of data)
 HASH_SEED = 0x6A5
 MAX_DEPTH = 8  # attribute, item and closure hops from a root
@@ -122,14 +127,21 @@ def _closure(prefix: str, fn: types.FunctionType):
 
 
 def _attributes(prefix: str, obj):
-    d = getattr(obj, "__dict__", None)
+    try:
+        d = getattr(obj, "__dict__", None)
+    except Exception:  # an object whose attribute lookup misbehaves: not ours to read
+        return
     if isinstance(d, dict):
         for k, v in list(d.items()):
             if isinstance(k, str) and k not in _SKIP_ATTRS and not k.startswith("__"):
                 yield f"{prefix} {k}", v
-    for k in getattr(type(obj), "__slots__", ()):
-        if isinstance(k, str) and hasattr(obj, k):
-            yield f"{prefix} {k}", getattr(obj, k)
+    slots = getattr(type(obj), "__slots__", ())
+    for k in (slots,) if isinstance(slots, str) else slots:
+        if isinstance(k, str) and not k.startswith("__"):
+            try:
+                yield f"{prefix} {k}", getattr(obj, k)
+            except AttributeError:  # a slot never set
+                continue
 
 
 def _worth(v) -> bool:
@@ -284,18 +296,17 @@ def fingerprint(
     clones are kept ("cpu": off the device, so they take none of its free memory)."""
     found, truncated = reachable(step, output, with_output=with_output)
     fp = Fingerprint(truncated=truncated)
-    budget = CLONE_BUDGET_BYTES
-    # kept on the host, a tensor is cloned whole up to the budget: diffs show elements
-    cap = CLONE_BUDGET_BYTES if clone_to else CLONE_MAX_BYTES
+    budget = HOST_CLONE_BUDGET_BYTES if clone_to else CLONE_BUDGET_BYTES
+    cap = budget if clone_to else CLONE_MAX_BYTES
     for name, v, is_output in found:
         if not isinstance(v, torch.Tensor):
             fp.seen[name] = Seen(name, (type(v).__name__,), v, output=is_output)
             continue
-        if v.layout != torch.strided or v.device.type == "meta":
-            continue
-        meta = (v.data_ptr(), tuple(v.shape), v.stride(), v.dtype, v.device)
-        nbytes = v.numel() * v.element_size()
         try:
+            if v.layout != torch.strided or v.device.type == "meta":
+                continue
+            meta = (v.data_ptr(), tuple(v.shape), v.stride(), v.dtype, v.device)
+            nbytes = v.numel() * v.element_size()
             if nbytes <= cap and nbytes <= budget:
                 budget -= nbytes
                 held = v.detach().to(clone_to, copy=True) if clone_to else v.detach().clone()
@@ -304,6 +315,6 @@ def fingerprint(
                 d = digest(v)
                 d = d.to(clone_to) if clone_to else d
                 fp.seen[name] = Seen(name, meta, d, hashed=True, output=is_output)
-        except (RuntimeError, TypeError, NotImplementedError):
-            fp.truncated = True  # a tensor subclass that cannot be viewed as bytes
+        except (RuntimeError, TypeError, NotImplementedError, AttributeError):
+            fp.truncated = True  # a tensor subclass with no plain storage to read
     return fp
