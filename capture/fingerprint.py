@@ -17,18 +17,9 @@ Digests. A tensor of at most CLONE_MAX_BYTES is cloned (up to CLONE_BUDGET_BYTES
 fingerprint: a model that nearly fills its GPU must still warm up), so a change can be
 shown element by element; check keeps its clones on the host, where any tensor is cloned
 up to HOST_CLONE_BUDGET_BYTES in all. A larger one, or one past the budget, is hashed on its
-own device, in pieces of CHUNK_WORDS 32-bit words: each piece's words x_i (as int64)
-give two sums h = sum_i a_i * x_i mod 2^64, the a_i drawn once, from a fixed seed,
-uniformly in [0, 2^62). Let two pieces differ in word j by d (0 < |d| < 2^32, so d's
-lowest set bit v is at most 31). With every other a_i fixed, a miss needs a_j * d = c
-(mod 2^64): at most 2^v solutions, 2^(64-v) apart, of which at most 2^(v-2) <= 2^29 lie
-in [0, 2^62). A sum misses the change with probability at most 2^29 / 2^62 = 2^-33; two
-independent sums, 2^-66, per piece compared. Pieces are compared one by one (a swap of
-two pieces is seen), and memory stays at one piece's temporaries whatever the size.
-
-Sums are int64 arithmetic, which wraps mod 2^64. A fingerprint's work is queued on the
-current stream (check's, kept on the host, waits for it); comparing two reads back and
-syncs.
+own device (capture/digest.py: exact but for a collision bound of 2^-66 per 4 MiB piece).
+A fingerprint's work is queued on the current stream (check's, kept on the host, waits
+for it); comparing two reads back and syncs.
 """
 
 from __future__ import annotations
@@ -40,11 +31,11 @@ from dataclasses import dataclass, field
 
 import torch
 
+from graph_harness.capture.digest import digest
+
 CLONE_MAX_BYTES = 4 << 20  # a tensor up to this size is cloned, not hashed
 CLONE_BUDGET_BYTES = 64 << 20  # clones per fingerprint kept on the device, in all
 HOST_CLONE_BUDGET_BYTES = 256 << 20  # clones per fingerprint kept on the host (check's)
-CHUNK_WORDS = 1 << 20  # 32-bit words hashed per piece (4 MiB of data)
-HASH_SEED = 0x6A5
 MAX_DEPTH = 8  # attribute, item and closure hops from a root
 MAX_OBJECTS = 20_000  # objects visited per walk
 MAX_ITEMS = 1_000  # items read from one list, tuple or dict
@@ -229,64 +220,6 @@ def _ours_to_read(v) -> bool:
 
 
 # --- digests ----------------------------------------------------------------------------
-
-_WEIGHTS: dict[torch.device, torch.Tensor] = {}
-
-
-def _weights(device: torch.device) -> torch.Tensor:
-    """[2, CHUNK_WORDS] int64 weights, uniform in [0, 2^62), drawn once per device from a
-    generator of our own (the user's RNG is not touched)."""
-    w = _WEIGHTS.get(device)
-    if w is None:
-        g = torch.Generator().manual_seed(HASH_SEED)
-        w = torch.randint(0, 2**62, (2, CHUNK_WORDS), generator=g, dtype=torch.int64)
-        w = _WEIGHTS[device] = w.to(device)
-    return w
-
-
-def pieces(t: torch.Tensor, limit: int):
-    """`t`'s elements as contiguous 1-D pieces of at most `limit` elements, in a fixed
-    order (memory order where the strides allow), copying at most one piece at a time."""
-    if t.dim() == 0:
-        yield t.reshape(1)
-        return
-    if t.is_contiguous():
-        flat = t.reshape(-1)
-        for i in range(0, flat.numel(), limit):
-            yield flat[i : i + limit]
-        return
-    order = sorted(range(t.dim()), key=lambda d: (-t.stride(d), -d))
-    p = t.permute(order)
-    if p.is_contiguous():  # a transpose: its memory in memory order, no copy
-        yield from pieces(p, limit)
-        return
-    row = max(1, p[0].numel())
-    rows = max(1, limit // row)
-    for i in range(0, p.shape[0], rows):
-        block = p[i : i + rows]
-        if block.numel() <= limit:
-            yield block.contiguous().reshape(-1)
-        else:  # one row is larger than a piece: split it in turn
-            yield from pieces(block[0], limit)
-
-
-def _words(piece: torch.Tensor) -> torch.Tensor:
-    u8 = piece.view(torch.uint8)
-    try:
-        return u8.view(torch.int32).to(torch.int64)
-    except RuntimeError:  # a byte count or an offset not a multiple of 4: one word a byte
-        return u8.to(torch.int64)
-
-
-def digest(t: torch.Tensor) -> torch.Tensor:
-    """[pieces, 2] int64: two weighted sums of each piece's 32-bit words (module docstring)."""
-    t = t.detach()
-    w = _weights(t.device)
-    out = []
-    for piece in pieces(t, CHUNK_WORDS):
-        words = _words(piece)
-        out.append((words * w[:, : words.numel()]).sum(dim=1))
-    return torch.stack(out)
 
 
 def fingerprint(

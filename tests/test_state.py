@@ -18,8 +18,9 @@ import torch
 from graph_harness.capture import StepSettings, capture_and_count
 from graph_harness.capture.changes import compare
 from graph_harness.capture.count import capture_and_keep
+from graph_harness.capture.digest import CHUNK_WORDS
 from graph_harness.capture.export import NodeExport
-from graph_harness.capture.fingerprint import CHUNK_WORDS, CLONE_MAX_BYTES, fingerprint
+from graph_harness.capture.fingerprint import CLONE_MAX_BYTES, fingerprint
 from graph_harness.capture.params import ProfileSettings
 from graph_harness.capture.replay_guard import Replayer, ReplayFailed
 from graph_harness.capture.state import StateWatch, StepStateError
@@ -78,6 +79,31 @@ def test_one_element_of_a_large_tensor_is_found_wherever_it_is():
     assert "2 of 3 pieces" in swapped[0].detail  # the same words, moved: still seen
     assert big[CHUNK_WORDS + 5] == start_value
     assert compare(before_swap, before_swap) == []
+
+
+@pytest.mark.parametrize(
+    "dtype, n",
+    [
+        (torch.float64, CHUNK_WORDS + 7),  # two words an element: pieces of half as many
+        (torch.uint8, 4 * CHUNK_WORDS + 4 * 1024 + 3),  # bytes that are not whole words
+        (torch.bfloat16, 2 * CHUNK_WORDS + 2 * 1024 + 1),
+    ],
+)
+def test_every_dtype_is_hashed_by_its_bytes(dtype, n):
+    t = (torch.rand(n) * 200).to(dtype)
+    assert n * t.element_size() > CLONE_MAX_BYTES
+
+    def step():
+        t.add_(0)
+
+    a = fingerprint(step, with_output=False)
+    assert a.seen["closure t"].hashed
+    for i in (0, n // 2, n - 1):
+        was = t[i].clone()
+        t[i] = was + 1
+        assert [c.name for c in compare(a, fingerprint(step, with_output=False))] == ["closure t"]
+        t[i] = was
+    assert compare(a, fingerprint(step, with_output=False)) == []
 
 
 def test_views_that_are_not_contiguous_are_hashed_in_full():
