@@ -103,6 +103,15 @@ def from_warmups(rep: Repeatability) -> list[Finding]:
     host = [c for c in rep.in_a_call if c.host]
     if host:
         out.append(Finding("host-state", "warn", _host_line(host)))
+    if rep.rebound:
+        out.append(
+            Finding(
+                "rebound",
+                "warn",
+                f"a call rebinds {', '.join(rep.rebound[:3])} to new tensors; a graph keeps "
+                "reading the ones its capture saw",
+            )
+        )
     if rep.replaced_by_reset:
         out.append(
             Finding(

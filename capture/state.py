@@ -101,14 +101,16 @@ def rng_moved(before: dict[str, torch.Tensor], after: dict[str, torch.Tensor]) -
 class Repeatability:
     """What the warm-ups showed. `repeatable`: None when there were fewer than two.
     `changed`: what differed between the last two; `in_a_call`: the state one call
-    changes from its starting state (after the reset, if any); `replaced_by_reset`: tensors
-    the reset rebound rather than reset in place; `rng`: generators a call drew from."""
+    changes from its starting state (after the reset, if any); `rebound`: state tensors a
+    call rebinds to new ones; `replaced_by_reset`: those the reset rebound rather than
+    reset in place; `rng`: generators a call drew from."""
 
     warmups: int
     reset: bool
     repeatable: bool | None
     changed: tuple[Change, ...] = ()
     in_a_call: tuple[Change, ...] = ()
+    rebound: tuple[str, ...] = ()
     replaced_by_reset: tuple[str, ...] = ()
     rng: tuple[str, ...] = ()
     tensors: int = 0
@@ -160,6 +162,11 @@ class Repeatability:
                 f"({names(list(self.changed))}): kernels that are not deterministic, or a "
                 "reset that misses some state"
             )
+        if self.rebound:
+            out.append(
+                f"{name} rebinds {', '.join(self.rebound[:3])} to new tensors at every call: "
+                "its graph keeps reading the ones its capture saw (check compares the two)"
+            )
         if self.replaced_by_reset:
             out.append(
                 f"{name}'s reset rebound {', '.join(self.replaced_by_reset[:3])} to new tensors "
@@ -177,6 +184,7 @@ class Repeatability:
             "summary": self.summary(),
             "changed": [c.to_dict() for c in self.changed],
             "in_a_call": [c.to_dict() for c in self.in_a_call],
+            "rebound": list(self.rebound),
             "replaced_by_reset": list(self.replaced_by_reset),
             "rng": list(self.rng),
             "tensors": self.tensors,
@@ -241,6 +249,7 @@ class StateWatch:
             repeatable=not changed,
             changed=tuple(changed),
             in_a_call=tuple(compare(start, b, outputs=False)),
+            rebound=tuple(replaced_by(a, b)),
             replaced_by_reset=tuple(replaced_by(a, start)) if self.reset else (),
             rng=tuple(self._drawn),
             tensors=b.tensors(),

@@ -28,7 +28,9 @@ Names and how they cover nested scopes: capture/budget.py.
 - `module=model` (with `depth=`): as `with capture.module_scopes(model, depth=...)`
   around the capture, so every submodule's nodes carry its qualified name.
 - Everything else (`warmup=`, `pool=`, `device=`, `graph_pool=`) goes to
-  `capture.capture_and_count`, with its defaults.
+  `capture.capture_and_count`, with its defaults (`warmup` from capture/params.py
+  StepSettings). A step with `step.reset` is reset before each warm-up call and once
+  at the end (README: Steps with state).
 
 Budgets with room left are listed at the end of the run (terminal summary), so they can
 be tightened. This module imports only pytest until the fixture is used: installing

@@ -1,5 +1,6 @@
-"""The graph-harness command line: count, delta, advise, replay, profile, check, report. Here the
-top-level parser, main and its exit codes; each subcommand's flags are beside it in commands/.
+"""The graph-harness command line: count, delta, advise, replay, profile, check, report.
+Here the top-level parser, main and its exit codes; each subcommand's flags are beside it
+in commands/.
 
 Streams: results (tables, or one JSON document with --json) on stdout; the banner,
 progress, notes, warnings and errors on stderr, so `graph-harness count --json | jq` works.
@@ -7,6 +8,8 @@ Exit codes: 0 success; 2 a usage error (our flags, arguments and input files); 1
 raised by the user's code (--target) or the runtime, in one line with the exception's type
 and where it came from (--debug for the traceback); 128+n on SIGHUP (129), SIGINT (130)
 and SIGTERM (143), with nothing partial left and an earlier output kept as it was.
+`check` exits 1 when the graph computes something else than the step. After a CUDA error
+(the context is lost) main leaves the process at once, once its line is printed.
 Output folders follow reports/output.py: built aside, swapped in, never a user's data lost.
 """
 

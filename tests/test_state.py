@@ -197,6 +197,20 @@ def test_a_host_counter_alone_makes_a_step_not_repeat():
     assert "closure state.calls (a host value)" in rep.refusal("c")
 
 
+def test_fresh_outputs_and_rebound_tensors_are_compared_by_value_not_address():
+    x = torch.randn(64)
+    state = {"h": torch.randn(64)}
+
+    def step():
+        state["h"] = state["h"].clone()  # the same values in a new tensor
+        return x * 2  # a fresh output every call, wherever the allocator puts it
+
+    rep = _watched(step)
+    assert rep.repeatable is True, rep.changed
+    assert rep.rebound == ("closure state.h",)
+    assert "rebinds closure state.h to new tensors" in rep.notes("s")[0]
+
+
 def test_fewer_than_two_warmups_cannot_tell():
     rep = _watched(T.stateful(reset=None, device="cpu"), warmup=1)
     assert rep.repeatable is None and rep.refusal("toy") is None
