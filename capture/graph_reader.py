@@ -162,7 +162,9 @@ def tools_ids(handles: list[int]) -> list[int] | None:
     return out
 
 
-_MEMORY_TYPES = {0: "unregistered", 1: "host", 2: "device", 3: "managed"}
+_MEMORY_TYPES = {0: "unregistered", 1: "host", 2: "device", 3: "managed"}  # cudaMemoryType
+_COPY_KINDS = {0: "HostToHost", 1: "HostToDevice", 2: "DeviceToHost", 3: "DeviceToDevice"}
+_COPY_KINDS[4] = "Default"  # cudaMemcpyKind: the direction inferred from the pointers
 
 
 @dataclass(frozen=True)
@@ -202,9 +204,13 @@ def memory_type(ptr: int) -> str:
 def memcpy_params(handle: int) -> MemcpyParams:
     """The copy a memcpy node (by handle, as in RawNode) makes at every replay."""
     rt, _ = _bindings()
-    (p,) = _ok(rt.cudaGraphMemcpyNodeGetParams(handle), "cudaGraphMemcpyNodeGetParams")
+    try:
+        got = rt.cudaGraphMemcpyNodeGetParams(handle)
+    except TypeError:  # a binding that wants its handle type, not an int
+        got = rt.cudaGraphMemcpyNodeGetParams(rt.cudaGraphNode_t(handle))
+    (p,) = _ok(got, "cudaGraphMemcpyNodeGetParams")
     src, dst = int(p.srcPtr.ptr), int(p.dstPtr.ptr)
     e = p.extent
     nbytes = int(e.width) * max(1, int(e.height)) * max(1, int(e.depth))
-    kind = getattr(p.kind, "name", str(p.kind)).removeprefix("cudaMemcpy")
+    kind = _COPY_KINDS.get(int(p.kind), str(p.kind))
     return MemcpyParams(kind, src, dst, nbytes, memory_type(src), memory_type(dst))
