@@ -249,7 +249,7 @@ class StateWatch:
             repeatable=not changed,
             changed=tuple(changed),
             in_a_call=tuple(compare(start, b, outputs=False)),
-            rebound=tuple(replaced_by(a, b)),
+            rebound=tuple(replaced_by(start, b)),
             replaced_by_reset=tuple(replaced_by(a, start)) if self.reset else (),
             rng=tuple(self._drawn),
             tensors=b.tensors(),
