@@ -26,6 +26,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from graph_harness.capture.replay_guard import as_replayer, sync
+
 # Chrome-trace category -> the graph node type whose work it is.
 CATEGORIES = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
 
@@ -114,22 +116,31 @@ def split_replays(acts: list[Activity], replays: int) -> list[list[Activity]]:
     return [acts[i * n : (i + 1) * n] for i in range(replays)]
 
 
-def record_replays(graph, replays: int, *, warmup: int = 5) -> list[list[Activity]]:
-    """Replay `graph` (a torch.cuda.CUDAGraph) `warmup` times, then `replays` times back
-    to back under torch.profiler (CUDA activities only: CUPTI), and return what ran, one
-    list per replay. Syncs the device."""
-    import torch
+def record_replays(
+    graph, replays: int, *, warmup: int = 5, what: str = "a profiled window"
+) -> list[list[Activity]]:
+    """Replay `graph` (a torch.cuda.CUDAGraph, or a capture/replay_guard.py Replayer of
+    one) `warmup` times, then `replays` times back to back under torch.profiler (CUDA
+    activities only: CUPTI), and return what ran, one list per replay. Each run is a
+    window: a step with a reset is reset before it, a CUDA error in it is one line.
+    Syncs the device."""
+    r = as_replayer(graph, "the graph")
+    with r.window(f"the warm-up before {what}"):
+        r.replay(warmup)  # the first instantiates: outside the profile
+    with r.window(what):
+        trace = cupti_trace(lambda: r.replay(replays))
+    return split_replays(activities_from_trace(trace), replays)
+
+
+def cupti_trace(run) -> dict:
+    """Call `run` under torch.profiler (CUDA activities only: CUPTI), wait for the device,
+    and return the Chrome trace it recorded."""
     from torch.profiler import ProfilerActivity, profile
 
-    for _ in range(warmup):
-        graph.replay()  # the first instantiates: outside the profile
-    torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(replays):
-            graph.replay()
-        torch.cuda.synchronize()
+        run()
+        sync()
     with tempfile.TemporaryDirectory(prefix="graph-harness-trace-") as tmp:
         path = Path(tmp) / "trace.json"
         prof.export_chrome_trace(str(path))
-        trace = json.loads(path.read_text())
-    return split_replays(activities_from_trace(trace), replays)
+        return json.loads(path.read_text())

@@ -22,13 +22,14 @@ from graph_harness.capture.compiled import (
 from graph_harness.capture.dispatch import DispatchCounter
 from graph_harness.capture.environment import environment, now
 from graph_harness.capture.export import NodeExport
-from graph_harness.capture.graph_capture import Captured, capture_graph
+from graph_harness.capture.graph_capture import Captured, capture_graph, warm_up
 from graph_harness.capture.graph_reader import read_graph
 from graph_harness.capture.module_scopes import active_module_scopes, block_depth
-from graph_harness.capture.params import RoundParams
+from graph_harness.capture.params import RoundParams, StepSettings
 from graph_harness.capture.provenance_match import refine
 from graph_harness.capture.round import DecodeRound
 from graph_harness.capture.scopes import Recorder, recording
+from graph_harness.capture.state import StateWatch
 from graph_harness.pools import GraphBufferPool
 
 
@@ -83,7 +84,7 @@ def count_round(
 def capture_and_count(
     fn: Callable[[], object],
     *,
-    warmup: int = 3,
+    warmup: int = StepSettings.warmup,
     pool: GraphBufferPool | None = None,
     device: torch.device | str | None = None,
     graph_pool=None,
@@ -98,30 +99,36 @@ def capture_and_count(
 def capture_and_keep(
     fn: Callable[[], object],
     *,
-    warmup: int = 3,
+    warmup: int = StepSettings.warmup,
     pool: GraphBufferPool | None = None,
     device: torch.device | str | None = None,
     graph_pool=None,
     name: str | None = None,
+    watch: StateWatch | None = None,
 ) -> tuple[NodeExport, Captured | None]:
     """Capture any callable (a model's decode step, say) and export its nodes.
 
     `fn` takes no arguments and must only touch static buffers (carve them from `pool`,
-    which is frozen here before capture). Use `capture.scope(step, stage)` inside it, or
-    `capture.module_scopes(model)` around this call, to attribute nodes; unscoped nodes
-    get scope "unscoped". torch.compile'd code in `fn` is counted on CUDA and refused on
-    the CPU, and `mode="reduce-overhead"` everywhere (capture/compiled.py): both raise
-    CompiledStepError saying what to do. Returns the export and, on CUDA, the kept graph
-    it was read from (None on the CPU).
+    which is frozen here before capture). It is called `warmup` times, then once more
+    captured (on the CPU: counted); with a `step.reset` (capture/state.py), reset before
+    each warm-up and once at the end. `watch` (a StateWatch of `fn`) also tells from the
+    warm-ups whether it repeats (`watch.repeatability`). Use `capture.scope(step, stage)`
+    inside it, or `capture.module_scopes(model)` around this call, to attribute nodes;
+    unscoped nodes get scope "unscoped". torch.compile'd code in `fn` is counted on CUDA
+    and refused on the CPU, and `mode="reduce-overhead"` everywhere (capture/compiled.py):
+    both raise CompiledStepError saying what to do. Returns the export and, on CUDA, the
+    kept graph it was read from (None on the CPU).
 
     `name` names the workload in the export and its tables (the CLI passes the target,
     `llama_decode.py:make_step`); without it, `callable:` and the callable's qualified
     name. The export's options record `warmup` and, under module_scopes, the depth it was
     scoped to (`module_depth`: an int, or "every level") and the model's repeated blocks
     (`blocks`, `block_depth`: the default depth of the tables)."""
+    warmup = StepSettings(warmup=warmup).warmup  # checked where the default lives
     device = torch.device(device) if device is not None else default_device()
     if name is not None and (not isinstance(name, str) or not name.strip()):
         raise ValueError(f"name must be a non-empty str (the workload's name), got {name!r}")
+    watch = watch if watch is not None else StateWatch(fn, watch=False)
     compiled = check_step(fn, device.type)
     if pool is not None:
         pool.freeze()
@@ -130,7 +137,7 @@ def capture_and_keep(
     ms = active_module_scopes()
     options.update(module_options(ms))
     if device.type == "cuda":
-        captured = capture_graph(fn, warmup=warmup, graph_pool=graph_pool)
+        captured = capture_graph(fn, warmup=warmup, graph_pool=graph_pool, watch=watch)
         nodes = nodes_from_graph(read_graph(captured.graph.raw_cuda_graph()), captured.marks)
         source = "cuda-graph"
         if ms is not None:
@@ -139,10 +146,10 @@ def capture_and_keep(
             if how is not None:
                 options["compiled_attribution"] = how
     else:
-        for _ in range(warmup):
-            fn()
+        warm_up(fn, warmup, watch)
         captured, nodes = None, _count_dispatch(fn)
         source = "cpu-dispatch"
+    watch.finish(warmup)
     export = NodeExport(
         source=source,
         workload=workload,

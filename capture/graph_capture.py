@@ -8,10 +8,12 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 
 from graph_harness.capture.graph_reader import capture_frontier
+from graph_harness.capture.params import StepSettings
 from graph_harness.capture.scopes import Recorder, ScopeMark, recording
 
 
@@ -23,17 +25,39 @@ class CaptureError(RuntimeError):
 class Captured:
     graph: torch.cuda.CUDAGraph  # kept: raw_cuda_graph() is readable
     marks: list[ScopeMark]  # the scope boundaries, with their capture frontiers
+    output: object = None  # what the captured call returned: each replay rewrites it
+
+
+class WarmupWatch(Protocol):
+    """Hooks around each warm-up call (capture/state.py StateWatch: resets, fingerprints)."""
+
+    def before(self, i: int, n: int) -> None: ...
+
+    def after(self, i: int, n: int, output: object) -> None: ...
+
+
+def warm_up(fn: Callable[[], object], warmup: int, watch: WarmupWatch | None = None) -> None:
+    """Call `fn` `warmup` times (on the current stream), `watch` around each call."""
+    for i in range(warmup):
+        if watch is not None:
+            watch.before(i, warmup)
+        out = fn()
+        if watch is not None:
+            watch.after(i, warmup, out)
+        del out
 
 
 def capture_graph(
     fn: Callable[[], object],
     *,
-    warmup: int = 3,
+    warmup: int = StepSettings.warmup,
     graph_pool=None,
     stream: torch.cuda.Stream | None = None,
     capture_error_mode: str = "global",
+    watch: WarmupWatch | None = None,
 ) -> Captured:
-    """Warm `fn` up on a side stream, then capture one call of it (syncs the device).
+    """Warm `fn` up on a side stream (`watch` around each warm-up call), then capture one
+    call of it (syncs the device); the captured call's return value is kept.
 
     A failure raises CaptureError naming the op in flight, its module (or scope) and the
     class of failure, found by capturing the step again (capture/diagnose.py says how
@@ -48,8 +72,8 @@ def capture_graph(
     stream = stream or torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
-        for _ in range(warmup):
-            fn()  # lazy init (compiles, handles, allocator growth) stays out of the capture
+        # lazy init (compiles, handles, allocator growth) stays out of the capture
+        warm_up(fn, warmup, watch)
     torch.cuda.current_stream().wait_stream(stream)
     torch.cuda.synchronize()
 
@@ -65,7 +89,7 @@ def capture_graph(
         graph.capture_begin(pool=graph_pool, capture_error_mode=capture_error_mode)
         try:
             with recording(recorder):
-                fn()
+                output = fn()
             graph.capture_end()  # where work forked to another stream was never joined
         except Exception as e:
             abandon_capture(graph)
@@ -74,7 +98,7 @@ def capture_graph(
         except BaseException:  # Ctrl-C, SystemExit: end the capture, then let it go on
             abandon_capture(graph)
             raise
-    return Captured(graph, recorder.marks)
+    return Captured(graph, recorder.marks, output)
 
 
 def _failure_line(fn, exc, failed, stream, capture_error_mode) -> str:

@@ -160,3 +160,57 @@ def tools_ids(handles: list[int]) -> list[int] | None:
             return None
         out.append(int(value))
     return out
+
+
+_MEMORY_TYPES = {0: "unregistered", 1: "host", 2: "device", 3: "managed"}  # cudaMemoryType
+_COPY_KINDS = {0: "HostToHost", 1: "HostToDevice", 2: "DeviceToHost", 3: "DeviceToDevice"}
+_COPY_KINDS[4] = "Default"  # cudaMemcpyKind: the direction inferred from the pointers
+
+
+@dataclass(frozen=True)
+class MemcpyParams:
+    """A memcpy node's copy: its direction as captured (`HostToDevice`, `DeviceToDevice`,
+    `Default`, ...), its two addresses, its size, and what kind of memory each address
+    is (cudaPointerGetAttributes: "host" is pinned or registered host memory,
+    "unregistered" pageable host memory, "device", "managed", or "unknown")."""
+
+    direction: str
+    src: int
+    dst: int
+    nbytes: int
+    src_memory: str
+    dst_memory: str
+
+    @property
+    def from_host(self) -> bool:
+        return self.direction == "HostToDevice" or self.src_memory in ("host", "unregistered")
+
+    @property
+    def to_host(self) -> bool:
+        return self.direction == "DeviceToHost" or self.dst_memory in ("host", "unregistered")
+
+
+def memory_type(ptr: int) -> str:
+    """What kind of memory `ptr` points into (cudaPointerGetAttributes), without reading it."""
+    rt, _ = _bindings()
+    if not ptr:
+        return "unknown"
+    err, attr = rt.cudaPointerGetAttributes(ptr)
+    if int(err) != 0:
+        return "unknown"
+    return _MEMORY_TYPES.get(int(attr.type), str(attr.type))
+
+
+def memcpy_params(handle: int) -> MemcpyParams:
+    """The copy a memcpy node (by handle, as in RawNode) makes at every replay."""
+    rt, _ = _bindings()
+    try:
+        got = rt.cudaGraphMemcpyNodeGetParams(handle)
+    except TypeError:  # a binding that wants its handle type, not an int
+        got = rt.cudaGraphMemcpyNodeGetParams(rt.cudaGraphNode_t(handle))
+    (p,) = _ok(got, "cudaGraphMemcpyNodeGetParams")
+    src, dst = int(p.srcPtr.ptr), int(p.dstPtr.ptr)
+    e = p.extent
+    nbytes = int(e.width) * max(1, int(e.height)) * max(1, int(e.depth))
+    kind = _COPY_KINDS.get(int(p.kind), str(p.kind))
+    return MemcpyParams(kind, src, dst, nbytes, memory_type(src), memory_type(dst))

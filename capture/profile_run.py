@@ -21,7 +21,9 @@ from graph_harness.capture.params import ProfileSettings, RoundParams
 from graph_harness.capture.pricing import saving_pairs
 from graph_harness.capture.profile import ProfileResult
 from graph_harness.capture.profile_nodes import Window, profile_windows
+from graph_harness.capture.replay_guard import Replayer, as_replayer
 from graph_harness.capture.round_timing import measure_rounds
+from graph_harness.capture.state import require_repeatable
 from graph_harness.capture.timing import time_replays_us
 
 Progress = Callable[[str], None] | None
@@ -50,20 +52,24 @@ def interleaved(names: Sequence[str], windows: int) -> list[tuple[int, str]]:
 
 
 def profile_window(
-    graph: torch.cuda.CUDAGraph,
+    graph: torch.cuda.CUDAGraph | Replayer,
     settings: ProfileSettings,
     build: int,
     window: int,
     ids: dict[int, int] | None,
+    builds: int = 1,
 ) -> Window:
     """One profiled window of `graph`: `settings.replays` sampled replays behind a lead-in
     replay (the first window of a graph warms it up first)."""
     warmup = settings.warmup if window == 0 else 1
-    return Window(build, window, record_replays(graph, settings.replays + 1, warmup=warmup), ids)
+    what = f"profiled window {window + 1} of {settings.windows}"
+    what += f" (build {build + 1} of {builds})" if builds > 1 else ""
+    acts = record_replays(graph, settings.replays + 1, warmup=warmup, what=what)
+    return Window(build, window, acts, ids)
 
 
 def profile_graphs(
-    graphs: dict[str, tuple[torch.cuda.CUDAGraph, NodeExport]],
+    graphs: dict[str, tuple[torch.cuda.CUDAGraph | Replayer, NodeExport]],
     settings: ProfileSettings,
     build: int = 0,
     builds: int = 1,
@@ -71,8 +77,10 @@ def profile_graphs(
 ) -> dict[str, list[Window]]:
     """`settings.windows` profiled windows of each graph (name -> the graph and the export
     read from it), one build (of `builds`), the graphs' windows interleaved (see
-    `interleaved`); one graph's are simply back to back."""
-    ids = {n: local_ids(g, e) for n, (g, e) in graphs.items()}
+    `interleaved`); one graph's are simply back to back. A graph may come as a Replayer
+    (capture/replay_guard.py): a step's, with its reset."""
+    runs = {n: as_replayer(g, n) for n, (g, _) in graphs.items()}
+    ids = {n: local_ids(runs[n].graph, e) for n, (_, e) in graphs.items()}
     out: dict[str, list[Window]] = {n: [] for n in graphs}
     of_build = f" (build {build + 1} of {builds})" if builds > 1 else ""
     last = None
@@ -82,7 +90,7 @@ def profile_graphs(
                 f"profiling {len(graphs)} graphs, window {w + 1} of {settings.windows}{of_build}"
             )
             last = w
-        out[n].append(profile_window(graphs[n][0], settings, build, w, ids[n]))
+        out[n].append(profile_window(runs[n], settings, build, w, ids[n], builds))
     return out
 
 
@@ -144,26 +152,36 @@ def profile_rounds(
 
 
 def profile_steps(
-    steps: dict[str, tuple[NodeExport, torch.cuda.CUDAGraph]],
+    steps: dict[str, tuple[NodeExport, torch.cuda.CUDAGraph | Replayer]],
     settings: ProfileSettings | None = None,
     *,
     timed: bool = True,
     progress: Progress = None,
 ) -> ProfileResult:
-    """Profile captured steps (name -> the export and the kept graph it was read from):
-    one build each (a step is built by its own factory). `timed`: their graphs are also
-    replayed interleaved between CUDA events, for the measured step times and (for two or
-    more) the measured saving of each after the first. Syncs."""
+    """Profile captured steps (name -> the export and the kept graph it was read from, or
+    a Replayer of it carrying the step's reset and what its warm-ups showed): one build
+    each (a step is built by its own factory). `timed`: their graphs are also replayed
+    interleaved between CUDA events, for the measured step times and (for two or more)
+    the measured saving of each after the first.
+
+    Before any replay, a step that does not repeat and has no reset is refused
+    (capture/state.py StepStateError); one with a reset is reset before every run of
+    replays, which is at most `settings.replays_per_reset` long, and once at the end.
+    Syncs."""
     settings = settings or ProfileSettings()
     names = list(steps)
+    runs = {n: as_replayer(g, n) for n, (_, g) in steps.items()}
+    for n, r in runs.items():
+        require_repeatable(r.repeatability, n)
     trials = None
     if timed:
         if progress:
             progress(f"timing {len(names)} steps")
-        for _, graph in steps.values():
-            graph.replay()  # instantiates the kept graph
+        for r in runs.values():
+            with r.window("the first replay (it instantiates the graph)"):
+                r.replay()
         times = time_replays_us(
-            {n: g for n, (_, g) in steps.items()},
+            runs,
             replays=settings.timing().round_replays,
             trials=settings.trials,
             warmup=settings.warmup,
@@ -175,8 +193,10 @@ def profile_steps(
                 for t, x in enumerate(ts)
             ]
         )
-    graphs = {n: (graph, export) for n, (export, graph) in steps.items()}
+    graphs = {n: (runs[n], export) for n, (export, _) in steps.items()}
     windows = profile_graphs(graphs, settings, progress=progress)
+    for r in runs.values():
+        r.finish()
     profiles = {n: profile_windows(n, export, windows[n]) for n, (export, _) in steps.items()}
     return ProfileResult(
         profiles,

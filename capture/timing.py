@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import torch
 
 from graph_harness.capture.graph_capture import capture_graph
-from graph_harness.capture.params import ReplaySettings
+from graph_harness.capture.params import ReplaySettings, StepSettings
+from graph_harness.capture.replay_guard import Replayer, as_replayer
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ def capture_unrolled(
     calls: int,
     *,
     graph_pool=None,
-    warmup: int = 3,
+    warmup: int = StepSettings.warmup,
 ) -> torch.cuda.CUDAGraph:
     """Capture `calls` back-to-back calls of `fn` into one graph (syncs the device), by
     `capture.graph_capture.capture_graph`: the unrolled calls are warmed up `warmup` times on a
@@ -57,7 +58,7 @@ def capture_unrolled(
 
 
 def time_replays_us(
-    graphs: dict[str, torch.cuda.CUDAGraph],
+    graphs: dict[str, torch.cuda.CUDAGraph | Replayer],
     *,
     replays: int,
     trials: int,
@@ -66,22 +67,23 @@ def time_replays_us(
     """Per-trial time of one replay of each graph, in us (syncs the device).
 
     Each trial times `replays` back-to-back replays between two CUDA events. Trials are
-    interleaved across graphs (A B C, C B A, A B C, ...) so drift hits all alike."""
-    names = list(graphs)
+    interleaved across graphs (A B C, C B A, A B C, ...) so drift hits all alike. Every
+    run of replays is a window (capture/replay_guard.py): a step with a reset is reset
+    before it, outside the timed span, and a CUDA error in it is one line."""
+    runs = {n: as_replayer(g, n) for n, g in graphs.items()}
+    names = list(runs)
     for name in names:
-        for _ in range(warmup):
-            graphs[name].replay()
-    torch.cuda.synchronize()
+        with runs[name].window("the timing warm-up") as r:
+            r.replay(warmup)
     out: dict[str, list[float]] = {n: [] for n in names}
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     for t in range(trials):
         order = names if t % 2 == 0 else names[::-1]
         for name in order:
-            g = graphs[name]
-            start.record()
-            for _ in range(replays):
-                g.replay()
-            end.record()
-            end.synchronize()
+            with runs[name].window(f"timed trial {t + 1} of {trials}") as r:
+                start.record()
+                r.replay(replays)
+                end.record()
+                end.synchronize()
             out[name].append(start.elapsed_time(end) * 1e3 / replays)
     return out

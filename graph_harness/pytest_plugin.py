@@ -31,7 +31,9 @@ Names and how they cover nested scopes: capture/budget.py.
   (`layers.3` is 2, HF's `model.layers.3` is 3; default: every level). A step compiled in
   an earlier test's capture is not compiled again: its provenance is reused.
 - Everything else (`warmup=`, `pool=`, `device=`, `graph_pool=`) goes to
-  `capture.capture_and_count`, with its defaults.
+  `capture.capture_and_count`, with its defaults (`warmup` from capture/params.py
+  StepSettings). A step with `step.reset` is reset before each warm-up call and once
+  at the end (README: Steps with state).
 
 Budgets with room left are listed at the end of the run (terminal summary), so they can
 be tightened. This module imports only pytest until the fixture is used: installing

@@ -1,5 +1,6 @@
-"""The graph-harness command line: count, delta, advise, replay, profile, report. Here the
-top-level parser, main and its exit codes; each subcommand's flags are beside it in commands/.
+"""The graph-harness command line: count, delta, advise, replay, profile, check, report.
+Here the top-level parser, main and its exit codes; each subcommand's flags are beside it
+in commands/.
 
 Streams: results (tables, or one JSON document with --json) on stdout; the banner,
 progress, notes, warnings and errors on stderr, so `graph-harness count --json | jq` works.
@@ -7,6 +8,8 @@ Exit codes: 0 success; 2 a usage error (our flags, arguments and input files); 1
 raised by the user's code (--target) or the runtime, in one line with the exception's type
 and where it came from (--debug for the traceback); 128+n on SIGHUP (129), SIGINT (130)
 and SIGTERM (143), with nothing partial left and an earlier output kept as it was.
+`check` exits 1 when the graph computes something else than the step. After a CUDA error
+(the context is lost) main leaves the process at once, once its line is printed.
 Output folders follow reports/output.py: built aside, swapped in, never a user's data lost.
 """
 
@@ -48,7 +51,7 @@ def version() -> str:
 def build_parser() -> argparse.ArgumentParser:
     # Each subcommand's flags live beside what it does, in reports/commands/. Imported here,
     # as in _command, so that importing this module loads no command module.
-    from graph_harness.reports.commands import advise, count, delta, profile, replay
+    from graph_harness.reports.commands import advise, check, count, delta, profile, replay
 
     # --debug goes before or after the subcommand; SUPPRESS keeps the sub-parser's default
     # from overwriting a --debug given before it.
@@ -70,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_parser(sub, common)
     advise.add_parser(sub, common)
     profile.add_parser(sub, common)
+    check.add_parser(sub, common)
     replay.add_report_parser(sub, common)
     return ap
 
@@ -81,14 +85,16 @@ def _usage_errors() -> tuple[type[BaseException], ...]:
     from graph_harness.capture import ExportError
     from graph_harness.capture.delta import DeltaError
     from graph_harness.capture.files import OutputPathError
+    from graph_harness.capture.state import StepStateError
     from graph_harness.reports.output import OutputRefused
     from graph_harness.reports.target import TargetUsageError
 
-    return (UsageError, ExportError, DeltaError, OutputRefused, OutputPathError, TargetUsageError)
+    usage = (UsageError, ExportError, DeltaError, OutputRefused, OutputPathError)
+    return (*usage, TargetUsageError, StepStateError)
 
 
 def _command(name: str):
-    from graph_harness.reports.commands import advise, count, delta, profile, replay
+    from graph_harness.reports.commands import advise, check, count, delta, profile, replay
 
     return {
         "count": count.run,
@@ -96,6 +102,7 @@ def _command(name: str):
         "advise": advise.run,
         "replay": replay.run_replay,
         "profile": profile.run,
+        "check": check.run,
         "report": replay.run_report,
     }[name]
 
@@ -136,10 +143,26 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:
         if debug:
             raise
-        return _report_error(io, args, e)
+        code = _report_error(io, args, e)
+        _exit_if_cuda_is_lost(e, code)
+        return code
     finally:
         for s, h in handlers.items():
             signal.signal(s, h)
+
+
+def _exit_if_cuda_is_lost(e: Exception, code: int) -> None:
+    """After a CUDA error (a replay past a buffer's end: a device-side assert) the CUDA
+    context is lost, and the interpreter's exit would touch it again (freeing graphs and
+    events, whose destructors then warn or abort): with the one line printed and nothing
+    partial left (the output was discarded on the way here), leave at once."""
+    from graph_harness.capture.replay_guard import cuda_in_use, is_cuda_error
+
+    if (is_cuda_error(e) or is_cuda_error(e.__cause__)) and cuda_in_use():
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(code)
 
 
 def _report_error(io: IO, args, e: Exception) -> int:

@@ -9,6 +9,11 @@ Two forms:
 - `path/to/file.py:FUNCTION`: loaded from that file (its folder is searched last too, for
   its own sibling imports).
 
+A step with state carries how to return it to its start, `step.reset` (a zero-argument
+function: capture/state.py, README: Steps with state). It is wrapped as the step is, and
+the wrapped one is what `step.reset` and `Target.reset` give: every call of the user's
+code goes through the same guard.
+
 For `count --module-scopes`, the step carries the model it runs as an attribute,
 `step.module = model` (a function's attribute, or an attribute of a callable object):
 nodes are then attributed to that model's submodules by qualified name. The factory keeps
@@ -47,6 +52,7 @@ class Target:
     root: Path | None  # the folder the user's code lives in, to find their frames
     step: object  # the zero-argument callable the factory returned
     step_module: object | None = None  # `step.module`: the model, for --module-scopes
+    reset: object | None = None  # `step.reset`, guarded as the step is; None if it has none
 
     @property
     def name(self) -> str:
@@ -138,7 +144,18 @@ def load_target(spec: str) -> Target:
         )
     root = _root_of(mod)
     model = getattr(step, "module", None)
-    return Target(spec, mod, root, _guard_exit(step, spec, "in its step"), model)
+    reset = getattr(step, "reset", None)
+    if reset is not None and not callable(reset):
+        raise TargetUsageError(
+            f"--target {spec!r}: its step's `reset` is a {type(reset).__name__}, not a "
+            "function: set step.reset to a zero-argument function that returns the step to "
+            "its starting state (README: Steps with state)"
+        )
+    guarded = _guard_exit(step, spec, "in its step")
+    if reset is not None:
+        # functools.wraps copied the raw reset onto the wrapper: the guarded one replaces it
+        reset = guarded.reset = _guard_exit(reset, spec, "in its reset")
+    return Target(spec, mod, root, guarded, model, reset)
 
 
 def root_guess(spec: str) -> Path:

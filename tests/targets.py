@@ -1,6 +1,8 @@
 """--target factories for the CLI tests: each returns the callable to count."""
 
+import itertools
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -121,3 +123,157 @@ def hf_style():
     from tests.nested_models import make_step
 
     return make_step("hf")
+
+
+# --- steps with state (README: Steps with state) ------------------------------------------
+
+# A profiled step takes at most this many replays in a row from its reset (the default
+# ProfileSettings): the stateful toy's cache holds exactly that many rows, so one replay
+# more between two resets would write past its end.
+SLOTS = 11
+WIDTH = 16
+# `counting` steps each append a counter here: next(CALLS[-1]) is how often it ran. An
+# itertools counter holds its count where the state walk does not look (no __dict__):
+# the step still repeats, as far as graph-harness can see.
+CALLS: list = []
+
+
+def _device():
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def stateful(slots=SLOTS, reset="in place", device=None):
+    """A decode step in miniature: a position counter advanced in place, a cache row
+    written at that position, a read over the whole cache. `reset`: "in place" (the
+    protocol), None (no reset), "none of it" (a reset that resets nothing)."""
+    dev = device or _device()
+    g = torch.Generator().manual_seed(21)  # two builds are equal: a fresh build to compare
+    start = torch.randn(slots, WIDTH, generator=g).to(dev)  # the cache's contents at the start
+    x = torch.randn(WIDTH, generator=g).to(dev)
+    pos = torch.zeros((), dtype=torch.long, device=dev)  # the position: [] int64
+    cache = start.clone()  # [slots, WIDTH]: a row per position
+    out = torch.empty(WIDTH, device=dev)
+
+    def step():
+        with scope("write"):
+            cache.index_copy_(0, pos.view(1), (x * (pos + 1)).view(1, WIDTH))
+        with scope("read"):
+            torch.sum(cache, dim=0, out=out)
+        pos.add_(1)
+        return out
+
+    if reset == "in place":
+
+        def back_to_start():
+            pos.zero_()
+            cache.copy_(start)
+
+        step.reset = back_to_start
+    elif reset == "none of it":
+        step.reset = lambda: None
+    step.state = {"pos": pos, "cache": cache}  # for tests to look at
+    return step
+
+
+def stateful_cache():
+    return stateful()
+
+
+def stateful_cache_no_reset():
+    return stateful(reset=None)
+
+
+def overflowing():
+    """The toy with a reset that resets nothing and a short cache: it is not refused (it
+    has a reset), and its replays run past the cache's end."""
+    return stateful(slots=8, reset="none of it")
+
+
+def bad_reset():
+    step = stateful()
+    step.reset = 3
+    return step
+
+
+def counting():
+    """A step that records how often it runs (next(CALLS[-1]))."""
+    calls = itertools.count()
+    CALLS.append(calls)
+    x = torch.ones(4, device=_device())
+
+    def step():
+        next(calls)
+        x.mul_(1.0)
+
+    return step
+
+
+def frozen_counter():
+    """A Python int indexes a tensor: the graph keeps the row its capture saw."""
+    dev = _device()
+    g = torch.Generator().manual_seed(5)
+    table = torch.randn(64, WIDTH, generator=g).to(dev)
+    out = torch.empty(WIDTH, device=dev)
+    state = {"t": 0}
+
+    def step():
+        with scope("lookup"):
+            out.copy_(table[state["t"]])
+        state["t"] += 1
+        return out
+
+    step.reset = lambda: state.update(t=0)
+    step.table = table
+    return step
+
+
+def host_counter():
+    """A host-side counter and nothing else that changes: it does not repeat."""
+    x = torch.ones(4, device=_device())
+    state = {"calls": 0}
+
+    def step():
+        state["calls"] += 1
+        x.mul_(1.0)
+
+    return step
+
+
+def exiting_reset():
+    step = stateful()
+    step.reset = lambda: sys.exit(4)
+    return step
+
+
+def random_draws():
+    """Random numbers from the default generator, scaled by a static input."""
+    dev = _device()
+    x = torch.randn(256, generator=torch.Generator().manual_seed(3)).to(dev)
+    noise = torch.empty(256, device=dev)
+    out = torch.empty(256, device=dev)
+
+    def step():
+        with scope("sample"):
+            noise.uniform_()
+            torch.mul(noise, x, out=out)
+        return out
+
+    return step
+
+
+def pinned_copy():
+    """A copy from a pinned host buffer (CUDA only): its graph reads the buffer at every
+    replay. `step.host` is the buffer."""
+    host = torch.randn(256, generator=torch.Generator().manual_seed(4)).pin_memory()
+    buf = torch.empty(256, device="cuda")
+    out = torch.empty(256, device="cuda")
+
+    def step():
+        with scope("load"):
+            buf.copy_(host, non_blocking=True)
+        with scope("scale"):
+            torch.mul(buf, 2, out=out)
+        return out
+
+    step.host = host
+    return step

@@ -912,7 +912,8 @@ class _FakeGraph:
         self.replays += 1
 
 
-def _fake_record(graph, replays, warmup=5):
+def _fake_record(graph, replays, warmup=5, what=""):
+    graph = getattr(graph, "graph", graph)  # a Replayer's graph
     nodes = graph.export.nodes
     order = [n["index"] for n in nodes if n["type"] in ("kernel", "memcpy", "memset")]
     gap = dict.fromkeys(order, 0.5)
@@ -995,8 +996,8 @@ def test_profile_rounds_interleaves_the_variants_windows(monkeypatch):
     _stand_in_for_the_gpu(monkeypatch)
     order = []
 
-    def record(graph, replays, warmup=5):
-        order.append((len(graph.export.nodes), warmup))
+    def record(graph, replays, warmup=5, what=""):
+        order.append((len(graph.graph.export.nodes), warmup))
         return _fake_record(graph, replays, warmup)
 
     monkeypatch.setattr(R, "record_replays", record)

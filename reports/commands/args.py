@@ -8,7 +8,7 @@ import argparse
 import dataclasses
 from pathlib import Path
 
-from graph_harness.capture.params import ReplaySettings, RoundParams
+from graph_harness.capture.params import ReplaySettings, RoundParams, StepSettings
 
 
 def round_args(p: argparse.ArgumentParser) -> None:
@@ -121,3 +121,31 @@ def shown_depth(flag, exports) -> int | None:
         return None if flag is False else flag
     depths = [e.options.get("block_depth") for e in exports]
     return max((d for d in depths if d is not None), default=None)
+
+
+def warmup_arg(p: argparse.ArgumentParser) -> None:
+    """`--warmup N`: the step's warm-up calls (StepSettings holds the default)."""
+    f = next(f for f in dataclasses.fields(StepSettings) if f.name == "warmup")
+    p.add_argument(
+        "--warmup",
+        dest="step_warmup",  # not ProfileSettings.warmup, the replays' own warm-up
+        type=positive(f.metadata["min"]),
+        default=None,
+        metavar="N",
+        help=f"with --target: {f.metadata['help']} (default {StepSettings().warmup})",
+    )
+
+
+def check_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="with --target: also check that the graph computes what the step computes, as "
+        "`graph-harness check` does; if it does not, print the findings, write nothing, exit 1",
+    )
+
+
+def step_warmup(args) -> int:
+    """--warmup, or the default."""
+    v = getattr(args, "step_warmup", None)
+    return StepSettings().warmup if v is None else v

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import argparse
 from contextlib import nullcontext
+from dataclasses import dataclass
 
 from graph_harness.capture.params import VARIANTS
 from graph_harness.reports.commands.args import (
+    check_arg,
     json_arg,
     module_scopes_arg,
     out_args,
     round_args,
     shown_depth,
+    step_warmup,
+    warmup_arg,
 )
 from graph_harness.reports.commands.console import (
     IO,
@@ -46,6 +50,8 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
         "returns the zero-argument step to capture",
     )
     module_scopes_arg(c)
+    warmup_arg(c)
+    check_arg(c)
     c.add_argument(
         "--pdl",
         action="store_true",
@@ -70,11 +76,20 @@ def check_flags(args) -> None:
         flags += ["--variant"] * bool(args.variant) + ["--pdl"] * args.pdl
         flags += ["--per-stage"] * args.per_stage + ["--distributed"] * args.distributed
         refuse(flags, "apply to the built-in round, not to --target: drop them")
-    elif args.module_scopes is not False:
+    else:
+        refuse_target_only(args)
+
+
+def refuse_target_only(args) -> None:
+    """Flags that need --target, given without it."""
+    if args.module_scopes is not False:
         raise UsageError(
             "--module-scopes attributes a model's nodes to its modules: it needs --target "
             "(the built-in round has its own stage and step scopes)"
         )
+    flags = ["--warmup"] * (getattr(args, "step_warmup", None) is not None)
+    flags += ["--check"] * bool(getattr(args, "check", False))
+    refuse(flags, "apply to your step: give --target (the built-in round is ours)")
 
 
 def run(args, io: IO) -> int:
@@ -89,11 +104,22 @@ def run(args, io: IO) -> int:
         names, params = args.variant or list(VARIANTS), round_params(args)
     if args.pdl and not _cuda():
         io.note("--pdl changes nothing here: without a CUDA GPU the kernels run interpreted")
+    checks: dict = {}
     with staged(args, io) as tmp:
         banner(io)
         exports = []
         if args.target:
-            exports.append(count_target(args.target, args.module_scopes, io))
+            got = capture_target(
+                args.target, args.module_scopes, io, warmup=step_warmup(args), watch=args.check
+            )
+            exports.append(got.export)
+            if args.check:
+                from graph_harness.reports.commands.check import check_target, gate, write_checks
+
+                checks = {"target": check_target(got)}
+                gate(io, checks)
+                if tmp is not None:
+                    write_checks(tmp, checks)
         else:
             for v in names:
                 io.err.print(f"capturing {v} ...", style="dim")
@@ -103,7 +129,7 @@ def run(args, io: IO) -> int:
                 e.write_json(tmp / f"nodes-{name}.json")
                 e.write_dot(tmp / f"graph-{name}.dot")
     depth = shown_depth(args.module_scopes, exports) if args.target else None
-    show(io, dict(zip(names, exports)), per_stage=args.per_stage, depth=depth)
+    show(io, dict(zip(names, exports)), per_stage=args.per_stage, depth=depth, checks=checks)
     wrote(io, args, f"{len(exports)} exports")
     return 0
 
@@ -114,29 +140,49 @@ def _cuda() -> bool:
     return torch.cuda.is_available()
 
 
-def count_target(spec: str, module_scopes, io: IO):
+def count_target(spec: str, module_scopes, io: IO, *, warmup: int | None = None):
     """Import and run the target (its code), count its step; with `module_scopes` (the
     flag's value) not False, by the modules of its `step.module`, every level recorded
     (the tables choose the depth they show)."""
-    return capture_target(spec, module_scopes, io)[0]
+    return capture_target(spec, module_scopes, io, warmup=warmup, watch=False).export
 
 
-def capture_target(spec: str, module_scopes, io: IO):
-    """count_target, also returning the graph it was read from (None on the CPU) and the
-    loaded target (whose step's buffers the graph replays: keep it while replaying)."""
+@dataclass
+class CapturedTarget:
+    export: object  # the NodeExport
+    captured: object | None  # the kept graph (capture.graph_capture.Captured); None on the CPU
+    target: object  # the loaded target, whose step's buffers the graph replays: keep it
+    watch: object  # the StateWatch of its warm-ups: `watch.repeatability`
+
+
+def capture_target(
+    spec: str, module_scopes, io: IO, *, warmup: int | None = None, watch: bool = True
+) -> CapturedTarget:
+    """count_target, keeping what was captured (see CapturedTarget). `watch`: tell from
+    the warm-ups whether the step repeats (anything that replays it needs to know), and
+    note what a person should know before it is replayed."""
     from graph_harness.capture import module_scopes as scoped
     from graph_harness.capture.count import capture_and_keep
+    from graph_harness.capture.params import StepSettings
+    from graph_harness.capture.state import StateWatch
     from graph_harness.reports.target import TargetError, load_target, root_guess
 
     io.target_root = root_guess(spec)  # errors while importing point there
     target = load_target(spec)
     io.target_root = target.root
+    sw = StateWatch(target.step, watch=watch)
+    warmup = StepSettings().warmup if warmup is None else warmup
     if module_scopes is False:
-        export, captured = capture_and_keep(target.step, name=target.name)
+        export, captured = capture_and_keep(target.step, name=target.name, warmup=warmup, watch=sw)
     else:
         with scoped(target.model()):
-            export, captured = capture_and_keep(target.step, name=target.name)
+            export, captured = capture_and_keep(
+                target.step, name=target.name, warmup=warmup, watch=sw
+            )
     export.options["target"] = spec
+    if watch:
+        for line in sw.repeatability.notes(spec):
+            io.note(line)
     if "compiled_attribution" in export.options:
         io.note(f"compiled code's nodes: {export.options['compiled_attribution']}")
     if export.total == 0:
@@ -144,10 +190,10 @@ def capture_target(spec: str, module_scopes, io: IO):
             f"--target {spec!r}: its step issued no work (0 nodes); it must "
             "launch the work to count, not only prepare it"
         )
-    return export, captured, target
+    return CapturedTarget(export, captured, target, sw)
 
 
-def show(io: IO, exports: dict, *, per_stage: bool, depth: int | None = None) -> None:
+def show(io: IO, exports: dict, *, per_stage: bool, depth: int | None = None, checks=None) -> None:
     from graph_harness.reports.tables import (
         deeper_note,
         per_kernel_table,
@@ -157,13 +203,14 @@ def show(io: IO, exports: dict, *, per_stage: bool, depth: int | None = None) ->
     )
 
     if io.json:
-        io.print_json(
-            {
-                "schema": COUNT_SCHEMA,
-                "schema_version": 1,
-                "exports": {k: e.to_dict() for k, e in exports.items()},
-            }
-        )
+        doc = {
+            "schema": COUNT_SCHEMA,
+            "schema_version": 1,
+            "exports": {k: e.to_dict() for k, e in exports.items()},
+        }
+        if checks:
+            doc["checks"] = {k: r.to_dict() for k, r in checks.items()}
+        io.print_json(doc)
         return
     io.out.print(totals_table(list(exports.values())))
     listed = list(exports.values())
@@ -174,6 +221,10 @@ def show(io: IO, exports: dict, *, per_stage: bool, depth: int | None = None) ->
             if note:
                 io.out.print(note, soft_wrap=True, markup=False)
             io.out.print(per_kernel_table(e))
+        if checks:
+            from graph_harness.reports.commands.check import show_checks
+
+            show_checks(io, checks)
         return
     for e in listed if per_stage else listed[:1]:
         io.out.print(per_stage_table(e))

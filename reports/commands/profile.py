@@ -9,13 +9,16 @@ from dataclasses import fields
 
 from graph_harness.capture.params import VARIANTS, ProfileSettings
 from graph_harness.reports.commands.args import (
+    check_arg,
     json_arg,
     module_scopes_arg,
     out_args,
     positive,
     round_args,
     shown_depth,
+    step_warmup,
     timing_args,
+    warmup_arg,
 )
 from graph_harness.reports.commands.console import (
     IO,
@@ -50,6 +53,8 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
         "give two to price the second against the first",
     )
     module_scopes_arg(pr)
+    warmup_arg(pr)
+    check_arg(pr)
     pr.add_argument("--pdl", action="store_true", help="rounds with programmatic dependent launch")
     pr.add_argument(
         "--top", type=positive(1), default=10, help="nodes and groups per table (default 10)"
@@ -80,11 +85,10 @@ def check_flags(args) -> None:
                 f"profile takes one --target, or two to price the second against the first; "
                 f"got {len(args.target)}"
             )
-    elif args.module_scopes is not False:
-        raise UsageError(
-            "--module-scopes attributes a model's nodes to its modules: it needs --target "
-            "(the built-in round has its own stage and step scopes)"
-        )
+    else:
+        from graph_harness.reports.commands.count import refuse_target_only
+
+        refuse_target_only(args)
 
 
 def require_gpu() -> None:
@@ -107,8 +111,17 @@ def run(args, io: IO) -> int:
         with progress(io) as prog:
             task = prog.add_task("profiling", total=None)
             say = lambda m: prog.update(task, description=m)
+            checks = {}
             if args.target:
-                result = profile_targets(args.target, args.module_scopes, settings, io, say)
+                result, checks = profile_targets(
+                    args.target,
+                    args.module_scopes,
+                    settings,
+                    io,
+                    say,
+                    warmup=step_warmup(args),
+                    check=args.check,
+                )
             else:
                 from graph_harness.capture.profile_run import profile_rounds
 
@@ -119,27 +132,50 @@ def run(args, io: IO) -> int:
         if tmp is not None:
             result.write(tmp, depth)
             write_plot(tmp, result, depth)
-    show(io, result, depth=depth, top=args.top)
+            if checks:
+                from graph_harness.reports.commands.check import write_checks
+
+                write_checks(tmp, checks)
+    show(io, result, depth=depth, top=args.top, checks=checks)
     wrote(io, args, "the profile")
     return 0
 
 
-def profile_targets(specs, module_scopes, settings, io: IO, say):
+def profile_targets(specs, module_scopes, settings, io: IO, say, *, warmup=None, check=False):
     """Capture each --target's step (its code runs: import, factory, warm-up, capture),
-    keep its graph, and profile them together (the second priced against the first)."""
+    keep its graph, and profile them together (the second priced against the first).
+    A step that does not repeat and has no reset is refused as soon as it is captured,
+    before any replay; `check`: each is checked first (check_target), and a failed check
+    stops here. Returns the profile and the checks (name -> CheckResult; {} unchecked)."""
     from graph_harness.capture.profile_run import profile_steps
+    from graph_harness.capture.replay_guard import Replayer
+    from graph_harness.capture.state import require_repeatable
+    from graph_harness.reports.commands.check import check_target, gate
     from graph_harness.reports.commands.count import capture_target
 
     names = [spec.rpartition(":")[2] for spec in specs]
     if len(names) == 2 and names[0] == names[1]:
         names = [f"{names[0]}-a", f"{names[1]}-b"]
-    steps, keep = {}, []
+    steps, keep, checks = {}, [], {}
     for name, spec in zip(names, specs):
         say(f"capturing {spec}")
-        export, captured, target = capture_target(spec, module_scopes, io)
-        steps[name] = (export, captured.graph)
-        keep.append(target)  # the step's buffers must outlive its graph
-    return profile_steps(steps, settings, progress=say)
+        got = capture_target(spec, module_scopes, io, warmup=warmup)
+        rep = got.watch.repeatability
+        require_repeatable(rep, spec)
+        if got.target.reset is not None:
+            io.note(
+                f"{spec} has a step.reset: it is reset before every run of replays, each at "
+                f"most {settings.replays_per_reset} replays long, and once at the end"
+            )
+        if check:
+            say(f"checking {spec}")
+            checks[name] = check_target(got)
+        replayer = Replayer(got.captured.graph, spec, reset=got.target.reset, repeatability=rep)
+        steps[name] = (got.export, replayer)
+        keep.append(got.target)  # the step's buffers must outlive its graph
+    if checks:
+        gate(io, checks)
+    return profile_steps(steps, settings, progress=say), checks
 
 
 def write_plot(folder, result, depth) -> None:
@@ -148,7 +184,7 @@ def write_plot(folder, result, depth) -> None:
     plots.dispatch_share(result.scope_table(depth), folder / "dispatch_share.png")
 
 
-def show(io: IO, result, *, depth: int | None, top: int) -> None:
+def show(io: IO, result, *, depth: int | None, top: int, checks=None) -> None:
     from graph_harness.reports.profile_tables import (
         breakdown_table,
         pairs_table,
@@ -168,8 +204,15 @@ def show(io: IO, result, *, depth: int | None, top: int) -> None:
         if m.get("agreement") is not None and m["agreement"] < 1:
             io.note(f"{name}: matching by order and by graph node id disagree")
     if io.json:
-        io.print_json(result.to_dict(depth))
+        doc = result.to_dict(depth)
+        if checks:
+            doc["checks"] = {k: r.to_dict() for k, r in checks.items()}
+        io.print_json(doc)
         return
+    if checks:
+        from graph_harness.reports.commands.check import show_checks
+
+        show_checks(io, checks)
     io.out.print(summary_table(result))
     from graph_harness.reports.tables import deeper_note
 

@@ -11,7 +11,9 @@ from graph_harness.reports.commands.args import (
     module_scopes_arg,
     out_args,
     round_args,
+    step_warmup,
     timing_args,
+    warmup_arg,
 )
 from graph_harness.reports.commands.console import (
     IO,
@@ -98,6 +100,7 @@ def add_report_parser(sub: argparse._SubParsersAction, common: argparse.Argument
         "count --target); give two for their delta (the first is A)",
     )
     module_scopes_arg(p)
+    warmup_arg(p)
     round_args(p)
     timing_args(p)
     out_args(p, required=True)
@@ -106,7 +109,7 @@ def add_report_parser(sub: argparse._SubParsersAction, common: argparse.Argument
 def run_report(args, io: IO) -> int:
     import torch
 
-    if args.target or args.module_scopes is not False:
+    if args.target or args.module_scopes is not False or args.step_warmup is not None:
         return run_target_report(args, io)
     from graph_harness.capture import count_round
     from graph_harness.capture.replay import run_replays
@@ -150,9 +153,9 @@ def run_target_report(args, io: IO) -> int:
     from graph_harness.reports.target_report import write_target_report
 
     if not args.target:
-        raise UsageError(
-            "--module-scopes attributes a model's nodes to its modules: it needs --target"
-        )
+        from graph_harness.reports.commands.count import refuse_target_only
+
+        refuse_target_only(args)
     if len(args.target) > 2:
         raise UsageError(
             f"report takes one --target, or two for their delta; got {len(args.target)}"
@@ -172,14 +175,19 @@ def run_target_report(args, io: IO) -> int:
             from graph_harness.reports.commands.profile import profile_targets
 
             say = lambda m: io.err.print(f"{m} ...", style="dim", markup=False)
-            profile = profile_targets(
-                args.target, args.module_scopes, ProfileSettings(builds=1), io, say
+            profile, _ = profile_targets(
+                args.target,
+                args.module_scopes,
+                ProfileSettings(builds=1),
+                io,
+                say,
+                warmup=step_warmup(args),
             )
             exports = {n: p.export for n, p in profile.profiles.items()}
         else:
             for name, spec in zip(names, args.target):
                 io.err.print(f"counting {spec} ...", style="dim", markup=False)
-                exports[name] = count_target(spec, args.module_scopes, io)
+                exports[name] = count_target(spec, args.module_scopes, io, warmup=step_warmup(args))
         write_target_report(tmp, exports, command=command_line(), profile=profile)
     io.err.print(f"wrote {args.out / 'report.md'}", markup=False)
     return 0
