@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from graph_harness.capture.files import InputPathError, read_input
+
 Scalar = str | int | float | bool | None
 
 
@@ -27,9 +29,9 @@ def load_json(path: str | Path, what: str, error: type[ExportError] = ExportErro
     """Parse `path` as UTF-8 JSON; any failure is `error` naming the file and the cause."""
     prefix = f"cannot read {what} {path}"
     try:
-        data = Path(path).read_bytes()
-    except OSError as e:
-        raise error(f"{prefix}: {e.strerror or e}") from e
+        data = read_input(path, what)  # a regular file only, and bounded
+    except InputPathError as e:
+        raise error(str(e)) from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pandas as pd
 
 from graph_harness.capture import STEPS, NodeExport
+from graph_harness.capture.files import write_output
 from graph_harness.capture.rollup import tree_order
 
 
@@ -20,11 +22,12 @@ def _plt():
 
 
 def _save(fig, path: Path) -> Path:
-    # Written under a temporary name and renamed: an interrupted run leaves no half file.
-    tmp = path.with_name(f".{path.name}.tmp")
-    fig.savefig(tmp, dpi=120, bbox_inches="tight", format="png")
-    tmp.replace(path)
+    # Rendered in memory, then written beside and renamed in (capture/files.py): an
+    # interrupted run leaves no half file, and the output folder lists it first.
+    png = io.BytesIO()
+    fig.savefig(png, dpi=120, bbox_inches="tight", format="png")
     _plt().close(fig)
+    write_output(path, png.getvalue())
     return path
 
 
