@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from graph_harness.capture.files import InputPathError, read_input
+from graph_harness.capture.paths import InputPathError, read_input
 
 Scalar = str | int | float | bool | None
 

@@ -1,5 +1,5 @@
-"""Files the user names, written and read without surprises: the one place that decides
-what a path is and how to treat it.
+"""Files the user names, written without surprises: the one place that decides how a
+path is written (what a path is, and reading one: capture/paths.py).
 
 Writing (`write_output`):
 - `-` is stdout.
@@ -21,10 +21,6 @@ Writing (`write_output`):
 Text goes out as UTF-8, and a lone surrogate (which a JSON `\\udc80` escape can put in a
 name) as its backslash escape instead of an encoding error.
 
-Reading (`read_input`): a regular file (through links), at most MAX_READ bytes; a FIFO,
-device, socket or folder is refused saying which before it is opened (a FIFO would block
-forever, /dev/zero would never end).
-
 Claims: inside an output folder being built (reports/output.py registers it with
 `claiming`), every file's name is claimed before the file is made, so the folder's
 manifest lists all it may hold at every instant and a cleanup removes only what it lists.
@@ -38,7 +34,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import re
 import secrets
 import stat
 import sys
@@ -46,16 +41,13 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-MAX_READ = 1 << 28  # 256 MiB: far above any export or replay document, below a hang
+from graph_harness.capture.paths import descriptor_of, kind_of, os_reason
+
 ENCODING, ERRORS = "utf-8", "backslashreplace"
 
 
 class OutputPathError(ValueError):
     """A path that cannot take the output (a folder, a broken link, ...): a usage error."""
-
-
-class InputPathError(ValueError):
-    """A path that cannot be read as a file (missing, a folder, a FIFO, ...)."""
 
 
 def process_umask() -> int:
@@ -67,26 +59,6 @@ def process_umask() -> int:
 
 def default_mode(*, folder: bool = False) -> int:
     return (0o777 if folder else 0o666) & ~process_umask()
-
-
-def kind_of(mode: int) -> str:
-    """What a non-regular file is, in words."""
-    for test, words in (
-        (stat.S_ISDIR, "a folder"),
-        (stat.S_ISFIFO, "a FIFO (named pipe)"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-    ):
-        if test(mode):
-            return words
-    return "not a regular file"
-
-
-def os_reason(e: OSError) -> str:
-    if e.errno == errno.ENAMETOOLONG:
-        return "the name is longer than its file system allows (give a shorter one)"
-    return (e.strerror or str(e)).lower()
 
 
 # --- claims: what an output folder being built will hold -------------------------------
@@ -121,42 +93,6 @@ def claim(path: str | Path) -> Path:
 
 
 # --- what a path is ------------------------------------------------------------------------
-
-_FD_FOLDER = re.compile(r"/proc/(\d+)(?:/task/\d+)?/fd")
-
-
-def descriptor_of(path: str | Path) -> int | None:
-    """The descriptor of this process that `path` reaches through /proc (`/dev/stdout` ->
-    /proc/self/fd/1 -> 1), else None; -1 for another process's descriptor. Links are
-    followed one part at a time, as the OS does, but not the last step into /proc/*/fd/N:
-    that is a door to an open file, whose name is not the file to write."""
-    text = os.fspath(path)
-    parts = text.split("/")
-    cur = "/" if text.startswith("/") else os.getcwd()
-    links = 0
-    while parts:
-        part = parts.pop(0)
-        if part in ("", "."):
-            continue
-        if part == "..":
-            cur = os.path.dirname(cur)  # `cur` has no links left in it: text is safe here
-            continue
-        m = _FD_FOLDER.fullmatch(cur)
-        if m and part.isdigit():
-            return int(part) if int(m.group(1)) == os.getpid() else -1
-        nxt = os.path.join(cur, part)
-        try:
-            target = os.readlink(nxt)
-        except OSError:  # not a link (or nothing there): a plain step
-            cur = nxt
-            continue
-        links += 1
-        if links > 40:  # a loop: the OS says ELOOP when the path is used
-            return None
-        if target.startswith("/"):
-            cur = "/"
-        parts = target.split("/") + parts
-    return None
 
 
 def _resolve(path: str | Path) -> tuple[Path, os.stat_result | None]:
@@ -277,6 +213,17 @@ def write_output(path: str | Path, text: str | bytes, *, mode: int | None = None
         _check_descriptor(path, fd)
         _write_stream(fd, text)
         return name
+    if fd == -1:  # another process's descriptor: its file, opened again, as a stream
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK)
+        except OSError as e:
+            raise OutputPathError(f"{name}: {os_reason(e)}") from None
+        try:
+            os.set_blocking(fd, True)
+            _write_all(fd, _encode(text))
+        finally:
+            os.close(fd)
+        return name
     target, st = _resolve(path)
     if st is not None and (stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode)):
         fd = _open_stream(target, st, name)
@@ -325,28 +272,3 @@ def write_atomic(path: Path, text: str | bytes, *, mode: int | None = None) -> P
     """`write_output` for a path graph-harness chose (a file in a folder it writes)."""
     write_output(path, text, mode=mode)
     return Path(path)
-
-
-# --- reading -----------------------------------------------------------------------------------
-
-
-def read_input(path: str | Path, what: str = "file") -> bytes:
-    """The bytes of the regular file at `path` (through links), at most MAX_READ;
-    InputPathError (`cannot read WHAT PATH: why`) otherwise."""
-    prefix = f"cannot read {what} {os.fspath(path)}"
-    try:
-        st = os.stat(path)
-        if not stat.S_ISREG(st.st_mode):
-            raise InputPathError(f"{prefix}: it is {kind_of(st.st_mode)}, not a file")
-        with open(path, "rb") as f:
-            data = f.read(MAX_READ + 1)
-    except FileNotFoundError as e:
-        why = "a symbolic link to nothing" if os.path.islink(path) else e.strerror
-        raise InputPathError(f"{prefix}: {why}") from None
-    except OSError as e:
-        raise InputPathError(f"{prefix}: {e.strerror or e}") from None
-    if len(data) > MAX_READ:
-        raise InputPathError(
-            f"{prefix}: larger than {MAX_READ >> 20} MiB, so not a graph-harness document"
-        )
-    return data

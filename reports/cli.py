@@ -6,21 +6,25 @@ progress, notes, warnings and errors on stderr, so `graph-harness count --json |
 Exit codes: 0 success; 2 a usage error (our flags, arguments and input files); 1 anything
 raised by the user's code (--target) or the runtime, in one line with the exception's type
 and where it came from (--debug for the traceback); 128+n on SIGHUP (129), SIGINT (130)
-and SIGTERM (143), with nothing partial left and an earlier output kept as it was.
+and SIGTERM (143), with nothing partial left and an earlier output kept as it was, from
+the first instant (while torch still imports, too); 141 when the reader of stdout goes
+away (`| head`). A closed stdout (`>&-`) is an error in one line when results are due.
+Every exception from the user's code, BaseException included, is one line.
 Output folders follow reports/output.py: built aside, swapped in, never a user's data lost.
 """
 
 from __future__ import annotations
 
+# Nothing heavy is imported at the top of this module: main() holds Ctrl-C off before
+# torch starts importing (the console script imports this module, then calls main).
 import argparse
 import contextlib
 import os
 import signal
 import sys
 
-from rich.console import Console
-
-from graph_harness.reports.commands.console import IO, UsageError
+_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_signalled: list[int] = []  # signals that arrived while a command ran
 
 
 class Terminated(BaseException):
@@ -81,10 +85,20 @@ def _usage_errors() -> tuple[type[BaseException], ...]:
     from graph_harness.capture import ExportError
     from graph_harness.capture.delta import DeltaError
     from graph_harness.capture.files import OutputPathError
+    from graph_harness.capture.paths import InputPathError
+    from graph_harness.reports.commands.console import UsageError
     from graph_harness.reports.output import OutputRefused
     from graph_harness.reports.target import TargetUsageError
 
-    return (UsageError, ExportError, DeltaError, OutputRefused, OutputPathError, TargetUsageError)
+    return (
+        UsageError,
+        ExportError,
+        DeltaError,
+        OutputRefused,
+        OutputPathError,
+        InputPathError,
+        TargetUsageError,
+    )
 
 
 def _command(name: str):
@@ -100,55 +114,132 @@ def _command(name: str):
     }[name]
 
 
-def _raise_terminated(signum, frame):
+def _exit_at_once(signum, frame):
+    # While starting (imports, the parser) nothing has been made yet, and a signal raised
+    # inside a library's import can surface as some other error: end here, at once.
+    name = signal.Signals(signum).name
+    with contextlib.suppress(OSError):
+        os.write(
+            2, f"graph-harness: stopped by {name} while starting; nothing was written\n".encode()
+        )
+    os._exit(128 + signum)
+
+
+def _raise_where_we_are(signum, frame):
+    # Raised where the program is, so that cleanup runs (as Ctrl-C's KeyboardInterrupt).
+    _signalled.append(signum)
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
     raise Terminated(signum)
 
 
+def _set_handlers(handler) -> dict:
+    old = {}
+    for s in _SIGNALS:
+        try:
+            old[s] = signal.signal(s, handler)
+        except ValueError:  # not the main thread: leave signals be
+            break
+    return old
+
+
+def _plug_closed_streams() -> set[int]:
+    """Descriptors 0-2 that were closed (`>&-`), now each on /dev/null: a file opened
+    later must never become stdout by taking the lowest free descriptor."""
+    closed = set()
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+            closed.add(fd)
+    return closed
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    debug = getattr(args, "debug", False)
-    # Piped into a log or CI, rich would squeeze tables into 80 columns and cut headers
-    # and figures to "..."; COLUMNS still wins when set.
-    wide = "COLUMNS" not in os.environ
-    io = IO(
-        out=Console(file=sys.stdout, width=160 if wide and not sys.stdout.isatty() else None),
-        err=Console(stderr=True, width=160 if wide and not sys.stderr.isatty() else None),
-        json=getattr(args, "json", False),
-    )
-    handlers = {}
-    for s in (signal.SIGTERM, signal.SIGHUP):
-        with contextlib.suppress(ValueError):  # not the main thread: leave signals be
-            handlers[s] = signal.signal(s, _raise_terminated)
+    held = _set_handlers(_exit_at_once)  # first: Ctrl-C from the first instant
+    restore_streams = []
+    try:
+        closed = _plug_closed_streams()
+        for stream in (sys.stdout, sys.stderr):
+            # A lone surrogate in a name (a JSON escape can make one) prints as its escape.
+            if stream is not None and hasattr(stream, "reconfigure"):
+                restore_streams.append((stream, stream.errors))
+                stream.reconfigure(errors="backslashreplace")
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        from graph_harness.reports.commands.console import make_io
+
+        io = make_io(getattr(args, "json", False), closed)
+        _signalled.clear()
+        _set_handlers(_raise_where_we_are)
+        return _run(args, io, getattr(args, "debug", False))
+    finally:
+        for s, h in held.items():
+            signal.signal(s, h)
+        for stream, errors in restore_streams:
+            with contextlib.suppress(OSError):
+                stream.reconfigure(errors=errors)
+
+
+def _run(args, io, debug: bool) -> int:
     try:
         return _command(args.command)(args, io)
     except KeyboardInterrupt:
-        io.note("interrupted; no partial output was left")
-        return 128 + signal.SIGINT
+        return _stopped(io, signal.SIGINT)
     except Terminated as e:
-        io.note(f"stopped by {e}; no partial output was left")
-        return 128 + e.signum
+        return _stopped(io, e.signum)
     except BrokenPipeError:
         # The reader of stdout went away (`| head`): stop quietly, as a Unix tool does.
-        with open(os.devnull, "w") as devnull:
-            os.dup2(devnull.fileno(), sys.stdout.fileno())
+        _plug(1, 2)
         return 128 + signal.SIGPIPE
-    except Exception as e:
+    except SystemExit:
+        raise  # keeps its meaning; a target's sys.exit() was made a TargetError already
+    except BaseException as e:
+        if _signalled:  # a signal that surfaced as some other error on its way up
+            return _stopped(io, _signalled[0])
         if debug:
             raise
         return _report_error(io, args, e)
-    finally:
-        for s, h in handlers.items():
-            signal.signal(s, h)
 
 
-def _report_error(io: IO, args, e: Exception) -> int:
+def _stopped(io, signum: int) -> int:
+    what = "interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}"
+    with contextlib.suppress(OSError):
+        io.note(f"{what}; no partial output was left")
+    return 128 + signum
+
+
+def _plug(*fds: int) -> None:
+    """Point each descriptor at /dev/null, so what is still buffered for it goes nowhere
+    instead of raising again at exit."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.dup2(null, fd)
+    os.close(null)
+
+
+def _message(e: BaseException) -> str:
+    """The first line of an exception's message, whatever its __str__ does."""
+    try:
+        text = str(e)
+    except BaseException:  # the user's __str__ raised: say so, in one line
+        return "(its message could not be printed)"
+    first = text.splitlines()[0] if text.strip() else ""
+    return first if len(first) <= 1000 else first[:997] + "..."
+
+
+def _report_error(io, args, e: BaseException) -> int:
     from graph_harness.reports.target import origin
 
-    first = str(e).splitlines()[0] if str(e) else ""
+    first = _message(e)
     if isinstance(e, _usage_errors()):
-        io.err.print(f"[red]graph-harness {args.command}: error:[/] ", end="", soft_wrap=True)
-        io.err.print(first, soft_wrap=True, markup=False)
+        io.err.print(f"graph-harness {args.command}: error: ", end="", style="red", soft_wrap=True)
+        io.err.print(first, soft_wrap=True)
         return 2
     where = None
     if io.target_root is not None:  # only the user's own code is worth pointing at
@@ -156,6 +247,6 @@ def _report_error(io: IO, args, e: Exception) -> int:
     text = f"{type(e).__name__}: {first}" if first else type(e).__name__
     if where:
         text += f" [raised at {where}]"
-    io.err.print(f"[red]graph-harness {args.command}: error:[/] ", end="", soft_wrap=True)
-    io.err.print(f"{text}; run with --debug for the traceback", soft_wrap=True, markup=False)
+    io.err.print(f"graph-harness {args.command}: error: ", end="", style="red", soft_wrap=True)
+    io.err.print(f"{text}; run with --debug for the traceback", soft_wrap=True)
     return 1

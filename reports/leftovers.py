@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from graph_harness.capture.files import os_reason
+from graph_harness.capture.paths import os_reason
 from graph_harness.reports.manifest import read_manifest, remove_listed
 
 PARTIAL = ".gh-partial"

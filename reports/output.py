@@ -47,7 +47,8 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from graph_harness.capture.files import claiming, default_mode, os_reason
+from graph_harness.capture.files import claiming, default_mode
+from graph_harness.capture.paths import os_reason
 from graph_harness.reports.leftovers import (
     PARTIAL,
     clean_leftovers,

@@ -8,7 +8,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from graph_harness.capture.files import os_reason
+from graph_harness.capture.paths import os_reason
 from graph_harness.reports.manifest import MANIFEST, foreign_entries, read_manifest
 
 

@@ -96,8 +96,9 @@ def run(args, io: IO) -> int:
             for name, e in zip(names, exports):
                 e.write_json(tmp / f"nodes-{name}.json")
                 e.write_dot(tmp / f"graph-{name}.dot")
-    depth = None if args.module_scopes in (False, None) else args.module_scopes
-    show(io, dict(zip(names, exports)), per_stage=args.per_stage, depth=depth)
+        # Printed before the commit: if stdout fails, an earlier --out stays as it was.
+        depth = None if args.module_scopes in (False, None) else args.module_scopes
+        show(io, dict(zip(names, exports)), per_stage=args.per_stage, depth=depth)
     wrote(io, args, f"{len(exports)} exports")
     return 0
 
@@ -190,8 +191,9 @@ def run_distributed(args, io: IO) -> int:
                 for r, exports in enumerate(per_rank):
                     for v, e in zip(names, exports):
                         e.write_json(tmp / f"nodes-{v}-rank{r}.json")
+            if lead:  # before the commit, as in run
+                show_ranks(io, names, per_rank)
         if lead:
-            show_ranks(io, names, per_rank)
             wrote(io, args, "the exports of every rank")
     return 0
 

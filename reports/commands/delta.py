@@ -8,6 +8,7 @@ from pathlib import Path
 
 from graph_harness.capture.files import check_output
 from graph_harness.capture.params import VARIANTS
+from graph_harness.capture.paths import check_input
 from graph_harness.reports.commands.args import json_arg, round_args
 from graph_harness.reports.commands.console import (
     IO,
@@ -65,8 +66,8 @@ def check_flags(args) -> None:
     if args.csv and args.csv != "-":
         check_output(args.csv)  # refused now, not after counting
     for r in (args.a, args.b):
-        if is_export_path(r) and not Path(r).is_file():
-            raise UsageError(f"export file {r} does not exist")
+        if is_export_path(r):
+            check_input(r, "export file")  # a FIFO or folder refused now, never waited on
 
 
 def export_for(ref: str, args, io: IO):
@@ -96,7 +97,7 @@ def run(args, io: IO) -> int:
     if io.json:
         io.print_json(d.to_dict())
     else:
-        io.out.print(f"[bold]{d.headline()}[/]")
+        io.out.print(d.headline(), style="bold")
         for t in delta_tables(d):
             io.out.print(t)
     if args.csv:

@@ -117,7 +117,7 @@ def run(args, io: IO) -> int:
         if tmp is not None:
             result.write(tmp, depth)
             write_plot(tmp, result, depth)
-    show(io, result, depth=depth, top=args.top)
+        show(io, result, depth=depth, top=args.top)  # before the commit, as count's
     wrote(io, args, "the profile")
     return 0
 
