@@ -17,6 +17,8 @@ from typing import Any
 
 from graph_harness.capture.paths import InputPathError, read_input
 
+from graph_harness.capture.paths import InputPathError, read_input
+
 Scalar = str | int | float | bool | None
 
 
@@ -158,7 +160,9 @@ class Fields:
         for k, x in d.items():
             if isinstance(x, int) and not isinstance(x, bool):
                 self.integer(f"{path}.{k}", x)
-            elif not isinstance(x, str | float | bool | type(None)):
+            elif isinstance(x, float):  # Python's json reads NaN: no JSON printer would
+                self.number(f"{path}.{k}", x, finite=True)
+            elif not isinstance(x, str | bool | type(None)):
                 self.expected(f"{path}.{k}", "a str, number, bool or null", x)
         return d
 

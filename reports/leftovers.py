@@ -12,6 +12,7 @@ import contextlib
 import fcntl
 import os
 import re
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -38,6 +39,32 @@ def lock_folder(folder: Path) -> int | None:
         os.close(fd)
         return None
     return fd
+
+
+def make_partial(real: Path) -> tuple[Path, int]:
+    """A new hidden folder beside `real`, and its lock, held until the descriptor closes.
+    Another run's cleanup may take the bare folder for a killed run's in the instant
+    before it is locked (an empty one is removed): then make another."""
+    for _ in range(100):
+        tmp = Path(tempfile.mkdtemp(dir=real.parent, prefix=f".{stem(real.name)}.", suffix=PARTIAL))
+        try:
+            fd = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY)
+        except FileNotFoundError:
+            continue
+        fcntl.flock(fd, fcntl.LOCK_EX)  # a cleanup holds it for a moment at most
+        if _still_at(tmp, fd):
+            return tmp, fd
+        os.close(fd)
+    raise FileExistsError(f"could not make a folder beside {real}")  # pragma: no cover
+
+
+def _still_at(path: Path, fd: int) -> bool:
+    try:
+        here = os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    there = os.fstat(fd)
+    return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino) and there.st_nlink > 0
 
 
 def is_partial_of(name: str, real: Path) -> bool:

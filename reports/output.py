@@ -41,7 +41,6 @@ import os
 import signal
 import socket
 import stat
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -49,12 +48,7 @@ from pathlib import Path
 
 from graph_harness.capture.files import claiming, default_mode
 from graph_harness.capture.paths import os_reason
-from graph_harness.reports.leftovers import (
-    PARTIAL,
-    clean_leftovers,
-    lock_folder,
-    stem,
-)
+from graph_harness.reports.leftovers import clean_leftovers, make_partial, stem
 from graph_harness.reports.manifest import (
     Manifest,
     foreign_entries,
@@ -125,12 +119,7 @@ def staged_output(
     try:
         with _signals_deferred():  # no instant at which a signal leaves a bare folder
             made = _make_parents(plan.real.parent)
-            tmp = Path(
-                tempfile.mkdtemp(
-                    dir=plan.real.parent, prefix=f".{stem(plan.real.name)}.", suffix=PARTIAL
-                )
-            )
-            lock = lock_folder(tmp)  # held until this run ends: marks it as a live run's
+            tmp, lock = make_partial(plan.real)  # locked until this run ends: a live run's
             os.chmod(tmp, default_mode(folder=True))
             manifest = Manifest(command, _now(), socket.gethostname(), os.getpid(), False, ())
             write_manifest(tmp, manifest)

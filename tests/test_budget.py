@@ -761,7 +761,7 @@ def test_plugin_a_record_of_another_source_or_other_scopes_is_refused(project):
             "node_budget(step, record='b.json', per_scope=['mlp'], device='cpu')",
             "this test already used the budget 'test_call.py::test_call' of b.json: give each",
         ),
-        ("node_budget(step, total=9, wamrup=1)", "unexpected keyword argument 'wamrup'"),
+        ("node_budget(step, total=9, wamrup=1)", "node_budget has no option wamrup= (it takes"),
     ],
 )
 def test_plugin_refuses_arguments_that_do_not_combine(project, call, message):

@@ -14,6 +14,7 @@ from pathlib import Path
 from rich.console import Console
 
 from graph_harness.capture.params import ReplaySettings, RoundParams
+from graph_harness.reports.text import printable
 
 ROUND_FIELDS = tuple(f.name for f in fields(RoundParams))
 
@@ -23,6 +24,10 @@ class UsageError(Exception):
 
 
 class _Console(Console):
+    def render_str(self, text: str, **kwargs):
+        # Every str printed, a table's cells and titles included, comes through here.
+        return super().render_str(printable(text), **kwargs)
+
     def on_broken_pipe(self) -> None:
         # rich's own ends the program with SystemExit(1); a reader that went away is
         # SIGPIPE's 141, which cli.main decides.
