@@ -197,7 +197,8 @@ def main(argv: list[str] | None = None) -> int:
         return _run(args, io, getattr(args, "debug", False))
     finally:
         for s, h in held.items():
-            signal.signal(s, h)
+            # After the command, a signal no longer interrupts a start-up: the default.
+            signal.signal(s, signal.SIG_DFL if h is _exit_at_once else h)
         for stream, errors in restore_streams:
             with contextlib.suppress(OSError):
                 stream.reconfigure(errors=errors)

@@ -1,7 +1,7 @@
 """What killed runs left beside an output path: their hidden folders, found by name, each
 locked while it is looked at, and emptied of only what its manifest lists.
 
-A run holds an flock on its hidden folder for its whole life (`lock_folder`); the kernel
+A run holds an flock on its hidden folder for its whole life (`make_partial`); the kernel
 drops it when the run dies, SIGKILL included, so a hidden folder nobody locks belongs to
 no live run.
 """

@@ -140,7 +140,7 @@ def staged_output(
         if left and say:
             say(left)
     finally:
-        if old is not None:
+        if old is not None and old is not BUSY:
             os.close(old[0])
         if not committed and tmp is not None and lock is not None:
             with contextlib.suppress(OSError):
@@ -161,6 +161,9 @@ def _make_parents(parent: Path) -> list[Path]:
     return made
 
 
+BUSY = (-1, "busy")
+
+
 def _take_current(plan: Plan) -> tuple[int, str] | None:
     """Lock the folder now at the path, if it is one the commit may replace: (its
     descriptor, "empty" or "ours"), else None. Another run committing there, or the run
@@ -178,14 +181,14 @@ def _take_current(plan: Plan) -> tuple[int, str] | None:
         except BlockingIOError:
             os.close(fd)
             if time.monotonic() > deadline:
-                raise OutputConflict(
-                    f"another graph-harness run kept --out {plan.shown} locked for "
-                    f"{LOCK_WAIT_S:.0f} s; nothing was changed: run again when it is done"
-                ) from None
+                return BUSY  # the commit keeps this run's result beside, saying so
             time.sleep(0.002)
             continue
-        here, there = os.stat(plan.real, follow_symlinks=False), os.fstat(fd)
-        if (here.st_dev, here.st_ino) != (there.st_dev, there.st_ino):
+        try:
+            here, there = os.stat(plan.real, follow_symlinks=False), os.fstat(fd)
+        except FileNotFoundError:
+            here = there = None
+        if here is None or (here.st_dev, here.st_ino) != (there.st_dev, there.st_ino):
             os.close(fd)  # swapped meanwhile: take the one there now
             continue
         state = _state(plan.real, fd)
@@ -196,7 +199,8 @@ def _take_current(plan: Plan) -> tuple[int, str] | None:
 
 
 def _state(folder: Path, fd: int) -> str | None:
-    """ "empty", "ours" (an output of ours and nothing else), or None."""
+    """What the folder open at `fd` holds: nothing ("empty"), an output of ours and
+    nothing else ("ours"), or anything else (None)."""
     with os.scandir(fd) as it:
         if next(it, None) is None:
             return "empty"
@@ -217,6 +221,8 @@ def _commit(tmp: Path, plan: Plan, old: tuple[int, str] | None) -> str | None:
             _keep(tmp, plan, f"could not be made ({os_reason(e)})")
         return None
     fd, state = old
+    if old is BUSY:
+        _keep(tmp, plan, f"stayed locked by another graph-harness run for {LOCK_WAIT_S:.0f} s")
     if state == "empty":
         with contextlib.suppress(OSError):  # the output takes the empty folder's permissions
             os.chmod(tmp, stat.S_IMODE(os.fstat(fd).st_mode))

@@ -16,10 +16,15 @@ _depth = 0  # nested calls (a step called inside the factory) redirect once
 _lock = threading.Lock()
 
 
+_libc: list = []
+
+
 def _libc_flush() -> None:
     """Flush C's stdio buffers (a C library's printf waits there for a newline or exit)."""
     with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None).fflush(None)
+        if not _libc:
+            _libc.append(ctypes.CDLL(None))
+        _libc[0].fflush(None)
 
 
 def _flush(stream) -> None:

@@ -370,3 +370,24 @@ def test_sigint_at_any_instant_exits_130_and_leaves_nothing(tmp_path):
             ), (delay, err)
         assert out == ""
     assert ours >= len(delays) // 2, "most instants land in graph-harness's own code"
+
+
+@pytest.mark.gpu
+def test_printing_step_under_graph_capture_on_the_gpu(tmp_path):
+    # The step prints while CUDA graph capture runs it: stdout still carries the JSON only.
+    source = PRINTING.replace("import helper", "import os").replace(
+        "torch.ones(4)", "torch.ones(4, device='cuda')"
+    )
+    (tmp_path / "steps.py").write_text(source)
+    r = subprocess.run(
+        [*_cmd(), "count", "--target", "steps:make_step", "--json"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=_env(cpu=False),
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["exports"]["target"]["source"] == "cuda-graph"
+    assert "printf in the step" in r.stderr and "printf" not in r.stdout

@@ -77,10 +77,11 @@ def export_for(ref: str, args, io: IO):
         return NodeExport.read_json(Path(ref))
     if args.from_dir is not None:
         f = args.from_dir / f"nodes-{ref}.json"
-        if not f.is_file():
+        if not f.exists() and not f.is_symlink():
             raise UsageError(
                 f"{f} does not exist; run `graph-harness count --out {args.from_dir}` first"
             )
+        check_input(f, "export file")  # a FIFO or folder there: refused, never waited on
         return NodeExport.read_json(f)
     io.err.print(f"capturing {ref} ...", style="dim")
     return count_round(round_params(args), ref).export
