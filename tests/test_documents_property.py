@@ -160,7 +160,7 @@ DOCS = {"v1": export_doc(), "v2": export_doc_v2(), **_counted()}
 
 
 @settings(
-    max_examples=1500 if os.environ.get("GH_PROPERTY_MANY") else 60,
+    max_examples=1500 if os.environ.get("GH_PROPERTY_MANY") else 100,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
@@ -181,17 +181,45 @@ def test_mutated_exports_through_delta_and_advise(which, data, as_json):
         _check(["advise", "./b.json", *flags], folder)
 
 
+def _costs_for_the_round() -> tuple[dict, dict]:
+    """A replay document whose round is the counted one, and that export as a CUDA graph's:
+    advise then sets each prediction beside the document's measured saving."""
+    export = copy.deepcopy(DOCS["round/nodes-shipped.json"])
+    export["source"], export["env"]["device"] = "cuda-graph", "a GPU"
+    costs = replay_doc()
+    costs["params"] = dict(export["params"])
+    return export, costs
+
+
+ROUND_EXPORT, ROUND_COSTS = _costs_for_the_round()
+
+
 @settings(
-    max_examples=800 if os.environ.get("GH_PROPERTY_MANY") else 40,
+    max_examples=800 if os.environ.get("GH_PROPERTY_MANY") else 80,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-@given(data=st.data(), as_json=st.booleans())
-def test_mutated_cost_documents_through_advise(data, as_json):
-    doc = data.draw(mutated(replay_doc()))
+@given(data=st.data(), as_json=st.booleans(), round_=st.booleans())
+def test_mutated_cost_documents_through_advise(data, as_json, round_):
+    export, base = (ROUND_EXPORT, ROUND_COSTS) if round_ else (export_doc_v2(), replay_doc())
+    doc = data.draw(mutated(base))
     with tempfile.TemporaryDirectory() as d:
         folder = Path(d)
-        (folder / "nodes.json").write_text(json.dumps(export_doc_v2()))
+        (folder / "nodes.json").write_text(json.dumps(export))
         (folder / "costs.json").write_text(json.dumps(doc))
         flags = ["--json"] * as_json
         _check(["advise", "./nodes.json", "--costs", "costs.json", "--top", "3", *flags], folder)
+
+
+def test_the_unmutated_documents_work_and_reach_the_comparisons():
+    # The property is not vacuous: every base runs, and the round's costs are compared.
+    with tempfile.TemporaryDirectory() as d:
+        folder = Path(d)
+        for name, doc in DOCS.items():
+            (folder / "n.json").write_text(json.dumps(doc))
+            assert _check(["advise", "./n.json"], folder)[0] == 0, name
+            assert _check(["delta", "./n.json", "./n.json"], folder)[0] == 0, name
+        (folder / "n.json").write_text(json.dumps(ROUND_EXPORT))
+        (folder / "c.json").write_text(json.dumps(ROUND_COSTS))
+        code, out = _check(["advise", "./n.json", "--costs", "c.json", "--json"], folder)
+        assert code == 0 and json.loads(out)["comparisons"], out
