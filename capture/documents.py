@@ -17,8 +17,6 @@ from typing import Any
 
 from graph_harness.capture.paths import InputPathError, read_input
 
-from graph_harness.capture.paths import InputPathError, read_input
-
 Scalar = str | int | float | bool | None
 
 

@@ -10,6 +10,7 @@ import pytest
 from rich.table import Table
 
 from graph_harness.reports.commands.console import make_console
+from graph_harness.reports.manifest import foreign_entries, read_manifest
 from tests.test_documents import export_doc_v2, replay_doc
 from tests.test_documents_property import _run
 
@@ -63,6 +64,12 @@ def test_names_print_as_text_through_every_command(tmp_path):
     assert code == 0, err  # plots and markdown too: a surrogate or a `$` in a label
     md = (tmp_path / "r" / "report.md").read_text()
     assert "\\udc80:smile:" in md and "[/]" in md
+    for folder in ("o", "r"):  # every file listed before it was made: nothing unlisted
+        assert foreign_entries(tmp_path / folder) == [], folder
+        assert (
+            len(read_manifest(tmp_path / folder).files)
+            == len(list((tmp_path / folder).iterdir())) - 1
+        )
 
 
 def test_documents_with_odd_names_and_huge_ints(tmp_path):
