@@ -253,19 +253,25 @@ def _message(e: BaseException) -> str:
 
 
 def _report_error(io, args, e: BaseException) -> int:
+    code, text = _error_line(io, e)
+    with contextlib.suppress(OSError):  # stderr gone too: the exit code still says it
+        io.err.print(f"graph-harness {args.command}: error: ", end="", style="red", soft_wrap=True)
+        io.err.print(text, soft_wrap=True)
+    return code
+
+
+def _error_line(io, e: BaseException) -> tuple[int, str]:
+    """The exit code and the one line for an error: a usage error's message (2), or the
+    exception's type, message and where in the user's code it came from (1)."""
     from graph_harness.reports.target import origin
 
     first = _message(e)
     if isinstance(e, _usage_errors()):
-        io.err.print(f"graph-harness {args.command}: error: ", end="", style="red", soft_wrap=True)
-        io.err.print(first, soft_wrap=True)
-        return 2
+        return 2, first
     where = None
     if io.target_root is not None:  # only the user's own code is worth pointing at
         where = origin(e.__cause__ if e.__cause__ is not None else e, io.target_root)
     text = f"{type(e).__name__}: {first}" if first else type(e).__name__
     if where:
         text += f" [raised at {where}]"
-    io.err.print(f"graph-harness {args.command}: error: ", end="", style="red", soft_wrap=True)
-    io.err.print(f"{text}; run with --debug for the traceback", soft_wrap=True)
-    return 1
+    return 1, f"{text}; run with --debug for the traceback"
