@@ -8,7 +8,9 @@ under it: a node is counted when the label of any of its enclosing tree position
 the name. `*` stands for any run of characters within one part of a dotted name, `?` for
 one character, so a name can cover several scopes at once: `layers.*.attention` (every
 layer's attention), `stage*/pack` (the round's pack in every stage); their nodes are
-summed, each node counted once. `unscoped` names the nodes outside every scope. A name
+summed, each node counted once; a name that is some scope's own label names that scope
+alone, wildcards or not (so a scope literally called `*` is recorded and checked by its
+label). `unscoped` names the nodes outside every scope. A name
 that covers no node is refused, with the nearest names that do occur: a scope that issued
 no work leaves no trace in the capture, so it cannot be told from a typo.
 
@@ -133,10 +135,13 @@ class _Nodes:
 
     def line(self, name: str, budget: int | None) -> Line | None:
         """The nodes `name` covers (None: it covers none)."""
-        pat = _pattern(check_name(name))
+        check_name(name)
+        # A scope's own label names that scope, even one holding `*` or `?` (a scope
+        # literally called `*`, recorded by its label, counts its own nodes only).
+        matches = name.__eq__ if name in self.labels else _pattern(name).fullmatch
         covered: dict[tuple[str, ...], str] = {}  # position -> its shallowest matching label
         for p in self.positions:
-            hit = next((lab for lab in _labels(p) if pat.fullmatch(lab)), None)
+            hit = next((lab for lab in _labels(p) if matches(lab)), None)
             if hit is not None:
                 covered[p] = hit
         if not covered:

@@ -39,6 +39,7 @@ from graph_harness.capture.budget import UPDATE_FLAG, BudgetError, check_name, c
 from graph_harness.capture.documents import ExportError, Fields, load_json, show
 from graph_harness.capture.export import SOURCES, NodeExport
 from graph_harness.capture.files import OutputPathError, write_output
+from graph_harness.capture.paths import os_reason
 
 SCHEMA = "graph-harness/node-budgets"
 SCHEMA_VERSION = 1
@@ -161,7 +162,13 @@ def record(path: str | Path, key: str, export: NodeExport, names: Iterable[str] 
         device=export.env.get("device"),
     )
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:  # a file where a folder of the path should be, no permission, ...
+        raise BudgetError(
+            f"cannot record node budgets in {path}: its folder {path.parent} cannot be made "
+            f"({os_reason(e)}); give record= a path in a folder"
+        ) from None
     with _locked(Path(os.path.realpath(path)).parent):
         budgets = read_budgets(path) if path.exists() else {}
         budgets.setdefault(key, {})[export.source] = entry

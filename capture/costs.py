@@ -14,7 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from graph_harness.capture.documents import ExportError
+from graph_harness.capture.documents import ExportError, Fields
+
+# A per-node cost or a round's saving, in microseconds, past this is a broken document, not
+# a measurement (a thousand seconds); it would price candidates at infinities.
+MAX_US = 1e9
 
 # --- the built-in table ------------------------------------------------------------------
 # Copied from docs/data/replay-2026-11-30-builds.json (BENCHMARKS.md, "Dispatch cost per
@@ -134,10 +138,13 @@ class Costs:
     def from_replay(cls, result, label: str) -> Costs:
         """From a ReplayResult (capture/replay.py); its fits must hold torch-add, the
         price of a kernel node."""
-        slopes = {
-            r.kind: (float(r.slope), float(r.slope_lo), float(r.slope_hi))
-            for r in result.fits.itertuples()
-        }
+        f = Fields(label, CostsError)
+        slopes = {}
+        for i, r in enumerate(result.fits.itertuples()):
+            v = float(r.slope)
+            if not (math.isfinite(v) and 0 < v <= MAX_US):  # it prices every node it covers
+                f.expected(f"fits[{i}].slope", f"a number of us per node in (0, {MAX_US:g}]", v)
+            slopes[r.kind] = (v, float(r.slope_lo), float(r.slope_hi))
         if "torch-add" not in slopes:
             raise CostsError(
                 f"{label}: no torch-add fit, the price of a kernel node (fits: "
@@ -146,6 +153,11 @@ class Costs:
             )
         savings = ()
         if result.savings is not None:
+            for i, r in enumerate(result.savings.itertuples()):
+                for c in ("measured_us", "measured_lo", "measured_hi"):
+                    v = float(getattr(r, c))
+                    if math.isfinite(v) and abs(v) > MAX_US:
+                        f.expected(f"savings[{i}].{c}", f"us per round within +-{MAX_US:g}", v)
             savings = tuple(
                 MeasuredSaving(
                     s.a,

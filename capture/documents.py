@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from graph_harness.capture.paths import InputPathError, read_input
+
 Scalar = str | int | float | bool | None
 
 
@@ -27,9 +29,9 @@ def load_json(path: str | Path, what: str, error: type[ExportError] = ExportErro
     """Parse `path` as UTF-8 JSON; any failure is `error` naming the file and the cause."""
     prefix = f"cannot read {what} {path}"
     try:
-        data = Path(path).read_bytes()
-    except OSError as e:
-        raise error(f"{prefix}: {e.strerror or e}") from e
+        data = read_input(path, what)  # a regular file only, and bounded
+    except InputPathError as e:
+        raise error(str(e)) from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -156,7 +158,9 @@ class Fields:
         for k, x in d.items():
             if isinstance(x, int) and not isinstance(x, bool):
                 self.integer(f"{path}.{k}", x)
-            elif not isinstance(x, str | float | bool | type(None)):
+            elif isinstance(x, float):  # Python's json reads NaN: no JSON printer would
+                self.number(f"{path}.{k}", x, finite=True)
+            elif not isinstance(x, str | bool | type(None)):
                 self.expected(f"{path}.{k}", "a str, number, bool or null", x)
         return d
 

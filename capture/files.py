@@ -1,15 +1,29 @@
-"""Writing one file the user named, without ever losing what was there.
+"""Files the user names, written without surprises: the one place that decides how a
+path is written (what a path is, and reading one: capture/paths.py).
 
+Writing (`write_output`):
 - `-` is stdout.
-- A regular file (or a new path) is written beside, then renamed in (git's lock files,
-  rsync's temporaries): a reader sees the old file or the whole new one, never half.
-- A symbolic link is written through, never replaced: the temporary goes beside the
-  file it points to and is renamed onto that, so `--csv link` updates the target and
-  keeps the link. A link whose target is missing is refused.
-- A character device or FIFO (`/dev/stdout`, `/dev/null`, a named pipe) is opened and
-  written in place: it cannot be swapped atomically, and must not be replaced.
-- A folder, socket or block device, a read-only file, or a path whose folder does not
-  exist is refused with a message that says so (`check_output` says it before any work).
+- A path that reaches one of this process's open descriptors through /proc
+  (`/dev/stdout`, `/dev/stderr`, `/dev/fd/N`, `/proc/self/fd/N`, or a link to one) is
+  written through that descriptor, as a stream: appended where the shell opened it to
+  append (`>>`), at its offset otherwise, into a pipe if it is one. Never renamed over:
+  the file behind `/dev/stdout` is the user's, and so is what it already holds.
+- A character device or a FIFO (`/dev/null`, a named pipe someone reads) is opened and
+  written as a stream.
+- A regular file, or a new path, is written beside and renamed in (git's lock files,
+  rsync's temporaries): a reader sees the old file or the whole new one, never half. A
+  symbolic link is written through, never replaced: the temporary goes beside the file it
+  points to and is renamed onto that, so the link stays a link.
+- Refused (OutputPathError, one line saying which): a folder, a socket, a block device, a
+  FIFO nobody reads (it would block), a read-only file, a link to nothing, a folder that
+  does not exist. `check_output` says it before any work.
+
+Text goes out as UTF-8, and a lone surrogate (which a JSON `\\udc80` escape can put in a
+name) as its backslash escape instead of an encoding error.
+
+Claims: inside an output folder being built (reports/output.py registers it with
+`claiming`), every file's name is claimed before the file is made, so the folder's
+manifest lists all it may hold at every instant and a cleanup removes only what it lists.
 
 Files get the permissions any tool gives them: 0666 less the umask, or the mode of the
 file they replace.
@@ -17,11 +31,19 @@ file they replace.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
+import secrets
 import stat
 import sys
-import tempfile
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
+
+from graph_harness.capture.paths import descriptor_of, kind_of, os_reason
+
+ENCODING, ERRORS = "utf-8", "backslashreplace"
 
 
 class OutputPathError(ValueError):
@@ -39,75 +61,214 @@ def default_mode(*, folder: bool = False) -> int:
     return (0o777 if folder else 0o666) & ~process_umask()
 
 
-def check_output(path: str | Path) -> None:
-    """Refuse, before any work, a path `write_output` could not take (OutputPathError)."""
-    _resolve(path)
+# --- claims: what an output folder being built will hold -------------------------------
+
+_claims: dict[str, Callable[[str], None]] = {}
+_claims_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def claiming(folder: Path, record: Callable[[str], None]) -> Iterator[None]:
+    """While the block runs, `record(name)` is called before any file `name` is made in
+    `folder` through this module (or `claim`)."""
+    key = os.path.realpath(folder)
+    with _claims_lock:
+        _claims[key] = record
+    try:
+        yield
+    finally:
+        with _claims_lock:
+            _claims.pop(key, None)
+
+
+def claim(path: str | Path) -> Path:
+    """Say, before making `path`, that graph-harness makes it; returns `path`. Outside a
+    folder being built this does nothing."""
+    path = Path(path)
+    with _claims_lock:
+        record = _claims.get(os.path.realpath(path.parent)) if _claims else None
+    if record is not None:
+        record(path.name)
+    return path
+
+
+# --- what a path is ------------------------------------------------------------------------
 
 
 def _resolve(path: str | Path) -> tuple[Path, os.stat_result | None]:
     """The file to write (a link's target) and its stat (None: it does not exist yet)."""
-    name = str(path)
+    name = os.fspath(path)
     p = Path(path)
     target = p
-    if p.is_symlink():
-        if not p.exists():
-            raise OutputPathError(
-                f"{name} is a symbolic link to {os.readlink(p)}, which does not exist; "
-                "give the path of a file to write"
-            )
-        target = Path(os.path.realpath(p))  # write through: the link stays a link
     try:
+        if p.is_symlink():
+            if not p.exists():
+                raise OutputPathError(
+                    f"{name} is a symbolic link to {os.readlink(p)}, which does not exist; "
+                    "give the path of a file to write"
+                )
+            target = Path(os.path.realpath(p))  # write through: the link stays a link
         st = target.stat()
     except FileNotFoundError:
         st = None
     except OSError as e:
-        raise OutputPathError(f"{name}: {e.strerror.lower()}; give the path of a file") from e
+        raise OutputPathError(f"{name}: {os_reason(e)}; give the path of a file") from e
     if st is None:
-        parent = target.parent
+        parent = Path(os.path.realpath(target.parent))
         if not parent.is_dir():
-            raise OutputPathError(f"{name}: folder {parent} does not exist; make it first")
+            raise OutputPathError(f"{name}: folder {target.parent} does not exist; make it first")
         if not os.access(parent, os.W_OK | os.X_OK):
-            raise OutputPathError(f"{name}: no permission to write in {parent}")
+            raise OutputPathError(f"{name}: no permission to write in {target.parent}")
         return target, None
     if stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode):
         return target, st
     if not stat.S_ISREG(st.st_mode):
-        kind = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file"
-        raise OutputPathError(f"{name} is {kind}; give the path of a file to write")
+        raise OutputPathError(f"{name} is {kind_of(st.st_mode)}; give the path of a file to write")
     if not os.access(target, os.W_OK):
         raise OutputPathError(f"{name} is read-only; graph-harness does not replace it")
     return target, st
 
 
-def write_output(path: str | Path, text: str) -> str:
-    """Write `text` to the file the user named (see the module docstring); returns where
-    it went, as the user would say it."""
-    name = str(path)
+def check_output(path: str | Path) -> None:
+    """Refuse, before any work, a path `write_output` could not take (OutputPathError)."""
+    if os.fspath(path) == "-":
+        return
+    fd = descriptor_of(path)
+    if fd is None:
+        _resolve(path)
+    elif fd >= 0:
+        _check_descriptor(path, fd)
+
+
+def _check_descriptor(path, fd: int) -> None:
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        raise OutputPathError(
+            f"{os.fspath(path)}: descriptor {fd} is not open in graph-harness; give a file"
+        ) from None
+    if stat.S_ISDIR(mode):
+        raise OutputPathError(f"{os.fspath(path)} is a folder; give the path of a file")
+
+
+# --- writing -----------------------------------------------------------------------------------
+
+
+def _encode(text: str | bytes) -> bytes:
+    return text if isinstance(text, bytes) else text.encode(ENCODING, ERRORS)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _write_stream(fd: int, text: str | bytes) -> None:
+    """Write through an open descriptor, after what Python buffered for it."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(AttributeError, OSError, ValueError):
+            if stream is not None and stream.fileno() == fd:
+                stream.flush()
+    _write_all(fd, _encode(text))
+
+
+def _open_stream(target: Path, st: os.stat_result, name: str) -> int:
+    """A device or FIFO opened for writing; a FIFO without a reader is refused, not
+    waited on."""
+    flags = os.O_WRONLY | os.O_APPEND
+    if stat.S_ISFIFO(st.st_mode):
+        flags |= os.O_NONBLOCK
+    try:
+        fd = os.open(target, flags)
+    except OSError as e:
+        if e.errno == errno.ENXIO:
+            raise OutputPathError(
+                f"{name} is a FIFO (named pipe) that nothing reads; start its reader first"
+            ) from None
+        raise OutputPathError(f"{name}: {os_reason(e)}") from None
+    os.set_blocking(fd, True)
+    return fd
+
+
+def write_output(path: str | Path, text: str | bytes, *, mode: int | None = None) -> str:
+    """Write `text` (or bytes) to the file the user named (see the module docstring);
+    returns where it went, as the user would say it. `mode`: a new file's permissions
+    (default 0666 less the umask)."""
+    name = os.fspath(path)
     if name == "-":
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        out = sys.stdout
+        if out is None:
+            raise OSError(errno.EBADF, "stdout is closed", "-")
+        out.flush()
+        buffer = getattr(out, "buffer", None)
+        if buffer is None:  # a text-only stream (a test's StringIO)
+            out.write(text if isinstance(text, str) else text.decode(ENCODING, ERRORS))
+        else:
+            buffer.write(_encode(text))
+        out.flush()
         return "stdout"
+    fd = descriptor_of(path)
+    if fd is not None and fd >= 0:
+        _check_descriptor(path, fd)
+        _write_stream(fd, text)
+        return name
+    if fd == -1:  # another process's descriptor: its file, opened again, as a stream
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK)
+        except OSError as e:
+            raise OutputPathError(f"{name}: {os_reason(e)}") from None
+        try:
+            os.set_blocking(fd, True)
+            _write_all(fd, _encode(text))
+        finally:
+            os.close(fd)
+        return name
     target, st = _resolve(path)
     if st is not None and (stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode)):
-        with open(target, "w") as f:  # a device or pipe: write in place
-            f.write(text)
+        fd = _open_stream(target, st, name)
+        try:
+            _write_all(fd, _encode(text))
+        finally:
+            os.close(fd)
         return name
-    write_atomic(target, text, mode=None if st is None else stat.S_IMODE(st.st_mode))
+    _replace(target, _encode(text), mode=mode if st is None else stat.S_IMODE(st.st_mode))
     return name
 
 
-def write_atomic(path: Path, text: str, *, mode: int | None = None) -> Path:
-    """Write beside, then rename onto `path` (a regular file or nothing). The new file
-    gets `mode`, else 0666 less the umask (mkstemp's own 0600 would hide it)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+def write_csv(path: str | Path, frame) -> str:
+    """A DataFrame as CSV, through write_output (no index column)."""
+    return write_output(path, frame.to_csv(index=False))
+
+
+def _temp_beside(path: Path) -> tuple[int, Path]:
+    """A new private file in `path`'s folder, claimed first. Its name keeps a short stem
+    of `path`'s, so a long name still leaves room for the temporary's."""
+    for _ in range(100):
+        tmp = path.with_name(f".{path.name[:80]}.{secrets.token_hex(4)}.tmp")
+        claim(tmp)
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no free temporary name", str(path))  # pragma: no cover
+
+
+def _replace(path: Path, data: bytes, *, mode: int | None) -> None:
+    """Write beside, then rename onto `path` (a regular file or nothing)."""
+    claim(path)
+    fd, tmp = _temp_beside(path)
     try:
         os.fchmod(fd, default_mode() if mode is None else mode)
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)  # our own temporary, made just above
+        tmp.unlink(missing_ok=True)  # our own temporary, made just above
         raise
-    return path
+
+
+def write_atomic(path: Path, text: str | bytes, *, mode: int | None = None) -> Path:
+    """`write_output` for a path graph-harness chose (a file in a folder it writes)."""
+    write_output(path, text, mode=mode)
+    return Path(path)

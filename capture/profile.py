@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from graph_harness.capture.files import write_atomic
+from graph_harness.capture.files import write_atomic, write_csv
 from graph_harness.capture.profile_nodes import VariantProfile
 from graph_harness.capture.profile_pairs import (
     BREAKDOWN_COLUMNS,
@@ -119,7 +119,7 @@ class ProfileResult:
         for name, df in tables.items():
             if name in ("pairs", "breakdown") and not self.pairs:
                 continue
-            df.to_csv(folder / f"profile-{name}.csv", index=False)
+            write_csv(folder / f"profile-{name}.csv", df)
             names.append(f"profile-{name}.csv")
         return names
 

@@ -42,6 +42,8 @@ graph-harness must not slow every pytest run in the environment by importing tor
 
 from __future__ import annotations
 
+import inspect
+import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -113,6 +115,7 @@ class NodeBudget:
 
         try:
             self._check_arguments(total, per_scope, record, name, module, depth)
+            _check_step_and_options(step, module, capture_options)
             path = key = None
             if record is not None:
                 path, key = self._entry(record, name)
@@ -147,10 +150,17 @@ class NodeBudget:
                 raise BudgetError(
                     "give total= or record=, not both: with record= the budgets come from the file"
                 )
-            if isinstance(per_scope, Mapping | str):
+            if isinstance(per_scope, Mapping | str) or not (
+                per_scope is None or isinstance(per_scope, Iterable)
+            ):
                 raise BudgetError(
                     "with record=, per_scope lists the names to record, e.g. "
                     "per_scope=['attention', 'mlp'] (their budgets come from the file)"
+                )
+            if not isinstance(record, str | os.PathLike) or isinstance(record, bytes):
+                raise BudgetError(
+                    f"record= is the budget file's path (a str or Path), got "
+                    f"{type(record).__name__}"
                 )
         if depth is not None and module is None:
             raise BudgetError("depth= is the depth of module scopes: give module= too")
@@ -206,3 +216,33 @@ class NodeBudget:
             raise budget.NodeBudgetExceeded(words.budget_failure(check, export), check)
         if check.slack:
             notes.append(words.slack_note(key or self.nodeid, check))
+
+
+def _check_step_and_options(step, module, options: dict) -> None:
+    """What node_budget hands to capture_and_count, checked here so that a mistake in the
+    test reads as one, not as a TypeError from deep inside the capture."""
+    import torch
+
+    from graph_harness.capture import capture_and_count
+    from graph_harness.capture.budget import BudgetError
+
+    if not callable(step):
+        raise BudgetError(
+            f"node_budget's first argument is the step to capture (a zero-argument "
+            f"callable), got {type(step).__name__}"
+        )
+    if module is not None and not isinstance(module, torch.nn.Module):
+        raise BudgetError(
+            f"module= is the model whose modules name the scopes (a torch.nn.Module), got "
+            f"{type(module).__name__}"
+        )
+    known = [p for p in inspect.signature(capture_and_count).parameters if p != "fn"]
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        takes = "total=, per_scope=, record=, name=, module=, depth=, " + ", ".join(
+            f"{k}=" for k in known
+        )
+        raise BudgetError(f"node_budget has no option {unknown[0]}= (it takes {takes})")
+    warmup = options.get("warmup", 0)
+    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
+        raise BudgetError(f"warmup= is a number of calls, an int >= 0, got {warmup!r}")

@@ -233,7 +233,7 @@ def selected_local_records(
         )
     out, count_out = _alloc(ids, out, count_out)
     rows, k = ids.shape
-    if rows == 0:
+    if rows == 0 or ids.device.type == "meta":  # meta: shape only, as the reference's
         return out, count_out
     block, num_warps = _compaction_config(k)
     from_memory = torch.is_tensor(rank)

@@ -236,7 +236,9 @@ def pack_scores_ids(
     never narrows a launch that needs int64) are for benchmarks."""
     rank, width = _check_pack_args(indices, scores, rank, width, out)
     rows, k = indices.shape
-    if rows == 0 or k == 0:
+    # Nothing to write; and meta tensors (shape-only tracing) launch nothing, as the
+    # reference's torch ops on them compute nothing.
+    if rows == 0 or k == 0 or indices.device.type == "meta":
         return out
     if not HAS_TRITON:
         if indices.device.type != "cpu":

@@ -1,18 +1,25 @@
 """The manifest that marks an output folder as graph-harness's own, and removing only what
-it lists: graph-harness never deletes anything it did not write."""
+it lists: graph-harness never deletes anything it did not write.
+
+A folder being built lists every file before the file is made (capture/files.py claims),
+so at every instant the manifest names all that graph-harness may have put there. The
+manifest itself is written to MANIFEST_NEW and renamed in (only the run that holds the
+folder's lock writes it), so that name is the manifest's own too.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from graph_harness.capture.files import write_atomic
-
 MANIFEST = ".graph-harness-manifest.json"
+MANIFEST_NEW = MANIFEST + ".new"
 MANIFEST_SCHEMA = "graph-harness/output"
+_MANIFEST_MAX = 1 << 22  # bytes: a manifest lists file names, never this many
 
 
 @dataclass(frozen=True)
@@ -38,13 +45,25 @@ class Manifest:
         }
 
 
-def read_manifest(folder: Path) -> Manifest | None:
-    """The folder's manifest, or None when it has none graph-harness wrote."""
-    p = folder / MANIFEST
+def read_manifest(folder: Path, *, dir_fd: int | None = None) -> Manifest | None:
+    """The folder's manifest, or None when it has none graph-harness wrote. With `dir_fd`
+    (the folder opened), read through it: whatever is renamed meanwhile."""
     try:
-        if p.is_symlink() or not p.is_file():
+        fd = os.open(
+            MANIFEST if dir_fd is not None else folder / MANIFEST,
+            os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK,
+            dir_fd=dir_fd,
+        )
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            with os.fdopen(os.dup(fd), "rb") as f:
+                raw = f.read(_MANIFEST_MAX + 1)
+        finally:
+            os.close(fd)
+        if len(raw) > _MANIFEST_MAX:
             return None
-        doc = json.loads(p.read_text())
+        doc = json.loads(raw.decode("utf-8"))
         if doc.get("schema") != MANIFEST_SCHEMA or doc.get("tool") != "graph-harness":
             return None
         files = doc["files"]
@@ -60,69 +79,84 @@ def read_manifest(folder: Path) -> Manifest | None:
             bool(doc["complete"]),
             tuple(files),
         )
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
         return None
 
 
 def _plain_name(name: object) -> bool:
     return (
         isinstance(name, str)
-        and name not in ("", ".", "..", MANIFEST)
+        and name not in ("", ".", "..", MANIFEST, MANIFEST_NEW)
         and os.path.basename(name) == name
         and "/" not in name
+        and "\0" not in name
         and (os.altsep is None or os.altsep not in name)
     )
 
 
 def write_manifest(folder: Path, m: Manifest) -> None:
-    write_atomic(folder / MANIFEST, json.dumps(m.to_dict(), indent=1) + "\n")
+    """Write beside (MANIFEST_NEW) and rename in: the manifest is whole at every instant."""
+    data = (json.dumps(m.to_dict(), indent=1) + "\n").encode("utf-8", "backslashreplace")
+    new = folder / MANIFEST_NEW
+    fd = os.open(new, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o666)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.replace(new, folder / MANIFEST)
 
 
-def foreign_entries(folder: Path) -> list[str] | None:
+def _ours(m: Manifest) -> set[str]:
+    return {*m.files, MANIFEST, MANIFEST_NEW}
+
+
+def foreign_entries(folder: Path, *, dir_fd: int | None = None) -> list[str] | None:
     """What in `folder` graph-harness did not write: None when it has no manifest of ours,
     else the entries its manifest does not list (or that are not plain files)."""
-    m = read_manifest(folder)
+    m = read_manifest(folder, dir_fd=dir_fd)
     if m is None:
         return None
-    listed = set(m.files)
+    ours = _ours(m)
     out = []
-    for e in os.scandir(folder):
-        if e.name == MANIFEST:
-            continue
-        if e.name not in listed or not e.is_file(follow_symlinks=False):
-            out.append(e.name)
+    with os.scandir(folder if dir_fd is None else dir_fd) as entries:
+        for e in entries:
+            if e.name not in ours or not e.is_file(follow_symlinks=False):
+                out.append(e.name)
     return sorted(out)
 
 
-def remove_own(folder: Path) -> bool:
-    """Remove a folder graph-harness wrote: the plain files its manifest lists, the
-    manifest, then the (then empty) folder. Anything else stops it: the folder is left
-    with what it holds, and False is returned."""
-    m = read_manifest(folder)
+def remove_listed(folder: Path, dir_fd: int) -> list[str]:
+    """Remove a folder graph-harness wrote, through `dir_fd` (the folder opened and
+    locked): the plain files its manifest lists, then, if nothing else is in it, the
+    manifest and the folder. Returns what was left (empty: the folder is gone); the
+    manifest stays while anything else does, so the folder stays recognisably ours.
+    OSError (no permission, say) is the caller's to report."""
+    m = read_manifest(folder, dir_fd=dir_fd)
     if m is None:
-        return False
+        with os.scandir(dir_fd) as entries:
+            left = sorted(e.name for e in entries)
+        if not left:
+            _rmdir(folder, dir_fd)
+        return left
     listed = set(m.files)
-    for e in os.scandir(folder):  # what is there, and listed: never a path built from text
+    left = []
+    with os.scandir(dir_fd) as entries:
+        found = list(entries)
+    for e in found:  # what is there, and listed: never a path built from text
         if e.name in listed and e.is_file(follow_symlinks=False):
-            with contextlib.suppress(FileNotFoundError):  # a concurrent cleaner got it
-                os.unlink(e.path)
-    with contextlib.suppress(FileNotFoundError):
-        (folder / MANIFEST).unlink()
-    try:
-        folder.rmdir()
-    except OSError:
-        return False
-    return True
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(e.name, dir_fd=dir_fd)
+        elif e.name not in (MANIFEST, MANIFEST_NEW):
+            left.append(e.name)
+    if left:
+        return sorted(left)
+    for name in (MANIFEST_NEW, MANIFEST):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(name, dir_fd=dir_fd)
+    _rmdir(folder, dir_fd)
+    return []
 
 
-def remove_partial(folder: Path) -> bool:
-    """Remove this run's own partial folder: made by this process under a hidden name;
-    it holds only the plain files the run wrote (anything else stops it)."""
-    for e in os.scandir(folder):
-        if e.is_file(follow_symlinks=False):
-            os.unlink(e.path)
-    try:
-        folder.rmdir()
-    except OSError:
-        return False
-    return True
+def _rmdir(folder: Path, dir_fd: int) -> None:
+    """Remove the (empty) folder `dir_fd` is open on, if it is still the one at `folder`."""
+    here, there = os.stat(folder, follow_symlinks=False), os.fstat(dir_fd)
+    if (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino):
+        os.rmdir(folder)

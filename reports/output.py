@@ -2,222 +2,70 @@
 
 A run builds its folder under a hidden sibling `.NAME.<random>.gh-partial` that carries a
 manifest (`.graph-harness-manifest.json`: what wrote it, when, which files) from its first
-instant, so anything graph-harness leaves behind is recognisably its own.
+instant, and every file's name is listed there before the file is made, so anything
+graph-harness leaves behind is recognisably its own, file by file.
 
 What `--out PATH` accepts, checked before any work is done:
 - a new path; or an existing empty folder, which is simply used;
 - a folder an earlier graph-harness run wrote (its manifest lists every file in it):
-  refused without `--force`, replaced with it;
+  refused without `--force`, replaced with it (when this user can remove it);
 - a symbolic link to a folder is written through (the link stays), by the rules above.
+  `..` after a link is the link target's parent, as the OS has it.
 Always refused: a plain file, a broken link, a device or FIFO; a folder holding anything
 graph-harness did not write (even with `--force`); the current folder, any folder above
-it, the home folder and `/`.
+it, the home folder and `/`; a folder this user may not write in.
 
 Commit, with SIGINT/SIGTERM/SIGHUP held off until it is done:
-- new path: rename with RENAME_NOREPLACE, so a folder that appeared meanwhile (another
-  run, say) is never replaced: this run fails and keeps its result beside, visibly named;
-- replace: RENAME_EXCHANGE swaps the new folder in and the old one out in one step (the
-  path never lacks a complete output); the old one, now under the hidden name, is checked
-  again and only the files its manifest lists are removed, the folder last.
+- new path: rename with RENAME_NOREPLACE, so a folder that appeared meanwhile is never
+  replaced: this run fails and keeps its result beside, visibly named (with `--force`, an
+  output of ours that another run put there meanwhile is replaced as below);
+- replace (an earlier output, or an empty folder): lock what is there, then
+  RENAME_EXCHANGE swaps the new folder in and the old one out in one step (the path never
+  lacks a complete output); the old one, now under the hidden name and still locked, is
+  checked again and only the files its manifest lists are removed, the folder last.
+Runs replacing one path take their turns: each holds a lock on its own folder from birth
+until its commit is done, and a replace first takes the lock of what is at the path.
 
 A killed run (SIGKILL) leaves its hidden folder; the next run at the same path reports it
-and removes it when its manifest says graph-harness made it and no live run holds it (a
-run holds an flock on its folder for its whole life; the kernel drops it at death).
+and removes the files its manifest lists (then the folder, if that empties it), when no
+live run holds it (the kernel drops a run's flock at its death). Anything else is
+reported and left.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import errno
 import fcntl
 import os
-import re
 import signal
 import socket
 import stat
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
-from graph_harness.capture.files import default_mode
+from graph_harness.capture.files import claiming, default_mode
+from graph_harness.capture.paths import os_reason
+from graph_harness.reports.leftovers import clean_leftovers, make_partial, stem
 from graph_harness.reports.manifest import (
-    MANIFEST,
     Manifest,
     foreign_entries,
-    read_manifest,
-    remove_own,
-    remove_partial,
+    remove_listed,
     write_manifest,
 )
+from graph_harness.reports.output_plan import OutputRefused, Plan, plan_output
 from graph_harness.reports.renames import exchange, rename_noreplace
 
-PARTIAL = ".gh-partial"
+__all__ = ["OutputConflict", "OutputRefused", "plan_output", "staged_output"]
+
 _HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-class OutputRefused(ValueError):
-    """`--out` names a path graph-harness must not write to (a usage error)."""
+LOCK_WAIT_S = 30.0  # how long a replace waits for another run's commit at the same path
 
 
 class OutputConflict(RuntimeError):
     """The output path changed under the run; its result was kept elsewhere."""
-
-
-# --- checks before the work -------------------------------------------------------------------
-
-
-def _protected(real: Path) -> str | None:
-    cwd = Path(os.path.realpath(os.getcwd()))
-    if real == Path(real.anchor):
-        return "the root folder"
-    if real == Path(os.path.realpath(Path.home())):
-        return "your home folder"
-    if real == cwd:
-        return "the current folder"
-    if real in cwd.parents:
-        return "a folder above the current one"
-    return None
-
-
-@dataclass(frozen=True)
-class Plan:
-    shown: str  # the path as the user wrote it, for messages
-    real: Path  # where the folder goes (a link's target, written through)
-    existing: str  # "none" | "empty" | "ours"
-
-
-def plan_output(out: Path, force: bool) -> Plan:
-    """Decide, before any work, whether `out` may take the output; OutputRefused if not."""
-    shown = str(out)
-    if out.is_symlink():
-        if not out.exists():
-            raise OutputRefused(
-                f"--out {shown} is a symbolic link to {os.readlink(out)}, which does not "
-                "exist; give a folder path"
-            )
-        real = Path(os.path.realpath(out))
-    else:
-        real = Path(os.path.abspath(out))
-    why = _protected(Path(os.path.realpath(real)))
-    if why:
-        raise OutputRefused(
-            f"--out {shown} is {why}; graph-harness writes its output into a folder of its "
-            "own and never replaces that one: give a new path, e.g. --out gh-out"
-        )
-    try:
-        st = os.stat(real)
-    except FileNotFoundError:
-        _check_parent(real.parent, shown)
-        return Plan(shown, real, "none")
-    except OSError as e:  # a file where a folder of the path should be, no permission, ...
-        raise OutputRefused(f"--out {shown}: {e.strerror.lower()}; give another path") from e
-    if not stat.S_ISDIR(st.st_mode):
-        kind = "a file" if stat.S_ISREG(st.st_mode) else "not a folder"
-        raise OutputRefused(
-            f"--out {shown} is {kind}; graph-harness writes a folder there and never "
-            "replaces a file: give a new path"
-        )
-    try:
-        entries = os.listdir(real)
-    except OSError as e:
-        raise OutputRefused(f"--out {shown}: {e.strerror.lower()}; give another path") from e
-    if not entries:
-        _check_parent(real.parent, shown)
-        return Plan(shown, real, "empty")
-    foreign = foreign_entries(real)
-    if foreign is None:
-        raise OutputRefused(
-            f"--out {shown} is a folder graph-harness did not write (it has no {MANIFEST}); "
-            "graph-harness never replaces such a folder, --force or not: give a new path or "
-            "an empty folder"
-        )
-    if foreign:
-        raise OutputRefused(
-            f"--out {shown} was written by graph-harness but now also holds "
-            f"{', '.join(foreign[:3])}{' ...' if len(foreign) > 3 else ''}, which it did not "
-            "write; move those out or give a new path"
-        )
-    if not force:
-        m = read_manifest(real)
-        raise OutputRefused(
-            f"--out {shown} holds an earlier output ({m.command!r}, {m.created}); pass "
-            "--force to replace it, or give a new path"
-        )
-    return Plan(shown, real, "ours")
-
-
-def _check_parent(parent: Path, shown: str) -> None:
-    """The folder that will hold the output must be one we can build in (or make)."""
-    p = parent
-    while not p.exists():
-        p = p.parent
-    if not p.is_dir():
-        raise OutputRefused(f"--out {shown}: {p} is not a folder; give another path")
-    if not os.access(p, os.W_OK | os.X_OK):
-        raise OutputRefused(
-            f"--out {shown}: no permission to write in {p}; give a path in a folder you own"
-        )
-
-
-def _lock(folder: Path) -> int | None:
-    """Hold an exclusive lock on `folder` for as long as the returned descriptor is open;
-    None when another process holds it. The kernel drops the lock when its holder dies,
-    SIGKILL included: a partial folder nobody locks belongs to no live run."""
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return None
-    return fd
-
-
-def _is_partial_of(name: str, real: Path) -> bool:
-    # mkdtemp's random part has no dot, so `.o.x.abc.gh-partial` (of --out o.x) is not o's.
-    return (
-        re.fullmatch(rf"\.{re.escape(real.name)}\.[A-Za-z0-9_]+{re.escape(PARTIAL)}", name)
-        is not None
-    )
-
-
-def clean_leftovers(real: Path, say: Callable[[str], None] | None, shown: str) -> None:
-    """Remove the hidden partial folders beside `real` that no live run holds (their lock
-    is gone) and that carry our manifest, holding each one's lock while removing it:
-    - complete (an old output swapped aside, or a finished build): only the files its
-      manifest lists, so anything else in it stops the removal;
-    - incomplete (a run killed while building): the plain files in it, which only that
-      run wrote (a hidden folder of ours nobody else writes into).
-    A folder without our manifest is only reported."""
-    try:
-        entries = [e for e in os.scandir(real.parent) if _is_partial_of(e.name, real)]
-    except FileNotFoundError:
-        return
-    for e in entries:
-        path = Path(e.path)
-        if not e.is_dir(follow_symlinks=False):
-            continue
-        try:
-            fd = _lock(path)
-        except FileNotFoundError:
-            continue  # another run cleaned it first
-        if fd is None:
-            continue  # a run going on now
-        try:
-            m = read_manifest(path)
-            done = m is not None and (remove_own(path) if m.complete else remove_partial(path))
-        finally:
-            os.close(fd)
-        if say:
-            started = f" (started {m.created} by pid {m.pid})" if m else ""
-            what = "removed it" if done else "left it as it is: not recognisably ours"
-            say(
-                f"found the leftover of an interrupted run beside {shown}: "
-                f"{path.name}{started}; {what}"
-            )
 
 
 # --- the staged folder --------------------------------------------------------------------------
@@ -255,36 +103,48 @@ def staged_output(
     command: str = "",
     say: Callable[[str], None] | None = None,
 ) -> Iterator[Path | None]:
-    """Yield a hidden folder to fill; on success it becomes `out` (see the module
+    """Yield a hidden folder to fill (write its files through capture/files.py, which
+    lists each in the manifest first); on success it becomes `out` (see the module
     docstring). `out=None` yields None and writes nothing. `say` gets notes for the user
-    (leftovers found and removed)."""
+    (leftovers found, an old output that could not all be removed)."""
     if out is None:
         yield None
         return
     plan = plan_output(Path(out), force)
     clean_leftovers(plan.real, say, plan.shown)
-    made = _make_parents(plan.real.parent)
-    tmp = Path(tempfile.mkdtemp(dir=plan.real.parent, prefix=f".{plan.real.name}.", suffix=PARTIAL))
-    lock = _lock(tmp)  # held until this run ends: marks the folder as a live run's
+    made: list[Path] = []
+    tmp = lock = old = None
     committed = False
+    claimed: set[str] = set()
     try:
-        os.chmod(tmp, default_mode(folder=True))
-        manifest = Manifest(command, _now(), socket.gethostname(), os.getpid(), False, ())
-        write_manifest(tmp, manifest)
-        yield tmp
+        with _signals_deferred():  # no instant at which a signal leaves a bare folder
+            made = _make_parents(plan.real.parent)
+            tmp, lock = make_partial(plan.real)  # locked until this run ends: a live run's
+            os.chmod(tmp, default_mode(folder=True))
+            manifest = Manifest(command, _now(), socket.gethostname(), os.getpid(), False, ())
+            write_manifest(tmp, manifest)
+
+        def record(name: str) -> None:
+            if name not in claimed:
+                claimed.add(name)
+                write_manifest(tmp, dataclasses.replace(manifest, files=tuple(sorted(claimed))))
+
+        with claiming(tmp, record):
+            yield tmp
+        old = _take_current(plan)  # waits (interruptibly) for a commit going on at the path
         with _signals_deferred():
-            files = tuple(sorted(e.name for e in os.scandir(tmp) if e.name != MANIFEST))
+            files = tuple(sorted(n for n in claimed if (tmp / n).is_file()))
             write_manifest(tmp, dataclasses.replace(manifest, complete=True, files=files))
             committed = True  # from here on tmp is either `out`, kept beside it, or the old one
-            old_left = _commit(tmp, plan)
-        if old_left and say:
-            say(
-                f"the replaced output was kept at {old_left}: it held files graph-harness "
-                "did not write"
-            )
+            left = _commit(tmp, plan, old)
+        if left and say:
+            say(left)
     finally:
-        if not committed and tmp.exists():
-            remove_partial(tmp)
+        if old is not None and old is not BUSY:
+            os.close(old[0])
+        if not committed and tmp is not None and lock is not None:
+            with contextlib.suppress(OSError):
+                remove_listed(tmp, lock)
         if lock is not None:
             os.close(lock)
         for p in reversed(made):
@@ -301,44 +161,96 @@ def _make_parents(parent: Path) -> list[Path]:
     return made
 
 
-def _commit(tmp: Path, plan: Plan) -> Path | None:
-    """Put `tmp` at `plan.real`; returns where a replaced output was left, if anywhere."""
-    real = plan.real
-    if plan.existing == "empty":
-        with contextlib.suppress(OSError):  # the output takes the empty folder's permissions
-            os.chmod(tmp, stat.S_IMODE(os.stat(real).st_mode))
+BUSY = (-1, "busy")
+
+
+def _take_current(plan: Plan) -> tuple[int, str] | None:
+    """Lock the folder now at the path, if it is one the commit may replace: (its
+    descriptor, "empty" or "ours"), else None. Another run committing there, or the run
+    that made it, holds its lock a moment: wait for it, up to LOCK_WAIT_S."""
+    if plan.existing == "none" and not plan.force:
+        return None
+    deadline = time.monotonic() + LOCK_WAIT_S
+    while True:
         try:
-            real.rmdir()  # fails if anything landed in it meanwhile
+            fd = os.open(plan.real, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:
+            return None  # gone, or not a folder now: the commit sees to it
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            if time.monotonic() > deadline:
+                return BUSY  # the commit keeps this run's result beside, saying so
+            time.sleep(0.002)
+            continue
+        try:
+            here, there = os.stat(plan.real, follow_symlinks=False), os.fstat(fd)
         except FileNotFoundError:
-            pass
-        except OSError as e:
-            why = (
-                "filled up while this run was going"
-                if e.errno == errno.ENOTEMPTY
-                else (f"could not be replaced ({e.strerror.lower()})")
-            )
-            _keep(tmp, plan, why)
-    if plan.existing in ("none", "empty"):
+            here = there = None
+        if here is None or (here.st_dev, here.st_ino) != (there.st_dev, there.st_ino):
+            os.close(fd)  # swapped meanwhile: take the one there now
+            continue
+        state = _state(plan.real, fd)
+        if state is None or (state == "ours" and not plan.force):
+            os.close(fd)
+            return None  # not ours to replace: the commit keeps the result beside
+        return fd, state
+
+
+def _state(folder: Path, fd: int) -> str | None:
+    """What the folder open at `fd` holds: nothing ("empty"), an output of ours and
+    nothing else ("ours"), or anything else (None)."""
+    with os.scandir(fd) as it:
+        if next(it, None) is None:
+            return "empty"
+    return "ours" if foreign_entries(folder, dir_fd=fd) == [] else None
+
+
+def _commit(tmp: Path, plan: Plan, old: tuple[int, str] | None) -> str | None:
+    """Put `tmp` at `plan.real`; returns a note when the replaced output could not all be
+    removed. Nothing here raises after the new output is in place."""
+    real = plan.real
+    if old is None:
         try:
             rename_noreplace(tmp, real)
         except FileExistsError:
-            _keep(tmp, plan, "appeared while this run was going (another run?)")
+            why = "appeared" if plan.existing == "none" else "changed"
+            _keep(tmp, plan, f"{why} while this run was going (another run?)")
+        except OSError as e:
+            _keep(tmp, plan, f"could not be made ({os_reason(e)})")
         return None
-    # Replace: check again now, swap, check the old one again where nobody else looks.
-    if foreign_entries(real) != []:
-        _keep(tmp, plan, "changed while this run was going")
-    exchange(tmp, real)
-    if foreign_entries(tmp) != []:  # what we swapped out was not what we checked
+    fd, state = old
+    if old is BUSY:
+        _keep(tmp, plan, f"stayed locked by another graph-harness run for {LOCK_WAIT_S:.0f} s")
+    if state == "empty":
+        with contextlib.suppress(OSError):  # the output takes the empty folder's permissions
+            os.chmod(tmp, stat.S_IMODE(os.fstat(fd).st_mode))
+    try:
+        exchange(tmp, real)
+    except OSError as e:
+        _keep(tmp, plan, f"could not be replaced ({os_reason(e)})")
+    # What we swapped out, still locked, is checked again where nobody else looks.
+    if _state(tmp, fd) != state:
         exchange(tmp, real)
         _keep(tmp, plan, "changed while this run was going")
-    return None if remove_own(tmp) else tmp  # stops at anything it did not write
+    try:
+        left = remove_listed(tmp, fd)
+    except OSError as e:
+        return f"the replaced output is kept at {tmp}: it could not be removed ({os_reason(e)})"
+    if left:
+        return (
+            f"the replaced output was kept at {tmp}: it held {', '.join(left[:3])}, which "
+            "graph-harness did not write"
+        )
+    return None
 
 
 def _keep(tmp: Path, plan: Plan, why: str) -> None:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     for i in range(100):
         kept = plan.real.with_name(
-            f"{plan.real.name}.graph-harness-{stamp}{'' if not i else f'-{i}'}"
+            f"{stem(plan.real.name)}.graph-harness-{stamp}{'' if not i else f'-{i}'}"
         )
         try:
             rename_noreplace(tmp, kept)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pandas as pd
 
 from graph_harness.capture import STEPS, NodeExport
+from graph_harness.capture.files import write_output
 from graph_harness.capture.rollup import tree_order
+from graph_harness.reports.text import plot_label
 
 
 def _plt():
@@ -20,12 +23,20 @@ def _plt():
 
 
 def _save(fig, path: Path) -> Path:
-    # Written under a temporary name and renamed: an interrupted run leaves no half file.
-    tmp = path.with_name(f".{path.name}.tmp")
-    fig.savefig(tmp, dpi=120, bbox_inches="tight", format="png")
-    tmp.replace(path)
+    # Rendered in memory, then written beside and renamed in (capture/files.py): an
+    # interrupted run leaves no half file, and the output folder lists it first.
+    png = io.BytesIO()
+    fig.savefig(png, dpi=120, bbox_inches="tight", format="png")
     _plt().close(fig)
+    write_output(path, png.getvalue())
     return path
+
+
+def _labelled(wide: pd.DataFrame) -> pd.DataFrame:
+    """A frame whose index and columns (scopes, export names) label a plot."""
+    return wide.set_axis(map(plot_label, wide.index), axis=0).set_axis(
+        map(plot_label, wide.columns), axis=1
+    )
 
 
 def chain_fits(chain_trials: pd.DataFrame, fits: pd.DataFrame, path: Path) -> Path:
@@ -44,7 +55,7 @@ def chain_fits(chain_trials: pd.DataFrame, fits: pd.DataFrame, path: Path) -> Pa
             "-",
             color=color,
             lw=1,
-            label=f"{f.kind}: {f.slope:.3f} us/node (R² {f.r2:.5f})",
+            label=plot_label(f"{f.kind}: {f.slope:.3f} us/node (R² {f.r2:.5f})"),
         )
     ax.set_xlabel("nodes in the graph")
     ax.set_ylabel("replay time (us), median over trials")
@@ -58,7 +69,7 @@ def nodes_per_stage(exports: list[NodeExport], path: Path) -> Path:
     """Mean nodes per stage, stacked by step, one bar per variant."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    labels = [e.variant or e.workload for e in exports]
+    labels = [plot_label(e.variant or e.workload) for e in exports]
     bottoms = [0.0] * len(exports)
     for j, step in enumerate(STEPS):
         heights = []
@@ -93,7 +104,7 @@ def waterfall(
     fig, ax = plt.subplots(figsize=(8, 4.5))
     ax.bar(0, start[1], color="C7")
     level = start[1]
-    names = [start[0]]
+    names = [plot_label(start[0])]
     for i, (name, change) in enumerate(steps, start=1):
         ax.bar(i, change, bottom=level, color="C2" if change < 0 else "C3")
         ax.text(
@@ -105,9 +116,9 @@ def waterfall(
             fontsize=8,
         )
         level += change
-        names.append(name)
+        names.append(plot_label(name))
     ax.bar(len(steps) + 1, end[1], color="C0")
-    names.append(end[0])
+    names.append(plot_label(end[0]))
     ax.text(0, start[1], f"{start[1]:.5g}", ha="center", va="bottom", fontsize=8)
     ax.text(len(steps) + 1, end[1], f"{end[1]:.5g}", ha="center", va="bottom", fontsize=8)
     ax.set_xticks(range(len(names)), names, rotation=15)
@@ -122,6 +133,7 @@ def nodes_per_module(per_module: pd.DataFrame, depth: int, path: Path) -> Path:
     wide = per_module.pivot_table(index="scope", columns="name", values="nodes", fill_value=0)
     wide = wide[list(dict.fromkeys(per_module.name))]  # exports in the order given
     wide = wide.loc[sorted(wide.index, key=tree_order)]  # layers.2 before layers.10
+    wide = _labelled(wide)
     fig, ax = plt.subplots(figsize=(8, max(3.0, 0.3 * len(wide) + 1)))
     wide.iloc[::-1].plot.barh(ax=ax, width=0.8)
     ax.set_xlabel("nodes")
@@ -141,6 +153,7 @@ def dispatch_share(scopes: pd.DataFrame, path: Path) -> Path:
     wide = df.pivot_table(index="scope", columns="variant", values="dispatch_share")
     wide = wide[list(dict.fromkeys(df.variant))]  # graphs in the order profiled
     wide = wide.reindex(list(dict.fromkeys(df.scope)))  # scopes in table order
+    wide = _labelled(wide)
     fig, ax = plt.subplots(figsize=(8, max(3.0, 0.3 * len(wide) * max(1, wide.shape[1]) ** 0.5)))
     (100 * wide.iloc[::-1]).plot.barh(ax=ax, width=0.8)
     ax.set_xlabel("dispatch share: gaps before nodes / (their durations + gaps), %")

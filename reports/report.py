@@ -13,6 +13,7 @@ import pandas as pd
 
 from graph_harness.capture import STEPS, NodeExport
 from graph_harness.capture.delta import node_delta
+from graph_harness.capture.files import write_csv, write_output
 from graph_harness.capture.pricing import waterfall_us
 from graph_harness.capture.replay import ReplayResult
 from graph_harness.reports import plots
@@ -49,7 +50,7 @@ def write_report(
         lines += savings_section(folder, exports, replay)
     if profile is not None:
         lines += dispatch_section(folder, profile)
-    (folder / "report.md").write_text("\n".join(lines) + "\n")
+    write_output(folder / "report.md", "\n".join(lines) + "\n")
     return folder / "report.md"
 
 
@@ -84,10 +85,10 @@ def nodes_section(folder: Path, exports: dict[str, NodeExport]) -> list[str]:
     ).fillna(0)
     steps = [c for c in STEPS if c in totals.columns]
     totals = totals[["variant", "nodes", *steps]].astype({c: int for c in steps})
-    totals.to_csv(folder / "totals.csv", index=False)
+    write_csv(folder / "totals.csv", totals)
     for v, e in exports.items():
         e.write_json(folder / f"nodes-{v}.json")
-        e.frame().to_csv(folder / f"nodes-{v}.csv", index=False)
+        write_csv(folder / f"nodes-{v}.csv", e.frame())
     per_stage = pd.concat(
         e.frame()
         .groupby(["stage", "step"], dropna=False)
@@ -97,7 +98,7 @@ def nodes_section(folder: Path, exports: dict[str, NodeExport]) -> list[str]:
         .assign(variant=v)
         for v, e in exports.items()
     )
-    per_stage.to_csv(folder / "nodes_per_stage_step.csv", index=False)
+    write_csv(folder / "nodes_per_stage_step.csv", per_stage)
     plots.nodes_per_stage(list(exports.values()), folder / "nodes_per_stage.png")
     return [
         "## Nodes per round",
@@ -121,7 +122,7 @@ def delta_section(folder: Path, exports: dict[str, NodeExport]) -> list[str]:
         rows.append(d.by_kernel.assign(a_variant=base, b_variant=v))
     if rows:
         kernels = pd.concat(rows)
-        kernels.to_csv(folder / "delta_by_kernel.csv", index=False)  # full kernel names
+        write_csv(folder / "delta_by_kernel.csv", kernels)  # full kernel names
         names = short_names(kernels.kernel)
         shown = kernels[["a_variant", "b_variant", "type", "kernel", "a", "b", "delta"]]
         shown = shown.assign(kernel=shown.kernel.map(lambda k: names.get(k, k)))
@@ -142,8 +143,8 @@ def delta_section(folder: Path, exports: dict[str, NodeExport]) -> list[str]:
 
 def cost_section(folder: Path, replay: ReplayResult) -> list[str]:
     replay.write_json(folder / "replay.json")
-    replay.fits.to_csv(folder / "fits.csv", index=False)
-    replay.chain_trials.to_csv(folder / "chain_trials.csv", index=False)
+    write_csv(folder / "fits.csv", replay.fits)
+    write_csv(folder / "chain_trials.csv", replay.chain_trials)
     plots.chain_fits(replay.chain_trials, replay.fits, folder / "chain_fits.png")
     f = replay.fits
     return [
@@ -165,8 +166,8 @@ def savings_section(
     if replay.savings is None or not len(replay.savings):
         return []
     s = replay.savings
-    replay.round_trials.to_csv(folder / "round_trials.csv", index=False)
-    s.to_csv(folder / "savings.csv", index=False)
+    write_csv(folder / "round_trials.csv", replay.round_trials)
+    write_csv(folder / "savings.csv", s)
     med = replay.round_trials.groupby("variant").us.median()
     builds = replay.options.get("builds")
     lines = [
@@ -203,9 +204,9 @@ def dispatch_section(folder: Path, profile, *, depth: int | None = None) -> list
     round_ = all(p.export.workload == "decode-round" for p in profile.profiles.values())
     part, where = ("step", "the round") if round_ else ("scope", "the step")
     scopes = profile.scope_table(depth)
-    scopes.to_csv(folder / f"dispatch_by_{part}.csv", index=False)
+    write_csv(folder / f"dispatch_by_{part}.csv", scopes)
     summary = profile.summary()
-    summary.to_csv(folder / "dispatch.csv", index=False)
+    write_csv(folder / "dispatch.csv", summary)
     plots.dispatch_share(scopes, folder / "dispatch_share.png")
     wide = scopes.pivot_table(index="scope", columns="variant", values="dispatch_share")
     wide = (100 * wide.reindex(list(dict.fromkeys(scopes.scope)))).round(2).reset_index()

@@ -8,6 +8,8 @@ Two forms:
   `getpass.py` beside you cannot stand in for the standard library's modules.
 - `path/to/file.py:FUNCTION`: loaded from that file (its folder is searched last too, for
   its own sibling imports).
+The user's folders answer imports made by the user's code only (reports/user_imports.py):
+a `gmpy2.py` beside you is not what sympy gets when torch asks for its optional gmpy2.
 
 A step with state carries how to return it to its start, `step.reset` (a zero-argument
 function: capture/state.py, README: Steps with state). It is wrapped as the step is, and
@@ -20,8 +22,11 @@ nodes are then attributed to that model's submodules by qualified name. The fact
 the choice of which module is "the model" (the eager one when the step runs a compiled
 wrapper of it, as examples/llama_decode.py does).
 
-The returned callable is wrapped so that `sys.exit()` inside it becomes an error that says
-so, instead of ending graph-harness with nothing written.
+Every call into the user's code (the import, the factory, the step, and anything else the
+CLI calls of theirs) goes through `_guard_exit`: `sys.exit()` inside it becomes an error
+that says so, instead of ending graph-harness with nothing written, and what it prints to
+stdout (Python's `print`, or a C library writing to descriptor 1) goes to stderr: stdout
+carries graph-harness's results alone (`count --json | python -m json.tool`).
 """
 
 from __future__ import annotations
@@ -35,6 +40,10 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+
+from graph_harness.capture.paths import InputPathError, check_input
+from graph_harness.reports import user_imports
+from graph_harness.reports.user_stdout import stdout_to_stderr
 
 
 class TargetUsageError(ValueError):
@@ -76,20 +85,17 @@ class Target:
         return m
 
 
-def _append_path(folder: str) -> None:
-    if folder not in sys.path and (folder != os.getcwd() or "" not in sys.path):
-        sys.path.append(folder)
-
-
 def _is_file_spec(module: str) -> bool:
     return module.endswith(".py") or os.sep in module or (os.altsep or os.sep) in module
 
 
 def _import_file(path_text: str) -> ModuleType:
     path = Path(path_text)
-    if not path.is_file():
-        raise TargetUsageError(f"--target file {path_text} does not exist")
-    _append_path(str(path.resolve().parent))
+    try:
+        check_input(path, "--target file")
+    except InputPathError as e:
+        raise TargetUsageError(str(e)) from None
+    user_imports.add_folder(path.resolve().parent)  # for its own sibling imports
     # A private module name: the file's stem may be a standard-library name (profile.py).
     name = f"_graph_harness_target_{path.stem}"
     spec = importlib.util.spec_from_file_location(name, path)
@@ -115,9 +121,10 @@ def load_target(spec: str) -> Target:
     if _is_file_spec(module_name):
         mod = _guard_exit(_import_file, spec, "while importing")(module_name)
     else:
-        _append_path(os.getcwd())  # last: as `python -m` would find modules beside you
+        # last: as `python -m` would find modules beside you (for your imports only)
+        user_imports.add_folder(Path(os.getcwd()), top=module_name.partition(".")[0])
         try:
-            mod = importlib.import_module(module_name)
+            mod = _guard_exit(importlib.import_module, spec, "while importing")(module_name)
         except ModuleNotFoundError as e:
             if e.name and (e.name == module_name or module_name.startswith(e.name + ".")):
                 raise TargetUsageError(
@@ -125,10 +132,6 @@ def load_target(spec: str) -> Target:
                     "packages, then the current folder)"
                 ) from e
             raise
-        except SystemExit as e:
-            raise TargetError(
-                f"--target {spec!r} called sys.exit({e.code!r}) while importing"
-            ) from e
     factory = getattr(mod, func, None)
     if factory is None:
         raise TargetUsageError(f"--target {spec!r}: module {module_name!r} has no {func!r}")
@@ -168,28 +171,34 @@ def root_guess(spec: str) -> Path:
 
 
 def _guard_exit(fn, spec: str, where: str):
+    """`fn`, the user's, called with its stdout sent to stderr and its sys.exit() made a
+    TargetError (module docstring)."""
+
     @functools.wraps(fn)
     def call(*args, **kwargs):
         try:
-            return fn(*args, **kwargs)
+            with stdout_to_stderr():
+                return fn(*args, **kwargs)
         except SystemExit as e:
             raise TargetError(
-                f"--target {spec!r} called sys.exit({e.code!r}) {where}; a target must "
+                f"--target {spec!r} called sys.exit({_code(e)}) {where}; a target must "
                 "return (or raise), not exit"
             ) from e
 
     return call
 
 
+def _code(e: SystemExit) -> str:
+    try:
+        text = repr(e.code)
+    except BaseException:  # the user's __repr__ raised
+        return "..."
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
 def _root_of(mod: ModuleType) -> Path | None:
     f = getattr(mod, "__file__", None)
     return Path(f).resolve().parent if f else None
-
-
-def _our_folders() -> list[Path]:
-    from graph_harness import capture, kernels, pools, reports
-
-    return [Path(m.__file__).resolve().parent for m in (capture, kernels, pools, reports)]
 
 
 def origin(exc: BaseException, root: Path | None) -> str | None:
@@ -198,28 +207,22 @@ def origin(exc: BaseException, root: Path | None) -> str | None:
     frames = traceback.extract_tb(exc.__traceback__)
     # Not the user's: graph-harness itself, and anything installed (a venv may well sit
     # inside the user's project folder) or in the standard library.
-    installed = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
-    ours = _our_folders() + sorted(installed)
+    ours = user_imports.library_folders()
 
     def theirs(f) -> bool:
-        return not any(_under(f.filename, o) for o in ours)
+        return not any(user_imports.under(f.filename, o) for o in ours)
 
     pick = None
     if root is not None:
-        pick = next((f for f in reversed(frames) if theirs(f) and _under(f.filename, root)), None)
+        pick = next(
+            (f for f in reversed(frames) if theirs(f) and user_imports.under(f.filename, root)),
+            None,
+        )
     if pick is None:
         pick = next((f for f in reversed(frames) if theirs(f)), None)
     if pick is None:
         return None
     return f"{_short(pick.filename)}:{pick.lineno} (in {pick.name})"
-
-
-def _under(filename: str, root: Path) -> bool:
-    try:
-        Path(filename).resolve().relative_to(root)
-    except ValueError:
-        return False
-    return True
 
 
 def _short(filename: str) -> str:

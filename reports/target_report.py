@@ -11,6 +11,7 @@ import pandas as pd
 
 from graph_harness.capture import NodeExport
 from graph_harness.capture.delta import node_delta
+from graph_harness.capture.files import write_csv, write_output
 from graph_harness.capture.rollup import per_scope, scope_tree
 from graph_harness.reports import plots
 from graph_harness.reports.kernel_names import short_names
@@ -41,7 +42,7 @@ def write_target_report(
         lines += target_delta_section(folder, exports)
     if profile is not None:
         lines += dispatch_section(folder, profile, depth=depth)
-    (folder / "report.md").write_text("\n".join(lines) + "\n")
+    write_output(folder / "report.md", "\n".join(lines) + "\n")
     return folder / "report.md"
 
 
@@ -54,15 +55,15 @@ def modules_section(
             for n, e in exports.items()
         ]
     )
-    totals.to_csv(folder / "totals.csv", index=False)
+    write_csv(folder / "totals.csv", totals)
     lines = ["## Nodes per call", "", _md(totals), ""]
     rows = []
     for n, e in exports.items():
         e.write_json(folder / f"nodes-{n}.json")
         df = e.frame()
-        df.to_csv(folder / f"nodes-{n}.csv", index=False)
+        write_csv(folder / f"nodes-{n}.csv", df)
         tree = scope_tree(df)
-        tree.to_csv(folder / f"scopes-{n}.csv", index=False)
+        write_csv(folder / f"scopes-{n}.csv", tree)
         shown = tree[tree.depth <= depth + 1]
         lines += [f"### {n}: nodes by scope (each level sums to its parent)", "", _md(shown), ""]
         note = deeper_note(df, depth + 1, f"every level is in scopes-{n}.csv")
@@ -70,7 +71,7 @@ def modules_section(
         counts = per_scope(df, depth)
         rows.append(pd.DataFrame(dict(name=n, scope=counts.index, nodes=counts.values)))
     per_module = pd.concat(rows)
-    per_module.to_csv(folder / "nodes_per_module.csv", index=False)
+    write_csv(folder / "nodes_per_module.csv", per_module)
     plots.nodes_per_module(per_module, depth, folder / "nodes_per_module.png")
     return [*lines, "![nodes per module](nodes_per_module.png)", ""]
 
@@ -78,8 +79,8 @@ def modules_section(
 def target_delta_section(folder: Path, exports: dict[str, NodeExport]) -> list[str]:
     (a_name, a), (b_name, b) = exports.items()
     d = node_delta(a, b)
-    d.by_scope.to_csv(folder / "delta_by_scope.csv", index=False)
-    d.by_kernel.to_csv(folder / "delta_by_kernel.csv", index=False)  # full kernel names
+    write_csv(folder / "delta_by_scope.csv", d.by_scope)
+    write_csv(folder / "delta_by_kernel.csv", d.by_kernel)  # full kernel names
     names = short_names(d.by_kernel.kernel)
     kernels = d.by_kernel.assign(kernel=d.by_kernel.kernel.map(lambda k: names.get(k, k)))
     differ = d.by_scope[(d.by_scope.delta != 0) | (d.by_scope.depth <= 1)]

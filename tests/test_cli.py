@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from graph_harness.capture.files import write_output
+
 SMALL = ["--stages", "2", "--rows", "2", "--k", "32", "--world", "2", "--shard", "64"]
 REPO = Path(__file__).resolve().parents[1]
 MANIFEST = ".graph-harness-manifest.json"
@@ -621,15 +623,15 @@ def test_replace_is_a_swap_that_leaves_a_complete_output(tmp_path, monkeypatch):
 
     out = tmp_path / "o"
     with output.staged_output(out, False, command="first") as tmp:
-        (tmp / "a.txt").write_text("old")
-    monkeypatch.setattr(output, "remove_own", lambda folder: (_ for _ in ()).throw(SystemExit))
+        write_output(tmp / "a.txt", "old")
+    monkeypatch.setattr(output, "remove_listed", lambda *a: (_ for _ in ()).throw(SystemExit))
     with pytest.raises(SystemExit), output.staged_output(out, True, command="second") as tmp:
-        (tmp / "b.txt").write_text("new")
+        write_output(tmp / "b.txt", "new")
     assert listing(out) == [MANIFEST, "b.txt"]
     monkeypatch.undo()
     notes = []
     with output.staged_output(out, True, command="third", say=notes.append) as tmp:
-        (tmp / "c.txt").write_text("newer")
+        write_output(tmp / "c.txt", "newer")
     assert listing(tmp_path) == ["o"] and listing(out) == [MANIFEST, "c.txt"]
     assert len(notes) == 1 and "removed it" in notes[0]
 
@@ -785,7 +787,7 @@ def test_a_manifest_never_points_removal_outside_its_folder(tmp_path, monkeypatc
     monkeypatch.chdir(tmp_path)
     out = tmp_path / "o"
     with output.staged_output(out, False) as tmp:
-        (tmp / "a.txt").write_text("ours")
+        write_output(tmp / "a.txt", "ours")
     victim = tmp_path / "victim.txt"
     victim.write_text("theirs")
     doc = json.loads((out / MANIFEST).read_text())
@@ -810,23 +812,23 @@ def test_signals_wait_for_the_commit(tmp_path, monkeypatch):
 
     out = tmp_path / "o"
     with output.staged_output(out, False) as tmp:
-        (tmp / "a.txt").write_text("old")
+        write_output(tmp / "a.txt", "old")
     threading.Thread(target=time.sleep, args=(5,), daemon=True).start()  # torch has threads
-    real_remove = output.remove_own
+    real_remove = output.remove_listed
     caught = []
 
-    def remove_after_a_signal(folder):
+    def remove_after_a_signal(folder, fd):
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(0.2)  # a handler that ran now would raise here
-        return real_remove(folder)
+        return real_remove(folder, fd)
 
-    monkeypatch.setattr(output, "remove_own", remove_after_a_signal)
+    monkeypatch.setattr(output, "remove_listed", remove_after_a_signal)
     old = signal.signal(
         signal.SIGTERM, lambda n, f: caught.append(n) or (_ for _ in ()).throw(KeyboardInterrupt)
     )
     try:
         with pytest.raises(KeyboardInterrupt), output.staged_output(out, True) as tmp:
-            (tmp / "b.txt").write_text("new")
+            write_output(tmp / "b.txt", "new")
     finally:
         signal.signal(signal.SIGTERM, old)
     assert caught == [signal.SIGTERM]  # delivered, after the commit

@@ -425,7 +425,7 @@ def test_export_file_errors_name_the_file(tmp_path):
     )
     with pytest.raises(ExportError) as info:
         NodeExport.read_json(tmp_path)
-    assert str(info.value) == f"cannot read export {tmp_path}: Is a directory"
+    assert str(info.value) == f"cannot read export {tmp_path}: it is a folder, not a file"
     path = tmp_path / "nodes-x.json"
     path.write_text(json.dumps(edit("nodes.1.step")(export_doc())))
     with pytest.raises(ExportError) as info:

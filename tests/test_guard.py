@@ -125,3 +125,38 @@ def test_guard_meta_tensors_never_overlap():
     x = torch.empty(16)
     with pytest.raises(ValueError, match="'out'.*overlap 'x'"):
         check_no_alias({"out": x[:8]}, {"x": x[4:]})
+
+
+def test_fused_kernels_on_meta_tensors_behave_as_their_references():
+    # Shape-only tracing (meta tensors) ran the references and refused the kernels.
+    from graph_harness.kernels import (
+        pack_scores_ids,
+        selected_local_records,
+        selected_local_records_reference,
+    )
+
+    m = "meta"
+    idx, sc = torch.empty(4, 32, dtype=torch.int64, device=m), torch.empty(4, 32, device=m)
+    for rank in (1, torch.tensor(1, dtype=torch.int32, device=m)):
+        out = torch.empty(4, 32, 2, device=m)
+        assert pack_scores_ids(idx, sc, rank, 100, out) is out
+        assert pack_scores_ids_shipped(idx, sc, rank, 100, out) is out
+    ids, slots = (
+        torch.empty(4, 32, dtype=torch.int32, device=m),
+        torch.empty(100, dtype=torch.int32, device=m),
+    )
+    for kw in ({}, {"slot_map": slots}):
+        got = selected_local_records(ids, 1, 100, **kw)
+        want = selected_local_records_reference(ids, 1, 100, **kw)
+        assert [(t.shape, t.dtype, t.device) for t in got] == [
+            (t.shape, t.dtype, t.device) for t in want
+        ]
+    out, count = (
+        torch.empty(4, 32, dtype=torch.int32, device=m),
+        torch.empty(4, dtype=torch.int32, device=m),
+    )
+    got = selected_local_records(ids, 1, 100, out=out, count_out=count)
+    assert got[0] is out and got[1] is count
+    # checks still run on meta: a wrong dtype is refused as by the reference
+    with pytest.raises(TypeError, match="ids must be torch.int32"):
+        selected_local_records(idx, 1, 100)

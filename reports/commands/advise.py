@@ -45,7 +45,12 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
 
 
 def check_flags(args) -> None:
+    from graph_harness.capture.paths import check_input
+
+    if args.costs is not None:
+        check_input(args.costs, "--costs file")
     if is_export_path(args.export):
+        check_input(args.export, "export file")
         refuse(
             given_round_flags(args),
             "apply to counting a variant, and EXPORT is a file that carries its own: drop them",

@@ -48,7 +48,7 @@ def run(args, io: IO) -> int:
         if tmp is not None:
             got.export.write_json(tmp / "nodes-target.json")
             write_checks(tmp, results)
-    show_checks(io, results)
+        show_checks(io, results)  # before the commit, as count's
     wrote(io, args, "the check")
     if not results["target"].passed:
         io.note(results["target"].verdict())

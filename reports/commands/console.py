@@ -3,7 +3,9 @@ into RoundParams, and the staged output folder."""
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import shlex
 import sys
 from dataclasses import dataclass, fields
@@ -12,12 +14,67 @@ from pathlib import Path
 from rich.console import Console
 
 from graph_harness.capture.params import ReplaySettings, RoundParams
+from graph_harness.reports.text import printable
 
 ROUND_FIELDS = tuple(f.name for f in fields(RoundParams))
 
 
 class UsageError(Exception):
     """Bad flags or arguments: exit code 2."""
+
+
+class _Console(Console):
+    def render_str(self, text: str, **kwargs):
+        # Every str printed, a table's cells and titles included, comes through here.
+        return super().render_str(printable(text), **kwargs)
+
+    def on_broken_pipe(self) -> None:
+        # rich's own ends the program with SystemExit(1); a reader that went away is
+        # SIGPIPE's 141, which cli.main decides.
+        self.quiet = True
+        raise BrokenPipeError(errno.EPIPE, "the reader of this stream went away")
+
+
+def make_console(file=None, *, stderr: bool = False, width: int | None = None) -> Console:
+    """The one kind of console graph-harness prints with: text is text. Names from
+    documents, models and kernels (`[/]`, `:smile:`) print as they are, never as rich
+    markup or emoji codes; style comes from `style=` alone."""
+    return _Console(file=file, stderr=stderr, width=width, markup=False, emoji=False)
+
+
+class _Closed:
+    """Stdout when the command was started with it closed (`>&-`)."""
+
+    def write(self, text: str) -> int:
+        raise OSError(
+            errno.EBADF,
+            "stdout is closed (started with >&-) and graph-harness prints its results "
+            "there; redirect it to a file, or to /dev/null to discard them",
+        )
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        return 1
+
+
+def make_io(json_: bool, closed: set[int] = frozenset()) -> IO:
+    """The two streams of a command. Piped into a log or CI, rich would squeeze tables
+    into 80 columns and cut headers and figures to "..."; COLUMNS still wins when set."""
+    wide = "COLUMNS" not in os.environ
+    out = _Closed() if 1 in closed else sys.stdout
+    err = open(os.devnull, "w") if 2 in closed else None  # noqa: SIM115 - for the process
+    return IO(
+        out=make_console(out, width=160 if wide and not out.isatty() else None),
+        err=make_console(
+            err, stderr=err is None, width=160 if wide and not sys.stderr.isatty() else None
+        ),
+        json=json_,
+    )
 
 
 @dataclass
@@ -28,7 +85,7 @@ class IO:
     target_root: Path | None = None  # where the user's code lives, to point at its frames
 
     def note(self, text: str) -> None:
-        self.err.print(f"graph-harness: {text}", soft_wrap=True, markup=False)
+        self.err.print(f"graph-harness: {text}", soft_wrap=True)
 
     def print_json(self, doc) -> None:
         self.out.file.write(json.dumps(doc, indent=1, allow_nan=False) + "\n")
@@ -52,10 +109,8 @@ def banner(io: IO) -> None:
     else:
         where = "CPU (no CUDA device)"
         source = "cpu-dispatch: dispatched ops counted, NOT graph nodes"
-    io.err.print(
-        f"[bold]graph-harness[/] | {where} | torch {torch.__version__} | "
-        f"triton {tv} | counts: {source}"
-    )
+    io.err.print("graph-harness", style="bold", end="")
+    io.err.print(f" | {where} | torch {torch.__version__} | triton {tv} | counts: {source}")
 
 
 def given_round_flags(args) -> list[str]:
@@ -99,7 +154,7 @@ def progress(io: IO):
 
     return Progress(
         SpinnerColumn(),
-        TextColumn("{task.description}"),
+        TextColumn("{task.description}", markup=False),  # descriptions name the user's things
         TimeElapsedColumn(),
         console=io.err,
         transient=True,

@@ -128,8 +128,9 @@ def run(args, io: IO) -> int:
             for name, e in zip(names, exports):
                 e.write_json(tmp / f"nodes-{name}.json")
                 e.write_dot(tmp / f"graph-{name}.dot")
-    depth = shown_depth(args.module_scopes, exports) if args.target else None
-    show(io, dict(zip(names, exports)), per_stage=args.per_stage, depth=depth, checks=checks)
+        # Printed before the commit: if stdout fails, an earlier --out stays as it was.
+        depth = shown_depth(args.module_scopes, exports) if args.target else None
+        show(io, dict(zip(names, exports)), per_stage=args.per_stage, depth=depth, checks=checks)
     wrote(io, args, f"{len(exports)} exports")
     return 0
 
@@ -253,8 +254,9 @@ def run_distributed(args, io: IO) -> int:
                 for r, exports in enumerate(per_rank):
                     for v, e in zip(names, exports):
                         e.write_json(tmp / f"nodes-{v}-rank{r}.json")
+            if lead:  # before the commit, as in run
+                show_ranks(io, names, per_rank)
         if lead:
-            show_ranks(io, names, per_rank)
             wrote(io, args, "the exports of every rank")
     return 0
 

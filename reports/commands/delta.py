@@ -8,6 +8,7 @@ from pathlib import Path
 
 from graph_harness.capture.files import check_output
 from graph_harness.capture.params import VARIANTS
+from graph_harness.capture.paths import check_input
 from graph_harness.reports.commands.args import json_arg, round_args
 from graph_harness.reports.commands.console import (
     IO,
@@ -65,8 +66,8 @@ def check_flags(args) -> None:
     if args.csv and args.csv != "-":
         check_output(args.csv)  # refused now, not after counting
     for r in (args.a, args.b):
-        if is_export_path(r) and not Path(r).is_file():
-            raise UsageError(f"export file {r} does not exist")
+        if is_export_path(r):
+            check_input(r, "export file")  # a FIFO or folder refused now, never waited on
 
 
 def export_for(ref: str, args, io: IO):
@@ -76,10 +77,11 @@ def export_for(ref: str, args, io: IO):
         return NodeExport.read_json(Path(ref))
     if args.from_dir is not None:
         f = args.from_dir / f"nodes-{ref}.json"
-        if not f.is_file():
+        if not f.exists() and not f.is_symlink():
             raise UsageError(
                 f"{f} does not exist; run `graph-harness count --out {args.from_dir}` first"
             )
+        check_input(f, "export file")  # a FIFO or folder there: refused, never waited on
         return NodeExport.read_json(f)
     io.err.print(f"capturing {ref} ...", style="dim")
     return count_round(round_params(args), ref).export
@@ -98,7 +100,7 @@ def run(args, io: IO) -> int:
     if io.json:
         io.print_json(d.to_dict())
     else:
-        io.out.print(f"[bold]{d.headline()}[/]")
+        io.out.print(d.headline(), style="bold")
         for t in delta_tables(d):
             io.out.print(t)
     if args.csv:

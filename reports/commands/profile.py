@@ -136,7 +136,7 @@ def run(args, io: IO) -> int:
                 from graph_harness.reports.commands.check import write_checks
 
                 write_checks(tmp, checks)
-    show(io, result, depth=depth, top=args.top, checks=checks)
+        show(io, result, depth=depth, top=args.top, checks=checks)  # before the commit, as count's
     wrote(io, args, "the profile")
     return 0
 

@@ -78,12 +78,12 @@ def run_replay(args, io: IO) -> int:
             )
         if tmp is not None:
             result.write_json(tmp / "replay.json")
-    if io.json:
-        io.print_json(result.to_dict())
-    else:
-        io.out.print(fits_table(result.fits))
-        if result.savings is not None:
-            io.out.print(savings_table(result))
+        if io.json:  # printed before the commit: a failed print leaves --out as it was
+            io.print_json(result.to_dict())
+        else:
+            io.out.print(fits_table(result.fits))
+            if result.savings is not None:
+                io.out.print(savings_table(result))
     wrote(io, args, "replay.json")
     return 0
 

@@ -1,0 +1,24 @@
+"""Names from documents, models and kernels, made printable as they are.
+
+A name can hold anything a JSON document or a user's `scope("...")` can: rich markup
+(`[/]`), an emoji code, a `$` (matplotlib's math), or a lone surrogate (from a `\\udc80`
+escape), which no UTF-8 stream can take. The consoles print text as text
+(reports/commands/console.py), and everything shown passes through `printable` first, so
+a table measures the same characters it prints.
+"""
+
+from __future__ import annotations
+
+
+def printable(text: str) -> str:
+    """`text` with each lone surrogate as its backslash escape (`\\udc80`)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
+def plot_label(text: object) -> str:
+    """A label for matplotlib: printable, and a `$` shown as one, never as math."""
+    return printable(str(text)).replace("$", r"\$")

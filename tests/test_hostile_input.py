@@ -1,0 +1,144 @@
+"""Every input is data: names that look like rich markup, emoji codes or matplotlib math,
+lone surrogates and huge integers print as text through every command that prints;
+cost documents that would price with NaN, infinities or negative slopes are refused
+naming the field. All in this process, through reports.cli.main."""
+
+import json
+import re
+
+import pytest
+from rich.table import Table
+
+from graph_harness.reports.commands.console import make_console
+from graph_harness.reports.manifest import foreign_entries, read_manifest
+from tests.test_documents import export_doc_v2, replay_doc
+from tests.test_documents_property import _run
+
+NAMES = ["[/]", "[bold]b[/bold]", "\udc80:smile:", "$x$ and $"]
+SHOWN = ["[/]", "[bold]b[/bold]", "\\udc80:smile:", "$x$ and $"]  # as printed
+
+MARKED = f"""
+import torch
+from graph_harness.capture import scope
+
+def make():
+    x = torch.ones(8)
+
+    def step():
+        y = x
+        for name in {NAMES!r}:
+            with scope(name):
+                y = y + 1
+        return y
+
+    return step
+"""
+
+
+def test_names_print_as_text_through_every_command(tmp_path):
+    (tmp_path / "marked.py").write_text(MARKED)
+    code, out, err = _run(["count", "--target", "marked.py:make", "--out", "o"], tmp_path)
+    assert code == 0, err
+    for shown in SHOWN:
+        assert shown in out, (shown, out)
+    rows = [ln for ln in out.splitlines() if any(s in ln for s in SHOWN)]
+    assert len({len(r) for r in rows}) == 1, "each row as wide as the table measured it"
+    export = "./o/nodes-target.json"
+    for argv in (
+        ["delta", export, export],
+        ["advise", export],
+        ["delta", export, export, "--json"],
+        ["advise", export, "--json"],
+        ["count", "--target", "marked.py:make", "--json"],
+    ):
+        code, out, err = _run(argv, tmp_path)
+        assert code == 0 and out, (argv, err)
+        if "--json" in argv:
+            json.loads(out)
+        else:
+            assert "[/]" in out or "nothing to fuse" in out, (argv, out)
+    code, _, err = _run(
+        ["report", "--target", "marked.py:make", "--target", "marked.py:make", "--out", "r"],
+        tmp_path,
+    )
+    assert code == 0, err  # plots and markdown too: a surrogate or a `$` in a label
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert "\\udc80:smile:" in md and "[/]" in md
+    for folder in ("o", "r"):  # every file listed before it was made: nothing unlisted
+        assert foreign_entries(tmp_path / folder) == [], folder
+        assert (
+            len(read_manifest(tmp_path / folder).files)
+            == len(list((tmp_path / folder).iterdir())) - 1
+        )
+
+
+def test_documents_with_odd_names_and_huge_ints(tmp_path):
+    doc = export_doc_v2()
+    doc["workload"] = "[/]"
+    doc["variant"] = None
+    for n in doc["nodes"]:
+        n["kernel"] = "[/]\udc80" if n["kernel"] else None
+        n["stage"] = 2**63 - 1
+    (tmp_path / "a.json").write_text(json.dumps(export_doc_v2()))
+    (tmp_path / "b.json").write_text(json.dumps(doc))
+    for argv in (
+        ["delta", "./a.json", "./b.json"],
+        ["delta", "./b.json", "./b.json", "--json"],
+        ["delta", "./a.json", "./b.json", "--csv", "d.csv"],
+        ["advise", "./b.json"],
+        ["advise", "./b.json", "--json"],
+    ):
+        code, out, err = _run(argv, tmp_path)
+        assert code == 0 and out, (argv, err)
+    assert "[/]\\udc80" in (tmp_path / "d.csv").read_text()
+
+
+def test_the_console_prints_cells_and_titles_as_text():
+    console = make_console(width=80, file=__import__("io").StringIO())
+    t = Table(title="[red]title[/red] [/]")
+    t.add_column("[bold]col")
+    t.add_row(":smile: [/] \udc80")
+    console.print(t)
+    console.print("[/] plain")
+    text = console.file.getvalue()
+    assert "[red]title[/red] [/]" in text and "[bold]col" in text
+    assert ":smile: [/] \\udc80" in text and "[/] plain" in text
+
+
+BAD_SLOPES = [
+    ("NaN", float("nan")),
+    ("inf", float("inf")),
+    ("-inf", float("-inf")),
+    ("null", None),
+    ("1e308", 1e308),
+    ("negative", -0.5),
+    ("zero", 0.0),
+]
+
+
+@pytest.mark.parametrize("case,slope", BAD_SLOPES, ids=[c for c, _ in BAD_SLOPES])
+def test_cost_documents_that_cannot_price(tmp_path, case, slope):
+    doc = replay_doc()
+    doc["fits"][0]["slope"] = slope
+    (tmp_path / "costs.json").write_text(json.dumps(doc))  # NaN and inf as Python writes them
+    (tmp_path / "nodes.json").write_text(json.dumps(export_doc_v2()))
+    for flags in ([], ["--json"]):
+        code, out, err = _run(["advise", "./nodes.json", "--costs", "costs.json", *flags], tmp_path)
+        assert code == 2 and out == "" and err.count("\n") == 1, (case, err)
+        assert re.search(r"fits\[0\]\.slope: expected a", err), err
+
+
+def test_cost_documents_with_odd_measurements(tmp_path):
+    (tmp_path / "nodes.json").write_text(json.dumps(export_doc_v2()))
+    for field, value, says in (
+        ("savings.0.measured_us", 1e308, "savings[0].measured_us: expected us per round"),
+        ("env.torch", float("nan"), "env.torch: expected a finite number"),
+    ):
+        doc = replay_doc()
+        where, key = doc, field.split(".")
+        for k in key[:-1]:
+            where = where[int(k) if k.isdigit() else k]
+        where[key[-1]] = value
+        (tmp_path / "costs.json").write_text(json.dumps(doc))
+        code, out, err = _run(["advise", "./nodes.json", "--costs", "costs.json"], tmp_path)
+        assert code == 2 and says in err and out == "", (field, err)
