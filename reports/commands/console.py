@@ -109,8 +109,13 @@ def banner(io: IO) -> None:
     else:
         where = "CPU (no CUDA device)"
         source = "cpu-dispatch: dispatched ops counted, NOT graph nodes"
-    io.err.print("graph-harness", style="bold", end="")
-    io.err.print(f" | {where} | torch {torch.__version__} | triton {tv} | counts: {source}")
+    # soft_wrap: one line whatever the width (a narrow terminal or COLUMNS), so a reader
+    # of stderr can always tell the banner from what follows.
+    io.err.print("graph-harness", style="bold", end="", soft_wrap=True)
+    io.err.print(
+        f" | {where} | torch {torch.__version__} | triton {tv} | counts: {source}",
+        soft_wrap=True,
+    )
 
 
 def given_round_flags(args) -> list[str]:
