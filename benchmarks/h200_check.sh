@@ -9,6 +9,13 @@
 #     advise:  adds bench_advise (the fusion advisor on the round and the example decoder;
 #              priced by the replay above too when `replay` is given)
 #     profile: adds bench_profile (in-round CUPTI profiles: the round, the decoder)
+#     hf:      the Hugging Face example (examples/hf_decode.py) and the llama example, eager
+#              and compiled: count by module, delta, check, profile, report; the HF step
+#              without its reset through profile (refused in one line); all under hf.tgz
+#     seed:    benchmarks/experiments/seed_inductor.py (the shipped pack's nodes per call
+#              under each pattern)
+#     nosuite: skip the test suite (benchmark-only calls)
+#     gpuonly: the gpu tests only (not the rest across CPU cores)
 #     recompile: adds bench_recompile (the example's compiled step captured under module
 #              scopes three times, beside a plain compile; compiles counted)
 set -u -o pipefail
@@ -21,11 +28,26 @@ export PYTHONUNBUFFERED=1 COLUMNS=200
 python3 -m pip install -q --no-deps --no-build-isolation -e . > "$OUT/install.log" 2>&1 \
   || echo "editable install failed (see install.log)" >> "$OUT/env.txt"
 start=$(date +%s)
-python3 -m pytest -q -m gpu -p no:cacheprovider > "$OUT/pytest-gpu.log" 2>&1
-gpu_rc=$?
-python3 -m pytest -q -m "not gpu" -n 8 -p no:cacheprovider > "$OUT/pytest-cpu.log" 2>&1
-cpu_rc=$?
-echo "suite: gpu rc=$gpu_rc, not-gpu rc=$cpu_rc, $(( $(date +%s) - start )) s" >> "$OUT/env.txt"
+case " $* " in *" nosuite "*) ;; *)
+  python3 -m pytest -q -m gpu -p no:cacheprovider > "$OUT/pytest-gpu.log" 2>&1
+  gpu_rc=$?
+  cpu_rc=skipped
+  case " $* " in *" gpuonly "*) ;; *)
+    python3 -m pytest -q -m "not gpu" -n 8 -p no:cacheprovider > "$OUT/pytest-cpu.log" 2>&1
+    cpu_rc=$?;;
+  esac
+  echo "suite: gpu rc=$gpu_rc, not-gpu rc=$cpu_rc, $(( $(date +%s) - start )) s" >> "$OUT/env.txt";;
+esac
+case " $* " in *" seed "*)
+  python3 benchmarks/experiments/seed_inductor.py --out "$OUT/seed-inductor.csv" \
+    > "$OUT/seed-inductor.log" 2>&1
+  echo "seed_inductor rc=$?" >> "$OUT/env.txt";;
+esac
+case " $* " in *" hf "*)
+  bash benchmarks/hf_runs.sh /tmp/hf > "$OUT/hf.log" 2>&1
+  echo "hf_runs rc=$?" >> "$OUT/env.txt"
+  tar czf "$OUT/hf.tgz" -C /tmp hf;;
+esac
 case " $* " in *" replay "*)
   graph-harness replay --kind triton-empty --lengths 1 16 64 --trials 8 --builds 2 \
     --variant shipped --variant fused --out "$OUT/replay" > "$OUT/replay-tables.txt" \
@@ -53,18 +75,32 @@ case " $* " in *" profile "*)
   tar czf "$OUT/profile.tgz" -C /tmp profile;;
 esac
 case " $* " in *" recompile "*)
-  python3 benchmarks/bench_recompile.py --out "$OUT/recompile" --repeats 2 \
-    > "$OUT/bench-recompile.log" 2>&1
-  echo "bench_recompile rc=$?" >> "$OUT/env.txt";;
+  # after: this checkout; before: the tree in .old (a copy of an earlier commit's code,
+  # carried with the call), when there is one
+  python3 benchmarks/bench_recompile.py --out "$OUT/recompile-after" \
+    --repeats "${RECOMPILE_REPEATS:-2}" > "$OUT/bench-recompile.log" 2>&1
+  echo "bench_recompile rc=$?" >> "$OUT/env.txt"
+  if [ -d .old ]; then
+    python3 benchmarks/bench_recompile.py --out "$OUT/recompile-before" --repo .old \
+      --repeats "${RECOMPILE_REPEATS:-2}" >> "$OUT/bench-recompile.log" 2>&1
+    echo "bench_recompile (before) rc=$?" >> "$OUT/env.txt"
+  fi;;
 esac
 cat "$OUT/env.txt"
-grep -E "passed|failed|error" "$OUT/pytest-gpu.log" | tail -3
-grep -E "passed|failed|error" "$OUT/pytest-cpu.log" | tail -3
-grep -B2 -A30 "^FAILED\|^ERROR" "$OUT/pytest-gpu.log" "$OUT/pytest-cpu.log" | head -80
+for log in "$OUT/pytest-gpu.log" "$OUT/pytest-cpu.log"; do
+  [ -f "$log" ] && grep -E "passed|failed|error" "$log" | tail -3
+done
+grep -h "^FAILED\|^ERROR" "$OUT"/pytest-*.log 2>/dev/null | head -40
+[ -f "$OUT/seed-inductor.log" ] && cat "$OUT/seed-inductor.log"
+[ -f "$OUT/hf.log" ] && tail -60 "$OUT/hf.log"
 [ -f "$OUT/bench-pack.log" ] && tail -25 "$OUT/bench-pack.log"
 [ -f "$OUT/replay-tables.txt" ] && cat "$OUT/replay-tables.txt" && tail -3 "$OUT/replay-stderr.txt"
 [ -f "$OUT/bench-model.log" ] && tail -40 "$OUT/bench-model.log"
 [ -f "$OUT/bench-advise.log" ] && tail -60 "$OUT/bench-advise.log"
 [ -f /tmp/profile/summary.md ] && cat /tmp/profile/summary.md
-[ -f "$OUT/bench-recompile.log" ] && tail -12 "$OUT/bench-recompile.log"
+[ -f "$OUT/bench-recompile.log" ] && grep -v "^capture [0-9]" "$OUT/bench-recompile.log" | tail -20
+# The device tool brings back at most 8 files: everything but env.txt in one archive.
+(cd "$OUT" && find . -mindepth 1 -maxdepth 1 ! -name env.txt ! -name results.tgz -print0 \
+  | xargs -0 tar czf results.tgz && find . -mindepth 1 -maxdepth 1 ! -name env.txt \
+  ! -name results.tgz -exec rm -rf {} +)
 exit 0
