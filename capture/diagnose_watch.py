@@ -29,7 +29,9 @@ from graph_harness.capture.diagnose_classes import CallSeen, OpSeen, TensorSeen,
 from graph_harness.capture.module_scopes import module_names
 from graph_harness.capture.scopes import current_stack
 
-_HOST_VALUES = {"bool", "int", "float", "complex", "Scalar", "SymInt", "SymFloat", "SymBool"}
+# How a schema's return types print (`Scalar` prints as "number").
+_HOST_VALUES = {"bool", "int", "float", "complex", "number", "Scalar", "SymInt", "SymFloat"}
+_HOST_VALUES |= {"SymBool"}
 
 
 def _pinned(t: torch.Tensor) -> bool:

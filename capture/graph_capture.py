@@ -148,3 +148,32 @@ def abandon_capture(graph: torch.cuda.CUDAGraph) -> None:
     with contextlib.suppress(Exception):
         graph.reset()
     torch.cuda.synchronize()
+    _end_generator_capture()
+
+
+def _end_generator_capture() -> None:
+    """A capture that failed can leave the CUDA default generator marked as capturing
+    (torch runs its capture epilogue only in a capture_end that succeeds), and every
+    random op after it raises "Offset increment outside graph capture encountered
+    unexpectedly" (seen on the H200, torch 2.11: a test drawing torch.randn after a
+    failed capture). One throwaway capture that draws a random number and ends cleanly
+    runs the generator's prologue and epilogue again; its state (seed, offset) is put back
+    as it was, so the step's random numbers are not moved. Best effort: never raises."""
+    with contextlib.suppress(Exception):
+        dev = torch.cuda.current_device()
+        saved = torch.cuda.get_rng_state(dev)
+        buf = torch.empty(1, device=dev)  # allocated before the capture, not inside it
+        side = torch.cuda.Stream(dev)
+        side.wait_stream(torch.cuda.current_stream())
+        healer = torch.cuda.CUDAGraph()
+        if hasattr(healer, "register_generator_state"):  # where graphs take it explicitly
+            healer.register_generator_state(torch.cuda.default_generators[dev])
+        with torch.cuda.stream(side):
+            healer.capture_begin()
+            try:
+                buf.uniform_()
+            finally:
+                healer.capture_end()
+        torch.cuda.synchronize()
+        del healer
+        torch.cuda.set_rng_state(saved, dev)

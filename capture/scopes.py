@@ -14,6 +14,7 @@ region never breaks on them, `fullgraph=True` included.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 from dataclasses import dataclass, field
 
@@ -64,12 +65,18 @@ class Recorder:
         self._boundary()
         self.stack.append(key)
 
-    def close(self, key: ScopeKey) -> None:
+    def close(self, key: ScopeKey, *, failing: bool = False) -> None:
         """Close `key` and anything left open inside it (a scope an exception escaped
-        from, whose closing was never seen)."""
+        from, whose closing was never seen). `failing`: an exception is leaving the scope:
+        its boundary is recorded if it can be, but a frontier that cannot be read (the
+        exception broke the capture) never replaces the exception that broke it."""
         if key not in self.stack:
             return
-        self._boundary()
+        if failing:
+            with contextlib.suppress(Exception):  # the exception on its way up says why
+                self._boundary()
+        else:
+            self._boundary()
         while self.stack and self.stack.pop() != key:
             pass
 
@@ -135,7 +142,7 @@ class scope:
             return False
         if exc_type is not None and rec.failed_in is None:
             rec.failed_in = self.key
-        rec.close(self.key)
+        rec.close(self.key, failing=exc_type is not None)
         return False
 
 

@@ -291,6 +291,24 @@ def test_capture_failure_names_scope_and_recovers():
 
 
 @pytest.mark.gpu
+def test_a_failed_capture_leaves_random_numbers_working_and_unmoved():
+    # A failed capture left the default generator marked as capturing (torch 2.11 on the
+    # H200): every random op after it raised. The generator is put back, not moved.
+    x = torch.randn(8, device="cuda")
+    before = torch.cuda.get_rng_state()
+
+    def bad():
+        x.sum().item()
+
+    with pytest.raises(CaptureError):
+        capture_and_count(bad, warmup=0)
+    assert torch.equal(torch.cuda.get_rng_state(), before)
+    a = torch.randn(64, device="cuda")  # raised before the fix
+    torch.cuda.set_rng_state(before)
+    assert torch.equal(torch.randn(64, device="cuda"), a)
+
+
+@pytest.mark.gpu
 def test_shared_pool_outlives_its_graphs():
     # Graphs sharing one memory pool come and go (a node-count probe, then the real
     # capture): capturing into the pool after every earlier graph died must work.
