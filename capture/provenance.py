@@ -85,7 +85,8 @@ class ProvenanceLog:
 
     graphs: list[CompiledGraph] = field(default_factory=list)
     unavailable: str | None = None  # why no provenance could be read (None: it could)
-    _post_grad: list[tuple[Any, CodeType | None, dict[str, str | None]]] = field(
+    # per post-grad graph: (compile id, frame, {node: module}, {node: its op, as a str})
+    _post_grad: list[tuple[Any, CodeType | None, dict[str, str | None], dict[str, str]]] = field(
         default_factory=list
     )
     _pending: list[cache.Pending] = field(default_factory=list)
@@ -124,7 +125,8 @@ class ProvenanceLog:
         self.keep()  # an earlier compile of this session has returned by now
         frame, cid = cache.current_frame()
         mods = {n.name: module_path_of(n.meta.get("nn_module_stack")) for n in graph.nodes}
-        self._post_grad.append((cid, frame, mods))
+        ops = {n.name: str(n.target) for n in graph.nodes if n.op == "call_function"}
+        self._post_grad.append((cid, frame, mods, ops))
 
     def _on_mapping(self, payload: str) -> None:
         try:
@@ -141,15 +143,38 @@ class ProvenanceLog:
         same = [p for p in seen if cid is None or p[0] is None or cache.same_compile_id(p[0], cid)]
         if kernels is None or not same:
             return
-        _, frame, post = same[-1]
+        _, frame, post, ops = same[-1]
         entries = []
         for key, origins in sorted(kernels.items(), key=lambda kv: _handle(kv[0])):
             name = key.rsplit(":", 1)[0]
-            mods = {post.get(o) for o in origins if isinstance(o, str)}
+            origins = [o for o in origins if isinstance(o, str)]
+            origins = extern_anchors(name, origins, ops) or origins
+            mods = {post.get(o) for o in origins}
             entries.append(Entry(name, tuple(sorted(m for m in mods if m is not None))))
         graph = CompiledGraph(entries, None if cid is None else str(cid))
         self.graphs.append(graph)
         self._pending.append(cache.pending(graph, frame, cid))
+
+
+def extern_anchors(name: str, origins: list[str], ops: dict[str, str]) -> list[str]:
+    """For an extern call (`extern_kernels.mm`, `torch.ops.aten._scaled_dot_product_...`),
+    the origins that are the call itself: the module is the one that made the call, not
+    whichever modules made its inputs. Inductor lists the views and masks it folded into
+    an extern call's arguments among its origins (HF's attention mask, made once in
+    `model`, and the rotary embedding): without this the attention of every layer would go
+    to their common ancestor `model`. [] for a generated kernel (fused, by design) or
+    where no origin is the call (then every origin counts, as before)."""
+    for prefix in ("extern_kernels.", "torch.ops."):
+        if name.startswith(prefix):
+            op = name[len(prefix) :]
+            break
+    else:
+        return []
+
+    def is_call(target: str) -> bool:  # aten.mm.default is extern_kernels.mm
+        return target == op or target.split(".")[1:2] == [op] or target.startswith(op + ".")
+
+    return [o for o in origins if is_call(ops.get(o, ""))]
 
 
 def _handle(key: str) -> int:

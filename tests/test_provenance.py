@@ -307,3 +307,48 @@ def test_fused_modules_survive_a_file_and_show_in_the_tree(tmp_path):
     assert tree.loc["layers", ["own", "fused"]].tolist() == [1, 1]
     assert tree.loc["layers.1.attn", ["own", "fused"]].tolist() == [1, 0]
     assert scope_tree(back.frame(), depth=1).set_index("scope").loc["layers", "fused"] == 1
+
+
+class MaskedAttention(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.q = nn.Linear(16, 16)
+
+    def forward(self, x, mask):
+        q = self.q(x).view(1, 2, 4, 8)  # [B, H, T, D]
+        return torch.nn.functional.scaled_dot_product_attention(q, q, q, attn_mask=mask)
+
+
+class MaskMaker(nn.Module):
+    """HF's layout in small: the mask is made in the parent, the attention in its child."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.attn = MaskedAttention()
+
+    def forward(self, x):
+        mask = torch.ones(4, 4, dtype=torch.bool).tril()[None, None]  # made here, in the parent
+        return self.attn(x, mask)
+
+
+def test_an_extern_call_goes_to_the_module_that_made_it_not_to_its_inputs_makers():
+    # Inductor lists the views and masks it folds into an extern call's arguments among
+    # its origins; the attention is attn's, though the mask came from the parent.
+    torch._dynamo.reset()
+    net = torch.compile(nn.Sequential(MaskMaker()).eval(), fullgraph=True)
+    with collecting() as log, torch.no_grad():
+        net(torch.randn(1, 4, 16))
+    entries = log.graphs[0].entries
+    attention = [e for e in entries if "scaled_dot_product" in e.name and "." in e.name]
+    externs = [e for e in attention if e.name.startswith(("torch.ops.", "extern_kernels."))]
+    assert externs and all(e.modules == ("0.attn",) for e in externs), entries
+
+
+def test_extern_anchors():
+    from graph_harness.capture.provenance import extern_anchors
+
+    ops = {"mm_1": "aten.mm.default", "view": "aten.view.default", "sdpa": "aten._sdpa.default"}
+    assert extern_anchors("extern_kernels.mm", ["view", "mm_1"], ops) == ["mm_1"]
+    assert extern_anchors("torch.ops.aten._sdpa.default", ["view", "sdpa"], ops) == ["sdpa"]
+    assert extern_anchors("triton_poi_fused_mm_view_0", ["view", "mm_1"], ops) == []  # fused
+    assert extern_anchors("extern_kernels.bmm", ["view"], ops) == []  # no anchor: all count
