@@ -125,7 +125,9 @@ class ProvenanceLog:
         self.keep()  # an earlier compile of this session has returned by now
         frame, cid = cache.current_frame()
         mods = {n.name: module_path_of(n.meta.get("nn_module_stack")) for n in graph.nodes}
-        ops = {n.name: str(n.target) for n in graph.nodes if n.op == "call_function"}
+        ops = {
+            n.name: str(n.target) for n in graph.nodes if getattr(n, "op", None) == "call_function"
+        }
         self._post_grad.append((cid, frame, mods, ops))
 
     def _on_mapping(self, payload: str) -> None:
