@@ -59,6 +59,14 @@ def patterns():
         "compiled, inside top-k + pack": (topk_and_pack, region, {}, eager),
         "compiled, Python-int rank": (pack_scores_ids_shipped, py_rank, {}, eager),
         "compiled, dynamic=True": (pack_scores_ids_shipped, slot, {"dynamic": True}, eager),
+        # torch.compile's default (dynamic=None): a second rank recompiles with the rank
+        # made symbolic (automatic dynamic shapes)
+        "compiled, dynamic=None, Python-int rank, 2 ranks": (
+            pack_scores_ids_shipped,
+            py_rank,
+            {"dynamic": None, "two_ranks": True},
+            eager,
+        ),
         "compiled, max-autotune-no-cudagraphs": (
             pack_scores_ids_shipped,
             slot,
@@ -80,12 +88,16 @@ def count(name, fn, build_args, compile_kwargs, config):
     torch._dynamo.reset()
     args = build_args(*inputs())
     run = fn
+    two_ranks = False
     if compile_kwargs is not None:
         kw = {"fullgraph": True, "dynamic": False, **compile_kwargs}
+        two_ranks = kw.pop("two_ranks", False)
         compiled = torch.compile(fn, **kw)
         run = functools.partial(_patched, compiled, {"compile_threads": 1, **config})
     step = lambda: run(*args)
     try:
+        if two_ranks:  # a call at another rank first: the count is of the recompiled pack
+            run(*args[:2], RANK + 1, *args[3:])
         export = capture_and_count(step)
     except Exception as e:  # one line: a pattern that does not compile is a finding
         first = (str(e).strip().splitlines() or [""])[0][:160]
@@ -96,7 +108,7 @@ def count(name, fn, build_args, compile_kwargs, config):
         pattern=name,
         nodes=export.total,
         kernel_nodes=len(kernels),
-        by_type=dict(df.type.value_counts()),
+        by_type={k: int(v) for k, v in df.type.value_counts().items()},
         kernels="; ".join(k[:60] for k in kernels),
         error="",
     )
