@@ -204,3 +204,74 @@ def test_hf_step_reset_on_the_gpu_restores_state_bit_for_bit():
         assert torch.equal(bits(got), bits(want)), f"cache tensor {i} after reset"
     # the same kernels on the same state: the same bits
     assert torch.equal(bits(step()), bits(first)), "first logits after reset"
+
+
+# --- the HF step through the commands that replay it (GPU) ---------------------------------
+
+
+@pytest.mark.gpu
+def test_hf_example_checked_and_profiled_eager_and_compiled(tmp_path):
+    # The stateful step, eager and compiled, through `profile --check`: both graphs compute
+    # what their steps compute, and every activity CUPTI saw in every replay is matched to
+    # its node (the step is reset before each run of replays: its cache never fills).
+    r = run(
+        "profile",
+        "--target",
+        f"{EXAMPLE}:make_step",
+        "--target",
+        f"{EXAMPLE}:make_compiled_step",
+        "--module-scopes",
+        "--check",
+        "--json",
+        cpu=False,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "CUDA error" not in r.stderr, r.stderr
+    doc = json.loads(r.stdout)
+    assert {c["name"].rpartition(":")[2]: c["passed"] for c in doc["checks"].values()} == {
+        "make_step": True,
+        "make_compiled_step": True,
+    }, doc["checks"]
+    for name, m in doc["matching"].items():
+        assert m["verified"] and m["unmatched_activities"] == 0 == m["unmatched_nodes"], (name, m)
+    layers = {s["scope"] for s in doc["scopes"]}
+    assert {f"model.layers.{i}" for i in range(4)} <= layers, layers
+
+
+@pytest.mark.gpu
+def test_hf_example_report_on_the_gpu(tmp_path):
+    out = tmp_path / "report"
+    r = run(
+        "report",
+        "--target",
+        f"{EXAMPLE}:make_step",
+        "--module-scopes",
+        "--out",
+        str(out),
+        cpu=False,
+    )
+    assert r.returncode == 0, r.stderr
+    md = (out / "report.md").read_text()
+    assert "model.layers.3" in md and "dispatch" in md.lower(), md[:2000]
+
+
+@pytest.mark.gpu
+def test_hf_step_without_its_reset_is_refused_before_any_replay(tmp_path):
+    # The failure: replayed without its reset, the HF step's cache filled past its
+    # end (a device-side assert, the CUDA context lost). Now: one line, exit 2.
+    target = tmp_path / "no_reset.py"
+    target.write_text(
+        "import importlib.util, sys\n"
+        f"spec = importlib.util.spec_from_file_location('hf_example', {str(EXAMPLE)!r})\n"
+        "hf = importlib.util.module_from_spec(spec); sys.modules[spec.name] = hf\n"
+        "spec.loader.exec_module(hf)\n"
+        "def make_step():\n"
+        "    step = hf.make_step()\n"
+        "    del step.reset\n"
+        "    return step\n"
+    )
+    r = run("profile", "--target", f"{target}:make_step", "--module-scopes", cpu=False)
+    assert r.returncode == 2, r.stderr
+    (line,) = [x for x in r.stderr.splitlines() if "error:" in x]
+    assert "does not repeat and has no step.reset" in line and "past_key_values" in line, line
+    assert "CUDA error" not in r.stderr and "Traceback" not in r.stderr, r.stderr
