@@ -21,7 +21,7 @@ Writing (`write_output`):
 Text goes out as UTF-8, and a lone surrogate (which a JSON `\\udc80` escape can put in a
 name) as its backslash escape instead of an encoding error.
 
-Claims: inside an output folder being built (reports/output.py registers it with
+Claims: inside an output folder being built (reports/output/folder.py registers it with
 `claiming`), every file's name is claimed before the file is made, so the folder's
 manifest lists all it may hold at every instant and a cleanup removes only what it lists.
 

@@ -22,14 +22,20 @@ import torch
 from torch import nn
 
 import graph_harness.pytest_plugin  # noqa: F401 - imported once, not per pytester run
-from graph_harness.capture import NodeExport, budget, capture_and_count, module_scopes, scope
-from graph_harness.capture.budget import BudgetError, NodeBudgetExceeded, check_budget, counts
-from graph_harness.capture.budget_file import (
+from graph_harness.capture import NodeExport, capture_and_count, module_scopes, scope
+from graph_harness.capture.budget import limits as budget
+from graph_harness.capture.budget.file import (
     SCHEMA,
     BudgetFileError,
     lookup,
     read_budgets,
     record,
+)
+from graph_harness.capture.budget.limits import (
+    BudgetError,
+    NodeBudgetExceeded,
+    check_budget,
+    counts,
 )
 from graph_harness.reports.budget import budget_failure, budget_table
 
@@ -872,7 +878,7 @@ def test_node_budget_counts_graph_nodes(node_budget):
     # On CUDA each add into a static buffer is one kernel node: a budget of exactly that
     # many passes, one less fails; and the graph captured here by plain torch, read node
     # by node from the driver, holds the same number.
-    from graph_harness.capture.graph_reader import read_graph
+    from graph_harness.capture.graph.reader import read_graph
 
     a = torch.ones(1024, device="cuda")
     out = torch.empty_like(a)  # [1024] static output

@@ -273,7 +273,7 @@ def test_capture_failure_names_scope_and_recovers():
         with scope("sync", stage=3):
             x.sum().item()
 
-    # the op, its scope and the class of failure, first (capture/diagnose.py)
+    # the op, its scope and the class of failure, first (capture/graph/diagnose.py)
     read_back = r"^aten\._local_scalar_dense in scope stage3/sync: a value read back to the host"
     with pytest.raises(CaptureError, match=read_back):
         capture_and_count(bad, pool=pool, warmup=0)
@@ -361,7 +361,7 @@ def test_pdl_round_is_exact_and_sets_pdl_only_behind_a_signalling_kernel():
 @pytest.mark.gpu
 def test_pdl_kept_behind_our_signalling_launch_and_dropped_behind_torch():
     from graph_harness.capture import capture_graph
-    from graph_harness.capture.graph_reader import read_graph
+    from graph_harness.capture.graph.reader import read_graph
     from graph_harness.kernels.empty import empty_kernel
 
     x = torch.zeros(1, device="cuda")

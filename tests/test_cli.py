@@ -141,7 +141,7 @@ def test_force_never_touches_current_parent_or_home(tmp_path, where, why):
 
 
 def test_root_and_protected_paths_are_refused_without_touching_them(tmp_path, monkeypatch):
-    from graph_harness.reports.output import OutputRefused, plan_output
+    from graph_harness.reports.output.folder import OutputRefused, plan_output
 
     monkeypatch.chdir(tmp_path)
     # `/` is only stat-ed by the check, which refuses before anything is written
@@ -619,7 +619,7 @@ def test_two_concurrent_runs_never_overwrite_each_other(tmp_path):
 def test_replace_is_a_swap_that_leaves_a_complete_output(tmp_path, monkeypatch):
     # Stop the process right after the swap, before the old output is removed: the path
     # holds the new complete output; the old sits in a hidden folder the next run cleans.
-    from graph_harness.reports import output
+    from graph_harness.reports.output import folder as output
 
     out = tmp_path / "o"
     with output.staged_output(out, False, command="first") as tmp:
@@ -637,7 +637,7 @@ def test_replace_is_a_swap_that_leaves_a_complete_output(tmp_path, monkeypatch):
 
 
 def test_renames_never_replace(tmp_path):
-    from graph_harness.reports.renames import exchange, rename_noreplace
+    from graph_harness.reports.output.renames import exchange, rename_noreplace
 
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir()
@@ -782,7 +782,7 @@ def test_count_and_replay_json_on_the_gpu(tmp_path):
 
 
 def test_a_manifest_never_points_removal_outside_its_folder(tmp_path, monkeypatch):
-    from graph_harness.reports import output
+    from graph_harness.reports.output import folder as output
 
     monkeypatch.chdir(tmp_path)
     out = tmp_path / "o"
@@ -808,7 +808,7 @@ def test_signals_wait_for_the_commit(tmp_path, monkeypatch):
     # commit is done: the old output is removed, the new one in place, nothing hidden left.
     import threading
 
-    from graph_harness.reports import output
+    from graph_harness.reports.output import folder as output
 
     out = tmp_path / "o"
     with output.staged_output(out, False) as tmp:

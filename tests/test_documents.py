@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from graph_harness.capture import ExportError, NodeExport
-from graph_harness.capture.replay import ReplayDocumentError, ReplayResult
+from graph_harness.capture.replay.document import ReplayDocumentError, ReplayResult
 
 BIG = 10**5000  # str() of it raises past Python's digit limit; messages give its size
 BIG_BITS = BIG.bit_length()

@@ -59,7 +59,7 @@ def test_wheel_beside_a_standin_kernels_package(tmp_path):
     probe = (
         "import kernels, graph_harness, graph_harness.kernels as gk\n"
         "from graph_harness.capture import RoundParams\n"
-        "from graph_harness.reports.cli import build_parser\n"
+        "from graph_harness.reports.cli.program import build_parser\n"
         "assert kernels.STANDIN == 'the other kernels', kernels.__file__\n"
         "assert callable(gk.pack_scores_ids) and RoundParams().stages == 24\n"
         "build_parser()\n"

@@ -11,11 +11,11 @@ import pytest
 import torch
 
 from graph_harness.capture import capture_and_count, module_scopes
-from graph_harness.capture.delta import node_delta
-from graph_harness.capture.dispatch import DispatchCounter
-from graph_harness.capture.module_scopes import block_depth, repeated_blocks
-from graph_harness.capture.rollup import per_scope, scope_tree, tree_parts
-from graph_harness.reports.commands.args import BLOCKS, shown_depth
+from graph_harness.capture.attribution.rollup import per_scope, scope_tree, tree_parts
+from graph_harness.capture.export.delta import node_delta
+from graph_harness.capture.graph.dispatch import DispatchCounter
+from graph_harness.capture.scopes.modules import block_depth, repeated_blocks
+from graph_harness.reports.cli.args import BLOCKS, shown_depth
 from tests.nested_models import make_step
 
 REPO = Path(__file__).resolve().parents[1]
