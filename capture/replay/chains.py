@@ -13,24 +13,13 @@ import pandas as pd
 import torch
 
 from graph_harness.capture.graph.reader import read_graph
-from graph_harness.capture.replay.settings import ReplaySettings
+from graph_harness.capture.replay.settings import CHAIN_KINDS, PDL_KINDS, ReplaySettings
 from graph_harness.capture.replay.timing import capture_unrolled, time_replays_us
 from graph_harness.capture.round.params import RoundParams
 from graph_harness.capture.stats import fit_chain
 from graph_harness.kernels import pack_scores_ids, pack_scores_ids_shipped, selected_local_records
 from graph_harness.kernels.empty import empty_kernel
 
-CHAIN_KINDS = (
-    "triton-empty",
-    "torch-add",
-    "memcpy",
-    "memset",
-    "pack-shipped",
-    "pack-compiled",
-    "pack-fused",
-    "compaction-copies",
-)
-PDL_KINDS = ("triton-empty-pdl", "pack-fused-pdl")
 # Chains that price a round's removed nodes by type (kernel, memcpy) in pricing.savings().
 PRICE_KINDS = ("torch-add", "memcpy")
 

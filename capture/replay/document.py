@@ -19,10 +19,10 @@ import torch
 from graph_harness.capture.environment import environment, now
 from graph_harness.capture.export.documents import ExportError, Fields, load_json, show
 from graph_harness.capture.files import write_atomic
-from graph_harness.capture.replay.chains import CHAIN_KINDS, PRICE_KINDS, measure_chains
+from graph_harness.capture.replay.chains import PRICE_KINDS, measure_chains
 from graph_harness.capture.replay.pricing import SAVING_COLUMNS, savings
 from graph_harness.capture.replay.rounds import measure_rounds
-from graph_harness.capture.replay.settings import ReplaySettings
+from graph_harness.capture.replay.settings import CHAIN_KINDS, ReplaySettings
 from graph_harness.capture.round.params import RoundParams
 from graph_harness.capture.stats import ROUND_TRIAL_COLUMNS, Fit
 

@@ -4,18 +4,21 @@ into RoundParams, and the staged output folder."""
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import os
 import shlex
 import sys
 from dataclasses import dataclass, fields
 from pathlib import Path
-
-from rich.console import Console
+from typing import TYPE_CHECKING
 
 from graph_harness.capture.replay.settings import ReplaySettings
 from graph_harness.capture.round.params import RoundParams
 from graph_harness.reports.text import printable
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 ROUND_FIELDS = tuple(f.name for f in fields(RoundParams))
 
@@ -24,23 +27,30 @@ class UsageError(Exception):
     """Bad flags or arguments: exit code 2."""
 
 
-class _Console(Console):
-    def render_str(self, text: str, **kwargs):
-        # Every str printed, a table's cells and titles included, comes through here.
-        return super().render_str(printable(text), **kwargs)
+@functools.cache
+def _console_class() -> type[Console]:
+    # Made on first use: the parser (and --help) is built without importing rich.
+    from rich.console import Console
 
-    def on_broken_pipe(self) -> None:
-        # rich's own ends the program with SystemExit(1); a reader that went away is
-        # SIGPIPE's 141, which cli.main decides.
-        self.quiet = True
-        raise BrokenPipeError(errno.EPIPE, "the reader of this stream went away")
+    class _Console(Console):
+        def render_str(self, text: str, **kwargs):
+            # Every str printed, a table's cells and titles included, comes through here.
+            return super().render_str(printable(text), **kwargs)
+
+        def on_broken_pipe(self) -> None:
+            # rich's own ends the program with SystemExit(1); a reader that went away is
+            # SIGPIPE's 141, which cli.main decides.
+            self.quiet = True
+            raise BrokenPipeError(errno.EPIPE, "the reader of this stream went away")
+
+    return _Console
 
 
 def make_console(file=None, *, stderr: bool = False, width: int | None = None) -> Console:
     """The one kind of console graph-harness prints with: text is text. Names from
     documents, models and kernels (`[/]`, `:smile:`) print as they are, never as rich
     markup or emoji codes; style comes from `style=` alone."""
-    return _Console(file=file, stderr=stderr, width=width, markup=False, emoji=False)
+    return _console_class()(file=file, stderr=stderr, width=width, markup=False, emoji=False)
 
 
 class _Closed:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from graph_harness.capture.replay.settings import CHAIN_KINDS, PDL_KINDS
 from graph_harness.capture.round.params import VARIANTS
 from graph_harness.reports.cli.args import (
     json_arg,
@@ -33,10 +34,6 @@ from graph_harness.reports.cli.console import (
 
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    # Here, not at the top: importing this module should not bring chains (the kernels and
-    # the timing code); only building the parser needs its kind names.
-    from graph_harness.capture.replay.chains import CHAIN_KINDS, PDL_KINDS
-
     r = sub.add_parser(
         "replay", parents=[common], help="per-node dispatch cost and before/after round timing"
     )
@@ -58,7 +55,6 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
 
 
 def run_replay(args, io: IO) -> int:
-    from graph_harness.capture.replay.chains import CHAIN_KINDS
     from graph_harness.capture.replay.document import run_replays
     from graph_harness.reports.tables import fits_table, savings_table
 
