@@ -41,12 +41,13 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from graph_harness.capture.errors import UsageError
 from graph_harness.capture.paths import descriptor_of, kind_of, os_reason
 
 ENCODING, ERRORS = "utf-8", "backslashreplace"
 
 
-class OutputPathError(ValueError):
+class OutputPathError(UsageError, ValueError):
     """A path that cannot take the output (a folder, a broken link, ...): a usage error."""
 
 

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from graph_harness.capture.attribution.rollup import tree_parts
+from graph_harness.capture.errors import HarnessError, UsageError
 from graph_harness.capture.export.documents import show
 from graph_harness.capture.export.nodes import NodeExport
 from graph_harness.capture.scopes.recorder import UNSCOPED
@@ -35,12 +36,12 @@ TOTAL = "(total)"  # the total's row in a check
 TOP_SHOWN = 12  # top-level scopes listed when a name never occurs
 
 
-class BudgetError(ValueError):
+class BudgetError(UsageError, ValueError):
     """A budget that cannot be checked: a name that never occurs, arguments that do not
     combine, a record missing its entry. The message says what to do."""
 
 
-class NodeBudgetExceeded(AssertionError):
+class NodeBudgetExceeded(HarnessError, AssertionError):
     """More nodes than the budget allows; `check` has every line, the message the table."""
 
     def __init__(self, message: str, check: BudgetCheck) -> None:

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from graph_harness.capture.errors import HarnessError
 from graph_harness.capture.state.steps import Repeatability
 
 
-class CheckFailed(RuntimeError):
+class CheckFailed(HarnessError, RuntimeError):
     """`count --check` or `profile --check` found the graph computes something else."""
 
 

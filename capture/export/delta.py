@@ -12,10 +12,11 @@ from dataclasses import dataclass
 import pandas as pd
 
 from graph_harness.capture.attribution.rollup import scope_tree, tree_order
+from graph_harness.capture.errors import UsageError
 from graph_harness.capture.export.nodes import NodeExport
 
 
-class DeltaError(ValueError):
+class DeltaError(UsageError, ValueError):
     """Two exports that cannot be compared."""
 
 

@@ -15,12 +15,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from graph_harness.capture.errors import UsageError
 from graph_harness.capture.paths import InputPathError, read_input
 
 Scalar = str | int | float | bool | None
 
 
-class ExportError(ValueError):
+class ExportError(UsageError, ValueError):
     """A document that cannot be read (unreadable, not JSON, wrong schema, version or
     content); the message names the file and the field."""
 

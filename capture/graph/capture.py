@@ -12,12 +12,13 @@ from typing import Protocol
 
 import torch
 
+from graph_harness.capture.errors import HarnessError
 from graph_harness.capture.graph.reader import capture_frontier
 from graph_harness.capture.graph.settings import StepSettings
 from graph_harness.capture.scopes.recorder import Recorder, ScopeMark, recording
 
 
-class CaptureError(RuntimeError):
+class CaptureError(HarnessError, RuntimeError):
     """Capture failed; says at which op, in which module or scope, and why, in one line."""
 
 

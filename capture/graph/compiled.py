@@ -25,8 +25,10 @@ from functools import partial
 
 from torch import nn
 
+from graph_harness.capture.errors import HarnessError
 
-class CompiledStepError(RuntimeError):
+
+class CompiledStepError(HarnessError, RuntimeError):
     """A step whose torch.compile'd code cannot be counted here; says what to do."""
 
 

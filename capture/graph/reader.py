@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from graph_harness.capture.errors import HarnessError
+
 _NODE_KINDS = {
     "cudaGraphNodeTypeKernel": "kernel",
     "cudaGraphNodeTypeMemcpy": "memcpy",
@@ -30,7 +32,7 @@ _NODE_KINDS = {
 }
 
 
-class GraphReadError(RuntimeError):
+class GraphReadError(HarnessError, RuntimeError):
     """A cuda-bindings call failed while reading a graph."""
 
 

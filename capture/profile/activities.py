@@ -26,13 +26,14 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from graph_harness.capture.errors import HarnessError
 from graph_harness.capture.replay.guard import as_replayer, sync
 
 # Chrome-trace category -> the graph node type whose work it is.
 CATEGORIES = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
 
 
-class ProfileError(RuntimeError):
+class ProfileError(HarnessError, RuntimeError):
     """What CUPTI recorded cannot be read as the replays asked for."""
 
 

@@ -20,8 +20,10 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from graph_harness.capture.errors import HarnessError
 
-class ReplayFailed(RuntimeError):
+
+class ReplayFailed(HarnessError, RuntimeError):
     """A CUDA error while replaying a graph (exit 1). `context_lost`: the CUDA context
     is unusable; the process must do no more GPU work."""
 

@@ -21,12 +21,13 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from graph_harness.capture.errors import UsageError
 from graph_harness.capture.export.nodes import NodeExport
 from graph_harness.capture.round.count import CountedRound, count_round
 from graph_harness.capture.round.params import RoundParams
 
 
-class DistributedError(RuntimeError):
+class DistributedError(UsageError, RuntimeError):
     """The process group, world size, devices or backend do not fit the round."""
 
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 import torch
 
+from graph_harness.capture.errors import UsageError
 from graph_harness.capture.state.changes import Change, compare, names, replaced_by
 from graph_harness.capture.state.fingerprint import Fingerprint, fingerprint
 
@@ -41,7 +42,7 @@ FIX = (
 )
 
 
-class StepStateError(ValueError):
+class StepStateError(UsageError, ValueError):
     """The step cannot be replayed many times as it stands (it does not repeat and has
     no `step.reset`), or its `step.reset` is not callable: a usage error (exit 2)."""
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from graph_harness.capture.errors import UsageError as UsageError  # bad flags: exit 2
 from graph_harness.capture.replay.settings import ReplaySettings
 from graph_harness.capture.round.params import RoundParams
 from graph_harness.reports.text import printable
@@ -21,10 +22,6 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 ROUND_FIELDS = tuple(f.name for f in fields(RoundParams))
-
-
-class UsageError(Exception):
-    """Bad flags or arguments: exit code 2."""
 
 
 @functools.cache
@@ -175,16 +172,6 @@ def progress(io: IO):
         console=io.err,
         transient=True,
     )
-
-
-def require_cuda(what: str) -> None:
-    import torch
-
-    if not torch.cuda.is_available():
-        raise RuntimeError(
-            f"{what} times CUDA graph replays and needs a CUDA device; "
-            "none here (use `graph-harness count` for CPU dispatch counts)"
-        )
 
 
 def given_timing_flags(args) -> list[str]:

@@ -4,16 +4,19 @@ in commands/.
 
 Streams: results (tables, or one JSON document with --json) on stdout; the banner,
 progress, notes, warnings and errors on stderr, so `graph-harness count --json | jq` works.
-Exit codes: 0 success; 2 a usage error (our flags, arguments and input files); 1 anything
-raised by the user's code (--target) or the runtime, in one line with the exception's type
-and where it came from (--debug for the traceback); 128+n on SIGHUP (129), SIGINT (130)
+Exit codes (capture/errors.py sorts them): 0 success; 2 a usage error, the message alone
+(our flags, arguments and input files, a step that cannot be replayed, replay or profile on
+a machine without a GPU); 1 anything else raised, by graph-harness, the user's code
+(--target) or the runtime, in one line with the exception's type and where it came from
+(--debug for the traceback); 128+n on SIGHUP (129), SIGINT (130)
 and SIGTERM (143), with nothing partial left and an earlier output kept as it was, from
 the first instant (while torch still imports, too); 141 when the reader of stdout goes
 away (`| head`). A closed stdout (`>&-`) is an error in one line when results are due.
 Every exception from the user's code, BaseException included, is one line.
 `check` exits 1 when the graph computes something else than the step. After a CUDA error
 (the context is lost) main leaves the process at once, once its line is printed.
-Output folders follow reports/output/folder.py: built aside, swapped in, never a user's data lost.
+Output folders follow reports/output/folder.py: built aside, swapped in, never a user's
+data lost.
 """
 
 from __future__ import annotations
@@ -112,28 +115,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # --- main: streams, signals, exit codes ---------------------------------------------------
-
-
-def _usage_errors() -> tuple[type[BaseException], ...]:
-    from graph_harness.capture import ExportError
-    from graph_harness.capture.export.delta import DeltaError
-    from graph_harness.capture.files import OutputPathError
-    from graph_harness.capture.paths import InputPathError
-    from graph_harness.capture.state.steps import StepStateError
-    from graph_harness.reports.cli.console import UsageError
-    from graph_harness.reports.cli.target import TargetUsageError
-    from graph_harness.reports.output.folder import OutputRefused
-
-    return (
-        UsageError,
-        ExportError,
-        DeltaError,
-        OutputRefused,
-        OutputPathError,
-        InputPathError,
-        TargetUsageError,
-        StepStateError,
-    )
 
 
 def _command(name: str):
@@ -286,11 +267,12 @@ def _report_error(io, args, e: BaseException) -> int:
 def _error_line(io, e: BaseException) -> tuple[int, str]:
     """The exit code and the one line for an error: a usage error's message (2), or the
     exception's type, message and where in the user's code it came from (1)."""
+    from graph_harness.capture.errors import UsageError
     from graph_harness.reports.cli.target import origin
 
     first = _message(e)
-    if isinstance(e, _usage_errors()):
-        return 2, first
+    if isinstance(e, UsageError):  # every usage error, on every path (capture/errors.py)
+        return UsageError.exit_code, first
     where = None
     if io.target_root is not None:  # only the user's own code is worth pointing at
         where = origin(e.__cause__ if e.__cause__ is not None else e, io.target_root)

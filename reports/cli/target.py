@@ -41,16 +41,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+from graph_harness.capture.errors import HarnessError, UsageError
 from graph_harness.capture.paths import InputPathError, check_input
 from graph_harness.reports.cli import user_imports
 from graph_harness.reports.cli.user_stdout import stdout_to_stderr
 
 
-class TargetUsageError(ValueError):
+class TargetUsageError(UsageError, ValueError):
     """The --target spec is malformed or does not name an importable factory (exit 2)."""
 
 
-class TargetError(RuntimeError):
+class TargetError(HarnessError, RuntimeError):
     """The target's own code misbehaved (called sys.exit, issued no work): exit 1."""
 
 

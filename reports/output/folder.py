@@ -46,6 +46,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from graph_harness.capture.errors import HarnessError
 from graph_harness.capture.files import claiming, default_mode
 from graph_harness.capture.paths import os_reason
 from graph_harness.reports.output.leftovers import clean_leftovers, make_partial, stem
@@ -64,7 +65,7 @@ _HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 LOCK_WAIT_S = 30.0  # how long a replace waits for another run's commit at the same path
 
 
-class OutputConflict(RuntimeError):
+class OutputConflict(HarnessError, RuntimeError):
     """The output path changed under the run; its result was kept elsewhere."""
 
 

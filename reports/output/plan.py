@@ -8,11 +8,12 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from graph_harness.capture.errors import UsageError
 from graph_harness.capture.paths import os_reason
 from graph_harness.reports.output.manifest import MANIFEST, foreign_entries, read_manifest
 
 
-class OutputRefused(ValueError):
+class OutputRefused(UsageError, ValueError):
     """`--out` names a path graph-harness must not write to (a usage error)."""
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import fields
 
+from graph_harness.capture.errors import require_gpu
 from graph_harness.capture.profile.settings import ProfileSettings
 from graph_harness.capture.round.params import VARIANTS
 from graph_harness.reports.cli.args import (
@@ -92,21 +93,11 @@ def check_flags(args) -> None:
         refuse_target_only(args)
 
 
-def require_gpu() -> None:
-    import torch
-
-    if not torch.cuda.is_available():
-        raise UsageError(
-            "no GPU here: profile replays graphs under CUPTI, which records what a CUDA "
-            "GPU ran (use `graph-harness count` for CPU dispatch counts)"
-        )
-
-
 def run(args, io: IO) -> int:
     check_flags(args)
     settings = settings_from(args)
     params = None if args.target else round_params(args)
-    require_gpu()
+    require_gpu("profile replays graphs under CUPTI, which records what a CUDA GPU ran")
     with staged(args, io) as tmp:
         banner(io)
         with progress(io) as prog:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from graph_harness.capture.errors import require_gpu
 from graph_harness.capture.replay.settings import CHAIN_KINDS, PDL_KINDS
 from graph_harness.capture.round.params import VARIANTS
 from graph_harness.reports.cli.args import (
@@ -26,7 +27,6 @@ from graph_harness.reports.cli.console import (
     progress,
     refuse,
     replay_settings,
-    require_cuda,
     round_params,
     staged,
     wrote,
@@ -59,7 +59,7 @@ def run_replay(args, io: IO) -> int:
     from graph_harness.reports.tables import fits_table, savings_table
 
     params, settings = round_params(args), replay_settings(args)
-    require_cuda("replay")
+    require_gpu("replay times CUDA graph replays, which run on a CUDA GPU")
     with staged(args, io) as tmp:
         banner(io)
         with progress(io) as prog:
