@@ -387,3 +387,16 @@ def test_pdl_kept_behind_our_signalling_launch_and_dropped_behind_torch():
     for _ in range(2 * (3 + 1)):  # two adds per call: three warm-up calls, one replay
         expected.add_(1.0)
     assert torch.equal(y, expected)
+
+
+def test_structure_tells_two_builds_alike_and_two_variants_apart():
+    """NodeExport.structure, the one "same graph" check (profile builds, distributed
+    ranks): two fresh builds of one round agree; another variant, or a node's scope
+    moved, does not."""
+    first, again = (count_round(SMALL, "fused", "cpu").export for _ in range(2))
+    assert first is not again and first.structure() == again.structure()
+    assert first.structure() != count_round(SMALL, "shipped", "cpu").export.structure()
+    moved = NodeExport.from_dict(first.to_dict())
+    moved.nodes[0]["scope_path"] = ["elsewhere"]
+    assert moved.structure() != first.structure()
+    assert first.counts("step").sum() == first.total == first.per_stage_step().to_numpy().sum()

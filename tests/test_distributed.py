@@ -154,6 +154,8 @@ def test_merge_reports_a_structural_difference():
                 block=None,
                 stage=0,
                 step="pack",
+                scope="stage0/pack",
+                scope_path=["stage0/pack"],
                 deps=[],
                 parent=None,
             )

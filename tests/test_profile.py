@@ -614,6 +614,36 @@ def test_tables_render(tmp_path):
     assert (tmp_path / "d.png").stat().st_size > 0 and (tmp_path / "m.png").stat().st_size > 0
 
 
+def test_a_result_prices_its_pairs_once(tmp_path, monkeypatch):
+    """write, to_dict and the tables a show prints read one pricing of each pair (each
+    price_pair runs two bootstraps) and one roll-up, and each caller gets its own copy."""
+    import graph_harness.capture.profile.document as D
+
+    calls = Counter()
+
+    def counted(f):
+        def call(*a, **k):
+            calls[f.__name__] += 1
+            return f(*a, **k)
+
+        return call
+
+    for f in (D.price_pair, D.pair_breakdown, D.group_costs, D.scope_costs):
+        monkeypatch.setattr(D, f.__name__, counted(f))
+    a, b = _variant("a", A), _variant("b", B)
+    result = ProfileResult({"a": a, "b": b}, _trials(76, 74), [("a", "b")])
+    result.write(tmp_path)
+    result.to_dict()
+    pairs = result.pair_table()
+    result.breakdown(), result.scope_table(), result.scope_table()
+    # the round's graphs roll up by step: once each of a and b
+    assert calls == {"price_pair": 1, "pair_breakdown": 1, "group_costs": 2}
+    pairs.loc[0, "a"] = "changed by a caller"
+    assert result.pair_table().loc[0, "a"] == "a"
+    result.scope_table(2)  # another depth is another table
+    assert calls["group_costs"] == 4
+
+
 def test_median_interval_brackets_the_median():
     x = np.random.default_rng(1).normal(10.0, 1.0, (200, 3))
     lo, hi = median_interval(x)

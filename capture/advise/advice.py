@@ -22,6 +22,7 @@ import pandas as pd
 from graph_harness.capture.advise.costs import Costs, builtin_costs
 from graph_harness.capture.advise.groups import Group, rank_groups
 from graph_harness.capture.advise.measured import Comparison, compare_measured
+from graph_harness.capture.export.documents import plain
 from graph_harness.capture.export.nodes import NodeExport
 
 ADVICE_SCHEMA = "graph-harness/advice"
@@ -100,14 +101,8 @@ RULES = [
 
 
 def _plain(d: dict[str, Any]) -> dict[str, Any]:
-    """Tuples as lists, for JSON."""
-
-    def conv(v):
-        if isinstance(v, tuple | list):
-            return [conv(x) for x in v]
-        return v
-
-    return {k: conv(v) for k, v in d.items()}
+    """A dataclass's fields as plain JSON (tuples as lists)."""
+    return {k: plain(v) for k, v in d.items()}
 
 
 def advise(export: NodeExport, costs: Costs | None = None) -> Advice:

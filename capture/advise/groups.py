@@ -16,13 +16,13 @@ shape: pricing.step_chain), at that chain's slope, work included.
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from graph_harness.capture.advise.candidates import Candidate, find_candidates, node_role
 from graph_harness.capture.advise.costs import Costs
+from graph_harness.capture.attribution.labels import generalize
 from graph_harness.capture.export.nodes import NodeExport
 from graph_harness.capture.graph.dispatch import NON_LAUNCHING
 from graph_harness.capture.replay.pricing import TYPE_CHAIN, chains_replay_its_calls, step_chain
@@ -30,16 +30,6 @@ from graph_harness.capture.replay.pricing import TYPE_CHAIN, chains_replay_its_c
 # The node type a removed node of each role is priced as, where its own type has no chain
 # (the CPU source's ATen ops).
 _ROLE_PRICE = {"kernel": "kernel", "library": "kernel", "copy": "memcpy", "set": "memset"}
-
-# A whole numeric part of a dotted or slashed scope name (a ModuleList index), and the
-# built-in round's stage: stripped to group the same work at every layer and stage.
-_INDEX = re.compile(r"(?<![^./])\d+(?![^./])")
-_STAGE = re.compile(r"^stage\d+/")
-
-
-def scope_pattern(label: str) -> str:
-    """`stage3/pack` -> `stage*/pack`, `layers.3.attention` -> `layers.*.attention`."""
-    return _INDEX.sub("*", _STAGE.sub("stage*/", label))
 
 
 @dataclass(frozen=True)
@@ -128,9 +118,9 @@ def rank_groups(export: NodeExport, costs: Costs) -> list[Group]:
         anchor = nodes[c.anchor] if c.anchor is not None else None
         key = (
             c.kind,
-            tuple(scope_pattern(s) for s in run[0]["scope_path"]),
+            tuple(generalize(s) for s in run[0]["scope_path"]),
             tuple((n["type"], n["kernel"] or "") for n in run),
-            None if anchor is None else (_label(anchor), scope_pattern(anchor["scope"])),
+            None if anchor is None else (_label(anchor), generalize(anchor["scope"])),
         )
         by_key[key].append(c)
     groups = [_group(export, costs, key, group, chains) for key, group in by_key.items()]

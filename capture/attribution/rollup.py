@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from graph_harness.capture.attribution.labels import natural, natural_parts
 from graph_harness.capture.scopes.recorder import UNSCOPED
 
 
@@ -90,16 +91,12 @@ def scope_tree(frame: pd.DataFrame, depth: int | None = None) -> pd.DataFrame:
             "own": own.get(p, 0),
             "fused": fused.get(p, 0),
         }
-        for p in sorted(total, key=_parts_order)
+        for p in sorted(total, key=natural_parts)
     ]
     return pd.DataFrame(rows, columns=["scope", "depth", "nodes", "own", "fused"])
 
 
-def _parts_order(parts: tuple[str, ...]):
-    # numbers in numeric order (layers.2 before layers.10)
-    return [(0, int(x), "") if x.isdigit() else (1, 0, x) for x in parts]
-
-
 def tree_order(label: str):
-    """A sort key putting scope labels in tree order (parents first, layers.2 < layers.10)."""
-    return [] if label in (UNSCOPED, ROOT) else _parts_order(tuple(label.split(".")))
+    """A sort key putting scope labels in tree order (parents first, layers.2 < layers.10:
+    attribution/labels.py's natural order), the root and unscoped first."""
+    return [] if label in (UNSCOPED, ROOT) else natural(label)

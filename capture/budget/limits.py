@@ -25,6 +25,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from graph_harness.capture.attribution.labels import generalize, natural
 from graph_harness.capture.attribution.rollup import tree_parts
 from graph_harness.capture.errors import HarnessError, UsageError
 from graph_harness.capture.export.documents import show
@@ -161,7 +162,7 @@ class _Nodes:
 
     def unknown(self, names: list[str], workload: str) -> BudgetError:
         lines = [f"{show(n)}: {self.nearest(n) or 'no scope with a similar name'}" for n in names]
-        tops = sorted(self.top_level(), key=_natural)
+        tops = sorted(self.top_level(), key=natural)
         top = ", ".join(tops[:TOP_SHOWN]) + (
             f", ... {len(tops) - TOP_SHOWN} more" if len(tops) > TOP_SHOWN else ""
         )
@@ -176,23 +177,11 @@ class _Nodes:
     def nearest(self, name: str) -> str:
         """Names that occur and that `name` may have meant: patterns of the scopes whose
         last part it is (`attention` -> `layers.*.attention`), then close spellings."""
-        general = sorted({_generalize(lab) for lab in self.labels})
+        general = sorted({generalize(lab) for lab in self.labels})
         by_end = [g for g in general if re.split(r"[./]", g)[-1] == name and g != name]
         close = difflib.get_close_matches(name, self.labels + general, n=3, cutoff=0.6)
         picks = list(dict.fromkeys(by_end[:3] + close))[:4]
         return "did you mean " + " or ".join(map(show, picks)) if picks else ""
-
-
-def _natural(label: str) -> list:
-    """Numbers in numeric order: stage2/pack before stage10/pack, layers.2 before layers.10."""
-    return [(0, int(x), "") if x.isdigit() else (1, 0, x) for x in re.split(r"(\d+)", label)]
-
-
-def _generalize(label: str) -> str:
-    """A label with its numbered parts as `*`: layers.3.attention -> layers.*.attention,
-    stage0/pack -> stage*/pack."""
-    parts = ["*" if p.isdigit() else re.sub(r"^stage\d+/", "stage*/", p) for p in label.split(".")]
-    return ".".join(parts)
 
 
 def check_budget(

@@ -13,6 +13,7 @@ import pandas as pd
 
 from graph_harness.capture.attribution.rollup import scope_tree, tree_order
 from graph_harness.capture.errors import UsageError
+from graph_harness.capture.export.documents import records
 from graph_harness.capture.export.nodes import NodeExport
 
 
@@ -65,15 +66,6 @@ class NodeDelta:
     def to_dict(self) -> dict:
         """The delta as one JSON-ready document (what `delta --json` prints)."""
 
-        def rec(df: pd.DataFrame) -> list[dict]:
-            return [
-                {
-                    k: (v.item() if hasattr(v, "item") else (None if pd.isna(v) else v))
-                    for k, v in r.items()
-                }
-                for r in df.to_dict(orient="records")
-            ]
-
         return {
             "schema": "graph-harness/delta",
             "schema_version": 1,
@@ -86,11 +78,11 @@ class NodeDelta:
             "total_delta": self.total_delta,
             "headline": self.headline(),
             "scoped_differently": self.scoped_differently,
-            "by_step": rec(self.by_step),
-            "by_type": rec(self.by_type),
-            "by_kernel": rec(self.by_kernel),
-            "by_stage_step": rec(self.by_stage_step),
-            "by_scope": rec(self.by_scope),
+            "by_step": records(self.by_step),
+            "by_type": records(self.by_type),
+            "by_kernel": records(self.by_kernel),
+            "by_stage_step": records(self.by_stage_step),
+            "by_scope": records(self.by_scope),
         }
 
     def headline(self) -> str:

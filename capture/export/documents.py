@@ -1,4 +1,5 @@
-"""Reading the versioned JSON documents graph-harness writes (node exports, replays).
+"""The versioned JSON documents graph-harness writes (node exports, replays, profiles):
+read back checked, and their tables written as plain JSON values (`records`).
 
 A document read back is checked field by field, type and range, before anything uses it:
 whatever is wrong raises one `ExportError` (a ValueError) whose message names the file
@@ -19,6 +20,30 @@ from graph_harness.capture.errors import UsageError
 from graph_harness.capture.paths import InputPathError, read_input
 
 Scalar = str | int | float | bool | None
+
+
+def plain(v: Any) -> Any:
+    """A value as plain JSON: numpy scalars as Python ones at full precision (to_json
+    would round to 15 digits), lists and tuples as lists of plain values, and a missing
+    value (None, NaN, an infinity, pandas' NA) as null, which every JSON parser reads
+    (bare NaN is not JSON)."""
+    v = v.item() if hasattr(v, "item") else v
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, list | tuple):
+        return [plain(x) for x in v]
+    pandas = sys.modules.get("pandas")  # a frame's NA: pandas is loaded if there is one
+    if pandas is not None and v is pandas.NA:
+        return None
+    return v
+
+
+def records(frame) -> list[dict[str, Any]] | None:
+    """A DataFrame's rows as plain JSON objects (None for no frame); every table of a
+    document goes out through here."""
+    if frame is None:
+        return None
+    return [{k: plain(v) for k, v in r.items()} for r in frame.to_dict(orient="records")]
 
 
 class ExportError(UsageError, ValueError):

@@ -97,6 +97,14 @@ class NodeExport:
         df["stage"] = df["stage"].astype("Int64")
         return df
 
+    def structure(self) -> list[tuple]:
+        """What makes two graphs the same graph, node by node in index order: type,
+        kernel, scopes and dependencies (not timings, launch shapes or the environment).
+        Two builds of one round, or two ranks of it, have the same structure."""
+        return [
+            (n["type"], n["kernel"], tuple(n["scope_path"]), tuple(n["deps"])) for n in self.nodes
+        ]
+
     def counts(self, *by: str, dropna: bool = False) -> pd.Series:
         """Launching nodes counted by the frame's columns `by` ("step", "type", "stage",
         ...), a Series named "nodes" in the order of its keys; the group-bys reports and

@@ -104,6 +104,18 @@ def read_graph(raw_graph: int, *, parent: int | None = None) -> list[RawNode]:
     return out
 
 
+def demangle(name: str | None) -> str:
+    """A kernel's C++ name as CUPTI reports it and tables show it (torch's demangler, as
+    Kineto's); a name that is not a mangled symbol (Triton's are plain) or that the
+    demangler cannot read stays as it is, and no name is ""."""
+    if not name or not name.startswith("_Z"):
+        return name or ""
+    try:
+        return torch._C._demangle(name)
+    except Exception:  # a symbol the demangler does not know
+        return name
+
+
 def _kernel_name(drv, params) -> str:
     if int(params.func):
         err, name = drv.cuFuncGetName(params.func)

@@ -7,14 +7,16 @@ capture/profile/run.py fills the document on a GPU.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from graph_harness.capture.export.documents import records as _records
 from graph_harness.capture.files import write_atomic, write_csv
 from graph_harness.capture.profile.nodes import VariantProfile
 from graph_harness.capture.profile.pairs import (
@@ -24,6 +26,27 @@ from graph_harness.capture.profile.pairs import (
     price_pair,
 )
 from graph_harness.capture.profile.rollup import group_costs, scope_costs
+
+
+def _once(table):
+    """A table computed on first use and kept: write, show and plot read the same frame
+    instead of pricing the pairs (two bootstraps each) and rolling up the scopes again.
+    A ProfileResult is complete when made; each caller gets its own copy to change."""
+
+    signature = inspect.signature(table)
+
+    @functools.wraps(table)
+    def kept(self, *args, **kwargs):
+        tables = self.__dict__.setdefault("_tables", {})
+        bound = signature.bind(self, *args, **kwargs)
+        bound.apply_defaults()  # scope_table() and scope_table(None) are one table
+        key = (table.__name__, *list(bound.arguments.values())[1:])
+        if key not in tables:
+            tables[key] = table(self, *args, **kwargs)
+        return tables[key].copy()
+
+    return kept
+
 
 PROFILE_SCHEMA = "graph-harness/profile"
 PROFILE_SCHEMA_VERSION = 1
@@ -42,6 +65,7 @@ class ProfileResult:
     created: str = ""
     options: dict[str, Any] = field(default_factory=dict)
 
+    @_once
     def summary(self) -> pd.DataFrame:
         rows = [p.summary() for p in self.profiles.values()]
         df = pd.DataFrame(rows)
@@ -51,11 +75,13 @@ class ProfileResult:
             df["period_vs_timed"] = df.period_us / df.timed_us - 1
         return df
 
+    @_once
     def node_table(self) -> pd.DataFrame:
         return pd.concat(
             [p.nodes.assign(variant=n) for n, p in self.profiles.items()], ignore_index=True
         )
 
+    @_once
     def scope_table(self, depth: int | None = None) -> pd.DataFrame:
         """Per variant: the round by step (groups), a step by its scope tree."""
         frames = []
@@ -66,12 +92,14 @@ class ProfileResult:
             frames.append(by.assign(variant=n))
         return pd.concat(frames, ignore_index=True)
 
+    @_once
     def pair_table(self) -> pd.DataFrame:
         rows = [
             price_pair(self.profiles[a], self.profiles[b], self.round_trials) for a, b in self.pairs
         ]
         return pd.DataFrame(rows, columns=PAIR_COLUMNS)
 
+    @_once
     def breakdown(self) -> pd.DataFrame:
         frames = [pair_breakdown(self.profiles[a], self.profiles[b]) for a, b in self.pairs]
         return (
@@ -80,6 +108,7 @@ class ProfileResult:
             else pd.DataFrame(columns=BREAKDOWN_COLUMNS)
         )
 
+    @_once
     def replay_table(self) -> pd.DataFrame:
         return pd.concat(
             [p.replays.assign(variant=n) for n, p in self.profiles.items()], ignore_index=True
@@ -122,19 +151,3 @@ class ProfileResult:
             write_csv(folder / f"profile-{name}.csv", df)
             names.append(f"profile-{name}.csv")
         return names
-
-
-def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
-    """Rows as plain JSON: numpy scalars as Python ones (full precision), NaN as null."""
-
-    def plain(v):
-        v = v.item() if hasattr(v, "item") else v
-        if isinstance(v, float) and not math.isfinite(v):
-            return None
-        if isinstance(v, (list, tuple)):
-            return [plain(x) for x in v]
-        if v is pd.NA:
-            return None
-        return v
-
-    return [{k: plain(v) for k, v in r.items()} for r in df.to_dict(orient="records")]

@@ -35,22 +35,11 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import torch
-
+from graph_harness.capture.graph.reader import demangle
 from graph_harness.capture.profile.activities import Activity
 
 ACTIVITY_TYPES = ("kernel", "memcpy", "memset")
 LOCAL_ID_MASK = 0xFFFFFFFF  # a graph node id's low 32 bits: the node's id in its graph
-
-
-def demangle(name: str) -> str:
-    """A kernel's name as CUPTI reports it (Kineto demangles C++ symbols)."""
-    if not name or not name.startswith("_Z"):
-        return name or ""
-    try:
-        return torch._C._demangle(name)
-    except Exception:
-        return name
 
 
 Key = tuple[str, str]  # (node type, demangled kernel name or "")

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import bisect
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -38,6 +37,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from graph_harness.capture.attribution.labels import generalize
 from graph_harness.capture.export.nodes import NodeExport
 from graph_harness.capture.profile.activities import Activity
 from graph_harness.capture.profile.matching import (
@@ -233,16 +233,13 @@ def _ids_consistent(windows: Sequence[Window], by_order) -> bool | None:
 # --- per node ------------------------------------------------------------------
 
 
-_NUMBER = re.compile(r"(?<=\.)\d+(?=\.|$)|^\d+(?=\.|$)")
-
-
 def group_of(node: dict) -> str:
     """Where a node sits, less which repeat of it: the built-in round's step (stage
-    dropped), else its scope with numeric parts as `*` (layers.3.attention ->
-    layers.*.attention)."""
+    dropped), else its scope generalised (capture/attribution/labels.py:
+    layers.3.attention -> layers.*.attention)."""
     if node.get("stage") is not None:
         return node["step"]
-    return _NUMBER.sub("*", node["scope"])
+    return generalize(node["scope"])
 
 
 NODE_COLUMNS = ["node", "type", "kernel", "stage", "step", "scope", "scope_path", "group"]

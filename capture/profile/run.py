@@ -95,11 +95,6 @@ def profile_graphs(
     return out
 
 
-def _same_structure(a: NodeExport, b: NodeExport) -> bool:
-    key = lambda e: [(n["type"], n["kernel"], n["deps"]) for n in e.nodes]
-    return key(a) == key(b)
-
-
 def profile_rounds(
     params: RoundParams,
     variants: Sequence[str],
@@ -121,7 +116,7 @@ def profile_rounds(
     def profile_build(build: int, rounds: dict[str, CountedRound]) -> None:
         for v, counted in rounds.items():
             first.setdefault(v, counted.export)
-            if not _same_structure(first[v], counted.export):
+            if first[v].structure() != counted.export.structure():
                 raise ProfileError(f"{v}: build {build} captured another graph than build 0")
         graphs = {v: (c.captured.graph, c.export) for v, c in rounds.items()}
         for v, ws in profile_graphs(graphs, settings, build, settings.builds, progress).items():

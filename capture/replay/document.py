@@ -7,7 +7,6 @@ Results are plain DataFrames plus this document; `reports` renders them.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -17,7 +16,7 @@ import pandas as pd
 import torch
 
 from graph_harness.capture.environment import environment, now
-from graph_harness.capture.export.documents import ExportError, Fields, load_json, show
+from graph_harness.capture.export.documents import ExportError, Fields, load_json, records, show
 from graph_harness.capture.files import write_atomic
 from graph_harness.capture.replay.chains import PRICE_KINDS, measure_chains
 from graph_harness.capture.replay.pricing import SAVING_COLUMNS, savings
@@ -61,12 +60,6 @@ class ReplayResult:
     options: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        def rec(df):
-            # to_dict keeps every float's full repr (to_json would round to 15 digits)
-            if df is None:
-                return None
-            return [{k: _plain(v) for k, v in r.items()} for r in df.to_dict(orient="records")]
-
         return {
             "schema": REPLAY_SCHEMA,
             "schema_version": REPLAY_SCHEMA_VERSION,
@@ -74,10 +67,10 @@ class ReplayResult:
             "created": self.created,
             "params": self.params,
             "options": self.options,
-            "chain_trials": rec(self.chain_trials),
-            "fits": rec(self.fits),
-            "round_trials": rec(self.round_trials),
-            "savings": rec(self.savings),
+            "chain_trials": records(self.chain_trials),
+            "fits": records(self.fits),
+            "round_trials": records(self.round_trials),
+            "savings": records(self.savings),
         }
 
     def write_json(self, path: str | Path) -> Path:
@@ -202,16 +195,6 @@ def _check_removed_by_type(f: Fields, path: str, text: str) -> None:
         isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in d.items()
     ):
         f.expected(path, 'a JSON object of node type -> int (e.g. {"kernel": 216})', text)
-
-
-def _plain(v: Any) -> Any:
-    """A cell as plain JSON: numpy scalars as Python ones at full precision (to_json would
-    round to 15 digits), and NaN or an infinity (not measured) as null, which every JSON
-    parser reads (bare NaN is not JSON)."""
-    v = v.item() if hasattr(v, "item") else v
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    return v
 
 
 def run_replays(

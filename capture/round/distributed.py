@@ -143,17 +143,13 @@ class Merged:
     first_difference: str | None
 
 
-def structure(export: NodeExport) -> list[tuple]:
-    return [(n["type"], n["kernel"], n["stage"], n["step"]) for n in export.nodes]
-
-
 def merge(exports: Sequence[NodeExport]) -> Merged:
-    """Per-rank totals, and whether every rank captured the same node structure (same
-    types, kernel names and scopes, in order)."""
-    ref = structure(exports[0])
+    """Per-rank totals, and whether every rank captured the same node structure
+    (NodeExport.structure: types, kernel names, scopes and dependencies, in order)."""
+    ref = exports[0].structure()
     first = None
     for e in exports[1:]:
-        s = structure(e)
+        s = e.structure()
         if s != ref:
             i = next((i for i, (a, b) in enumerate(zip(ref, s)) if a != b), min(len(ref), len(s)))
             first = (
