@@ -50,12 +50,13 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from graph_harness.capture.budget import UPDATE_FLAG  # a constant: imports nothing heavy
+
 if TYPE_CHECKING:  # torch and the harness load when the fixture is used, not before
     import torch
 
     from graph_harness.capture import NodeExport
 
-UPDATE_FLAG = "--update-node-budgets"
 _notes = pytest.StashKey[list]()
 
 

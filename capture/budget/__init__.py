@@ -5,4 +5,7 @@ limits in total and per scope, and the budget file that records today's counts.
 - file.py: the budget file, read, rendered and recorded
 
 May import: capture.export, capture.attribution, the root's files.py and paths.py.
+Here, nothing: the pytest plugin reads the flag below at every pytest start-up.
 """
+
+UPDATE_FLAG = "--update-node-budgets"  # the plugin's flag (graph_harness/pytest_plugin.py)

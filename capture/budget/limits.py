@@ -27,12 +27,12 @@ from dataclasses import dataclass, field
 
 from graph_harness.capture.attribution.labels import generalize, natural
 from graph_harness.capture.attribution.rollup import tree_parts
+from graph_harness.capture.budget import UPDATE_FLAG as UPDATE_FLAG
 from graph_harness.capture.errors import HarnessError, UsageError
 from graph_harness.capture.export.documents import show
 from graph_harness.capture.export.nodes import NodeExport
 from graph_harness.capture.scopes.recorder import UNSCOPED
 
-UPDATE_FLAG = "--update-node-budgets"  # the plugin's flag (graph_harness/pytest_plugin.py)
 TOTAL = "(total)"  # the total's row in a check
 TOP_SHOWN = 12  # top-level scopes listed when a name never occurs
 

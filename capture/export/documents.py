@@ -19,8 +19,6 @@ from typing import Any
 from graph_harness.capture.errors import UsageError
 from graph_harness.capture.paths import InputPathError, read_input
 
-Scalar = str | int | float | bool | None
-
 
 def plain(v: Any) -> Any:
     """A value as plain JSON: numpy scalars as Python ones at full precision (to_json

@@ -143,19 +143,6 @@ def capture_frontier(stream: torch.cuda.Stream | None = None) -> list[int]:
     return [int(d) for d in deps[:n]]
 
 
-def ancestors(frontier: list[int], parents: dict[int, list[int]]) -> set[int]:
-    """The frontier nodes and everything they depend on, transitively."""
-    seen: set[int] = set()
-    stack = list(frontier)
-    while stack:
-        h = stack.pop()
-        if h in seen:
-            continue
-        seen.add(h)
-        stack.extend(parents.get(h, ()))
-    return seen
-
-
 def tools_ids(handles: list[int]) -> list[int] | None:
     """Each node's id as profilers report it (cudaGraphNodeGetToolsId: its graph's id in
     the upper 32 bits, the node's local id in the lower), or None where the driver or

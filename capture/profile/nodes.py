@@ -127,10 +127,6 @@ class VariantProfile:
         """Each sampled replay's summed node cost, as [builds][samples]."""
         return _per_build(self.replays, "cost_us")
 
-    @cached_property
-    def period_series(self) -> np.ndarray:
-        return _per_build(self.replays, "period_us")
-
     def summary(self) -> dict[str, Any]:
         r = self.replays
         share = (r.gap_us / r.period_us).to_numpy()

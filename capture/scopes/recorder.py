@@ -149,8 +149,3 @@ class scope:
 def current_stack() -> tuple[ScopeKey, ...]:
     rec = _active.get()
     return tuple(rec.stack) if rec is not None else ()
-
-
-def current_scope() -> ScopeKey | None:
-    rec = _active.get()
-    return rec.current if rec is not None else None
