@@ -832,10 +832,12 @@ def test_plugin_module_scopes_by_qualified_name(project):
 
 def test_the_plugin_is_light_until_used():
     # Loaded into every pytest run of an environment with graph-harness: no torch, no
-    # pandas until a test asks for node_budget; one name for its flag.
+    # pandas, none of the budget's code until a test asks for node_budget (its flag comes
+    # from capture/budget/__init__, which imports nothing); one name for its flag.
     probe = (
         "import sys, graph_harness.pytest_plugin as p\n"
-        "heavy = sorted({'torch', 'pandas', 'graph_harness.capture'} & set(sys.modules))\n"
+        "heavy = {'torch', 'pandas', 'triton', 'matplotlib'}\n"
+        "heavy = sorted((heavy | {'graph_harness.capture.budget.limits'}) & set(sys.modules))\n"
         "assert not heavy, heavy\n"
         "print(p.UPDATE_FLAG)\n"
     )

@@ -43,11 +43,6 @@ def test_scope_brings_torch_alone(tmp_path):
     assert loaded == {"torch"}
 
 
-def test_the_pytest_plugin_loads_nothing_heavy(tmp_path):
-    # Registered in every pytest run of the environment (the pytest11 entry point).
-    assert loaded_after("import graph_harness.pytest_plugin", tmp_path) == set()
-
-
 def test_a_lazy_name_still_loads_what_it_needs(tmp_path):
     # The probe sees an import happen: NodeExport is a pandas frame's maker.
     assert "pandas" in loaded_after("from graph_harness.capture import NodeExport", tmp_path)
