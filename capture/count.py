@@ -25,7 +25,7 @@ from graph_harness.capture.graph.compiled import (
 from graph_harness.capture.graph.dispatch import DispatchCounter
 from graph_harness.capture.graph.reader import read_graph
 from graph_harness.capture.graph.settings import StepSettings
-from graph_harness.capture.scopes.modules import active_module_scopes, block_depth
+from graph_harness.capture.scopes.modules import active_module_scopes, block_depth, module_scopes
 from graph_harness.capture.scopes.recorder import Recorder, recording
 from graph_harness.capture.state.steps import StateWatch
 from graph_harness.pools import GraphBufferPool
@@ -43,10 +43,19 @@ def capture_and_count(
     device: torch.device | str | None = None,
     graph_pool=None,
     name: str | None = None,
+    module: torch.nn.Module | None = None,
+    depth: int | None = None,
 ) -> NodeExport:
     """Capture any callable (see capture_and_keep) and export its nodes."""
     return capture_and_keep(
-        fn, warmup=warmup, pool=pool, device=device, graph_pool=graph_pool, name=name
+        fn,
+        warmup=warmup,
+        pool=pool,
+        device=device,
+        graph_pool=graph_pool,
+        name=name,
+        module=module,
+        depth=depth,
     )[0]
 
 
@@ -59,6 +68,8 @@ def capture_and_keep(
     graph_pool=None,
     name: str | None = None,
     watch: StateWatch | None = None,
+    module: torch.nn.Module | None = None,
+    depth: int | None = None,
 ) -> tuple[NodeExport, Captured | None]:
     """Capture any callable (a model's decode step, say) and export its nodes.
 
@@ -67,8 +78,9 @@ def capture_and_keep(
     captured (on the CPU: counted); with a `step.reset` (capture/state/steps.py), reset before
     each warm-up and once at the end. `watch` (a StateWatch of `fn`) also tells from the
     warm-ups whether it repeats (`watch.repeatability`). Use `capture.scope(step, stage)`
-    inside it, or `capture.module_scopes(model)` around this call, to attribute nodes;
-    unscoped nodes get scope "unscoped". torch.compile'd code in `fn` is counted on CUDA
+    inside it, and `module=model` (the capture runs inside `module_scopes(model, depth)`)
+    or `capture.module_scopes(model)` around this call, to attribute nodes; unscoped
+    nodes get scope "unscoped". torch.compile'd code in `fn` is counted on CUDA
     and refused on the CPU, and `mode="reduce-overhead"` everywhere (capture/graph/compiled.py):
     both raise CompiledStepError saying what to do. Returns the export and, on CUDA, the
     kept graph it was read from (None on the CPU).
@@ -78,6 +90,13 @@ def capture_and_keep(
     name. The export's options record `warmup` and, under module_scopes, the depth it was
     scoped to (`module_depth`: an int, or "every level") and the model's repeated blocks
     (`blocks`, `block_depth`: the default depth of the tables)."""
+    if module is None:
+        return _capture(fn, warmup, pool, device, graph_pool, name, watch)
+    with module_scopes(module, depth=depth):
+        return _capture(fn, warmup, pool, device, graph_pool, name, watch)
+
+
+def _capture(fn, warmup, pool, device, graph_pool, name, watch):
     warmup = StepSettings(warmup=warmup).warmup  # checked where the default lives
     device = torch.device(device) if device is not None else default_device()
     if name is not None and (not isinstance(name, str) or not name.strip()):

@@ -111,7 +111,7 @@ class NodeBudget:
         **capture_options,
     ) -> NodeExport:
         __tracebackhide__ = True
-        from graph_harness.capture import capture_and_count, module_scopes
+        from graph_harness.capture import capture_and_count
         from graph_harness.capture.budget.limits import BudgetError
 
         try:
@@ -122,11 +122,7 @@ class NodeBudget:
                 path, key = self._entry(record, name)
         except BudgetError as e:
             raise e.with_traceback(None) from None  # the message, not our frames
-        if module is not None:
-            with module_scopes(module, depth):
-                export = capture_and_count(step, **capture_options)
-        else:
-            export = capture_and_count(step, **capture_options)
+        export = capture_and_count(step, module=module, depth=depth, **capture_options)
         try:
             self._check(export, total, per_scope, record, path, key)
         except BudgetError as e:
@@ -238,7 +234,8 @@ def _check_step_and_options(step, module, options: dict) -> None:
             f"module= is the model whose modules name the scopes (a torch.nn.Module), got "
             f"{type(module).__name__}"
         )
-    known = [p for p in inspect.signature(capture_and_count).parameters if p != "fn"]
+    own = ("fn", "name", "module", "depth")  # node_budget takes these itself
+    known = [p for p in inspect.signature(capture_and_count).parameters if p not in own]
     unknown = sorted(set(options) - set(known))
     if unknown:
         takes = "total=, per_scope=, record=, name=, module=, depth=, " + ", ".join(

@@ -250,3 +250,22 @@ def test_a_second_compiled_capture_under_module_scopes_compiles_nothing():
             )
 
         assert placed(again) == placed(first)
+
+
+@pytest.mark.parametrize("depth", [None, 2])
+def test_module_argument_scopes_as_module_scopes_around_the_call(depth):
+    """capture_and_count(step, module=m, depth=d), the one place that opens module scopes
+    for a capture (count --target, node_budget, check_step), records what
+    `with module_scopes(m, depth=d): capture_and_count(step)` records, and leaves no
+    module scopes open behind it."""
+    from graph_harness.capture.scopes.modules import active_module_scopes
+
+    step = make_step("hf", N_LAYER)
+    given = capture_and_count(step, module=step.module, depth=depth, warmup=1)
+    assert active_module_scopes() is None
+    with module_scopes(step.module, depth=depth):
+        around = capture_and_count(step, warmup=1)
+    strip = lambda e: [(n["type"], n["kernel"], n["scope_path"]) for n in e.nodes]
+    assert strip(given) == strip(around) and given.options == around.options
+    assert any(len(n["scope_path"]) > 1 for n in given.nodes)  # scoped by module, not bare
+    assert given.options["module_depth"] == (depth if depth is not None else "every level")

@@ -22,15 +22,12 @@ to need a GPU. The step runs `warmup` + 1 times to be captured, plus once eagerl
 
 from __future__ import annotations
 
-from contextlib import nullcontext
-
 from graph_harness.capture.check.findings import CheckFailed, CheckResult, Finding
 from graph_harness.capture.check.host_copies import host_copies
 from graph_harness.capture.check.poison import poisoned
 from graph_harness.capture.count import capture_and_keep
 from graph_harness.capture.graph.settings import StepSettings
 from graph_harness.capture.replay.guard import Replayer, sync
-from graph_harness.capture.scopes.modules import module_scopes
 from graph_harness.capture.state.changes import Change, compare, names
 from graph_harness.capture.state.fingerprint import fingerprint
 from graph_harness.capture.state.steps import (
@@ -64,8 +61,9 @@ def check_step(
     """Capture `step` (`warmup` warm-ups; with `module`, by its modules as
     `module_scopes(module, depth)` does) and check its graph (check_captured)."""
     watch = StateWatch(step)
-    with module_scopes(module, depth=depth) if module is not None else nullcontext():
-        export, captured = capture_and_keep(step, warmup=warmup, device=device, watch=watch)
+    export, captured = capture_and_keep(
+        step, warmup=warmup, device=device, watch=watch, module=module, depth=depth
+    )
     return check_captured(step, export, captured, watch.repeatability, name=name)
 
 

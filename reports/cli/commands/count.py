@@ -166,7 +166,6 @@ def capture_target(
     """count_target, keeping what was captured (see CapturedTarget). `watch`: tell from
     the warm-ups whether the step repeats (anything that replays it needs to know), and
     note what a person should know before it is replayed."""
-    from graph_harness.capture import module_scopes as scoped
     from graph_harness.capture.count import capture_and_keep
     from graph_harness.capture.graph.settings import StepSettings
     from graph_harness.capture.state.steps import StateWatch
@@ -177,13 +176,10 @@ def capture_target(
     io.target_root = target.root
     sw = StateWatch(target.step, watch=watch)
     warmup = StepSettings().warmup if warmup is None else warmup
-    if module_scopes is False:
-        export, captured = capture_and_keep(target.step, name=target.name, warmup=warmup, watch=sw)
-    else:
-        with scoped(target.model()):
-            export, captured = capture_and_keep(
-                target.step, name=target.name, warmup=warmup, watch=sw
-            )
+    model = None if module_scopes is False else target.model()
+    export, captured = capture_and_keep(
+        target.step, name=target.name, warmup=warmup, watch=sw, module=model
+    )
     export.options["target"] = spec
     if watch:
         for line in sw.repeatability.notes(spec):
