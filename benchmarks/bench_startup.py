@@ -6,7 +6,9 @@ take, and what `import graph_harness.capture` (for `scope`) and the parser impor
 Prints, per invocation, the median and fastest wall time over the repeats (each a fresh
 process, CUDA_VISIBLE_DEVICES="" as on a CPU machine), and `python -X importtime`'s
 figures: the cumulative import time of each heavy library (torch, triton, pandas,
-matplotlib, rich) that the import or the parser loaded, or "not loaded". `--repo DIR`
+matplotlib, rich) that the import or the parser loaded, or "not loaded", with all the
+imports' time and the part of it beyond torch's (what graph-harness adds to a model that
+imports torch anyway). `--repo DIR`
 measures another checkout (a source tree, run as `python -m graph_harness` with
 PYTHONPATH=DIR) instead of this one, for a before/after.
 """
@@ -55,11 +57,15 @@ def _import_times(runs: Runs, args: list[str]) -> dict[str, int]:
     saw imported (first import only, as the interpreter reports it)."""
     cmd = [sys.executable, "-X", "importtime", *args]
     err = runs.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE).stderr
-    seen: dict[str, int] = {}
+    seen: dict[str, int] = {"all": 0}
     for line in err.splitlines():
         if not line.startswith("import time:") or "|" not in line:
             continue
         _, cumulative, name = line.split("|")
+        if not cumulative.strip().isdigit():  # the header
+            continue
+        if not name.startswith("  "):  # a top-level import: its cumulative time is its own
+            seen["all"] += int(cumulative)
         name = name.strip()
         if name in HEAVY and name not in seen:
             seen[name] = int(cumulative)
@@ -67,9 +73,11 @@ def _import_times(runs: Runs, args: list[str]) -> dict[str, int]:
 
 
 def _heavy(seen: dict[str, int]) -> str:
-    return ", ".join(
+    heavy = ", ".join(
         f"{m} {seen[m] / 1e6:.3f} s" if m in seen else f"{m} not loaded" for m in HEAVY
     )
+    beyond = seen["all"] - seen.get("torch", 0)
+    return f"all {seen['all'] / 1e6:.3f} s, {beyond / 1e6:.3f} s beyond torch; {heavy}"
 
 
 def main() -> None:
@@ -90,10 +98,7 @@ def main() -> None:
     torch_med, _ = _wall(runs, [sys.executable, "-c", "import torch"], args.repeats)
     scope_med, _ = _wall(runs, [sys.executable, "-c", IMPORT_SCOPE], args.repeats)
     print(f"{'import torch':<32} median {torch_med:.3f} s")
-    print(
-        f"{'import capture, scope':<32} median {scope_med:.3f} s "
-        f"({scope_med - torch_med:+.3f} s after torch)"
-    )
+    print(f"{'import capture, scope':<32} median {scope_med:.3f} s (torch's share: below)")
     print("\nimported (python -X importtime, cumulative):")
     parser = _import_times(runs, ["-m", "graph_harness", "--help"])
     print(f"  --help:                {_heavy(parser)}")

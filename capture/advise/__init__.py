@@ -8,7 +8,8 @@ ranked, and set against measured savings where the costs hold them.
 - costs.py: per-node costs, from a replay document or the built-in table
 
 May import: capture.export, capture.attribution, capture.replay (its documents and
-pricing), capture.graph (node kinds).
+pricing), capture.round's params (the variants a measured saving is of), capture.graph
+(node kinds).
 """
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ def capture_unrolled(
     warmup: int = StepSettings.warmup,
 ) -> torch.cuda.CUDAGraph:
     """Capture `calls` back-to-back calls of `fn` into one graph (syncs the device), by
-    `capture.graph_capture.capture_graph`: the unrolled calls are warmed up `warmup` times on a
+    `capture.graph.capture.capture_graph`: the unrolled calls are warmed up `warmup` times on a
     side stream first, so lazy initialization never lands inside the capture. The graph
     is kept (`keep_graph=True`), so its nodes can be read; replay instantiates it."""
 

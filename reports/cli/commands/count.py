@@ -155,7 +155,7 @@ def count_target(spec: str, module_scopes, io: IO, *, warmup: int | None = None)
 @dataclass
 class CapturedTarget:
     export: object  # the NodeExport
-    captured: object | None  # the kept graph (capture.graph_capture.Captured); None on the CPU
+    captured: object | None  # the kept graph (capture.graph.capture.Captured); None on the CPU
     target: object  # the loaded target, whose step's buffers the graph replays: keep it
     watch: object  # the StateWatch of its warm-ups: `watch.repeatability`
 
