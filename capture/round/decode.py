@@ -97,7 +97,7 @@ class DecodeRound:
         group=None,
     ) -> None:
         """`group`: a torch.distributed process group of `params.world` processes, this
-        one being `params.rank`; step 3 then all-gathers the slots (see capture/round/distributed.py).
+        one being `params.rank`; step 3 then all-gathers the slots (round/distributed.py).
         Without it the other ranks' slots are static inputs (the single-process round)."""
         self.params = params
         self.variant = variant
