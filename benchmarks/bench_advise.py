@@ -38,9 +38,9 @@ from graph_harness.capture import (  # noqa: E402
     count_round,
     module_scopes,
 )
-from graph_harness.capture.advise import advise  # noqa: E402
-from graph_harness.capture.costs import Costs, builtin_costs  # noqa: E402
-from graph_harness.capture.delta import node_delta  # noqa: E402
+from graph_harness.capture.advise.advice import advise  # noqa: E402
+from graph_harness.capture.advise.costs import Costs, builtin_costs  # noqa: E402
+from graph_harness.capture.export.delta import node_delta  # noqa: E402
 from graph_harness.reports.kernel_names import short_names  # noqa: E402
 
 TOP = 5

@@ -19,9 +19,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from graph_harness.capture import VARIANTS, RoundParams, capture_and_count, count_round
-from graph_harness.capture.attribution import nodes_from_graph
-from graph_harness.capture.graph_capture import capture_graph
-from graph_harness.capture.graph_reader import read_graph
+from graph_harness.capture.attribution.records import nodes_from_graph
+from graph_harness.capture.graph.capture import capture_graph
+from graph_harness.capture.graph.reader import read_graph
 
 
 def main() -> None:
@@ -73,7 +73,7 @@ def main() -> None:
         print(f"  {a} - {b}: {totals[a] - totals[b]}")
 
     # capture + read alone, on an already-built round (what the CLI adds per variant)
-    from graph_harness.capture.round import DecodeRound
+    from graph_harness.capture.round.decode import DecodeRound
 
     rnd = DecodeRound(params, "fused", "cuda")
     captured = capture_graph(rnd.run)

@@ -21,16 +21,16 @@ import torch.distributed as dist
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from graph_harness.capture import VARIANTS, RoundParams
-from graph_harness.capture.distributed import (
+from graph_harness.capture.export.nodes import NodeExport
+from graph_harness.capture.replay.settings import ReplaySettings
+from graph_harness.capture.replay.timing import Quantiles, time_replays_us
+from graph_harness.capture.round.distributed import (
     count_distributed,
     emulate_rank,
     init_from_env,
     merge,
     release_graphs,
 )
-from graph_harness.capture.export import NodeExport
-from graph_harness.capture.params import ReplaySettings
-from graph_harness.capture.timing import Quantiles, time_replays_us
 from tests.exact import poison_
 
 

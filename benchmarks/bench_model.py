@@ -37,12 +37,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from graph_harness.capture import capture_and_count, capture_graph, module_scopes  # noqa: E402
-from graph_harness.capture.attribution import nodes_from_graph  # noqa: E402
-from graph_harness.capture.delta import node_delta  # noqa: E402
-from graph_harness.capture.graph_reader import RawNode  # noqa: E402
-from graph_harness.capture.pricing import predicted_saving_us  # noqa: E402
-from graph_harness.capture.rollup import per_scope  # noqa: E402
-from graph_harness.capture.scopes import ScopeKey, ScopeMark  # noqa: E402
+from graph_harness.capture.attribution.records import nodes_from_graph  # noqa: E402
+from graph_harness.capture.attribution.rollup import per_scope  # noqa: E402
+from graph_harness.capture.export.delta import node_delta  # noqa: E402
+from graph_harness.capture.graph.reader import RawNode  # noqa: E402
+from graph_harness.capture.replay.pricing import predicted_saving_us  # noqa: E402
+from graph_harness.capture.scopes.recorder import ScopeKey, ScopeMark  # noqa: E402
 from graph_harness.capture.stats import saving_interval, saving_point  # noqa: E402
 
 
@@ -151,7 +151,7 @@ def main() -> None:
     pd.concat(frames).to_csv(args.out / "per_module.csv", index=False)
 
     if gpu:
-        from graph_harness.capture.chains import measure_chains
+        from graph_harness.capture.replay.chains import measure_chains
 
         d = node_delta(exports["eager"], exports["compiled"])
         removed = d.removed_by_type()

@@ -27,7 +27,7 @@ import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from graph_harness.capture.timing import Quantiles, capture_unrolled, time_replays_us
+from graph_harness.capture.replay.timing import Quantiles, capture_unrolled, time_replays_us
 from graph_harness.kernels import pack_scores_ids, pack_scores_ids_shipped
 from graph_harness.kernels.pack import _pack_config
 

@@ -33,10 +33,10 @@ from bench_model import load_example  # noqa: E402  (this folder: scripts run fr
 
 from graph_harness.capture import VARIANTS, RoundParams, module_scopes  # noqa: E402
 from graph_harness.capture.count import capture_and_keep  # noqa: E402
-from graph_harness.capture.params import ProfileSettings  # noqa: E402
-from graph_harness.capture.profile_run import profile_rounds, profile_steps  # noqa: E402
-from graph_harness.reports.commands.console import IO  # noqa: E402
-from graph_harness.reports.commands.profile import show, write_plot  # noqa: E402
+from graph_harness.capture.profile.run import profile_rounds, profile_steps  # noqa: E402
+from graph_harness.capture.profile.settings import ProfileSettings  # noqa: E402
+from graph_harness.reports.cli.commands.profile import show, write_plot  # noqa: E402
+from graph_harness.reports.cli.console import IO  # noqa: E402
 
 MODEL_DEPTH = 2  # layers.3: a module per layer
 

@@ -43,7 +43,7 @@ def child(phase: str, target: str, repo: Path) -> dict:
     from torch._dynamo.utils import counters
 
     from graph_harness.capture import capture_and_count, module_scopes
-    from graph_harness.reports.target import load_target
+    from graph_harness.reports.cli.target import load_target
 
     def sync():
         if torch.cuda.is_available():

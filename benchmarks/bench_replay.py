@@ -19,10 +19,10 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from graph_harness.capture import VARIANTS, RoundParams
-from graph_harness.capture.chains import CHAIN_KINDS, PDL_KINDS, measure_chains
-from graph_harness.capture.params import ReplaySettings
-from graph_harness.capture.replay import run_replays
-from graph_harness.capture.round_timing import measure_round_configs
+from graph_harness.capture.replay.chains import measure_chains
+from graph_harness.capture.replay.document import run_replays
+from graph_harness.capture.replay.rounds import measure_round_configs
+from graph_harness.capture.replay.settings import CHAIN_KINDS, PDL_KINDS, ReplaySettings
 from graph_harness.capture.stats import round_series, saving_interval
 
 pd.set_option("display.width", 200)

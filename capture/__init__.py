@@ -1,28 +1,65 @@
-"""Decode rounds, or any step, captured into CUDA graphs, every node counted and
-attributed to its scopes (`scope`, nested; `module_scopes` for a model's modules).
+"""All measurement: decode rounds, or any step, captured into CUDA graphs, every node
+counted and attributed to its scopes (`scope`, nested; `module_scopes` for a model's
+modules), exported, replayed, profiled, advised on and held to budgets.
 
-Uses `pools` and `kernels`; knows nothing of `reports`.
+The sub-packages, in pipeline order (each may import only those before it):
+
+    scopes/       labels put on the work as it runs: scope, module_scopes, provenance
+    graph/        capture into a CUDA graph and read it back; the CPU's dispatch count
+    attribution/  nodes attributed to scopes; the scope tree and its labels
+    export/       the node export, checked documents, deltas, DOT
+    state/        steps with state: reset, repeatability, fingerprints
+    count.py      capture_and_count, capture_and_keep: graph + attribution + export
+    round/        the built-in decode round, its parameters, count_round, distributed
+    replay/       guarded replays, timing, chains, rounds timed, pricing, the document
+    check/        does the graph compute what the step computes
+    profile/      the in-round profile under CUPTI
+    advise/       the fusion advisor
+    budget/       node budgets and their file
+
+Shared by all, at the root: files.py (writing the paths a user names), paths.py (what a
+path is, reading one), stats.py (fits and intervals), environment.py (what a measurement
+ran on), errors.py (the error classes the command line sorts by exit code).
+
+Uses `pools` and `kernels`; knows nothing of `reports`. Importing this package loads
+nothing: each name below is imported on first use, so `from graph_harness.capture import
+scope` in model code brings torch and no Triton or pandas.
 """
 
-from graph_harness.capture.check import check_captured, check_step
-from graph_harness.capture.compiled import CompiledStepError
-from graph_harness.capture.count import (
-    CountedRound,
-    capture_and_count,
-    capture_and_keep,
-    count_round,
-    default_device,
-)
-from graph_harness.capture.export import ExportError, NodeExport, summarize
-from graph_harness.capture.findings import CheckFailed, CheckResult, Finding
-from graph_harness.capture.graph_capture import CaptureError, capture_graph
-from graph_harness.capture.module_scopes import module_scopes
-from graph_harness.capture.params import STEPS, VARIANTS, RoundParams, StepSettings
-from graph_harness.capture.replay_guard import ReplayFailed
-from graph_harness.capture.round import DecodeRound
-from graph_harness.capture.scopes import scope
-from graph_harness.capture.state import StateWatch, StepStateError
+from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING
+
+# Each public name and the module (under capture) that defines it.
+_LAZY = {
+    "STEPS": "round.params",
+    "VARIANTS": "round.params",
+    "RoundParams": "round.params",
+    "StepSettings": "graph.settings",
+    "CaptureError": "graph.capture",
+    "capture_graph": "graph.capture",
+    "CompiledStepError": "graph.compiled",
+    "scope": "scopes.recorder",
+    "module_scopes": "scopes.modules",
+    "ExportError": "export.nodes",
+    "NodeExport": "export.nodes",
+    "summarize": "export.nodes",
+    "StateWatch": "state.steps",
+    "StepStateError": "state.steps",
+    "capture_and_count": "count",
+    "capture_and_keep": "count",
+    "default_device": "count",
+    "CountedRound": "round.count",
+    "count_round": "round.count",
+    "DecodeRound": "round.decode",
+    "ReplayFailed": "replay.guard",
+    "CheckFailed": "check.findings",
+    "CheckResult": "check.findings",
+    "Finding": "check.findings",
+    "check_captured": "check.step",
+    "check_step": "check.step",
+}
 __all__ = [
     "STEPS",
     "VARIANTS",
@@ -51,3 +88,32 @@ __all__ = [
     "scope",
     "summarize",
 ]
+
+if TYPE_CHECKING:  # what a reader (and a type checker) sees; at run time, __getattr__
+    from graph_harness.capture.check.findings import CheckFailed, CheckResult, Finding
+    from graph_harness.capture.check.step import check_captured, check_step
+    from graph_harness.capture.count import capture_and_count, capture_and_keep, default_device
+    from graph_harness.capture.export.nodes import ExportError, NodeExport, summarize
+    from graph_harness.capture.graph.capture import CaptureError, capture_graph
+    from graph_harness.capture.graph.compiled import CompiledStepError
+    from graph_harness.capture.graph.settings import StepSettings
+    from graph_harness.capture.replay.guard import ReplayFailed
+    from graph_harness.capture.round.count import CountedRound, count_round
+    from graph_harness.capture.round.decode import DecodeRound
+    from graph_harness.capture.round.params import STEPS, VARIANTS, RoundParams
+    from graph_harness.capture.scopes.modules import module_scopes
+    from graph_harness.capture.scopes.recorder import scope
+    from graph_harness.capture.state.steps import StateWatch, StepStateError
+
+
+def __getattr__(name: str):
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{where}"), name)
+    globals()[name] = value  # once: later look-ups find it without coming here
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

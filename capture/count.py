@@ -1,4 +1,4 @@
-"""Entry points: capture and count the built-in round, or any callable.
+"""Entry points: capture and count any callable (the built-in round's: capture/round/count.py).
 
 On CUDA the work is captured into a graph and every node read back from the driver
 (source "cuda-graph"). Without CUDA the same work runs eagerly on the CPU and its
@@ -8,77 +8,31 @@ dispatched operations are counted (source "cpu-dispatch"), never passed off as a
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 
-from graph_harness.capture.attribution import nodes_from_dispatch, nodes_from_graph
-from graph_harness.capture.compiled import (
+from graph_harness.capture.attribution.provenance_match import refine
+from graph_harness.capture.attribution.records import nodes_from_dispatch, nodes_from_graph
+from graph_harness.capture.environment import environment, now
+from graph_harness.capture.export.nodes import NodeExport
+from graph_harness.capture.graph.capture import Captured, capture_graph, warm_up
+from graph_harness.capture.graph.compiled import (
     CPU_HINT,
     CompiledStepError,
     check_step,
     is_dispatch_mode_refusal,
 )
-from graph_harness.capture.dispatch import DispatchCounter
-from graph_harness.capture.environment import environment, now
-from graph_harness.capture.export import NodeExport
-from graph_harness.capture.graph_capture import Captured, capture_graph, warm_up
-from graph_harness.capture.graph_reader import read_graph
-from graph_harness.capture.module_scopes import active_module_scopes, block_depth
-from graph_harness.capture.params import RoundParams, StepSettings
-from graph_harness.capture.provenance_match import refine
-from graph_harness.capture.round import DecodeRound
-from graph_harness.capture.scopes import Recorder, recording
-from graph_harness.capture.state import StateWatch
+from graph_harness.capture.graph.dispatch import DispatchCounter
+from graph_harness.capture.graph.reader import read_graph
+from graph_harness.capture.graph.settings import StepSettings
+from graph_harness.capture.scopes.modules import active_module_scopes, block_depth, module_scopes
+from graph_harness.capture.scopes.recorder import Recorder, recording
+from graph_harness.capture.state.steps import StateWatch
 from graph_harness.pools import GraphBufferPool
 
 
 def default_device() -> torch.device:
     return torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
-
-
-@dataclass
-class CountedRound:
-    round: DecodeRound
-    export: NodeExport
-    captured: Captured | None  # the kept graph on CUDA; None on the CPU source
-
-
-def count_round(
-    params: RoundParams,
-    variant: str,
-    device: torch.device | str | None = None,
-    *,
-    graph_pool=None,
-    pdl: bool = False,
-    group=None,
-) -> CountedRound:
-    """Build the round for `variant`, capture it (CUDA) or run it counting (CPU), export.
-    `pdl=True` launches the harness's Triton kernels with programmatic dependent launch."""
-    device = torch.device(device) if device is not None else default_device()
-    rnd = DecodeRound(params, variant, device, pdl=pdl, group=group)
-    if device.type == "cuda":
-        # A collective in the round: let NCCL's watchdog thread query its events meanwhile.
-        mode = "global" if group is None else "thread_local"
-        captured = capture_graph(rnd.run, graph_pool=graph_pool, capture_error_mode=mode)
-        nodes = nodes_from_graph(read_graph(captured.graph.raw_cuda_graph()), captured.marks)
-        source = "cuda-graph"
-    else:
-        captured = None
-        nodes = _count_dispatch(rnd.run)
-        source = "cpu-dispatch"
-    export = NodeExport(
-        source=source,
-        workload="decode-round",
-        variant=variant,
-        params=params.as_dict(),
-        nodes=nodes,
-        env=environment(device),
-        created=now(),
-        rank=params.rank,
-        options={"pdl": pdl, "distributed": group is not None},
-    )
-    return CountedRound(rnd, export, captured)
 
 
 def capture_and_count(
@@ -89,10 +43,19 @@ def capture_and_count(
     device: torch.device | str | None = None,
     graph_pool=None,
     name: str | None = None,
+    module: torch.nn.Module | None = None,
+    depth: int | None = None,
 ) -> NodeExport:
     """Capture any callable (see capture_and_keep) and export its nodes."""
     return capture_and_keep(
-        fn, warmup=warmup, pool=pool, device=device, graph_pool=graph_pool, name=name
+        fn,
+        warmup=warmup,
+        pool=pool,
+        device=device,
+        graph_pool=graph_pool,
+        name=name,
+        module=module,
+        depth=depth,
     )[0]
 
 
@@ -105,17 +68,20 @@ def capture_and_keep(
     graph_pool=None,
     name: str | None = None,
     watch: StateWatch | None = None,
+    module: torch.nn.Module | None = None,
+    depth: int | None = None,
 ) -> tuple[NodeExport, Captured | None]:
     """Capture any callable (a model's decode step, say) and export its nodes.
 
     `fn` takes no arguments and must only touch static buffers (carve them from `pool`,
     which is frozen here before capture). It is called `warmup` times, then once more
-    captured (on the CPU: counted); with a `step.reset` (capture/state.py), reset before
+    captured (on the CPU: counted); with a `step.reset` (capture/state/steps.py), reset before
     each warm-up and once at the end. `watch` (a StateWatch of `fn`) also tells from the
     warm-ups whether it repeats (`watch.repeatability`). Use `capture.scope(step, stage)`
-    inside it, or `capture.module_scopes(model)` around this call, to attribute nodes;
-    unscoped nodes get scope "unscoped". torch.compile'd code in `fn` is counted on CUDA
-    and refused on the CPU, and `mode="reduce-overhead"` everywhere (capture/compiled.py):
+    inside it, and `module=model` (the capture runs inside `module_scopes(model, depth)`)
+    or `capture.module_scopes(model)` around this call, to attribute nodes; unscoped
+    nodes get scope "unscoped". torch.compile'd code in `fn` is counted on CUDA
+    and refused on the CPU, and `mode="reduce-overhead"` everywhere (capture/graph/compiled.py):
     both raise CompiledStepError saying what to do. Returns the export and, on CUDA, the
     kept graph it was read from (None on the CPU).
 
@@ -124,6 +90,13 @@ def capture_and_keep(
     name. The export's options record `warmup` and, under module_scopes, the depth it was
     scoped to (`module_depth`: an int, or "every level") and the model's repeated blocks
     (`blocks`, `block_depth`: the default depth of the tables)."""
+    if module is None:
+        return _capture(fn, warmup, pool, device, graph_pool, name, watch)
+    with module_scopes(module, depth=depth):
+        return _capture(fn, warmup, pool, device, graph_pool, name, watch)
+
+
+def _capture(fn, warmup, pool, device, graph_pool, name, watch):
     warmup = StepSettings(warmup=warmup).warmup  # checked where the default lives
     device = torch.device(device) if device is not None else default_device()
     if name is not None and (not isinstance(name, str) or not name.strip()):
@@ -147,7 +120,7 @@ def capture_and_keep(
                 options["compiled_attribution"] = how
     else:
         warm_up(fn, warmup, watch)
-        captured, nodes = None, _count_dispatch(fn)
+        captured, nodes = None, count_dispatch(fn)
         source = "cpu-dispatch"
     watch.finish(warmup)
     export = NodeExport(
@@ -178,7 +151,7 @@ def compiled_attribution(nodes: list[dict], ms, codes: set, *, compiled: bool) -
     """Compiled nodes into their modules by Inductor's provenance, in place; what was done,
     in words (None: nothing compiled was seen). The graphs matched are those compiled
     under this module_scopes and those kept from earlier captures of the same code that
-    Dynamo still runs (capture/provenance_cache.py)."""
+    Dynamo still runs (capture/scopes/provenance_cache.py)."""
     log = ms.provenance
     if log is None or not log.supported:
         if not compiled:
@@ -210,7 +183,7 @@ def compiled_attribution(nodes: list[dict], ms, codes: set, *, compiled: bool) -
     )
 
 
-def _count_dispatch(fn: Callable[[], object]) -> list[dict]:
+def count_dispatch(fn: Callable[[], object]) -> list[dict]:
     try:
         with recording(Recorder()), DispatchCounter() as counter:
             fn()

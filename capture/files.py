@@ -21,7 +21,7 @@ Writing (`write_output`):
 Text goes out as UTF-8, and a lone surrogate (which a JSON `\\udc80` escape can put in a
 name) as its backslash escape instead of an encoding error.
 
-Claims: inside an output folder being built (reports/output.py registers it with
+Claims: inside an output folder being built (reports/output/folder.py registers it with
 `claiming`), every file's name is claimed before the file is made, so the folder's
 manifest lists all it may hold at every instant and a cleanup removes only what it lists.
 
@@ -41,12 +41,13 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from graph_harness.capture.errors import UsageError
 from graph_harness.capture.paths import descriptor_of, kind_of, os_reason
 
 ENCODING, ERRORS = "utf-8", "backslashreplace"
 
 
-class OutputPathError(ValueError):
+class OutputPathError(UsageError, ValueError):
     """A path that cannot take the output (a folder, a broken link, ...): a usage error."""
 
 

@@ -15,10 +15,12 @@ import re
 import stat
 from pathlib import Path
 
+from graph_harness.capture.errors import UsageError
+
 MAX_READ = 1 << 28  # 256 MiB: far above any export or replay document, below a hang
 
 
-class InputPathError(ValueError):
+class InputPathError(UsageError, ValueError):
     """A path that cannot be read as a file (missing, a folder, a FIFO, ...)."""
 
 

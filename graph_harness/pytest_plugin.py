@@ -14,7 +14,7 @@ CPU: its dispatched ops counted, and the failure message says so), checks the co
 returns the NodeExport for a test to look further. Over budget, it raises
 NodeBudgetExceeded (an AssertionError) whose message is a table: each scope over budget,
 its budget, its count, the difference and the kernels that make it up, and the total line.
-Names and how they cover nested scopes: capture/budget.py.
+Names and how they cover nested scopes: capture/budget/limits.py.
 
 - `total=N`, `per_scope={name: N}`: budgets written in the test. They apply to whatever
   this machine counts (graph nodes or CPU dispatches); for budgets that differ between
@@ -31,7 +31,7 @@ Names and how they cover nested scopes: capture/budget.py.
   (`layers.3` is 2, HF's `model.layers.3` is 3; default: every level). A step compiled in
   an earlier test's capture is not compiled again: its provenance is reused.
 - Everything else (`warmup=`, `pool=`, `device=`, `graph_pool=`) goes to
-  `capture.capture_and_count`, with its defaults (`warmup` from capture/params.py
+  `capture.capture_and_count`, with its defaults (`warmup` from capture/graph/settings.py
   StepSettings). A step with `step.reset` is reset before each warm-up call and once
   at the end (README: Steps with state).
 
@@ -50,12 +50,13 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from graph_harness.capture.budget import UPDATE_FLAG  # a constant: imports nothing heavy
+
 if TYPE_CHECKING:  # torch and the harness load when the fixture is used, not before
     import torch
 
     from graph_harness.capture import NodeExport
 
-UPDATE_FLAG = "--update-node-budgets"
 _notes = pytest.StashKey[list]()
 
 
@@ -110,8 +111,8 @@ class NodeBudget:
         **capture_options,
     ) -> NodeExport:
         __tracebackhide__ = True
-        from graph_harness.capture import capture_and_count, module_scopes
-        from graph_harness.capture.budget import BudgetError
+        from graph_harness.capture import capture_and_count
+        from graph_harness.capture.budget.limits import BudgetError
 
         try:
             self._check_arguments(total, per_scope, record, name, module, depth)
@@ -121,11 +122,7 @@ class NodeBudget:
                 path, key = self._entry(record, name)
         except BudgetError as e:
             raise e.with_traceback(None) from None  # the message, not our frames
-        if module is not None:
-            with module_scopes(module, depth):
-                export = capture_and_count(step, **capture_options)
-        else:
-            export = capture_and_count(step, **capture_options)
+        export = capture_and_count(step, module=module, depth=depth, **capture_options)
         try:
             self._check(export, total, per_scope, record, path, key)
         except BudgetError as e:
@@ -133,7 +130,7 @@ class NodeBudget:
         return export
 
     def _check_arguments(self, total, per_scope, record, name, module, depth) -> None:
-        from graph_harness.capture.budget import BudgetError
+        from graph_harness.capture.budget.limits import BudgetError
 
         if record is None:
             if total is None and per_scope is None:
@@ -166,7 +163,7 @@ class NodeBudget:
             raise BudgetError("depth= is the depth of module scopes: give module= too")
 
     def _entry(self, record, name) -> tuple[Path, str]:
-        from graph_harness.capture.budget import BudgetError
+        from graph_harness.capture.budget.limits import BudgetError
 
         path = Path(record)
         if not path.is_absolute():
@@ -184,7 +181,8 @@ class NodeBudget:
 
     def _check(self, export, total, per_scope, record, path, key) -> None:
         __tracebackhide__ = True
-        from graph_harness.capture import budget, budget_file
+        from graph_harness.capture.budget import file as budget_file
+        from graph_harness.capture.budget import limits as budget
         from graph_harness.reports import budget as words
 
         notes = self.config.stash.get(_notes, [])
@@ -224,7 +222,7 @@ def _check_step_and_options(step, module, options: dict) -> None:
     import torch
 
     from graph_harness.capture import capture_and_count
-    from graph_harness.capture.budget import BudgetError
+    from graph_harness.capture.budget.limits import BudgetError
 
     if not callable(step):
         raise BudgetError(
@@ -236,7 +234,8 @@ def _check_step_and_options(step, module, options: dict) -> None:
             f"module= is the model whose modules name the scopes (a torch.nn.Module), got "
             f"{type(module).__name__}"
         )
-    known = [p for p in inspect.signature(capture_and_count).parameters if p != "fn"]
+    own = ("fn", "name", "module", "depth")  # node_budget takes these itself
+    known = [p for p in inspect.signature(capture_and_count).parameters if p not in own]
     unknown = sorted(set(options) - set(known))
     if unknown:
         takes = "total=, per_scope=, record=, name=, module=, depth=, " + ", ".join(

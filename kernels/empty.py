@@ -1,6 +1,6 @@
 """A Triton kernel that does nothing: its graph node costs only dispatch.
 
-The replay chains (capture/chains.py) time chains of it to price one kernel node. Under
+The replay chains (capture/replay/chains.py) time chains of it to price one kernel node. Under
 programmatic dependent launch it still takes part in the handshake, as a real kernel would.
 """
 

@@ -1,5 +1,5 @@
 """Node budgets in words: the failure table and the notes of the pytest plugin. Renders
-what capture/budget.py checked; never counts.
+what capture/budget/limits.py checked; never counts.
 
 Plain text, not a rich table: it is an assertion message, read in a terminal, a CI log or
 a junit file, and matched by tests.
@@ -7,8 +7,8 @@ a junit file, and matched by tests.
 
 from __future__ import annotations
 
-from graph_harness.capture.budget import UPDATE_FLAG, BudgetCheck, Line
-from graph_harness.capture.export import NodeExport
+from graph_harness.capture.budget.limits import UPDATE_FLAG, BudgetCheck, Line
+from graph_harness.capture.export.nodes import NodeExport
 from graph_harness.reports.kernel_names import short_names
 from graph_harness.reports.tables import source_note
 

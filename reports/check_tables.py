@@ -1,10 +1,10 @@
-"""Rich tables of what `check` found (capture/check.py). Renders; never measures."""
+"""Rich tables of what `check` found (capture/check/step.py). Renders; never measures."""
 
 from __future__ import annotations
 
 from rich.table import Table
 
-from graph_harness.capture.findings import CheckResult
+from graph_harness.capture.check.findings import CheckResult
 
 _ORDER = {"fail": 0, "warn": 1, "info": 2}
 

@@ -15,19 +15,10 @@ import zlib
 from collections import Counter
 from collections.abc import Iterable
 
-import torch
+from graph_harness.capture.graph.reader import demangle
 
 _LAMBDA = re.compile(r"\{lambda\([^{}]*?\)#(\d+)\}")
 _NAMESPACE = re.compile(r"\b(?:[A-Za-z_]\w*::)+(?=[A-Za-z_~λ])")
-
-
-def demangle(name: str) -> str:
-    if not name.startswith("_Z"):
-        return name
-    try:
-        return torch._C._demangle(name)
-    except Exception:  # a symbol the demangler does not know: show it as it is
-        return name
 
 
 def _strip_trailing_args(s: str) -> str:

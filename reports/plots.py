@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from graph_harness.capture import STEPS, NodeExport
+from graph_harness.capture import NodeExport
+from graph_harness.capture.attribution.rollup import tree_order
 from graph_harness.capture.files import write_output
-from graph_harness.capture.rollup import tree_order
 from graph_harness.reports.text import plot_label
 
 
@@ -71,7 +71,7 @@ def nodes_per_stage(exports: list[NodeExport], path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(8, 4.5))
     labels = [plot_label(e.variant or e.workload) for e in exports]
     bottoms = [0.0] * len(exports)
-    for j, step in enumerate(STEPS):
+    for j, step in enumerate(exports[0].step_order):
         heights = []
         for e in exports:
             df = e.frame()

@@ -1,4 +1,4 @@
-"""Rich tables of an in-round profile (capture/profile.py). Renders; never measures."""
+"""Rich tables of an in-round profile (capture/profile/document.py). Renders; never measures."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import math
 import pandas as pd
 from rich.table import Table
 
-from graph_harness.capture.profile import ProfileResult
-from graph_harness.capture.profile_pairs import TOLERANCE
+from graph_harness.capture.profile.document import ProfileResult
+from graph_harness.capture.profile.pairs import TOLERANCE
 from graph_harness.reports.kernel_names import short_names
 
 
@@ -57,7 +57,7 @@ def scope_tables(result: ProfileResult, depth: int | None = None) -> list[Table]
     scopes = result.scope_table(depth)
     out = []
     for name, df in scopes.groupby("variant", sort=False):
-        round_ = result.profiles[name].export.workload == "decode-round"
+        round_ = result.profiles[name].export.is_round
         t = Table(title=f"{name}: execution and dispatch by {'step' if round_ else 'scope'}")
         for c in ("step" if round_ else "scope", "nodes", "exec us", "gap us", "dispatch share"):
             t.add_column(c, justify="left" if c in ("step", "scope") else "right", no_wrap=True)

@@ -1,5 +1,5 @@
 """The report folder: report.md (readable alone), CSV of every table, the JSON exports and
-PNG plots, written into the folder reports/output.py stages and swaps into place.
+PNG plots, written into the folder reports/output/folder.py stages and swaps into place.
 
 One function per section; each writes its files and returns its markdown lines. Every
 figure in the report comes from the exports and the replay document: nothing is typed in.
@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from graph_harness.capture import STEPS, NodeExport
-from graph_harness.capture.delta import node_delta
+from graph_harness.capture import NodeExport
+from graph_harness.capture.export.delta import node_delta
 from graph_harness.capture.files import write_csv, write_output
-from graph_harness.capture.pricing import waterfall_us
-from graph_harness.capture.replay import ReplayResult
+from graph_harness.capture.replay.document import ReplayResult
+from graph_harness.capture.replay.pricing import waterfall_us
 from graph_harness.reports import plots
 from graph_harness.reports.kernel_names import short_names
 
@@ -39,7 +39,7 @@ def write_report(
     profile=None,
 ) -> Path:
     """Write everything into `folder` (which must exist and be empty). `profile`: an
-    in-round profile of the variants (capture/profile.py), where one was taken."""
+    in-round profile of the variants (capture/profile/document.py), where one was taken."""
     lines = header(exports, command)
     lines += nodes_section(folder, exports)
     lines += delta_section(folder, exports)
@@ -78,25 +78,16 @@ def header(exports: dict[str, NodeExport], command: str) -> list[str]:
 
 def nodes_section(folder: Path, exports: dict[str, NodeExport]) -> list[str]:
     totals = pd.DataFrame(
-        [
-            dict(variant=v, nodes=e.total, **e.frame().groupby("step").size().to_dict())
-            for v, e in exports.items()
-        ]
+        [dict(variant=v, nodes=e.total, **e.counts("step").to_dict()) for v, e in exports.items()]
     ).fillna(0)
-    steps = [c for c in STEPS if c in totals.columns]
+    steps = [c for c in next(iter(exports.values())).step_order if c in totals.columns]
     totals = totals[["variant", "nodes", *steps]].astype({c: int for c in steps})
     write_csv(folder / "totals.csv", totals)
     for v, e in exports.items():
         e.write_json(folder / f"nodes-{v}.json")
         write_csv(folder / f"nodes-{v}.csv", e.frame())
     per_stage = pd.concat(
-        e.frame()
-        .groupby(["stage", "step"], dropna=False)
-        .size()
-        .rename("nodes")
-        .reset_index()
-        .assign(variant=v)
-        for v, e in exports.items()
+        e.counts("stage", "step").reset_index().assign(variant=v) for v, e in exports.items()
     )
     write_csv(folder / "nodes_per_stage_step.csv", per_stage)
     plots.nodes_per_stage(list(exports.values()), folder / "nodes_per_stage.png")
@@ -201,7 +192,7 @@ def savings_section(
 def dispatch_section(folder: Path, profile, *, depth: int | None = None) -> list[str]:
     """Per step of the round (or per module of a step, down to `depth`), how much of each
     graph's in-round time is gaps before nodes (CUPTI)."""
-    round_ = all(p.export.workload == "decode-round" for p in profile.profiles.values())
+    round_ = all(p.export.is_round for p in profile.profiles.values())
     part, where = ("step", "the round") if round_ else ("scope", "the step")
     scopes = profile.scope_table(depth)
     write_csv(folder / f"dispatch_by_{part}.csv", scopes)

@@ -6,8 +6,8 @@ import math
 
 from rich.table import Table
 
-from graph_harness.capture import STEPS, NodeExport
-from graph_harness.capture.rollup import deeper_than, scope_tree
+from graph_harness.capture import NodeExport
+from graph_harness.capture.attribution.rollup import deeper_than, scope_tree
 from graph_harness.reports.kernel_names import short_names
 
 
@@ -18,23 +18,23 @@ def source_note(export: NodeExport) -> str:
 
 
 def totals_table(exports: list[NodeExport]) -> Table:
-    if any(e.workload != "decode-round" for e in exports):
+    if not all(e.is_round for e in exports):
         return workload_totals_table(exports)
     src = source_note(exports[0])
     t = Table(title=f"Nodes per round - {src}")
     t.add_column("variant", no_wrap=True)
     t.add_column("total", justify="right")
-    for step in STEPS:
+    steps = exports[0].step_order
+    for step in steps:
         t.add_column(step, justify="right")
     base = exports[0].total
     t.add_column(f"vs {exports[0].variant}", justify="right")
     for e in exports:
-        df = e.frame()
-        per_step = df.groupby("step").size()
+        per_step = e.counts("step")
         t.add_row(
             e.variant or e.workload,
             str(e.total),
-            *(str(int(per_step.get(s, 0))) for s in STEPS),
+            *(str(int(per_step.get(s, 0))) for s in steps),
             f"{e.total - base:+d}",
         )
     return t
@@ -47,11 +47,11 @@ def workload_totals_table(exports: list[NodeExport]) -> Table:
     t.add_column("workload", no_wrap=True)
     t.add_column("compiled", no_wrap=True)
     t.add_column("total", justify="right")
-    types = sorted({n for e in exports for n in e.frame()["type"].unique()})
+    per_types = [e.counts("type") for e in exports]
+    types = sorted({ty for per_type in per_types for ty in per_type.index})
     for ty in types:
         t.add_column(ty, justify="right", no_wrap=True)
-    for e in exports:
-        per_type = e.frame().groupby("type").size()
+    for e, per_type in zip(exports, per_types):
         compiled = e.options.get("compiled")
         t.add_row(
             e.variant or e.workload.removeprefix("callable:"),
@@ -125,9 +125,9 @@ def per_kernel_table(export: NodeExport, *, top: int = 30) -> Table:
 
 
 def per_stage_table(export: NodeExport) -> Table:
-    df = export.frame()
-    grid = df.groupby(["stage", "step"], dropna=False).size().unstack(fill_value=0)
-    steps = [s for s in STEPS if s in grid.columns] + [s for s in grid.columns if s not in STEPS]
+    grid = export.per_stage_step()
+    order = export.step_order
+    steps = [s for s in order if s in grid.columns] + [s for s in grid.columns if s not in order]
     t = Table(title=f"{export.variant or export.workload}: nodes per stage and step")
     t.add_column("stage", justify="right")
     for s in steps:
@@ -242,7 +242,7 @@ def _kernel_list(names: list[str], short: dict[str, str]) -> str:
 
 
 def advice_table(advice, top: int) -> Table:
-    """The ranked groups of an Advice (capture/advise.py): where, what, how many nodes
+    """The ranked groups of an Advice (capture/advise/advice.py): where, what, how many nodes
     before and after, and the saving per replay of the graph."""
     groups = advice.groups[:top]
     short = short_names([k for g in groups for k in (*g.kernels, g.anchor_kernel) if k])

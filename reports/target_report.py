@@ -10,9 +10,9 @@ from pathlib import Path
 import pandas as pd
 
 from graph_harness.capture import NodeExport
-from graph_harness.capture.delta import node_delta
+from graph_harness.capture.attribution.rollup import per_scope, scope_tree
+from graph_harness.capture.export.delta import node_delta
 from graph_harness.capture.files import write_csv, write_output
-from graph_harness.capture.rollup import per_scope, scope_tree
 from graph_harness.reports import plots
 from graph_harness.reports.kernel_names import short_names
 from graph_harness.reports.report import _md, dispatch_section, header
@@ -33,7 +33,7 @@ def write_target_report(
 ) -> Path:
     """Write report.md and its files into `folder` (which must exist and be empty).
     `exports`: one or two, by name (the first is A of the delta). `profile`: their
-    in-round profile (capture/profile.py), where one was taken (a GPU): the dispatch
+    in-round profile (capture/profile/document.py), where one was taken (a GPU): the dispatch
     share per module."""
     lines = [x for x in header(exports, command) if not x.startswith("- round parameters")]
     depth = plot_depth(exports)

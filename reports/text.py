@@ -3,7 +3,7 @@
 A name can hold anything a JSON document or a user's `scope("...")` can: rich markup
 (`[/]`), an emoji code, a `$` (matplotlib's math), or a lone surrogate (from a `\\udc80`
 escape), which no UTF-8 stream can take. The consoles print text as text
-(reports/commands/console.py), and everything shown passes through `printable` first, so
+(reports/cli/console.py), and everything shown passes through `printable` first, so
 a table measures the same characters it prints.
 """
 

@@ -1,5 +1,6 @@
 import random
 import zlib
+from collections import Counter
 
 import pytest
 import torch
@@ -18,6 +19,22 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """Skips in one line, counted by reason (without CUDA, a quarter of the suite skips);
+    `-rs` (or `-ra`) lists each instead."""
+    skipped = terminalreporter.stats.get("skipped", [])
+    if not skipped or set(config.getoption("reportchars") or "") & {"s", "a", "A"}:
+        return
+
+    def reason(report) -> str:
+        text = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        return text.removeprefix("Skipped: ")
+
+    counts = Counter(reason(r) for r in skipped)
+    each = "; ".join(f"{n} {why}" for why, n in counts.most_common())
+    terminalreporter.write_line(f"skipped: {each} (-rs lists each)")
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,4 @@
-"""The fusion advisor (capture/advise.py and the fusion_* modules it composes,
+"""The fusion advisor (capture/advise/advice.py and the fusion_* modules it composes,
 `graph-harness advise`): candidates found on hand-built graphs whose answer is known, the
 run finder against the definition written out by brute force, prices against the replay
 document's own predictions, and the shipped round's candidates against what its variants
@@ -18,8 +18,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from graph_harness.capture import NodeExport, RoundParams, count_round
-from graph_harness.capture.advise import advise
-from graph_harness.capture.costs import (
+from graph_harness.capture.advise.advice import advise
+from graph_harness.capture.advise.candidates import (
+    FUSABLE,
+    Candidate,
+    find_candidates,
+    find_runs,
+    node_role,
+)
+from graph_harness.capture.advise.costs import (
     BUILTIN_CREATED,
     BUILTIN_ENV,
     BUILTIN_PARAMS,
@@ -30,16 +37,8 @@ from graph_harness.capture.costs import (
     MeasuredSaving,
     builtin_costs,
 )
-from graph_harness.capture.delta import node_delta
-from graph_harness.capture.dispatch import NON_LAUNCHING
-from graph_harness.capture.fusion_groups import scope_pattern
-from graph_harness.capture.fusion_runs import (
-    FUSABLE,
-    Candidate,
-    find_candidates,
-    find_runs,
-    node_role,
-)
+from graph_harness.capture.export.delta import node_delta
+from graph_harness.capture.graph.dispatch import NON_LAUNCHING
 
 from .test_cli import run
 
@@ -205,6 +204,8 @@ def test_cpu_views_are_no_dependents():
 
 
 def test_scope_patterns_strip_stages_and_layer_indices_only():
+    from graph_harness.capture.attribution.labels import generalize as scope_pattern
+
     assert scope_pattern("stage12/pack") == "stage*/pack"
     assert scope_pattern("layers.3.attention") == "layers.*.attention"
     assert scope_pattern("layers.3.feed_forward.w1") == "layers.*.feed_forward.w1"
@@ -373,7 +374,7 @@ def test_the_round_puts_the_pack_and_the_copies_first():
 
 def test_round_prices_agree_with_the_replay_documents_own():
     # The replay document priced each variant pair from node deltas of real GPU exports
-    # (capture/pricing.py): by node type, and by real shapes. The advisor prices its
+    # (capture/replay/pricing.py): by node type, and by real shapes. The advisor prices its
     # candidates; where they are the same change, the two must agree.
     doc = {(s["a"], s["b"]): s for s in replay_doc()["savings"]}
     comps = {(c.a, c.b): c for c in advise(graph_round()).comparisons}
@@ -477,7 +478,7 @@ def test_the_cpu_round_against_what_its_variants_remove():
 
 def test_the_tiny_model_on_the_cpu_names_its_norms():
     from graph_harness.capture import capture_and_count, module_scopes
-    from graph_harness.capture.rollup import scope_tree
+    from graph_harness.capture.attribution.rollup import scope_tree
 
     from .test_example import load_example
 
@@ -520,7 +521,7 @@ def test_advise_counts_a_variant_by_name():
     assert "stage*/pack" in r.stdout and "CPU dispatch count" in r.stdout
     assert "cpu-dispatch" in r.stderr  # the banner
     # three groups in all: `clone, _unsafe_view` in select is no longer one, since
-    # _unsafe_view aliases its input (a view, launching nothing: capture/dispatch.py)
+    # _unsafe_view aliases its input (a view, launching nothing: capture/graph/dispatch.py)
     assert "more group" not in r.stdout and "_unsafe_view" not in r.stdout
 
 

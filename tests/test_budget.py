@@ -22,14 +22,20 @@ import torch
 from torch import nn
 
 import graph_harness.pytest_plugin  # noqa: F401 - imported once, not per pytester run
-from graph_harness.capture import NodeExport, budget, capture_and_count, module_scopes, scope
-from graph_harness.capture.budget import BudgetError, NodeBudgetExceeded, check_budget, counts
-from graph_harness.capture.budget_file import (
+from graph_harness.capture import NodeExport, capture_and_count, module_scopes, scope
+from graph_harness.capture.budget import limits as budget
+from graph_harness.capture.budget.file import (
     SCHEMA,
     BudgetFileError,
     lookup,
     read_budgets,
     record,
+)
+from graph_harness.capture.budget.limits import (
+    BudgetError,
+    NodeBudgetExceeded,
+    check_budget,
+    counts,
 )
 from graph_harness.reports.budget import budget_failure, budget_table
 
@@ -826,10 +832,12 @@ def test_plugin_module_scopes_by_qualified_name(project):
 
 def test_the_plugin_is_light_until_used():
     # Loaded into every pytest run of an environment with graph-harness: no torch, no
-    # pandas until a test asks for node_budget; one name for its flag.
+    # pandas, none of the budget's code until a test asks for node_budget (its flag comes
+    # from capture/budget/__init__, which imports nothing); one name for its flag.
     probe = (
         "import sys, graph_harness.pytest_plugin as p\n"
-        "heavy = sorted({'torch', 'pandas', 'graph_harness.capture'} & set(sys.modules))\n"
+        "heavy = {'torch', 'pandas', 'triton', 'matplotlib'}\n"
+        "heavy = sorted((heavy | {'graph_harness.capture.budget.limits'}) & set(sys.modules))\n"
         "assert not heavy, heavy\n"
         "print(p.UPDATE_FLAG)\n"
     )
@@ -872,7 +880,7 @@ def test_node_budget_counts_graph_nodes(node_budget):
     # On CUDA each add into a static buffer is one kernel node: a budget of exactly that
     # many passes, one less fails; and the graph captured here by plain torch, read node
     # by node from the driver, holds the same number.
-    from graph_harness.capture.graph_reader import read_graph
+    from graph_harness.capture.graph.reader import read_graph
 
     a = torch.ones(1024, device="cuda")
     out = torch.empty_like(a)  # [1024] static output

@@ -273,7 +273,7 @@ def test_capture_failure_names_scope_and_recovers():
         with scope("sync", stage=3):
             x.sum().item()
 
-    # the op, its scope and the class of failure, first (capture/diagnose.py)
+    # the op, its scope and the class of failure, first (capture/graph/diagnose.py)
     read_back = r"^aten\._local_scalar_dense in scope stage3/sync: a value read back to the host"
     with pytest.raises(CaptureError, match=read_back):
         capture_and_count(bad, pool=pool, warmup=0)
@@ -361,7 +361,7 @@ def test_pdl_round_is_exact_and_sets_pdl_only_behind_a_signalling_kernel():
 @pytest.mark.gpu
 def test_pdl_kept_behind_our_signalling_launch_and_dropped_behind_torch():
     from graph_harness.capture import capture_graph
-    from graph_harness.capture.graph_reader import read_graph
+    from graph_harness.capture.graph.reader import read_graph
     from graph_harness.kernels.empty import empty_kernel
 
     x = torch.zeros(1, device="cuda")
@@ -387,3 +387,16 @@ def test_pdl_kept_behind_our_signalling_launch_and_dropped_behind_torch():
     for _ in range(2 * (3 + 1)):  # two adds per call: three warm-up calls, one replay
         expected.add_(1.0)
     assert torch.equal(y, expected)
+
+
+def test_structure_tells_two_builds_alike_and_two_variants_apart():
+    """NodeExport.structure, the one "same graph" check (profile builds, distributed
+    ranks): two fresh builds of one round agree; another variant, or a node's scope
+    moved, does not."""
+    first, again = (count_round(SMALL, "fused", "cpu").export for _ in range(2))
+    assert first is not again and first.structure() == again.structure()
+    assert first.structure() != count_round(SMALL, "shipped", "cpu").export.structure()
+    moved = NodeExport.from_dict(first.to_dict())
+    moved.nodes[0]["scope_path"] = ["elsewhere"]
+    assert moved.structure() != first.structure()
+    assert first.counts("step").sum() == first.total == first.per_stage_step().to_numpy().sum()

@@ -18,8 +18,8 @@ import torch
 
 from graph_harness.capture import check_captured, check_step
 from graph_harness.capture.count import capture_and_keep
-from graph_harness.capture.graph_capture import Captured
-from graph_harness.capture.state import StateWatch, StepStateError
+from graph_harness.capture.graph.capture import Captured
+from graph_harness.capture.state.steps import StateWatch, StepStateError
 from tests import targets as T
 
 REPO = Path(__file__).resolve().parents[1]
@@ -33,7 +33,7 @@ class _Graph:
 @pytest.fixture
 def no_gpu_parts(monkeypatch):
     """Free memory 'filled' (FREE[0] says with what) and no memcpy nodes to read."""
-    import graph_harness.capture.check as C
+    import graph_harness.capture.check.step as C
 
     free = []
 

@@ -141,7 +141,7 @@ def test_force_never_touches_current_parent_or_home(tmp_path, where, why):
 
 
 def test_root_and_protected_paths_are_refused_without_touching_them(tmp_path, monkeypatch):
-    from graph_harness.reports.output import OutputRefused, plan_output
+    from graph_harness.reports.output.folder import OutputRefused, plan_output
 
     monkeypatch.chdir(tmp_path)
     # `/` is only stat-ed by the check, which refuses before anything is written
@@ -619,7 +619,7 @@ def test_two_concurrent_runs_never_overwrite_each_other(tmp_path):
 def test_replace_is_a_swap_that_leaves_a_complete_output(tmp_path, monkeypatch):
     # Stop the process right after the swap, before the old output is removed: the path
     # holds the new complete output; the old sits in a hidden folder the next run cleans.
-    from graph_harness.reports import output
+    from graph_harness.reports.output import folder as output
 
     out = tmp_path / "o"
     with output.staged_output(out, False, command="first") as tmp:
@@ -637,7 +637,7 @@ def test_replace_is_a_swap_that_leaves_a_complete_output(tmp_path, monkeypatch):
 
 
 def test_renames_never_replace(tmp_path):
-    from graph_harness.reports.renames import exchange, rename_noreplace
+    from graph_harness.reports.output.renames import exchange, rename_noreplace
 
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir()
@@ -656,13 +656,52 @@ def test_renames_never_replace(tmp_path):
 
 
 def test_replay_needs_cuda():
-    r = run("replay", "--trials", "3")
-    assert r.returncode == 1 and "needs a CUDA device" in r.stderr
-    assert "Traceback" not in r.stdout + r.stderr
     r = run("--debug", "replay", "--trials", "3")
-    assert r.returncode != 0 and "Traceback" in r.stderr
+    assert r.returncode != 0 and "Traceback" in r.stderr and "NoGPU" in r.stderr
     r = run("replay", "--builds", "0")
     assert r.returncode == 2 and "expected a whole number >= 1, got '0'" in r.stderr
+
+
+# Every command that measures what a GPU runs, on this machine without one: a usage error
+# (exit 2) in one sentence saying what to use instead, before any work or output.
+@pytest.mark.parametrize(
+    "argv, why",
+    [
+        (["replay", "--trials", "3"], "replay times CUDA graph replays"),
+        (["replay", "--variant", "fused", "--json"], "replay times CUDA graph replays"),
+        (["profile"], "profile replays graphs under CUPTI"),
+        (["profile", "--target", "tests.targets:small_mlp"], "profile replays graphs under CUPTI"),
+    ],
+)
+def test_gpu_only_commands_without_a_gpu_are_usage_errors(tmp_path, argv, why):
+    out = tmp_path / "out"
+    r = run(*argv, "--out", str(out))
+    assert r.returncode == 2, r.stderr
+    (line,) = r.stderr.strip().splitlines()
+    assert line == (
+        f"graph-harness {argv[0]}: error: no GPU here: {why}, which " + line.split(", which ", 1)[1]
+    )
+    assert line.endswith("(use `graph-harness count` for CPU dispatch counts)")
+    assert r.stdout == "" and not out.exists()
+
+
+def test_checks_replay_part_without_a_gpu_is_said_not_failed(tmp_path):
+    """check on the CPU: the warm-ups' part runs and passes (exit 0), and the replay
+    comparison, which needs a GPU, is said to, once, in the verdict."""
+    r = run("check", "--target", "tests.targets:small_mlp", "--out", str(tmp_path / "c"))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("the replay comparison needs a GPU") == 1
+    (check,) = json.loads((tmp_path / "c" / "check.json").read_text())["checks"].values()
+    assert check["passed"] is True and check["compared"] is False
+    assert "the replay comparison needs a GPU" in check["why_not"]
+
+
+def test_count_distributed_without_torchrun_is_a_usage_error():
+    r = run("count", "--distributed", *SMALL[:2])
+    assert r.returncode == 2, r.stderr
+    line = r.stderr.strip().splitlines()[-1]
+    assert line.startswith("graph-harness count: error: no process group: ")
+    assert "torchrun --nproc-per-node N" in line and "--debug" not in line
 
 
 def test_report_on_cpu(tmp_path):
@@ -782,7 +821,7 @@ def test_count_and_replay_json_on_the_gpu(tmp_path):
 
 
 def test_a_manifest_never_points_removal_outside_its_folder(tmp_path, monkeypatch):
-    from graph_harness.reports import output
+    from graph_harness.reports.output import folder as output
 
     monkeypatch.chdir(tmp_path)
     out = tmp_path / "o"
@@ -808,7 +847,7 @@ def test_signals_wait_for_the_commit(tmp_path, monkeypatch):
     # commit is done: the old output is removed, the new one in place, nothing hidden left.
     import threading
 
-    from graph_harness.reports import output
+    from graph_harness.reports.output import folder as output
 
     out = tmp_path / "o"
     with output.staged_output(out, False) as tmp:

@@ -11,8 +11,8 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from graph_harness.capture import CaptureError, capture_and_count, module_scopes, scope
-from graph_harness.capture.diagnose import diagnose, failure_line, model_of
-from graph_harness.capture.diagnose_classes import (
+from graph_harness.capture.graph.diagnose import diagnose, failure_line, model_of
+from graph_harness.capture.graph.diagnose_classes import (
     COLLECTIVE,
     CPU_TENSOR,
     DATA_DEPENDENT,
@@ -32,7 +32,7 @@ from graph_harness.capture.diagnose_classes import (
     classify_op,
     is_invalidated,
 )
-from graph_harness.capture.diagnose_watch import Watch
+from graph_harness.capture.graph.diagnose_watch import Watch
 from graph_harness.pools import GraphBufferPool
 
 REFUSED = "CUDA error: operation not permitted when stream is capturing"
@@ -360,7 +360,7 @@ def test_real_compiled_code_is_bisected_without_compiling_again(whole):
     # compiles anything new (a compile inside a capture would be a disaster on a GPU).
     from torch._dynamo.utils import counters
 
-    from graph_harness.capture.compiled import find_compiled
+    from graph_harness.capture.graph.compiled import find_compiled
 
     net = _TabNet(compile_tab=not whole)
     run = torch.compile(net, backend="eager") if whole else net

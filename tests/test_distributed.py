@@ -12,15 +12,15 @@ import textwrap
 import pytest
 import torch
 
-from graph_harness.capture.distributed import merge
-from graph_harness.capture.export import NodeExport
+from graph_harness.capture.export.nodes import NodeExport
+from graph_harness.capture.round.distributed import merge
 
 WORKER = textwrap.dedent(
     """
     import faulthandler, json, sys, torch
     faulthandler.dump_traceback_later(120, exit=True)  # a hang shows its stacks, then ends
     from graph_harness.capture import RoundParams
-    from graph_harness.capture.distributed import (
+    from graph_harness.capture.round.distributed import (
         count_distributed, emulate_rank, init_from_env, release_graphs,
     )
 
@@ -154,6 +154,8 @@ def test_merge_reports_a_structural_difference():
                 block=None,
                 stage=0,
                 step="pack",
+                scope="stage0/pack",
+                scope_path=["stage0/pack"],
                 deps=[],
                 parent=None,
             )
@@ -167,7 +169,7 @@ def test_merge_reports_a_structural_difference():
 
 
 def test_world_mismatch_is_explained(monkeypatch):
-    from graph_harness.capture.distributed import DistributedError, init_from_env
+    from graph_harness.capture.round.distributed import DistributedError, init_from_env
 
     for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
         monkeypatch.delenv(k, raising=False)

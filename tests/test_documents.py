@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from graph_harness.capture import ExportError, NodeExport
-from graph_harness.capture.replay import ReplayDocumentError, ReplayResult
+from graph_harness.capture.replay.document import ReplayDocumentError, ReplayResult
 
 BIG = 10**5000  # str() of it raises past Python's digit limit; messages give its size
 BIG_BITS = BIG.bit_length()
@@ -725,3 +725,33 @@ def test_not_measured_is_null_in_the_file_and_nan_in_the_frame(tmp_path):
     back = ReplayResult.read_json(path)
     assert back.savings.predicted_shapes_us.isna().all()
     assert back.savings.measured_us.tolist() == r.savings.measured_us.tolist()
+
+
+def test_tables_go_out_as_plain_json_one_way():
+    """Every document's tables (exports' deltas, replays, profiles) are written through
+    one converter: numpy scalars at full precision, lists and tuples as lists, and each
+    kind of missing value (NaN from numpy or Python, an infinity, pandas' NA, None) as
+    null: bare NaN is not JSON."""
+    import numpy as np
+    import pandas as pd
+
+    from graph_harness.capture.export.documents import records
+
+    third = 0.1 + 0.2  # 0.30000000000000004: to_json would round it away
+    frame = pd.DataFrame(
+        {
+            "x": [np.float64(third), np.float64("nan"), float("inf")],
+            "n": pd.array([1, None, 3], dtype="Int64"),
+            "path": [["layers", "0"], ("a", np.int64(2)), []],
+            "name": ["k", None, "m"],
+        }
+    )
+    rows = records(frame)
+    assert rows == [
+        {"x": third, "n": 1, "path": ["layers", "0"], "name": "k"},
+        {"x": None, "n": None, "path": ["a", 2], "name": None},
+        {"x": None, "n": 3, "path": [], "name": "m"},
+    ]
+    assert type(rows[0]["x"]) is float and type(rows[1]["path"][1]) is int
+    assert json.loads(json.dumps(rows, allow_nan=False)) == rows
+    assert records(None) is None

@@ -17,7 +17,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from graph_harness.reports.cli import main
+from graph_harness.reports.cli.program import main
 from tests.test_documents import export_doc, export_doc_v2, replay_doc
 
 # Values a careless user, a bug elsewhere or an attacker might leave in a field.

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from graph_harness.capture import capture_and_count, capture_graph, module_scopes
-from graph_harness.capture.rollup import per_scope, scope_tree
+from graph_harness.capture.attribution.rollup import per_scope, scope_tree
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "llama_decode.py"
 
@@ -67,7 +67,7 @@ def test_tiny_step_module_scopes_sum_to_the_total():
 
 def walk_graph(raw_graph) -> Counter:
     """Node types of a CUDA graph by our own walk of cudaGraphGetNodes (child graphs
-    included, as their nodes), independent of capture/graph_reader.py."""
+    included, as their nodes), independent of capture/graph/reader.py."""
     from cuda.bindings import runtime as rt
 
     err, _, n = rt.cudaGraphGetNodes(raw_graph)

@@ -14,11 +14,11 @@ import pytest
 import torch
 
 from graph_harness.capture import capture_and_count, capture_graph, module_scopes
-from graph_harness.capture.attribution import nodes_from_dispatch
-from graph_harness.capture.dispatch import NON_LAUNCHING, DispatchCounter
-from graph_harness.capture.export import NodeExport
-from graph_harness.capture.rollup import per_scope, scope_tree
-from graph_harness.capture.scopes import Recorder, recording
+from graph_harness.capture.attribution.records import nodes_from_dispatch
+from graph_harness.capture.attribution.rollup import per_scope, scope_tree
+from graph_harness.capture.export.nodes import NodeExport
+from graph_harness.capture.graph.dispatch import NON_LAUNCHING, DispatchCounter
+from graph_harness.capture.scopes.recorder import Recorder, recording
 from tests.exact import assert_bits_equal
 from tests.test_cli import run
 from tests.test_example import snake, walk_graph

@@ -9,8 +9,8 @@ import re
 import pytest
 from rich.table import Table
 
-from graph_harness.reports.commands.console import make_console
-from graph_harness.reports.manifest import foreign_entries, read_manifest
+from graph_harness.reports.cli.console import make_console
+from graph_harness.reports.output.manifest import foreign_entries, read_manifest
 from tests.test_documents import export_doc_v2, replay_doc
 from tests.test_documents_property import _run
 

@@ -2,12 +2,14 @@
 installs its own top-level `kernels` (a widely installed one does) sits beside it, and each
 imports as itself.
 
-The wheel is built from this tree with the environment's setuptools (no network: the
-`test` extra pins one that builds wheels itself) and installed into a folder of its own.
+The wheel is built from a copy of this tree's sources with the environment's setuptools
+(no network: the `test` extra pins one that builds wheels itself) and installed into a
+folder of its own; it holds every module of the tree.
 Installed, the `node_budget` fixture reaches pytest through the wheel's `pytest11` entry
 point alone: a project with no conftest can use it.
 """
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,8 +23,14 @@ def _run(*cmd, cwd, env=None):
     return r
 
 
+# Not copied into the tree the wheel is built from: a build/ left by an earlier build
+# would bring its modules (moved or deleted since) into the wheel.
+_NOT_SOURCE = (".git", ".venv", "build", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis")
+
+
 def test_wheel_beside_a_standin_kernels_package(tmp_path):
-    wheels, site = tmp_path / "wheels", tmp_path / "site"
+    wheels, site, src = tmp_path / "wheels", tmp_path / "site", tmp_path / "src"
+    shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(*_NOT_SOURCE), symlinks=True)
     _run(
         sys.executable,
         "-m",
@@ -33,7 +41,7 @@ def test_wheel_beside_a_standin_kernels_package(tmp_path):
         "-q",
         "-w",
         str(wheels),
-        str(REPO),
+        str(src),
         cwd=tmp_path,
     )
     (wheel,) = wheels.glob("graph_harness-*.whl")
@@ -50,6 +58,14 @@ def test_wheel_beside_a_standin_kernels_package(tmp_path):
         str(wheel),
         cwd=tmp_path,
     )
+    # Every module of every package and sub-package, in the wheel (pyproject lists each).
+    for top in ("pools", "kernels", "capture", "reports"):
+        tree = {f.relative_to(REPO / top) for f in (REPO / top).rglob("*.py")}
+        wheel_has = {
+            f.relative_to(site / "graph_harness" / top)
+            for f in (site / "graph_harness" / top).rglob("*.py")
+        }
+        assert tree == wheel_has, (top, sorted(map(str, tree ^ wheel_has)))
     # Nothing of ours at the top level: only the namespace (and its metadata).
     tops = {p.name for p in site.iterdir() if not p.name.endswith(".dist-info")}
     assert tops == {"graph_harness", "bin"} or tops == {"graph_harness"}, tops
@@ -59,7 +75,7 @@ def test_wheel_beside_a_standin_kernels_package(tmp_path):
     probe = (
         "import kernels, graph_harness, graph_harness.kernels as gk\n"
         "from graph_harness.capture import RoundParams\n"
-        "from graph_harness.reports.cli import build_parser\n"
+        "from graph_harness.reports.cli.program import build_parser\n"
         "assert kernels.STANDIN == 'the other kernels', kernels.__file__\n"
         "assert callable(gk.pack_scores_ids) and RoundParams().stages == 24\n"
         "build_parser()\n"

@@ -11,11 +11,11 @@ import pytest
 import torch
 
 from graph_harness.capture import capture_and_count, module_scopes
-from graph_harness.capture.delta import node_delta
-from graph_harness.capture.dispatch import DispatchCounter
-from graph_harness.capture.module_scopes import block_depth, repeated_blocks
-from graph_harness.capture.rollup import per_scope, scope_tree, tree_parts
-from graph_harness.reports.commands.args import BLOCKS, shown_depth
+from graph_harness.capture.attribution.rollup import per_scope, scope_tree, tree_parts
+from graph_harness.capture.export.delta import node_delta
+from graph_harness.capture.graph.dispatch import DispatchCounter
+from graph_harness.capture.scopes.modules import block_depth, repeated_blocks
+from graph_harness.reports.cli.args import BLOCKS, shown_depth
 from tests.nested_models import make_step
 
 REPO = Path(__file__).resolve().parents[1]
@@ -250,3 +250,22 @@ def test_a_second_compiled_capture_under_module_scopes_compiles_nothing():
             )
 
         assert placed(again) == placed(first)
+
+
+@pytest.mark.parametrize("depth", [None, 2])
+def test_module_argument_scopes_as_module_scopes_around_the_call(depth):
+    """capture_and_count(step, module=m, depth=d), the one place that opens module scopes
+    for a capture (count --target, node_budget, check_step), records what
+    `with module_scopes(m, depth=d): capture_and_count(step)` records, and leaves no
+    module scopes open behind it."""
+    from graph_harness.capture.scopes.modules import active_module_scopes
+
+    step = make_step("hf", N_LAYER)
+    given = capture_and_count(step, module=step.module, depth=depth, warmup=1)
+    assert active_module_scopes() is None
+    with module_scopes(step.module, depth=depth):
+        around = capture_and_count(step, warmup=1)
+    strip = lambda e: [(n["type"], n["kernel"], n["scope_path"]) for n in e.nodes]
+    assert strip(given) == strip(around) and given.options == around.options
+    assert any(len(n["scope_path"]) > 1 for n in given.nodes)  # scoped by module, not bare
+    assert given.options["module_depth"] == (depth if depth is not None else "every level")

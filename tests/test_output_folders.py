@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from graph_harness.capture.files import write_output
-from graph_harness.reports import output
-from graph_harness.reports.manifest import MANIFEST, read_manifest
+from graph_harness.reports.output import folder as output
+from graph_harness.reports.output.manifest import MANIFEST, read_manifest
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -123,7 +123,7 @@ for name, sub in (("graph_harness", ""), ("graph_harness.capture", "/capture"),
     pkg.__path__ = [root + (sub or "/graph_harness")]
     sys.modules[name] = pkg
 from graph_harness.capture.files import write_output
-from graph_harness.reports.output import staged_output
+from graph_harness.reports.output.folder import staged_output
 out, n, me = sys.argv[2], int(sys.argv[3]), sys.argv[4]
 for i in range(n):
     with staged_output(out, True, command=me) as t:
@@ -195,7 +195,7 @@ def test_old_output_stays_locked_until_it_is_gone(tmp_path, monkeypatch):
     cleaned = []
 
     def remove_with_a_cleaner_racing(folder, fd):
-        from graph_harness.reports.leftovers import clean_leftovers
+        from graph_harness.reports.output.leftovers import clean_leftovers
 
         clean_leftovers(out, cleaned.append, str(out))  # another run starting right now
         return real_remove(folder, fd)

@@ -309,7 +309,7 @@ def test_compiled_shipped_every_rank_dtype(device):
     # on a Python int rank and the width), so one shape, one width where rank * width
     # wraps, and a reset first so earlier tests' compiles do not count against dynamo's
     # recompile limit.
-    from graph_harness.capture.round import compiled_shipped_pack
+    from graph_harness.capture.round.decode import compiled_shipped_pack
 
     torch._dynamo.reset()
     compiled = compiled_shipped_pack()

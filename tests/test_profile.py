@@ -20,25 +20,26 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graph_harness.capture.activities import (
+from graph_harness.capture.export.nodes import NodeExport
+from graph_harness.capture.profile.activities import (
     Activity,
     ProfileError,
     activities_from_trace,
     split_replays,
 )
-from graph_harness.capture.export import NodeExport
-from graph_harness.capture.matching import (
+from graph_harness.capture.profile.document import ProfileResult
+from graph_harness.capture.profile.matching import (
     agreement,
     ids_consistent,
     match_by_id,
     match_by_order,
     plan_of,
 )
-from graph_harness.capture.params import ProfileSettings, RoundParams
-from graph_harness.capture.profile import ProfileResult
-from graph_harness.capture.profile_nodes import Window, group_of, profile_windows, replay_costs
-from graph_harness.capture.profile_pairs import pair_breakdown, price_pair
-from graph_harness.capture.profile_rollup import group_costs, scope_costs
+from graph_harness.capture.profile.nodes import Window, group_of, profile_windows, replay_costs
+from graph_harness.capture.profile.pairs import pair_breakdown, price_pair
+from graph_harness.capture.profile.rollup import group_costs, scope_costs
+from graph_harness.capture.profile.settings import ProfileSettings
+from graph_harness.capture.round.params import RoundParams
 from graph_harness.capture.stats import median_interval
 
 REPO = Path(__file__).resolve().parents[1]
@@ -464,7 +465,7 @@ def _model_profile():
 
 
 def test_scope_roll_up_nests_and_every_level_sums_to_its_parent():
-    from graph_harness.capture.rollup import tree_parts
+    from graph_harness.capture.attribution.rollup import tree_parts
 
     p = _model_profile()
     cost = p.nodes.dur_mean + p.nodes.gap_mean
@@ -613,6 +614,36 @@ def test_tables_render(tmp_path):
     assert (tmp_path / "d.png").stat().st_size > 0 and (tmp_path / "m.png").stat().st_size > 0
 
 
+def test_a_result_prices_its_pairs_once(tmp_path, monkeypatch):
+    """write, to_dict and the tables a show prints read one pricing of each pair (each
+    price_pair runs two bootstraps) and one roll-up, and each caller gets its own copy."""
+    import graph_harness.capture.profile.document as D
+
+    calls = Counter()
+
+    def counted(f):
+        def call(*a, **k):
+            calls[f.__name__] += 1
+            return f(*a, **k)
+
+        return call
+
+    for f in (D.price_pair, D.pair_breakdown, D.group_costs, D.scope_costs):
+        monkeypatch.setattr(D, f.__name__, counted(f))
+    a, b = _variant("a", A), _variant("b", B)
+    result = ProfileResult({"a": a, "b": b}, _trials(76, 74), [("a", "b")])
+    result.write(tmp_path)
+    result.to_dict()
+    pairs = result.pair_table()
+    result.breakdown(), result.scope_table(), result.scope_table()
+    # the round's graphs roll up by step: once each of a and b
+    assert calls == {"price_pair": 1, "pair_breakdown": 1, "group_costs": 2}
+    pairs.loc[0, "a"] = "changed by a caller"
+    assert result.pair_table().loc[0, "a"] == "a"
+    result.scope_table(2)  # another depth is another table
+    assert calls["group_costs"] == 4
+
+
 def test_median_interval_brackets_the_median():
     x = np.random.default_rng(1).normal(10.0, 1.0, (200, 3))
     lo, hi = median_interval(x)
@@ -626,7 +657,7 @@ def test_median_interval_brackets_the_median():
 
 
 def test_profile_settings_are_checked_and_share_replay_defaults():
-    from graph_harness.capture.params import ReplaySettings
+    from graph_harness.capture.replay.settings import ReplaySettings
 
     s = ProfileSettings()
     assert (s.trials, s.builds, s.warmup) == (
@@ -694,14 +725,14 @@ QUICK = ProfileSettings(trials=6, builds=2, windows=2, replays=5)
 
 def _activity_nodes_by_driver(graph) -> int:
     """Kernel, memcpy and memset nodes counted by walking the graph with the driver."""
-    from graph_harness.capture.graph_reader import read_graph
+    from graph_harness.capture.graph.reader import read_graph
 
     return sum(r.kind in ("kernel", "memcpy", "memset") for r in read_graph(graph.raw_cuda_graph()))
 
 
 @pytest.mark.gpu
 def test_profiled_round_matches_every_node_once_and_sums_to_its_replay():
-    from graph_harness.capture.profile_run import profile_rounds
+    from graph_harness.capture.profile.run import profile_rounds
 
     result = profile_rounds(SMALL, ["shipped", "fused"], QUICK)
     summary = result.summary().set_index("name")
@@ -732,8 +763,8 @@ def test_profiled_round_matches_every_node_once_and_sums_to_its_replay():
 def test_profiled_round_node_count_is_the_drivers():
     # another route to the count: walk the graph with the driver, not the export
     from graph_harness.capture import count_round
-    from graph_harness.capture.profile_nodes import profile_windows
-    from graph_harness.capture.profile_run import profile_graphs
+    from graph_harness.capture.profile.nodes import profile_windows
+    from graph_harness.capture.profile.run import profile_graphs
 
     counted = count_round(SMALL, "shipped", "cuda")
     graph = counted.captured.graph
@@ -746,8 +777,8 @@ def test_profiled_round_node_count_is_the_drivers():
 @pytest.mark.gpu
 def test_matching_by_id_agrees_with_matching_by_order():
     from graph_harness.capture import count_round
-    from graph_harness.capture.profile_nodes import profile_windows
-    from graph_harness.capture.profile_run import local_ids, profile_graphs
+    from graph_harness.capture.profile.nodes import profile_windows
+    from graph_harness.capture.profile.run import local_ids, profile_graphs
 
     counted = count_round(SMALL, "fused", "cuda")
     graph = counted.captured.graph
@@ -771,7 +802,7 @@ def test_profiled_step_by_module():
 
     from graph_harness.capture import module_scopes
     from graph_harness.capture.count import capture_and_keep
-    from graph_harness.capture.profile_run import profile_steps
+    from graph_harness.capture.profile.run import profile_steps
 
     spec = importlib.util.spec_from_file_location(
         "llama_profile", REPO / "examples" / "llama_decode.py"
@@ -927,7 +958,7 @@ def _fake_record(graph, replays, warmup=5, what=""):
 def _stand_in_for_the_gpu(monkeypatch):
     from types import SimpleNamespace
 
-    import graph_harness.capture.profile_run as R
+    import graph_harness.capture.profile.run as R
 
     exports = {
         "shipped": export_of(_variant("shipped", A).export.nodes, "decode-round"),
@@ -965,7 +996,7 @@ def _stand_in_for_the_gpu(monkeypatch):
 
 
 def test_profile_rounds_profiles_every_build_and_prices_the_pair(monkeypatch):
-    from graph_harness.capture.profile_run import profile_rounds
+    from graph_harness.capture.profile.run import profile_rounds
 
     _, durs, seen = _stand_in_for_the_gpu(monkeypatch)
     s = ProfileSettings(trials=5, builds=2, windows=2, replays=3)
@@ -982,7 +1013,7 @@ def test_profile_rounds_profiles_every_build_and_prices_the_pair(monkeypatch):
 
 
 def test_windows_are_interleaved_across_graphs():
-    from graph_harness.capture.profile_run import interleaved
+    from graph_harness.capture.profile.run import interleaved
 
     assert interleaved(["a", "b", "c"], 3) == [
         (0, "a"), (0, "b"), (0, "c"), (1, "c"), (1, "b"), (1, "a"), (2, "a"), (2, "b"), (2, "c")
@@ -991,7 +1022,7 @@ def test_windows_are_interleaved_across_graphs():
 
 
 def test_profile_rounds_interleaves_the_variants_windows(monkeypatch):
-    import graph_harness.capture.profile_run as R
+    import graph_harness.capture.profile.run as R
 
     _stand_in_for_the_gpu(monkeypatch)
     order = []
@@ -1018,7 +1049,7 @@ def test_profile_rounds_interleaves_the_variants_windows(monkeypatch):
 
 
 def test_profile_steps_times_and_prices_the_second_against_the_first(monkeypatch):
-    from graph_harness.capture.profile_run import profile_steps
+    from graph_harness.capture.profile.run import profile_steps
 
     exports, durs, _ = _stand_in_for_the_gpu(monkeypatch)
     steps = {
@@ -1033,7 +1064,7 @@ def test_profile_steps_times_and_prices_the_second_against_the_first(monkeypatch
 
 
 def test_profile_command_end_to_end_with_the_gpu_stood_in_for(monkeypatch, tmp_path, capsys):
-    from graph_harness.reports import cli
+    from graph_harness.reports.cli import program as cli
 
     _stand_in_for_the_gpu(monkeypatch)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)

@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch import nn
 
-from graph_harness.capture.provenance import CompiledGraph, Entry, collecting, module_path
-from graph_harness.capture.provenance_match import deepest_common, match, refine
+from graph_harness.capture.attribution.provenance_match import deepest_common, match, refine
+from graph_harness.capture.scopes.provenance import CompiledGraph, Entry, collecting, module_path
 
 
 @pytest.mark.parametrize(
@@ -61,7 +61,7 @@ def test_a_real_compile_leaves_its_kernels_modules_and_restores_everything():
 
     from torch._inductor import config
 
-    from graph_harness.capture.provenance import _TraceHandler
+    from graph_harness.capture.scopes.provenance import _TraceHandler
 
     trace = logging.getLogger("torch.__trace")
     before = (trace.level, list(warnings.filters))
@@ -124,7 +124,7 @@ class FakeGraph:
 def test_a_compile_is_never_paired_with_an_older_post_grad_graph():
     import json
 
-    from graph_harness.capture.provenance import ProvenanceLog
+    from graph_harness.capture.scopes.provenance import ProvenanceLog
 
     log = ProvenanceLog()
     log._on_post_grad(FakeGraph(("mm", "fc1")))
@@ -285,8 +285,8 @@ def test_no_provenance_changes_nothing():
 
 
 def test_fused_modules_survive_a_file_and_show_in_the_tree(tmp_path):
-    from graph_harness.capture.export import NodeExport
-    from graph_harness.capture.rollup import scope_tree
+    from graph_harness.capture.attribution.rollup import scope_tree
+    from graph_harness.capture.export.nodes import NodeExport
 
     nodes = [node(0, "triton_a"), node(1, "triton_b"), node(2, "gemm")]
     g = CompiledGraph(

@@ -1,5 +1,5 @@
 """A second capture under module_scopes compiles nothing and reuses what the first
-recorded (capture/provenance_cache.py), keyed by the Dynamo cache entry that runs it; and
+recorded (capture/scopes/provenance_cache.py), keyed by the Dynamo cache entry that runs it; and
 a compiled model's provenance gives it the same module names as its eager nodes.
 
 Compiles are counted by Dynamo's own counter (unique graphs) and by Inductor's post-grad
@@ -13,9 +13,9 @@ import torch
 from torch._dynamo.utils import counters
 
 from graph_harness.capture import module_scopes
-from graph_harness.capture import provenance_cache as cache
+from graph_harness.capture.attribution.rollup import scope_tree
 from graph_harness.capture.count import compiled_attribution
-from graph_harness.capture.rollup import scope_tree
+from graph_harness.capture.scopes import provenance_cache as cache
 from tests.nested_models import make_step
 from tests.test_provenance import Net, node
 
@@ -124,7 +124,7 @@ def test_compiled_provenance_names_the_modules_the_eager_paths_name(layout):
         (graph,) = ms.provenance.graphs
         nodes = [node(i, e.name) for i, e in enumerate(graph.entries)]
         compiled_attribution(nodes, ms, ms.codes, compiled=True)
-    from graph_harness.capture.export import NodeExport
+    from graph_harness.capture.export.nodes import NodeExport
 
     compiled = NodeExport("cuda-graph", "compiled", None, None, nodes).frame()
     eager_own = scope_tree(eager).set_index("scope").own

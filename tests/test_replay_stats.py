@@ -8,11 +8,11 @@ import pytest
 import torch
 
 from graph_harness.capture import RoundParams, count_round
-from graph_harness.capture.chains import fits_of
-from graph_harness.capture.delta import node_delta
-from graph_harness.capture.params import ReplaySettings
-from graph_harness.capture.pricing import predicted_saving_us, saving_pairs, savings
-from graph_harness.capture.replay import ReplayResult
+from graph_harness.capture.export.delta import node_delta
+from graph_harness.capture.replay.chains import fits_of
+from graph_harness.capture.replay.document import ReplayResult
+from graph_harness.capture.replay.pricing import predicted_saving_us, saving_pairs, savings
+from graph_harness.capture.replay.settings import ReplaySettings
 from graph_harness.capture.stats import fit_chain, saving_interval, saving_point
 
 
@@ -179,7 +179,7 @@ def test_run_replays_measures_the_pricing_chains(monkeypatch):
     # Rounds are priced with the torch-add and memcpy slopes: asking for other chain kinds
     # only must still measure those (a GPU run of `graph-harness replay --kind triton-empty`
     # once failed with a bare KeyError).
-    import graph_harness.capture.replay as R
+    import graph_harness.capture.replay.document as R
 
     seen = {}
 
@@ -237,7 +237,7 @@ def test_replay_document_roundtrip(tmp_path):
 
 
 def test_chains_need_cuda():
-    from graph_harness.capture.chains import measure_chains
+    from graph_harness.capture.replay.chains import measure_chains
 
     if torch.cuda.is_available():
         pytest.skip("this checks the CPU refusal")
@@ -247,7 +247,7 @@ def test_chains_need_cuda():
 
 @pytest.mark.gpu
 def test_short_chain_sweep_on_gpu():
-    from graph_harness.capture.chains import measure_chains
+    from graph_harness.capture.replay.chains import measure_chains
 
     trials, fits = measure_chains(
         ("triton-empty", "torch-add", "memcpy", "pack-fused"),
@@ -265,8 +265,8 @@ def test_short_chain_sweep_on_gpu():
 @pytest.mark.gpu
 def test_round_builds_land_elsewhere(monkeypatch):
     # Builds exist to sample where a round's buffers land: each must get new addresses.
-    import graph_harness.capture.pricing as P
-    import graph_harness.capture.round_timing as R
+    import graph_harness.capture.replay.pricing as P
+    import graph_harness.capture.replay.rounds as R
 
     bases = []
     real = R.count_round

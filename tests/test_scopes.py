@@ -13,10 +13,10 @@ from torch import nn
 from torch.nn.modules import module as nn_module
 
 from graph_harness.capture import CompiledStepError, capture_and_count, module_scopes, scope
-from graph_harness.capture.attribution import first_seen
-from graph_harness.capture.compiled import check_step, find_compiled, is_dispatch_mode_refusal
-from graph_harness.capture.rollup import per_scope, scope_tree, tree_parts
-from graph_harness.capture.scopes import Recorder, ScopeKey, ScopeMark, recording
+from graph_harness.capture.attribution.records import first_seen
+from graph_harness.capture.attribution.rollup import per_scope, scope_tree, tree_parts
+from graph_harness.capture.graph.compiled import check_step, find_compiled, is_dispatch_mode_refusal
+from graph_harness.capture.scopes.recorder import Recorder, ScopeKey, ScopeMark, recording
 
 
 class Block(nn.Module):
@@ -199,8 +199,8 @@ def test_attribution_equals_the_set_difference_definition(events, data):
     # One capture stream: each op is a node depending on the one before and, now and
     # then, on an earlier one too (a DAG, as a join of a side stream makes); scopes open
     # and close at random, nested. The linear walk must agree with the definition.
-    from graph_harness.capture.attribution import nodes_from_graph
-    from graph_harness.capture.graph_reader import RawNode
+    from graph_harness.capture.attribution.records import nodes_from_graph
+    from graph_harness.capture.graph.reader import RawNode
 
     raw, rec_marks, open_, scopes, n_scopes = [], [], [], [], 0
     frontier = lambda: [len(raw)] if raw else []  # the stream's last node
@@ -329,7 +329,7 @@ def test_reduce_overhead_is_refused(how):
 
 
 def test_delta_per_module_at_every_depth():
-    from graph_harness.capture.delta import node_delta
+    from graph_harness.capture.export.delta import node_delta
 
     def counted(layers: int):
         model = Tiny(layers=layers).eval()
@@ -351,7 +351,7 @@ def test_delta_per_module_at_every_depth():
 
 
 def test_a_block_compiled_on_its_own_keeps_its_name():
-    from graph_harness.capture.module_scopes import module_names
+    from graph_harness.capture.scopes.modules import module_names
 
     model = Tiny()
     model.layers[1] = torch.compile(model.layers[1])

@@ -16,14 +16,14 @@ import pytest
 import torch
 
 from graph_harness.capture import StepSettings, capture_and_count
-from graph_harness.capture.changes import compare
 from graph_harness.capture.count import capture_and_keep
-from graph_harness.capture.digest import CHUNK_WORDS
-from graph_harness.capture.export import NodeExport
-from graph_harness.capture.fingerprint import CLONE_MAX_BYTES, fingerprint
-from graph_harness.capture.params import ProfileSettings
-from graph_harness.capture.replay_guard import Replayer, ReplayFailed
-from graph_harness.capture.state import StateWatch, StepStateError
+from graph_harness.capture.export.nodes import NodeExport
+from graph_harness.capture.profile.settings import ProfileSettings
+from graph_harness.capture.replay.guard import Replayer, ReplayFailed
+from graph_harness.capture.state.changes import compare
+from graph_harness.capture.state.digest import CHUNK_WORDS
+from graph_harness.capture.state.fingerprint import CLONE_MAX_BYTES, fingerprint
+from graph_harness.capture.state.steps import StateWatch, StepStateError
 from tests import targets as T
 
 REPO = Path(__file__).resolve().parents[1]
@@ -311,8 +311,8 @@ def _one_kernel_export():
 
 @pytest.fixture
 def gpu_stood_in(monkeypatch):
-    import graph_harness.capture.activities as A
-    import graph_harness.capture.profile_run as R
+    import graph_harness.capture.profile.activities as A
+    import graph_harness.capture.profile.run as R
 
     graphs = []
 
@@ -333,7 +333,7 @@ SETTINGS = ProfileSettings(trials=3, windows=3, replays=4)
 
 
 def _profile(step, gpu_stood_in, settings=SETTINGS):
-    from graph_harness.capture.profile_run import profile_steps
+    from graph_harness.capture.profile.run import profile_steps
 
     rep = _watched(step)
     graph = _EagerGraph(step)
@@ -377,7 +377,7 @@ def test_the_replays_per_reset_follow_the_settings():
 
 
 def test_a_cuda_error_in_a_replay_is_one_line_naming_the_graph_window_and_replays(gpu_stood_in):
-    from graph_harness.capture.timing import time_replays_us
+    from graph_harness.capture.replay.timing import time_replays_us
 
     class Failing:
         replays = 0
@@ -448,7 +448,7 @@ def test_check_on_the_cpu_passes_the_toy_with_its_reset(tmp_path):
 
 
 def test_the_warmup_flag_reaches_the_step_exactly(capsys, tmp_path):
-    from graph_harness.reports import cli
+    from graph_harness.reports.cli import program as cli
 
     extra = int(torch.cuda.is_available())  # check's eager call, on a GPU
     for args, calls in [
@@ -468,8 +468,8 @@ def test_the_warmup_flag_reaches_the_step_exactly(capsys, tmp_path):
 
 
 def test_a_reset_goes_through_the_same_guard_as_the_step(capsys):
-    from graph_harness.reports import cli
-    from graph_harness.reports.target import load_target
+    from graph_harness.reports.cli import program as cli
+    from graph_harness.reports.cli.target import load_target
 
     target = load_target("tests.targets:stateful_cache")
     assert target.reset is target.step.reset and target.reset.__wrapped__ is not None

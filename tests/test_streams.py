@@ -149,8 +149,8 @@ def test_commands_refuse_special_inputs_in_one_line(tmp_path):
 
 
 def test_node_budget_refuses_a_fifo_record_without_waiting(tmp_path):
-    from graph_harness.capture import budget_file
-    from graph_harness.capture.budget import BudgetError
+    from graph_harness.capture.budget import file as budget_file
+    from graph_harness.capture.budget.limits import BudgetError
 
     os.mkfifo(tmp_path / "b.json")
     with pytest.raises(BudgetError, match="is a FIFO"):

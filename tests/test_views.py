@@ -1,11 +1,11 @@
 """On the CPU counter a view is an op whose outputs alias its inputs, decided as it runs
-(capture/dispatch.py): `aten._unsafe_view` (no alias annotation in its schema) and an op
+(capture/graph/dispatch.py): `aten._unsafe_view` (no alias annotation in its schema) and an op
 known to be a view by aliasing alone are not counted; ops that write still are."""
 
 import torch
 
 from graph_harness.capture import capture_and_count
-from graph_harness.capture.dispatch import DispatchCounter
+from graph_harness.capture.graph.dispatch import DispatchCounter
 
 # An op whose schema says nothing of aliasing, so only what it returns can tell: one
 # implementation returns a view of its input, the other a new tensor.

@@ -10,7 +10,7 @@ sys.path.insert(0, ".")
 import pandas as pd
 import torch
 
-from graph_harness.capture.timing import Quantiles, capture_unrolled, time_replays_us
+from graph_harness.capture.replay.timing import Quantiles, capture_unrolled, time_replays_us
 from graph_harness.kernels import pack_scores_ids, pack_scores_ids_shipped, selected_local_records
 
 OUT = os.environ.get("OUT", "/tmp/out")

@@ -27,9 +27,9 @@ import torch  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
 from graph_harness.capture import RoundParams, count_round  # noqa: E402
-from graph_harness.capture.activities import activities_from_trace, split_replays  # noqa: E402
 from graph_harness.capture.count import capture_and_keep  # noqa: E402
-from graph_harness.capture.graph_capture import capture_graph  # noqa: E402
+from graph_harness.capture.graph.capture import capture_graph  # noqa: E402
+from graph_harness.capture.profile.activities import activities_from_trace, split_replays  # noqa: E402
 
 REPLAYS = 10
 

@@ -10,7 +10,7 @@ import torch
 import triton
 from cuda.bindings import driver as drv
 
-from graph_harness.capture.timing import Quantiles, capture_unrolled, time_replays_us
+from graph_harness.capture.replay.timing import Quantiles, capture_unrolled, time_replays_us
 from graph_harness.kernels import pack_scores_ids_shipped
 from graph_harness.kernels.pack import _pack_flat_kernel
 

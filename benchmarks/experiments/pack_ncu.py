@@ -9,7 +9,7 @@ import sys
 sys.path.insert(0, ".")
 import torch
 
-from graph_harness.capture.round import compiled_shipped_pack
+from graph_harness.capture.round.decode import compiled_shipped_pack
 from graph_harness.kernels import pack_scores_ids
 
 rows, k, width = 8, 2048, 2048

@@ -17,8 +17,8 @@ import torch
 import triton
 import triton.language as tl
 
-from graph_harness.capture.round import compiled_shipped_pack
-from graph_harness.capture.timing import capture_unrolled, time_replays_us
+from graph_harness.capture.replay.timing import capture_unrolled, time_replays_us
+from graph_harness.capture.round.decode import compiled_shipped_pack
 from graph_harness.kernels import pack_scores_ids, pack_scores_ids_shipped
 
 NEG_INF_BITS = tl.constexpr(-8388608)

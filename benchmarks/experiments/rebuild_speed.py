@@ -15,7 +15,7 @@ import torch
 from torch._dynamo.utils import counters
 
 from graph_harness.capture import RoundParams, count_round
-from graph_harness.capture.params import VARIANTS
+from graph_harness.capture.round.params import VARIANTS
 
 OUT = os.environ.get("OUT", "/tmp/out")
 params = RoundParams()

@@ -13,7 +13,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from graph_harness.capture import count_round
-from graph_harness.capture import params as P
+from graph_harness.capture.round import params as P
 
 OUT = os.environ.get("OUT", "/tmp/out")
 P.VARIANTS["compiled-direct"] = ("compiled", "direct")

@@ -1,0 +1,29 @@
+"""The fusion advisor: from any export, what could become one node, grouped, priced and
+ranked, and set against measured savings where the costs hold them.
+
+- advice.py: advise() and its document, Advice (`capture.advise.advise`)
+- candidates.py: where nodes could become one (chains, copies after a kernel)
+- groups.py: identical candidates grouped and priced
+- measured.py: predictions against measured savings
+- costs.py: per-node costs, from a replay document or the built-in table
+
+May import: capture.export, capture.attribution, capture.replay (its documents and
+pricing), capture.round's params (the variants a measured saving is of), capture.graph
+(node kinds).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+_LAZY = {"advise": "advice", "Advice": "advice"}
+__all__ = ["Advice", "advise"]
+
+
+def __getattr__(name: str):
+    # `capture.advise.advise(export)` without importing pandas until it is called for.
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    globals()[name] = value
+    return value

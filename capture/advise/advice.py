@@ -1,0 +1,132 @@
+"""The fusion advisor: from any export, what is worth fusing, ranked by time saved, as one
+document (`Advice`). Composes the three steps, each in its own module:
+
+- capture/advise/candidates.py finds the candidates: serial chains in one scope, and copies
+  after a kernel, each of which would become one node;
+- capture/advise/groups.py groups identical candidates, prices each group per replay of
+  the export's graph (per round for the built-in round, per step for a callable) and
+  ranks them;
+- capture/advise/measured.py sets the predictions beside the measured savings of the
+  round's variant pairs, where the costs hold them.
+
+Computes only: the `advise` command and reports/tables.py render the document.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from graph_harness.capture.advise.costs import Costs, builtin_costs
+from graph_harness.capture.advise.groups import Group, rank_groups
+from graph_harness.capture.advise.measured import Comparison, compare_measured
+from graph_harness.capture.export.documents import plain
+from graph_harness.capture.export.nodes import NodeExport
+
+ADVICE_SCHEMA = "graph-harness/advice"
+ADVICE_SCHEMA_VERSION = 1
+
+
+@dataclass
+class Advice:
+    """One export's advice: its groups ranked, the comparisons with measured savings, and
+    notes on what could not be compared."""
+
+    workload: str
+    variant: str | None
+    source: str
+    compiled: bool | None
+    total_nodes: int
+    params: dict[str, int] | None
+    unit: str  # "round" | "step": what one replay of the export's graph is
+    costs: Costs
+    groups: list[Group]  # ranked, best first
+    comparisons: list[Comparison]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        base = self.variant or self.workload.removeprefix("callable:")
+        return base + (" [compiled]" if self.compiled else "")
+
+    def frame(self) -> pd.DataFrame:
+        """One row per group, ranked (list-valued columns as tuples)."""
+        rows = [{**asdict(g), "removed_nodes": g.removed_nodes} for g in self.groups]
+        return pd.DataFrame(rows, columns=[*Group.__dataclass_fields__, "removed_nodes"])
+
+    def to_dict(self, top: int | None = None) -> dict[str, Any]:
+        """The advice as one JSON-ready document (`advise --json`): the first `top` groups
+        (all when None), every comparison, the costs' source and the rules."""
+        shown = self.groups if top is None else self.groups[:top]
+        return {
+            "schema": ADVICE_SCHEMA,
+            "schema_version": ADVICE_SCHEMA_VERSION,
+            "export": {
+                "name": self.name,
+                "workload": self.workload,
+                "variant": self.variant,
+                "source": self.source,
+                "compiled": self.compiled,
+                "total_nodes": self.total_nodes,
+                "params": self.params,
+            },
+            "unit": f"us per {self.unit}",
+            "costs": {
+                "source": self.costs.label,
+                "builtin": self.costs.builtin,
+                "env": self.costs.env,
+                "created": self.costs.created,
+                "us_per_node": {k: v[0] for k, v in self.costs.slopes.items()},
+            },
+            "rules": RULES,
+            "notes": self.notes,
+            "groups_total": len(self.groups),
+            "groups": [{**_plain(asdict(g)), "removed_nodes": g.removed_nodes} for g in shown],
+            "comparisons": [_plain(asdict(c)) for c in self.comparisons],
+        }
+
+
+RULES = [
+    "a chain: a maximal serial run of nodes in one scope (each depends only on the one "
+    "before, which nothing else depends on) becomes one kernel",
+    "copies after a kernel: a run of memcpy/memset nodes that depends on one kernel alone "
+    "goes; the kernel writes their destination directly",
+    "library kernels (GEMM, attention, sort/top-k, collectives, matched by name) and nodes "
+    "that launch nothing fusable break runs",
+    "each removed node is priced at its type's chain slope (kernel: torch-add; memcpy; "
+    "memset), or at the chain that replays the candidate's own nodes where there is one",
+]
+
+
+def _plain(d: dict[str, Any]) -> dict[str, Any]:
+    """A dataclass's fields as plain JSON (tuples as lists)."""
+    return {k: plain(v) for k, v in d.items()}
+
+
+def advise(export: NodeExport, costs: Costs | None = None) -> Advice:
+    """What is worth fusing in `export`, ranked by saving per replay of its graph, priced
+    with `costs` (default: the built-in H200 table, labelled as such)."""
+    costs = costs or builtin_costs()
+    groups = rank_groups(export, costs)
+    comparisons, notes = compare_measured(export, groups, costs)
+    if export.source == "cpu-dispatch":
+        notes.insert(
+            0,
+            "CPU dispatch count: ATen ops and Triton launches priced as if each were a "
+            "graph node; dependencies are program order (one stream)",
+        )
+    return Advice(
+        export.workload,
+        export.variant,
+        export.source,
+        export.options.get("compiled"),
+        export.total,
+        export.params,
+        export.unit,
+        costs,
+        groups,
+        comparisons,
+        notes,
+    )

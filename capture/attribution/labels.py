@@ -1,0 +1,42 @@
+"""Scope labels: one meaning of a label with its repeats generalised, and one natural order.
+
+A label's parts are separated by `.` (a module's qualified name, `layers.3.attention`) or
+`/` (the built-in round's `stage3/pack`, a user's `blocks/3/attn`). Generalised, every part
+that is a whole number becomes `*`, and a round stage `stageN` before a `/` becomes
+`stage*`: the same work at every layer, block and stage has one name. The advisor's groups,
+the budgets' suggestions and the profile's groups all generalise here.
+
+Natural order compares labels part by part (`.`), numbers inside a part by value:
+`layers.2` before `layers.10`, `stage2/pack` before `stage10/pack`, a parent before its
+children.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+# A whole-number part (bounded by the label's ends, `.` or `/`), and a round stage before `/`.
+_NUMBER = re.compile(r"(?<![^./])\d+(?![^./])")
+_STAGE = re.compile(r"(?<![^./])stage\d+(?=/)")
+_DIGITS = re.compile(r"(\d+)")
+
+
+def generalize(label: str) -> str:
+    """`layers.3.attention` -> `layers.*.attention`, `stage3/pack` -> `stage*/pack`,
+    `blocks/3/attn` -> `blocks/*/attn`; `layers.3a` and `stage3` stay as they are."""
+    return _NUMBER.sub("*", _STAGE.sub("stage*", label))
+
+
+def natural_parts(parts: Iterable[str]) -> list:
+    """A sort key for a scope-tree position (its parts): numbers by value within each
+    part, and a position before the positions under it."""
+    return [
+        [(0, int(x), "") if x.isdigit() else (1, 0, x) for x in _DIGITS.split(part)]
+        for part in parts
+    ]
+
+
+def natural(label: str) -> list:
+    """A sort key putting labels in natural order (see the module docstring)."""
+    return natural_parts(label.split("."))

@@ -1,0 +1,109 @@
+"""Node records with their scopes: from a captured graph (by capture frontiers) or from
+dispatched operations (by the scopes open as each ran).
+
+Every record carries `stage` and `step` (of its innermost scope: the built-in round's
+columns), `scope` (the innermost scope's label, "unscoped" outside all) and `scope_path`
+(the labels of the enclosing scopes, outermost first; [] outside all)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from graph_harness.capture.graph.dispatch import NON_LAUNCHING, Dispatched
+from graph_harness.capture.graph.reader import RawNode
+from graph_harness.capture.scopes.recorder import UNSCOPED, ScopeKey, ScopeMark
+
+
+def scope_fields(stack: tuple[ScopeKey, ...]) -> dict[str, Any]:
+    """The scope columns of a node that ran with `stack` open (outermost first)."""
+    if not stack:
+        return {"stage": None, "step": UNSCOPED, "scope": UNSCOPED, "scope_path": []}
+    inner = stack[-1]
+    return {
+        "stage": inner.stage,
+        "step": inner.step,
+        "scope": inner.label,
+        "scope_path": [k.label for k in stack],
+    }
+
+
+def first_seen(marks: list[ScopeMark], parents: dict[int, list[int]]) -> dict[int, int]:
+    """For each node reachable from a boundary's frontier, the first boundary (index in
+    `marks`) that has it as an ancestor: the node was captured in the interval ending there.
+
+    One walk over the whole graph, stopping at nodes already seen: linear in nodes and
+    edges however many scopes there are. Equal to "the ancestors of a scope's end minus
+    those of its begin" because a capture stream's frontiers only grow."""
+    seen: dict[int, int] = {}
+    for i, m in enumerate(marks):
+        stack = [h for h in m.frontier if h not in seen]
+        while stack:
+            h = stack.pop()
+            if h in seen:
+                continue
+            seen[h] = i
+            stack.extend(p for p in parents.get(h, ()) if p not in seen)
+    return seen
+
+
+def nodes_from_graph(raw: list[RawNode], marks: list[ScopeMark]) -> list[dict[str, Any]]:
+    """Node records with scopes (see `first_seen`); nodes after the last boundary are
+    outside every scope. Child-graph nodes take their parent's."""
+    index = {n.handle: i for i, n in enumerate(raw)}
+    top = [n for n in raw if n.parent is None]
+    parents = {n.handle: n.deps for n in top}
+    when = first_seen(marks, parents)
+    fields_of = [scope_fields(m.stack) for m in marks]
+    outside = scope_fields(())
+    out = []
+    for i, n in enumerate(raw):
+        owner = n.handle if n.parent is None else _top_parent(n, raw, index)
+        at = when.get(owner)
+        scoped = outside if at is None else fields_of[at]
+        out.append(
+            {
+                "index": i,
+                "type": n.kind,
+                "kernel": n.kernel,
+                "grid": list(n.grid) if n.grid else None,
+                "block": list(n.block) if n.block else None,
+                **scoped,
+                "scope_path": list(scoped["scope_path"]),
+                "deps": sorted(index[d] for d in n.deps),
+                "parent": None if n.parent is None else index[n.parent],
+                **(
+                    {"programmatic_deps": [index[d] for d in n.programmatic_deps]}
+                    if n.programmatic_deps
+                    else {}
+                ),
+            }
+        )
+    return out
+
+
+def _top_parent(n: RawNode, raw: list[RawNode], index: dict[int, int]) -> int:
+    while n.parent is not None:
+        n = raw[index[n.parent]]
+    return n.handle
+
+
+def nodes_from_dispatch(records: list[Dispatched]) -> list[dict[str, Any]]:
+    """Node records from dispatched ops, in dispatch order; each depends on the previous
+    launching one (one stream: program order)."""
+    out, last = [], None
+    for i, r in enumerate(records):
+        out.append(
+            {
+                "index": i,
+                "type": r.type,
+                "kernel": r.name,
+                "grid": None,
+                "block": None,
+                **scope_fields(r.stack),
+                "deps": [] if last is None else [last],
+                "parent": None,
+            }
+        )
+        if r.type not in NON_LAUNCHING:
+            last = i
+    return out

@@ -1,0 +1,11 @@
+"""`check`: does the captured graph compute what the step computes? Eager against replay,
+bit for bit, with free memory poisoned; host copies in the graph; the findings.
+
+- step.py: check_step, check_captured, the gate of `count --check`
+- findings.py: Finding, CheckResult, CheckFailed (plain data)
+- host_copies.py: memcpy nodes from or to host memory
+- poison.py: free memory filled with a pattern around replays
+
+May import: capture.count, capture.state, capture.scopes, capture.graph, capture.replay
+(its guard).
+"""

@@ -1,0 +1,42 @@
+"""The errors graph-harness raises on purpose, and what the command line does with them.
+
+Every one is a `HarnessError`. A `UsageError` is a mistake in what graph-harness was
+given: its flags or arguments, an input file or output path, the protocol a step must
+follow (a step that cannot be replayed), a process group that does not fit, or a command
+that measures what a GPU runs on a machine without one (`NoGPU`). The command line prints
+its message alone, one sentence saying what to do, and exits 2. Any other error (one of
+ours such as CaptureError, or one the user's code or the runtime raised) is printed in
+one line with its type and exits 1.
+
+Each class keeps the built-in base it had (a ValueError, a RuntimeError), so callers that
+catch those still do. No imports: every module may use these.
+"""
+
+from __future__ import annotations
+
+
+class HarnessError(Exception):
+    """An error graph-harness raised on purpose; the command line exits `exit_code`."""
+
+    exit_code = 1
+
+
+class UsageError(HarnessError):
+    """A mistake in what graph-harness was given: exit code 2, the message alone."""
+
+    exit_code = 2
+
+
+class NoGPU(UsageError, RuntimeError):
+    """A command that measures what a CUDA GPU runs, on a machine without one."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"no GPU here: {what} (use `graph-harness count` for CPU dispatch counts)")
+
+
+def require_gpu(what: str) -> None:
+    """NoGPU unless torch sees a CUDA device; `what` says why the command needs one."""
+    import torch
+
+    if not torch.cuda.is_available():
+        raise NoGPU(what)

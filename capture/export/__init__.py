@@ -1,0 +1,13 @@
+"""The node export: the versioned document every analysis reads (and its words for the
+work it counts), reading checked documents back, the delta between two, and DOT.
+
+- nodes.py: NodeExport (JSON document and DataFrame), its group-bys
+- workload.py: what an export says about its work (the round's steps, the unit)
+- documents.py: reading versioned JSON documents, checked field by field; plain JSON values
+- delta.py: node deltas between two exports
+- dot.py: Graphviz DOT of an export
+
+May import: capture.attribution, capture.graph (node kinds), capture.scopes, the root's
+files.py and paths.py; never capture.round (the round's knowledge reaches the export's
+readers through workload.py).
+"""

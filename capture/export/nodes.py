@@ -1,0 +1,288 @@
+"""The node export: a versioned JSON document and a tidy DataFrame of the same nodes.
+
+One row per node (graph node, or dispatched op on the CPU source), with its type, kernel
+name, launch shape where known, scopes and dependencies. A node's scopes: `scope` (the
+innermost, e.g. "layers.3.attention" or "stage0/pack"), `scope_path` (the enclosing
+scopes' labels, outermost first) and the built-in round's `stage` and `step` (of the
+innermost scope). Per-round, per-stage, per-step, per-scope and per-kernel counts are
+group-bys of the frame (capture/attribution/rollup.py rolls scopes up to any depth).
+
+Version 2 added `scope` and `scope_path`; version-1 files are still read (their flat
+(stage, step) scope becomes a path of one). Version 3 puts module containers in eager
+scope paths (`layers` before `layers.0`, as compiled paths have them), names a step's
+workload by its target (`llama_decode.py:make_step`), and records in `options` how the
+export was captured: `warmup`, `module_depth` (the depth module scopes were cut to, "every
+level", or null: no module scopes), `blocks` and `block_depth` (the model's repeated blocks
+and the depth of one row per block), `target` (the --target spec). Versions 1 and 2 still
+read; what they lack is unknown (a delta does not compare it).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from graph_harness.capture.export.documents import (
+    ExportError as ExportError,  # re-exported: capture.ExportError
+)
+from graph_harness.capture.export.documents import Fields, load_json, show
+from graph_harness.capture.export.workload import is_round, step_order, unit_of
+from graph_harness.capture.files import write_atomic
+from graph_harness.capture.graph.dispatch import NON_LAUNCHING
+from graph_harness.capture.scopes.modules import EVERY_LEVEL
+from graph_harness.capture.scopes.recorder import UNSCOPED, ScopeKey
+
+SCHEMA = "graph-harness/nodes"
+SCHEMA_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
+SOURCES = ("cuda-graph", "cpu-dispatch")
+COLUMNS = ["index", "type", "kernel", "grid", "block", "stage", "step", "scope", "scope_path"]
+COLUMNS += ["deps", "parent"]
+_V1_MISSING = ("scope", "scope_path")
+
+
+# Keys every export has; `options` came later in version 1, `total_nodes` is derived
+# (checked when present), `programmatic_deps` and `fused_modules` (a compiled kernel made
+# from several modules: capture/scopes/provenance.py) only on nodes that have them.
+DOC_KEYS = ("schema", "schema_version", "source", "workload", "variant", "params", "rank")
+DOC_KEYS += ("env", "created", "nodes")
+DOC_OPTIONAL = ("options", "total_nodes")
+NODE_OPTIONAL = ("programmatic_deps", "fused_modules")
+
+
+@dataclass
+class NodeExport:
+    source: str  # "cuda-graph" | "cpu-dispatch"
+    workload: str  # ROUND_WORKLOAD (the built-in round), a target's name, "callable:<qualname>"
+    variant: str | None
+    params: dict[str, Any] | None
+    nodes: list[dict[str, Any]]  # one dict per node, keys COLUMNS
+    env: dict[str, Any] = field(default_factory=dict)
+    created: str = ""
+    rank: int | None = None
+    options: dict[str, Any] = field(default_factory=dict)  # e.g. {"pdl": True}
+
+    @property
+    def total(self) -> int:
+        """Nodes of the graph; on the CPU source, launching dispatches (no views/allocs)."""
+        return sum(1 for n in self.nodes if n["type"] not in NON_LAUNCHING)
+
+    @property
+    def is_round(self) -> bool:
+        """Whether this export is of the built-in decode round (capture/export/workload.py)."""
+        return is_round(self.workload)
+
+    @property
+    def unit(self) -> str:
+        """What one replay of the export's graph is: "round" or "step"."""
+        return unit_of(self.workload)
+
+    @property
+    def step_order(self) -> tuple[str, ...]:
+        """The steps its nodes fall into, in order (the round's); () for a user's step."""
+        return step_order(self.workload)
+
+    def frame(self, *, launching_only: bool = True) -> pd.DataFrame:
+        df = pd.DataFrame(self.nodes, columns=COLUMNS)
+        # a compiled kernel made from several modules lists them (None on other nodes)
+        df["fused_modules"] = [n.get("fused_modules") for n in self.nodes]
+        if launching_only:
+            df = df[~df["type"].isin(NON_LAUNCHING)].reset_index(drop=True)
+        df["source"] = self.source
+        df["variant"] = self.variant
+        df["stage"] = df["stage"].astype("Int64")
+        return df
+
+    def structure(self) -> list[tuple]:
+        """What makes two graphs the same graph, node by node in index order: type,
+        kernel, scopes and dependencies (not timings, launch shapes or the environment).
+        Two builds of one round, or two ranks of it, have the same structure."""
+        return [
+            (n["type"], n["kernel"], tuple(n["scope_path"]), tuple(n["deps"])) for n in self.nodes
+        ]
+
+    def counts(self, *by: str, dropna: bool = False) -> pd.Series:
+        """Launching nodes counted by the frame's columns `by` ("step", "type", "stage",
+        ...), a Series named "nodes" in the order of its keys; the group-bys reports and
+        summarize() share. `dropna`: leave out nodes whose key is missing (a node without a
+        kernel name, when counting by kernel); kept by default (a node outside every stage
+        has stage <NA>)."""
+        return self.frame().groupby(list(by), dropna=dropna).size().rename("nodes")
+
+    def per_stage_step(self) -> pd.DataFrame:
+        """Nodes per stage (rows; <NA> outside every stage) and step (columns)."""
+        return self.counts("stage", "step").unstack(fill_value=0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "schema_version": SCHEMA_VERSION,
+            "source": self.source,
+            "workload": self.workload,
+            "variant": self.variant,
+            "params": self.params,
+            "rank": self.rank,
+            "options": self.options,
+            "env": self.env,
+            "created": self.created,
+            "total_nodes": self.total,
+            "nodes": self.nodes,
+        }
+
+    def write_json(self, path: str | Path) -> Path:
+        """Write atomically: a temporary file in the same folder, renamed when complete."""
+        return write_atomic(
+            Path(path), json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n"
+        )
+
+    def write_dot(self, path: str | Path) -> Path:
+        """Graphviz DOT of the launching nodes (capture/export/dot.py), written atomically."""
+        from graph_harness.capture.export.dot import to_dot
+
+        return write_atomic(Path(path), to_dot(self))
+
+    @classmethod
+    def from_dict(cls, doc: Any, *, where: str = "export") -> NodeExport:
+        """Check every field of an export document (type, range, references between
+        nodes); ExportError naming `where` (the file) and the field otherwise."""
+        f = Fields(where)
+        if not isinstance(doc, dict):
+            f.fail("", f"not a graph-harness node export: expected an object, got {show(doc)}")
+        if doc.get("schema") != SCHEMA:
+            got = show(doc.get("schema"))
+            f.fail("", f"not a graph-harness node export (schema {got}, expected {SCHEMA!r})")
+        version = doc.get("schema_version")
+        if type(version) is not int or version not in READABLE_VERSIONS:  # not True, 1.0
+            f.fail(
+                "",
+                f"export schema version {show(version)} is not one this graph-harness reads "
+                f"({', '.join(map(str, READABLE_VERSIONS))}); re-export it with this "
+                "graph-harness",
+            )
+        f.keys("", doc, DOC_KEYS, DOC_OPTIONAL)
+        f.string("source", doc["source"], choices=SOURCES)
+        f.string("workload", doc["workload"])
+        f.string("variant", doc["variant"], none=True)
+        f.ints("params", doc["params"], none=True)
+        f.integer("rank", doc["rank"], lo=0, none=True)
+        f.scalars("env", doc["env"])
+        _check_options(f, f.scalars("options", doc.get("options", {})))
+        f.string("created", doc["created"])
+        listed = f.array("nodes", doc["nodes"])
+        nodes = [_check_node(f, i, n, len(listed), version) for i, n in enumerate(listed)]
+        export = cls(
+            source=doc["source"],
+            workload=doc["workload"],
+            variant=doc["variant"],
+            params=dict(doc["params"]) if doc["params"] is not None else None,
+            nodes=nodes,
+            env=dict(doc["env"]),
+            created=doc["created"],
+            rank=doc["rank"],
+            options=dict(doc.get("options", {})),
+        )
+        if "total_nodes" in doc:
+            total = f.integer("total_nodes", doc["total_nodes"], lo=0)
+            if total != export.total:
+                f.expected("total_nodes", f"{export.total} (the launching nodes listed)", total)
+        return export
+
+    @classmethod
+    def read_json(cls, path: str | Path) -> NodeExport:
+        """Read and check an export file; ExportError naming the file and the field."""
+        return cls.from_dict(load_json(path, "export"), where=str(path))
+
+
+def _check_options(f: Fields, options: dict) -> None:
+    """The options graph-harness itself writes, each of its type (others: any scalar)."""
+    for key in ("compiled", "pdl", "distributed"):
+        if key in options and not isinstance(options[key], bool):
+            f.expected(f"options.{key}", "a bool", options[key])
+    for key in ("compiled_attribution", "target"):
+        if key in options:
+            f.string(f"options.{key}", options[key])
+    if "warmup" in options:
+        f.integer("options.warmup", options["warmup"], lo=0)
+    if "blocks" in options:
+        f.string("options.blocks", options["blocks"], none=True)
+    if "block_depth" in options:
+        f.integer("options.block_depth", options["block_depth"], lo=1, none=True)
+    depth = options.get("module_depth")
+    if depth is not None and depth != EVERY_LEVEL:
+        if not isinstance(depth, int) or isinstance(depth, bool):
+            f.expected("options.module_depth", f"an int >= 1, {EVERY_LEVEL!r} or null", depth)
+        f.integer("options.module_depth", depth, lo=1)
+
+
+def _check_node(f: Fields, i: int, n: object, count: int, version: int) -> dict[str, Any]:
+    """Node `i` of `count`, checked; a fresh dict (the document's lists are not shared).
+    A version-1 node gets the scope columns of its flat (stage, step) scope."""
+    p = f"nodes[{i}]"
+    f.obj(p, n)
+    listed = [c for c in COLUMNS if version > 1 or c not in _V1_MISSING]
+    f.keys(p, n, tuple(listed), NODE_OPTIONAL)
+    if f.integer(f"{p}.index", n["index"]) != i:
+        f.expected(f"{p}.index", f"{i} (the node's position)", n["index"])
+    f.string(f"{p}.type", n["type"])
+    if not n["type"]:
+        f.expected(f"{p}.type", "a non-empty str", n["type"])
+    f.string(f"{p}.kernel", n["kernel"], none=True)
+    for key in ("grid", "block"):
+        if n[key] is not None:
+            dims = f.array(f"{p}.{key}", n[key])
+            if not 1 <= len(dims) <= 3:
+                f.expected(f"{p}.{key}", "null or a list of 1 to 3 ints", n[key])
+            for j, d in enumerate(dims):
+                f.integer(f"{p}.{key}[{j}]", d, lo=0, hi=2**32)
+    f.integer(f"{p}.stage", n["stage"], lo=0, none=True)
+    f.string(f"{p}.step", n["step"])
+    if version == 1:
+        n = {**n, **_v1_scope(n["stage"], n["step"])}
+    f.string(f"{p}.scope", n["scope"])
+    path = f.array(f"{p}.scope_path", n["scope_path"])
+    for j, label in enumerate(path):
+        f.string(f"{p}.scope_path[{j}]", label)
+    if (path[-1] if path else UNSCOPED) != n["scope"]:
+        want = f"{show(n['scope'])} last (the innermost scope)" if path else "[] (unscoped)"
+        f.expected(f"{p}.scope_path", want, path)
+    node = {k: n[k] for k in COLUMNS}
+    node["scope_path"] = list(path)
+    if "fused_modules" in n:
+        mods = f.array(f"{p}.fused_modules", n["fused_modules"])
+        for j, m in enumerate(mods):
+            f.string(f"{p}.fused_modules[{j}]", m)
+        node["fused_modules"] = list(mods)
+    for key in ("deps", *[k for k in ("programmatic_deps",) if k in n]):
+        refs = f.array(f"{p}.{key}", n[key])
+        for j, d in enumerate(refs):
+            f.integer(f"{p}.{key}[{j}]", d, lo=0, hi=count)
+            if d == i:
+                f.expected(f"{p}.{key}[{j}]", "another node's index", d)
+        node[key] = list(refs)
+    f.integer(f"{p}.parent", n["parent"], lo=0, hi=count, none=True)
+    if n["parent"] == i:
+        f.expected(f"{p}.parent", "another node's index or null", n["parent"])
+    for key in ("grid", "block"):
+        node[key] = None if n[key] is None else list(n[key])
+    return node
+
+
+def _v1_scope(stage: int | None, step: str) -> dict[str, Any]:
+    if step == UNSCOPED and stage is None:
+        return {"scope": UNSCOPED, "scope_path": []}
+    label = ScopeKey(stage, step).label
+    return {"scope": label, "scope_path": [label]}
+
+
+def summarize(export: NodeExport) -> dict[str, pd.DataFrame]:
+    """The usual group-bys: per stage x step, per step, per kernel, per type."""
+    return {
+        "per_stage_step": export.per_stage_step(),
+        "per_step": export.counts("step").to_frame(),
+        "per_kernel": export.counts("type", "kernel", dropna=True).to_frame(),
+        "per_type": export.counts("type").to_frame(),
+    }

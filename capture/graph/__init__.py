@@ -1,0 +1,12 @@
+"""Capturing a step: into a CUDA graph (warm-ups, capture, the failure named when it cannot
+be captured) and reading the graph back; on the CPU, counting dispatched operations.
+
+- capture.py: capture_graph and warm_up, as torch/cuda/graphs.py does; CaptureError
+- settings.py: StepSettings (warm-ups), the one source of its defaults
+- reader.py: the captured graph's nodes, kinds, kernels and edges (cuda-bindings)
+- dispatch.py: the CPU's count of dispatched operations
+- compiled.py: torch.compile'd code in a step, found and refused where it cannot be counted
+- diagnose.py, diagnose_classes.py, diagnose_watch.py: why a capture failed, in one line
+
+May import: capture.scopes, kernels (Triton launches count as one), torch.
+"""

@@ -1,0 +1,179 @@
+"""torch.compile'd code in a step: found before counting, refused where it cannot be
+counted honestly.
+
+- `mode="reduce-overhead"` (or `options={"triton.cudagraphs": True}`) makes Inductor
+  record its own CUDA graphs (cudagraph trees), which cannot be captured into another
+  graph: refused on every device, with what to use instead.
+- On the CPU the dispatch counter is a TorchDispatchMode, and torch.compile does not run
+  under one (it raises "non-infra torch dispatch mode present", or on newer torch quietly
+  runs the eager code instead, which would be counted as if it were the compiled step):
+  a compiled step is refused there, with one line that says to count it on a GPU.
+
+Compiled objects are found by walking what the step can reach: its closure, bound
+`self`, the globals its code names, a `.module` attribute (the --target convention), and
+the submodules of any nn.Module met (a compiled submodule, or one compiled in place by
+`Module.compile()`). The backend's settings are read from the compiled object's Dynamo
+context, as torch.compile stored them (`_TorchCompileInductorWrapper.config`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import types
+from dataclasses import dataclass
+from functools import partial
+
+from torch import nn
+
+from graph_harness.capture.errors import HarnessError
+
+
+class CompiledStepError(HarnessError, RuntimeError):
+    """A step whose torch.compile'd code cannot be counted here; says what to do."""
+
+
+@dataclass(frozen=True)
+class Compiled:
+    where: str  # how the step reaches it, e.g. "step.<closure model>"
+    config: dict  # the Inductor settings it was compiled with ({} for other backends)
+    code: types.CodeType | None = None  # the code Dynamo compiles (provenance reuse)
+
+    @property
+    def cudagraphs(self) -> bool:
+        return bool(self.config.get("triton.cudagraphs", False))
+
+
+REDUCE_OVERHEAD_HINT = (
+    "was compiled with mode='reduce-overhead', whose CUDA graphs (Inductor's cudagraph "
+    "trees) cannot be captured into another graph: compile it with the default mode or "
+    "mode='max-autotune-no-cudagraphs' and let graph-harness capture it"
+)
+CPU_HINT = (
+    "runs torch.compile'd code, which cannot be counted on the CPU (torch.compile does not "
+    "run under the dispatch counter used there); count it on a GPU, where its CUDA graph "
+    "is read node by node, or count the eager step here"
+)
+
+
+def _backend_config(ctx) -> dict:
+    fn = getattr(ctx, "callback", None)
+    seen = 0
+    while hasattr(fn, "_torchdynamo_orig_backend") and seen < 16:
+        fn, seen = fn._torchdynamo_orig_backend, seen + 1
+    config = getattr(fn, "config", None)
+    return dict(config) if isinstance(config, dict) else {}
+
+
+def _context_of(obj) -> object | None:
+    """The Dynamo context of a compiled module or function, else None."""
+    ctx = getattr(obj, "dynamo_ctx", None)  # an OptimizedModule
+    if ctx is not None and hasattr(ctx, "callback"):
+        return ctx
+    if callable(obj) and hasattr(obj, "_torchdynamo_orig_callable"):
+        for cell in getattr(obj, "__closure__", None) or ():
+            try:
+                v = cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+            if hasattr(v, "callback") and type(v).__module__.startswith("torch._dynamo"):
+                return v
+    return None
+
+
+def find_compiled(step, *, max_depth: int = 4) -> list[Compiled]:
+    """Every torch.compile'd module or function `step` reaches (see the module doc)."""
+    found: list[Compiled] = []
+    seen: set[int] = set()
+
+    def visit(obj, where: str, depth: int) -> None:
+        if id(obj) in seen or depth > max_depth:
+            return
+        seen.add(id(obj))
+        ctx = _context_of(obj)
+        if ctx is not None:
+            inner = getattr(obj, "_orig_mod", None) or getattr(
+                obj, "_torchdynamo_orig_callable", None
+            )
+            found.append(Compiled(where, _backend_config(ctx), _code_of(inner)))
+            if inner is not None:
+                visit(inner, where + ".<compiled>", depth + 1)
+            return
+        if isinstance(obj, nn.Module):
+            impl = getattr(obj, "_compiled_call_impl", None)  # Module.compile() in place
+            if impl is not None and _context_of(impl) is not None:
+                config = _backend_config(_context_of(impl))
+                code = _code_of(getattr(impl, "_torchdynamo_orig_callable", None))
+                found.append(Compiled(f"{where} (Module.compile)", config, code))
+            for name, child in obj.named_children():
+                visit(child, f"{where}.{name}", depth + 1)
+            return
+        if isinstance(obj, partial):
+            visit(obj.func, f"{where}.func", depth + 1)
+            return
+        if isinstance(obj, types.MethodType):
+            visit(obj.__func__, where, depth)
+            visit(obj.__self__, f"{where}.__self__", depth + 1)
+            return
+        if isinstance(obj, types.FunctionType):
+            code = obj.__code__
+            for name, cell in zip(code.co_freevars, obj.__closure__ or ()):
+                with contextlib.suppress(ValueError):  # an empty cell
+                    visit(cell.cell_contents, f"{where}.<closure {name}>", depth + 1)
+            for name in _names(code):
+                if name in obj.__globals__:
+                    visit(obj.__globals__[name], f"{where}.<global {name}>", depth + 1)
+        for attr in ("module", "__wrapped__"):
+            v = _own_attr(obj, attr)
+            if v is not None:
+                visit(v, f"{where}.{attr}", depth + 1)
+        if isinstance(obj, types.FunctionType):
+            return
+        call = vars(type(obj)).get("__call__")  # a user class's own __call__
+        if isinstance(call, types.FunctionType) and type(obj).__module__ != "builtins":
+            visit(types.MethodType(call, obj), f"{where}.__call__", depth)
+
+    visit(step, "step", 0)
+    return found
+
+
+def _code_of(obj) -> types.CodeType | None:
+    """The code Dynamo compiles when `obj` (a compiled module or function) is called."""
+    fn = type(obj).forward if isinstance(obj, nn.Module) else getattr(obj, "__func__", obj)
+    code = getattr(fn, "__code__", None)
+    return code if isinstance(code, types.CodeType) else None
+
+
+def _own_attr(obj, attr: str):
+    try:
+        return vars(obj).get(attr)
+    except TypeError:  # no __dict__
+        return None
+
+
+def _names(code: types.CodeType) -> set[str]:
+    """Global names `code` and the functions nested in it refer to."""
+    out = set(code.co_names)
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            out |= _names(c)
+    return out
+
+
+def check_step(step, device_type: str) -> list[Compiled]:
+    """Refuse what cannot be counted (see the module doc); the compiled objects found."""
+    found = find_compiled(step)
+    for c in found:
+        if c.cudagraphs:
+            raise CompiledStepError(f"the step's {c.where} {REDUCE_OVERHEAD_HINT}")
+    if found and device_type != "cuda":
+        raise CompiledStepError(f"the step's {found[0].where} {CPU_HINT}")
+    return found
+
+
+def is_dispatch_mode_refusal(exc: BaseException) -> bool:
+    """torch.compile's own refusal of the CPU counter's dispatch mode, however wrapped."""
+    while exc is not None:
+        if "dispatch mode" in str(exc) and "torch.compile" in str(exc):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False

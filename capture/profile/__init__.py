@@ -1,0 +1,15 @@
+"""The in-round profile: graphs replayed under CUPTI, every activity matched to its node,
+each node's duration and the gap before it, rolled up and priced.
+
+- settings.py: ProfileSettings (plain data)
+- activities.py: what CUPTI recorded, read from the trace and split into replays
+- matching.py: activities matched to graph nodes (pure functions)
+- nodes.py: one graph's profile and every node's statistics
+- rollup.py: node costs by scope and by group
+- pairs.py: a change priced from two profiles
+- document.py: ProfileResult, the one document
+- run.py: profiling on a GPU
+
+May import: capture.replay, capture.round, capture.count, capture.export,
+capture.attribution, capture.state.
+"""

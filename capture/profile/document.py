@@ -1,0 +1,153 @@
+"""The in-round profile as one document (`ProfileResult`): every profiled graph
+(capture/profile/nodes.py), its roll-ups (capture/profile/rollup.py) and the priced pairs
+(capture/profile/pairs.py) as tables, written as profile.json and a CSV per table.
+Assembles the tables and writes them; the arithmetic is in those modules, and
+capture/profile/run.py fills the document on a GPU.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from graph_harness.capture.export.documents import records as _records
+from graph_harness.capture.files import write_atomic, write_csv
+from graph_harness.capture.profile.nodes import VariantProfile
+from graph_harness.capture.profile.pairs import (
+    BREAKDOWN_COLUMNS,
+    PAIR_COLUMNS,
+    pair_breakdown,
+    price_pair,
+)
+from graph_harness.capture.profile.rollup import group_costs, scope_costs
+
+
+def _once(table):
+    """A table computed on first use and kept: write, show and plot read the same frame
+    instead of pricing the pairs (two bootstraps each) and rolling up the scopes again.
+    A ProfileResult is complete when made; each caller gets its own copy to change."""
+
+    signature = inspect.signature(table)
+
+    @functools.wraps(table)
+    def kept(self, *args, **kwargs):
+        tables = self.__dict__.setdefault("_tables", {})
+        bound = signature.bind(self, *args, **kwargs)
+        bound.apply_defaults()  # scope_table() and scope_table(None) are one table
+        key = (table.__name__, *list(bound.arguments.values())[1:])
+        if key not in tables:
+            tables[key] = table(self, *args, **kwargs)
+        return tables[key].copy()
+
+    return kept
+
+
+PROFILE_SCHEMA = "graph-harness/profile"
+PROFILE_SCHEMA_VERSION = 1
+
+
+@dataclass
+class ProfileResult:
+    """One profile run: every graph's profile, the round's event-timed trials where the
+    round was timed too, the pairs to price, and the run's parameters and environment."""
+
+    profiles: dict[str, VariantProfile]
+    round_trials: pd.DataFrame | None = None  # variant, build, trial, us: event-timed
+    pairs: list[tuple[str, str]] = field(default_factory=list)
+    params: dict[str, Any] | None = None
+    env: dict[str, Any] = field(default_factory=dict)
+    created: str = ""
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @_once
+    def summary(self) -> pd.DataFrame:
+        rows = [p.summary() for p in self.profiles.values()]
+        df = pd.DataFrame(rows)
+        if self.round_trials is not None and len(self.round_trials):
+            timed = self.round_trials.groupby("variant").us.median()
+            df["timed_us"] = df.name.map(timed).astype(float)
+            df["period_vs_timed"] = df.period_us / df.timed_us - 1
+        return df
+
+    @_once
+    def node_table(self) -> pd.DataFrame:
+        return pd.concat(
+            [p.nodes.assign(variant=n) for n, p in self.profiles.items()], ignore_index=True
+        )
+
+    @_once
+    def scope_table(self, depth: int | None = None) -> pd.DataFrame:
+        """Per variant: the round by step (groups), a step by its scope tree."""
+        frames = []
+        for n, p in self.profiles.items():
+            by = group_costs(p.nodes, p.export.step_order) if p.export.is_round else None
+            if by is None:
+                by = scope_costs(p.nodes, depth)
+            frames.append(by.assign(variant=n))
+        return pd.concat(frames, ignore_index=True)
+
+    @_once
+    def pair_table(self) -> pd.DataFrame:
+        rows = [
+            price_pair(self.profiles[a], self.profiles[b], self.round_trials) for a, b in self.pairs
+        ]
+        return pd.DataFrame(rows, columns=PAIR_COLUMNS)
+
+    @_once
+    def breakdown(self) -> pd.DataFrame:
+        frames = [pair_breakdown(self.profiles[a], self.profiles[b]) for a, b in self.pairs]
+        return (
+            pd.concat(frames, ignore_index=True)
+            if frames
+            else pd.DataFrame(columns=BREAKDOWN_COLUMNS)
+        )
+
+    @_once
+    def replay_table(self) -> pd.DataFrame:
+        return pd.concat(
+            [p.replays.assign(variant=n) for n, p in self.profiles.items()], ignore_index=True
+        )
+
+    def to_dict(self, depth: int | None = None) -> dict[str, Any]:
+        return {
+            "schema": PROFILE_SCHEMA,
+            "schema_version": PROFILE_SCHEMA_VERSION,
+            "env": self.env,
+            "created": self.created,
+            "params": self.params,
+            "options": self.options,
+            "summary": _records(self.summary()),
+            "matching": {n: p.matching for n, p in self.profiles.items()},
+            "scopes": _records(self.scope_table(depth)),
+            "nodes": _records(self.node_table()),
+            "replays": _records(self.replay_table()),
+            "round_trials": None if self.round_trials is None else _records(self.round_trials),
+            "pairs": _records(self.pair_table()),
+            "breakdown": _records(self.breakdown()),
+        }
+
+    def write(self, folder: Path, depth: int | None = None) -> list[str]:
+        """profile.json (everything) and a CSV per table into `folder`; the names written."""
+        doc = self.to_dict(depth)
+        write_atomic(folder / "profile.json", json.dumps(doc, indent=1, allow_nan=False) + "\n")
+        names = ["profile.json"]
+        tables = {
+            "summary": self.summary(),
+            "scopes": self.scope_table(depth),
+            "nodes": self.node_table(),
+            "replays": self.replay_table(),
+            "pairs": self.pair_table(),
+            "breakdown": self.breakdown(),
+        }
+        for name, df in tables.items():
+            if name in ("pairs", "breakdown") and not self.pairs:
+                continue
+            write_csv(folder / f"profile-{name}.csv", df)
+            names.append(f"profile-{name}.csv")
+        return names

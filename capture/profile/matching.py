@@ -1,0 +1,301 @@
+"""Which graph node each activity CUPTI recorded is: activities of one replay matched to
+the export's nodes. Pure functions of the nodes and the activities (no GPU).
+
+Kernel, memcpy and memset nodes each run as one device activity per replay; other nodes
+(events, empty nodes, host nodes, child-graph containers) run none, and a node that
+depends on one of them depends, for this purpose, on the activity nodes before it
+(`plan_of`).
+
+**By order** (`match_by_order`, always available). Within one replay, activities are
+taken in start order; each is given the *ready* node (every node it depends on already
+matched, i.e. started: this holds for programmatic edges too, where a node may start
+before its predecessor ends) of its own kind and name: a kernel node by its demangled
+kernel name, a memcpy node by a copy activity or the driver's copy kernel (`memcpy...`,
+e.g. `memcpy32_post`), a memset node likewise. Several ready nodes of one name (parallel
+branches) go in node-index order. An activity with no ready node of its name is given the
+first unmatched node of that name whose dependencies have not all started, counted as
+`out_of_order`; with none at all it is unmatched. A match is verified when every node and
+activity is matched and nothing was out of order.
+
+**By id** (`match_by_id`, where the driver and the profiler expose it). CUPTI's
+graphNodeId of an activity is the node's id in the instantiated graph; the driver keeps a
+top-level node's local id on instantiation (cudaGraphNodeGetToolsId of the captured node
+packs graph id << 32 | local id; PyTorch's torch/cuda/_graph_annotations.py relies on
+the same). Matching the low 32 bits of the two is a route independent of names and
+timing; `agreement` compares it with the order match. Without the tools ids, a trace that
+carries graph node ids still checks the order match: each node must get one id in every
+replay, and no two nodes the same (`ids_consistent`).
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from graph_harness.capture.graph.reader import demangle
+from graph_harness.capture.profile.activities import Activity
+
+ACTIVITY_TYPES = ("kernel", "memcpy", "memset")
+LOCAL_ID_MASK = 0xFFFFFFFF  # a graph node id's low 32 bits: the node's id in its graph
+
+
+Key = tuple[str, str]  # (node type, demangled kernel name or "")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The activity nodes of an export (indices, in index order), the key each is matched
+    by, and for each the activity nodes it waits for (through non-activity nodes)."""
+
+    nodes: tuple[int, ...]
+    key: dict[int, Key]
+    deps: dict[int, frozenset[int]]
+    dependents: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    nested: bool = False  # some activity node sits in a child graph (no id route)
+
+
+def node_key(node: dict) -> Key:
+    return (node["type"], demangle(node["kernel"] or "") if node["type"] == "kernel" else "")
+
+
+def plan_of(nodes: Sequence[dict]) -> Plan:
+    """The matching plan of an export's node records (NodeExport.nodes).
+
+    A node's effective dependencies are the activity nodes among its dependencies; through
+    a non-activity dependency, that node's own; through a child-graph node, every activity
+    node inside it; a root node inside a child graph waits for what its parent waits for."""
+    by_index = {n["index"]: n for n in nodes}
+    children: dict[int, list[int]] = defaultdict(list)
+    for n in nodes:
+        if n["parent"] is not None:
+            children[n["parent"]].append(n["index"])
+    memo: dict[int, frozenset[int]] = {}
+
+    def inside(g: int) -> set[int]:
+        out: set[int] = set()
+        for c in children[g]:
+            out |= {c} if by_index[c]["type"] in ACTIVITY_TYPES else inside(c)
+        return out
+
+    def before(d: int) -> set[int]:  # the activity nodes that are done once d is
+        t = by_index[d]["type"]
+        if t in ACTIVITY_TYPES:
+            return {d}
+        if t == "graph":
+            return inside(d) or set(waits(d))
+        return set(waits(d))
+
+    def waits(i: int) -> frozenset[int]:
+        if i in memo:
+            return memo[i]
+        n = by_index[i]
+        out: set[int] = set()
+        for d in n["deps"]:
+            out |= before(d)
+        if not n["deps"] and n["parent"] is not None:
+            out |= waits(n["parent"])
+        memo[i] = frozenset(out)
+        return memo[i]
+
+    acts = tuple(n["index"] for n in nodes if n["type"] in ACTIVITY_TYPES)
+    deps = {i: waits(i) for i in acts}
+    dependents: dict[int, list[int]] = defaultdict(list)
+    for i in acts:
+        for d in sorted(deps[i]):
+            dependents[d].append(i)
+    return Plan(
+        nodes=acts,
+        key={i: node_key(by_index[i]) for i in acts},
+        deps=deps,
+        dependents={d: tuple(v) for d, v in dependents.items()},
+        nested=any(by_index[i]["parent"] is not None for i in acts),
+    )
+
+
+UNKNOWN = ("kernel", "<unknown>")  # a kernel node whose name the driver would not give
+
+
+def activity_keys(a: Activity) -> list[Key]:
+    """The node keys an activity can be, best first: a kernel by its name, then (for the
+    driver's copy and set kernels) a memcpy or memset node, then a kernel node of unknown
+    name (capture/graph/reader.py names it so when the driver gives none)."""
+    if a.kind != "kernel":
+        return [(a.kind, "")]
+    keys = [("kernel", a.name)]
+    low = a.name.lower()
+    if low.startswith("memcpy"):
+        keys.append(("memcpy", ""))
+    if low.startswith("memset"):
+        keys.append(("memset", ""))
+    return [*keys, UNKNOWN]
+
+
+@dataclass
+class Match:
+    """One replay's activities (in the order given) matched to nodes."""
+
+    node: list[int | None]  # per activity: the node it ran, or None
+    unmatched_nodes: list[int]
+    out_of_order: int = 0  # activities given a node whose dependencies had not all started
+
+    @property
+    def unmatched_activities(self) -> list[int]:
+        return [i for i, n in enumerate(self.node) if n is None]
+
+    @property
+    def complete(self) -> bool:
+        return not self.unmatched_nodes and None not in self.node and not self.out_of_order
+
+
+def match_by_order(plan: Plan, acts: Sequence[Activity]) -> Match:
+    """Match one replay's activities (start order) to nodes: see the module docstring."""
+    remaining = {n: len(plan.deps[n]) for n in plan.nodes}
+    ready: dict[Key, list[int]] = defaultdict(list)
+    pending: dict[Key, list[int]] = defaultdict(list)  # every node of a key, index order
+    for n in plan.nodes:
+        pending[plan.key[n]].append(n)
+        if remaining[n] == 0:
+            ready[plan.key[n]].append(n)  # index order: already a heap
+    cursor: dict[Key, int] = defaultdict(int)
+    matched: set[int] = set()
+    out: list[int | None] = []
+    late = 0
+    for a in acts:
+        pick = None
+        for key in activity_keys(a):
+            heap = ready.get(key)
+            while heap and heap[0] in matched:
+                heapq.heappop(heap)
+            if heap:
+                pick = heapq.heappop(heap)
+                break
+        if pick is None:
+            for key in activity_keys(a):
+                todo = pending.get(key, [])
+                while cursor[key] < len(todo) and todo[cursor[key]] in matched:
+                    cursor[key] += 1
+                if cursor[key] < len(todo):
+                    pick, late = todo[cursor[key]], late + 1
+                    break
+        out.append(pick)
+        if pick is None:
+            continue
+        matched.add(pick)
+        for m in plan.dependents.get(pick, ()):
+            remaining[m] -= 1
+            if remaining[m] == 0 and m not in matched:
+                heapq.heappush(ready[plan.key[m]], m)
+    greedy = Match(out, [n for n in plan.nodes if n not in matched], late)
+    if not greedy.complete and len(acts) == len(plan.nodes):
+        found = _search(plan, acts)
+        if found is not None:
+            return Match(found, [])
+    return greedy
+
+
+def _search(plan: Plan, acts: Sequence[Activity], budget: int = 100_000) -> list[int] | None:
+    """Depth-first over the choices among equal ready nodes (lower index first): an
+    assignment of every activity to a ready node of its key, or None (none exists, or
+    none within `budget` steps). Changes are undone from a log when a choice is revised."""
+    remaining = {n: len(plan.deps[n]) for n in plan.nodes}
+    ready: dict[Key, list[int]] = defaultdict(list)  # sorted
+    for n in plan.nodes:
+        if remaining[n] == 0:
+            ready[plan.key[n]].append(n)
+    log: list[tuple[str, int]] = []
+    choices: list[list] = []  # [activity, candidates, next to try, log length]
+    assigned: list[int] = []
+
+    def take(n: int) -> None:
+        ready[plan.key[n]].remove(n)
+        log.append(("take", n))
+        for m in plan.dependents.get(n, ()):
+            remaining[m] -= 1
+            log.append(("dec", m))
+            if remaining[m] == 0:
+                bisect.insort(ready[plan.key[m]], m)
+                log.append(("ready", m))
+
+    def undo(length: int) -> None:
+        while len(log) > length:
+            what, x = log.pop()
+            if what == "ready":
+                ready[plan.key[x]].remove(x)
+            elif what == "dec":
+                remaining[x] += 1
+            else:
+                bisect.insort(ready[plan.key[x]], x)
+
+    i = 0
+    for _ in range(budget):
+        if i == len(acts):
+            return assigned
+        candidates = [n for key in activity_keys(acts[i]) for n in ready.get(key, ())]
+        if candidates:
+            if len(candidates) > 1:
+                choices.append([i, candidates, 1, len(log)])
+            pick = candidates[0]
+        else:  # a dead end: revise the latest choice that has another candidate
+            while choices and choices[-1][2] >= len(choices[-1][1]):
+                choices.pop()
+            if not choices:
+                return None
+            c = choices[-1]
+            undo(c[3])
+            del assigned[c[0] :]
+            i, pick = c[0], c[1][c[2]]
+            c[2] += 1
+        take(pick)
+        assigned.append(pick)
+        i += 1
+    return assigned if i == len(acts) else None
+
+
+def match_by_id(plan: Plan, acts: Sequence[Activity], local_ids: dict[int, int]) -> Match:
+    """Match by CUPTI's graph node id: activity `a` is the node whose local id (the low
+    32 bits of its tools id, `local_ids[node]`) equals a.graph_node_id's low 32 bits, if
+    that node's key fits the activity; else it is unmatched."""
+    by_id = {lid & LOCAL_ID_MASK: n for n, lid in local_ids.items() if n in plan.key}
+    matched: set[int] = set()
+    out: list[int | None] = []
+    for a in acts:
+        n = None if a.graph_node_id is None else by_id.get(a.graph_node_id & LOCAL_ID_MASK)
+        if n is not None and (n in matched or plan.key[n] not in activity_keys(a)):
+            n = None
+        out.append(n)
+        if n is not None:
+            matched.add(n)
+    return Match(out, [n for n in plan.nodes if n not in matched])
+
+
+def agreement(a: Match, b: Match) -> float:
+    """The share of activities both matches give the same node (1.0: they agree)."""
+    if len(a.node) != len(b.node):
+        raise ValueError("matches of different replays")
+    if not a.node:
+        return 1.0
+    return sum(x is not None and x == y for x, y in zip(a.node, b.node)) / len(a.node)
+
+
+def ids_consistent(replays: Sequence[Sequence[Activity]], matches: Sequence[Match]) -> bool | None:
+    """Whether an order match is one-to-one with CUPTI's graph node ids over all replays:
+    every node always given activities of one id, no two nodes the same id. None when the
+    trace carries no graph node ids."""
+    ids: dict[int, set[int]] = defaultdict(set)
+    seen_any = False
+    for acts, m in zip(replays, matches):
+        for a, n in zip(acts, m.node):
+            if a.graph_node_id is None:
+                continue
+            seen_any = True
+            if n is not None:
+                ids[n].add(a.graph_node_id & LOCAL_ID_MASK)
+    if not seen_any:
+        return None
+    if any(len(v) != 1 for v in ids.values()):
+        return False
+    owners = [next(iter(v)) for v in ids.values()]
+    return len(owners) == len(set(owners))

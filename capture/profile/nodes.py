@@ -1,0 +1,290 @@
+"""One graph's in-round profile: what CUPTI saw each sampled replay run, matched to the
+graph's nodes and costed (duration, gap), and every node's statistics over the replays.
+Pure computation on activities (capture/profile/activities.py) already matched to nodes
+(capture/profile/matching.py); capture/profile/run.py collects them on a GPU. Not the roll-ups
+(capture/profile/rollup.py), the pricing of a change (capture/profile/pairs.py) or the
+document (capture/profile/document.py).
+
+Definitions, per replay of a graph (times as CUPTI stamps them on the GPU):
+- a node's **duration** is its activity's end minus its start;
+- the **gap** before it is its start minus the end of the latest-ending activity it
+  depends on (capture/profile/matching.py: through events and empty nodes to the activity nodes
+  before it). For a node that depends on nothing (the graph's first), that is the end
+  of the previous replay's last activity: replays run back to back, so its gap is the
+  graph launch as the GPU sees it. The gap is what the GPU spent between being able to
+  run the node and running it: dispatch (launch) latency, not work. It can be negative:
+  a programmatic (PDL) dependent may start before its primary ends.
+- a node's **in-round cost** is its duration plus its gap. On a serial graph (one
+  stream, as the built-in round and a captured model step are) the costs of a replay's
+  nodes sum exactly to its **period**: the end of its last activity minus the end of the
+  previous replay's last. Where branches run in parallel the sum exceeds the period by
+  their overlap, which is reported (`overlap_us`).
+- the **dispatch share** of a replay is the sum of its gaps over its period; of a scope,
+  its gaps over its cost.
+
+Per-node figures are medians over every sampled replay with 95% bootstrap intervals.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from graph_harness.capture.attribution.labels import generalize
+from graph_harness.capture.export.nodes import NodeExport
+from graph_harness.capture.profile.activities import Activity
+from graph_harness.capture.profile.matching import (
+    Match,
+    Plan,
+    agreement,
+    ids_consistent,
+    match_by_id,
+    match_by_order,
+    plan_of,
+)
+from graph_harness.capture.stats import median_interval
+
+SAMPLE_COLUMNS = ["build", "window", "replay", "node", "dur_us", "gap_us"]
+REPLAY_COLUMNS = ["build", "window", "replay", "period_us", "exec_us", "gap_us", "cost_us"]
+REPLAY_COLUMNS += ["activities", "unmatched_activities", "unmatched_nodes", "out_of_order"]
+
+
+# --- one replay: durations and gaps ------------------------------------------------------
+
+
+def replay_costs(
+    plan: Plan, acts: Sequence[Activity], match: Match, prev_end: float
+) -> list[tuple[int, float, float]]:
+    """(node, duration, gap) of each matched node of one replay; `prev_end` is when the
+    previous replay's last activity ended. A node whose dependencies went unmatched is
+    measured from the latest activity of the replay that ended before it started."""
+    start, end = {}, {}
+    for a, n in zip(acts, match.node):
+        if n is not None:
+            start[n], end[n] = a.start_us, a.end_us
+    ends = sorted(a.end_us for a in acts)
+    out = []
+    for n in plan.nodes:
+        if n not in start:
+            continue
+        deps = plan.deps[n]
+        done = [end[d] for d in deps if d in end]
+        if done:
+            ready = max(done)
+        elif not deps:
+            ready = prev_end
+        else:
+            k = bisect.bisect_right(ends, start[n])
+            ready = ends[k - 1] if k else prev_end
+        out.append((n, end[n] - start[n], start[n] - ready))
+    return out
+
+
+# --- one graph's profile -----------------------------------------------------------------
+
+
+@dataclass
+class Window:
+    """One profiled window: `replays[0]` is the lead-in (not sampled), the rest samples.
+    `local_ids`: node index -> its tools id in the graph replayed, where the driver gives
+    them (capture/graph/reader.py tools_ids)."""
+
+    build: int
+    window: int
+    replays: list[list[Activity]]
+    local_ids: dict[int, int] | None = None
+
+
+@dataclass
+class VariantProfile:
+    """Every sampled replay of one graph (a round variant or a step), matched and costed."""
+
+    name: str
+    export: NodeExport
+    samples: pd.DataFrame  # SAMPLE_COLUMNS: one row per matched node per sampled replay
+    replays: pd.DataFrame  # REPLAY_COLUMNS: one row per sampled replay
+    matching: dict[str, Any] = field(default_factory=dict)
+
+    @cached_property
+    def plan(self) -> Plan:
+        return plan_of(self.export.nodes)
+
+    @cached_property
+    def nodes(self) -> pd.DataFrame:
+        """Per activity node: its scope columns and group, samples, median duration, gap
+        and cost with 95% intervals, and mean duration and gap (for roll-ups)."""
+        return node_stats(self.export, self.samples)
+
+    @cached_property
+    def cost_series(self) -> np.ndarray:
+        """Each sampled replay's summed node cost, as [builds][samples]."""
+        return _per_build(self.replays, "cost_us")
+
+    def summary(self) -> dict[str, Any]:
+        r = self.replays
+        share = (r.gap_us / r.period_us).to_numpy()
+        lo, hi = median_interval(share) if len(share) >= 2 else (math.nan, math.nan)
+        m = self.matching
+        return dict(
+            name=self.name,
+            nodes=len(self.plan.nodes),
+            method=m.get("method"),
+            verified=bool(m.get("verified")),
+            replays=len(r),
+            period_us=float(r.period_us.median()),
+            exec_us=float(r.exec_us.median()),
+            gap_us=float(r.gap_us.median()),
+            cost_us=float(r.cost_us.median()),
+            overlap_us=float((r.cost_us - r.period_us).median()),
+            dispatch_share=float(np.median(share)),
+            dispatch_share_lo=float(lo),
+            dispatch_share_hi=float(hi),
+        )
+
+
+def _per_build(replays: pd.DataFrame, column: str) -> np.ndarray:
+    groups = [g[column].to_numpy() for _, g in replays.groupby("build")]
+    if not groups:
+        return np.empty((0, 0))
+    n = min(len(g) for g in groups)
+    return np.array([g[:n] for g in groups])
+
+
+def profile_windows(name: str, export: NodeExport, windows: Sequence[Window]) -> VariantProfile:
+    """Match and cost every sampled replay of `windows` (capture/profile/run.py records
+    them). Nodes are matched by order; where every window carries the nodes' local ids,
+    also by CUPTI's graph node id, and the id match is used if it is complete in every
+    replay, the two compared either way (`matching`)."""
+    plan = plan_of(export.nodes)
+    use_ids = bool(windows) and all(w.local_ids for w in windows) and not plan.nested
+    samples, rows = [], []
+    by_order, by_id = [], []
+    for w in windows:
+        orders = [match_by_order(plan, acts) for acts in w.replays]
+        ids = [match_by_id(plan, acts, w.local_ids) for acts in w.replays] if use_ids else []
+        by_order.append((w.replays, orders))
+        by_id.append(ids)
+    id_route = use_ids and all(m.complete for ids in by_id for m in ids)
+    for w, (replays, orders), ids in zip(windows, by_order, by_id):
+        chosen = ids if id_route else orders
+        prev_end = max((a.end_us for a in replays[0]), default=math.nan)
+        for r in range(1, len(replays)):
+            acts, m = replays[r], chosen[r]
+            costs = replay_costs(plan, acts, m, prev_end)
+            samples += [(w.build, w.window, r, n, d, g) for n, d, g in costs]
+            last = max((a.end_us for a in acts), default=prev_end)
+            exec_us, gap_us = sum(c[1] for c in costs), sum(c[2] for c in costs)
+            counts = (len(acts), len(m.unmatched_activities), len(m.unmatched_nodes))
+            timing = (last - prev_end, exec_us, gap_us, exec_us + gap_us)
+            rows.append((w.build, w.window, r, *timing, *counts, m.out_of_order))
+            prev_end = last
+    sampled_orders = [m for _, orders in by_order for m in orders[1:]]
+    matching: dict[str, Any] = {
+        "method": "id" if id_route else "order",
+        "verified": id_route or all(m.complete for m in sampled_orders),
+        "order_complete": all(m.complete for m in sampled_orders),
+        "ids_consistent": _ids_consistent(windows, by_order),
+        "id_route": "used" if id_route else ("incomplete" if use_ids else "unavailable"),
+        "nodes": len(plan.nodes),
+        "activities_per_replay": sorted({row[7] for row in rows}),
+        "unmatched_activities": sum(row[8] for row in rows),
+        "unmatched_nodes": sum(row[9] for row in rows),
+        "out_of_order": sum(row[10] for row in rows),
+    }
+    if use_ids:
+        pairs = [(o, i) for (_, orders), ids in zip(by_order, by_id) for o, i in zip(orders, ids)]
+        matching["agreement"] = min(agreement(o, i) for o, i in pairs)
+    return VariantProfile(
+        name,
+        export,
+        pd.DataFrame(samples, columns=SAMPLE_COLUMNS),
+        pd.DataFrame(rows, columns=REPLAY_COLUMNS),
+        matching,
+    )
+
+
+def _ids_consistent(windows: Sequence[Window], by_order) -> bool | None:
+    """ids_consistent within each build (each build replays its own graph, whose node ids
+    need not be another build's): None where no trace carried ids."""
+    verdicts = []
+    for b in sorted({w.build for w in windows}):
+        mine = [(r, o) for w, (r, o) in zip(windows, by_order) if w.build == b]
+        verdicts.append(
+            ids_consistent(
+                [a for replays, _ in mine for a in replays[1:]],
+                [m for _, orders in mine for m in orders[1:]],
+            )
+        )
+    known = [v for v in verdicts if v is not None]
+    return None if not known else all(known)
+
+
+# --- per node ------------------------------------------------------------------
+
+
+def group_of(node: dict) -> str:
+    """Where a node sits, less which repeat of it: the built-in round's step (stage
+    dropped), else its scope generalised (capture/attribution/labels.py:
+    layers.3.attention -> layers.*.attention)."""
+    if node.get("stage") is not None:
+        return node["step"]
+    return generalize(node["scope"])
+
+
+NODE_COLUMNS = ["node", "type", "kernel", "stage", "step", "scope", "scope_path", "group"]
+NODE_COLUMNS += ["samples", "dur_us", "dur_lo", "dur_hi", "gap_us", "gap_lo", "gap_hi"]
+NODE_COLUMNS += ["cost_us", "dur_mean", "gap_mean"]
+
+
+def node_stats(export: NodeExport, samples: pd.DataFrame) -> pd.DataFrame:
+    plan = plan_of(export.nodes)
+    index = list(plan.nodes)
+    key = ["build", "window", "replay"]
+    dur = samples.pivot_table(index=key, columns="node", values="dur_us").reindex(columns=index)
+    gap = samples.pivot_table(index=key, columns="node", values="gap_us").reindex(columns=index)
+    d, g = dur.to_numpy(dtype=float), gap.to_numpy(dtype=float)
+    k = len(index)
+    if d.shape[0] >= 2:
+        lo, hi = median_interval(np.concatenate([d, g], axis=1))
+    else:
+        lo = hi = np.full(2 * k, np.nan)
+    by_index = {n["index"]: n for n in export.nodes}
+    rows = []
+    for j, n in enumerate(index):
+        rec = by_index[n]
+        col_d, col_g = d[:, j], g[:, j]
+        seen = ~np.isnan(col_d)
+        rows.append(
+            dict(
+                node=n,
+                type=rec["type"],
+                kernel=rec["kernel"],
+                stage=rec["stage"],
+                step=rec["step"],
+                scope=rec["scope"],
+                scope_path=list(rec["scope_path"]),
+                group=group_of(rec),
+                samples=int(seen.sum()),
+                dur_us=_nan(np.nanmedian, col_d),
+                dur_lo=float(lo[j]),
+                dur_hi=float(hi[j]),
+                gap_us=_nan(np.nanmedian, col_g),
+                gap_lo=float(lo[k + j]),
+                gap_hi=float(hi[k + j]),
+                cost_us=_nan(np.nanmedian, col_d + col_g),
+                dur_mean=_nan(np.nanmean, col_d),
+                gap_mean=_nan(np.nanmean, col_g),
+            )
+        )
+    return pd.DataFrame(rows, columns=NODE_COLUMNS)
+
+
+def _nan(f, x: np.ndarray) -> float:
+    return float(f(x)) if (~np.isnan(x)).any() else math.nan

@@ -1,0 +1,75 @@
+"""A profile's node costs rolled up: by position in the scope tree (capture/attribution/rollup.py)
+and by group (the round's steps, or scopes with their repeats folded). Sums per-node
+means (capture/profile/nodes.py node_stats), so that every level of the scope tree sums
+to its parent and the root to the round, and the groups to the whole. Computes; prices no
+change (capture/profile/pairs.py).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import pandas as pd
+
+from graph_harness.capture.attribution.rollup import ROOT, tree_label, tree_order, tree_parts
+from graph_harness.capture.scopes.recorder import UNSCOPED
+
+SCOPE_COLUMNS = ["scope", "depth", "nodes", "exec_us", "gap_us", "cost_us", "dispatch_share"]
+SCOPE_COLUMNS += ["share"]
+
+
+def _cost_rows(labels, stats: pd.DataFrame, total: float, depths=None) -> pd.DataFrame:
+    """Sum each label's nodes' mean duration and gap (`labels[i]` is row i's label)."""
+    acc: dict[str, list[float]] = {}
+    for label, d, g in zip(labels, stats.dur_mean, stats.gap_mean):
+        a = acc.setdefault(label, [0, 0.0, 0.0])
+        a[0] += 1
+        a[1] += 0.0 if math.isnan(d) else d
+        a[2] += 0.0 if math.isnan(g) else g
+    rows = [
+        dict(
+            scope=label,
+            depth=0 if depths is None else depths[label],
+            nodes=int(n),
+            exec_us=e,
+            gap_us=g,
+            cost_us=e + g,
+            dispatch_share=g / (e + g) if e + g else math.nan,
+            share=(e + g) / total if total else math.nan,
+        )
+        for label, (n, e, g) in acc.items()
+    ]
+    return pd.DataFrame(rows, columns=SCOPE_COLUMNS)
+
+
+def _total(stats: pd.DataFrame) -> float:
+    return float(stats.dur_mean.fillna(0).sum() + stats.gap_mean.fillna(0).sum())
+
+
+def scope_costs(stats: pd.DataFrame, depth: int | None = None) -> pd.DataFrame:
+    """Every position of the scope tree down to `depth` (capture/attribution/rollup.py): nodes, exec
+    (sum of mean durations), gap (sum of mean gaps), cost, dispatch share (gap / cost) and
+    share of the whole. The root "(all)" holds every node; each level sums to its parent."""
+    labels, depths = [], {}
+    expanded = []
+    for rec in stats.itertuples():
+        parts = tree_parts(rec.scope_path)[: None if depth is None else depth]
+        for d in range(len(parts) + 1):
+            label = tree_label(parts[:d]) if d else ROOT
+            depths[label] = d
+            labels.append(label)
+            expanded.append(rec.Index)
+    rows = _cost_rows(labels, stats.loc[expanded], _total(stats), depths)
+    order = sorted(rows.scope, key=lambda s: [] if s == ROOT else tree_order(s))
+    return rows.set_index("scope").loc[order].reset_index()[SCOPE_COLUMNS]
+
+
+def group_costs(stats: pd.DataFrame, order: Sequence[str] = ()) -> pd.DataFrame:
+    """The same figures by group (group_of: the round's steps, or scopes with their
+    repeats folded), the groups named in `order` first, in that order (the export's
+    step_order); the groups sum to the whole."""
+    rows = _cost_rows(list(stats.group), stats, _total(stats))
+    rank = {s: i for i, s in enumerate(order)}
+    rows["_o"] = rows.scope.map(lambda s: (rank.get(s, len(rank)), s == UNSCOPED, s))
+    return rows.sort_values("_o").drop(columns="_o").reset_index(drop=True)

@@ -1,0 +1,209 @@
+"""Profiling on a GPU: replay captured graphs under CUPTI and cost every node
+(capture/profile/nodes.py does the arithmetic), the built-in round's variants over fresh builds
+timed as `replay` times them, or any captured step.
+
+Everything here syncs the device and needs CUDA.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import pandas as pd
+import torch
+
+from graph_harness.capture.environment import environment, now
+from graph_harness.capture.export.nodes import NodeExport
+from graph_harness.capture.graph.reader import read_graph, tools_ids
+from graph_harness.capture.profile.activities import ProfileError, record_replays
+from graph_harness.capture.profile.document import ProfileResult
+from graph_harness.capture.profile.nodes import Window, profile_windows
+from graph_harness.capture.profile.settings import ProfileSettings
+from graph_harness.capture.replay.guard import Replayer, as_replayer
+from graph_harness.capture.replay.pricing import saving_pairs
+from graph_harness.capture.replay.rounds import measure_rounds
+from graph_harness.capture.replay.timing import time_replays_us
+from graph_harness.capture.round.count import CountedRound, count_round
+from graph_harness.capture.round.params import RoundParams
+from graph_harness.capture.state.steps import require_repeatable
+
+Progress = Callable[[str], None] | None
+
+
+def local_ids(graph: torch.cuda.CUDAGraph, export: NodeExport) -> dict[int, int] | None:
+    """Node index -> the node's tools id (graph id << 32 | local id), read from the kept
+    graph that `export` was read from (same order); None where the driver lacks it."""
+    raw = read_graph(graph.raw_cuda_graph())
+    if [r.kind for r in raw] != [n["type"] for n in export.nodes]:
+        raise ProfileError("the graph's nodes are not the export's: read another graph")
+    ids = tools_ids([r.handle for r in raw])
+    if ids is None:
+        return None
+    return {i: t for i, (r, t) in enumerate(zip(raw, ids)) if r.parent is None}
+
+
+def interleaved(names: Sequence[str], windows: int) -> list[tuple[int, str]]:
+    """(window, name) in the order they are profiled: every name once per window, the order
+    reversed every other window (A B C, C B A, ...), as time_replays_us interleaves its
+    trials. With one graph's windows back to back and then the next's, whatever drifts
+    between them (the GPU's clock, its temperature) would land in the predicted saving:
+    0.5% of a 5 ms round is 25 us, more than the tolerance on a 48-node saving."""
+    names = list(names)
+    return [(w, n) for w in range(windows) for n in (names if w % 2 == 0 else names[::-1])]
+
+
+def profile_window(
+    graph: torch.cuda.CUDAGraph | Replayer,
+    settings: ProfileSettings,
+    build: int,
+    window: int,
+    ids: dict[int, int] | None,
+    builds: int = 1,
+) -> Window:
+    """One profiled window of `graph`: `settings.replays` sampled replays behind a lead-in
+    replay (the first window of a graph warms it up first)."""
+    warmup = settings.warmup if window == 0 else 1
+    what = f"profiled window {window + 1} of {settings.windows}"
+    what += f" (build {build + 1} of {builds})" if builds > 1 else ""
+    acts = record_replays(graph, settings.replays + 1, warmup=warmup, what=what)
+    return Window(build, window, acts, ids)
+
+
+def profile_graphs(
+    graphs: dict[str, tuple[torch.cuda.CUDAGraph | Replayer, NodeExport]],
+    settings: ProfileSettings,
+    build: int = 0,
+    builds: int = 1,
+    progress: Progress = None,
+) -> dict[str, list[Window]]:
+    """`settings.windows` profiled windows of each graph (name -> the graph and the export
+    read from it), one build (of `builds`), the graphs' windows interleaved (see
+    `interleaved`); one graph's are simply back to back. A graph may come as a Replayer
+    (capture/replay/guard.py): a step's, with its reset."""
+    runs = {n: as_replayer(g, n) for n, (g, _) in graphs.items()}
+    ids = {n: local_ids(runs[n].graph, e) for n, (_, e) in graphs.items()}
+    out: dict[str, list[Window]] = {n: [] for n in graphs}
+    of_build = f" (build {build + 1} of {builds})" if builds > 1 else ""
+    last = None
+    for w, n in interleaved(list(graphs), settings.windows):
+        if progress and w != last:
+            progress(
+                f"profiling {len(graphs)} graphs, window {w + 1} of {settings.windows}{of_build}"
+            )
+            last = w
+        out[n].append(profile_window(runs[n], settings, build, w, ids[n], builds))
+    return out
+
+
+def profile_rounds(
+    params: RoundParams,
+    variants: Sequence[str],
+    settings: ProfileSettings | None = None,
+    *,
+    timed: bool = True,
+    pdl: bool = False,
+    progress: Progress = None,
+) -> ProfileResult:
+    """Profile each variant's round in every build. `timed`: the builds are also timed as
+    `replay` times rounds (measure_rounds: interleaved trials), which gives the measured
+    round times and, for two or more variants, the measured savings the profiles'
+    predictions are set against (pricing.saving_pairs). Syncs."""
+    settings = settings or ProfileSettings()
+    variants = list(variants)
+    windows: dict[str, list[Window]] = {v: [] for v in variants}
+    first: dict[str, NodeExport] = {}
+
+    def profile_build(build: int, rounds: dict[str, CountedRound]) -> None:
+        for v, counted in rounds.items():
+            first.setdefault(v, counted.export)
+            if first[v].structure() != counted.export.structure():
+                raise ProfileError(f"{v}: build {build} captured another graph than build 0")
+        graphs = {v: (c.captured.graph, c.export) for v, c in rounds.items()}
+        for v, ws in profile_graphs(graphs, settings, build, settings.builds, progress).items():
+            windows[v] += ws
+
+    trials = None
+    if timed:
+        if progress:
+            progress(f"timing and profiling {len(variants)} rounds")
+        trials, _ = measure_rounds(
+            params, variants, settings.timing(), pdl=pdl, after_build=profile_build
+        )
+    else:
+        for build in range(settings.builds):
+            pool = torch.cuda.graph_pool_handle()
+            rounds = {v: count_round(params, v, "cuda", graph_pool=pool, pdl=pdl) for v in variants}
+            profile_build(build, rounds)
+            del rounds
+    profiles = {v: profile_windows(v, first[v], windows[v]) for v in variants}
+    return ProfileResult(
+        profiles,
+        trials,
+        saving_pairs(variants) if len(variants) > 1 else [],
+        params.as_dict(),
+        environment(torch.device("cuda")),
+        now(),
+        {"pdl": pdl, "timed": timed, **_settings(settings)},
+    )
+
+
+def profile_steps(
+    steps: dict[str, tuple[NodeExport, torch.cuda.CUDAGraph | Replayer]],
+    settings: ProfileSettings | None = None,
+    *,
+    timed: bool = True,
+    progress: Progress = None,
+) -> ProfileResult:
+    """Profile captured steps (name -> the export and the kept graph it was read from, or
+    a Replayer of it carrying the step's reset and what its warm-ups showed): one build
+    each (a step is built by its own factory). `timed`: their graphs are also replayed
+    interleaved between CUDA events, for the measured step times and (for two or more)
+    the measured saving of each after the first.
+
+    Before any replay, a step that does not repeat and has no reset is refused
+    (capture/state/steps.py StepStateError); one with a reset is reset before every run of
+    replays, which is at most `settings.replays_per_reset` long, and once at the end.
+    Syncs."""
+    settings = settings or ProfileSettings()
+    names = list(steps)
+    runs = {n: as_replayer(g, n) for n, (_, g) in steps.items()}
+    for n, r in runs.items():
+        require_repeatable(r.repeatability, n)
+    trials = None
+    if timed:
+        if progress:
+            progress(f"timing {len(names)} steps")
+        for r in runs.values():
+            with r.window("the first replay (it instantiates the graph)"):
+                r.replay()
+        times = time_replays_us(
+            runs,
+            replays=settings.timing().round_replays,
+            trials=settings.trials,
+            warmup=settings.warmup,
+        )
+        trials = pd.DataFrame(
+            [
+                dict(variant=n, build=0, trial=t, us=x)
+                for n, ts in times.items()
+                for t, x in enumerate(ts)
+            ]
+        )
+    graphs = {n: (runs[n], export) for n, (export, _) in steps.items()}
+    windows = profile_graphs(graphs, settings, progress=progress)
+    for r in runs.values():
+        r.finish()
+    profiles = {n: profile_windows(n, export, windows[n]) for n, (export, _) in steps.items()}
+    return ProfileResult(
+        profiles,
+        trials,
+        [(names[0], n) for n in names[1:]],
+        None,
+        environment(torch.device("cuda")),
+        now(),
+        {"timed": timed, **_settings(settings), "builds": 1},
+    )
+
+
+def _settings(s: ProfileSettings) -> dict[str, int]:
+    return {k: getattr(s, k) for k in ("trials", "builds", "windows", "replays", "warmup")}

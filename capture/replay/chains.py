@@ -1,0 +1,135 @@
+"""Chains: N nodes of one kind captured into one graph and replayed, to price one node.
+
+Replay time against N is fitted by least squares (capture/stats.py): the slope is the
+per-node dispatch cost (us/node), the intercept the graph's fixed launch cost. The kinds
+that carry real work (the pack, the compaction's copies) run at the round's default shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import pandas as pd
+import torch
+
+from graph_harness.capture.graph.reader import read_graph
+from graph_harness.capture.replay.settings import CHAIN_KINDS, PDL_KINDS, ReplaySettings
+from graph_harness.capture.replay.timing import capture_unrolled, time_replays_us
+from graph_harness.capture.round.params import RoundParams
+from graph_harness.capture.stats import fit_chain
+from graph_harness.kernels import pack_scores_ids, pack_scores_ids_shipped, selected_local_records
+from graph_harness.kernels.empty import empty_kernel
+
+# Chains that price a round's removed nodes by type (kernel, memcpy) in pricing.savings().
+PRICE_KINDS = ("torch-add", "memcpy")
+
+
+def _chain_call(kind: str, device: torch.device) -> Callable[[], object]:
+    """One call of the chain's unit of work; its node count is read from the graph."""
+    if kind in ("triton-empty", "triton-empty-pdl"):
+        x = torch.empty(1, device=device)
+        pdl = kind.endswith("-pdl")
+        return lambda: empty_kernel.launch(device, (1,), x, num_warps=1, pdl=pdl)
+    if kind == "torch-add":
+        x = torch.zeros(1, device=device)
+        return lambda: x.add_(1)
+    if kind == "memcpy":
+        src, dst = torch.randn(64, device=device), torch.empty(64, device=device)
+        return lambda: dst.copy_(src)  # 256 B device-to-device: a memcpy node
+    if kind == "memset":
+        from cuda.bindings import runtime as rt
+
+        buf = torch.empty(64, device=device)
+
+        def memset():
+            stream = torch.cuda.current_stream().cuda_stream
+            (err,) = rt.cudaMemsetAsync(buf.data_ptr(), 0, buf.nbytes, stream)
+            if int(err) != 0:
+                raise RuntimeError(f"cudaMemsetAsync failed: {err!r}")
+
+        return memset
+    d = RoundParams()  # the round's default shape: a pack call as the round makes it
+    rows, k, width = d.rows, d.k, d.shard
+    idx = torch.randint(0, width, (rows, k), device=device)
+    scores = torch.randn(rows, k, device=device)
+    rank = torch.tensor(3, dtype=torch.int32, device=device)
+    out = torch.empty(rows, k, 2, device=device)
+    if kind == "pack-shipped":
+        return lambda: pack_scores_ids_shipped(idx, scores, rank, width, out)
+    if kind == "pack-compiled":
+        from graph_harness.capture.round.decode import compiled_shipped_pack
+
+        compiled = compiled_shipped_pack()
+        return lambda: compiled(idx, scores, rank, width, out)
+    if kind in ("pack-fused", "pack-fused-pdl"):
+        pdl = kind.endswith("-pdl")
+        return lambda: pack_scores_ids(idx, scores, rank, width, out, pdl=pdl)
+    if kind == "compaction-copies":
+        ids = torch.randint(0, 8 * width, (rows, k), dtype=torch.int32, device=device)
+        physical, counts = selected_local_records(ids, rank, width)
+        kept_p, kept_c = torch.empty_like(physical), torch.empty_like(counts)
+
+        def copies():
+            kept_p.copy_(physical)
+            kept_c.copy_(counts)
+
+        return copies
+    raise ValueError(f"unknown chain kind {kind!r}; choose from {CHAIN_KINDS + PDL_KINDS}")
+
+
+def measure_chains(
+    kinds: Sequence[str] = CHAIN_KINDS,
+    settings: ReplaySettings | None = None,
+    *,
+    device: torch.device | str = "cuda",
+    progress: Callable[[str], None] | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(trial rows, fits) for chains of about `settings.lengths` nodes of each kind
+    (syncs). Trial rows: kind, calls, nodes, trial, us (one replay). Fits: one per kind."""
+    settings = settings or ReplaySettings()
+    device = torch.device(device)
+    if device.type != "cuda":
+        raise RuntimeError("chain replays time CUDA graphs: they need a CUDA device")
+    graphs, meta = {}, {}
+    graph_pool = torch.cuda.graph_pool_handle()
+    for kind in kinds:
+        call = _chain_call(kind, device)
+        per_call = _nodes_per_call(call, graph_pool)
+        for n in settings.lengths:
+            calls = max(1, round(n / per_call))
+            g = capture_unrolled(call, calls, graph_pool=graph_pool)
+            nodes = len(read_graph(g.raw_cuda_graph()))
+            graphs[(kind, calls)] = g
+            meta[(kind, calls)] = nodes
+        if progress:
+            progress(f"captured {kind}")
+    names = {f"{k}|{c}": g for (k, c), g in graphs.items()}
+    times = time_replays_us(
+        names, replays=settings.chain_replays, trials=settings.trials, warmup=settings.warmup
+    )
+    rows = []
+    for key, ts in times.items():
+        kind, calls = key.split("|")
+        nodes = meta[(kind, int(calls))]
+        rows += [
+            dict(kind=kind, calls=int(calls), nodes=nodes, trial=t, us=v) for t, v in enumerate(ts)
+        ]
+    trials_df = pd.DataFrame(rows)
+    return trials_df, fits_of(trials_df)
+
+
+def fits_of(trials_df: pd.DataFrame) -> pd.DataFrame:
+    out = []
+    for kind, g in trials_df.groupby("kind", sort=False):
+        wide = g.pivot_table(index="nodes", columns="trial", values="us")
+        f = fit_chain(wide.index.to_numpy(), wide.to_numpy())
+        out.append(dict(kind=kind, **f.__dict__))
+    return pd.DataFrame(out)
+
+
+def _nodes_per_call(call: Callable[[], object], graph_pool) -> int:
+    g = capture_unrolled(call, 1, graph_pool=graph_pool)
+    n = len(read_graph(g.raw_cuda_graph()))
+    if n < 1:
+        raise RuntimeError("a chain call captured no node")
+    return n

@@ -1,0 +1,235 @@
+"""The replay document: per-node costs, round timings and savings in one versioned JSON
+document, and `run_replays`, which measures all of it (chains, rounds, pricing).
+
+Results are plain DataFrames plus this document; `reports` renders them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+
+from graph_harness.capture.environment import environment, now
+from graph_harness.capture.export.documents import ExportError, Fields, load_json, records, show
+from graph_harness.capture.files import write_atomic
+from graph_harness.capture.replay.chains import PRICE_KINDS, measure_chains
+from graph_harness.capture.replay.pricing import SAVING_COLUMNS, savings
+from graph_harness.capture.replay.rounds import measure_rounds
+from graph_harness.capture.replay.settings import CHAIN_KINDS, ReplaySettings
+from graph_harness.capture.round.params import RoundParams
+from graph_harness.capture.stats import ROUND_TRIAL_COLUMNS, Fit
+
+REPLAY_SCHEMA = "graph-harness/replay"
+# Version 2: rounds timed over builds (round_trials carry `build`), savings carry their
+# interval (`measured_lo`/`measured_hi`) and name what they remove `removed_nodes` and
+# `removed_by_type` (A - B; a delta is B - A everywhere). Version-1 files written after
+# builds landed hold the same content under `delta_nodes`/`delta_by_type` and are read;
+# earlier ones are refused (see ReplayResult.from_dict).
+REPLAY_SCHEMA_VERSION = 2
+
+
+# --- the document ------------------------------------------------------------------------
+
+CHAIN_TRIAL_COLUMNS = ["kind", "calls", "nodes", "trial", "us"]
+FIT_COLUMNS = ["kind", *Fit.__dataclass_fields__]
+# run_replays adds the ratio of measured to the real-shape prediction.
+SAVING_OPTIONAL = ["ratio_shapes"]
+REPLAY_KEYS = ("schema", "schema_version", "env", "created", "params", "options")
+REPLAY_KEYS += ("chain_trials", "fits", "round_trials", "savings")
+
+
+class ReplayDocumentError(ExportError):
+    """A replay document that cannot be read; the message names the file and the field."""
+
+
+@dataclass
+class ReplayResult:
+    chain_trials: pd.DataFrame
+    fits: pd.DataFrame
+    round_trials: pd.DataFrame | None = None
+    savings: pd.DataFrame | None = None
+    params: dict[str, Any] | None = None
+    env: dict[str, Any] = field(default_factory=dict)
+    created: str = ""
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": REPLAY_SCHEMA,
+            "schema_version": REPLAY_SCHEMA_VERSION,
+            "env": self.env,
+            "created": self.created,
+            "params": self.params,
+            "options": self.options,
+            "chain_trials": records(self.chain_trials),
+            "fits": records(self.fits),
+            "round_trials": records(self.round_trials),
+            "savings": records(self.savings),
+        }
+
+    def write_json(self, path: str | Path) -> Path:
+        return write_atomic(
+            Path(path), json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n"
+        )
+
+    @classmethod
+    def from_dict(cls, doc: Any, *, where: str = "replay document") -> ReplayResult:
+        """Check every field (type and range) of a replay document; ReplayDocumentError
+        naming `where` (the file) and the field otherwise.
+
+        Version 2 is read. Version 1 is read where it already holds version 2's content
+        (every file written since rounds were timed over builds); an older version-1
+        file is refused, saying so."""
+        f = Fields(where, ReplayDocumentError)
+        if not isinstance(doc, dict):
+            f.fail("", f"not a graph-harness replay document: expected an object, got {show(doc)}")
+        if doc.get("schema") != REPLAY_SCHEMA:
+            got = show(doc.get("schema"))
+            f.fail(
+                "",
+                f"not a graph-harness replay document (schema {got}, expected {REPLAY_SCHEMA!r})",
+            )
+        version = doc.get("schema_version")
+        if type(version) is not int or version not in (1, REPLAY_SCHEMA_VERSION):
+            f.fail(
+                "",
+                f"replay schema version {show(version)} is not the supported "
+                f"{REPLAY_SCHEMA_VERSION} (or 1); re-run `graph-harness replay`",
+            )
+        try:
+            return cls._from_checked(f, doc)
+        except ReplayDocumentError as e:
+            if version == 1:
+                raise ReplayDocumentError(
+                    f"{e} (a version-1 replay document from before rounds were timed over "
+                    "builds: re-run `graph-harness replay` for a version-2 one)"
+                ) from None
+            raise
+
+    @classmethod
+    def _from_checked(cls, f: Fields, doc: dict) -> ReplayResult:
+        f.keys("", doc, REPLAY_KEYS)
+        f.scalars("env", doc["env"])
+        f.string("created", doc["created"])
+        f.ints("params", doc["params"], none=True)
+        f.scalars("options", doc["options"])
+        chain_trials = _records(f, "chain_trials", doc["chain_trials"], CHAIN_TRIAL_COLUMNS)
+        fits = _records(f, "fits", doc["fits"], FIT_COLUMNS)
+        round_trials = savings = None
+        if doc["round_trials"] is not None:
+            round_trials = _records(f, "round_trials", doc["round_trials"], ROUND_TRIAL_COLUMNS)
+        if doc["savings"] is not None:
+            rows = doc["savings"]
+            if doc["schema_version"] == 1 and isinstance(rows, list):
+                rows = [
+                    {_V1_NAMES.get(k, k): v for k, v in r.items()} if isinstance(r, dict) else r
+                    for r in rows
+                ]
+            savings = _records(f, "savings", rows, SAVING_COLUMNS, SAVING_OPTIONAL)
+        return cls(
+            chain_trials,
+            fits,
+            round_trials,
+            savings,
+            doc["params"],
+            doc["env"],
+            doc["created"],
+            doc["options"],
+        )
+
+    @classmethod
+    def read_json(cls, path: str | Path) -> ReplayResult:
+        """Read and check a replay file; ReplayDocumentError naming the file and field."""
+        return cls.from_dict(
+            load_json(path, "replay document", ReplayDocumentError), where=str(path)
+        )
+
+
+_TEXT_COLUMNS = {"kind", "variant", "a", "b", "removed_by_type"}
+# Version 1 named the savings' removed nodes as deltas (same values, A - B).
+_V1_NAMES = {"delta_nodes": "removed_nodes", "delta_by_type": "removed_by_type"}
+_COUNT_COLUMNS = {"calls": 1, "nodes": 0, "trial": 0, "build": 0, "points": 0}
+
+
+def _records(
+    f: Fields, name: str, rows: object, columns: list[str], optional: list[str] = ()
+) -> pd.DataFrame:
+    """A list of records with exactly `columns` (and any of `optional`), each value of its
+    column's type, as a DataFrame with those columns (also when the list is empty)."""
+    for i, r in enumerate(f.array(name, rows)):
+        p = f"{name}[{i}]"
+        f.keys(p, f.obj(p, r), tuple(columns), tuple(optional))
+        for c, v in r.items():
+            if c in _TEXT_COLUMNS:
+                f.string(f"{p}.{c}", v)
+            elif c in _COUNT_COLUMNS:
+                f.integer(f"{p}.{c}", v, lo=_COUNT_COLUMNS[c])
+            elif c == "removed_nodes":
+                f.integer(f"{p}.{c}", v)
+            else:
+                if v is not None:  # null: not measured (NaN in the frame)
+                    f.number(f"{p}.{c}", v)
+        if "removed_by_type" in r:
+            _check_removed_by_type(f, f"{p}.removed_by_type", r["removed_by_type"])
+    present = list(columns) + [c for c in optional if any(c in r for r in rows)]
+    df = pd.DataFrame(rows, columns=present)
+    for c in present:  # measured numbers, null where not measured: float columns with NaN
+        if c not in _TEXT_COLUMNS and c not in _COUNT_COLUMNS and c != "removed_nodes":
+            df[c] = pd.to_numeric(df[c], errors="raise").astype(float)
+    return df
+
+
+def _check_removed_by_type(f: Fields, path: str, text: str) -> None:
+    """A JSON object of node type -> nodes removed, as savings() writes it."""
+    try:
+        d = json.loads(text)
+    except (ValueError, RecursionError):
+        d = None
+    if not isinstance(d, dict) or not all(
+        isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in d.items()
+    ):
+        f.expected(path, 'a JSON object of node type -> int (e.g. {"kernel": 216})', text)
+
+
+def run_replays(
+    params: RoundParams,
+    variants: Sequence[str],
+    *,
+    kinds: Sequence[str] = CHAIN_KINDS,
+    settings: ReplaySettings | None = None,
+    pdl: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> ReplayResult:
+    """Chains, fits, round timing and savings in one document (syncs; needs CUDA).
+
+    When rounds are timed, the chains their predictions price nodes with (PRICE_KINDS)
+    are measured too, whether or not `kinds` names them."""
+    settings = settings or ReplaySettings()
+    kinds = list(kinds)
+    if variants:
+        kinds += [k for k in PRICE_KINDS if k not in kinds]
+    chain_trials, fits = measure_chains(kinds, settings, progress=progress)
+    round_trials = sav = None
+    if variants:
+        round_trials, exports = measure_rounds(params, variants, settings, pdl=pdl)
+        if progress:
+            progress("timed rounds")
+        sav = savings(round_trials, exports, fits, chain_trials=chain_trials)
+        sav["ratio_shapes"] = sav.measured_us / sav.predicted_shapes_us
+    return ReplayResult(
+        chain_trials,
+        fits,
+        round_trials,
+        sav,
+        params.as_dict(),
+        environment(torch.device("cuda")),
+        now(),
+        # The settings that shaped the timings (the lengths are in chain_trials).
+        {"pdl": pdl, **{k: v for k, v in asdict(settings).items() if k != "lengths"}},
+    )

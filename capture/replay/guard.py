@@ -1,0 +1,127 @@
+"""Replaying a captured graph in runs ("windows"): the one place every replay loop goes
+through (timing in capture/replay/timing.py, CUPTI windows in
+capture/profile/activities.py, the step profile in capture/profile/run.py, check's replays
+in capture/check/step.py).
+
+A window resets the step first, if it has a `step.reset` (eagerly, outside any graph,
+then syncs so the reset's work stays out of what the window measures), and syncs at its
+end, so a CUDA error is pinned to the window it happened in. A CUDA error surfaces at the
+next sync, so it came from the window's replays at or before the last one (or from the
+reset): it becomes ReplayFailed, one line naming the graph, the window, the replays and
+the likely cause. After a device-side assert or an illegal address the CUDA context is
+lost: nothing more can run on the GPU in this process, which should exit (the CLI does,
+without touching the GPU again).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from graph_harness.capture.errors import HarnessError
+
+
+class ReplayFailed(HarnessError, RuntimeError):
+    """A CUDA error while replaying a graph (exit 1). `context_lost`: the CUDA context
+    is unusable; the process must do no more GPU work."""
+
+    def __init__(self, message: str, *, context_lost: bool) -> None:
+        super().__init__(message)
+        self.context_lost = context_lost
+
+
+def is_cuda_error(e: BaseException | None) -> bool:
+    """torch's AcceleratorError (a CUDA error), or the RuntimeError older torch raised."""
+    if e is None:
+        return False
+    torch = sys.modules.get("torch")
+    accel = getattr(torch, "AcceleratorError", None) if torch is not None else None
+    if accel is not None and isinstance(e, accel):
+        return True
+    return isinstance(e, RuntimeError) and str(e).startswith("CUDA error")
+
+
+def cuda_in_use() -> bool:
+    torch = sys.modules.get("torch")
+    return bool(torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized())
+
+
+def sync() -> None:
+    """Wait for the device, where CUDA is in use (a stand-in graph on the CPU has none)."""
+    if cuda_in_use():
+        sys.modules["torch"].cuda.synchronize()
+
+
+@dataclass(eq=False)
+class Replayer:
+    """A graph (anything with `replay()`) to replay in windows. `reset`: the step's;
+    `repeatability`: what its warm-ups showed (capture/state/steps.py), None for our graphs."""
+
+    graph: object
+    name: str
+    reset: Callable[[], object] | None = None
+    repeatability: object | None = None
+    replays: int = 0  # replays so far, in all
+    since_reset: int = 0
+    most_since_reset: int = 0  # the longest run from a reset (or from the start)
+
+    def replay(self, n: int = 1) -> None:
+        for _ in range(n):
+            self.replays += 1  # counted as it is asked for: a launch may raise
+            self.since_reset += 1
+            self.most_since_reset = max(self.most_since_reset, self.since_reset)
+            self.graph.replay()
+
+    @contextlib.contextmanager
+    def window(self, what: str):
+        """One run of replays, `what` naming it in an error ("timed trial 3 of 30")."""
+        first = self.replays + 1
+        try:
+            if self.reset is not None:
+                self.reset()
+                self.since_reset = 0
+                sync()
+            yield self
+            sync()
+        except Exception as e:
+            if not is_cuda_error(e):
+                raise
+            raise ReplayFailed(self._line(what, first, e), context_lost=cuda_in_use()) from e
+
+    def finish(self) -> None:
+        """After the last window: the step back in its starting state."""
+        if self.reset is not None:
+            with self.window("the closing reset"):
+                pass
+
+    def _line(self, what: str, first: int, e: BaseException) -> str:
+        last = self.replays
+        if last >= first:
+            where = (
+                f"replays {first} to {last} of this graph; CUDA reports an error at the next "
+                f"sync, so it came at or before replay {last}"
+            )
+        else:
+            where = "before any replay of it: in the step's reset, or earlier work"
+        if self.reset is None:
+            cause = (
+                "a step whose state advances at every replay (a position, a cache) ran past "
+                "the end of a buffer: give it a step.reset (README: Steps with state)"
+            )
+        else:
+            cause = (
+                "the step's reset does not return all of its state to the start, or its "
+                f"buffers hold fewer than the {self.most_since_reset} replays a window takes"
+            )
+        first_line = (str(e).splitlines() or [""])[0]
+        return (
+            f"a CUDA error replaying the graph of {self.name} in {what} ({where}): "
+            f"{type(e).__name__}: {first_line}. Likely cause: {cause}. The CUDA context is "
+            "lost; nothing was written"
+        )
+
+
+def as_replayer(graph, name: str) -> Replayer:
+    return graph if isinstance(graph, Replayer) else Replayer(graph, name)

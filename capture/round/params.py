@@ -1,0 +1,84 @@
+"""The built-in round's parameters (`RoundParams`, a frozen dataclass: the one source of
+their defaults) and its variants. Plain data, no torch: the command line's parser reads it.
+(How a step is warmed up: capture/graph/settings.py; replays timed:
+capture/replay/settings.py; profiled: capture/profile/settings.py.)"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from graph_harness.capture.export.workload import ROUND_STEPS
+
+# What each variant runs: (pack, compaction).
+#   pack: "shipped" eight eager ops | "compiled" the same through torch.compile | "fused"
+#   compaction: "alloc-copy" allocate then copy into the retained buffers | "direct"
+VARIANTS: dict[str, tuple[str, str]] = {
+    "shipped": ("shipped", "alloc-copy"),
+    "shipped-compiled": ("compiled", "alloc-copy"),
+    "direct-compaction": ("shipped", "direct"),
+    "fused-pack": ("fused", "alloc-copy"),
+    "fused": ("fused", "direct"),
+}
+
+# The steps of one stage, in order; every node of a round belongs to one (stage, step).
+# Defined with the export's words (capture/export/workload.py), which analyses read.
+STEPS = ROUND_STEPS
+# The steps each part of a variant (pack, compaction) issues; the others are the same in
+# every variant.
+PART_STEPS = (("pack",), ("compaction", "copy"))
+
+
+@dataclass(frozen=True)
+class RoundParams:
+    """One decode round: `stages` distributed top-k stages of rank `rank` in `world`.
+
+    Each stage picks the top `k` of `rows` rows of `shard` indexer scores, packs them,
+    gathers `world` such slots, takes the global top `k`, and keeps its local records.
+    The defaults are the seed's setting."""
+
+    stages: int = 24
+    rows: int = 8
+    k: int = 2048
+    world: int = 8
+    rank: int = 0
+    shard: int = 8192
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("stages", "rows", "k", "world", "shard"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {v!r}")
+        if isinstance(self.rank, bool) or not isinstance(self.rank, int):
+            raise ValueError(f"rank must be an int, got {self.rank!r}")
+        if not 0 <= self.rank < self.world:
+            raise ValueError(f"rank must be in [0, world={self.world}), got {self.rank}")
+        if self.k > self.shard:
+            raise ValueError(f"k={self.k} must be <= shard={self.shard}: top-k of a shard")
+        if self.shard >= 2**31:
+            raise ValueError(f"shard must be < 2**31 (an int32 width), got {self.shard}")
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool):
+            raise ValueError(f"seed must be an int, got {self.seed!r}")
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+def steps_changed(a: str, b: str) -> set[str]:
+    """The steps whose nodes differ between variants `a` and `b`: those of every part
+    (pack, compaction) the two run differently."""
+    return {
+        step
+        for i, steps in enumerate(PART_STEPS)
+        if VARIANTS[a][i] != VARIANTS[b][i]
+        for step in steps
+    }
+
+
+def check_variant(variant: str) -> tuple[str, str]:
+    try:
+        return VARIANTS[variant]
+    except KeyError:
+        raise ValueError(
+            f"unknown variant {variant!r}; choose one of: {', '.join(VARIANTS)}"
+        ) from None

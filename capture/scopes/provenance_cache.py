@@ -1,0 +1,177 @@
+"""Inductor provenance kept for reuse: a compiled graph's provenance, recorded when it was
+compiled inside `module_scopes`, is offered again to every later capture that runs the
+same compiled code, so a second capture compiles nothing and still attributes by module.
+
+Why it is needed: under `module_scopes` an already compiled step is not compiled again
+(capture/scopes/modules.py keeps Dynamo's guards on its hooks passing), so no new provenance
+is written; what the first capture recorded must serve.
+
+How a record is keyed, so that it can never be paired with another graph: by the Dynamo
+cache entry that runs it. Each Inductor compile is recorded with the code object Dynamo
+was compiling (the frame's, e.g. `Transformer.forward`) and its compile id; once the
+compile has returned, the record is bound to the cache entry Dynamo made for it (the entry
+of that frame with that compile id; on a torch whose entries carry no id, the one entry
+that appeared during the compile) by the identity of the entry's transformed code. A record
+is offered only while that very entry is still in Dynamo's cache: a `torch._dynamo.reset()`,
+an eviction or a recompile that replaced it retires the record, and compile ids that
+restart after a reset cannot revive it. It is offered only to a capture whose model (or
+compiled function) the frame belongs to (its modules' forwards, and Dynamo's resume
+functions in their files). Among the live records offered, graph nodes are matched to
+entries by kernel name as for a fresh compile (capture/attribution/provenance_match.py).
+
+A compile whose record cannot be bound (no current Dynamo frame, no cache entry, several
+candidates) is kept as a reason, and a later capture of that frame says why its compiled
+nodes stayed in the enclosing scope. Dynamo's cache-entry list is a debugging API, as
+provenance is a prototype: anything unexpected degrades to "not kept", never to an error.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from dataclasses import dataclass, field
+from types import CodeType
+from typing import Any
+
+MAX_KEPT = 512  # records kept process-wide (the oldest go first)
+RESUME = "torch_dynamo_resume_in_"  # Dynamo's names for the code after a graph break
+
+
+def entries_of(code: CodeType | None) -> list[Any]:
+    if code is None:
+        return []
+    try:
+        from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+
+        return list(_debug_get_cache_entry_list(code))
+    except Exception:
+        return []
+
+
+def current_frame() -> tuple[CodeType | None, Any]:
+    """The code object Dynamo is compiling and the compile id (None where unknown); called
+    from inside a compile."""
+    code = cid = None
+    try:
+        from torch._dynamo.symbolic_convert import InstructionTranslator
+
+        code = InstructionTranslator.current_tx().f_code
+    except Exception:
+        code = None
+    try:
+        from torch._guards import CompileContext
+
+        cid = CompileContext.current_compile_id()
+    except Exception:
+        cid = None
+    return code, cid
+
+
+@dataclass
+class Pending:
+    """A compile seen, not yet bound to its cache entry."""
+
+    graph: Any  # provenance.CompiledGraph
+    frame: CodeType | None
+    compile_id: Any
+    before: list[CodeType] = field(default_factory=list)  # the frame's entries before it
+
+
+@dataclass
+class Kept:
+    graph: Any  # provenance.CompiledGraph, or None with `reason`
+    frame: weakref.ref
+    entry_code: weakref.ref | None
+    reason: str | None = None
+
+    def live(self) -> bool:
+        frame = self.frame()
+        code = self.entry_code() if self.entry_code is not None else None
+        return code is not None and any(e.code is code for e in entries_of(frame))
+
+
+_lock = threading.Lock()
+_kept: list[Kept] = []
+
+
+def pending(graph, frame: CodeType | None, compile_id) -> Pending:
+    return Pending(graph, frame, compile_id, [e.code for e in entries_of(frame)])
+
+
+def bind(p: Pending) -> str | None:
+    """Keep `p` for reuse, bound to its cache entry; None, or why it cannot be kept."""
+    if p.frame is None:
+        return "Dynamo's compiling frame could not be read"
+    entries = entries_of(p.frame)
+    with _lock:
+        taken = {id(k.entry_code()) for k in _kept if k.entry_code is not None}
+    if entries and hasattr(entries[0], "compile_id") and p.compile_id is not None:
+        mine = [e for e in entries if same_compile_id(e.compile_id, p.compile_id)]
+    else:
+        mine = [e for e in entries if all(e.code is not b for b in p.before)]
+    mine = [e for e in mine if id(e.code) not in taken]
+    reason = None
+    if len(mine) != 1:
+        reason = (
+            "Dynamo kept no cache entry for it"
+            if not mine
+            else "its Dynamo cache entry could not be told apart"
+        )
+    try:
+        record = Kept(
+            p.graph if reason is None else None,
+            weakref.ref(p.frame),
+            weakref.ref(mine[0].code) if reason is None else None,
+            reason,
+        )
+    except TypeError:  # a code object that takes no weak reference
+        return "its code takes no weak reference"
+    with _lock:
+        _kept.append(record)
+        del _kept[:-MAX_KEPT]
+    return reason
+
+
+def same_compile_id(a, b) -> bool:
+    try:
+        return a == b or str(a) == str(b)
+    except Exception:
+        return False
+
+
+def _belongs(frame: CodeType | None, codes: set[CodeType]) -> bool:
+    if frame is None:
+        return False
+    if frame in codes:
+        return True
+    return frame.co_name.startswith(RESUME) and frame.co_filename in {c.co_filename for c in codes}
+
+
+@dataclass(frozen=True)
+class Offered:
+    graphs: list  # provenance.CompiledGraph, live, of the given code
+    unkept: list[str]  # why some compiles of that code were not kept
+
+
+def offered(codes: set[CodeType], exclude: list | None = None) -> Offered:
+    """The kept graphs of frames in `codes` whose cache entries still run, newest first,
+    less `exclude` (graphs already in hand); and the reasons of records not kept."""
+    with _lock:
+        _kept[:] = [k for k in _kept if k.frame() is not None]
+        records = list(_kept)
+    skip = {id(g) for g in exclude or ()}
+    graphs, unkept = [], []
+    for k in reversed(records):
+        if not _belongs(k.frame(), codes):
+            continue
+        if k.graph is None:
+            unkept.append(k.reason)
+        elif id(k.graph) not in skip and k.live():
+            graphs.append(k.graph)
+    return Offered(graphs, unkept)
+
+
+def forget() -> None:
+    """Drop every record (tests; a fresh process starts empty)."""
+    with _lock:
+        _kept.clear()

@@ -1,0 +1,151 @@
+"""Scopes: label the work between two points, so every node can be attributed.
+
+Scopes nest. Each opening and closing is a boundary; the recorder keeps, for every
+boundary, which scopes were open in the interval that ends there (outermost first). On a
+capturing CUDA stream it also reads the capture's dependency frontier at each boundary;
+after capture, a node belongs to the interval of the first boundary whose frontier has it
+as an ancestor (a nested scope's nodes are the ancestors of its end minus those of its
+begin), and its scope is the innermost one open then. On the CPU dispatch counter a scope
+is just the stack of labels attached to each op as it is dispatched.
+
+While torch.compile traces (Dynamo), scopes do nothing and are not traced: a compiled
+region never breaks on them, `fullgraph=True` included.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from dataclasses import dataclass, field
+
+import torch
+
+UNSCOPED = "unscoped"
+
+
+@dataclass(frozen=True)
+class ScopeKey:
+    stage: int | None
+    step: str
+
+    @property
+    def label(self) -> str:
+        return self.step if self.stage is None else f"stage{self.stage}/{self.step}"
+
+
+@dataclass
+class ScopeMark:
+    """One boundary: the scopes open in the interval that ends here, outermost first, and
+    (on a capturing stream) the frontier node handles at this point."""
+
+    stack: tuple[ScopeKey, ...]
+    frontier: list[int] = field(default_factory=list)
+
+
+class Recorder:
+    """Collects boundaries. `frontier` is called at each one (None: labels only)."""
+
+    def __init__(self, frontier=None) -> None:
+        self.frontier = frontier
+        self.marks: list[ScopeMark] = []
+        self.stack: list[ScopeKey] = []
+        self.failed_in: ScopeKey | None = None  # the scope an exception escaped from
+
+    @property
+    def current(self) -> ScopeKey | None:
+        return self.stack[-1] if self.stack else None
+
+    def _boundary(self) -> None:
+        mark = ScopeMark(tuple(self.stack))
+        if self.frontier is not None:
+            mark.frontier = self.frontier()
+        self.marks.append(mark)
+
+    def open(self, key: ScopeKey) -> None:
+        self._boundary()
+        self.stack.append(key)
+
+    def close(self, key: ScopeKey, *, failing: bool = False) -> None:
+        """Close `key` and anything left open inside it (a scope an exception escaped
+        from, whose closing was never seen). `failing`: an exception is leaving the scope:
+        its boundary is recorded if it can be, but a frontier that cannot be read (the
+        exception broke the capture) never replaces the exception that broke it."""
+        if key not in self.stack:
+            return
+        if failing:
+            with contextlib.suppress(Exception):  # the exception on its way up says why
+                self._boundary()
+        else:
+            self._boundary()
+        while self.stack and self.stack.pop() != key:
+            pass
+
+    def innermost_failed(self) -> ScopeKey | None:
+        return self.failed_in or self.current
+
+
+# The recorder of the capture in progress, per thread and task: capture runs beside other
+# threads (NCCL's watchdog, a user's), which must neither see nor disturb it.
+_active: contextvars.ContextVar[Recorder | None] = contextvars.ContextVar(
+    "graph_harness_scope_recorder", default=None
+)
+
+
+class recording:
+    """Make `recorder` the active one for the work inside (captures do not nest)."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        self.recorder = recorder
+
+    def __enter__(self) -> Recorder:
+        if _active.get() is not None:
+            raise RuntimeError("a scope recorder is already active; captures do not nest")
+        self._token = _active.set(self.recorder)
+        return self.recorder
+
+    def __exit__(self, *exc) -> bool:
+        _active.reset(self._token)
+        return False
+
+
+def active_recorder() -> Recorder | None:
+    return _active.get()
+
+
+class scope:
+    """Attribute the work inside to (stage, step), nested in any scope already open.
+
+    A no-op when nothing is recording (user code can keep its scopes in production
+    paths), and while torch.compile traces (no graph break, nothing traced). A class,
+    not a generator, so Dynamo sees two plain calls that return at once."""
+
+    def __init__(self, step: str, stage: int | None = None) -> None:
+        self.step, self.stage = step, stage  # the key is made only when recording
+        self._rec: Recorder | None = None
+
+    @property
+    def key(self) -> ScopeKey:
+        return ScopeKey(self.stage, self.step)
+
+    def __enter__(self) -> None:
+        if torch.compiler.is_compiling():
+            return
+        self._rec = _active.get()
+        if self._rec is not None:
+            self._rec.open(self.key)
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if torch.compiler.is_compiling():
+            return False
+        rec, self._rec = self._rec, None
+        if rec is None:
+            return False
+        if exc_type is not None and rec.failed_in is None:
+            rec.failed_in = self.key
+        rec.close(self.key, failing=exc_type is not None)
+        return False
+
+
+def current_stack() -> tuple[ScopeKey, ...]:
+    rec = _active.get()
+    return tuple(rec.stack) if rec is not None else ()

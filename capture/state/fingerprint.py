@@ -1,0 +1,253 @@
+"""What a step's state is, exactly, at one moment: every tensor and host value reachable
+from the step, by a readable name, held bit for bit (small tensors) or as an exact digest
+(large ones), so two moments can be compared.
+
+What is reachable (a bounded walk, first name wins when one object is reached twice):
+- `output ...`: what the step returned (tensors, and those inside tuples, lists, dicts and
+  objects such as a transformers ModelOutput);
+- `module parameter NAME`, `module buffer NAME`, `module attribute NAME`: `step.module`'s
+  parameters, buffers and plain tensor attributes of its submodules;
+- `closure NAME ...`, `attribute NAME ...`, `global NAME ...`, `self NAME ...`: the step's
+  closure cells, its own attributes, the module globals its code names, a bound method's
+  object; and through them, objects' attributes, list items and dict entries (a
+  transformers StaticCache in the closure is `closure cache.layers.0.keys`), functions'
+  closures, and host values (ints, floats, bools: `closure state.t`).
+
+Digests. A tensor of at most CLONE_MAX_BYTES is cloned (up to CLONE_BUDGET_BYTES per
+fingerprint: a model that nearly fills its GPU must still warm up), so a change can be
+shown element by element; check keeps its clones on the host, where any tensor is cloned
+up to HOST_CLONE_BUDGET_BYTES in all. A larger one, or one past the budget, is hashed on its
+own device (capture/state/digest.py: exact but for a collision bound of 2^-66 per 4 MiB piece).
+A fingerprint's work is queued on the current stream (check's, kept on the host, waits
+for it); comparing two reads back and syncs.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import types
+from dataclasses import dataclass, field
+
+import torch
+
+from graph_harness.capture.state.digest import digest
+
+CLONE_MAX_BYTES = 4 << 20  # a tensor up to this size is cloned, not hashed
+CLONE_BUDGET_BYTES = 64 << 20  # clones per fingerprint kept on the device, in all
+HOST_CLONE_BUDGET_BYTES = 256 << 20  # clones per fingerprint kept on the host (check's)
+MAX_DEPTH = 8  # attribute, item and closure hops from a root
+MAX_OBJECTS = 20_000  # objects visited per walk
+MAX_ITEMS = 1_000  # items read from one list, tuple or dict
+HOST = (bool, int, float)  # host values watched
+_SKIP_ATTRS = {"module", "reset", "__wrapped__"}
+
+
+@dataclass
+class Seen:
+    """One watched value. `meta`: for a tensor (address, shape, strides, dtype, device),
+    for a host value its type's name; `value`: the clone, the digest ([pieces, 2] int64)
+    or the host value."""
+
+    name: str
+    meta: tuple
+    value: object
+    hashed: bool = False
+    output: bool = False
+
+    @property
+    def host(self) -> bool:
+        return not isinstance(self.value, torch.Tensor)
+
+
+@dataclass
+class Fingerprint:
+    seen: dict[str, Seen] = field(default_factory=dict)
+    truncated: bool = False  # the walk stopped at a bound: some state is not watched
+
+    def tensors(self) -> int:
+        return sum(not s.host for s in self.seen.values())
+
+
+# --- the walk ---------------------------------------------------------------------------
+
+
+def reachable(step, output=None, *, with_output: bool = True):
+    """(name, value, is_output) for every tensor and host value reachable from `step`
+    (and, last, its `output`), in a stable order; and whether a bound stopped the walk.
+    The state's names do not depend on the output: an output that is also state (a
+    static buffer the step returns) is listed twice, once under each name."""
+    walk = _Walk()
+    module = getattr(step, "module", None)
+    if isinstance(module, torch.nn.Module):
+        walk.module("module", module)
+    for prefix, value in _roots(step):
+        walk.visit(prefix, value, 1)
+    if with_output:
+        walk.ids = set()  # the output is walked afresh
+        walk.visit("output", output, 0, output=True)
+    return walk.found, walk.truncated
+
+
+def _roots(step):
+    fn = inspect.unwrap(step) if callable(step) else step  # through functools.wraps
+    if isinstance(fn, functools.partial):
+        yield from ((f"argument {i}", a) for i, a in enumerate(fn.args))
+        yield from ((f"argument {k}", v) for k, v in fn.keywords.items())
+        fn = fn.func
+    if isinstance(fn, types.MethodType):
+        yield from _attributes("self", fn.__self__)
+        fn = fn.__func__
+    if isinstance(fn, types.FunctionType):
+        yield from _closure("closure", fn)
+        yield from _attributes("attribute", fn)
+        code, glob = fn.__code__, fn.__globals__
+        for name in code.co_names:
+            if name in glob and _worth(glob[name]):
+                yield f"global {name}", glob[name]
+    elif not isinstance(fn, types.BuiltinFunctionType):
+        yield from _attributes("attribute", fn)
+
+
+def _closure(prefix: str, fn: types.FunctionType):
+    for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
+        try:
+            yield f"{prefix} {name}", cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+
+
+def _attributes(prefix: str, obj):
+    try:
+        d = getattr(obj, "__dict__", None)
+    except Exception:  # an object whose attribute lookup misbehaves: not ours to read
+        return
+    if isinstance(d, dict):
+        for k, v in list(d.items()):
+            if isinstance(k, str) and k not in _SKIP_ATTRS and not k.startswith("__"):
+                yield f"{prefix} {k}", v
+    slots = getattr(type(obj), "__slots__", ())
+    for k in (slots,) if isinstance(slots, str) else slots:
+        if isinstance(k, str) and not k.startswith("__"):
+            try:
+                yield f"{prefix} {k}", getattr(obj, k)
+            except AttributeError:  # a slot never set
+                continue
+
+
+def _worth(v) -> bool:
+    """Worth walking into: not code, classes or modules (a global `torch` or `F`)."""
+    skip = types.ModuleType | type | types.BuiltinFunctionType | types.FunctionType
+    return not isinstance(v, skip)
+
+
+class _Walk:
+    def __init__(self) -> None:
+        self.found: list[tuple[str, object, bool]] = []
+        self.ids: set[int] = set()
+        self.objects = 0
+        self.truncated = False
+
+    def module(self, name: str, m: torch.nn.Module) -> None:
+        if id(m) in self.ids:
+            return
+        self.ids.add(id(m))
+        for qn, p in m.named_parameters():
+            self.tensor(f"{name} parameter {qn}", p, False)
+        for qn, b in m.named_buffers():
+            self.tensor(f"{name} buffer {qn}", b, False)
+        for qn, sub in m.named_modules():
+            for k, v in vars(sub).items():  # plain tensors (a rotary cache kept unregistered)
+                if isinstance(v, torch.Tensor) and not k.startswith("_"):
+                    self.tensor(f"{name} attribute {qn + '.' if qn else ''}{k}", v, False)
+
+    def tensor(self, name: str, t: torch.Tensor, output: bool) -> None:
+        if id(t) not in self.ids:
+            self.ids.add(id(t))
+            self.found.append((name, t, output))
+
+    def visit(self, name: str, v, depth: int, output: bool = False) -> None:
+        if v is None or isinstance(v, str | bytes):
+            return
+        if isinstance(v, torch.Tensor):
+            self.tensor(name, v, output)
+            return
+        if isinstance(v, HOST):
+            self.found.append((name, v, output))
+            return
+        if id(v) in self.ids:
+            return
+        if depth >= MAX_DEPTH or self.objects >= MAX_OBJECTS:
+            self.truncated = True
+            return
+        self.ids.add(id(v))
+        self.objects += 1
+        if isinstance(v, torch.nn.Module):
+            self.module(name, v)
+            return
+        for sub, item in self._items(name, v):
+            self.visit(sub, item, depth + 1, output)
+
+    def _items(self, name: str, v):
+        if isinstance(v, dict):
+            items = list(v.items())
+            if len(items) > MAX_ITEMS:
+                self.truncated, items = True, items[:MAX_ITEMS]
+            for k, item in items:
+                yield f"{name}.{k}" if isinstance(k, str | int) else f"{name}[{k!r}]", item
+        elif isinstance(v, list | tuple):
+            if len(v) > MAX_ITEMS:
+                self.truncated = True
+            for i, item in enumerate(v[:MAX_ITEMS]):
+                yield f"{name}.{i}", item
+        elif isinstance(v, types.FunctionType):
+            for sub, item in _closure("", v):
+                yield f"{name}.{sub.strip()}", item
+        elif _ours_to_read(v):
+            for sub, item in _attributes("", v):
+                yield f"{name}.{sub.strip()}", item
+
+
+def _ours_to_read(v) -> bool:
+    """An object whose attributes are the user's state: not torch's internals (a compiled
+    function's dynamo context, a CUDA graph, streams), not code, classes or modules."""
+    if isinstance(v, types.ModuleType | type | types.BuiltinFunctionType | types.MethodType):
+        return False
+    if isinstance(v, set | frozenset | range | torch.dtype | torch.device | torch.Generator):
+        return False
+    mod = type(v).__module__ or ""
+    return not (mod == "torch" or mod.startswith(("torch.", "torch_", "builtins")))
+
+
+# --- digests ----------------------------------------------------------------------------
+
+
+def fingerprint(
+    step, output=None, *, with_output: bool = True, clone_to: str | None = None
+) -> Fingerprint:
+    """The step's state (and `output`) now; see the module docstring. `clone_to`: where
+    clones are kept ("cpu": off the device, so they take none of its free memory)."""
+    found, truncated = reachable(step, output, with_output=with_output)
+    fp = Fingerprint(truncated=truncated)
+    budget = HOST_CLONE_BUDGET_BYTES if clone_to else CLONE_BUDGET_BYTES
+    cap = budget if clone_to else CLONE_MAX_BYTES
+    for name, v, is_output in found:
+        if not isinstance(v, torch.Tensor):
+            fp.seen[name] = Seen(name, (type(v).__name__,), v, output=is_output)
+            continue
+        try:
+            if v.layout != torch.strided or v.device.type == "meta":
+                continue
+            meta = (v.data_ptr(), tuple(v.shape), v.stride(), v.dtype, v.device)
+            nbytes = v.numel() * v.element_size()
+            if nbytes <= cap and nbytes <= budget:
+                budget -= nbytes
+                held = v.detach().to(clone_to, copy=True) if clone_to else v.detach().clone()
+                fp.seen[name] = Seen(name, meta, held, output=is_output)
+            else:
+                d = digest(v)
+                d = d.to(clone_to) if clone_to else d
+                fp.seen[name] = Seen(name, meta, d, hashed=True, output=is_output)
+        except (RuntimeError, TypeError, NotImplementedError, AttributeError):
+            fp.truncated = True  # a tensor subclass with no plain storage to read
+    return fp

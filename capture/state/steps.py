@@ -1,0 +1,265 @@
+"""Steps with state: the reset protocol, and whether a step repeats.
+
+A decode step advances: a position, a cache row, a counter. Replayed many times, its
+graph advances too, until it writes past a buffer's end (a device-side assert that takes
+the CUDA context with it) or measures a step that is no longer yours. graph-harness
+handles it in two ways:
+
+- **`step.reset`**: the factory may set a zero-argument callable on the step it returns
+  (as it sets `step.module`). graph-harness runs it eagerly, outside any graph, before
+  each warm-up call, before each run of replays (a timed trial, a profiled window, each
+  of check's replays), before check's eager call, and once at the end of every command
+  or API call that ran the step, leaving it in its starting state. It must reset in
+  place (`pos.zero_()`, `cache.copy_(start)`): a graph keeps the addresses it captured,
+  so a tensor rebound to a new one is never seen by it. A reset, not a snapshot of
+  tensors restored by us: only you know the whole state (host counters, a cache object's
+  bookkeeping, Python-side positions, an RNG of your own); restoring the tensors we
+  guessed at would miss the host side and could silently measure another step.
+- **Repeatability, from the warm-ups alone** (no extra calls of your step): after each of
+  the last two warm-ups (each after the reset, if any), the step's outputs and reachable
+  state are fingerprinted (capture/state/fingerprint.py); equal, the step repeats. The default
+  generators are set to one state before each of the two: random numbers are no state
+  to manage, since torch registers its generator with a graph and each replay draws anew.
+  A step that does not repeat and has no reset is refused by whatever replays it many
+  times (StepStateError, one line naming what changed and the fix). Fewer than two
+  warm-ups: unknown, and said so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from graph_harness.capture.errors import UsageError
+from graph_harness.capture.state.changes import Change, compare, names, replaced_by
+from graph_harness.capture.state.fingerprint import Fingerprint, fingerprint
+
+FIX = (
+    "give the step a reset: set `step.reset` to a zero-argument function that returns its "
+    "state to the start, in place (README: Steps with state)"
+)
+
+
+class StepStateError(UsageError, ValueError):
+    """The step cannot be replayed many times as it stands (it does not repeat and has
+    no `step.reset`), or its `step.reset` is not callable: a usage error (exit 2)."""
+
+
+def reset_of(step) -> Callable[[], object] | None:
+    """The step's `step.reset`, or None; StepStateError if it is not callable."""
+    r = getattr(step, "reset", None)
+    if r is not None and not callable(r):
+        raise StepStateError(
+            f"step.reset is a {type(r).__name__}, not a function: set it to a zero-argument "
+            "function that returns the step to its starting state (README: Steps with state)"
+        )
+    return r
+
+
+# --- random number generators -------------------------------------------------------------
+
+
+def rng_state() -> dict[str, torch.Tensor]:
+    """The default generators' states: the CPU's, and the current CUDA device's once CUDA
+    is in use (reading it does not start CUDA)."""
+    out = {"cpu": torch.random.get_rng_state()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        i = torch.cuda.current_device()
+        out[f"cuda:{i}"] = torch.cuda.get_rng_state(i)
+    return out
+
+
+def set_rng_state(saved: dict[str, torch.Tensor]) -> None:
+    for where, s in saved.items():
+        if where == "cpu":
+            torch.random.set_rng_state(s)
+        else:
+            torch.cuda.set_rng_state(s, where)
+
+
+def rng_moved(before: dict[str, torch.Tensor], after: dict[str, torch.Tensor]) -> list[str]:
+    """Which default generators a call drew from, in words."""
+    out = []
+    for where, a in before.items():
+        b = after.get(where)
+        if b is None or torch.equal(a, b):
+            continue
+        if where == "cpu":
+            out.append("the CPU default generator")
+        else:  # a CUDA state is its seed then its Philox offset, 8 bytes each
+            step = int.from_bytes(bytes(b[8:16].tolist()), "little", signed=True)
+            step -= int.from_bytes(bytes(a[8:16].tolist()), "little", signed=True)
+            out.append(f"the CUDA default generator ({where}: Philox offset +{step})")
+    return out
+
+
+# --- repeatability ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Repeatability:
+    """What the warm-ups showed. `repeatable`: None when there were fewer than two.
+    `changed`: what differed between the last two; `in_a_call`: the state one call
+    changes from its starting state (after the reset, if any); `rebound`: state tensors a
+    call rebinds to new ones; `replaced_by_reset`: those the reset rebound rather than
+    reset in place; `rng`: generators a call drew from."""
+
+    warmups: int
+    reset: bool
+    repeatable: bool | None
+    changed: tuple[Change, ...] = ()
+    in_a_call: tuple[Change, ...] = ()
+    rebound: tuple[str, ...] = ()
+    replaced_by_reset: tuple[str, ...] = ()
+    rng: tuple[str, ...] = ()
+    tensors: int = 0
+    host_values: int = 0
+    truncated: bool = False
+
+    @property
+    def nondeterministic(self) -> bool:
+        """Two calls from one starting state differ: kernels that are not deterministic
+        (atomics), or a reset that misses some state."""
+        return self.reset and self.repeatable is False
+
+    def summary(self) -> str:
+        """ "repeats (...)", "does not repeat (...)" or "unknown (...)", with the why."""
+        start = "from its reset" if self.reset else "one after the other"
+        if self.repeatable is None:
+            return (
+                f"unknown ({self.warmups} warm-up{'s' * (self.warmups != 1)}; telling "
+                "takes 2 or more: --warmup 2)"
+            )
+        watched = f"{self.tensors} tensors and {self.host_values} host values watched"
+        if self.repeatable:
+            return f"repeats (its last two of {self.warmups} warm-ups, {start}, agree; {watched})"
+        differ = names(list(self.changed))
+        return f"does not repeat ({start}, its last two warm-ups differ in {differ})"
+
+    def refusal(self, name: str) -> str | None:
+        """The one line refusing many replays of this step, or None if they are safe."""
+        if self.repeatable is not False or self.reset:
+            return None
+        state = [c for c in self.changed if not c.output]
+        outputs = any(c.output for c in self.changed)
+        what = names(state) if state else "its outputs"
+        also = " (and so did its outputs)" if state and outputs else ""
+        return (
+            f"{name} does not repeat and has no step.reset: between its last two warm-ups "
+            f"{what} changed{also}; replayed many times, its graph would carry that on (past "
+            f"the end of a buffer, or measuring another step than yours): {FIX}"
+        )
+
+    def notes(self, name: str) -> list[str]:
+        """What a person should know before its graph is replayed, one line each."""
+        out = []
+        if self.repeatable is None:
+            out.append(f"whether {name} repeats is {self.summary()}; replaying it as it is")
+        if self.nondeterministic:
+            out.append(
+                f"{name}: two warm-ups from its reset state differ "
+                f"({names(list(self.changed))}): kernels that are not deterministic, or a "
+                "reset that misses some state"
+            )
+        if self.rebound:
+            out.append(
+                f"{name} rebinds {', '.join(self.rebound[:3])} to new tensors at every call: "
+                "its graph keeps reading the ones its capture saw (check compares the two)"
+            )
+        if self.replaced_by_reset:
+            out.append(
+                f"{name}'s reset rebound {', '.join(self.replaced_by_reset[:3])} to new tensors "
+                "instead of resetting them in place: its graph keeps reading the ones it captured"
+            )
+        if self.truncated:
+            out.append(f"the walk over {name}'s state stopped at a bound: some is not watched")
+        return out
+
+    def to_dict(self) -> dict:
+        return {
+            "warmups": self.warmups,
+            "reset": self.reset,
+            "repeatable": self.repeatable,
+            "summary": self.summary(),
+            "changed": [c.to_dict() for c in self.changed],
+            "in_a_call": [c.to_dict() for c in self.in_a_call],
+            "rebound": list(self.rebound),
+            "replaced_by_reset": list(self.replaced_by_reset),
+            "rng": list(self.rng),
+            "tensors": self.tensors,
+            "host_values": self.host_values,
+            "truncated": self.truncated,
+        }
+
+
+def require_repeatable(rep: Repeatability | None, name: str) -> None:
+    """Before many replays: StepStateError with the one line if the step cannot take them."""
+    line = rep.refusal(name) if rep is not None else None
+    if line:
+        raise StepStateError(line)
+
+
+class StateWatch:
+    """The warm-up hooks (capture/graph/capture.py `warm_up`): the step reset before each
+    call; with `watch`, the last two fingerprinted and judged (`repeatability`). `finish`
+    ends a capture: the verdict if the warm-ups gave none, and the closing reset."""
+
+    def __init__(self, step, *, watch: bool = True) -> None:
+        self.step = step
+        self.reset = reset_of(step)
+        self.watch = watch
+        self.repeatability: Repeatability | None = None
+        self._prints: dict[str, Fingerprint] = {}
+        self._rng: dict[str, torch.Tensor] = {}
+        self._drawn: list[str] = []
+
+    def _watched(self, i: int, n: int) -> bool:
+        return self.watch and n >= 2 and i >= n - 2
+
+    def before(self, i: int, n: int) -> None:
+        if self.reset is not None:
+            self.reset()
+        if not self._watched(i, n):
+            return
+        if i == n - 2:
+            self._rng = rng_state()
+        else:  # the last draws what the one before drew
+            set_rng_state(self._rng)
+            if self.reset is not None:
+                self._prints["start"] = fingerprint(self.step, with_output=False)
+        self._before = rng_state()
+
+    def after(self, i: int, n: int, output) -> None:
+        if not self._watched(i, n):
+            return
+        self._drawn = rng_moved(self._before, rng_state())
+        self._prints["second" if i == n - 2 else "last"] = fingerprint(self.step, output)
+        if i == n - 1:
+            self.repeatability = self._judge(n)
+            self._prints.clear()
+
+    def _judge(self, n: int) -> Repeatability:
+        a, b = self._prints["second"], self._prints["last"]
+        start = self._prints.get("start", a)
+        changed = compare(a, b)
+        return Repeatability(
+            warmups=n,
+            reset=self.reset is not None,
+            repeatable=not changed,
+            changed=tuple(changed),
+            in_a_call=tuple(compare(start, b, outputs=False)),
+            rebound=tuple(replaced_by(start, b)),
+            replaced_by_reset=tuple(replaced_by(a, start)) if self.reset else (),
+            rng=tuple(self._drawn),
+            tensors=b.tensors(),
+            host_values=len(b.seen) - b.tensors(),
+            truncated=a.truncated or b.truncated,
+        )
+
+    def finish(self, warmup: int) -> None:
+        if self.repeatability is None:
+            self.repeatability = Repeatability(warmup, self.reset is not None, None)
+        if self.reset is not None:
+            self.reset()

@@ -1,0 +1,15 @@
+"""The graph-harness command line: the program (parser, main, exit codes, signals), its
+subcommands, the flags and console they share, and loading a user's --target.
+
+- program.py: build_parser, main (`graph_harness.reports.cli:main`, the console script)
+- commands/: one module per subcommand, its flags beside what it does
+- args.py, console.py: the flags several subcommands share; streams, banner, usage errors
+- target.py, user_imports.py, user_stdout.py: --target loaded, its imports, its stdout
+
+May import: all of capture and reports. Building the parser imports no torch, pandas,
+matplotlib or Triton: what a command needs is imported when it runs.
+"""
+
+from graph_harness.reports.cli.program import main
+
+__all__ = ["main"]

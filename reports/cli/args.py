@@ -1,0 +1,153 @@
+"""The flags several subcommands share, added to a subcommand's parser: round parameters,
+timing settings, output folder, --json, --module-scopes, and the number parsers behind them.
+Each command module's add_parser picks the ones it takes."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+
+from graph_harness.capture.graph.settings import StepSettings
+from graph_harness.capture.replay.settings import ReplaySettings
+from graph_harness.capture.round.params import RoundParams
+
+
+def round_args(p: argparse.ArgumentParser) -> None:
+    d = RoundParams()  # the one source of defaults; None here means "not given"
+    g = p.add_argument_group("round parameters (the built-in decode round)")
+    for f in dataclasses.fields(RoundParams):
+        g.add_argument(
+            f"--{f.name}", type=int, default=None, help=f"(default {getattr(d, f.name)})"
+        )
+
+
+def positive(minimum: int):
+    """An argparse type: a whole number >= `minimum`, else a usage error saying so."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = minimum - 1
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected a whole number >= {minimum}, got {text!r}")
+        return value
+
+    return parse
+
+
+def out_args(p: argparse.ArgumentParser, required: bool = False) -> None:
+    p.add_argument(
+        "--out",
+        type=Path,
+        required=required,
+        help="output folder: new, empty, or one graph-harness wrote before (then with --force)",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an output folder graph-harness wrote (never any other folder)",
+    )
+
+
+def json_arg(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument(
+        "--json", action="store_true", help=f"print {what} as one JSON document on stdout"
+    )
+
+
+def timing_args(
+    p: argparse.ArgumentParser, settings=ReplaySettings, title: str = "replay settings"
+) -> None:
+    """Flags made from the settings' fields that carry help; None means "not given"."""
+    d = settings()
+    g = p.add_argument_group(title)
+    for f in dataclasses.fields(settings):
+        if "help" not in f.metadata:
+            continue
+        default = getattr(d, f.name)
+        shown = " ".join(map(str, default)) if isinstance(default, tuple) else default
+        g.add_argument(
+            f"--{f.name}",
+            type=positive(f.metadata["min"]),
+            nargs="+" if isinstance(default, tuple) else None,
+            default=None,
+            help=f"{f.metadata['help']} (default {shown})",
+        )
+
+
+BLOCKS = "blocks"  # --module-scopes without DEPTH: one row per repeated block (layer)
+
+
+def module_scopes_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--module-scopes",
+        nargs="?",
+        const=BLOCKS,
+        default=False,
+        type=depth,
+        metavar="DEPTH",
+        help="with --target: attribute nodes to the model's modules by qualified name "
+        "(model.layers.3.self_attn). Every level is recorded; the tables show DEPTH parts of "
+        "the name (a ModuleList is a part: layers.3 is 2, HF's model.layers.3 is 3), 'all' "
+        "for every level; default: one row per decoder layer (the model's repeated blocks). "
+        "The step FUNCTION() returns must carry the model as `step.module`",
+    )
+
+
+def depth(text: str) -> int | str | None:
+    """--module-scopes' DEPTH: "all" (every level) as None, BLOCKS as itself (no DEPTH
+    given), else a whole number >= 1."""
+    if text == "all":
+        return None
+    if text == BLOCKS:
+        return BLOCKS
+    try:
+        d = int(text)
+    except ValueError:
+        d = 0
+    if d < 1:
+        raise argparse.ArgumentTypeError(
+            f"DEPTH must be an int >= 1 (parts of a qualified name: layers.3 is 2) or 'all', "
+            f"got {text!r}"
+        )
+    return d
+
+
+def shown_depth(flag, exports) -> int | None:
+    """The depth the tables cut the scope tree at: --module-scopes' DEPTH; without DEPTH,
+    the exports' block depth (one row per layer; every level where no blocks were found);
+    None (every level) for 'all' and without --module-scopes."""
+    if flag != BLOCKS:
+        return None if flag is False else flag
+    depths = [e.options.get("block_depth") for e in exports]
+    return max((d for d in depths if d is not None), default=None)
+
+
+def warmup_arg(p: argparse.ArgumentParser) -> None:
+    """`--warmup N`: the step's warm-up calls (StepSettings holds the default)."""
+    f = next(f for f in dataclasses.fields(StepSettings) if f.name == "warmup")
+    p.add_argument(
+        "--warmup",
+        dest="step_warmup",  # not ProfileSettings.warmup, the replays' own warm-up
+        type=positive(f.metadata["min"]),
+        default=None,
+        metavar="N",
+        help=f"with --target: {f.metadata['help']} (default {StepSettings().warmup})",
+    )
+
+
+def check_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="with --target: also check that the graph computes what the step computes, as "
+        "`graph-harness check` does; if it does not, print the findings, write nothing, exit 1",
+    )
+
+
+def step_warmup(args) -> int:
+    """--warmup, or the default."""
+    v = getattr(args, "step_warmup", None)
+    return StepSettings().warmup if v is None else v

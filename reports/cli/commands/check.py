@@ -1,0 +1,105 @@
+"""`graph-harness check`: does the captured graph compute what your step computes? Your
+step run eagerly and its graph replayed from one starting state, outputs and state
+compared bit for bit; also what its warm-ups show (does it repeat, what a call changes),
+host copies in the graph, random numbers drawn. On the CPU, the warm-ups' part only."""
+
+from __future__ import annotations
+
+import argparse
+
+from graph_harness.reports.cli.args import (
+    json_arg,
+    module_scopes_arg,
+    out_args,
+    step_warmup,
+    warmup_arg,
+)
+from graph_harness.reports.cli.console import IO, banner, staged, wrote
+
+CHECK_SCHEMA = "graph-harness/check"
+
+
+def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    c = sub.add_parser(
+        "check",
+        parents=[common],
+        help="does your step's graph compute what the step computes? (eager against replay)",
+    )
+    c.add_argument(
+        "--target",
+        required=True,
+        metavar="MODULE:FUNCTION",
+        help="the step to check. IMPORTS AND RUNS your code, as count --target: the module, "
+        "FUNCTION(), its warm-ups and capture, one eager call and two replays (GPU)",
+    )
+    module_scopes_arg(c)
+    warmup_arg(c)
+    json_arg(c, "the check")
+    out_args(c)
+
+
+def run(args, io: IO) -> int:
+    from graph_harness.reports.cli.commands.count import capture_target
+
+    with staged(args, io) as tmp:
+        banner(io)
+        got = capture_target(args.target, args.module_scopes, io, warmup=step_warmup(args))
+        results = {"target": check_target(got)}
+        if tmp is not None:
+            got.export.write_json(tmp / "nodes-target.json")
+            write_checks(tmp, results)
+        show_checks(io, results)  # before the commit, as count's
+    wrote(io, args, "the check")
+    if not results["target"].passed:
+        io.note(results["target"].verdict())
+        return 1
+    return 0
+
+
+def check_target(got):
+    """Check a captured target (count.capture_target with watch=True)."""
+    from graph_harness.capture.check.step import check_captured
+
+    return check_captured(
+        got.target.step, got.export, got.captured, got.watch.repeatability, name=got.target.spec
+    )
+
+
+def check_doc(results: dict) -> dict:
+    return {
+        "schema": CHECK_SCHEMA,
+        "schema_version": 1,
+        "checks": {name: r.to_dict() for name, r in results.items()},
+    }
+
+
+def write_checks(folder, results: dict) -> None:
+    import json
+
+    from graph_harness.capture.files import write_atomic
+
+    text = json.dumps(check_doc(results), indent=1, allow_nan=False) + "\n"
+    write_atomic(folder / "check.json", text)
+
+
+def show_checks(io: IO, results: dict, *, json_too: bool = True) -> None:
+    """The findings tables and verdicts (stdout), or the check document with --json."""
+    from graph_harness.reports.check_tables import findings_table
+
+    if io.json:
+        if json_too:
+            io.print_json(check_doc(results))
+        return
+    for r in results.values():
+        io.out.print(findings_table(r))
+        io.out.print(r.verdict(), markup=False)
+
+
+def gate(io: IO, results: dict) -> None:
+    """--check on count and profile: a failed check prints its findings and stops the
+    command (CheckFailed: exit 1, nothing written)."""
+    from graph_harness.capture.check.step import gate as failed
+
+    if any(not r.passed for r in results.values()):
+        show_checks(io, results)
+    failed(results)

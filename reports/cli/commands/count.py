@@ -1,0 +1,284 @@
+"""`graph-harness count`: the built-in round's variants, your own step, or every rank."""
+
+from __future__ import annotations
+
+import argparse
+from contextlib import nullcontext
+from dataclasses import dataclass
+
+from graph_harness.capture.round.params import VARIANTS
+from graph_harness.reports.cli.args import (
+    check_arg,
+    json_arg,
+    module_scopes_arg,
+    out_args,
+    round_args,
+    shown_depth,
+    step_warmup,
+    warmup_arg,
+)
+from graph_harness.reports.cli.console import (
+    IO,
+    UsageError,
+    banner,
+    given_round_flags,
+    refuse,
+    round_params,
+    staged,
+    wrote,
+)
+
+COUNT_SCHEMA = "graph-harness/count"
+
+
+def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    c = sub.add_parser(
+        "count", parents=[common], help="capture the decode round (or --target) and count nodes"
+    )
+    round_args(c)
+    c.add_argument(
+        "--variant",
+        action="append",
+        choices=list(VARIANTS),
+        help="variant to count; repeat for several (default: all)",
+    )
+    c.add_argument(
+        "--target",
+        metavar="MODULE:FUNCTION",
+        help="count your own step instead. IMPORTS AND RUNS your code: the module (by name, "
+        "the current folder searched last, or as path/to/file.py), then FUNCTION(), which "
+        "returns the zero-argument step to capture",
+    )
+    module_scopes_arg(c)
+    warmup_arg(c)
+    check_arg(c)
+    c.add_argument(
+        "--pdl",
+        action="store_true",
+        help="launch the harness's Triton kernels with programmatic dependent launch",
+    )
+    c.add_argument("--per-stage", action="store_true", help="print each variant's stage table")
+    c.add_argument(
+        "--distributed",
+        action="store_true",
+        help="one process per rank under torchrun: a real all-gather (NCCL on "
+        "GPUs, gloo on CPU); world and rank come from the process group",
+    )
+    json_arg(c, "the exports")
+    out_args(c)
+
+
+def check_flags(args) -> None:
+    if args.json and args.per_stage:
+        raise UsageError("--per-stage shapes the tables, which --json replaces: drop one")
+    if args.target:
+        flags = given_round_flags(args)
+        flags += ["--variant"] * bool(args.variant) + ["--pdl"] * args.pdl
+        flags += ["--per-stage"] * args.per_stage + ["--distributed"] * args.distributed
+        refuse(flags, "apply to the built-in round, not to --target: drop them")
+    else:
+        refuse_target_only(args)
+
+
+def refuse_target_only(args) -> None:
+    """Flags that need --target, given without it."""
+    if args.module_scopes is not False:
+        raise UsageError(
+            "--module-scopes attributes a model's nodes to its modules: it needs --target "
+            "(the built-in round has its own stage and step scopes)"
+        )
+    flags = ["--warmup"] * (getattr(args, "step_warmup", None) is not None)
+    flags += ["--check"] * bool(getattr(args, "check", False))
+    refuse(flags, "apply to your step: give --target (the built-in round is ours)")
+
+
+def run(args, io: IO) -> int:
+    check_flags(args)
+    if args.distributed:
+        return run_distributed(args, io)
+    from graph_harness.capture import count_round
+
+    if args.target:
+        names, params = ["target"], None
+    else:
+        names, params = args.variant or list(VARIANTS), round_params(args)
+    if args.pdl and not _cuda():
+        io.note("--pdl changes nothing here: without a CUDA GPU the kernels run interpreted")
+    checks: dict = {}
+    with staged(args, io) as tmp:
+        banner(io)
+        exports = []
+        if args.target:
+            got = capture_target(
+                args.target, args.module_scopes, io, warmup=step_warmup(args), watch=args.check
+            )
+            exports.append(got.export)
+            if args.check:
+                from graph_harness.reports.cli.commands.check import (
+                    check_target,
+                    gate,
+                    write_checks,
+                )
+
+                checks = {"target": check_target(got)}
+                gate(io, checks)
+                if tmp is not None:
+                    write_checks(tmp, checks)
+        else:
+            for v in names:
+                io.err.print(f"capturing {v} ...", style="dim")
+                exports.append(count_round(params, v, pdl=args.pdl).export)
+        if tmp is not None:
+            for name, e in zip(names, exports):
+                e.write_json(tmp / f"nodes-{name}.json")
+                e.write_dot(tmp / f"graph-{name}.dot")
+        # Printed before the commit: if stdout fails, an earlier --out stays as it was.
+        depth = shown_depth(args.module_scopes, exports) if args.target else None
+        show(io, dict(zip(names, exports)), per_stage=args.per_stage, depth=depth, checks=checks)
+    wrote(io, args, f"{len(exports)} exports")
+    return 0
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def count_target(spec: str, module_scopes, io: IO, *, warmup: int | None = None):
+    """Import and run the target (its code), count its step; with `module_scopes` (the
+    flag's value) not False, by the modules of its `step.module`, every level recorded
+    (the tables choose the depth they show)."""
+    return capture_target(spec, module_scopes, io, warmup=warmup, watch=False).export
+
+
+@dataclass
+class CapturedTarget:
+    export: object  # the NodeExport
+    captured: object | None  # the kept graph (capture.graph.capture.Captured); None on the CPU
+    target: object  # the loaded target, whose step's buffers the graph replays: keep it
+    watch: object  # the StateWatch of its warm-ups: `watch.repeatability`
+
+
+def capture_target(
+    spec: str, module_scopes, io: IO, *, warmup: int | None = None, watch: bool = True
+) -> CapturedTarget:
+    """count_target, keeping what was captured (see CapturedTarget). `watch`: tell from
+    the warm-ups whether the step repeats (anything that replays it needs to know), and
+    note what a person should know before it is replayed."""
+    from graph_harness.capture.count import capture_and_keep
+    from graph_harness.capture.graph.settings import StepSettings
+    from graph_harness.capture.state.steps import StateWatch
+    from graph_harness.reports.cli.target import TargetError, load_target, root_guess
+
+    io.target_root = root_guess(spec)  # errors while importing point there
+    target = load_target(spec)
+    io.target_root = target.root
+    sw = StateWatch(target.step, watch=watch)
+    warmup = StepSettings().warmup if warmup is None else warmup
+    model = None if module_scopes is False else target.model()
+    export, captured = capture_and_keep(
+        target.step, name=target.name, warmup=warmup, watch=sw, module=model
+    )
+    export.options["target"] = spec
+    if watch:
+        for line in sw.repeatability.notes(spec):
+            io.note(line)
+    if "compiled_attribution" in export.options:
+        io.note(f"compiled code's nodes: {export.options['compiled_attribution']}")
+    if export.total == 0:
+        raise TargetError(
+            f"--target {spec!r}: its step issued no work (0 nodes); it must "
+            "launch the work to count, not only prepare it"
+        )
+    return CapturedTarget(export, captured, target, sw)
+
+
+def show(io: IO, exports: dict, *, per_stage: bool, depth: int | None = None, checks=None) -> None:
+    from graph_harness.reports.tables import (
+        deeper_note,
+        per_kernel_table,
+        per_stage_table,
+        scope_tree_table,
+        totals_table,
+    )
+
+    if io.json:
+        doc = {
+            "schema": COUNT_SCHEMA,
+            "schema_version": 1,
+            "exports": {k: e.to_dict() for k, e in exports.items()},
+        }
+        if checks:
+            doc["checks"] = {k: r.to_dict() for k, r in checks.items()}
+        io.print_json(doc)
+        return
+    io.out.print(totals_table(list(exports.values())))
+    listed = list(exports.values())
+    if not listed[0].is_round:  # a user's step: its scope tree and kernels
+        for e in listed:
+            io.out.print(scope_tree_table(e, depth))
+            note = deeper_note(e.frame(), depth)
+            if note:
+                io.out.print(note, soft_wrap=True, markup=False)
+            io.out.print(per_kernel_table(e))
+        if checks:
+            from graph_harness.reports.cli.commands.check import show_checks
+
+            show_checks(io, checks)
+        return
+    for e in listed if per_stage else listed[:1]:
+        io.out.print(per_stage_table(e))
+
+
+def run_distributed(args, io: IO) -> int:
+    from graph_harness.capture.round.distributed import (
+        count_all_ranks,
+        init_from_env,
+        process_group,
+    )
+
+    with process_group(init_from_env()) as setup:
+        for name, mine in (("world", setup.world), ("rank", setup.rank)):
+            given = getattr(args, name)
+            if given is not None and given != mine:
+                raise UsageError(
+                    f"--{name} {given} but the process group says {mine}: under "
+                    f"--distributed the {name} comes from torchrun; drop --{name}"
+                )
+        params = round_params(args, world=setup.world, rank=setup.rank)
+        lead = setup.rank == 0
+        names = args.variant or list(VARIANTS)
+        with staged(args, io) if lead else nullcontext() as tmp:
+            if lead:
+                banner(io)
+                io.err.print(f"distributed: world {setup.world}, backend {setup.backend}")
+            per_rank = count_all_ranks(params, names, setup, pdl=args.pdl)
+            if tmp is not None:
+                for r, exports in enumerate(per_rank):
+                    for v, e in zip(names, exports):
+                        e.write_json(tmp / f"nodes-{v}-rank{r}.json")
+            if lead:  # before the commit, as in run
+                show_ranks(io, names, per_rank)
+        if lead:
+            wrote(io, args, "the exports of every rank")
+    return 0
+
+
+def show_ranks(io: IO, names, per_rank) -> None:
+    from graph_harness.capture.round.distributed import merge
+    from graph_harness.reports.tables import totals_table
+
+    if io.json:
+        exports = {
+            f"{v}-rank{r}": per_rank[r][i]
+            for r in range(len(per_rank))
+            for i, v in enumerate(names)
+        }
+        show(io, exports, per_stage=False)
+        return
+    io.out.print(totals_table([per_rank[0][i] for i in range(len(names))]))
+    for i, v in enumerate(names):
+        m = merge([per_rank[r][i] for r in range(len(per_rank))])
+        verdict = "same structure on every rank" if m.same_structure else m.first_difference
+        io.out.print(f"{v}: nodes per rank {m.totals}; {verdict}", markup=False)

@@ -1,0 +1,110 @@
+"""`graph-harness delta A B`: what a change added and removed, B - A."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from graph_harness.capture.files import check_output
+from graph_harness.capture.paths import check_input
+from graph_harness.capture.round.params import VARIANTS
+from graph_harness.reports.cli.args import json_arg, round_args
+from graph_harness.reports.cli.console import (
+    IO,
+    UsageError,
+    banner,
+    given_round_flags,
+    refuse,
+    round_params,
+)
+
+
+def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    d = sub.add_parser("delta", parents=[common], help="node delta between two exports or variants")
+    for side in ("a", "b"):
+        d.add_argument(
+            side,
+            help="a variant by name (shipped, fused, ...) or an export file by path (a path "
+            "holds a '/' or ends in .json: ./shipped is a file, shipped the variant)",
+        )
+    d.add_argument(
+        "--from",
+        dest="from_dir",
+        type=Path,
+        help="read variants from this `count --out` folder instead of counting",
+    )
+    round_args(d)
+    d.add_argument("--csv", help="write the by-kernel delta as CSV here ('-' for stdout)")
+    json_arg(d, "the delta")
+
+
+def is_export_path(ref: str) -> bool:
+    """The rule for `delta A B`: a path holds a separator or ends in .json; anything else
+    is a variant name (so a file named `shipped` in the current folder is `./shipped`)."""
+    return ref.endswith(".json") or "/" in ref or os.sep in ref or (os.altsep or "/") in ref
+
+
+def check_flags(args) -> None:
+    variants = [r for r in (args.a, args.b) if not is_export_path(r)]
+    for r in variants:
+        if r not in VARIANTS:
+            raise UsageError(
+                f"{r!r} is neither a variant ({', '.join(VARIANTS)}) nor an export file path "
+                f"(a path holds a '/' or ends in .json: ./{r} for a file here)"
+            )
+    if not variants:
+        flags = given_round_flags(args) + ["--from"] * (args.from_dir is not None)
+        refuse(flags, "apply to variants only, and both sides are export files: drop them")
+    elif args.from_dir is not None:
+        refuse(
+            given_round_flags(args),
+            "apply to counting, and the exports in --from carry their own round: drop them",
+        )
+    if args.csv == "-" and args.json:
+        raise UsageError("--csv - and --json both write to stdout: give --csv a file")
+    if args.csv and args.csv != "-":
+        check_output(args.csv)  # refused now, not after counting
+    for r in (args.a, args.b):
+        if is_export_path(r):
+            check_input(r, "export file")  # a FIFO or folder refused now, never waited on
+
+
+def export_for(ref: str, args, io: IO):
+    from graph_harness.capture import NodeExport, count_round
+
+    if is_export_path(ref):
+        return NodeExport.read_json(Path(ref))
+    if args.from_dir is not None:
+        f = args.from_dir / f"nodes-{ref}.json"
+        if not f.exists() and not f.is_symlink():
+            raise UsageError(
+                f"{f} does not exist; run `graph-harness count --out {args.from_dir}` first"
+            )
+        check_input(f, "export file")  # a FIFO or folder there: refused, never waited on
+        return NodeExport.read_json(f)
+    io.err.print(f"capturing {ref} ...", style="dim")
+    return count_round(round_params(args), ref).export
+
+
+def run(args, io: IO) -> int:
+    from graph_harness.capture.export.delta import node_delta
+    from graph_harness.capture.files import write_output
+    from graph_harness.reports.tables import delta_tables
+
+    check_flags(args)
+    banner(io)
+    d = node_delta(export_for(args.a, args, io), export_for(args.b, args, io))
+    if d.scoped_differently:
+        io.note(d.scoped_differently)
+    if io.json:
+        io.print_json(d.to_dict())
+    else:
+        io.out.print(d.headline(), style="bold")
+        for t in delta_tables(d):
+            io.out.print(t)
+    if args.csv:
+        where = write_output(args.csv, d.by_kernel.to_csv(index=False))
+        if where != "stdout":
+            io.err.print(f"wrote the by-kernel delta to {where}", markup=False)
+    return 0

@@ -1,0 +1,225 @@
+"""`graph-harness profile`: every node's in-round cost under CUPTI (its duration and the
+gap before it), rolled up by scope, and savings priced from the profiles against the
+measured ones. Needs a GPU: CUPTI records what the GPU ran."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import fields
+
+from graph_harness.capture.errors import require_gpu
+from graph_harness.capture.profile.settings import ProfileSettings
+from graph_harness.capture.round.params import VARIANTS
+from graph_harness.reports.cli.args import (
+    check_arg,
+    json_arg,
+    module_scopes_arg,
+    out_args,
+    positive,
+    round_args,
+    shown_depth,
+    step_warmup,
+    timing_args,
+    warmup_arg,
+)
+from graph_harness.reports.cli.console import (
+    IO,
+    UsageError,
+    banner,
+    given_round_flags,
+    progress,
+    refuse,
+    round_params,
+    staged,
+    wrote,
+)
+
+ROUND_ONLY = ("builds",)  # settings that apply to the built-in round, not to --target
+
+
+def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    pr = sub.add_parser(
+        "profile",
+        parents=[common],
+        help="every node's in-round cost under CUPTI: duration, gap before it, by scope (GPU)",
+    )
+    round_args(pr)
+    pr.add_argument(
+        "--variant", action="append", choices=list(VARIANTS), help="round to profile (default: all)"
+    )
+    pr.add_argument(
+        "--target",
+        action="append",
+        metavar="MODULE:FUNCTION",
+        help="profile your own step instead (IMPORTS AND RUNS your code, as count --target); "
+        "give two to price the second against the first",
+    )
+    module_scopes_arg(pr)
+    warmup_arg(pr)
+    check_arg(pr)
+    pr.add_argument("--pdl", action="store_true", help="rounds with programmatic dependent launch")
+    pr.add_argument(
+        "--top", type=positive(1), default=10, help="nodes and groups per table (default 10)"
+    )
+    timing_args(pr, ProfileSettings, "profile settings")
+    json_arg(pr, "the profile document")
+    out_args(pr)
+
+
+def settings_from(args) -> ProfileSettings:
+    given = {
+        f.name: v for f in fields(ProfileSettings) if (v := getattr(args, f.name, None)) is not None
+    }
+    try:
+        return ProfileSettings(**given)
+    except ValueError as e:
+        raise UsageError(str(e)) from e
+
+
+def check_flags(args) -> None:
+    if args.target:
+        flags = given_round_flags(args)
+        flags += ["--variant"] * bool(args.variant) + ["--pdl"] * args.pdl
+        flags += [f"--{n}" for n in ROUND_ONLY if getattr(args, n, None) is not None]
+        refuse(flags, "apply to the built-in round, not to --target: drop them")
+        if len(args.target) > 2:
+            raise UsageError(
+                f"profile takes one --target, or two to price the second against the first; "
+                f"got {len(args.target)}"
+            )
+    else:
+        from graph_harness.reports.cli.commands.count import refuse_target_only
+
+        refuse_target_only(args)
+
+
+def run(args, io: IO) -> int:
+    check_flags(args)
+    settings = settings_from(args)
+    params = None if args.target else round_params(args)
+    require_gpu("profile replays graphs under CUPTI, which records what a CUDA GPU ran")
+    with staged(args, io) as tmp:
+        banner(io)
+        with progress(io) as prog:
+            task = prog.add_task("profiling", total=None)
+            say = lambda m: prog.update(task, description=m)
+            checks = {}
+            if args.target:
+                result, checks = profile_targets(
+                    args.target,
+                    args.module_scopes,
+                    settings,
+                    io,
+                    say,
+                    warmup=step_warmup(args),
+                    check=args.check,
+                )
+            else:
+                from graph_harness.capture.profile.run import profile_rounds
+
+                variants = args.variant or list(VARIANTS)
+                result = profile_rounds(params, variants, settings, pdl=args.pdl, progress=say)
+        exports = [p.export for p in result.profiles.values()]
+        depth = shown_depth(args.module_scopes, exports) if args.target else None
+        if tmp is not None:
+            result.write(tmp, depth)
+            write_plot(tmp, result, depth)
+            if checks:
+                from graph_harness.reports.cli.commands.check import write_checks
+
+                write_checks(tmp, checks)
+        show(io, result, depth=depth, top=args.top, checks=checks)  # before the commit, as count's
+    wrote(io, args, "the profile")
+    return 0
+
+
+def profile_targets(specs, module_scopes, settings, io: IO, say, *, warmup=None, check=False):
+    """Capture each --target's step (its code runs: import, factory, warm-up, capture),
+    keep its graph, and profile them together (the second priced against the first).
+    A step that does not repeat and has no reset is refused as soon as it is captured,
+    before any replay; `check`: each is checked first (check_target), and a failed check
+    stops here. Returns the profile and the checks (name -> CheckResult; {} unchecked)."""
+    from graph_harness.capture.profile.run import profile_steps
+    from graph_harness.capture.replay.guard import Replayer
+    from graph_harness.capture.state.steps import require_repeatable
+    from graph_harness.reports.cli.commands.check import check_target, gate
+    from graph_harness.reports.cli.commands.count import capture_target
+
+    names = [spec.rpartition(":")[2] for spec in specs]
+    if len(names) == 2 and names[0] == names[1]:
+        names = [f"{names[0]}-a", f"{names[1]}-b"]
+    steps, keep, checks = {}, [], {}
+    for name, spec in zip(names, specs):
+        say(f"capturing {spec}")
+        got = capture_target(spec, module_scopes, io, warmup=warmup)
+        rep = got.watch.repeatability
+        require_repeatable(rep, spec)
+        if got.target.reset is not None:
+            io.note(
+                f"{spec} has a step.reset: it is reset before every run of replays, each at "
+                f"most {settings.replays_per_reset} replays long, and once at the end"
+            )
+        if check:
+            say(f"checking {spec}")
+            checks[name] = check_target(got)
+        replayer = Replayer(got.captured.graph, spec, reset=got.target.reset, repeatability=rep)
+        steps[name] = (got.export, replayer)
+        keep.append(got.target)  # the step's buffers must outlive its graph
+    if checks:
+        gate(io, checks)
+    return profile_steps(steps, settings, progress=say), checks
+
+
+def write_plot(folder, result, depth) -> None:
+    from graph_harness.reports import plots
+
+    plots.dispatch_share(result.scope_table(depth), folder / "dispatch_share.png")
+
+
+def show(io: IO, result, *, depth: int | None, top: int, checks=None) -> None:
+    from graph_harness.reports.profile_tables import (
+        breakdown_table,
+        pairs_table,
+        scope_tables,
+        summary_table,
+        top_gaps_tables,
+    )
+
+    for name, p in result.profiles.items():
+        m = p.matching
+        if not m["verified"]:
+            io.note(
+                f"{name}: activities not all matched to nodes ({m['unmatched_activities']} "
+                f"activities and {m['unmatched_nodes']} nodes unmatched, {m['out_of_order']} "
+                f"out of order over {len(p.replays)} replays); its figures are partial"
+            )
+        if m.get("agreement") is not None and m["agreement"] < 1:
+            io.note(f"{name}: matching by order and by graph node id disagree")
+    if io.json:
+        doc = result.to_dict(depth)
+        if checks:
+            doc["checks"] = {k: r.to_dict() for k, r in checks.items()}
+        io.print_json(doc)
+        return
+    if checks:
+        from graph_harness.reports.cli.commands.check import show_checks
+
+        show_checks(io, checks)
+    io.out.print(summary_table(result))
+    from graph_harness.reports.tables import deeper_note
+
+    for t, (name, p) in zip(scope_tables(result, depth), result.profiles.items()):
+        io.out.print(t)
+        note = deeper_note(p.nodes, depth) if not p.export.is_round else None
+        if note:
+            io.out.print(f"{name}: {note}", soft_wrap=True, markup=False)
+    for t in top_gaps_tables(result, top):
+        io.out.print(t)
+    if result.pairs:
+        pairs = result.pair_table()
+        io.out.print(pairs_table(pairs))
+        failed = pairs[~pairs.passed & pairs.measured_us.notna()]
+        if len(failed):
+            breakdown = result.breakdown()
+            for r in failed.itertuples():
+                io.out.print(breakdown_table(breakdown, r.a, r.b, top))

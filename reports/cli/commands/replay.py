@@ -1,0 +1,189 @@
+"""`graph-harness replay` (what a node costs) and `graph-harness report` (all of it in one
+folder)."""
+
+from __future__ import annotations
+
+import argparse
+
+from graph_harness.capture.errors import require_gpu
+from graph_harness.capture.replay.settings import CHAIN_KINDS, PDL_KINDS
+from graph_harness.capture.round.params import VARIANTS
+from graph_harness.reports.cli.args import (
+    json_arg,
+    module_scopes_arg,
+    out_args,
+    round_args,
+    step_warmup,
+    timing_args,
+    warmup_arg,
+)
+from graph_harness.reports.cli.console import (
+    IO,
+    UsageError,
+    banner,
+    command_line,
+    given_round_flags,
+    given_timing_flags,
+    progress,
+    refuse,
+    replay_settings,
+    round_params,
+    staged,
+    wrote,
+)
+
+
+def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    r = sub.add_parser(
+        "replay", parents=[common], help="per-node dispatch cost and before/after round timing"
+    )
+    round_args(r)
+    r.add_argument(
+        "--kind",
+        action="append",
+        choices=list(CHAIN_KINDS + PDL_KINDS),
+        help="chain kind; repeat for several (default: all but the PDL ones). torch-add "
+        "and memcpy are always measured: the round savings price nodes with them",
+    )
+    r.add_argument(
+        "--variant", action="append", choices=list(VARIANTS), help="round to time (default: all)"
+    )
+    r.add_argument("--pdl", action="store_true", help="rounds with programmatic dependent launch")
+    timing_args(r)
+    json_arg(r, "the replay document")
+    out_args(r)
+
+
+def run_replay(args, io: IO) -> int:
+    from graph_harness.capture.replay.document import run_replays
+    from graph_harness.reports.tables import fits_table, savings_table
+
+    params, settings = round_params(args), replay_settings(args)
+    require_gpu("replay times CUDA graph replays, which run on a CUDA GPU")
+    with staged(args, io) as tmp:
+        banner(io)
+        with progress(io) as prog:
+            task = prog.add_task("capturing chains", total=None)
+            result = run_replays(
+                params,
+                args.variant or list(VARIANTS),
+                kinds=args.kind or CHAIN_KINDS,
+                settings=settings,
+                pdl=args.pdl,
+                progress=lambda m: prog.update(task, description=m),
+            )
+        if tmp is not None:
+            result.write_json(tmp / "replay.json")
+        if io.json:  # printed before the commit: a failed print leaves --out as it was
+            io.print_json(result.to_dict())
+        else:
+            io.out.print(fits_table(result.fits))
+            if result.savings is not None:
+                io.out.print(savings_table(result))
+    wrote(io, args, "replay.json")
+    return 0
+
+
+def add_report_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "report", parents=[common], help="counts, deltas, replays and plots into one folder"
+    )
+    p.add_argument(
+        "--target",
+        action="append",
+        metavar="MODULE:FUNCTION",
+        help="report on your own step instead of the round (IMPORTS AND RUNS your code, as "
+        "count --target); give two for their delta (the first is A)",
+    )
+    module_scopes_arg(p)
+    warmup_arg(p)
+    round_args(p)
+    timing_args(p)
+    out_args(p, required=True)
+
+
+def run_report(args, io: IO) -> int:
+    import torch
+
+    if args.target or args.module_scopes is not False or args.step_warmup is not None:
+        return run_target_report(args, io)
+    from graph_harness.capture import count_round
+    from graph_harness.capture.replay.document import run_replays
+    from graph_harness.reports.report import write_report
+
+    params, settings = round_params(args), replay_settings(args)
+    cuda = torch.cuda.is_available()
+    if not cuda and given_timing_flags(args):
+        io.note(
+            f"{', '.join(given_timing_flags(args))} not used: without a CUDA device "
+            "the report has counts only, no replays"
+        )
+    with staged(args, io) as tmp:
+        banner(io)
+        with progress(io) as prog:
+            task = prog.add_task("counting", total=None)
+            exports = {}
+            for v in VARIANTS:
+                prog.update(task, description=f"counting {v}")
+                exports[v] = count_round(params, v).export
+            replay, profile, skipped = None, None, "no CUDA device on this machine"
+            if cuda:
+                from graph_harness.capture.profile.run import profile_rounds
+                from graph_harness.capture.profile.settings import ProfileSettings
+
+                say = lambda m: prog.update(task, description=m)
+                replay = run_replays(params, list(VARIANTS), settings=settings, progress=say)
+                profile = profile_rounds(
+                    params, list(VARIANTS), ProfileSettings(builds=1), timed=False, progress=say
+                )
+                skipped = None
+        write_report(tmp, exports, replay, command=command_line(), skipped=skipped, profile=profile)
+    io.err.print(f"wrote {args.out / 'report.md'}", markup=False)
+    return 0
+
+
+def run_target_report(args, io: IO) -> int:
+    import torch
+
+    from graph_harness.reports.cli.commands.count import count_target
+    from graph_harness.reports.target_report import write_target_report
+
+    if not args.target:
+        from graph_harness.reports.cli.commands.count import refuse_target_only
+
+        refuse_target_only(args)
+    if len(args.target) > 2:
+        raise UsageError(
+            f"report takes one --target, or two for their delta; got {len(args.target)}"
+        )
+    refuse(
+        given_round_flags(args) + given_timing_flags(args),
+        "apply to the built-in round, not to --target: drop them",
+    )
+    names = [spec.rpartition(":")[2] for spec in args.target]
+    if len(names) == 2 and names[0] == names[1]:
+        names = [f"{names[0]}-a", f"{names[1]}-b"]
+    with staged(args, io) as tmp:
+        banner(io)
+        exports, profile = {}, None
+        if torch.cuda.is_available():  # counted from the graphs it profiles, once each
+            from graph_harness.capture.profile.settings import ProfileSettings
+            from graph_harness.reports.cli.commands.profile import profile_targets
+
+            say = lambda m: io.err.print(f"{m} ...", style="dim", markup=False)
+            profile, _ = profile_targets(
+                args.target,
+                args.module_scopes,
+                ProfileSettings(builds=1),
+                io,
+                say,
+                warmup=step_warmup(args),
+            )
+            exports = {n: p.export for n, p in profile.profiles.items()}
+        else:
+            for name, spec in zip(names, args.target):
+                io.err.print(f"counting {spec} ...", style="dim", markup=False)
+                exports[name] = count_target(spec, args.module_scopes, io, warmup=step_warmup(args))
+        write_target_report(tmp, exports, command=command_line(), profile=profile)
+    io.err.print(f"wrote {args.out / 'report.md'}", markup=False)
+    return 0

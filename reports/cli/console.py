@@ -1,0 +1,193 @@
+"""What every command shares: its two streams, usage errors, the banner, round flags read
+into RoundParams, and the staged output folder."""
+
+from __future__ import annotations
+
+import errno
+import functools
+import json
+import os
+import shlex
+import sys
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from graph_harness.capture.errors import UsageError as UsageError  # bad flags: exit 2
+from graph_harness.capture.replay.settings import ReplaySettings
+from graph_harness.capture.round.params import RoundParams
+from graph_harness.reports.text import printable
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+ROUND_FIELDS = tuple(f.name for f in fields(RoundParams))
+
+
+@functools.cache
+def _console_class() -> type[Console]:
+    # Made on first use: the parser (and --help) is built without importing rich.
+    from rich.console import Console
+
+    class _Console(Console):
+        def render_str(self, text: str, **kwargs):
+            # Every str printed, a table's cells and titles included, comes through here.
+            return super().render_str(printable(text), **kwargs)
+
+        def on_broken_pipe(self) -> None:
+            # rich's own ends the program with SystemExit(1); a reader that went away is
+            # SIGPIPE's 141, which cli.main decides.
+            self.quiet = True
+            raise BrokenPipeError(errno.EPIPE, "the reader of this stream went away")
+
+    return _Console
+
+
+def make_console(file=None, *, stderr: bool = False, width: int | None = None) -> Console:
+    """The one kind of console graph-harness prints with: text is text. Names from
+    documents, models and kernels (`[/]`, `:smile:`) print as they are, never as rich
+    markup or emoji codes; style comes from `style=` alone."""
+    return _console_class()(file=file, stderr=stderr, width=width, markup=False, emoji=False)
+
+
+class _Closed:
+    """Stdout when the command was started with it closed (`>&-`)."""
+
+    def write(self, text: str) -> int:
+        raise OSError(
+            errno.EBADF,
+            "stdout is closed (started with >&-) and graph-harness prints its results "
+            "there; redirect it to a file, or to /dev/null to discard them",
+        )
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        return 1
+
+
+def make_io(json_: bool, closed: set[int] = frozenset()) -> IO:
+    """The two streams of a command. Piped into a log or CI, rich would squeeze tables
+    into 80 columns and cut headers and figures to "..."; COLUMNS still wins when set."""
+    wide = "COLUMNS" not in os.environ
+    out = _Closed() if 1 in closed else sys.stdout
+    err = open(os.devnull, "w") if 2 in closed else None  # noqa: SIM115 - for the process
+    return IO(
+        out=make_console(out, width=160 if wide and not out.isatty() else None),
+        err=make_console(
+            err, stderr=err is None, width=160 if wide and not sys.stderr.isatty() else None
+        ),
+        json=json_,
+    )
+
+
+@dataclass
+class IO:
+    out: Console  # results
+    err: Console  # everything a person reads about the run
+    json: bool = False
+    target_root: Path | None = None  # where the user's code lives, to point at its frames
+
+    def note(self, text: str) -> None:
+        self.err.print(f"graph-harness: {text}", soft_wrap=True)
+
+    def print_json(self, doc) -> None:
+        self.out.file.write(json.dumps(doc, indent=1, allow_nan=False) + "\n")
+        self.out.file.flush()
+
+
+def banner(io: IO) -> None:
+    import torch
+
+    from graph_harness.capture import default_device
+
+    try:
+        import triton
+
+        tv = triton.__version__
+    except ImportError:
+        tv = "absent"
+    if default_device().type == "cuda":
+        where = f"GPU {torch.cuda.get_device_name()} (CUDA {torch.version.cuda})"
+        source = "cuda-graph: nodes read from the captured graph"
+    else:
+        where = "CPU (no CUDA device)"
+        source = "cpu-dispatch: dispatched ops counted, NOT graph nodes"
+    # soft_wrap: one line whatever the width (a narrow terminal or COLUMNS), so a reader
+    # of stderr can always tell the banner from what follows.
+    io.err.print("graph-harness", style="bold", end="", soft_wrap=True)
+    io.err.print(
+        f" | {where} | torch {torch.__version__} | triton {tv} | counts: {source}",
+        soft_wrap=True,
+    )
+
+
+def given_round_flags(args) -> list[str]:
+    return [f"--{n}" for n in ROUND_FIELDS if getattr(args, n, None) is not None]
+
+
+def round_params(args, **override) -> RoundParams:
+    given = {n: getattr(args, n) for n in ROUND_FIELDS if getattr(args, n, None) is not None}
+    try:
+        return RoundParams(**{**given, **override})
+    except ValueError as e:
+        raise UsageError(str(e)) from e
+
+
+def refuse(flags: list[str], why: str) -> None:
+    """Flags that do not combine: one line naming them (`why` starts with a verb)."""
+    if flags:
+        verb, rest = why.split(" ", 1)
+        if len(flags) == 1:
+            verb = {"apply": "applies", "carry": "carries"}.get(verb, verb)
+        raise UsageError(f"{', '.join(flags)} {verb} {rest}")
+
+
+def command_line() -> str:
+    return "graph-harness " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+
+
+def staged(args, io: IO):
+    from graph_harness.reports.output.folder import staged_output
+
+    return staged_output(args.out, args.force, command=command_line(), say=io.note)
+
+
+def wrote(io: IO, args, what: str) -> None:
+    if args.out is not None:
+        io.err.print(f"wrote {what} to {args.out}", markup=False)
+
+
+def progress(io: IO):
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}", markup=False),  # descriptions name the user's things
+        TimeElapsedColumn(),
+        console=io.err,
+        transient=True,
+    )
+
+
+def given_timing_flags(args) -> list[str]:
+    return [
+        f"--{f.name}" for f in fields(ReplaySettings) if getattr(args, f.name, None) is not None
+    ]
+
+
+def replay_settings(args) -> ReplaySettings:
+    """ReplaySettings from the flags given (the dataclass holds every default)."""
+    given = {
+        f.name: tuple(v) if isinstance(v, list) else v
+        for f in fields(ReplaySettings)
+        if (v := getattr(args, f.name, None)) is not None
+    }
+    try:
+        return ReplaySettings(**given)
+    except ValueError as e:
+        raise UsageError(str(e)) from e

@@ -1,0 +1,282 @@
+"""The graph-harness command line: count, delta, advise, replay, profile, check, report.
+Here the top-level parser, main and its exit codes; each subcommand's flags are beside it
+in commands/.
+
+Streams: results (tables, or one JSON document with --json) on stdout; the banner,
+progress, notes, warnings and errors on stderr, so `graph-harness count --json | jq` works.
+Exit codes (capture/errors.py sorts them): 0 success; 2 a usage error, the message alone
+(our flags, arguments and input files, a step that cannot be replayed, replay or profile on
+a machine without a GPU); 1 anything else raised, by graph-harness, the user's code
+(--target) or the runtime, in one line with the exception's type and where it came from
+(--debug for the traceback); 128+n on SIGHUP (129), SIGINT (130)
+and SIGTERM (143), with nothing partial left and an earlier output kept as it was, from
+the first instant (while torch still imports, too); 141 when the reader of stdout goes
+away (`| head`). A closed stdout (`>&-`) is an error in one line when results are due.
+Every exception from the user's code, BaseException included, is one line.
+`check` exits 1 when the graph computes something else than the step. After a CUDA error
+(the context is lost) main leaves the process at once, once its line is printed.
+Output folders follow reports/output/folder.py: built aside, swapped in, never a user's
+data lost.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_signalled: list[int] = []  # signals that arrived while a command ran
+
+
+def _exit_at_once(signum, frame):
+    # While starting (imports, the parser) nothing has been made yet, and a signal raised
+    # inside a library's import can surface as some other error: end here, at once.
+    what = f"stopped by {signal.Signals(signum).name} while starting; nothing was written"
+    try:  # noqa: SIM105 - contextlib is not imported yet, on purpose
+        os.write(2, f"graph-harness: {what}\n".encode())
+    except OSError:
+        pass
+    os._exit(128 + signum)
+
+
+def _started_as_the_cli() -> bool:
+    """Whether this process is the graph-harness command (the console script, or
+    `python -m graph_harness`), not a program that imports this module."""
+    entry = sys.modules.get("__main__")
+    spec = getattr(entry, "__spec__", None)
+    script = os.path.basename(getattr(entry, "__file__", None) or "")
+    return getattr(spec, "name", None) == "graph_harness.__main__" or script.startswith(
+        "graph-harness"
+    )
+
+
+# First, before anything else is imported: the console script imports this module, then
+# calls main(), and from here on Ctrl-C ends a start-up at once (main() keeps it so until
+# the command runs). Everything heavy is imported later, inside main.
+if _started_as_the_cli():
+    for _s in _SIGNALS:
+        signal.signal(_s, _exit_at_once)
+
+import argparse  # noqa: E402 - after the handlers, on purpose
+import contextlib  # noqa: E402
+
+
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP, raised where the program is so that cleanup runs (as Ctrl-C's
+    KeyboardInterrupt does)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def version() -> str:
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("graph-harness")
+    except PackageNotFoundError:  # run from a source tree without installing
+        return "unknown (not installed)"
+
+
+# --- the parser -------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    # Each subcommand's flags live beside what it does, in reports/commands/. Imported here,
+    # as in _command, so that importing this module loads no command module.
+    from graph_harness.reports.cli.commands import advise, check, count, delta, profile, replay
+
+    # --debug goes before or after the subcommand; SUPPRESS keeps the sub-parser's default
+    # from overwriting a --debug given before it.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks"
+    )
+    ap = argparse.ArgumentParser(
+        prog="graph-harness",
+        parents=[common],
+        description="Capture LLM decode rounds into CUDA graphs, count every node, and "
+        "price each node in time.",
+    )
+    ap.add_argument("--version", action="version", version=f"graph-harness {version()}")
+    sub = ap.add_subparsers(dest="command", required=True)
+    # The order here is the order --help lists them in.
+    count.add_parser(sub, common)
+    delta.add_parser(sub, common)
+    replay.add_parser(sub, common)
+    advise.add_parser(sub, common)
+    profile.add_parser(sub, common)
+    check.add_parser(sub, common)
+    replay.add_report_parser(sub, common)
+    return ap
+
+
+# --- main: streams, signals, exit codes ---------------------------------------------------
+
+
+def _command(name: str):
+    from graph_harness.reports.cli.commands import advise, check, count, delta, profile, replay
+
+    return {
+        "count": count.run,
+        "delta": delta.run,
+        "advise": advise.run,
+        "replay": replay.run_replay,
+        "profile": profile.run,
+        "check": check.run,
+        "report": replay.run_report,
+    }[name]
+
+
+def _raise_where_we_are(signum, frame):
+    # Raised where the program is, so that cleanup runs (as Ctrl-C's KeyboardInterrupt).
+    _signalled.append(signum)
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise Terminated(signum)
+
+
+def _set_handlers(handler) -> dict:
+    old = {}
+    for s in _SIGNALS:
+        try:
+            old[s] = signal.signal(s, handler)
+        except ValueError:  # not the main thread: leave signals be
+            break
+    return old
+
+
+def _plug_closed_streams() -> set[int]:
+    """Descriptors 0-2 that were closed (`>&-`), now each on /dev/null: a file opened
+    later must never become stdout by taking the lowest free descriptor."""
+    closed = set()
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+            closed.add(fd)
+    return closed
+
+
+def main(argv: list[str] | None = None) -> int:
+    held = _set_handlers(_exit_at_once)  # first: Ctrl-C from the first instant
+    restore_streams = []
+    try:
+        closed = _plug_closed_streams()
+        for stream in (sys.stdout, sys.stderr):
+            # A lone surrogate in a name (a JSON escape can make one) prints as its escape.
+            if stream is not None and hasattr(stream, "reconfigure"):
+                restore_streams.append((stream, stream.errors))
+                stream.reconfigure(errors="backslashreplace")
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        from graph_harness.reports.cli.console import make_io
+
+        io = make_io(getattr(args, "json", False), closed)
+        _signalled.clear()
+        _set_handlers(_raise_where_we_are)
+        return _run(args, io, getattr(args, "debug", False))
+    finally:
+        for s, h in held.items():
+            # After the command, a signal no longer interrupts a start-up: the default.
+            signal.signal(s, signal.SIG_DFL if h is _exit_at_once else h)
+        for stream, errors in restore_streams:
+            with contextlib.suppress(OSError):
+                stream.reconfigure(errors=errors)
+
+
+def _run(args, io, debug: bool) -> int:
+    try:
+        return _command(args.command)(args, io)
+    except KeyboardInterrupt:
+        return _stopped(io, signal.SIGINT)
+    except Terminated as e:
+        return _stopped(io, e.signum)
+    except BrokenPipeError:
+        # The reader of stdout went away (`| head`): stop quietly, as a Unix tool does.
+        _plug(1, 2)
+        return 128 + signal.SIGPIPE
+    except SystemExit:
+        raise  # keeps its meaning; a target's sys.exit() was made a TargetError already
+    except BaseException as e:
+        if _signalled:  # a signal that surfaced as some other error on its way up
+            return _stopped(io, _signalled[0])
+        if debug:
+            raise
+        code = _report_error(io, args, e)
+        _exit_if_cuda_is_lost(e, code)
+        return code
+
+
+def _exit_if_cuda_is_lost(e: BaseException, code: int) -> None:
+    """After a CUDA error (a replay past a buffer's end: a device-side assert) the CUDA
+    context is lost, and the interpreter's exit would touch it again (freeing graphs and
+    events, whose destructors then warn or abort): with the one line printed and nothing
+    partial left (the output was discarded on the way here), leave at once."""
+    from graph_harness.capture.replay.guard import cuda_in_use, is_cuda_error
+
+    if (is_cuda_error(e) or is_cuda_error(e.__cause__)) and cuda_in_use():
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(code)
+
+
+def _stopped(io, signum: int) -> int:
+    what = "interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}"
+    with contextlib.suppress(OSError):
+        io.note(f"{what}; no partial output was left")
+    return 128 + signum
+
+
+def _plug(*fds: int) -> None:
+    """Point each descriptor at /dev/null, so what is still buffered for it goes nowhere
+    instead of raising again at exit."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.dup2(null, fd)
+    os.close(null)
+
+
+def _message(e: BaseException) -> str:
+    """The first line of an exception's message, whatever its __str__ does."""
+    try:
+        text = str(e)
+    except BaseException:  # the user's __str__ raised: say so, in one line
+        return "(its message could not be printed)"
+    first = text.splitlines()[0] if text.strip() else ""
+    return first if len(first) <= 1000 else first[:997] + "..."
+
+
+def _report_error(io, args, e: BaseException) -> int:
+    code, text = _error_line(io, e)
+    with contextlib.suppress(OSError):  # stderr gone too: the exit code still says it
+        io.err.print(f"graph-harness {args.command}: error: ", end="", style="red", soft_wrap=True)
+        io.err.print(text, soft_wrap=True)
+    return code
+
+
+def _error_line(io, e: BaseException) -> tuple[int, str]:
+    """The exit code and the one line for an error: a usage error's message (2), or the
+    exception's type, message and where in the user's code it came from (1)."""
+    from graph_harness.capture.errors import UsageError
+    from graph_harness.reports.cli.target import origin
+
+    first = _message(e)
+    if isinstance(e, UsageError):  # every usage error, on every path (capture/errors.py)
+        return UsageError.exit_code, first
+    where = None
+    if io.target_root is not None:  # only the user's own code is worth pointing at
+        where = origin(e.__cause__ if e.__cause__ is not None else e, io.target_root)
+    text = f"{type(e).__name__}: {first}" if first else type(e).__name__
+    if where:
+        text += f" [raised at {where}]"
+    return 1, f"{text}; run with --debug for the traceback"

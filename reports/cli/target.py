@@ -1,0 +1,233 @@
+"""`--target`: import the user's module, call its factory, and say where a failure came from.
+
+`--target` IMPORTS AND RUNS the user's code, as `python -m` or `python FILE` would: the
+module's top level, then FUNCTION(), then the callable it returns (warm-up and capture).
+Two forms:
+- `MODULE:FUNCTION` (`mypkg.steps:make_step`): imported by name; the current folder is
+  searched LAST, after the standard library and installed packages, so a `profile.py` or
+  `getpass.py` beside you cannot stand in for the standard library's modules.
+- `path/to/file.py:FUNCTION`: loaded from that file (its folder is searched last too, for
+  its own sibling imports).
+The user's folders answer imports made by the user's code only (reports/cli/user_imports.py):
+a `gmpy2.py` beside you is not what sympy gets when torch asks for its optional gmpy2.
+
+A step with state carries how to return it to its start, `step.reset` (a zero-argument
+function: capture/state/steps.py, README: Steps with state). It is wrapped as the step is, and
+the wrapped one is what `step.reset` and `Target.reset` give: every call of the user's
+code goes through the same guard.
+
+For `count --module-scopes`, the step carries the model it runs as an attribute,
+`step.module = model` (a function's attribute, or an attribute of a callable object):
+nodes are then attributed to that model's submodules by qualified name. The factory keeps
+the choice of which module is "the model" (the eager one when the step runs a compiled
+wrapper of it, as examples/llama_decode.py does).
+
+Every call into the user's code (the import, the factory, the step, and anything else the
+CLI calls of theirs) goes through `_guard_exit`: `sys.exit()` inside it becomes an error
+that says so, instead of ending graph-harness with nothing written, and what it prints to
+stdout (Python's `print`, or a C library writing to descriptor 1) goes to stderr: stdout
+carries graph-harness's results alone (`count --json | python -m json.tool`).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.util
+import os
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+from graph_harness.capture.errors import HarnessError, UsageError
+from graph_harness.capture.paths import InputPathError, check_input
+from graph_harness.reports.cli import user_imports
+from graph_harness.reports.cli.user_stdout import stdout_to_stderr
+
+
+class TargetUsageError(UsageError, ValueError):
+    """The --target spec is malformed or does not name an importable factory (exit 2)."""
+
+
+class TargetError(HarnessError, RuntimeError):
+    """The target's own code misbehaved (called sys.exit, issued no work): exit 1."""
+
+
+@dataclass(frozen=True)
+class Target:
+    spec: str
+    module: ModuleType
+    root: Path | None  # the folder the user's code lives in, to find their frames
+    step: object  # the zero-argument callable the factory returned
+    step_module: object | None = None  # `step.module`: the model, for --module-scopes
+    reset: object | None = None  # `step.reset`, guarded as the step is; None if it has none
+
+    @property
+    def name(self) -> str:
+        """The workload's name in exports and tables: `llama_decode.py:make_step` for
+        `path/to/llama_decode.py:make_step`, the spec itself for `mypkg.steps:make_step`."""
+        module, _, func = self.spec.rpartition(":")
+        return f"{Path(module).name}:{func}" if _is_file_spec(module) else self.spec
+
+    def model(self):
+        """The step's model for --module-scopes; TargetUsageError saying how otherwise."""
+        import torch
+
+        m = self.step_module
+        if not isinstance(m, torch.nn.Module):
+            got = "has none" if m is None else f"is a {type(m).__name__}"
+            raise TargetUsageError(
+                f"--module-scopes needs the model: the step {self.spec!r} returned must carry "
+                f"it as `step.module = model` (a torch.nn.Module; its `.module` {got}); see "
+                "examples/llama_decode.py"
+            )
+        return m
+
+
+def _is_file_spec(module: str) -> bool:
+    return module.endswith(".py") or os.sep in module or (os.altsep or os.sep) in module
+
+
+def _import_file(path_text: str) -> ModuleType:
+    path = Path(path_text)
+    try:
+        check_input(path, "--target file")
+    except InputPathError as e:
+        raise TargetUsageError(str(e)) from None
+    user_imports.add_folder(path.resolve().parent)  # for its own sibling imports
+    # A private module name: the file's stem may be a standard-library name (profile.py).
+    name = f"_graph_harness_target_{path.stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise TargetUsageError(f"--target {path_text} cannot be loaded as a Python file")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod  # dataclasses and pickling look their module up by name
+    try:
+        spec.loader.exec_module(mod)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return mod
+
+
+def load_target(spec: str) -> Target:
+    """Import the module named by `spec` and call its factory (this runs the user's code)."""
+    module_name, sep, func = spec.rpartition(":")
+    if not sep or not module_name or not func:
+        raise TargetUsageError(
+            f"--target must be MODULE:FUNCTION or path/to/file.py:FUNCTION, got {spec!r}"
+        )
+    if _is_file_spec(module_name):
+        mod = _guard_exit(_import_file, spec, "while importing")(module_name)
+    else:
+        # last: as `python -m` would find modules beside you (for your imports only)
+        user_imports.add_folder(Path(os.getcwd()), top=module_name.partition(".")[0])
+        try:
+            mod = _guard_exit(importlib.import_module, spec, "while importing")(module_name)
+        except ModuleNotFoundError as e:
+            if e.name and (e.name == module_name or module_name.startswith(e.name + ".")):
+                raise TargetUsageError(
+                    f"--target {spec!r}: no module named {e.name!r} (searched the installed "
+                    "packages, then the current folder)"
+                ) from e
+            raise
+    factory = getattr(mod, func, None)
+    if factory is None:
+        raise TargetUsageError(f"--target {spec!r}: module {module_name!r} has no {func!r}")
+    if not callable(factory):
+        raise TargetUsageError(
+            f"--target {spec!r}: {func!r} is a {type(factory).__name__}, not a function"
+        )
+    step = _guard_exit(factory, spec, "in its factory")()
+    if not callable(step):
+        raise TargetUsageError(
+            f"--target {spec!r} returned {type(step).__name__}, not a callable: FUNCTION() must "
+            "return the zero-argument step to count"
+        )
+    root = _root_of(mod)
+    model = getattr(step, "module", None)
+    reset = getattr(step, "reset", None)
+    if reset is not None and not callable(reset):
+        raise TargetUsageError(
+            f"--target {spec!r}: its step's `reset` is a {type(reset).__name__}, not a "
+            "function: set step.reset to a zero-argument function that returns the step to "
+            "its starting state (README: Steps with state)"
+        )
+    guarded = _guard_exit(step, spec, "in its step")
+    if reset is not None:
+        # functools.wraps copied the raw reset onto the wrapper: the guarded one replaces it
+        reset = guarded.reset = _guard_exit(reset, spec, "in its reset")
+    return Target(spec, mod, root, guarded, model, reset)
+
+
+def root_guess(spec: str) -> Path:
+    """Where the user's code lives, known before importing it: the file's folder for
+    `path/file.py:FUNCTION`, else the current folder."""
+    module_name = spec.rpartition(":")[0]
+    if module_name and _is_file_spec(module_name):
+        return Path(module_name).resolve().parent
+    return Path(os.getcwd()).resolve()
+
+
+def _guard_exit(fn, spec: str, where: str):
+    """`fn`, the user's, called with its stdout sent to stderr and its sys.exit() made a
+    TargetError (module docstring)."""
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        try:
+            with stdout_to_stderr():
+                return fn(*args, **kwargs)
+        except SystemExit as e:
+            raise TargetError(
+                f"--target {spec!r} called sys.exit({_code(e)}) {where}; a target must "
+                "return (or raise), not exit"
+            ) from e
+
+    return call
+
+
+def _code(e: SystemExit) -> str:
+    try:
+        text = repr(e.code)
+    except BaseException:  # the user's __repr__ raised
+        return "..."
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _root_of(mod: ModuleType) -> Path | None:
+    f = getattr(mod, "__file__", None)
+    return Path(f).resolve().parent if f else None
+
+
+def origin(exc: BaseException, root: Path | None) -> str | None:
+    """`file:line (in function)` of the innermost frame of `exc` in the user's code (the
+    target module's folder), else the innermost frame outside graph-harness; None if none."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    # Not the user's: graph-harness itself, and anything installed (a venv may well sit
+    # inside the user's project folder) or in the standard library.
+    ours = user_imports.library_folders()
+
+    def theirs(f) -> bool:
+        return not any(user_imports.under(f.filename, o) for o in ours)
+
+    pick = None
+    if root is not None:
+        pick = next(
+            (f for f in reversed(frames) if theirs(f) and user_imports.under(f.filename, root)),
+            None,
+        )
+    if pick is None:
+        pick = next((f for f in reversed(frames) if theirs(f)), None)
+    if pick is None:
+        return None
+    return f"{_short(pick.filename)}:{pick.lineno} (in {pick.name})"
+
+
+def _short(filename: str) -> str:
+    try:
+        return os.path.relpath(filename)
+    except ValueError:  # pragma: no cover - another drive
+        return filename

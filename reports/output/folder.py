@@ -1,0 +1,267 @@
+"""Output folders a user owns: built aside, marked as ours, swapped in; nothing of theirs lost.
+
+A run builds its folder under a hidden sibling `.NAME.<random>.gh-partial` that carries a
+manifest (`.graph-harness-manifest.json`: what wrote it, when, which files) from its first
+instant, and every file's name is listed there before the file is made, so anything
+graph-harness leaves behind is recognisably its own, file by file.
+
+What `--out PATH` accepts, checked before any work is done:
+- a new path; or an existing empty folder, which is simply used;
+- a folder an earlier graph-harness run wrote (its manifest lists every file in it):
+  refused without `--force`, replaced with it (when this user can remove it);
+- a symbolic link to a folder is written through (the link stays), by the rules above.
+  `..` after a link is the link target's parent, as the OS has it.
+Always refused: a plain file, a broken link, a device or FIFO; a folder holding anything
+graph-harness did not write (even with `--force`); the current folder, any folder above
+it, the home folder and `/`; a folder this user may not write in.
+
+Commit, with SIGINT/SIGTERM/SIGHUP held off until it is done:
+- new path: rename with RENAME_NOREPLACE, so a folder that appeared meanwhile is never
+  replaced: this run fails and keeps its result beside, visibly named (with `--force`, an
+  output of ours that another run put there meanwhile is replaced as below);
+- replace (an earlier output, or an empty folder): lock what is there, then
+  RENAME_EXCHANGE swaps the new folder in and the old one out in one step (the path never
+  lacks a complete output); the old one, now under the hidden name and still locked, is
+  checked again and only the files its manifest lists are removed, the folder last.
+Runs replacing one path take their turns: each holds a lock on its own folder from birth
+until its commit is done, and a replace first takes the lock of what is at the path.
+
+A killed run (SIGKILL) leaves its hidden folder; the next run at the same path reports it
+and removes the files its manifest lists (then the folder, if that empties it), when no
+live run holds it (the kernel drops a run's flock at its death). Anything else is
+reported and left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import os
+import signal
+import socket
+import stat
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from graph_harness.capture.errors import HarnessError
+from graph_harness.capture.files import claiming, default_mode
+from graph_harness.capture.paths import os_reason
+from graph_harness.reports.output.leftovers import clean_leftovers, make_partial, stem
+from graph_harness.reports.output.manifest import (
+    Manifest,
+    foreign_entries,
+    remove_listed,
+    write_manifest,
+)
+from graph_harness.reports.output.plan import OutputRefused, Plan, plan_output
+from graph_harness.reports.output.renames import exchange, rename_noreplace
+
+__all__ = ["OutputConflict", "OutputRefused", "plan_output", "staged_output"]
+
+_HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+LOCK_WAIT_S = 30.0  # how long a replace waits for another run's commit at the same path
+
+
+class OutputConflict(HarnessError, RuntimeError):
+    """The output path changed under the run; its result was kept elsewhere."""
+
+
+# --- the staged folder --------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Hold SIGINT, SIGTERM and SIGHUP off for the block: each is recorded and raised
+    again once the block is done. Python runs signal handlers in the main thread
+    whatever thread the kernel picks (a mask would not stop that once torch has started
+    threads), so the handlers themselves are swapped, on the main thread only."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread can set handlers; ours are its to keep
+        return
+    caught: list[int] = []
+    old = {s: signal.signal(s, lambda n, f: caught.append(n)) for s in _HELD}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        for n in caught[:1]:
+            signal.raise_signal(n)  # now, to the handler that was there before
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+
+
+@contextlib.contextmanager
+def staged_output(
+    out: Path | None,
+    force: bool,
+    *,
+    command: str = "",
+    say: Callable[[str], None] | None = None,
+) -> Iterator[Path | None]:
+    """Yield a hidden folder to fill (write its files through capture/files.py, which
+    lists each in the manifest first); on success it becomes `out` (see the module
+    docstring). `out=None` yields None and writes nothing. `say` gets notes for the user
+    (leftovers found, an old output that could not all be removed)."""
+    if out is None:
+        yield None
+        return
+    plan = plan_output(Path(out), force)
+    clean_leftovers(plan.real, say, plan.shown)
+    made: list[Path] = []
+    tmp = lock = old = None
+    committed = False
+    claimed: set[str] = set()
+    try:
+        with _signals_deferred():  # no instant at which a signal leaves a bare folder
+            made = _make_parents(plan.real.parent)
+            tmp, lock = make_partial(plan.real)  # locked until this run ends: a live run's
+            os.chmod(tmp, default_mode(folder=True))
+            manifest = Manifest(command, _now(), socket.gethostname(), os.getpid(), False, ())
+            write_manifest(tmp, manifest)
+
+        def record(name: str) -> None:
+            if name not in claimed:
+                claimed.add(name)
+                write_manifest(tmp, dataclasses.replace(manifest, files=tuple(sorted(claimed))))
+
+        with claiming(tmp, record):
+            yield tmp
+        old = _take_current(plan)  # waits (interruptibly) for a commit going on at the path
+        with _signals_deferred():
+            files = tuple(sorted(n for n in claimed if (tmp / n).is_file()))
+            write_manifest(tmp, dataclasses.replace(manifest, complete=True, files=files))
+            committed = True  # from here on tmp is either `out`, kept beside it, or the old one
+            left = _commit(tmp, plan, old)
+        if left and say:
+            say(left)
+    finally:
+        if old is not None and old is not BUSY:
+            os.close(old[0])
+        if not committed and tmp is not None and lock is not None:
+            with contextlib.suppress(OSError):
+                remove_listed(tmp, lock)
+        if lock is not None:
+            os.close(lock)
+        for p in reversed(made):
+            with contextlib.suppress(OSError):
+                p.rmdir()  # only if still empty: a folder we made for nothing
+
+
+def _make_parents(parent: Path) -> list[Path]:
+    made = []
+    for p in [*reversed(parent.parents), parent]:
+        if not p.exists():
+            p.mkdir()
+            made.append(p)
+    return made
+
+
+BUSY = (-1, "busy")
+
+
+def _take_current(plan: Plan) -> tuple[int, str] | None:
+    """Lock the folder now at the path, if it is one the commit may replace: (its
+    descriptor, "empty" or "ours"), else None. Another run committing there, or the run
+    that made it, holds its lock a moment: wait for it, up to LOCK_WAIT_S."""
+    if plan.existing == "none" and not plan.force:
+        return None
+    deadline = time.monotonic() + LOCK_WAIT_S
+    while True:
+        try:
+            fd = os.open(plan.real, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:
+            return None  # gone, or not a folder now: the commit sees to it
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            if time.monotonic() > deadline:
+                return BUSY  # the commit keeps this run's result beside, saying so
+            time.sleep(0.002)
+            continue
+        try:
+            here, there = os.stat(plan.real, follow_symlinks=False), os.fstat(fd)
+        except FileNotFoundError:
+            here = there = None
+        if here is None or (here.st_dev, here.st_ino) != (there.st_dev, there.st_ino):
+            os.close(fd)  # swapped meanwhile: take the one there now
+            continue
+        state = _state(plan.real, fd)
+        if state is None or (state == "ours" and not plan.force):
+            os.close(fd)
+            return None  # not ours to replace: the commit keeps the result beside
+        return fd, state
+
+
+def _state(folder: Path, fd: int) -> str | None:
+    """What the folder open at `fd` holds: nothing ("empty"), an output of ours and
+    nothing else ("ours"), or anything else (None)."""
+    with os.scandir(fd) as it:
+        if next(it, None) is None:
+            return "empty"
+    return "ours" if foreign_entries(folder, dir_fd=fd) == [] else None
+
+
+def _commit(tmp: Path, plan: Plan, old: tuple[int, str] | None) -> str | None:
+    """Put `tmp` at `plan.real`; returns a note when the replaced output could not all be
+    removed. Nothing here raises after the new output is in place."""
+    real = plan.real
+    if old is None:
+        try:
+            rename_noreplace(tmp, real)
+        except FileExistsError:
+            why = "appeared" if plan.existing == "none" else "changed"
+            _keep(tmp, plan, f"{why} while this run was going (another run?)")
+        except OSError as e:
+            _keep(tmp, plan, f"could not be made ({os_reason(e)})")
+        return None
+    fd, state = old
+    if old is BUSY:
+        _keep(tmp, plan, f"stayed locked by another graph-harness run for {LOCK_WAIT_S:.0f} s")
+    if state == "empty":
+        with contextlib.suppress(OSError):  # the output takes the empty folder's permissions
+            os.chmod(tmp, stat.S_IMODE(os.fstat(fd).st_mode))
+    try:
+        exchange(tmp, real)
+    except OSError as e:
+        _keep(tmp, plan, f"could not be replaced ({os_reason(e)})")
+    # What we swapped out, still locked, is checked again where nobody else looks.
+    if _state(tmp, fd) != state:
+        exchange(tmp, real)
+        _keep(tmp, plan, "changed while this run was going")
+    try:
+        left = remove_listed(tmp, fd)
+    except OSError as e:
+        return f"the replaced output is kept at {tmp}: it could not be removed ({os_reason(e)})"
+    if left:
+        return (
+            f"the replaced output was kept at {tmp}: it held {', '.join(left[:3])}, which "
+            "graph-harness did not write"
+        )
+    return None
+
+
+def _keep(tmp: Path, plan: Plan, why: str) -> None:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for i in range(100):
+        kept = plan.real.with_name(
+            f"{stem(plan.real.name)}.graph-harness-{stamp}{'' if not i else f'-{i}'}"
+        )
+        try:
+            rename_noreplace(tmp, kept)
+            break
+        except FileExistsError:
+            continue
+    else:  # pragma: no cover - a hundred names taken in one second
+        kept = tmp
+    shown = Path(plan.shown)
+    where = kept if shown.is_symlink() else shown.with_name(kept.name)
+    raise OutputConflict(
+        f"output folder {plan.shown} {why} and was left as it is; this run's result is in {where}"
+    )

@@ -1,0 +1,125 @@
+"""Where `--out PATH` goes and whether it may, decided before any work (reports/output/folder.py
+builds and commits the folder). The rules: reports/output/folder.py's docstring."""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from graph_harness.capture.errors import UsageError
+from graph_harness.capture.paths import os_reason
+from graph_harness.reports.output.manifest import MANIFEST, foreign_entries, read_manifest
+
+
+class OutputRefused(UsageError, ValueError):
+    """`--out` names a path graph-harness must not write to (a usage error)."""
+
+
+def _protected(real: Path) -> str | None:
+    cwd = Path(os.path.realpath(os.getcwd()))
+    if real == Path(real.anchor):
+        return "the root folder"
+    if real == Path(os.path.realpath(Path.home())):
+        return "your home folder"
+    if real == cwd:
+        return "the current folder"
+    if real in cwd.parents:
+        return "a folder above the current one"
+    return None
+
+
+@dataclass(frozen=True)
+class Plan:
+    shown: str  # the path as the user wrote it, for messages
+    real: Path  # where the folder goes (a link's target, written through)
+    existing: str  # "none" | "empty" | "ours"
+    force: bool = False
+
+
+def _where(out: Path) -> Path:
+    """Where `out` is, as the OS resolves it: links and `..` in the order they come (so
+    `link/../x` is beside the link's target, not beside the link), the last part kept
+    unless it is itself a link (written through) or `.`/`..`."""
+    if out.name in ("", ".", "..") or os.fspath(out).endswith(("/.", "/..")):
+        return Path(os.path.realpath(out))
+    real = Path(os.path.realpath(out.parent)) / out.name
+    return Path(os.path.realpath(real)) if real.is_symlink() else real
+
+
+def plan_output(out: Path, force: bool) -> Plan:
+    """Decide, before any work, whether `out` may take the output; OutputRefused if not."""
+    shown = str(out)
+    try:
+        if out.is_symlink() and not out.exists():
+            raise OutputRefused(
+                f"--out {shown} is a symbolic link to {os.readlink(out)}, which does not "
+                "exist; give a folder path"
+            )
+        real = _where(out)
+        st = os.stat(real)
+    except FileNotFoundError:
+        st = None
+    except OSError as e:  # a file where a folder of the path should be, no permission, ...
+        raise OutputRefused(f"--out {shown}: {os_reason(e)}; give another path") from e
+    why = _protected(real)
+    if why:
+        raise OutputRefused(
+            f"--out {shown} is {why}; graph-harness writes its output into a folder of its "
+            "own and never replaces that one: give a new path, e.g. --out gh-out"
+        )
+    if st is None:
+        _check_parent(real.parent, shown)
+        return Plan(shown, real, "none", force)
+    if not stat.S_ISDIR(st.st_mode):
+        kind = "a file" if stat.S_ISREG(st.st_mode) else "not a folder"
+        raise OutputRefused(
+            f"--out {shown} is {kind}; graph-harness writes a folder there and never "
+            "replaces a file: give a new path"
+        )
+    try:
+        entries = os.listdir(real)
+    except OSError as e:
+        raise OutputRefused(f"--out {shown}: {os_reason(e)}; give another path") from e
+    _check_parent(real.parent, shown)
+    if not entries:
+        return Plan(shown, real, "empty", force)
+    foreign = foreign_entries(real)
+    if foreign is None:
+        raise OutputRefused(
+            f"--out {shown} is a folder graph-harness did not write (it has no {MANIFEST}); "
+            "graph-harness never replaces such a folder, --force or "
+            "not: give a new path or an empty folder"
+        )
+    if foreign:
+        raise OutputRefused(
+            f"--out {shown} was written by graph-harness but now also holds "
+            f"{', '.join(foreign[:3])}{' ...' if len(foreign) > 3 else ''}, which it did not "
+            "write; move those out or give a new path"
+        )
+    if not force:
+        m = read_manifest(real)
+        raise OutputRefused(
+            f"--out {shown} holds an earlier output ({m.command!r}, {m.created}); pass "
+            "--force to replace it, or give a new path"
+        )
+    if not os.access(real, os.W_OK | os.X_OK):
+        raise OutputRefused(
+            f"--out {shown} holds an earlier output that you may not remove (no permission "
+            f"to write in it); make it writable (chmod u+w {shown}) or give a new path"
+        )
+    return Plan(shown, real, "ours", force)
+
+
+def _check_parent(parent: Path, shown: str) -> None:
+    """The folder that will hold the output must be one we can build in (or make)."""
+    p = parent
+    while not p.exists():
+        p = p.parent
+    if not p.is_dir():
+        raise OutputRefused(f"--out {shown}: {p} is not a folder; give another path")
+    if not os.access(p, os.W_OK | os.X_OK):
+        raise OutputRefused(
+            f"--out {shown}: no permission to write in {p}; give a path in a folder you own"
+        )

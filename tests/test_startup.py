@@ -1,0 +1,82 @@
+"""What starting costs: the modules an import or the command line's parser loads, read off
+a child interpreter's sys.modules (never a timing: benchmarks/bench_startup.py measures).
+
+`from graph_harness.capture import scope` lands in a user's model code: torch, and no
+Triton, pandas or matplotlib. `graph-harness --help` (and every subcommand's) is built
+without torch, pandas, matplotlib, Triton or rich.
+"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+HEAVY = ("torch", "triton", "pandas", "matplotlib", "rich")
+SUBCOMMANDS = ("count", "delta", "replay", "advise", "profile", "check", "report")
+
+
+def loaded_after(code: str, tmp_path) -> set[str]:
+    """The heavy top-level packages in sys.modules after `code` ran in a fresh
+    interpreter (started in an empty folder, the checkout on its path)."""
+    probe = (
+        f"{code}\n"
+        "import json, sys\n"
+        f"print(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}} & {set(HEAVY)!r})))"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(REPO), "CUDA_VISIBLE_DEVICES": "", "PATH": "/usr/bin:/bin"},
+    )
+    assert r.returncode == 0, r.stderr
+    return set(json.loads(r.stdout.strip().splitlines()[-1]))
+
+
+def test_scope_brings_torch_alone(tmp_path):
+    loaded = loaded_after("from graph_harness.capture import scope, module_scopes", tmp_path)
+    assert loaded == {"torch"}
+
+
+def test_a_lazy_name_still_loads_what_it_needs(tmp_path):
+    # The probe sees an import happen: NodeExport is a pandas frame's maker.
+    assert "pandas" in loaded_after("from graph_harness.capture import NodeExport", tmp_path)
+
+
+def test_the_parser_and_every_help_load_nothing_heavy(tmp_path):
+    helps = [["--help"], ["--version"], *([c, "--help"] for c in SUBCOMMANDS)]
+    code = (
+        "import runpy, sys\n"
+        f"for argv in {helps!r}:\n"
+        "    sys.argv = ['graph-harness', *argv]\n"
+        "    try:\n"
+        "        runpy.run_module('graph_harness', run_name='__main__', alter_sys=True)\n"
+        "    except SystemExit as e:\n"
+        "        assert e.code == 0, (argv, e.code)\n"
+        "    sys.modules.pop('graph_harness.__main__', None)\n"
+    )
+    assert loaded_after(code, tmp_path) == set()
+
+
+def test_every_public_name_resolves():
+    import graph_harness.capture as capture
+
+    for name in capture.__all__:
+        value = getattr(capture, name)
+        assert getattr(value, "__name__", name) == name or name.isupper(), name
+    assert set(capture.__all__) <= set(dir(capture))
+    with pytest.raises(AttributeError, match="no attribute 'nonesuch'"):
+        capture.nonesuch  # noqa: B018
+
+
+def test_advise_is_the_function_and_its_package():
+    import graph_harness.capture.advise as advise_package
+    from graph_harness.capture.advise import advise
+    from graph_harness.capture.advise.advice import advise as defined
+
+    assert advise is defined and advise_package.advise is defined
