@@ -345,7 +345,7 @@ def test_an_extern_call_goes_to_the_module_that_made_it_not_to_its_inputs_makers
 
 
 def test_extern_anchors():
-    from graph_harness.capture.provenance import extern_anchors
+    from graph_harness.capture.scopes.provenance import extern_anchors
 
     ops = {"mm_1": "aten.mm.default", "view": "aten.view.default", "sdpa": "aten._sdpa.default"}
     assert extern_anchors("extern_kernels.mm", ["view", "mm_1"], ops) == ["mm_1"]
