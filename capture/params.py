@@ -136,6 +136,10 @@ class ProfileSettings:
         metadata={"help": "replays profiled per window, each a sample of every node", "min": 2},
     )
     warmup: int = field(default=ReplaySettings.warmup, metadata={"min": 0})
+    # Replays of each graph drawn in trace.json (capture/profile_trace.py): the first of
+    # its first window. Three show a replay's boundaries on both sides and stay small
+    # enough to scroll through (a 200-node round: ~2,000 events).
+    trace_replays: int = field(default=3, metadata={"min": 1})
 
     def __post_init__(self) -> None:
         for f in fields(self):
