@@ -282,7 +282,7 @@ class _Builder:
                     continue
                 src_tid, src_ts, src_dur = where[replay, d]
                 a, b = _inside(src_ts, src_dur), _inside(ts, dur)
-                if a is None or b is None:
+                if a is None or b is None or _ns(a) >= _ns(b):  # an end before its start
                     unbound += 1
                     continue
                 flow = dict(cat=FLOW, name=FLOW, id=self.next_flow, pid=pid)

@@ -123,7 +123,7 @@ def check_trace(doc):
         assert sorted(f["ph"] for f in fs) == ["f", "s"], fs  # one start, one end per id
         s, f = sorted(fs, key=lambda f: f["ph"] == "f")
         assert (s["cat"], s["name"]) == (f["cat"], f["name"]), fs  # Perfetto pairs by both
-        assert s["ts"] <= f["ts"], fs
+        assert ns(s["ts"]) < ns(f["ts"]), fs  # else the importer meets an end first
         ends = []
         for x in (s, f):  # strictly inside exactly one slice of its thread
             inside = [
@@ -205,10 +205,11 @@ def _windows(nodes, dur, gap, replays=5, windows=2):
     return out, origins
 
 
-def _model(dur=None, gap=None, kernels=None):
+def _model(kernels=None):
+    """A serial step of PATHS' scopes, profiled from synthetic CUPTI activities; returns
+    the profile, its windows, their origins and the simulated durations and gaps."""
     nodes = chain(kernels or [f"k{i}" for i in range(len(PATHS))], PATHS)
-    if dur is None:
-        dur, gap = _times(len(nodes))
+    dur, gap = _times(len(nodes))
     ws, origins = _windows(nodes, dur, gap)
     return profile_windows("model", export_of(nodes), ws), ws, origins, dur, gap
 
@@ -341,6 +342,38 @@ def test_truncated_nanoseconds_never_overlap_a_gap_with_its_node():
         assert abs(e["dur"] - e["args"]["gap_us"]) < 1e-3
 
 
+def test_any_schedule_lays_out_laminar_with_every_node_once():
+    # Random graphs run with branches side by side, stamped to the nanosecond as Kineto
+    # writes them (3 decimals: what truncation makes the most of), nodes in two scopes.
+    for case in range(25):
+        n = random.randint(2, 14)
+        deps = [sorted(random.sample(range(i), random.randint(0, min(i, 2)))) for i in range(n)]
+        scopes = [[random.choice(["a", "b"])] for _ in range(n)]
+        nodes = [node(i, "kernel", f"k{i}", deps[i], scopes[i]) for i in range(n)]
+        reps, t = [], 0.0
+        for r in range(4):
+            starts = sorted(round(t + random.uniform(0.0, 30.0), 3) for _ in range(n))
+            acts = [
+                Activity("kernel", f"k{i}", s, round(s + random.uniform(0.001, 9.0), 3), r)
+                for i, s in enumerate(starts)
+            ]  # index order is start order: every dependency started first
+            reps.append(acts)
+            t = max(a.end_us for a in acts) + 0.5
+        p = profile_windows("g", export_of(nodes), [Window(0, 0, reps)])
+        assert p.matching["verified"], case
+        slices, _, _, threads = check_trace(profile_trace({"g": p}, replays=3))
+        rows = replay_sums(slices, 1)
+        assert sorted(rows) == [1, 2, 3]
+        for r, row in rows.items():
+            assert sorted(e["args"]["node"] for e in row["nodes"]) == list(range(n)), case
+            origin = max(a.end_us for a in reps[0])
+            for e in row["nodes"]:
+                a = reps[r][e["args"]["node"]]
+                assert (e["ts"], e["dur"]) == (a.start_us - origin, a.end_us - a.start_us)
+            assert abs(row["gaps"] - drawn_gaps(row)) <= 2e-3 * n, case
+        assert {t.split(" (")[0] for t in threads[1]} <= {"replays", "a", "b"}
+
+
 def test_trace_replays_is_a_profile_setting():
     p, *_ = _model()
     assert ProfileSettings().trace_replays == 3
@@ -394,10 +427,12 @@ def test_the_report_folders_hold_the_trace(tmp_path):
     assert "trace.json" in (tmp_path / "t" / "report.md").read_text()
     params = RoundParams(stages=2, rows=2, k=32, world=2, rank=1, shard=64)
     exports = {v: count_round(params, v, "cpu").export for v in ("shipped",)}
-    nodes = [n for n in exports["shipped"].nodes]
+    # the CPU export's dispatches as the nodes of a serial graph
+    nodes = [
+        dict(n, type="kernel", deps=[i - 1] if i else [])
+        for i, n in enumerate(exports["shipped"].nodes)
+    ]
     dur, gap = _times(len(nodes))
-    for i, n in enumerate(nodes):  # the CPU export's dispatches as a serial graph's nodes
-        n["type"], n["deps"] = "kernel", [i - 1] if i else []
     ws, _ = _windows(nodes, dur, gap, replays=3, windows=1)
     round_profile = profile_windows("shipped", export_of(nodes, "decode-round"), ws)
     (tmp_path / "r").mkdir()
@@ -509,6 +544,29 @@ def test_profile_round_writes_a_trace_of_real_replays(tmp_path):
     assert r.returncode == 0, r.stderr
     procs, threads = _check_against_the_profile(out)
     assert procs == {1: "shipped", 2: "fused"}
-    for pid in procs:
-        steps = threads[pid][1:]
+    for pid in procs:  # the replays, then the steps in the round's order
+        steps = [t for t in threads[pid][1:] if t != "unscoped"]
         assert threads[pid][0] == "replays" and steps == [s for s in STEPS if s in steps]
+        assert {"topk", "pack", "select"} <= set(steps), threads[pid]
+
+
+@pytest.mark.gpu
+def test_report_target_on_a_gpu_holds_the_trace(tmp_path):
+    out = tmp_path / "r"
+    spec = f"{REPO / 'examples' / 'llama_decode.py'}:make_tiny_step"
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    # --module-scopes without DEPTH: the report cuts at the block depth, a track per layer
+    args = ["report", "--target", spec, "--module-scopes", "--out", str(out)]
+    r = subprocess.run(
+        [sys.executable, "-m", "graph_harness", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**env, "PYTHONPATH": str(REPO)},
+    )
+    assert r.returncode == 0, r.stderr
+    slices, flows, procs, threads = check_trace(json.loads((out / "trace.json").read_text()))
+    assert procs == {1: "make_tiny_step"} and flows
+    assert [t for t in threads[1] if t.startswith("layers.")] == ["layers.0", "layers.1"]
+    for r, row in replay_sums(slices, 1).items():
+        assert math.isclose(row["cost"], row["period"], rel_tol=1e-9), (r, row)
