@@ -137,8 +137,8 @@ class ProfileSettings:
     )
     warmup: int = field(default=ReplaySettings.warmup, metadata={"min": 0})
     # Replays of each graph drawn in trace.json (capture/profile_trace.py): the first of
-    # its first window. Three show a replay's boundaries on both sides and stay small
-    # enough to scroll through (a 200-node round: ~2,000 events).
+    # its first window. Three show a replay with a neighbour on each side and keep the
+    # file small enough to scroll through.
     trace_replays: int = field(default=3, metadata={"min": 1})
 
     def __post_init__(self) -> None:
