@@ -37,6 +37,7 @@ from graph_harness.capture.profile.run import profile_rounds, profile_steps  # n
 from graph_harness.capture.profile.settings import ProfileSettings  # noqa: E402
 from graph_harness.reports.cli.commands.profile import show, write_plot  # noqa: E402
 from graph_harness.reports.cli.console import IO  # noqa: E402
+from graph_harness.reports.kernel_names import short_names  # noqa: E402
 
 MODEL_DEPTH = 2  # layers.3: a module per layer
 
@@ -64,7 +65,7 @@ def main() -> int:
     t0 = time.perf_counter()
     rounds = profile_rounds(params, list(VARIANTS), settings, progress=say)
     (args.out / "round").mkdir(exist_ok=True)
-    rounds.write(args.out / "round")
+    rounds.write(args.out / "round", names=short_names)
     write_plot(args.out / "round", rounds, None)
     show(io, rounds, depth=None, top=10)
     say(f"round: {time.perf_counter() - t0:.1f} s")
@@ -82,7 +83,7 @@ def main() -> int:
     t0 = time.perf_counter()
     model = profile_steps(steps, settings, progress=say)
     (args.out / "model").mkdir(exist_ok=True)
-    model.write(args.out / "model", MODEL_DEPTH)
+    model.write(args.out / "model", MODEL_DEPTH, names=short_names)
     write_plot(args.out / "model", model, MODEL_DEPTH)
     show(io, model, depth=MODEL_DEPTH, top=10)
     say(f"model: {time.perf_counter() - t0:.1f} s")

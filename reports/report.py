@@ -199,6 +199,7 @@ def dispatch_section(folder: Path, profile, *, depth: int | None = None) -> list
     summary = profile.summary()
     write_csv(folder / "dispatch.csv", summary)
     plots.dispatch_share(scopes, folder / "dispatch_share.png")
+    trace = profile.write_trace(folder, depth, names=short_names)
     wide = scopes.pivot_table(index="scope", columns="variant", values="dispatch_share")
     wide = (100 * wide.reindex(list(dict.fromkeys(scopes.scope)))).round(2).reset_index()
     shown = summary[["name", "nodes", "period_us", "exec_us", "gap_us", "dispatch_share"]]
@@ -216,5 +217,8 @@ def dispatch_section(folder: Path, profile, *, depth: int | None = None) -> list
         _md(wide),
         "",
         "![dispatch share](dispatch_share.png)",
+        "",
+        f"The first replays of each graph, node by node, as a timeline: [{trace}]({trace}) "
+        "(open it in https://ui.perfetto.dev).",
         "",
     ]

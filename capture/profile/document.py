@@ -1,6 +1,7 @@
 """The in-round profile as one document (`ProfileResult`): every profiled graph
 (capture/profile/nodes.py), its roll-ups (capture/profile/rollup.py) and the priced pairs
-(capture/profile/pairs.py) as tables, written as profile.json and a CSV per table.
+(capture/profile/pairs.py) as tables, written as profile.json and a CSV per table, and
+its first replays as a timeline, trace.json (capture/profile/trace.py).
 Assembles the tables and writes them; the arithmetic is in those modules, and
 capture/profile/run.py fills the document on a GPU.
 """
@@ -26,6 +27,8 @@ from graph_harness.capture.profile.pairs import (
     price_pair,
 )
 from graph_harness.capture.profile.rollup import group_costs, scope_costs
+from graph_harness.capture.profile.settings import ProfileSettings
+from graph_harness.capture.profile.trace import Names, profile_trace, trace_text
 
 
 def _once(table):
@@ -50,6 +53,7 @@ def _once(table):
 
 PROFILE_SCHEMA = "graph-harness/profile"
 PROFILE_SCHEMA_VERSION = 1
+TRACE_FILE = "trace.json"
 
 
 @dataclass
@@ -132,11 +136,26 @@ class ProfileResult:
             "breakdown": _records(self.breakdown()),
         }
 
-    def write(self, folder: Path, depth: int | None = None) -> list[str]:
-        """profile.json (everything) and a CSV per table into `folder`; the names written."""
+    def trace(self, depth: int | None = None, names: Names | None = None) -> dict[str, Any]:
+        """The timeline of each graph's first replays (capture/profile/trace.py), as many
+        as the profile's settings say (`trace_replays`). `names`: kernel names as shown."""
+        replays = self.options.get("trace_replays", ProfileSettings().trace_replays)
+        other = {"created": self.created, "device": self.env.get("device")}
+        return profile_trace(self.profiles, replays=replays, depth=depth, names=names, other=other)
+
+    def write_trace(self, folder: Path, depth: int | None = None, names: Names | None = None):
+        """trace.json into `folder`; its name."""
+        write_atomic(folder / TRACE_FILE, trace_text(self.trace(depth, names)))
+        return TRACE_FILE
+
+    def write(
+        self, folder: Path, depth: int | None = None, names: Names | None = None
+    ) -> list[str]:
+        """profile.json (everything), a CSV per table and trace.json into `folder`; the
+        names written. `names`: kernel names as the timeline shows them."""
         doc = self.to_dict(depth)
         write_atomic(folder / "profile.json", json.dumps(doc, indent=1, allow_nan=False) + "\n")
-        names = ["profile.json"]
+        written = ["profile.json"]
         tables = {
             "summary": self.summary(),
             "scopes": self.scope_table(depth),
@@ -149,5 +168,5 @@ class ProfileResult:
             if name in ("pairs", "breakdown") and not self.pairs:
                 continue
             write_csv(folder / f"profile-{name}.csv", df)
-            names.append(f"profile-{name}.csv")
-        return names
+            written.append(f"profile-{name}.csv")
+        return [*written, self.write_trace(folder, depth, names)]

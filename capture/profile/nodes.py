@@ -23,6 +23,12 @@ Definitions, per replay of a graph (times as CUPTI stamps them on the GPU):
   its gaps over its cost.
 
 Per-node figures are medians over every sampled replay with 95% bootstrap intervals.
+
+Each sample also keeps when its activity started (`start_us`), and each replay when it
+began (`start_us`: the previous replay's end), in its window's frame: microseconds after
+the window's lead-in replay ended, as CUPTI stamped them, so that a timeline
+(capture/profile/trace.py) shows what the GPU did rather than a reconstruction. Nothing
+else reads them: the statistics are of durations and gaps alone.
 """
 
 from __future__ import annotations
@@ -51,9 +57,10 @@ from graph_harness.capture.profile.matching import (
 )
 from graph_harness.capture.stats import median_interval
 
-SAMPLE_COLUMNS = ["build", "window", "replay", "node", "dur_us", "gap_us"]
+SAMPLE_COLUMNS = ["build", "window", "replay", "node", "dur_us", "gap_us", "start_us"]
 REPLAY_COLUMNS = ["build", "window", "replay", "period_us", "exec_us", "gap_us", "cost_us"]
 REPLAY_COLUMNS += ["activities", "unmatched_activities", "unmatched_nodes", "out_of_order"]
+REPLAY_COLUMNS += ["start_us"]
 
 
 # --- one replay: durations and gaps ------------------------------------------------------
@@ -175,15 +182,17 @@ def profile_windows(name: str, export: NodeExport, windows: Sequence[Window]) ->
     for w, (replays, orders), ids in zip(windows, by_order, by_id):
         chosen = ids if id_route else orders
         prev_end = max((a.end_us for a in replays[0]), default=math.nan)
+        origin = prev_end  # the window's frame: 0 is when its first sampled replay began
         for r in range(1, len(replays)):
             acts, m = replays[r], chosen[r]
             costs = replay_costs(plan, acts, m, prev_end)
-            samples += [(w.build, w.window, r, n, d, g) for n, d, g in costs]
+            start = {n: a.start_us for a, n in zip(acts, m.node) if n is not None}
+            samples += [(w.build, w.window, r, n, d, g, start[n] - origin) for n, d, g in costs]
             last = max((a.end_us for a in acts), default=prev_end)
             exec_us, gap_us = sum(c[1] for c in costs), sum(c[2] for c in costs)
             counts = (len(acts), len(m.unmatched_activities), len(m.unmatched_nodes))
             timing = (last - prev_end, exec_us, gap_us, exec_us + gap_us)
-            rows.append((w.build, w.window, r, *timing, *counts, m.out_of_order))
+            rows.append((w.build, w.window, r, *timing, *counts, m.out_of_order, prev_end - origin))
             prev_end = last
     sampled_orders = [m for _, orders in by_order for m in orders[1:]]
     matching: dict[str, Any] = {

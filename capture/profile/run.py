@@ -206,4 +206,5 @@ def profile_steps(
 
 
 def _settings(s: ProfileSettings) -> dict[str, int]:
-    return {k: getattr(s, k) for k in ("trials", "builds", "windows", "replays", "warmup")}
+    keys = ("trials", "builds", "windows", "replays", "warmup", "trace_replays")
+    return {k: getattr(s, k) for k in keys}

@@ -39,6 +39,10 @@ class ProfileSettings:
         metadata={"help": "replays profiled per window, each a sample of every node", "min": 2},
     )
     warmup: int = field(default=ReplaySettings.warmup, metadata={"min": 0})
+    # Replays of each graph drawn in trace.json (capture/profile/trace.py): the first of
+    # its first window. Three show a replay with a neighbour on each side and keep the
+    # file small enough to scroll through.
+    trace_replays: int = field(default=3, metadata={"min": 1})
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -122,7 +122,9 @@ def run(args, io: IO) -> int:
         exports = [p.export for p in result.profiles.values()]
         depth = shown_depth(args.module_scopes, exports) if args.target else None
         if tmp is not None:
-            result.write(tmp, depth)
+            from graph_harness.reports.kernel_names import short_names
+
+            result.write(tmp, depth, names=short_names)
             write_plot(tmp, result, depth)
             if checks:
                 from graph_harness.reports.cli.commands.check import write_checks
