@@ -823,8 +823,14 @@ def test_profiled_step_by_module():
     assert tree.loc["(all)", "nodes"] == len(p.plan.nodes)
     layers = [s for s in tree.index if s.startswith("layers.")]
     assert tree.loc[layers, "cost_us"].sum() == pytest.approx(tree.loc["layers", "cost_us"])
+    # The summary's figures against the tables they come from; how far the profiled period
+    # sits above the timed one is the profiler's own cost, a benchmark figure (BENCHMARKS.md),
+    # not a bound a unit test may hold the GPU to.
     s = result.summary().iloc[0]
-    assert -0.02 < s.period_vs_timed < 0.15, s  # the profiler's own cost: 10.8% on the H200
+    assert s.period_us == pytest.approx(p.replays.period_us.median())
+    timed = result.round_trials.groupby("variant").us.median()["tiny"]
+    assert s.timed_us == pytest.approx(timed) and timed > 0
+    assert s.period_vs_timed == pytest.approx(s.period_us / timed - 1)
 
 
 @pytest.mark.gpu
