@@ -29,7 +29,7 @@ import pandas as pd
 from graph_harness.capture.export.documents import (
     ExportError as ExportError,  # re-exported: capture.ExportError
 )
-from graph_harness.capture.export.documents import Fields, load_json, show
+from graph_harness.capture.export.documents import Fields, show
 from graph_harness.capture.export.workload import is_round, step_order, unit_of
 from graph_harness.capture.files import write_atomic
 from graph_harness.capture.graph.dispatch import NON_LAUNCHING
@@ -193,8 +193,12 @@ class NodeExport:
 
     @classmethod
     def read_json(cls, path: str | Path) -> NodeExport:
-        """Read and check an export file; ExportError naming the file and the field."""
-        return cls.from_dict(load_json(path, "export"), where=str(path))
+        """Read and check an export file, or one export of count's output (`PATH#NAME`:
+        capture/export/kinds.py); ExportError naming the file and the field, or, for a
+        document of another kind, the file to pass instead."""
+        from graph_harness.capture.export.kinds import read_export
+
+        return read_export(path)
 
 
 def _check_options(f: Fields, options: dict) -> None:
