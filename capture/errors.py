@@ -27,6 +27,11 @@ class UsageError(HarnessError):
     exit_code = 2
 
 
+class CompileError(HarnessError, RuntimeError):
+    """Code of ours that torch.compile could not compile on this torch (the runtime's
+    failure, not the user's input): exit 1, in one line saying what to do."""
+
+
 class NoGPU(UsageError, RuntimeError):
     """A command that measures what a CUDA GPU runs, on a machine without one."""
 

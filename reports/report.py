@@ -50,6 +50,7 @@ def write_report(
         lines += savings_section(folder, exports, replay)
     if profile is not None:
         lines += dispatch_section(folder, profile)
+    lines += seed_section(exports, replay)
     write_output(folder / "report.md", "\n".join(lines) + "\n")
     return folder / "report.md"
 
@@ -220,5 +221,26 @@ def dispatch_section(folder: Path, profile, *, depth: int | None = None) -> list
         "",
         f"The first replays of each graph, node by node, as a timeline: [{trace}]({trace}) "
         "(open it in https://ui.perfetto.dev).",
+        "",
+    ]
+
+
+def seed_section(exports: dict[str, NodeExport], replay: ReplayResult | None) -> list[str]:
+    """The seed's figures beside this run's (capture/round/side_by_side.py computes ours)."""
+    from graph_harness.capture.round.side_by_side import side_by_side
+
+    rows = side_by_side(exports, replay)
+    table = pd.DataFrame(
+        [(r.figure, r.seed, r.ours, r.why or "-") for r in rows],
+        columns=["figure", "the seed", "this run", "why they differ"],
+    )
+    return [
+        "## The seed, side by side",
+        "",
+        "Each figure of the description this project started from (capture/round/seed.py "
+        "says where each comes from) beside this run's, computed from its exports and "
+        "replay document.",
+        "",
+        _md(table),
         "",
     ]

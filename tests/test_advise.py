@@ -536,7 +536,7 @@ def test_advise_usage_errors(tmp_path):
         (["nope"], "neither a variant"),
         ([str(path), "--stages", "2"], "--stages applies to counting a variant"),
         ([str(tmp_path / "missing.json")], "missing.json does not exist"),
-        ([str(path), "--costs", str(path)], "not a graph-harness replay document"),
+        ([str(path), "--costs", str(path)], "this is a node export, not a replay document"),
         ([str(path), "--costs", str(no_kernel_price)], "no torch-add fit"),
         ([str(path), "--top", "0"], "expected a whole number >= 1"),
     ):

@@ -481,7 +481,7 @@ def change(path, value):
     ("edit", "message"),
     [
         (lambda d: [d], "not a graph-harness node budget file (schema a list of 1, expected"),
-        (change(["schema"], "graph-harness/nodes"), 'file (schema "graph-harness/nodes", exp'),
+        (change(["schema"], "graph-harness/nodes"), "a node export, not a node-budget"),
         (change(["schema_version"], 2), "schema_version: 2 is not one this graph-harness reads"),
         (change(["extra"], 1), 'unknown key "extra"'),
         (change(["budgets"], []), "budgets: expected an object, got a list of 0"),

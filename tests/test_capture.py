@@ -400,3 +400,39 @@ def test_structure_tells_two_builds_alike_and_two_variants_apart():
     moved.nodes[0]["scope_path"] = ["elsewhere"]
     assert moved.structure() != first.structure()
     assert first.counts("step").sum() == first.total == first.per_stage_step().to_numpy().sum()
+
+
+def test_an_inductor_failure_on_the_shipped_pack_is_one_line(monkeypatch, tmp_path):
+    # On the H200 (torch 2.11), a Python-int rank or dynamic=True makes Inductor fail in
+    # its generated Triton code; here torch.compile gives a function that fails so.
+    from torch._inductor.exc import InductorError
+
+    from graph_harness.capture.round.decode import compiled_shipped_pack
+    from tests.test_documents_property import _run
+
+    class Failed(InductorError):
+        def __init__(self, message):
+            Exception.__init__(self, message)
+
+    def compile_that_fails(fn, **kwargs):
+        def compiled(*args, **kw):
+            raise Failed("CompilationError: at 12:4:\nCannot bitcast data-type of size 64 to 32")
+
+        return compiled
+
+    compiled_shipped_pack.cache_clear()
+    monkeypatch.setattr(torch, "compile", compile_that_fails)
+    try:
+        small = ["--stages", "1", "--rows", "2", "--k", "32", "--world", "2", "--shard", "64"]
+        argv = ["count", *small, "--variant", "shipped-compiled", "--out", "out"]
+        code, out, err = _run(argv, tmp_path)
+    finally:
+        compiled_shipped_pack.cache_clear()  # the next test compiles for real
+    line = err.splitlines()[-1]
+    assert code == 1 and out == "" and not (tmp_path / "out").exists(), err
+    assert line.startswith(
+        "graph-harness count: error: CompileError: the shipped pack could "
+        "not be compiled by Inductor on torch "
+    ), line
+    assert "CompilationError: at 12:4: ... Cannot bitcast data-type of size 64 to 32" in line
+    assert "--variant shipped --variant fused" in line and "Traceback" not in err, err

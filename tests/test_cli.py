@@ -723,6 +723,8 @@ def test_report_on_cpu(tmp_path):
     md = (out / "report.md").read_text()
     assert "cpu-dispatch" in md and "Not measured: no CUDA device" in md
     assert "`shipped -> fused: -22 nodes/round (pack -18, copy -4)`" in md
+    assert "## The seed, side by side" in md  # its rows: tests/test_seed.py
+    assert "| shipped pack, kernels per call | 8 | " in md
     for png in ("nodes_per_stage.png", "waterfall_nodes.png"):
         data = (out / png).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000

@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from graph_harness.capture.budget.limits import UPDATE_FLAG, BudgetError, check_name, counts
-from graph_harness.capture.export.documents import ExportError, Fields, load_json, show
+from graph_harness.capture.export.documents import ExportError, Fields, show
+from graph_harness.capture.export.kinds import load_document
 from graph_harness.capture.export.nodes import SOURCES, NodeExport
 from graph_harness.capture.files import OutputPathError, write_output
 from graph_harness.capture.paths import os_reason
@@ -74,7 +75,7 @@ class Entry:
 def read_budgets(path: str | Path) -> dict[str, dict[str, Entry]]:
     """Read and check a budget file: key -> source -> Entry. BudgetFileError naming the
     file and the field for anything wrong."""
-    doc = load_json(path, "node budgets", BudgetFileError)
+    doc = load_document(path, "budgets", BudgetFileError)  # another kind: refused
     f = Fields(str(path), BudgetFileError)
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         got = show(doc.get("schema")) if isinstance(doc, dict) else show(doc)

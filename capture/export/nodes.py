@@ -2,10 +2,21 @@
 
 One row per node (graph node, or dispatched op on the CPU source), with its type, kernel
 name, launch shape where known, scopes and dependencies. A node's scopes: `scope` (the
-innermost, e.g. "layers.3.attention" or "stage0/pack"), `scope_path` (the enclosing
-scopes' labels, outermost first) and the built-in round's `stage` and `step` (of the
-innermost scope). Per-round, per-stage, per-step, per-scope and per-kernel counts are
-group-bys of the frame (capture/attribution/rollup.py rolls scopes up to any depth).
+innermost, e.g. "layers.3.attention" or "stage0/pack"), `scope_path` (the labels of
+every scope open around the node, outermost first and ending with `scope` itself:
+`["layers", "layers.3", "layers.3.attention"]`; `[]` for an unscoped node) and the
+built-in round's `stage` and `step` (of the innermost scope). Per-round, per-stage,
+per-step, per-scope and per-kernel counts are group-bys of the frame
+(capture/attribution/rollup.py rolls scopes up to any depth).
+
+What the document's fields hold, and their Python names:
+- `nodes`: every node recorded. On the CPU source that includes the ops that launch
+  nothing, `type` "view" (an op whose outputs alias its inputs) and "alloc" (an empty
+  tensor made), so `len(nodes)` exceeds `total_nodes` there. A graph (source
+  "cuda-graph") has no such nodes. `type` tells them apart (NON_LAUNCHING).
+- `total_nodes`: the launching nodes, `type` not in NON_LAUNCHING, the figure every table
+  counts; `NodeExport.total` in Python (derived from `nodes`, checked on reading).
+  `NodeExport.frame()` holds the launching nodes, `frame(launching_only=False)` all.
 
 Version 2 added `scope` and `scope_path`; version-1 files are still read (their flat
 (stage, step) scope becomes a path of one). Version 3 puts module containers in eager
@@ -29,7 +40,7 @@ import pandas as pd
 from graph_harness.capture.export.documents import (
     ExportError as ExportError,  # re-exported: capture.ExportError
 )
-from graph_harness.capture.export.documents import Fields, load_json, show
+from graph_harness.capture.export.documents import Fields, show
 from graph_harness.capture.export.workload import is_round, step_order, unit_of
 from graph_harness.capture.files import write_atomic
 from graph_harness.capture.graph.dispatch import NON_LAUNCHING
@@ -60,7 +71,8 @@ class NodeExport:
     workload: str  # ROUND_WORKLOAD (the built-in round), a target's name, "callable:<qualname>"
     variant: str | None
     params: dict[str, Any] | None
-    nodes: list[dict[str, Any]]  # one dict per node, keys COLUMNS
+    # one dict per node, keys COLUMNS; on the CPU source views and allocs too (`type`)
+    nodes: list[dict[str, Any]]
     env: dict[str, Any] = field(default_factory=dict)
     created: str = ""
     rank: int | None = None
@@ -68,7 +80,8 @@ class NodeExport:
 
     @property
     def total(self) -> int:
-        """Nodes of the graph; on the CPU source, launching dispatches (no views/allocs)."""
+        """Nodes of the graph; on the CPU source, launching dispatches (no views/allocs).
+        The document's `total_nodes`; `len(nodes)` counts views and allocs as well."""
         return sum(1 for n in self.nodes if n["type"] not in NON_LAUNCHING)
 
     @property
@@ -193,8 +206,12 @@ class NodeExport:
 
     @classmethod
     def read_json(cls, path: str | Path) -> NodeExport:
-        """Read and check an export file; ExportError naming the file and the field."""
-        return cls.from_dict(load_json(path, "export"), where=str(path))
+        """Read and check an export file, or one export of count's output (`PATH#NAME`:
+        capture/export/kinds.py); ExportError naming the file and the field, or, for a
+        document of another kind, the file to pass instead."""
+        from graph_harness.capture.export.kinds import read_export
+
+        return read_export(path)
 
 
 def _check_options(f: Fields, options: dict) -> None:

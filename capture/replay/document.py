@@ -16,7 +16,8 @@ import pandas as pd
 import torch
 
 from graph_harness.capture.environment import environment, now
-from graph_harness.capture.export.documents import ExportError, Fields, load_json, records, show
+from graph_harness.capture.export.documents import ExportError, Fields, records, show
+from graph_harness.capture.export.kinds import load_document
 from graph_harness.capture.files import write_atomic
 from graph_harness.capture.replay.chains import PRICE_KINDS, measure_chains
 from graph_harness.capture.replay.pricing import SAVING_COLUMNS, savings
@@ -146,9 +147,8 @@ class ReplayResult:
     @classmethod
     def read_json(cls, path: str | Path) -> ReplayResult:
         """Read and check a replay file; ReplayDocumentError naming the file and field."""
-        return cls.from_dict(
-            load_json(path, "replay document", ReplayDocumentError), where=str(path)
-        )
+        doc = load_document(path, "replay", ReplayDocumentError)  # another kind: refused
+        return cls.from_dict(doc, where=str(path))
 
 
 _TEXT_COLUMNS = {"kind", "variant", "a", "b", "removed_by_type"}

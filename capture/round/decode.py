@@ -12,9 +12,11 @@ Per stage (rank `rank` of `world`, all shapes static, all buffers carved and fro
 from __future__ import annotations
 
 import functools
+import importlib
 
 import torch
 
+from graph_harness.capture.errors import CompileError
 from graph_harness.capture.graph.dispatch import counted_compiled_call
 from graph_harness.capture.round.params import RoundParams, check_variant
 from graph_harness.capture.scopes.recorder import scope
@@ -45,9 +47,44 @@ def compiled_shipped_pack():
     @functools.wraps(pack_scores_ids_shipped)
     def in_process(*args, **kwargs):
         with config.patch(compile_threads=1):
-            return compiled(*args, **kwargs)
+            try:
+                return compiled(*args, **kwargs)
+            except _compile_failures() as e:
+                raise _not_compiled(e) from e
 
     return in_process
+
+
+def _compile_failures() -> tuple[type[BaseException], ...]:
+    """The errors torch.compile raises when Inductor (or Dynamo handing it the graph)
+    fails to compile: InductorError (torch >= 2.7) and BackendCompilerFailed, each where
+    this torch has it."""
+    failures: list[type[BaseException]] = []
+    for module, name in (
+        ("torch._inductor.exc", "InductorError"),
+        ("torch._dynamo.exc", "BackendCompilerFailed"),
+    ):
+        try:
+            failures.append(getattr(importlib.import_module(module), name))
+        except (ImportError, AttributeError):
+            continue
+    return tuple(failures)
+
+
+def _not_compiled(e: BaseException) -> CompileError:
+    """One line for an Inductor failure on the shipped pack: which, where, what to do."""
+    # Inductor's message spans lines (where in the generated code, then why): the first
+    # and the last say what failed.
+    lines = [x.strip() for x in str(e).splitlines() if x.strip()] or [""]
+    first = lines[0] if len(lines) == 1 else f"{lines[0]} ... {lines[-1]}"
+    first = first if len(first) <= 300 else first[:297] + "..."
+    return CompileError(
+        f"the shipped pack could not be compiled by Inductor on torch {torch.__version__} "
+        f"({type(e).__name__}: {first}); leave out the shipped-compiled variant (--variant "
+        "shipped --variant fused ...), or use a torch whose Inductor compiles it (this "
+        "harness compiles it with dynamic=False and a 0-d tensor rank: a Python-int rank "
+        "or dynamic=True fail on torch 2.11)"
+    )
 
 
 def stage_inputs(params: RoundParams, stage: int, rank: int) -> torch.Tensor:

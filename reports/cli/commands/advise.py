@@ -27,8 +27,9 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     v.add_argument(
         "export",
         metavar="EXPORT",
-        help="an export file by path (count --out's nodes-*.json; a path holds a '/' or ends "
-        "in .json), or a variant of the built-in round by name (shipped, ...), counted here",
+        help="an export file by path (count --out's nodes-*.json, or count --json's output, "
+        "one export as FILE#NAME; a path holds a '/' or ends in .json), or a variant of the "
+        "built-in round by name (shipped, ...), counted here",
     )
     v.add_argument(
         "--costs",
@@ -45,12 +46,13 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
 
 
 def check_flags(args) -> None:
+    from graph_harness.capture.export.kinds import split_ref
     from graph_harness.capture.paths import check_input
 
     if args.costs is not None:
         check_input(args.costs, "--costs file")
     if is_export_path(args.export):
-        check_input(args.export, "export file")
+        check_input(split_ref(args.export)[0], "export file")
         refuse(
             given_round_flags(args),
             "apply to counting a variant, and EXPORT is a file that carries its own: drop them",

@@ -6,6 +6,7 @@ import argparse
 import os
 from pathlib import Path
 
+from graph_harness.capture.export.kinds import split_ref
 from graph_harness.capture.files import check_output
 from graph_harness.capture.paths import check_input
 from graph_harness.capture.round.params import VARIANTS
@@ -26,7 +27,8 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
         d.add_argument(
             side,
             help="a variant by name (shipped, fused, ...) or an export file by path (a path "
-            "holds a '/' or ends in .json: ./shipped is a file, shipped the variant)",
+            "holds a '/' or ends in .json: ./shipped is a file, shipped the variant); of "
+            "`count --json`'s output, one export as FILE#NAME (c.json#fused)",
         )
     d.add_argument(
         "--from",
@@ -41,7 +43,9 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
 
 def is_export_path(ref: str) -> bool:
     """The rule for `delta A B`: a path holds a separator or ends in .json; anything else
-    is a variant name (so a file named `shipped` in the current folder is `./shipped`)."""
+    is a variant name (so a file named `shipped` in the current folder is `./shipped`).
+    `c.json#fused` is one export of count's output (capture/export/kinds.py)."""
+    ref = str(split_ref(ref)[0])
     return ref.endswith(".json") or "/" in ref or os.sep in ref or (os.altsep or "/") in ref
 
 
@@ -67,14 +71,15 @@ def check_flags(args) -> None:
         check_output(args.csv)  # refused now, not after counting
     for r in (args.a, args.b):
         if is_export_path(r):
-            check_input(r, "export file")  # a FIFO or folder refused now, never waited on
+            # a FIFO or folder refused now, never waited on
+            check_input(split_ref(r)[0], "export file")
 
 
 def export_for(ref: str, args, io: IO):
     from graph_harness.capture import NodeExport, count_round
 
     if is_export_path(ref):
-        return NodeExport.read_json(Path(ref))
+        return NodeExport.read_json(ref)  # an export, or one of count's output
     if args.from_dir is not None:
         f = args.from_dir / f"nodes-{ref}.json"
         if not f.exists() and not f.is_symlink():

@@ -1,0 +1,183 @@
+"""What a graph-harness JSON document is, and the one place that reads a document by what
+it holds: every command that takes a file goes through `load_document` (or
+`read_export`, which builds on it), so a document of another kind is refused in one line
+that names the file to pass instead, and a document that holds what was asked for reads
+back whichever command wrote it.
+
+Every JSON graph-harness writes names its kind in `schema` (a timeline, trace.json, in
+its `otherData`, where Perfetto keeps metadata). What reads where:
+
+- a node export (`nodes-NAME.json`, from `count`, `check`, `report --out`): `delta`,
+  `advise`;
+- count's output (`count --json`): it holds every export in full, so `delta` and
+  `advise` read it too; one export is taken as it is, of several one is named after a
+  `#`: `c.json#fused` (`c.json#target` for a `--target`, `#shipped-rank1` under
+  `--distributed`);
+- a replay document (`replay.json`, `replay --json`): `advise --costs`;
+- a budget file: `node_budget(record=...)`;
+- the rest (profile, check, delta, advice, timeline, an output folder's manifest) hold
+  measurements or findings, not what any command reads: refused, naming what to pass.
+
+The schema strings are the writers' own (a test checks each against its module's
+constant); they are listed here rather than imported so that reading a document's kind
+imports neither torch nor pandas.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from graph_harness.capture.export.documents import ExportError, Fields, load_json, show
+
+# schema -> what the document is, as a refusal names it
+KINDS = {
+    "graph-harness/nodes": "a node export",
+    "graph-harness/count": "count's output (`count --json`)",
+    "graph-harness/replay": "a replay document (`replay --out DIR`'s replay.json, `replay --json`)",
+    "graph-harness/profile": "a profile (`profile --out DIR`'s profile.json, `profile --json`)",
+    "graph-harness/check": "check's findings (`check --out DIR`'s check.json, `check --json`)",
+    "graph-harness/delta": "a delta of two exports (`delta --json`)",
+    "graph-harness/advice": "advise's output (`advise --json`)",
+    "graph-harness/node-budgets": "a node-budget file (`pytest --update-node-budgets`)",
+    "graph-harness/trace": "a timeline (`profile --out DIR`'s trace.json, for Perfetto)",
+    "graph-harness/output": "an output folder's manifest",
+}
+NODES, COUNT, REPLAY, BUDGETS = (
+    "graph-harness/nodes",
+    "graph-harness/count",
+    "graph-harness/replay",
+    "graph-harness/node-budgets",
+)
+COUNT_SCHEMA_VERSION = 1
+
+EXPORT_FILE = (
+    "pass a node export: `graph-harness count --out DIR` writes DIR/nodes-VARIANT.json "
+    "(DIR/nodes-target.json for --target), and `count --json` prints them all"
+)
+
+
+@dataclass(frozen=True)
+class Reader:
+    """What one reader takes: the schemas it reads, what it calls its input in a read
+    error, what it wants in a refusal, and the file to pass instead."""
+
+    takes: tuple[str, ...]
+    reading: str
+    wanted: str
+    instead: str
+
+
+READERS = {
+    "export": Reader((NODES, COUNT), "export", "a node export", EXPORT_FILE),
+    "replay": Reader(
+        (REPLAY,),
+        "replay document",
+        "a replay document",
+        "--costs takes a replay document: `graph-harness replay --out DIR` writes "
+        "DIR/replay.json (`replay --json` prints the same)",
+    ),
+    "budgets": Reader(
+        (BUDGETS,),
+        "node budgets",
+        "a node-budget file",
+        "record= takes a budget file that `pytest --update-node-budgets` writes (a new "
+        "path is fine)",
+    ),
+}
+# where a document passed to the wrong reader goes instead
+ELSEWHERE = {
+    NODES: "an export goes to advise's EXPORT or delta's A and B",
+    COUNT: "its exports go to advise's EXPORT or delta's A and B, FILE#NAME for one",
+    REPLAY: "a replay document goes to advise --costs",
+    BUDGETS: "a budget file goes to node_budget's record=",
+}
+
+
+def schema_of(doc: Any) -> str | None:
+    """The kind a document names: `schema`, or for a timeline `otherData.schema`."""
+    if not isinstance(doc, dict):
+        return None
+    schema = doc.get("schema")
+    if schema is None and isinstance(doc.get("otherData"), dict):
+        schema = doc["otherData"].get("schema")
+    return schema if isinstance(schema, str) else None
+
+
+def refuse_other_kinds(doc: Any, where: str, want: str, error=ExportError) -> None:
+    """`error` in one line if `doc` is a graph-harness document of a kind `want` does not
+    read, naming what it is and the file to pass; anything else passes (the reader's own
+    checks judge a document of its kind, or one that is no graph-harness document)."""
+    schema, reader = schema_of(doc), READERS[want]
+    if schema in KINDS and schema not in reader.takes:
+        hint = f" ({ELSEWHERE[schema]})" if schema in ELSEWHERE else ""
+        raise error(
+            f"{where}: this is {KINDS[schema]}, not {reader.wanted}{hint}; {reader.instead}"
+        )
+
+
+def load_document(path: str | Path, want: str, error=ExportError) -> Any:
+    """Parse the file at `path` (a regular file, UTF-8 JSON) for a reader of `want`
+    ("export", "replay", "budgets"), refusing a graph-harness document of another kind."""
+    doc = load_json(path, READERS[want].reading, error)
+    refuse_other_kinds(doc, str(path), want, error)
+    return doc
+
+
+def split_ref(ref: str | Path) -> tuple[str | Path, str | None]:
+    """A document reference: a path, or `PATH#NAME` naming one export of count's output.
+    A path that exists as written is a path, `#` and all."""
+    if isinstance(ref, Path) or "#" not in ref or os.path.lexists(ref):
+        return ref, None
+    path, name = ref.rsplit("#", 1)
+    return path, name
+
+
+def read_export(ref: str | Path):
+    """The NodeExport at `ref`: a node export file, or one export of count's output
+    (`PATH#NAME`; the name may be left out when it holds one). ExportError in one line
+    otherwise, naming the file and what to pass."""
+    from graph_harness.capture.export.nodes import NodeExport
+
+    path, name = split_ref(ref)
+    doc = load_document(path, "export")
+    if schema_of(doc) != COUNT:
+        if name is not None:
+            raise ExportError(
+                f"{ref}: #{name} names an export of count's output (`count --json`), and "
+                f"{path} is not one: drop #{name}"
+            )
+        return NodeExport.from_dict(doc, where=str(path))
+    exports = _count_exports(doc, str(path))
+    names = ", ".join(exports)
+    if name is None:
+        if len(exports) != 1:
+            first = next(iter(exports))
+            raise ExportError(
+                f"{path}: count's output holds {len(exports)} exports ({names}); name one "
+                f"after a '#': {path}#{first}"
+            )
+        name = next(iter(exports))
+    elif name not in exports:
+        raise ExportError(f"{ref}: count's output has no export {show(name)} (it holds {names})")
+    return NodeExport.from_dict(exports[name], where=f"{path}#{name}")
+
+
+def _count_exports(doc: dict, where: str) -> dict[str, Any]:
+    """count's output checked as far as its own envelope; each export is checked by
+    NodeExport.from_dict when taken."""
+    f = Fields(where)
+    version = doc.get("schema_version")
+    if type(version) is not int or version != COUNT_SCHEMA_VERSION:
+        f.fail(
+            "schema_version",
+            f"{show(version)} is not a version of count's output this graph-harness reads "
+            f"({COUNT_SCHEMA_VERSION}); count again with this graph-harness",
+        )
+    f.keys("", doc, ("schema", "schema_version", "exports"), ("checks",))
+    exports = f.obj("exports", doc["exports"])
+    if not exports:
+        f.fail("exports", "count's output holds no export")
+    return exports
