@@ -37,9 +37,11 @@ def write_report(
     command: str,
     skipped: str | None = None,
     profile=None,
+    exact=None,
 ) -> Path:
     """Write everything into `folder` (which must exist and be empty). `profile`: an
-    in-round profile of the variants (capture/profile/document.py), where one was taken."""
+    in-round profile of the variants (capture/profile/document.py), where one was taken;
+    `exact`: the variants' bit-exactness cells (capture/round/exactness.py)."""
     lines = header(exports, command)
     lines += nodes_section(folder, exports)
     lines += delta_section(folder, exports)
@@ -50,7 +52,7 @@ def write_report(
         lines += savings_section(folder, exports, replay)
     if profile is not None:
         lines += dispatch_section(folder, profile)
-    lines += seed_section(exports, replay)
+    lines += seed_section(exports, replay, exact)
     write_output(folder / "report.md", "\n".join(lines) + "\n")
     return folder / "report.md"
 
@@ -225,11 +227,14 @@ def dispatch_section(folder: Path, profile, *, depth: int | None = None) -> list
     ]
 
 
-def seed_section(exports: dict[str, NodeExport], replay: ReplayResult | None) -> list[str]:
-    """The seed's figures beside this run's (capture/round/side_by_side.py computes ours)."""
+def seed_section(
+    exports: dict[str, NodeExport], replay: ReplayResult | None, exact=None
+) -> list[str]:
+    """The seed's figures beside this run's (capture/round/side_by_side.py computes ours),
+    and the run's bit-exactness matrix (capture/round/exactness.py)."""
     from graph_harness.capture.round.side_by_side import side_by_side
 
-    rows = side_by_side(exports, replay)
+    rows = side_by_side(exports, replay, exact)
     table = pd.DataFrame(
         [(r.figure, r.seed, r.ours, r.why or "-") for r in rows],
         columns=["figure", "the seed", "this run", "why they differ"],
@@ -242,5 +247,30 @@ def seed_section(exports: dict[str, NodeExport], replay: ReplayResult | None) ->
         "replay document.",
         "",
         _md(table),
+        "",
+        *_exactness_matrix(exact),
+    ]
+
+
+def _exactness_matrix(cells) -> list[str]:
+    if not cells:
+        return []
+    frame = pd.DataFrame([(c.variant, c.kind, c.differing, c.words) for c in cells])
+    frame.columns = ["variant", "kind", "differing", "words"]
+    frame["cell"] = [
+        "equal" if d == 0 else f"{d} of {w} differ" for d, w in zip(frame.differing, frame.words)
+    ]
+    wide = frame.pivot(index="variant", columns="kind", values="cell")
+    wide = wide.reindex(
+        index=list(dict.fromkeys(frame.variant)), columns=list(dict.fromkeys(frame.kind))
+    )
+    words = frame.groupby("kind", sort=False).words.first()
+    wide.columns = [f"{k} ({w} words)" for k, w in words.items()]
+    return [
+        "Bit-exactness, measured: each variant's round run once more from outputs filled with "
+        "random bits, its outputs against the shipped round's through 32-bit integer views "
+        "(words that differ):",
+        "",
+        _md(wide.reset_index()),
         "",
     ]

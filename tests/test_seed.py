@@ -9,6 +9,8 @@ import torch
 from graph_harness.capture import capture_and_count, count_round
 from graph_harness.capture.replay.document import ReplayResult
 from graph_harness.capture.round import seed
+from graph_harness.capture.round.exactness import KINDS as EXACT_KINDS
+from graph_harness.capture.round.exactness import exactness
 from graph_harness.capture.round.params import VARIANTS, RoundParams
 from graph_harness.capture.round.side_by_side import NOT_MEASURED, side_by_side
 from graph_harness.kernels import pack_scores_ids_shipped
@@ -62,7 +64,7 @@ def test_our_figures_on_the_cpu_are_the_runs_own(cpu_exports):
         "fused pack against the Inductor-fused pack, nodes removed per round",
         "both changes, time saved per round (ms)",
         "price per removed node (us)",
-        "bit-exactness",
+        "bit-exactness against the shipped round",  # side_by_side given no cells
     ):
         assert rows[figure].ours.startswith(NOT_MEASURED), rows[figure]
 
@@ -115,3 +117,66 @@ def test_our_figures_on_the_gpu_are_the_graphs_own():
     assert inductor.ours == str(fused_alone), inductor
     removed = rows["fused pack against the Inductor-fused pack, nodes removed per round"]
     assert removed.ours == f"{(fused_alone - 1) * P.stages} kernel nodes", removed
+
+
+# --- the bit-exactness matrix, measured --------------------------------------------------
+
+
+def _counted(device):
+    return {v: count_round(P, v, device) for v in VARIANTS}
+
+
+def _buffer_words(rnd, kind: str) -> int:
+    """Another route to the words compared: the round's buffers, sized from their bytes."""
+    sizes = [t.numel() * t.element_size() for k, t in rnd.outputs().items() if k.endswith(kind)]
+    return sum(sizes) // 4
+
+
+def test_every_variant_is_measured_equal_to_shipped_on_the_cpu():
+    counted = _counted("cpu")
+    cells = exactness(counted)
+    assert {(c.variant, c.kind) for c in cells} == {
+        (v, k) for v in VARIANTS if v != "shipped" for k in EXACT_KINDS
+    }
+    for c in cells:
+        assert c.exact, c
+        assert c.words == _buffer_words(counted["shipped"].round, c.kind) > 0
+    row = by_figure(side_by_side({v: x.export for v, x in counted.items()}, None, cells))
+    assert "equal to shipped, bit for bit" in row["bit-exactness against the shipped round"].ours
+    md = "\n".join(seed_section({v: x.export for v, x in counted.items()}, None, cells))
+    assert "| fused | equal | equal | equal |" in md
+
+
+def test_a_variant_that_computes_otherwise_is_found():
+    counted = _counted("cpu")
+    fused = counted["fused"].round
+    pack = fused._pack
+
+    def off_by_one_bit(*args):  # the pack, then one bit of one score flipped
+        pack(*args)
+        out = args[-1]
+        out.view(torch.int32).view(-1)[5] ^= 1
+
+    fused._pack = off_by_one_bit
+    counted["fused-pack"].round.run = lambda: None  # writes nothing: its random fill stays
+    cells = {(c.variant, c.kind): c for c in exactness(counted)}
+    # one word per stage's call (what the round selects from it may change downstream)
+    assert cells["fused", "slot"].differing == P.stages
+    for kind in EXACT_KINDS:  # random bits agree with the shipped outputs nowhere, nearly
+        c = cells["fused-pack", kind]
+        assert c.differing >= 0.9 * c.words, c
+    exports = {v: x.export for v, x in counted.items()}
+    row = by_figure(side_by_side(exports, None, list(cells.values())))
+    got = row["bit-exactness against the shipped round"]
+    assert f"fused slot: {P.stages} of " in got.ours and got.why
+
+
+@pytest.mark.gpu
+def test_every_variant_is_measured_equal_to_shipped_on_the_gpu():
+    counted = _counted("cuda")
+    assert all(c.captured is not None for c in counted.values())  # the graphs replayed
+    cells = exactness(counted)
+    assert len(cells) == (len(VARIANTS) - 1) * len(EXACT_KINDS)
+    for c in cells:
+        assert c.exact, c
+        assert c.words == _buffer_words(counted["shipped"].round, c.kind) > 0

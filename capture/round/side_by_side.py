@@ -49,9 +49,10 @@ def _is_fill(kernel: str | None) -> bool:
     return "fill" in k or "scalar_tensor" in k
 
 
-def side_by_side(exports: dict, replay=None) -> list[Row]:
+def side_by_side(exports: dict, replay=None, exact=None) -> list[Row]:
     """The seed's figures beside this run's. `exports`: variant -> NodeExport of one round
-    (all of one source and parameters); `replay`: its ReplayResult, or None."""
+    (all of one source and parameters); `replay`: its ReplayResult, or None; `exact`: the
+    run's bit-exactness cells (capture/round/exactness.py), or None."""
     first = next(iter(exports.values()))
     stages = int((first.params or {}).get("stages", 0))
     gpu = first.source == "cuda-graph"
@@ -61,15 +62,25 @@ def side_by_side(exports: dict, replay=None) -> list[Row]:
     rows.append(_compiled_pack(exports, stages, gpu, first.env.get("torch")))
     rows += _removed(exports, stages, unit, gpu)
     rows += _times(exports, replay)
-    rows.append(
-        Row(
-            "bit-exactness",
-            seed.EXACTNESS,
-            f"{NOT_MEASURED}: the tests check it, per variant and kernel (tests/test_pack.py, "
-            "tests/test_compaction.py, tests/test_capture.py)",
-        )
-    )
+    rows.append(_exactness(exact, stages))
     return rows
+
+
+def _exactness(cells, stages: int) -> Row:
+    figure = "bit-exactness against the shipped round"
+    if not cells:
+        return Row(figure, seed.EXACTNESS, f"{NOT_MEASURED} (no shipped round to compare with)")
+    variants = list(dict.fromkeys(c.variant for c in cells))
+    bad = [c for c in cells if not c.exact]
+    if not bad:
+        words = sum(c.words for c in cells)
+        ours = (
+            f"every variant ({', '.join(variants)}) equal to shipped, bit for bit: {words} "
+            f"words of slots, records and counts over {stages} stages"
+        )
+        return Row(figure, seed.EXACTNESS, ours)
+    ours = "; ".join(f"{c.variant} {c.kind}: {c.differing} of {c.words} words differ" for c in bad)
+    return Row(figure, seed.EXACTNESS, ours, "a variant computes something else: a defect")
 
 
 def _stages_why(stages: int) -> str:

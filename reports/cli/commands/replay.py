@@ -109,6 +109,7 @@ def run_report(args, io: IO) -> int:
         return run_target_report(args, io)
     from graph_harness.capture import count_round
     from graph_harness.capture.replay.document import run_replays
+    from graph_harness.capture.round.exactness import exactness
     from graph_harness.reports.report import write_report
 
     params, settings = round_params(args), replay_settings(args)
@@ -122,10 +123,14 @@ def run_report(args, io: IO) -> int:
         banner(io)
         with progress(io) as prog:
             task = prog.add_task("counting", total=None)
-            exports = {}
+            counted = {}
             for v in VARIANTS:
                 prog.update(task, description=f"counting {v}")
-                exports[v] = count_round(params, v).export
+                counted[v] = count_round(params, v)
+            prog.update(task, description="comparing the variants' outputs bit for bit")
+            exact = exactness(counted)
+            exports = {v: c.export for v, c in counted.items()}
+            del counted  # their graphs and buffers, before anything is timed
             replay, profile, skipped = None, None, "no CUDA device on this machine"
             if cuda:
                 from graph_harness.capture.profile.run import profile_rounds
@@ -137,7 +142,15 @@ def run_report(args, io: IO) -> int:
                     params, list(VARIANTS), ProfileSettings(builds=1), timed=False, progress=say
                 )
                 skipped = None
-        write_report(tmp, exports, replay, command=command_line(), skipped=skipped, profile=profile)
+        write_report(
+            tmp,
+            exports,
+            replay,
+            command=command_line(),
+            skipped=skipped,
+            profile=profile,
+            exact=exact,
+        )
     io.err.print(f"wrote {args.out / 'report.md'}", markup=False)
     return 0
 
