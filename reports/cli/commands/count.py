@@ -15,6 +15,7 @@ from graph_harness.reports.cli.args import (
     round_args,
     shown_depth,
     step_warmup,
+    subcommand,
     warmup_arg,
 )
 from graph_harness.reports.cli.console import (
@@ -32,8 +33,22 @@ COUNT_SCHEMA = "graph-harness/count"
 
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    c = sub.add_parser(
-        "count", parents=[common], help="capture the decode round (or --target) and count nodes"
+    c = subcommand(
+        sub,
+        "count",
+        common,
+        help="capture the decode round (or --target) and count nodes",
+        description="Capture the built-in decode round in each variant (or your own step, "
+        "--target) into a CUDA graph and count its nodes by type, kernel and scope: nodes per "
+        "round and per step of a stage, or your step's scope tree and kernels. Without a GPU "
+        "it counts dispatched operations instead, and says so.",
+        examples=[
+            "graph-harness count",
+            "graph-harness count --variant shipped --variant fused --per-stage",
+            "graph-harness count --target examples/llama_decode.py:make_step --module-scopes",
+            "graph-harness count --json --out counts",
+        ],
+        variants=True,
     )
     round_args(c)
     c.add_argument(
@@ -57,7 +72,11 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
         action="store_true",
         help="launch the harness's Triton kernels with programmatic dependent launch",
     )
-    c.add_argument("--per-stage", action="store_true", help="print each variant's stage table")
+    c.add_argument(
+        "--per-stage",
+        action="store_true",
+        help="also print each variant's table of nodes per stage and step",
+    )
     c.add_argument(
         "--distributed",
         action="store_true",
@@ -227,8 +246,9 @@ def show(io: IO, exports: dict, *, per_stage: bool, depth: int | None = None, ch
 
             show_checks(io, checks)
         return
-    for e in listed if per_stage else listed[:1]:
-        io.out.print(per_stage_table(e))
+    if per_stage:  # the round's totals above; each variant's stages only when asked
+        for e in listed:
+            io.out.print(per_stage_table(e))
 
 
 def run_distributed(args, io: IO) -> int:

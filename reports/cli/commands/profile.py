@@ -19,6 +19,7 @@ from graph_harness.reports.cli.args import (
     round_args,
     shown_depth,
     step_warmup,
+    subcommand,
     timing_args,
     warmup_arg,
 )
@@ -38,10 +39,21 @@ ROUND_ONLY = ("builds",)  # settings that apply to the built-in round, not to --
 
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    pr = sub.add_parser(
+    pr = subcommand(
+        sub,
         "profile",
-        parents=[common],
+        common,
         help="every node's in-round cost under CUPTI: duration, gap before it, by scope (GPU)",
+        description="Replay the round's variants (or your step, --target) under CUPTI, match "
+        "every activity to its graph node and cost each node per replay: its duration and "
+        "the gap before it. Prints the dispatch share by step or scope, the largest gaps, "
+        "and each change's saving priced from the profiles against the measured one; --out "
+        "adds CSVs, a plot and a Perfetto timeline (trace.json). Needs a CUDA GPU.",
+        examples=[
+            "graph-harness profile --variant shipped --variant fused --out profile",
+            "graph-harness profile --target examples/llama_decode.py:make_step --module-scopes 2",
+        ],
+        variants=True,
     )
     round_args(pr)
     pr.add_argument(

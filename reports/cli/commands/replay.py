@@ -14,6 +14,7 @@ from graph_harness.reports.cli.args import (
     out_args,
     round_args,
     step_warmup,
+    subcommand,
     timing_args,
     warmup_arg,
 )
@@ -34,8 +35,21 @@ from graph_harness.reports.cli.console import (
 
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    r = sub.add_parser(
-        "replay", parents=[common], help="per-node dispatch cost and before/after round timing"
+    r = subcommand(
+        sub,
+        "replay",
+        common,
+        help="per-node dispatch cost and before/after round timing",
+        description="Time graphs of chains of 1 to N nodes of each kind and fit replay time "
+        "against length: the slope is what one node costs to dispatch (with a 95% "
+        "interval). Then time every variant of the round over several fresh builds, "
+        "interleaved, and set each change's measured saving beside the one its removed "
+        "nodes predict. Needs a CUDA GPU.",
+        examples=[
+            "graph-harness replay --out replay",
+            "graph-harness replay --kind torch-add --variant shipped --variant fused --json",
+        ],
+        variants=True,
     )
     round_args(r)
     r.add_argument(
@@ -85,8 +99,22 @@ def run_replay(args, io: IO) -> int:
 
 
 def add_report_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser(
-        "report", parents=[common], help="counts, deltas, replays and plots into one folder"
+    p = subcommand(
+        sub,
+        "report",
+        common,
+        help="counts, deltas, replays and plots into one folder",
+        description="All of it into one folder: report.md (readable alone), a CSV of every "
+        "table, the JSON exports and PNG plots. For the built-in round: counts of every "
+        "variant, their deltas, and on a GPU the per-node costs, measured and predicted "
+        "savings, the in-round profile and its timeline. For --target: counts by module, "
+        "the delta of two targets, and on a GPU their profile.",
+        examples=[
+            "graph-harness report --out report",
+            "graph-harness report --target examples/llama_decode.py:make_step "
+            "--target examples/llama_decode.py:make_compiled_step --out llama",
+        ],
+        variants=True,
     )
     p.add_argument(
         "--target",
