@@ -28,6 +28,7 @@ from graph_harness.reports.cli.console import (
     staged,
     wrote,
 )
+from graph_harness.reports.text import plural
 
 COUNT_SCHEMA = "graph-harness/count"
 
@@ -154,7 +155,7 @@ def run(args, io: IO) -> int:
         # Printed before the commit: if stdout fails, an earlier --out stays as it was.
         depth = shown_depth(args.module_scopes, exports) if args.target else None
         show(io, dict(zip(names, exports)), per_stage=args.per_stage, depth=depth, checks=checks)
-    wrote(io, args, f"{len(exports)} exports")
+    wrote(io, args, plural(len(exports), "export"))
     return 0
 
 
