@@ -15,7 +15,7 @@ from graph_harness.reports.cli.args import (
     subcommand,
     warmup_arg,
 )
-from graph_harness.reports.cli.console import IO, banner, staged, wrote
+from graph_harness.reports.cli.console import IO, banner, progress, staged, wrote
 
 CHECK_SCHEMA = "graph-harness/check"
 
@@ -53,8 +53,11 @@ def run(args, io: IO) -> int:
 
     with staged(args, io) as tmp:
         banner(io)
-        got = capture_target(args.target, args.module_scopes, io, warmup=step_warmup(args))
-        results = {"target": check_target(got)}
+        with progress(io) as say:
+            say(f"capturing {args.target}")
+            got = capture_target(args.target, args.module_scopes, io, warmup=step_warmup(args))
+            say(f"checking {args.target}")
+            results = {"target": check_target(got)}
         if tmp is not None:
             got.export.write_json(tmp / "nodes-target.json")
             write_checks(tmp, results)

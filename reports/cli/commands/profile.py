@@ -112,9 +112,7 @@ def run(args, io: IO) -> int:
     require_gpu("profile replays graphs under CUPTI, which records what a CUDA GPU ran")
     with staged(args, io) as tmp:
         banner(io)
-        with progress(io) as prog:
-            task = prog.add_task("profiling", total=None)
-            say = lambda m: prog.update(task, description=m)
+        with progress(io) as say:
             checks = {}
             if args.target:
                 result, checks = profile_targets(
@@ -130,18 +128,20 @@ def run(args, io: IO) -> int:
                 from graph_harness.capture.profile.run import profile_rounds
 
                 variants = args.variant or list(VARIANTS)
+                say(f"capturing {len(variants)} rounds")
                 result = profile_rounds(params, variants, settings, pdl=args.pdl, progress=say)
-        exports = [p.export for p in result.profiles.values()]
-        depth = shown_depth(args.module_scopes, exports) if args.target else None
-        if tmp is not None:
-            from graph_harness.reports.kernel_names import short_names
+            exports = [p.export for p in result.profiles.values()]
+            depth = shown_depth(args.module_scopes, exports) if args.target else None
+            if tmp is not None:
+                from graph_harness.reports.kernel_names import short_names
 
-            result.write(tmp, depth, names=short_names)
-            write_plot(tmp, result, depth)
-            if checks:
-                from graph_harness.reports.cli.commands.check import write_checks
+                say("writing the profile (tables, CSVs, plot, timeline)")
+                result.write(tmp, depth, names=short_names)
+                write_plot(tmp, result, depth)
+                if checks:
+                    from graph_harness.reports.cli.commands.check import write_checks
 
-                write_checks(tmp, checks)
+                    write_checks(tmp, checks)
         show(io, result, depth=depth, top=args.top, checks=checks)  # before the commit, as count's
     wrote(io, args, "the profile")
     return 0

@@ -76,15 +76,14 @@ def run_replay(args, io: IO) -> int:
     require_gpu("replay times CUDA graph replays, which run on a CUDA GPU")
     with staged(args, io) as tmp:
         banner(io)
-        with progress(io) as prog:
-            task = prog.add_task("capturing chains", total=None)
+        with progress(io) as say:
             result = run_replays(
                 params,
                 args.variant or list(VARIANTS),
                 kinds=args.kind or CHAIN_KINDS,
                 settings=settings,
                 pdl=args.pdl,
-                progress=lambda m: prog.update(task, description=m),
+                progress=say,
             )
         if tmp is not None:
             result.write_json(tmp / "replay.json")
@@ -148,24 +147,26 @@ def run_report(args, io: IO) -> int:
         )
     with staged(args, io) as tmp:
         banner(io)
-        with progress(io) as prog:
-            task = prog.add_task("counting", total=None)
+        with progress(io) as say:
             exports = {}
             for v in VARIANTS:
-                prog.update(task, description=f"counting {v}")
+                say(f"counting {v}")
                 exports[v] = count_round(params, v).export
             replay, profile, skipped = None, None, "no CUDA device on this machine"
             if cuda:
                 from graph_harness.capture.profile.run import profile_rounds
                 from graph_harness.capture.profile.settings import ProfileSettings
 
-                say = lambda m: prog.update(task, description=m)
                 replay = run_replays(params, list(VARIANTS), settings=settings, progress=say)
+                say(f"profiling {len(VARIANTS)} rounds")
                 profile = profile_rounds(
                     params, list(VARIANTS), ProfileSettings(builds=1), timed=False, progress=say
                 )
                 skipped = None
-        write_report(tmp, exports, replay, command=command_line(), skipped=skipped, profile=profile)
+            say("writing the report (tables, CSVs, plots)")
+            write_report(
+                tmp, exports, replay, command=command_line(), skipped=skipped, profile=profile
+            )
     io.err.print(f"wrote {args.out / 'report.md'}", markup=False)
     return 0
 
@@ -191,14 +192,13 @@ def run_target_report(args, io: IO) -> int:
     names = [spec.rpartition(":")[2] for spec in args.target]
     if len(names) == 2 and names[0] == names[1]:
         names = [f"{names[0]}-a", f"{names[1]}-b"]
-    with staged(args, io) as tmp:
+    with staged(args, io) as tmp, progress(io) as say:
         banner(io)
         exports, profile = {}, None
         if torch.cuda.is_available():  # counted from the graphs it profiles, once each
             from graph_harness.capture.profile.settings import ProfileSettings
             from graph_harness.reports.cli.commands.profile import profile_targets
 
-            say = lambda m: io.err.print(f"{m} ...", style="dim", markup=False)
             profile, _ = profile_targets(
                 args.target,
                 args.module_scopes,
@@ -210,8 +210,9 @@ def run_target_report(args, io: IO) -> int:
             exports = {n: p.export for n, p in profile.profiles.items()}
         else:
             for name, spec in zip(names, args.target):
-                io.err.print(f"counting {spec} ...", style="dim", markup=False)
+                say(f"counting {spec}")
                 exports[name] = count_target(spec, args.module_scopes, io, warmup=step_warmup(args))
+        say("writing the report (tables, CSVs, plots)")
         write_target_report(tmp, exports, command=command_line(), profile=profile)
     io.err.print(f"wrote {args.out / 'report.md'}", markup=False)
     return 0
