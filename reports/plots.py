@@ -10,7 +10,7 @@ import pandas as pd
 from graph_harness.capture import NodeExport
 from graph_harness.capture.attribution.rollup import tree_order
 from graph_harness.capture.files import write_output
-from graph_harness.reports.text import plot_label
+from graph_harness.reports.text import counted, plot_label
 
 
 def _plt():
@@ -30,6 +30,19 @@ def _save(fig, path: Path) -> Path:
     _plt().close(fig)
     write_output(path, png.getvalue())
     return path
+
+
+def _whole_numbers(axis) -> None:
+    """Ticks at whole numbers only: the axis counts nodes (or dispatches)."""
+    from matplotlib.ticker import MaxNLocator
+
+    axis.set_major_locator(MaxNLocator(integer=True))
+
+
+def _legend_outside(ax, **kwargs) -> None:
+    """The legend right of the plot, never over its bars (_save's tight bounding box
+    takes it in)."""
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, **kwargs)
 
 
 def _labelled(wide: pd.DataFrame) -> pd.DataFrame:
@@ -84,9 +97,11 @@ def nodes_per_stage(exports: list[NodeExport], path: Path) -> Path:
     for i, b in enumerate(bottoms):
         ax.text(i, b, f"{b:g}", ha="center", va="bottom", fontsize=8)
     src = exports[0].source
-    ax.set_ylabel("nodes per stage" if src == "cuda-graph" else "dispatches per stage (CPU)")
-    ax.set_title(f"Nodes per stage by step ({src})")
-    ax.legend(fontsize=8)
+    word = counted(src)
+    ax.set_ylabel(f"{word} per stage" + (" (CPU)" if src == "cpu-dispatch" else ""))
+    ax.set_title(f"{word.capitalize()} per stage by step ({src})")
+    _whole_numbers(ax.yaxis)
+    _legend_outside(ax, fontsize=8)
     plt.setp(ax.get_xticklabels(), rotation=15)
     return _save(fig, path)
 
@@ -98,8 +113,11 @@ def waterfall(
     unit: str,
     title: str,
     path: Path,
+    *,
+    whole: bool = False,
 ) -> Path:
-    """From `start` through each (label, change) to `end`."""
+    """From `start` through each (label, change) to `end`; `whole`: the changes are counts
+    (ticks at whole numbers)."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(8, 4.5))
     ax.bar(0, start[1], color="C7")
@@ -124,11 +142,16 @@ def waterfall(
     ax.set_xticks(range(len(names)), names, rotation=15)
     ax.set_ylabel(unit)
     ax.set_title(title)
+    if whole:
+        _whole_numbers(ax.yaxis)
     return _save(fig, path)
 
 
-def nodes_per_module(per_module: pd.DataFrame, depth: int, path: Path) -> Path:
-    """Nodes per module cut to `depth`, one bar group per module, one bar per export."""
+def nodes_per_module(
+    per_module: pd.DataFrame, depth: int, path: Path, source: str = "cuda-graph"
+) -> Path:
+    """Nodes per module cut to `depth`, one bar group per module, one bar per export;
+    `source`: the exports' (what a bar counts: nodes, or dispatches on the CPU)."""
     plt = _plt()
     wide = per_module.pivot_table(index="scope", columns="name", values="nodes", fill_value=0)
     wide = wide[list(dict.fromkeys(per_module.name))]  # exports in the order given
@@ -136,9 +159,11 @@ def nodes_per_module(per_module: pd.DataFrame, depth: int, path: Path) -> Path:
     wide = _labelled(wide)
     fig, ax = plt.subplots(figsize=(8, max(3.0, 0.3 * len(wide) + 1)))
     wide.iloc[::-1].plot.barh(ax=ax, width=0.8)
-    ax.set_xlabel("nodes")
+    word = counted(source)
+    ax.set_xlabel(word if source == "cuda-graph" else f"{word} (CPU)")
     ax.set_ylabel(f"module (qualified name, {depth} parts)")
-    ax.set_title("Nodes per module")
+    ax.set_title(f"{word.capitalize()} per module ({source})")
+    _whole_numbers(ax.xaxis)
     ax.grid(alpha=0.3, axis="x")
     return _save(fig, path)
 
@@ -160,5 +185,5 @@ def dispatch_share(scopes: pd.DataFrame, path: Path) -> Path:
     ax.set_ylabel("scope")
     ax.set_title("Where the GPU waits for dispatch (CUPTI, in-round)")
     ax.grid(alpha=0.3, axis="x")
-    ax.legend(fontsize=7)
+    _legend_outside(ax, fontsize=7)
     return _save(fig, path)

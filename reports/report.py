@@ -16,8 +16,10 @@ from graph_harness.capture.export.delta import node_delta
 from graph_harness.capture.files import write_csv, write_output
 from graph_harness.capture.replay.document import ReplayResult
 from graph_harness.capture.replay.pricing import waterfall_us
+from graph_harness.capture.round.params import param_help
 from graph_harness.reports import plots
 from graph_harness.reports.kernel_names import short_names
+from graph_harness.reports.text import counted
 
 
 def _md(df: pd.DataFrame, floatfmt: str = ".4g") -> str:
@@ -73,10 +75,23 @@ def header(exports: dict[str, NodeExport], command: str) -> list[str]:
         f"- device: {env.get('device')} | torch {env.get('torch')} | triton {env.get('triton')}"
         + driver,
         source,
-        f"- round parameters: {first.params}",
+        *params_lines(first.params),
         f"- reproduce: `{command}`",
         "",
     ]
+
+
+def params_lines(params: dict | None) -> list[str]:
+    """The round's parameters as a list, `name = value` and what it means (RoundParams'
+    field help); none for a user's step."""
+    if not params:
+        return []
+    meaning = param_help()
+    lines = ["- round parameters:"]
+    for name, value in params.items():
+        what = meaning.get(name)
+        lines.append(f"  - `{name} = {value}`" + (f": {what}" if what else ""))
+    return lines
 
 
 def nodes_section(folder: Path, exports: dict[str, NodeExport]) -> list[str]:
@@ -123,13 +138,15 @@ def delta_section(folder: Path, exports: dict[str, NodeExport]) -> list[str]:
         lines += ["", "Removed and added nodes by kernel (B - A), per round:", "", _md(shown), ""]
     if {"shipped", "fused"} <= set(exports):
         d = node_delta(exports["shipped"], exports["fused"])
+        word = counted(exports["shipped"].source)
         plots.waterfall(
             [(r.step, float(r.delta)) for r in d.by_step.itertuples() if r.delta],
             ("shipped", exports["shipped"].total),
             ("fused", exports["fused"].total),
-            "nodes per round",
-            "shipped -> fused, nodes",
+            f"{word} per round",
+            f"shipped -> fused, {word}",
             folder / "waterfall_nodes.png",
+            whole=True,
         )
         lines += ["![waterfall in nodes](waterfall_nodes.png)", ""]
     return lines

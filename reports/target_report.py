@@ -72,7 +72,8 @@ def modules_section(
         rows.append(pd.DataFrame(dict(name=n, scope=counts.index, nodes=counts.values)))
     per_module = pd.concat(rows)
     write_csv(folder / "nodes_per_module.csv", per_module)
-    plots.nodes_per_module(per_module, depth, folder / "nodes_per_module.png")
+    source = next(iter(exports.values())).source
+    plots.nodes_per_module(per_module, depth, folder / "nodes_per_module.png", source)
     return [*lines, "![nodes per module](nodes_per_module.png)", ""]
 
 

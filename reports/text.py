@@ -22,3 +22,19 @@ def printable(text: str) -> str:
 def plot_label(text: object) -> str:
     """A label for matplotlib: printable, and a `$` shown as one, never as math."""
     return printable(str(text)).replace("$", r"\$")
+
+
+def plural(n: int, word: str, words: str | None = None) -> str:
+    """`n` and the word, singular for one: "1 export", "5 exports"."""
+    return f"{n} {word if n == 1 else (words or word + 's')}"
+
+
+# What one counted item of an export is, by its source: a graph's node, or on the CPU an
+# operation dispatched (the counting route: capture/graph/dispatch.py). The one source of
+# that word for labels and titles.
+COUNTED = {"cuda-graph": "nodes", "cpu-dispatch": "dispatches"}
+
+
+def counted(source: str) -> str:
+    """The plural word for what an export of `source` counts: "nodes" or "dispatches"."""
+    return COUNTED[source]

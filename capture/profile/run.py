@@ -27,7 +27,7 @@ from graph_harness.capture.round.count import CountedRound, count_round
 from graph_harness.capture.round.params import RoundParams
 from graph_harness.capture.state.steps import require_repeatable
 
-Progress = Callable[[str], None] | None
+Progress = Callable[[str], None] | None  # called with each phase's name as it starts
 
 
 def local_ids(graph: torch.cuda.CUDAGraph, export: NodeExport) -> dict[int, int] | None:

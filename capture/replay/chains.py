@@ -93,6 +93,8 @@ def measure_chains(
     graphs, meta = {}, {}
     graph_pool = torch.cuda.graph_pool_handle()
     for kind in kinds:
+        if progress:  # each phase named as it starts (reports/progress.py renders them)
+            progress(f"capturing {kind} chains")
         call = _chain_call(kind, device)
         per_call = _nodes_per_call(call, graph_pool)
         for n in settings.lengths:
@@ -101,8 +103,8 @@ def measure_chains(
             nodes = len(read_graph(g.raw_cuda_graph()))
             graphs[(kind, calls)] = g
             meta[(kind, calls)] = nodes
-        if progress:
-            progress(f"captured {kind}")
+    if progress:
+        progress(f"timing {len(graphs)} chain graphs")
     names = {f"{k}|{c}": g for (k, c), g in graphs.items()}
     times = time_replays_us(
         names, replays=settings.chain_replays, trials=settings.trials, warmup=settings.warmup

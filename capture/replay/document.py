@@ -217,9 +217,9 @@ def run_replays(
     chain_trials, fits = measure_chains(kinds, settings, progress=progress)
     round_trials = sav = None
     if variants:
+        if progress:  # each phase named as it starts
+            progress(f"timing {len(variants)} rounds over {settings.builds} builds")
         round_trials, exports = measure_rounds(params, variants, settings, pdl=pdl)
-        if progress:
-            progress("timed rounds")
         sav = savings(round_trials, exports, fits, chain_trials=chain_trials)
         sav["ratio_shapes"] = sav.measured_us / sav.predicted_shapes_us
     return ReplayResult(

@@ -5,7 +5,7 @@ capture/replay/settings.py; profiled: capture/profile/settings.py.)"""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, fields
 
 from graph_harness.capture.export.workload import ROUND_STEPS
 
@@ -20,6 +20,16 @@ VARIANTS: dict[str, tuple[str, str]] = {
     "fused": ("fused", "direct"),
 }
 
+# One line per variant: what it runs. The one source of these words: `--help`, the README's
+# variant list (tests/test_readme.py compares) and anything else that lists the variants.
+VARIANT_HELP: dict[str, str] = {
+    "shipped": "the shipped code: an eager-op pack; compaction allocates, then copies",
+    "shipped-compiled": "the shipped pack through torch.compile; compaction as shipped",
+    "direct-compaction": "the shipped pack; compaction writes the retained buffers directly",
+    "fused-pack": "the fused Triton pack, one kernel per call; compaction as shipped",
+    "fused": "both changes: the fused pack and the direct-write compaction",
+}
+
 # The steps of one stage, in order; every node of a round belongs to one (stage, step).
 # Defined with the export's words (capture/export/workload.py), which analyses read.
 STEPS = ROUND_STEPS
@@ -28,21 +38,27 @@ STEPS = ROUND_STEPS
 PART_STEPS = (("pack",), ("compaction", "copy"))
 
 
+def _param(default: int, help: str):
+    """A round parameter: its default and what it means (`help`, read by --help)."""
+    return field(default=default, metadata={"help": help})
+
+
 @dataclass(frozen=True)
 class RoundParams:
     """One decode round: `stages` distributed top-k stages of rank `rank` in `world`.
+    Each field's `help` metadata says what it means (the command line's help reads it).
 
     Each stage picks the top `k` of `rows` rows of `shard` indexer scores, packs them,
     gathers `world` such slots, takes the global top `k`, and keeps its local records.
     The defaults are the seed's setting."""
 
-    stages: int = 24
-    rows: int = 8
-    k: int = 2048
-    world: int = 8
-    rank: int = 0
-    shard: int = 8192
-    seed: int = 0
+    stages: int = _param(24, "stages per round, each: topk, pack, gather, select, compaction")
+    rows: int = _param(8, "rows of indexer scores per stage, each picking its own top k")
+    k: int = _param(2048, "scores each row keeps: this rank's top k, then the global top k")
+    world: int = _param(8, "ranks the scores are sharded over; a row gathers world * k scores")
+    rank: int = _param(0, "this process's rank in [0, world): whose shard and slot it computes")
+    shard: int = _param(8192, "indexer scores per row on one rank: the local top-k's width, >= k")
+    seed: int = _param(0, "seed of the scores: the same bits for every variant, device, process")
 
     def __post_init__(self) -> None:
         for name in ("stages", "rows", "k", "world", "shard"):
@@ -62,6 +78,11 @@ class RoundParams:
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
+
+
+def param_help() -> dict[str, str]:
+    """What each round parameter means, by name (the fields' `help` metadata)."""
+    return {f.name: f.metadata["help"] for f in fields(RoundParams)}
 
 
 def steps_changed(a: str, b: str) -> set[str]:

@@ -6,11 +6,60 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import textwrap
 from pathlib import Path
 
 from graph_harness.capture.graph.settings import StepSettings
 from graph_harness.capture.replay.settings import ReplaySettings
-from graph_harness.capture.round.params import RoundParams
+from graph_harness.capture.round.params import VARIANT_HELP, RoundParams
+
+
+def _width() -> int:
+    """Where descriptions and epilogs wrap: argparse's own width (the terminal's, less
+    2), at most 88."""
+    import shutil
+
+    return min(88, shutil.get_terminal_size().columns - 2)
+
+
+def subcommand(
+    sub: argparse._SubParsersAction,
+    name: str,
+    common: argparse.ArgumentParser,
+    *,
+    help: str,
+    description: str,
+    examples: list[str],
+    variants: bool = False,
+) -> argparse.ArgumentParser:
+    """A subcommand's parser with its one-line `help` (listed by `graph-harness --help`),
+    its `description` (a paragraph, wrapped here) and an epilog of `examples` (command
+    lines, kept as written) and, with `variants`, the round's variants one line each."""
+    epilog = "examples:\n" + "\n".join(f"  {e}" for e in examples)
+    if variants:
+        epilog += "\n\n" + variants_text()
+    return sub.add_parser(
+        name,
+        parents=[common],
+        help=help,
+        description=textwrap.fill(description, _width()),
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
+def variants_text() -> str:
+    """The built-in round's variants, one line each (VARIANT_HELP's words)."""
+    width = max(map(len, VARIANT_HELP))
+    lines = ["variants of the built-in round (--variant):"]
+    for name, what in VARIANT_HELP.items():
+        lines += textwrap.wrap(
+            what,
+            _width(),
+            initial_indent=f"  {name:<{width}}  ",
+            subsequent_indent=" " * (width + 4),
+        )
+    return "\n".join(lines)
 
 
 def round_args(p: argparse.ArgumentParser) -> None:
@@ -18,7 +67,10 @@ def round_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("round parameters (the built-in decode round)")
     for f in dataclasses.fields(RoundParams):
         g.add_argument(
-            f"--{f.name}", type=int, default=None, help=f"(default {getattr(d, f.name)})"
+            f"--{f.name}",
+            type=int,
+            default=None,
+            help=f"{f.metadata['help']} (default {getattr(d, f.name)})",
         )
 
 

@@ -163,15 +163,11 @@ def wrote(io: IO, args, what: str) -> None:
 
 
 def progress(io: IO):
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    """The command's phases on stderr (reports/progress.py): `with progress(io) as say:`,
+    then `say(phase)` as each starts; pass `say` as capture's `progress=`."""
+    from graph_harness.reports.progress import Phases
 
-    return Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description}", markup=False),  # descriptions name the user's things
-        TimeElapsedColumn(),
-        console=io.err,
-        transient=True,
-    )
+    return Phases(io.err)
 
 
 def given_timing_flags(args) -> list[str]:

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from graph_harness.capture.round.params import VARIANTS
-from graph_harness.reports.cli.args import json_arg, positive, round_args
+from graph_harness.reports.cli.args import json_arg, positive, round_args, subcommand
 from graph_harness.reports.cli.commands.delta import is_export_path
 from graph_harness.reports.cli.console import (
     IO,
@@ -19,10 +19,19 @@ from graph_harness.reports.cli.console import (
 
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    v = sub.add_parser(
+    v = subcommand(
+        sub,
         "advise",
-        parents=[common],
+        common,
         help="what is worth fusing in an export, ranked by time saved",
+        description="From a node export (or a variant of the built-in round, counted here), "
+        "list what could become one node: chains of nodes in one scope and copies after a "
+        "kernel, ranked by the time fusing them would save per replay, priced from a replay "
+        "document (--costs) or a built-in table measured on an H200.",
+        examples=[
+            "graph-harness advise shipped",
+            "graph-harness advise model/nodes-target.json --costs replay/replay.json --top 5",
+        ],
     )
     v.add_argument(
         "export",

@@ -12,18 +12,28 @@ from graph_harness.reports.cli.args import (
     module_scopes_arg,
     out_args,
     step_warmup,
+    subcommand,
     warmup_arg,
 )
-from graph_harness.reports.cli.console import IO, banner, staged, wrote
+from graph_harness.reports.cli.console import IO, banner, progress, staged, wrote
 
 CHECK_SCHEMA = "graph-harness/check"
 
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    c = sub.add_parser(
+    c = subcommand(
+        sub,
         "check",
-        parents=[common],
+        common,
         help="does your step's graph compute what the step computes? (eager against replay)",
+        description="Run your step once eagerly and replay its graph twice from one starting "
+        "state, and compare outputs and the state it reaches bit for bit; also report whether "
+        "it repeats, what a call changes, host copies and random numbers. Exit 1 when the "
+        "graph computes something else. On the CPU, what the warm-ups show only.",
+        examples=[
+            "graph-harness check --target examples/llama_decode.py:make_step --module-scopes 2",
+            "graph-harness check --target mypkg.steps:make_step --json --out checked",
+        ],
     )
     c.add_argument(
         "--target",
@@ -43,8 +53,11 @@ def run(args, io: IO) -> int:
 
     with staged(args, io) as tmp:
         banner(io)
-        got = capture_target(args.target, args.module_scopes, io, warmup=step_warmup(args))
-        results = {"target": check_target(got)}
+        with progress(io) as say:
+            say(f"capturing {args.target}")
+            got = capture_target(args.target, args.module_scopes, io, warmup=step_warmup(args))
+            say(f"checking {args.target}")
+            results = {"target": check_target(got)}
         if tmp is not None:
             got.export.write_json(tmp / "nodes-target.json")
             write_checks(tmp, results)

@@ -15,6 +15,7 @@ from graph_harness.reports.cli.args import (
     round_args,
     shown_depth,
     step_warmup,
+    subcommand,
     warmup_arg,
 )
 from graph_harness.reports.cli.console import (
@@ -27,13 +28,28 @@ from graph_harness.reports.cli.console import (
     staged,
     wrote,
 )
+from graph_harness.reports.text import plural
 
 COUNT_SCHEMA = "graph-harness/count"
 
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    c = sub.add_parser(
-        "count", parents=[common], help="capture the decode round (or --target) and count nodes"
+    c = subcommand(
+        sub,
+        "count",
+        common,
+        help="capture the decode round (or --target) and count nodes",
+        description="Capture the built-in decode round in each variant (or your own step, "
+        "--target) into a CUDA graph and count its nodes by type, kernel and scope: nodes per "
+        "round and per step of a stage, or your step's scope tree and kernels. Without a GPU "
+        "it counts dispatched operations instead, and says so.",
+        examples=[
+            "graph-harness count",
+            "graph-harness count --variant shipped --variant fused --per-stage",
+            "graph-harness count --target examples/llama_decode.py:make_step --module-scopes",
+            "graph-harness count --json --out counts",
+        ],
+        variants=True,
     )
     round_args(c)
     c.add_argument(
@@ -57,7 +73,11 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
         action="store_true",
         help="launch the harness's Triton kernels with programmatic dependent launch",
     )
-    c.add_argument("--per-stage", action="store_true", help="print each variant's stage table")
+    c.add_argument(
+        "--per-stage",
+        action="store_true",
+        help="also print each variant's table of nodes per stage and step",
+    )
     c.add_argument(
         "--distributed",
         action="store_true",
@@ -135,7 +155,7 @@ def run(args, io: IO) -> int:
         # Printed before the commit: if stdout fails, an earlier --out stays as it was.
         depth = shown_depth(args.module_scopes, exports) if args.target else None
         show(io, dict(zip(names, exports)), per_stage=args.per_stage, depth=depth, checks=checks)
-    wrote(io, args, f"{len(exports)} exports")
+    wrote(io, args, plural(len(exports), "export"))
     return 0
 
 
@@ -227,8 +247,9 @@ def show(io: IO, exports: dict, *, per_stage: bool, depth: int | None = None, ch
 
             show_checks(io, checks)
         return
-    for e in listed if per_stage else listed[:1]:
-        io.out.print(per_stage_table(e))
+    if per_stage:  # the round's totals above; each variant's stages only when asked
+        for e in listed:
+            io.out.print(per_stage_table(e))
 
 
 def run_distributed(args, io: IO) -> int:

@@ -10,7 +10,7 @@ from graph_harness.capture.export.kinds import split_ref
 from graph_harness.capture.files import check_output
 from graph_harness.capture.paths import check_input
 from graph_harness.capture.round.params import VARIANTS
-from graph_harness.reports.cli.args import json_arg, round_args
+from graph_harness.reports.cli.args import json_arg, round_args, subcommand
 from graph_harness.reports.cli.console import (
     IO,
     UsageError,
@@ -22,7 +22,20 @@ from graph_harness.reports.cli.console import (
 
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    d = sub.add_parser("delta", parents=[common], help="node delta between two exports or variants")
+    d = subcommand(
+        sub,
+        "delta",
+        common,
+        help="node delta between two exports or variants",
+        description="The nodes B has that A has not, and the other way (B - A): in total, per "
+        "scope at every depth (per step of the round), by node type and by kernel. A and B "
+        "are each a variant of the built-in round, counted here, or an export file.",
+        examples=[
+            "graph-harness delta shipped fused",
+            "graph-harness delta eager/nodes-target.json compiled/nodes-target.json --csv -",
+        ],
+        variants=True,
+    )
     for side in ("a", "b"):
         d.add_argument(
             side,

@@ -19,6 +19,7 @@ from graph_harness.reports.cli.args import (
     round_args,
     shown_depth,
     step_warmup,
+    subcommand,
     timing_args,
     warmup_arg,
 )
@@ -38,10 +39,21 @@ ROUND_ONLY = ("builds",)  # settings that apply to the built-in round, not to --
 
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    pr = sub.add_parser(
+    pr = subcommand(
+        sub,
         "profile",
-        parents=[common],
+        common,
         help="every node's in-round cost under CUPTI: duration, gap before it, by scope (GPU)",
+        description="Replay the round's variants (or your step, --target) under CUPTI, match "
+        "every activity to its graph node and cost each node per replay: its duration and "
+        "the gap before it. Prints the dispatch share by step or scope, the largest gaps, "
+        "and each change's saving priced from the profiles against the measured one; --out "
+        "adds CSVs, a plot and a Perfetto timeline (trace.json). Needs a CUDA GPU.",
+        examples=[
+            "graph-harness profile --variant shipped --variant fused --out profile",
+            "graph-harness profile --target examples/llama_decode.py:make_step --module-scopes 2",
+        ],
+        variants=True,
     )
     round_args(pr)
     pr.add_argument(
@@ -100,9 +112,7 @@ def run(args, io: IO) -> int:
     require_gpu("profile replays graphs under CUPTI, which records what a CUDA GPU ran")
     with staged(args, io) as tmp:
         banner(io)
-        with progress(io) as prog:
-            task = prog.add_task("profiling", total=None)
-            say = lambda m: prog.update(task, description=m)
+        with progress(io) as say:
             checks = {}
             if args.target:
                 result, checks = profile_targets(
@@ -118,18 +128,20 @@ def run(args, io: IO) -> int:
                 from graph_harness.capture.profile.run import profile_rounds
 
                 variants = args.variant or list(VARIANTS)
+                say(f"capturing {len(variants)} rounds")
                 result = profile_rounds(params, variants, settings, pdl=args.pdl, progress=say)
-        exports = [p.export for p in result.profiles.values()]
-        depth = shown_depth(args.module_scopes, exports) if args.target else None
-        if tmp is not None:
-            from graph_harness.reports.kernel_names import short_names
+            exports = [p.export for p in result.profiles.values()]
+            depth = shown_depth(args.module_scopes, exports) if args.target else None
+            if tmp is not None:
+                from graph_harness.reports.kernel_names import short_names
 
-            result.write(tmp, depth, names=short_names)
-            write_plot(tmp, result, depth)
-            if checks:
-                from graph_harness.reports.cli.commands.check import write_checks
+                say("writing the profile (tables, CSVs, plot, timeline)")
+                result.write(tmp, depth, names=short_names)
+                write_plot(tmp, result, depth)
+                if checks:
+                    from graph_harness.reports.cli.commands.check import write_checks
 
-                write_checks(tmp, checks)
+                    write_checks(tmp, checks)
         show(io, result, depth=depth, top=args.top, checks=checks)  # before the commit, as count's
     wrote(io, args, "the profile")
     return 0

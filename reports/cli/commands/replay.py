@@ -14,6 +14,7 @@ from graph_harness.reports.cli.args import (
     out_args,
     round_args,
     step_warmup,
+    subcommand,
     timing_args,
     warmup_arg,
 )
@@ -34,8 +35,21 @@ from graph_harness.reports.cli.console import (
 
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    r = sub.add_parser(
-        "replay", parents=[common], help="per-node dispatch cost and before/after round timing"
+    r = subcommand(
+        sub,
+        "replay",
+        common,
+        help="per-node dispatch cost and before/after round timing",
+        description="Time graphs of chains of 1 to N nodes of each kind and fit replay time "
+        "against length: the slope is what one node costs to dispatch (with a 95% "
+        "interval). Then time every variant of the round over several fresh builds, "
+        "interleaved, and set each change's measured saving beside the one its removed "
+        "nodes predict. Needs a CUDA GPU.",
+        examples=[
+            "graph-harness replay --out replay",
+            "graph-harness replay --kind torch-add --variant shipped --variant fused --json",
+        ],
+        variants=True,
     )
     round_args(r)
     r.add_argument(
@@ -62,15 +76,14 @@ def run_replay(args, io: IO) -> int:
     require_gpu("replay times CUDA graph replays, which run on a CUDA GPU")
     with staged(args, io) as tmp:
         banner(io)
-        with progress(io) as prog:
-            task = prog.add_task("capturing chains", total=None)
+        with progress(io) as say:
             result = run_replays(
                 params,
                 args.variant or list(VARIANTS),
                 kinds=args.kind or CHAIN_KINDS,
                 settings=settings,
                 pdl=args.pdl,
-                progress=lambda m: prog.update(task, description=m),
+                progress=say,
             )
         if tmp is not None:
             result.write_json(tmp / "replay.json")
@@ -85,8 +98,22 @@ def run_replay(args, io: IO) -> int:
 
 
 def add_report_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser(
-        "report", parents=[common], help="counts, deltas, replays and plots into one folder"
+    p = subcommand(
+        sub,
+        "report",
+        common,
+        help="counts, deltas, replays and plots into one folder",
+        description="All of it into one folder: report.md (readable alone), a CSV of every "
+        "table, the JSON exports and PNG plots. For the built-in round: counts of every "
+        "variant, their deltas, and on a GPU the per-node costs, measured and predicted "
+        "savings, the in-round profile and its timeline. For --target: counts by module, "
+        "the delta of two targets, and on a GPU their profile.",
+        examples=[
+            "graph-harness report --out report",
+            "graph-harness report --target examples/llama_decode.py:make_step "
+            "--target examples/llama_decode.py:make_compiled_step --out llama",
+        ],
+        variants=True,
     )
     p.add_argument(
         "--target",
@@ -121,13 +148,12 @@ def run_report(args, io: IO) -> int:
         )
     with staged(args, io) as tmp:
         banner(io)
-        with progress(io) as prog:
-            task = prog.add_task("counting", total=None)
+        with progress(io) as say:
             counted = {}
             for v in VARIANTS:
-                prog.update(task, description=f"counting {v}")
+                say(f"counting {v}")
                 counted[v] = count_round(params, v)
-            prog.update(task, description="comparing the variants' outputs bit for bit")
+            say("comparing the variants' outputs bit for bit")
             exact = exactness(counted)
             exports = {v: c.export for v, c in counted.items()}
             del counted  # their graphs and buffers, before anything is timed
@@ -136,21 +162,22 @@ def run_report(args, io: IO) -> int:
                 from graph_harness.capture.profile.run import profile_rounds
                 from graph_harness.capture.profile.settings import ProfileSettings
 
-                say = lambda m: prog.update(task, description=m)
                 replay = run_replays(params, list(VARIANTS), settings=settings, progress=say)
+                say(f"profiling {len(VARIANTS)} rounds")
                 profile = profile_rounds(
                     params, list(VARIANTS), ProfileSettings(builds=1), timed=False, progress=say
                 )
                 skipped = None
-        write_report(
-            tmp,
-            exports,
-            replay,
-            command=command_line(),
-            skipped=skipped,
-            profile=profile,
-            exact=exact,
-        )
+            say("writing the report (tables, CSVs, plots)")
+            write_report(
+                tmp,
+                exports,
+                replay,
+                command=command_line(),
+                skipped=skipped,
+                profile=profile,
+                exact=exact,
+            )
     io.err.print(f"wrote {args.out / 'report.md'}", markup=False)
     return 0
 
@@ -176,14 +203,13 @@ def run_target_report(args, io: IO) -> int:
     names = [spec.rpartition(":")[2] for spec in args.target]
     if len(names) == 2 and names[0] == names[1]:
         names = [f"{names[0]}-a", f"{names[1]}-b"]
-    with staged(args, io) as tmp:
+    with staged(args, io) as tmp, progress(io) as say:
         banner(io)
         exports, profile = {}, None
         if torch.cuda.is_available():  # counted from the graphs it profiles, once each
             from graph_harness.capture.profile.settings import ProfileSettings
             from graph_harness.reports.cli.commands.profile import profile_targets
 
-            say = lambda m: io.err.print(f"{m} ...", style="dim", markup=False)
             profile, _ = profile_targets(
                 args.target,
                 args.module_scopes,
@@ -195,8 +221,9 @@ def run_target_report(args, io: IO) -> int:
             exports = {n: p.export for n, p in profile.profiles.items()}
         else:
             for name, spec in zip(names, args.target):
-                io.err.print(f"counting {spec} ...", style="dim", markup=False)
+                say(f"counting {spec}")
                 exports[name] = count_target(spec, args.module_scopes, io, warmup=step_warmup(args))
+        say("writing the report (tables, CSVs, plots)")
         write_target_report(tmp, exports, command=command_line(), profile=profile)
     io.err.print(f"wrote {args.out / 'report.md'}", markup=False)
     return 0
