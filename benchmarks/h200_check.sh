@@ -16,6 +16,9 @@
 #              under each pattern)
 #     nosuite: skip the test suite (benchmark-only calls)
 #     gpuonly: the gpu tests only (not the rest across CPU cores)
+#     cpuonly: the rest only (not the gpu tests), across CPU cores
+#     report:  adds `graph-harness report --out` on the defaults (the round's report.md,
+#              its seed section and bit-exactness matrix among it), under report.tgz
 #     recompile: adds bench_recompile (the example's compiled step captured under module
 #              scopes three times, beside a plain compile; compiles counted)
 set -u -o pipefail
@@ -29,8 +32,11 @@ python3 -m pip install -q --no-deps --no-build-isolation -e . > "$OUT/install.lo
   || echo "editable install failed (see install.log)" >> "$OUT/env.txt"
 start=$(date +%s)
 case " $* " in *" nosuite "*) ;; *)
-  python3 -m pytest -q -m gpu -p no:cacheprovider > "$OUT/pytest-gpu.log" 2>&1
-  gpu_rc=$?
+  gpu_rc=skipped
+  case " $* " in *" cpuonly "*) ;; *)
+    python3 -m pytest -q -m gpu -p no:cacheprovider > "$OUT/pytest-gpu.log" 2>&1
+    gpu_rc=$?;;
+  esac
   cpu_rc=skipped
   case " $* " in *" gpuonly "*) ;; *)
     python3 -m pytest -q -m "not gpu" -n 8 -p no:cacheprovider > "$OUT/pytest-cpu.log" 2>&1
@@ -47,6 +53,11 @@ case " $* " in *" hf "*)
   bash benchmarks/hf_runs.sh /tmp/hf > "$OUT/hf.log" 2>&1
   echo "hf_runs rc=$?" >> "$OUT/env.txt"
   tar czf "$OUT/hf.tgz" -C /tmp hf;;
+esac
+case " $* " in *" report "*)
+  graph-harness report --out /tmp/report > "$OUT/report-stdout.txt" 2> "$OUT/report-stderr.txt"
+  echo "report rc=$?" >> "$OUT/env.txt"
+  tar czf "$OUT/report.tgz" -C /tmp report;;
 esac
 case " $* " in *" replay "*)
   graph-harness replay --kind triton-empty --lengths 1 16 64 --trials 8 --builds 2 \
@@ -92,6 +103,7 @@ for log in "$OUT/pytest-gpu.log" "$OUT/pytest-cpu.log"; do
 done
 grep -h "^FAILED\|^ERROR" "$OUT"/pytest-*.log 2>/dev/null | head -40
 [ -f "$OUT/seed-inductor.log" ] && cat "$OUT/seed-inductor.log"
+[ -f /tmp/report/report.md ] && sed -n '/side by side/,$p' /tmp/report/report.md
 [ -f "$OUT/hf.log" ] && tail -60 "$OUT/hf.log"
 [ -f "$OUT/bench-pack.log" ] && tail -25 "$OUT/bench-pack.log"
 [ -f "$OUT/replay-tables.txt" ] && cat "$OUT/replay-tables.txt" && tail -3 "$OUT/replay-stderr.txt"
