@@ -291,3 +291,15 @@ def test_round_builds_land_elsewhere(monkeypatch):
         pairs=[("shipped", "fused")],
     ).iloc[0]
     assert s.measured_lo <= s.measured_us <= s.measured_hi
+
+
+def test_chain_lengths_stay_distinct_for_a_call_of_many_nodes():
+    from graph_harness.capture.replay.chains import chain_calls
+
+    assert chain_calls([1, 16, 64], 1) == [1, 16, 64]
+    assert chain_calls([2, 8], 10) == [1, 2]  # round(0.2) and round(0.8) would both be 1
+    assert chain_calls([64, 1, 16, 16], 10) == [1, 2, 6]  # sorted, each length once
+    assert chain_calls([100, 110], 10) == [10, 11]
+    for per_call in (1, 2, 3, 10, 48):
+        calls = chain_calls([1, 2, 3, 8, 16, 64, 256], per_call)
+        assert len(set(calls)) == 7 and calls == sorted(calls) and calls[0] >= 1

@@ -97,8 +97,7 @@ def measure_chains(
             progress(f"capturing {kind} chains")
         call = _chain_call(kind, device)
         per_call = _nodes_per_call(call, graph_pool)
-        for n in settings.lengths:
-            calls = max(1, round(n / per_call))
+        for calls in chain_calls(settings.lengths, per_call):
             g = capture_unrolled(call, calls, graph_pool=graph_pool)
             nodes = len(read_graph(g.raw_cuda_graph()))
             graphs[(kind, calls)] = g
@@ -118,6 +117,17 @@ def measure_chains(
         ]
     trials_df = pd.DataFrame(rows)
     return trials_df, fits_of(trials_df)
+
+
+def chain_calls(lengths, per_call: int) -> list[int]:
+    """Calls per chain for chains of about `lengths` nodes of a call that is `per_call`
+    nodes: the nearest whole number of calls, at least one more than the shorter length's,
+    so that every kind's chains keep as many distinct lengths as were asked for (a fit
+    needs two; `--lengths 2 8` of a 10-node call would otherwise be one call twice)."""
+    calls: list[int] = []
+    for n in sorted(set(lengths)):
+        calls.append(max(round(n / per_call), calls[-1] + 1 if calls else 1))
+    return calls
 
 
 def fits_of(trials_df: pd.DataFrame) -> pd.DataFrame:
