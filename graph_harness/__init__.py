@@ -13,7 +13,40 @@ Data flows one way: pools -> kernels -> capture -> reports. `graph_harness.pytes
 (the `node_budget` fixture, registered through the pytest11 entry point) sits above them.
 """
 
+import _signal  # built in: nothing is looked up on sys.path
 import os as _os  # already imported by the interpreter: nothing is looked up on sys.path
+import sys as _sys
+
+
+def _exit_at_once(signum, frame):
+    # While starting (imports, the parser) nothing has been made yet, and a signal raised
+    # inside a library's import can surface as some other error: end here, at once.
+    try:
+        name = {2: "SIGINT", 15: "SIGTERM", 1: "SIGHUP"}.get(signum, f"signal {signum}")
+        what = f"stopped by {name} while starting; nothing was written"
+        _os.write(2, f"graph-harness: {what}\n".encode())
+    except OSError:
+        pass
+    _os._exit(128 + signum)
+
+
+def _started_as_the_cli() -> bool:
+    """Whether this process is the graph-harness command (the console script, or
+    `python -m graph_harness`), not a program that imports this package."""
+    entry = _sys.modules.get("__main__")
+    spec = getattr(entry, "__spec__", None)
+    script = _os.path.basename(getattr(entry, "__file__", None) or "")
+    return getattr(spec, "name", None) == "graph_harness.__main__" or script.startswith(
+        "graph-harness"
+    )
+
+
+# The first of our code that the console script runs: from here on Ctrl-C (SIGTERM,
+# SIGHUP) ends a start-up at once, in one line, before anything of ours is looked up
+# (reports/cli/program.py keeps it so until the command runs).
+if _started_as_the_cli():
+    for _s in (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP):
+        _signal.signal(_s, _exit_at_once)
 
 
 def __getattr__(name: str):

@@ -38,6 +38,17 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 
 
 @pytest.fixture(autouse=True)
+def _cpu_unless_gpu(request, monkeypatch):
+    """A test without the gpu marker is a CPU test wherever it runs: on a GPU machine it
+    sees no CUDA device, in process (torch.cuda.is_available) and in the commands it
+    starts (CUDA_VISIBLE_DEVICES), as on the CPU machines CI runs it on."""
+    if HAS_CUDA and "gpu" not in request.node.keywords:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    yield
+
+
+@pytest.fixture(autouse=True)
 def _seed_and_clean(request):
     # Seed from the test id: reproducible per test and across processes (Python's own
     # hash() of a str changes with every process), different across tests.

@@ -129,6 +129,7 @@ def test_report_phases_on_a_pipe(tmp_path):
 
     assert starts == [
         *(f"counting {v}" for v in VARIANTS),
+        "comparing the variants' outputs bit for bit",
         "writing the report (tables, CSVs, plots)",
     ]
     for phase in starts:

@@ -25,35 +25,15 @@ import os
 import signal
 import sys
 
+# One start-up handler: graph_harness/__init__.py, the first of our code the console script
+# runs, installs it; it is installed again here for `python -m graph_harness`, whose
+# package is imported before its __main__ is. main() keeps it until the command runs.
+# Everything heavy is imported later, inside main.
+from graph_harness import _exit_at_once, _started_as_the_cli
+
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _signalled: list[int] = []  # signals that arrived while a command ran
 
-
-def _exit_at_once(signum, frame):
-    # While starting (imports, the parser) nothing has been made yet, and a signal raised
-    # inside a library's import can surface as some other error: end here, at once.
-    what = f"stopped by {signal.Signals(signum).name} while starting; nothing was written"
-    try:  # noqa: SIM105 - contextlib is not imported yet, on purpose
-        os.write(2, f"graph-harness: {what}\n".encode())
-    except OSError:
-        pass
-    os._exit(128 + signum)
-
-
-def _started_as_the_cli() -> bool:
-    """Whether this process is the graph-harness command (the console script, or
-    `python -m graph_harness`), not a program that imports this module."""
-    entry = sys.modules.get("__main__")
-    spec = getattr(entry, "__spec__", None)
-    script = os.path.basename(getattr(entry, "__file__", None) or "")
-    return getattr(spec, "name", None) == "graph_harness.__main__" or script.startswith(
-        "graph-harness"
-    )
-
-
-# First, before anything else is imported: the console script imports this module, then
-# calls main(), and from here on Ctrl-C ends a start-up at once (main() keeps it so until
-# the command runs). Everything heavy is imported later, inside main.
 if _started_as_the_cli():
     for _s in _SIGNALS:
         signal.signal(_s, _exit_at_once)
