@@ -1,3 +1,4 @@
+import os
 import random
 import zlib
 from collections import Counter
@@ -10,6 +11,16 @@ import torch
 pytest_plugins = ["pytester", "graph_harness.pytest_plugin"]
 
 HAS_CUDA = torch.cuda.is_available()
+
+
+def pytest_configure(config):
+    """`-m "not gpu"` on a GPU machine is a CPU run, as on CI's CPU machines: no test, and
+    no command a test starts, sees the CUDA device (set before any test touches CUDA)."""
+    global HAS_CUDA
+    if HAS_CUDA and " ".join((config.getoption("markexpr") or "").split()) == "not gpu":
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+        torch.cuda.is_available = lambda: False
+        HAS_CUDA = False
 
 
 def pytest_collection_modifyitems(config, items):
@@ -39,9 +50,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 
 @pytest.fixture(autouse=True)
 def _cpu_unless_gpu(request, monkeypatch):
-    """A test without the gpu marker is a CPU test wherever it runs: on a GPU machine it
-    sees no CUDA device, in process (torch.cuda.is_available) and in the commands it
-    starts (CUDA_VISIBLE_DEVICES), as on the CPU machines CI runs it on."""
+    """A test without the gpu marker is a CPU test wherever it runs: in a run of gpu and
+    CPU tests together on a GPU machine it sees no CUDA device, in process
+    (torch.cuda.is_available) and in the commands it starts (CUDA_VISIBLE_DEVICES), as on
+    the CPU machines CI runs it on. (Module-scoped fixtures run outside it: such a run
+    is `-m gpu`, then `-m "not gpu"`, as benchmarks/h200_check.sh does.)"""
     if HAS_CUDA and "gpu" not in request.node.keywords:
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
         monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
@@ -56,7 +69,7 @@ def _seed_and_clean(request):
     random.seed(seed)
     torch.manual_seed(seed)
     yield
-    if HAS_CUDA:
+    if HAS_CUDA and torch.cuda.is_initialized():
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
 
