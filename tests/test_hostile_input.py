@@ -72,6 +72,26 @@ def test_names_print_as_text_through_every_command(tmp_path):
         )
 
 
+def test_a_lone_surrogate_in_a_document_reads_as_its_escape(tmp_path):
+    """A JSON escape can make a str no encoder takes (\\udc80): read, it is its backslash
+    escape, so every table, CSV and Arrow-backed pandas column can hold it (with pyarrow
+    installed, pandas refused the raw one and `delta` failed with exit 1)."""
+    from graph_harness.capture import NodeExport
+
+    doc = export_doc_v2()
+    for n in doc["nodes"]:
+        n["kernel"] = "k\udc80" if n["kernel"] else None
+    doc["workload"] = "w\ud800x"
+    (tmp_path / "b.json").write_text(json.dumps(doc))
+    assert "\\udc80" in (tmp_path / "b.json").read_text()  # the escape, as JSON holds it
+    export = NodeExport.read_json(tmp_path / "b.json")
+    kernels = {n["kernel"] for n in export.nodes if n["kernel"] is not None}
+    assert kernels == {"k\\udc80"}  # backslash, u, d, c, 8, 0: six characters
+    assert export.workload == "w\\ud800x"
+    for name in (*kernels, export.workload):
+        name.encode("utf-8")  # raised UnicodeEncodeError before
+
+
 def test_documents_with_odd_names_and_huge_ints(tmp_path):
     doc = export_doc_v2()
     doc["workload"] = "[/]"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -63,7 +64,8 @@ def load_json(path: str | Path, what: str, error: type[ExportError] = ExportErro
             f"{prefix}: not UTF-8 text (byte {data[e.start]:#04x} at offset {e.start})"
         ) from None
     try:
-        return json.loads(text)
+        doc = json.loads(text)
+        return _escape_lone_surrogates(doc) if _SURROGATE_ESCAPE.search(text) else doc
     except json.JSONDecodeError as e:
         raise error(f"{prefix}: not JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
     except RecursionError:
@@ -75,6 +77,22 @@ def load_json(path: str | Path, what: str, error: type[ExportError] = ExportErro
                 f"({sys.get_int_max_str_digits()})"
             ) from None
         raise error(f"{prefix}: {e}") from None
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # a JSON escape that can make one
+
+
+def _escape_lone_surrogates(v: Any) -> Any:
+    """Every string with a lone surrogate (a JSON escape such as \\udc80 makes one; no
+    real name holds one) as its backslash escape: such a str cannot be encoded, so
+    writing it anywhere fails, and pandas' Arrow-backed strings refuse it on reading."""
+    if isinstance(v, str):
+        return v.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(v, list):
+        return [_escape_lone_surrogates(x) for x in v]
+    if isinstance(v, dict):
+        return {_escape_lone_surrogates(k): _escape_lone_surrogates(x) for k, x in v.items()}
+    return v
 
 
 def show(v: object) -> str:
