@@ -13,13 +13,16 @@ pytest_plugins = ["pytester", "graph_harness.pytest_plugin"]
 HAS_CUDA = torch.cuda.is_available()
 
 
-def pytest_configure(config):
-    """`-m "not gpu"` on a GPU machine is a CPU run, as on CI's CPU machines: no test, and
-    no command a test starts, sees the CUDA device (set before any test touches CUDA)."""
+def pytest_collection_finish(session):
+    """A run that selected no gpu test (`-m "not gpu"`, any file or -k of CPU tests) on a
+    GPU machine is a CPU run, as on CI's CPU machines: no test, no fixture and no command a
+    test starts sees the CUDA device. Decided once the selection is final, before any
+    fixture runs."""
     global HAS_CUDA
-    if HAS_CUDA and " ".join((config.getoption("markexpr") or "").split()) == "not gpu":
+    if HAS_CUDA and not any("gpu" in item.keywords for item in session.items):
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
         torch.cuda.is_available = lambda: False
+        torch.cuda.device_count = lambda: 0
         HAS_CUDA = False
 
 

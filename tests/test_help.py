@@ -46,7 +46,7 @@ def test_every_subcommand_has_a_description_and_examples_that_parse(capsys):
             program.build_parser().parse_args(argv[1:])  # a usage error would SystemExit(2)
 
 
-@pytest.mark.parametrize("name", ["count", "replay", "profile", "report", "delta"])
+@pytest.mark.parametrize("name", ["count", "replay", "profile", "report", "delta", "advise"])
 def test_the_round_commands_list_every_variant_with_its_line(name):
     text = " ".join(subparsers()[name].format_help().split())  # wrapping undone
     for variant, what in VARIANT_HELP.items():

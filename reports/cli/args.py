@@ -16,10 +16,10 @@ from graph_harness.capture.round.params import VARIANT_HELP, RoundParams
 
 def _width() -> int:
     """Where descriptions and epilogs wrap: argparse's own width (the terminal's, less
-    2), at most 88."""
+    2), at most 88, at least 40 (a terminal a few columns wide must not break the parser)."""
     import shutil
 
-    return min(88, shutil.get_terminal_size().columns - 2)
+    return max(40, min(88, shutil.get_terminal_size().columns - 2))
 
 
 def subcommand(

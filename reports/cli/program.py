@@ -97,9 +97,6 @@ def build_parser() -> argparse.ArgumentParser:
 # --- main: streams, signals, exit codes ---------------------------------------------------
 
 
-_CAPTURING = frozenset({"count", "replay", "profile", "check", "report"})  # they import torch
-
-
 def _command(name: str):
     from graph_harness.reports.cli.commands import advise, check, count, delta, profile, replay
 
@@ -160,12 +157,12 @@ def main(argv: list[str] | None = None) -> int:
                 stream.reconfigure(errors="backslashreplace")
         parser = build_parser()
         args = parser.parse_args(argv)
-        if args.command in _CAPTURING:
-            # torch's import runs C++ that calls back into Python, and a KeyboardInterrupt
-            # raised inside such a callback aborts the process (pybind11 cannot unwind it:
-            # SIGABRT, not 130). Imported here, while a signal still ends the start-up at
-            # once: nothing has been written yet.
-            import torch  # noqa: F401
+        # Every command imports torch (reading an export does). Its import runs C++ that
+        # calls back into Python, and a KeyboardInterrupt raised inside such a callback
+        # aborts the process (pybind11 cannot unwind it: SIGABRT, not 130). Imported here,
+        # while a signal still ends the start-up at once: nothing has been written yet.
+        import torch  # noqa: F401
+
         from graph_harness.reports.cli.console import make_io
 
         io = make_io(getattr(args, "json", False), closed)

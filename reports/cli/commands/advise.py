@@ -32,6 +32,7 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
             "graph-harness advise shipped",
             "graph-harness advise model/nodes-target.json --costs replay/replay.json --top 5",
         ],
+        variants=True,
     )
     v.add_argument(
         "export",

@@ -6,6 +6,7 @@ import argparse
 from contextlib import nullcontext
 from dataclasses import dataclass
 
+from graph_harness.capture.export.kinds import COUNT, COUNT_SCHEMA_VERSION
 from graph_harness.capture.round.params import VARIANTS
 from graph_harness.reports.cli.args import (
     check_arg,
@@ -29,8 +30,6 @@ from graph_harness.reports.cli.console import (
     wrote,
 )
 from graph_harness.reports.text import plural
-
-COUNT_SCHEMA = "graph-harness/count"
 
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -225,8 +224,8 @@ def show(io: IO, exports: dict, *, per_stage: bool, depth: int | None = None, ch
 
     if io.json:
         doc = {
-            "schema": COUNT_SCHEMA,
-            "schema_version": 1,
+            "schema": COUNT,
+            "schema_version": COUNT_SCHEMA_VERSION,
             "exports": {k: e.to_dict() for k, e in exports.items()},
         }
         if checks:
