@@ -28,6 +28,7 @@ from graph_harness.capture.graph.settings import StepSettings
 from graph_harness.capture.scopes.modules import active_module_scopes, block_depth, module_scopes
 from graph_harness.capture.scopes.recorder import Recorder, recording
 from graph_harness.capture.state.steps import StateWatch
+from graph_harness.capture.text import printable
 from graph_harness.pools import GraphBufferPool
 
 
@@ -106,6 +107,7 @@ def _capture(fn, warmup, pool, device, graph_pool, name, watch):
     if pool is not None:
         pool.freeze()
     workload = name or f"callable:{getattr(fn, '__qualname__', None) or type(fn).__name__}"
+    workload = printable(workload)  # a file's name can hold a lone surrogate (capture/text.py)
     options: dict = {"compiled": bool(compiled), "warmup": warmup}
     ms = active_module_scopes()
     options.update(module_options(ms))

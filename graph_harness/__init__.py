@@ -36,9 +36,24 @@ def _started_as_the_cli() -> bool:
     entry = _sys.modules.get("__main__")
     spec = getattr(entry, "__spec__", None)
     script = _os.path.basename(getattr(entry, "__file__", None) or "")
-    return getattr(spec, "name", None) == "graph_harness.__main__" or script.startswith(
-        "graph-harness"
+    # `python -m graph_harness` imports this package while it looks for __main__.py, before
+    # __main__ is that module: then only the command line says so
+    return (
+        getattr(spec, "name", None) == "graph_harness.__main__"
+        or script.startswith("graph-harness")
+        or (_sys.argv[:1] == ["-m"] and _run_by_m(getattr(_sys, "orig_argv", [])))
     )
+
+
+def _run_by_m(argv: list[str]) -> bool:
+    """Whether the interpreter's own arguments run `-m graph_harness` (`-mgraph_harness`
+    too): the first `-m` names the module; what follows it is the module's."""
+    for i, a in enumerate(argv[1:], 1):
+        if a == "-m":
+            return argv[i + 1 : i + 2] == ["graph_harness"]
+        if a.startswith("-m"):
+            return a == "-mgraph_harness"
+    return False
 
 
 # The first of our code that the console script runs: from here on Ctrl-C (SIGTERM,

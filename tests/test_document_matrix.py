@@ -166,6 +166,10 @@ def test_one_export_of_counts_output_by_name(docs):
     refused(["advise", f"{path}#nope", "--json"], path.parent, path, "it holds shipped, fused")
     one = docs["count --out nodes-shipped.json"]
     refused(["advise", f"{one}#fused", "--json"], one.parent, one, "drop #fused")
+    # two '#': FILE is what comes before the last, no path here; `./` would not help
+    for argv in (["advise", f"{path.name}#shipped#x"], ["delta", f"{path.name}#a#b", "fused"]):
+        code, _, err = _check(argv, path.parent)
+        assert code == 2 and "NAME, the export's name, holds no '#'" in err and "./" not in err
 
 
 @pytest.mark.parametrize("name", sorted(READS))

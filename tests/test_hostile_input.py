@@ -4,6 +4,7 @@ cost documents that would price with NaN, infinities or negative slopes are refu
 naming the field. All in this process, through reports.cli.main."""
 
 import json
+import os
 import re
 
 import pytest
@@ -70,6 +71,62 @@ def test_names_print_as_text_through_every_command(tmp_path):
             len(read_manifest(tmp_path / folder).files)
             == len(list((tmp_path / folder).iterdir())) - 1
         )
+
+
+MODULES = """
+import torch
+from torch import nn
+
+def make():
+    model = nn.ModuleDict({"\\udc80a": nn.Linear(4, 4), "b": nn.Linear(4, 4)})
+    x = torch.randn(2, 4)
+
+    def step():
+        return model["b"](model["\\udc80a"](x))
+
+    step.module = model
+    return step
+"""
+
+
+def _strings(v):
+    if isinstance(v, str):
+        yield v
+    elif isinstance(v, list):
+        for x in v:
+            yield from _strings(x)
+    elif isinstance(v, dict):
+        for k, x in v.items():
+            yield k
+            yield from _strings(x)
+
+
+def test_a_file_name_and_module_names_that_are_not_text_are_kept_as_escapes(tmp_path):
+    """A file name with a byte that is not UTF-8 (Python holds it as a lone surrogate) and
+    a module named with one: every export, table and report holds their backslash
+    escapes, which any encoder takes (with pyarrow installed, pandas refused the raw ones
+    and `report --target` exited 1 on the H200)."""
+    name = os.fsdecode(b"st\xffp.py")  # "st\udcffp.py"
+    (tmp_path / name).write_text(MODULES)
+    spec = f"{name}:make"
+    code, out, err = _run(
+        ["count", "--target", spec, "--module-scopes", "all", "--out", "o"], tmp_path
+    )
+    assert code == 0, err
+    assert "st\\udcffp.py:make" in out and "\\udc80a" in out
+    raw = (tmp_path / "o" / "nodes-target.json").read_bytes()
+    doc = json.loads(raw.decode("utf-8"))
+    for s in _strings(doc):
+        s.encode("utf-8")  # no lone surrogate anywhere in the document
+    assert doc["workload"] == "st\\udcffp.py:make" and doc["options"]["target"] == doc["workload"]
+    assert {n["scope"] for n in doc["nodes"]} == {"\\udc80a", "b"}
+    for argv in (
+        ["delta", "o/nodes-target.json", "o/nodes-target.json"],
+        ["report", "--target", spec, "--module-scopes", "all", "--out", "r"],
+    ):
+        code, out, err = _run(argv, tmp_path)
+        assert code == 0, (argv, err)
+    assert "st\\udcffp.py:make" in (tmp_path / "r" / "report.md").read_text()
 
 
 def test_a_lone_surrogate_in_a_document_reads_as_its_escape(tmp_path):

@@ -833,19 +833,8 @@ def test_profiled_step_by_module():
     assert s.period_vs_timed == pytest.approx(s.period_us / timed - 1)
 
 
-@pytest.mark.gpu
-def test_profile_command_on_a_gpu(tmp_path):
-    out = tmp_path / "p"
-    small = ["--stages", "2", "--rows", "2", "--k", "32", "--world", "2", "--shard", "64"]
-    quick = ["--trials", "4", "--builds", "1", "--windows", "1", "--replays", "3"]
-    r = _cli(
-        *small, *quick, "--variant", "shipped", "--variant", "fused", "--out", str(out), cpu=False
-    )
-    assert r.returncode == 0, r.stderr
-    assert "dispatch share" in r.stdout and "shipped -> fused" in r.stdout
-    assert {"profile.json", "profile-nodes.csv", "dispatch_share.png"} <= {
-        p.name for p in out.iterdir()
-    }
+# The profile command on a GPU, end to end (its tables, files and timeline): one run,
+# tests/test_profile_trace.py::test_profile_round_writes_a_trace_of_real_replays.
 
 
 def test_report_gains_the_dispatch_share_section(tmp_path):

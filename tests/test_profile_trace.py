@@ -543,6 +543,10 @@ def test_profile_round_writes_a_trace_of_real_replays(tmp_path):
         *small, *quick, "--variant", "shipped", "--variant", "fused", "--out", str(out)
     )
     assert r.returncode == 0, r.stderr
+    # the command's tables and files (one run for these and the timeline: GPU time)
+    assert "dispatch share" in r.stdout and "shipped -> fused" in r.stdout
+    want = {"profile.json", "profile-nodes.csv", "dispatch_share.png", "trace.json"}
+    assert want <= {p.name for p in out.iterdir()}
     procs, threads = _check_against_the_profile(out)
     assert procs == {1: "shipped", 2: "fused"}
     for pid in procs:  # the replays, then the steps in the round's order

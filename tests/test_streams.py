@@ -12,6 +12,7 @@ import signal
 import socket
 import stat
 import subprocess
+import sys
 import threading
 import time
 
@@ -370,6 +371,38 @@ def test_sigint_at_any_instant_exits_130_and_leaves_nothing(tmp_path):
             ), (delay, err)
         assert out == ""
     assert ours >= len(delays) // 2, "most instants land in graph-harness's own code"
+
+
+# Imported first by the interpreter (sitecustomize): reports which SIGINT handler is in
+# place when the interpreter looks up graph_harness.__main__, i.e. once the package's
+# __init__ has run and before any of __main__.py's imports.
+PROBE = """
+import importlib.abc, signal, sys
+
+class Probe(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == "graph_harness.__main__":
+            sys.stderr.write("handler: " + getattr(signal.getsignal(2), "__name__", "?") + "\\n")
+        return None
+
+sys.meta_path.insert(0, Probe())
+"""
+
+
+@pytest.mark.parametrize("flag", [["-m", "graph_harness"], ["-mgraph_harness"]])
+def test_python_m_holds_ctrl_c_from_the_package_import_on(tmp_path, flag):
+    """`python -m graph_harness` imports the package before __main__ is ours: Ctrl-C is
+    already taken there (it once reached __main__.py's imports as a traceback)."""
+    (tmp_path / "sitecustomize.py").write_text(PROBE)
+    env = _env(PYTHONPATH=f"{tmp_path}{os.pathsep}{REPO}")
+    r = subprocess.run(
+        [sys.executable, *flag, "--version"], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert r.returncode == 0 and "handler: _exit_at_once" in r.stderr, r.stderr
+    # a program that imports the package (not the command) keeps Python's own handler
+    code = "import signal, graph_harness; print(signal.getsignal(2).__name__)"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert r.stdout.strip() == "default_int_handler", r.stderr
 
 
 @pytest.mark.gpu

@@ -19,6 +19,7 @@ from typing import Any
 
 from graph_harness.capture.errors import UsageError
 from graph_harness.capture.paths import InputPathError, read_input
+from graph_harness.capture.text import printable_all
 
 
 def plain(v: Any) -> Any:
@@ -65,7 +66,8 @@ def load_json(path: str | Path, what: str, error: type[ExportError] = ExportErro
         ) from None
     try:
         doc = json.loads(text)
-        return _escape_lone_surrogates(doc) if _SURROGATE_ESCAPE.search(text) else doc
+        # no real name holds a lone surrogate; one from an escape is kept as its escape
+        return printable_all(doc) if _SURROGATE_ESCAPE.search(text) else doc
     except json.JSONDecodeError as e:
         raise error(f"{prefix}: not JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
     except RecursionError:
@@ -80,19 +82,6 @@ def load_json(path: str | Path, what: str, error: type[ExportError] = ExportErro
 
 
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # a JSON escape that can make one
-
-
-def _escape_lone_surrogates(v: Any) -> Any:
-    """Every string with a lone surrogate (a JSON escape such as \\udc80 makes one; no
-    real name holds one) as its backslash escape: such a str cannot be encoded, so
-    writing it anywhere fails, and pandas' Arrow-backed strings refuse it on reading."""
-    if isinstance(v, str):
-        return v.encode("utf-8", "backslashreplace").decode("utf-8")
-    if isinstance(v, list):
-        return [_escape_lone_surrogates(x) for x in v]
-    if isinstance(v, dict):
-        return {_escape_lone_surrogates(k): _escape_lone_surrogates(x) for k, x in v.items()}
-    return v
 
 
 def show(v: object) -> str:

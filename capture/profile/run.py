@@ -26,6 +26,7 @@ from graph_harness.capture.replay.timing import time_replays_us
 from graph_harness.capture.round.count import CountedRound, count_round
 from graph_harness.capture.round.params import RoundParams
 from graph_harness.capture.state.steps import require_repeatable
+from graph_harness.capture.text import plural
 
 Progress = Callable[[str], None] | None  # called with each phase's name as it starts
 
@@ -88,7 +89,8 @@ def profile_graphs(
     for w, n in interleaved(list(graphs), settings.windows):
         if progress and w != last:
             progress(
-                f"profiling {len(graphs)} graphs, window {w + 1} of {settings.windows}{of_build}"
+                f"profiling {plural(len(graphs), 'graph')}, "
+                f"window {w + 1} of {settings.windows}{of_build}"
             )
             last = w
         out[n].append(profile_window(runs[n], settings, build, w, ids[n], builds))
@@ -125,7 +127,7 @@ def profile_rounds(
     trials = None
     if timed:
         if progress:
-            progress(f"timing and profiling {len(variants)} rounds")
+            progress(f"timing and profiling {plural(len(variants), 'round')}")
         trials, _ = measure_rounds(
             params, variants, settings.timing(), pdl=pdl, after_build=profile_build
         )
@@ -172,7 +174,7 @@ def profile_steps(
     trials = None
     if timed:
         if progress:
-            progress(f"timing {len(names)} steps")
+            progress(f"timing {plural(len(names), 'step')}")
         for r in runs.values():
             with r.window("the first replay (it instantiates the graph)"):
                 r.replay()

@@ -17,6 +17,7 @@ from graph_harness.capture.replay.settings import CHAIN_KINDS, PDL_KINDS, Replay
 from graph_harness.capture.replay.timing import capture_unrolled, time_replays_us
 from graph_harness.capture.round.params import RoundParams
 from graph_harness.capture.stats import fit_chain
+from graph_harness.capture.text import plural
 from graph_harness.kernels import pack_scores_ids, pack_scores_ids_shipped, selected_local_records
 from graph_harness.kernels.empty import empty_kernel
 
@@ -103,7 +104,7 @@ def measure_chains(
             graphs[(kind, calls)] = g
             meta[(kind, calls)] = nodes
     if progress:
-        progress(f"timing {len(graphs)} chain graphs")
+        progress(f"timing {plural(len(graphs), 'chain graph')}")
     names = {f"{k}|{c}": g for (k, c), g in graphs.items()}
     times = time_replays_us(
         names, replays=settings.chain_replays, trials=settings.trials, warmup=settings.warmup

@@ -25,6 +25,7 @@ from graph_harness.capture.replay.rounds import measure_rounds
 from graph_harness.capture.replay.settings import CHAIN_KINDS, ReplaySettings
 from graph_harness.capture.round.params import RoundParams
 from graph_harness.capture.stats import ROUND_TRIAL_COLUMNS, Fit
+from graph_harness.capture.text import plural
 
 REPLAY_SCHEMA = "graph-harness/replay"
 # Version 2: rounds timed over builds (round_trials carry `build`), savings carry their
@@ -218,7 +219,9 @@ def run_replays(
     round_trials = sav = None
     if variants:
         if progress:  # each phase named as it starts
-            progress(f"timing {len(variants)} rounds over {settings.builds} builds")
+            progress(
+                f"timing {plural(len(variants), 'round')} over {plural(settings.builds, 'build')}"
+            )
         round_trials, exports = measure_rounds(params, variants, settings, pdl=pdl)
         sav = savings(round_trials, exports, fits, chain_trials=chain_trials)
         sav["ratio_shapes"] = sav.measured_us / sav.predicted_shapes_us

@@ -40,7 +40,7 @@ from torch.nn.modules.module import (
     register_module_forward_pre_hook,
 )
 
-from graph_harness.capture.scopes.provenance import ProvenanceLog, collecting
+from graph_harness.capture.scopes.provenance import ProvenanceLog, collecting, qualified
 from graph_harness.capture.scopes.recorder import ScopeKey, active_recorder
 
 EVERY_LEVEL = "every level"  # an export's module_depth when no depth cut the scopes
@@ -63,7 +63,7 @@ def module_names(module: nn.Module, depth: int | None = None) -> dict[nn.Module,
         )
     out: dict[nn.Module, str] = {}
     for raw, m in module.named_modules():
-        name = ".".join(p for p in raw.split(".") if p != "_orig_mod")
+        name = qualified(raw.split("."))
         if name and m not in out and (depth is None or name.count(".") + 1 <= depth):
             out[m] = name
     return out
@@ -76,7 +76,7 @@ def repeated_blocks(module: nn.Module) -> str | None:
     block is the default depth of the tables (its depth + 1)."""
     best: tuple[int, str] | None = None
     for raw, m in module.named_modules():
-        name = ".".join(p for p in raw.split(".") if p != "_orig_mod")
+        name = qualified(raw.split("."))
         kids = [getattr(c, "_orig_mod", c) for c in m.children()]
         kinds = Counter(type(c) for c in kids if next(c.children(), None) is not None)
         if kinds and max(kinds.values()) >= 2:

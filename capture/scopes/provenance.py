@@ -52,12 +52,13 @@ import contextlib
 import json
 import logging
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from types import CodeType
 from typing import Any
 
 from graph_harness.capture.scopes import provenance_cache as cache
+from graph_harness.capture.text import printable
 
 ARTIFACT = "inductor_provenance_tracking_node_mappings"
 # The kernel -> post-grad nodes map in that artifact (the name says C++ for every backend).
@@ -194,8 +195,14 @@ def module_path(source: str) -> str:
     (`layers.3.attention`); `_orig_mod` (a compiled wrapper) is no level."""
     m = _ROOT.match(source)
     rest = source[m.end() :] if m else source
-    parts = [next(g for g in p.groups() if g is not None) for p in _PARTS.finditer(rest)]
-    return ".".join(p for p in parts if p != "_orig_mod")
+    return qualified(next(g for g in p.groups() if g is not None) for p in _PARTS.finditer(rest))
+
+
+def qualified(parts: Iterable[str]) -> str:
+    """A module path's parts (named_modules' or Dynamo's) as graph-harness names the
+    module: torch.compile's `_orig_mod` wrappers are no level, and the name is text
+    (capture/text.py), so a model's names and Dynamo's paths of them compare equal."""
+    return printable(".".join(p for p in parts if p != "_orig_mod"))
 
 
 def module_path_of(stack: Any) -> str | None:

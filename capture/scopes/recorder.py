@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from graph_harness.capture.text import printable
+
 UNSCOPED = "unscoped"
 
 
@@ -27,6 +29,10 @@ UNSCOPED = "unscoped"
 class ScopeKey:
     stage: int | None
     step: str
+
+    def __post_init__(self) -> None:
+        # a name is text from here on: exports, frames and streams all take it
+        object.__setattr__(self, "step", printable(self.step))
 
     @property
     def label(self) -> str:

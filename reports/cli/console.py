@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from graph_harness.capture.errors import UsageError as UsageError  # bad flags: exit 2
 from graph_harness.capture.replay.settings import ReplaySettings
 from graph_harness.capture.round.params import RoundParams
-from graph_harness.reports.text import printable
+from graph_harness.capture.text import printable
 
 if TYPE_CHECKING:
     from rich.console import Console

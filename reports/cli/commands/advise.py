@@ -7,10 +7,9 @@ from pathlib import Path
 
 from graph_harness.capture.round.params import VARIANTS
 from graph_harness.reports.cli.args import json_arg, positive, round_args, subcommand
-from graph_harness.reports.cli.commands.delta import is_export_path
+from graph_harness.reports.cli.commands.delta import is_export_path, neither
 from graph_harness.reports.cli.console import (
     IO,
-    UsageError,
     banner,
     given_round_flags,
     refuse,
@@ -68,10 +67,7 @@ def check_flags(args) -> None:
             "apply to counting a variant, and EXPORT is a file that carries its own: drop them",
         )
     elif args.export not in VARIANTS:
-        raise UsageError(
-            f"{args.export!r} is neither a variant ({', '.join(VARIANTS)}) nor an export file "
-            f"path (a path holds a '/' or ends in .json: ./{args.export} for a file here)"
-        )
+        raise neither(args.export)
 
 
 def run(args, io: IO) -> int:

@@ -29,7 +29,7 @@ from graph_harness.reports.cli.console import (
     staged,
     wrote,
 )
-from graph_harness.reports.text import plural
+from graph_harness.reports.text import plural, printable
 
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -199,7 +199,7 @@ def capture_target(
     export, captured = capture_and_keep(
         target.step, name=target.name, warmup=warmup, watch=sw, module=model
     )
-    export.options["target"] = spec
+    export.options["target"] = printable(spec)  # as text, as the workload's name is
     if watch:
         for line in sw.repeatability.notes(spec):
             io.note(line)

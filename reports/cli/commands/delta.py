@@ -62,14 +62,24 @@ def is_export_path(ref: str) -> bool:
     return ref.endswith(".json") or "/" in ref or os.sep in ref or (os.altsep or "/") in ref
 
 
+def neither(ref: str) -> UsageError:
+    """The refusal of a reference that is neither a variant nor an export file path."""
+    what = f"{ref!r} is neither a variant ({', '.join(VARIANTS)}) nor an export file path"
+    if "#" in ref:  # FILE#NAME whose FILE is no path: ./ would not help
+        path, name = split_ref(ref)
+        return UsageError(
+            f"{what}: in FILE#NAME (one export of count's output) FILE holds a '/' or ends "
+            f"in .json, and {path!r} does neither; NAME, the export's name, holds no '#' "
+            f"({name!r} is what follows the last one)"
+        )
+    return UsageError(f"{what} (a path holds a '/' or ends in .json: ./{ref} for a file here)")
+
+
 def check_flags(args) -> None:
     variants = [r for r in (args.a, args.b) if not is_export_path(r)]
     for r in variants:
         if r not in VARIANTS:
-            raise UsageError(
-                f"{r!r} is neither a variant ({', '.join(VARIANTS)}) nor an export file path "
-                f"(a path holds a '/' or ends in .json: ./{r} for a file here)"
-            )
+            raise neither(r)
     if not variants:
         flags = given_round_flags(args) + ["--from"] * (args.from_dir is not None)
         refuse(flags, "apply to variants only, and both sides are export files: drop them")

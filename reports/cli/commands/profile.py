@@ -34,6 +34,7 @@ from graph_harness.reports.cli.console import (
     staged,
     wrote,
 )
+from graph_harness.reports.text import plural
 
 ROUND_ONLY = ("builds",)  # settings that apply to the built-in round, not to --target
 
@@ -128,7 +129,7 @@ def run(args, io: IO) -> int:
                 from graph_harness.capture.profile.run import profile_rounds
 
                 variants = args.variant or list(VARIANTS)
-                say(f"capturing {len(variants)} rounds")
+                say(f"capturing {plural(len(variants), 'round')}")
                 result = profile_rounds(params, variants, settings, pdl=args.pdl, progress=say)
             exports = [p.export for p in result.profiles.values()]
             depth = shown_depth(args.module_scopes, exports) if args.target else None
