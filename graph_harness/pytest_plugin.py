@@ -94,7 +94,10 @@ class NodeBudget:
     """The fixture's value, one per test: call it once per budget."""
 
     def __init__(self, nodeid: str, config: pytest.Config) -> None:
-        self.nodeid = nodeid
+        from graph_harness.capture.text import printable  # imports nothing heavy
+
+        # a test file's name can hold a lone surrogate; as text, as the file records it
+        self.nodeid = printable(nodeid)
         self.config = config
         self._used: set[tuple[Path, str]] = set()
 
@@ -164,6 +167,7 @@ class NodeBudget:
 
     def _entry(self, record, name) -> tuple[Path, str]:
         from graph_harness.capture.budget.limits import BudgetError
+        from graph_harness.capture.text import printable
 
         path = Path(record)
         if not path.is_absolute():
@@ -171,6 +175,7 @@ class NodeBudget:
         key = self.nodeid if name is None else name
         if not isinstance(key, str) or not key:
             raise BudgetError(f"name= is a non-empty str, got {key!r}")
+        key = printable(key)  # as the file, read back, holds it (capture/text.py)
         if (path, key) in self._used:
             raise BudgetError(
                 f"this test already used the budget {key!r} of {record}: give each "
@@ -189,7 +194,8 @@ class NodeBudget:
         if record is None:
             check = budget.check_budget(export, total=total, per_scope=per_scope)
         else:
-            names = None if per_scope is None else list(per_scope)
+            # as text, as the scopes were recorded and as the file holds them
+            names = None if per_scope is None else [budget.check_name(n) for n in per_scope]
             if self.config.getoption(UPDATE_FLAG):
                 entry = budget_file.record(path, key, export, names)
                 notes.append(

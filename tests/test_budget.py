@@ -10,6 +10,7 @@ harness produced itself.
 
 import importlib.metadata
 import json
+import os
 import re
 import subprocess
 import sys
@@ -825,6 +826,38 @@ def test_plugin_module_scopes_by_qualified_name(project):
         """
     )
     run(project).assert_outcomes(passed=1)
+
+
+def test_plugin_names_that_are_not_text_record_and_check(project):
+    """A scope, a name= and a test file's name with a lone surrogate (a non-UTF-8 byte in
+    a file name is one, as Python decodes it): each is recorded and checked as its
+    escape, the form the scope tables and the file read back hold (before, a budget named
+    like the scope never occurred, and every recorded entry read back as missing)."""
+    steps = steps_source().replace('scope("mlp")', 'scope("m\\udc80lp")')
+    project.makepyfile(steps=steps)
+    source = f"""
+import steps
+
+def test_inline(node_budget):
+    node_budget(steps.make_step(), per_scope={{"m\\udc80lp": {MLP}}}, device="cpu", warmup=1)
+
+def test_by_id(node_budget):
+    node_budget(steps.make_step(), record="b.json", per_scope=["m\\udc80lp"],
+                device="cpu", warmup=1)
+
+def test_named(node_budget):
+    node_budget(steps.make_step(), record="b.json", name="n\\udc80", device="cpu", warmup=1)
+"""
+    (project.path / os.fsdecode(b"test_\xff.py")).write_text(source)
+    run(project, "--update-node-budgets").assert_outcomes(passed=3)
+    doc = json.loads((project.path / "b.json").read_text())
+    assert {k: v["cpu-dispatch"]["scopes"] for k, v in doc["budgets"].items()} == {
+        "test_\\udcff.py::test_by_id": {"m\\udc80lp": MLP},
+        "n\\udc80": {"attention": ATTENTION + INNER, "m\\udc80lp": MLP, "unscoped": FREE},
+    }
+    run(project).assert_outcomes(passed=3)  # each entry found, each scope named
+    project.makepyfile(steps=steps.replace("range(MLP)", "range(MLP + 1)"))
+    run(project).assert_outcomes(failed=3)  # and held to its budget
 
 
 # ----------------------------------------------------------- registration by entry point

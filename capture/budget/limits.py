@@ -32,6 +32,7 @@ from graph_harness.capture.errors import HarnessError, UsageError
 from graph_harness.capture.export.documents import show
 from graph_harness.capture.export.nodes import NodeExport
 from graph_harness.capture.scopes.recorder import UNSCOPED
+from graph_harness.capture.text import printable
 
 TOTAL = "(total)"  # the total's row in a check
 TOP_SHOWN = 12  # top-level scopes listed when a name never occurs
@@ -54,7 +55,8 @@ class NodeBudgetExceeded(HarnessError, AssertionError):
 
 
 def check_name(name: object) -> str:
-    """A budget name, or BudgetError saying why it cannot be one."""
+    """A budget name as text (capture/text.py: as the scopes it names were recorded), or
+    BudgetError saying why it cannot be one."""
     if not isinstance(name, str):
         raise BudgetError(f"a scope name is a str, got {show(name)}")
     if not name or any(not part for part in name.split(".")) or name != name.strip():
@@ -62,7 +64,7 @@ def check_name(name: object) -> str:
             f"scope name {show(name)} is not a scope label (dotted parts, none empty, "
             "no surrounding spaces)"
         )
-    return name
+    return printable(name)
 
 
 def _pattern(name: str) -> re.Pattern[str]:
@@ -137,7 +139,7 @@ class _Nodes:
 
     def line(self, name: str, budget: int | None) -> Line | None:
         """The nodes `name` covers (None: it covers none)."""
-        check_name(name)
+        name = check_name(name)
         # A scope's own label names that scope, even one holding `*` or `?` (a scope
         # literally called `*`, recorded by its label, counts its own nodes only).
         matches = name.__eq__ if name in self.labels else _pattern(name).fullmatch
@@ -196,9 +198,9 @@ def check_budget(
     Names that cover no node raise BudgetError (all of them, with the nearest names)."""
     if total is not None:
         _budget_value("total", total)
-    per_scope = dict(per_scope or {})
+    per_scope = {check_name(name): n for name, n in (per_scope or {}).items()}
     for name, n in per_scope.items():
-        _budget_value(f"per_scope[{show(check_name(name))}]", n)
+        _budget_value(f"per_scope[{show(name)}]", n)
     nodes = _Nodes(export)
     lines = {name: nodes.line(name, n) for name, n in per_scope.items()}
     missing = [name for name, line in lines.items() if line is None]
