@@ -129,6 +129,76 @@ def test_a_file_name_and_module_names_that_are_not_text_are_kept_as_escapes(tmp_
     assert "st\\udcffp.py:make" in (tmp_path / "r" / "report.md").read_text()
 
 
+STATEFUL = """
+import torch
+from torch import nn
+
+def make():
+    model = nn.Sequential()
+    model.add_module("l\\udc80", nn.Linear(4, 4))
+    model.register_buffer("b\\udc85", torch.zeros(4))
+    state = {"k\\udc81": torch.zeros(4)}
+    x = torch.randn(2, 4)
+
+    def step():
+        state["k\\udc81"].add_(1)
+        getattr(model, "b\\udc85").add_(1)
+        return model(x)
+
+    def reset():
+        state["k\\udc81"].zero_()
+        getattr(model, "b\\udc85").zero_()
+
+    step.module, step.reset = model, reset
+    return step
+
+globals()["m\\udc86"] = make  # a FUNCTION no identifier spells, named from argv
+"""
+
+
+def test_every_document_written_holds_only_text(tmp_path, monkeypatch):
+    """Names with lone surrogates from every side at once: the file's name, the FUNCTION,
+    the output folder and the costs file (argv, as Python decodes non-UTF-8 bytes), a
+    module's and a buffer's name, a dict key of the step's state. Every JSON document
+    written or printed holds them as escapes (before: check.json's state names and
+    check's name, the manifest's command and advise's costs source kept them raw), and
+    `report` of that FUNCTION writes its report (before: exit 1 from pandas' Arrow)."""
+    name = os.fsdecode(b"s\xfft.py")
+    (tmp_path / name).write_text(STATEFUL)
+    spec = f"{name}:" + "m\udc86"
+    costs = os.fsdecode(b"c\xff.json")
+    (tmp_path / costs).write_text(json.dumps(replay_doc()))
+    out = os.fsdecode(b"o\xff")
+    runs = [
+        ["count", "--target", spec, "--module-scopes", "all", "--check", "--out", out],
+        ["check", "--target", spec, "--json"],
+        ["advise", f"{out}/nodes-target.json", "--costs", costs, "--json"],
+        ["report", "--target", spec, "--module-scopes", "--out", "r"],
+    ]
+    printed = {}
+    for argv in runs:
+        monkeypatch.setattr("sys.argv", ["graph-harness", *argv])  # what the manifest records
+        code, printed[argv[0]], err = _run(argv, tmp_path)
+        assert code == 0, (argv, err)
+        if "--json" in argv:
+            docs = [json.loads(printed[argv[0]])]
+        else:
+            folder = tmp_path / argv[argv.index("--out") + 1]
+            docs = [json.loads(p.read_bytes()) for p in folder.glob("*.json")]
+            docs.append(json.loads((folder / ".graph-harness-manifest.json").read_bytes()))
+        for doc in docs:
+            for s in _strings(doc):
+                s.encode("utf-8")  # raised UnicodeEncodeError: a lone surrogate
+    check = json.loads((tmp_path / out / "check.json").read_text())["checks"]["target"]
+    assert check["name"] == "s\\udcfft.py:m\\udc86"
+    changed = {c["name"] for c in check["repeatability"]["in_a_call"]}
+    assert changed == {"module buffer b\\udc85", "closure state.k\\udc81"}
+    assert json.loads(printed["advise"])["costs"]["source"].startswith("costs from c\\udcff.json")
+    report = tmp_path / "r"
+    assert {"nodes-m\\udc86.json", "nodes-m\\udc86.csv"} <= {p.name for p in report.iterdir()}
+    assert "l\\udc80" in (report / "report.md").read_text()
+
+
 def test_a_lone_surrogate_in_a_document_reads_as_its_escape(tmp_path):
     """A JSON escape can make a str no encoder takes (\\udc80): read, it is its backslash
     escape, so every table, CSV and Arrow-backed pandas column can hold it (with pyarrow

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from graph_harness.capture.export.documents import ExportError, Fields
+from graph_harness.capture.text import printable
 
 # A per-node cost or a round's saving, in microseconds, past this is a broken document, not
 # a measurement (a thousand seconds); it would price candidates at infinities.
@@ -183,7 +184,8 @@ class Costs:
         where = [str(env["device"])] if env.get("device") else []
         where += [f"torch {env['torch']}"] if env.get("torch") else []
         where += [f"measured {result.created}"] if result.created else []
-        label = f"costs from {path}" + (f" ({', '.join(where)})" if where else "")
+        # the file's name, shown and recorded as text (capture/text.py): it is opened as given
+        label = f"costs from {printable(str(path))}" + (f" ({', '.join(where)})" if where else "")
         return cls.from_replay(result, label)
 
 

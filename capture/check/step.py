@@ -39,6 +39,7 @@ from graph_harness.capture.state.steps import (
     rng_state,
     set_rng_state,
 )
+from graph_harness.capture.text import printable
 
 POISONS = (0xFF, 0x3C)  # two fillings of free memory, differing in every byte
 SLACK = 4.0  # a nondeterministic tensor may differ by this many times its warm-ups' spread
@@ -72,6 +73,7 @@ def check_captured(step, export, captured, rep: Repeatability, *, name="the step
     whose `repeatability` is `rep`); `captured` None (the CPU): the warm-ups' findings.
     StepStateError before anything runs if the step cannot be replayed (no reset, and it
     does not repeat). Syncs."""
+    name = printable(name)  # shown and recorded (check.json) as text: capture/text.py
     require_repeatable(rep, name)
     result = CheckResult(name, rep.warmups, rep, from_warmups(rep))
     if captured is None:

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 import torch
 
 from graph_harness.capture.state.digest import digest
+from graph_harness.capture.text import printable
 
 CLONE_MAX_BYTES = 4 << 20  # a tensor up to this size is cloned, not hashed
 CLONE_BUDGET_BYTES = 64 << 20  # clones per fingerprint kept on the device, in all
@@ -86,7 +87,9 @@ def reachable(step, output=None, *, with_output: bool = True):
     if with_output:
         walk.ids = set()  # the output is walked afresh
         walk.visit("output", output, 0, output=True)
-    return walk.found, walk.truncated
+    # names as text (capture/text.py): a dict key or a module's name can hold a lone
+    # surrogate, and these names go into check's documents and tables
+    return [(printable(n), v, o) for n, v, o in walk.found], walk.truncated
 
 
 def _roots(step):

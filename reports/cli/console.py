@@ -148,7 +148,9 @@ def refuse(flags: list[str], why: str) -> None:
 
 
 def command_line() -> str:
-    return "graph-harness " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    """The command as run, as text (capture/text.py: an argument decoded from a non-UTF-8
+    byte holds a lone surrogate), for the manifest and report.md to record."""
+    return printable("graph-harness " + " ".join(shlex.quote(a) for a in sys.argv[1:]))
 
 
 def staged(args, io: IO):

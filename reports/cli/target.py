@@ -43,6 +43,7 @@ from types import ModuleType
 
 from graph_harness.capture.errors import HarnessError, UsageError
 from graph_harness.capture.paths import InputPathError, check_input
+from graph_harness.capture.text import printable
 from graph_harness.reports.cli import user_imports
 from graph_harness.reports.cli.user_stdout import stdout_to_stderr
 
@@ -84,6 +85,16 @@ class Target:
                 "examples/llama_decode.py"
             )
         return m
+
+
+def output_names(specs: list[str]) -> list[str]:
+    """Each --target's name in a report or profile (its files, tables, frames): its
+    FUNCTION (`make_step`), `-a` and `-b` added when two share one; as text
+    (capture/text.py), since a FUNCTION from argv can hold a lone surrogate."""
+    names = [printable(spec.rpartition(":")[2]) for spec in specs]
+    if len(names) == 2 and names[0] == names[1]:
+        names = [f"{names[0]}-a", f"{names[1]}-b"]
+    return names
 
 
 def _is_file_spec(module: str) -> bool:

@@ -159,10 +159,9 @@ def profile_targets(specs, module_scopes, settings, io: IO, say, *, warmup=None,
     from graph_harness.capture.state.steps import require_repeatable
     from graph_harness.reports.cli.commands.check import check_target, gate
     from graph_harness.reports.cli.commands.count import capture_target
+    from graph_harness.reports.cli.target import output_names
 
-    names = [spec.rpartition(":")[2] for spec in specs]
-    if len(names) == 2 and names[0] == names[1]:
-        names = [f"{names[0]}-a", f"{names[1]}-b"]
+    names = output_names(specs)
     steps, keep, checks = {}, [], {}
     for name, spec in zip(names, specs):
         say(f"capturing {spec}")

@@ -186,6 +186,7 @@ def run_target_report(args, io: IO) -> int:
     import torch
 
     from graph_harness.reports.cli.commands.count import count_target
+    from graph_harness.reports.cli.target import output_names
     from graph_harness.reports.target_report import write_target_report
 
     if not args.target:
@@ -200,9 +201,7 @@ def run_target_report(args, io: IO) -> int:
         given_round_flags(args) + given_timing_flags(args),
         "apply to the built-in round, not to --target: drop them",
     )
-    names = [spec.rpartition(":")[2] for spec in args.target]
-    if len(names) == 2 and names[0] == names[1]:
-        names = [f"{names[0]}-a", f"{names[1]}-b"]
+    names = output_names(args.target)
     with staged(args, io) as tmp, progress(io) as say:
         banner(io)
         exports, profile = {}, None
