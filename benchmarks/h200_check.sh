@@ -17,6 +17,7 @@
 #     nosuite: skip the test suite (benchmark-only calls)
 #     gpuonly: the gpu tests only (not the rest across CPU cores)
 #     cpuonly: the rest only (not the gpu tests), across CPU cores
+#     together: the gpu tests and the rest at the same time (the whole suite in one call)
 #     report:  adds `graph-harness report --out` on the defaults (the round's report.md,
 #              its seed section and bit-exactness matrix among it), under report.tgz
 #     recompile: adds bench_recompile (the example's compiled step captured under module
@@ -31,7 +32,21 @@ export PYTHONUNBUFFERED=1 COLUMNS=200
 python3 -m pip install -q --no-deps --no-build-isolation -e . > "$OUT/install.log" 2>&1 \
   || echo "editable install failed (see install.log)" >> "$OUT/env.txt"
 start=$(date +%s)
-case " $* " in *" nosuite "*) ;; *)
+case " $* " in *" together "*)
+  # Both halves at once, to fit one call: the rest hide CUDA (tests/conftest.py makes a
+  # run that selects no gpu test a CPU run), so only the gpu tests use the GPU; they keep
+  # 8 of the 16 cores; each its own temporary folder.
+  python3 -m pytest -q -m "not gpu" -n 8 -p no:cacheprovider --basetemp=/tmp/pt-cpu \
+    > "$OUT/pytest-cpu.log" 2>&1 &
+  cpu_pid=$!
+  python3 -m pytest -q -m gpu -p no:cacheprovider --basetemp=/tmp/pt-gpu \
+    > "$OUT/pytest-gpu.log" 2>&1
+  gpu_rc=$?
+  wait $cpu_pid; cpu_rc=$?
+  echo "suite (together): gpu rc=$gpu_rc, not-gpu rc=$cpu_rc, $(( $(date +%s) - start )) s" \
+    >> "$OUT/env.txt";;
+esac
+case " $* " in *" nosuite "*|*" together "*) ;; *)
   gpu_rc=skipped
   case " $* " in *" cpuonly "*) ;; *)
     python3 -m pytest -q -m gpu -p no:cacheprovider > "$OUT/pytest-gpu.log" 2>&1
