@@ -407,10 +407,14 @@ def test_python_m_holds_ctrl_c_from_the_package_import_on(tmp_path, flag):
         [sys.executable, *flag, "--version"], capture_output=True, text=True, env=env, timeout=120
     )
     assert r.returncode == 0 and "handler: _exit_at_once" in r.stderr, r.stderr
-    # a program that imports the package (not the command) keeps Python's own handler
-    code = "import signal, graph_harness; print(signal.getsignal(2).__name__)"
+    # a program that imports the package (not the command) keeps the handler it had
+    # (Python's own, or whatever its site installed: not always default_int_handler)
+    code = (
+        "import signal; before = signal.getsignal(2); import graph_harness; "
+        "print(signal.getsignal(2) is before, getattr(signal.getsignal(2), '__name__', ''))"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
-    assert r.stdout.strip() == "default_int_handler", r.stderr
+    assert r.stdout.split()[:1] == ["True"] and "_exit_at_once" not in r.stdout, r.stderr
 
 
 @pytest.mark.gpu
