@@ -446,18 +446,22 @@ def test_profile_uses_the_id_route_where_complete_and_says_when_they_disagree():
 # --- scopes ---------------------------------------------------------------------------------
 
 
+# A model step's scope paths, node by node (also the trace tests' step).
+MODEL_PATHS = [
+    (),
+    ("layers.0", "layers.0.attention"),
+    ("layers.0", "layers.0.attention"),
+    ("layers.0", "layers.0.feed_forward"),
+    ("layers.0",),
+    ("layers.1", "layers.1.attention"),
+    ("layers.1", "layers.1.feed_forward"),
+    ("layers.1", "layers.1.feed_forward", "sample"),  # a user's scope inside a module
+    ("norm",),
+]
+
+
 def _model_profile():
-    paths = [
-        (),
-        ("layers.0", "layers.0.attention"),
-        ("layers.0", "layers.0.attention"),
-        ("layers.0", "layers.0.feed_forward"),
-        ("layers.0",),
-        ("layers.1", "layers.1.attention"),
-        ("layers.1", "layers.1.feed_forward"),
-        ("layers.1", "layers.1.feed_forward", "sample"),  # a user's scope inside a module
-        ("norm",),
-    ]
+    paths = MODEL_PATHS
     nodes = chain([f"k{i}" for i in range(len(paths))], paths)
     dur = {i: 1.0 + i for i in range(len(paths))}
     gap = {i: 0.1 * (i + 1) for i in range(len(paths))}

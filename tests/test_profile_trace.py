@@ -27,7 +27,7 @@ from graph_harness.capture.profile.settings import ProfileSettings
 from graph_harness.capture.profile.trace import profile_trace, track_of
 from graph_harness.capture.round.params import STEPS
 from graph_harness.reports.kernel_names import short_names
-from tests.test_profile import chain, export_of, node, run_serially
+from tests.test_profile import MODEL_PATHS, chain, export_of, node, run_serially
 
 REPO = Path(__file__).resolve().parents[1]
 META = {"process_name", "process_labels", "process_sort_index", "thread_name"}
@@ -170,17 +170,7 @@ def drawn_gaps(row) -> float:
 
 # --- synthetic profiles --------------------------------------------------------------
 
-PATHS = [
-    (),
-    ("layers.0", "layers.0.attention"),
-    ("layers.0", "layers.0.attention"),
-    ("layers.0", "layers.0.feed_forward"),
-    ("layers.0",),
-    ("layers.1", "layers.1.attention"),
-    ("layers.1", "layers.1.feed_forward"),
-    ("layers.1", "layers.1.feed_forward", "sample"),  # a user's scope inside a module
-    ("norm",),
-]
+PATHS = MODEL_PATHS
 
 
 def _times(n):
