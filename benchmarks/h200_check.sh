@@ -20,6 +20,8 @@
 #     together: the gpu tests and the rest at the same time (the whole suite in one call)
 #     report:  adds `graph-harness report --out` on the defaults (the round's report.md,
 #              its seed section and bit-exactness matrix among it), under report.tgz
+#     check:   adds bench_check (check over a trajectory against one step: the HF and llama
+#              examples, eager and compiled, fed; three steps broken on purpose)
 #     recompile: adds bench_recompile (the example's compiled step captured under module
 #              scopes three times, beside a plain compile; compiles counted)
 set -u -o pipefail
@@ -100,6 +102,10 @@ case " $* " in *" profile "*)
   echo "bench_profile rc=$?" >> "$OUT/env.txt"
   tar czf "$OUT/profile.tgz" -C /tmp profile;;
 esac
+case " $* " in *" check "*)
+  python3 benchmarks/bench_check.py --out "$OUT/check" > "$OUT/bench-check.log" 2>&1
+  echo "bench_check rc=$?" >> "$OUT/env.txt";;
+esac
 case " $* " in *" recompile "*)
   # after: this checkout; before: the tree in .old (a copy of an earlier commit's code,
   # carried with the call), when there is one
@@ -125,6 +131,7 @@ grep -h "^FAILED\|^ERROR" "$OUT"/pytest-*.log 2>/dev/null | head -40
 [ -f "$OUT/bench-model.log" ] && tail -40 "$OUT/bench-model.log"
 [ -f "$OUT/bench-advise.log" ] && tail -60 "$OUT/bench-advise.log"
 [ -f /tmp/profile/summary.md ] && cat /tmp/profile/summary.md
+[ -f "$OUT/bench-check.log" ] && tail -20 "$OUT/bench-check.log"
 [ -f "$OUT/bench-recompile.log" ] && grep -v "^capture [0-9]" "$OUT/bench-recompile.log" | tail -20
 # The device tool brings back at most 8 files: everything but env.txt in one archive.
 (cd "$OUT" && find . -mindepth 1 -maxdepth 1 ! -name env.txt ! -name results.tgz -print0 \

@@ -122,6 +122,7 @@ def _capture(fn, warmup, pool, device, graph_pool, name, watch):
                 options["compiled_attribution"] = how
     else:
         warm_up(fn, warmup, watch)
+        watch.before_capture()
         captured, nodes = None, count_dispatch(fn)
         source = "cpu-dispatch"
     watch.finish(warmup)
@@ -136,6 +137,28 @@ def _capture(fn, warmup, pool, device, graph_pool, name, watch):
         options=options,
     )
     return export, captured
+
+
+def empty_cause(fn, device: torch.device | str | None = None) -> str:
+    """Why a capture of `fn` held no node, in words: a step whose tensors all live on the
+    CPU on a GPU machine did its work there, which a CUDA graph never records; any other
+    issued none."""
+    from graph_harness.capture.state.fingerprint import reachable
+
+    device = torch.device(device) if device is not None else default_device()
+    if device.type == "cuda":
+        found, _ = reachable(fn, with_output=False)
+        tensors = [(n, v) for n, v, _ in found if isinstance(v, torch.Tensor)]
+        on_cpu = [n for n, v in tensors if v.device.type == "cpu"]
+        if on_cpu and not any(v.is_cuda for _, v in tensors):
+            return (
+                f"its tensors are on the CPU ({on_cpu[0]} and {len(on_cpu) - 1} more), so it "
+                "ran there and a CUDA graph recorded none of it: build the model and its "
+                "buffers on the GPU (model.to('cuda'), device='cuda') in the factory"
+            )
+    return (
+        "its step issued no work (0 nodes); it must launch the work to count, not only prepare it"
+    )
 
 
 def module_options(ms) -> dict:

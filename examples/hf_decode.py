@@ -13,10 +13,12 @@ next write would fall outside the cache. `step.reset()` puts it back where it st
   StaticCache keeps it itself, as each layer's `cumulative_length` (a device tensor its
   `update` advances in place), and the model derives `position_ids` from it. The step
   passes no position: it uses the cache's, as `generate` does.
-- **The token is fixed**, not fed back: with random weights the next token means
-  nothing, and a fixed one keeps the step's state to the cache and its position (what
-  `reset` restores). Feeding back `logits.argmax(-1)` would add an argmax to the step and
-  the token to its state.
+- **The token is fed**, not fed back: `step.feed(i)` writes the i-th token of a fixed
+  random sequence into the step's static `input_ids` buffer, in place, before call i, as
+  an engine copies the next inputs in before a replay (graph-harness's check runs its
+  trajectory that way). Called without it, the step decodes the same token again. With
+  random weights the next token means nothing; feeding back `logits.argmax(-1)` would add
+  an argmax to the step and the token to its state.
 - **The reset** is one eager call, `StaticCache.reset()`: it zeroes every layer's keys,
   values and position in place (`zero_()`), allocating nothing, so a graph captured on
   the cache keeps reading and writing the same addresses. The cache is initialized before
@@ -101,7 +103,8 @@ def make_step(
     compiled: bool = False, preset: str = "small", device: str | None = None, seed: int = 0
 ):
     """One decode step as a zero-argument callable returning the logits [1, 1, vocab];
-    `step.reset()` returns it (cache and position) to its starting state.
+    `step.reset()` returns it (cache and position) to its starting state, `step.feed(i)`
+    writes call i's token.
 
     `compiled=True` runs the model through `torch.compile(fullgraph=True)` in the default
     mode (graph-harness captures it into its own CUDA graph; never "reduce-overhead")."""
@@ -110,6 +113,10 @@ def make_step(
     run = torch.compile(model, fullgraph=True) if compiled else model
     gen = torch.Generator().manual_seed(seed + 1)
     token = torch.randint(0, model.config.vocab_size, (1, 1), generator=gen).to(dev)  # [B, T=1]
+    n = PRESETS[preset]["max_cache_len"]  # as many tokens as the cache holds
+    tokens = torch.randint(0, model.config.vocab_size, (n,), generator=gen)
+    tokens[0] = token[0, 0]  # call 0 decodes the token the step starts with
+    tokens = tokens.to(dev)
     kwargs = {"input_ids": token, cache_argument(model): cache, "use_cache": True}
 
     @torch.no_grad()
@@ -117,10 +124,14 @@ def make_step(
         return run(**kwargs).logits
 
     @torch.no_grad()
+    def feed(i: int):  # call i's token, in place: a graph keeps the buffer it captured
+        token.copy_(tokens[i % tokens.numel()].view(1, 1))
+
+    @torch.no_grad()
     def reset():
         cache.reset()  # keys, values and positions zeroed in place: same addresses
 
-    step.reset = reset
+    step.reset, step.feed = reset, feed
     step.module = model  # what --module-scopes attributes by (the eager model)
     step.cache = cache
     step.token = token

@@ -191,24 +191,46 @@ def build(cfg: LlamaConfig, device: torch.device, *, batch: int = 1, seed: int =
 
 
 def make_step(compiled: bool = False, preset: str = "small", device: str | None = None):
-    """One decode step (a token at a fixed position, its KV written in place) as a
+    """One decode step (a token at a position, its KV written in place) as a
     zero-argument callable touching only static tensors; the model on `step.module`.
 
-    `compiled=True` runs the model through `torch.compile(fullgraph=True)` (default mode:
-    graph-harness captures it into its own CUDA graph; never "reduce-overhead")."""
+    Its inputs are two static buffers, the token `idx` and the position `input_pos`, as in
+    gpt-fast's decode loop. Called alone, the step decodes the same token at the same
+    position (the middle of the cache) again and again. `step.feed(i)` writes call i of a
+    decode from there (the i-th token of a fixed random sequence, at position start + i)
+    into those buffers, in place, as an engine copies the next inputs in before a replay;
+    `step.reset()` zeroes the KV caches in place. `compiled=True` runs the model through
+    `torch.compile(fullgraph=True)` (default mode: graph-harness captures it into its own
+    CUDA graph; never "reduce-overhead")."""
     dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     cfg = PRESETS[preset]
     model = build(cfg, dev)
     run = torch.compile(model, fullgraph=True) if compiled else model
     idx = torch.randint(0, cfg.vocab_size, (1, 1), device=dev)  # [B=1, T=1] the token
-    input_pos = torch.tensor([cfg.max_seq_len // 2], device=dev)  # [T=1] its position
+    start = cfg.max_seq_len // 2
+    input_pos = torch.tensor([start], device=dev)  # [T=1] its position
+    tokens = torch.randint(0, cfg.vocab_size, (cfg.max_seq_len - start,), device=dev)
+    tokens[0] = idx[0, 0]  # call 0 decodes the token the step starts with
 
     @torch.no_grad()
     def step():
         return run(idx, input_pos)
 
+    @torch.no_grad()
+    def feed(i: int):  # call i's inputs, in place: a graph keeps the buffers it captured
+        i %= tokens.numel()  # past the cache's end, around again
+        idx.copy_(tokens[i].view(1, 1))
+        input_pos.fill_(start + i)
+
+    @torch.no_grad()
+    def reset():  # the caches back to empty, in place
+        for layer in model.layers:
+            layer.attention.kv_cache.k_cache.zero_()
+            layer.attention.kv_cache.v_cache.zero_()
+
     step.module = model  # what --module-scopes attributes by (the eager model)
     step.inputs = (idx, input_pos)
+    step.feed, step.reset = feed, reset
     return step
 
 

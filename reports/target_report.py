@@ -29,13 +29,15 @@ def plot_depth(exports: dict[str, NodeExport]) -> int:
 
 
 def write_target_report(
-    folder: Path, exports: dict[str, NodeExport], *, command: str, profile=None
+    folder: Path, exports: dict[str, NodeExport], *, command: str, profile=None, checks=None
 ) -> Path:
     """Write report.md and its files into `folder` (which must exist and be empty).
     `exports`: one or two, by name (the first is A of the delta). `profile`: their
     in-round profile (capture/profile/document.py), where one was taken (a GPU): the dispatch
-    share per module."""
+    share per module. `checks`: name -> CheckResult (`report --check`), its verdicts."""
     lines = [x for x in header(exports, command) if not x.startswith("- round parameters")]
+    if checks:
+        lines += check_section(checks)
     depth = plot_depth(exports)
     lines += modules_section(folder, exports, depth)
     if len(exports) == 2:
@@ -44,6 +46,21 @@ def write_target_report(
         lines += dispatch_section(folder, profile, depth=depth)
     write_output(folder / "report.md", "\n".join(lines) + "\n")
     return folder / "report.md"
+
+
+def check_section(checks: dict) -> list[str]:
+    """Each check's verdict and findings (the whole document: check.json)."""
+    lines = ["## Does each graph compute what its step computes? (check)", ""]
+    for n, r in checks.items():
+        lines += [f"**{n}**: {r.verdict()}", ""]
+        rows = [
+            dict(severity=f.severity, kind=f.kind, step=f.step, tensor=f.tensor, finding=f.message)
+            for f in r.findings
+            if f.severity != "info"
+        ]
+        if rows:
+            lines += [_md(pd.DataFrame(rows)), ""]
+    return lines
 
 
 def modules_section(

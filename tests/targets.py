@@ -277,3 +277,102 @@ def pinned_copy():
 
     step.host = host
     return step
+
+
+def host_position(rewind=False):
+    """The false pass of issue 30, in miniature: the position lives on the device but is
+    written from a Python int at every call (`cpos.fill_(p)`, then `p += 1`), as an HF
+    step feeding `cache_position` from a counter does. Its reset rewinds the cache only
+    (`rewind=True`: the int too). A graph bakes the int its capture saw into the fill."""
+    dev = _device()
+    g = torch.Generator().manual_seed(30)
+    x = torch.randn(WIDTH, generator=g).to(dev)
+    cache = torch.zeros(64, WIDTH, device=dev)
+    cpos = torch.zeros(1, dtype=torch.long, device=dev)
+    out = torch.empty(WIDTH, device=dev)
+    state = {"p": 0}
+
+    def step():
+        cpos.fill_(state["p"] % 64)  # a ring: however often it runs, it stays in the cache
+        cache.index_copy_(0, cpos, (x * (cpos + 1)).view(1, WIDTH))
+        torch.sum(cache, dim=0, out=out)
+        state["p"] += 1
+        return out
+
+    def reset():
+        cache.zero_()
+        if rewind:
+            state["p"] = 0
+
+    step.reset = reset
+    step.state, step.cache, step.cpos, step.x, step.out = state, cache, cpos, x, out
+    return step
+
+
+def host_position_rewound():
+    return host_position(rewind=True)
+
+
+def fed_stateful(rebind=False):
+    """A decode step with its token fed: `step.feed(i)` writes call i's token into the
+    static buffer `tok` (in place; `rebind=True`: into a new tensor, which a graph never
+    sees), the position advances in place on the device, the reset zeroes the cache."""
+    dev = _device()
+    g = torch.Generator().manual_seed(31)
+    table = torch.randn(64, WIDTH, generator=g).to(dev)  # an embedding
+    tokens = torch.randint(0, 64, (SLOTS,), generator=g).to(dev)  # the sequence fed
+    bufs = {"tok": torch.zeros(1, dtype=torch.long, device=dev)}
+    kept = []  # every token tensor ever fed stays alive: a graph reading one reads no freed memory
+    pos = torch.zeros(1, dtype=torch.long, device=dev)
+    cache = torch.zeros(SLOTS, WIDTH, device=dev)
+    out = torch.empty(WIDTH, device=dev)
+
+    def step():
+        with scope("embed"):
+            e = table.index_select(0, bufs["tok"])
+        with scope("write"):
+            cache.index_copy_(0, pos, e)
+        with scope("read"):
+            torch.sum(cache, dim=0, out=out)
+        pos.add_(1)
+        return out
+
+    def feed(i):
+        if rebind:
+            kept.append(bufs["tok"])
+            bufs["tok"] = tokens[i : i + 1].clone()
+        else:
+            bufs["tok"].copy_(tokens[i : i + 1])
+
+    def reset():
+        pos.zero_()
+        cache.zero_()
+
+    step.feed, step.reset = feed, reset
+    step.bufs, step.table, step.tokens, step.cache, step.pos, step.out = (
+        bufs,
+        table,
+        tokens,
+        cache,
+        pos,
+        out,
+    )
+    return step
+
+
+def rebinding_feed():
+    return fed_stateful(rebind=True)
+
+
+def growing():
+    """A cache that grows at every call (as transformers' DynamicCache does): no reset can
+    make it replayable."""
+    dev = _device()
+    cache = {"k": torch.zeros(1, 0, WIDTH, device=dev)}
+    x = torch.ones(1, 1, WIDTH, device=dev)
+
+    def step():
+        cache["k"] = torch.cat([cache["k"], x], dim=1)
+        return cache["k"].sum()
+
+    return step

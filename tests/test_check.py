@@ -7,6 +7,7 @@ memcpy nodes. The gpu-marked tests check real graphs on the H200, and the comman
 in child processes (a CUDA error there loses the context)."""
 
 import contextlib
+import itertools
 import json
 import os
 import re
@@ -36,6 +37,7 @@ class _Graph:
 def no_gpu_parts(monkeypatch):
     """Free memory 'filled' (FREE[0] says with what) and no memcpy nodes to read."""
     import graph_harness.capture.check.step as C
+    import graph_harness.capture.check.trajectory as TR
 
     free = []
 
@@ -44,16 +46,16 @@ def no_gpu_parts(monkeypatch):
         free.append(pattern)
         yield type("Poisoned", (), {"to_dict": lambda self: {"pattern": pattern}})()
 
-    monkeypatch.setattr(C, "poisoned", poisoned)
+    monkeypatch.setattr(TR, "poisoned", poisoned)
     monkeypatch.setattr(C, "host_copies", lambda graph, export: [])
     return free
 
 
-def _check(step, replay, output):
+def _check(step, replay, output, steps=4):
     watch = StateWatch(step)
     export, _ = capture_and_keep(step, device="cpu", watch=watch)
     captured = Captured(_Graph(replay), [], output)
-    return check_captured(step, export, captured, watch.repeatability, name="toy")
+    return check_captured(step, export, captured, watch.repeatability, name="toy", steps=steps)
 
 
 def _fails(result):
@@ -66,24 +68,107 @@ def test_a_graph_that_computes_what_the_step_computes_passes(no_gpu_parts):
     step.reset()
     result = _check(step, step, out)  # replaying is running the step
     assert result.passed and result.compared and not _fails(result), result.findings
+    assert result.status == "passed" and result.exit_code == 0 and result.steps == 4
     assert result.outputs == 1 and result.state >= 4  # cache, pos, start, x (and out)
-    assert no_gpu_parts == [0xFF, 0x3C]  # two replays, two fillings
-    assert "agree with the eager call on 1 output" in result.verdict()
+    # two replayed runs of four calls, free memory filled before each call
+    assert no_gpu_parts == [0xFF] * 4 + [0x3C] * 4
+    assert "over 4 step(s)" in result.verdict() and "agree with the eager calls" in result.verdict()
+    assert int(step.state["pos"]) == 0  # left at its start
 
 
-def test_a_host_value_frozen_at_capture_is_a_mismatch_that_says_why(no_gpu_parts):
+def test_a_host_value_frozen_at_its_start_is_caught_from_the_second_step(no_gpu_parts):
     step = T.frozen_counter()
-    out = step()  # the output buffer; the graph, captured one call in, copies row 1
+    out = step()  # the output buffer
     step.reset()
-    row = step.table[1]
+    row = step.table[0]  # captured from its start, t = 0: the graph copies row 0 for good
+    one = _check(step, lambda: out.copy_(row), out, steps=1)
+    assert one.passed, one.findings  # what a one-step check says
     result = _check(step, lambda: out.copy_(row), out)
     fails = _fails(result)
-    assert not result.passed and {f.kind for f in fails} == {"mismatch"}
-    assert {f.tensor for f in fails} == {"output", "closure out"}
-    assert all("closure state.t: 0 then 1" in f.message for f in fails)
-    assert "of 16 elements differ" in fails[0].message
-    host = [f for f in result.findings if f.kind == "host-state"]
-    assert host and "replays what its capture saw" in host[0].message
+    assert result.status == "failed" and result.exit_code == 1
+    mism = [f for f in fails if f.kind == "mismatch"]
+    assert {f.tensor for f in mism} == {"output", "closure out"} and {f.step for f in mism} == {1}
+    (host,) = [f for f in fails if f.kind == "host-state"]
+    assert host.tensor == "closure state.t" and "0, 1, 2, 3, 4" in host.message
+    assert "keep it on the GPU" in host.message
+    assert "after step 1" in result.verdict()
+
+
+def test_the_false_pass_a_position_written_from_an_int_the_reset_misses(no_gpu_parts):
+    step = T.host_position(rewind=False)
+    watch = StateWatch(step)
+    export, _ = capture_and_keep(step, device="cpu", watch=watch)
+    p = step.state["p"] - 1  # what the capture saw: its graph fills this forever
+
+    def replay():
+        step.cpos.fill_(p % 64)
+        step.cache.index_copy_(0, step.cpos, (step.x * (step.cpos + 1)).view(1, -1))
+        torch.sum(step.cache, dim=0, out=step.out)
+
+    captured = Captured(_Graph(replay), [], step.out)
+    result = check_captured(step, export, captured, watch.repeatability)
+    assert result.status == "failed", result.findings
+    kinds = {f.kind: f for f in _fails(result)}
+    assert "closure state.p" in kinds["host-state"].message
+    assert "not returned to its start by the reset" in kinds["host-state"].message
+    mism = {f.tensor for f in _fails(result) if f.kind == "mismatch"}
+    assert "closure cpos" in mism and "output" in mism
+    assert not any(f.kind == "nondeterministic" for f in result.findings)  # not inferred
+
+
+def test_the_false_pass_on_the_cpu_is_not_verified():
+    result = check_step(T.host_position(rewind=False), device="cpu")
+    assert result.status == "unverified" and result.exit_code == 3, result.findings
+    assert "could NOT verify" in result.verdict() and "closure state.p" in result.verdict()
+    assert not any(f.kind == "nondeterministic" for f in result.findings)
+    rewound = check_step(T.host_position(rewind=True), device="cpu")  # the int moves per call
+    assert rewound.status == "unverified" and "closure state.p" in rewound.verdict()
+
+
+def test_a_host_read_counted_on_the_cpu_is_not_verified():
+    result = check_step(T.item_in_step(), device="cpu")
+    reads = [f for f in result.findings if f.kind == "host-read"]
+    assert result.status == "unverified" and reads, result.findings
+    assert reads[0].kernel.startswith("aten._local_scalar_dense") and reads[0].scope == "sample"
+
+
+def test_fed_inputs_change_along_the_trajectory(no_gpu_parts):
+    step = T.fed_stateful()
+    out = step()
+    step.reset()
+    fed = []
+    feed = step.feed
+    step.feed = lambda i: (fed.append(i), feed(i))
+    result = _check(step, step, out)  # a right graph: replaying is running the step
+    assert result.passed and result.fed, result.findings
+    assert "fed a new input at each" in result.verdict()
+    # two eager runs and two replayed runs, each call fed its index
+    assert fed[-17:] == [0, 1, 2, 3] * 4 + [0]  # the last: back at its start
+    assert torch.equal(step.bufs["tok"], step.tokens[:1])
+
+
+def test_an_input_rebound_by_the_feed_is_caught(no_gpu_parts):
+    step = T.rebinding_feed()
+    watch = StateWatch(step)
+    export, _ = capture_and_keep(step, device="cpu", watch=watch)
+    seen = step.bufs["tok"]  # the tensor the capture read: a graph keeps reading it
+
+    def replay():
+        e = step.table.index_select(0, seen)
+        step.cache.index_copy_(0, step.pos, e)
+        torch.sum(step.cache, dim=0, out=step.out)
+        step.pos.add_(1)
+
+    captured = Captured(_Graph(replay), [], step.out)
+    result = check_captured(step, export, captured, watch.repeatability)
+    mism = [f for f in _fails(result) if f.kind == "mismatch"]
+    assert mism and min(f.step for f in mism) == 1, result.findings  # step 0's token is alike
+    assert one_step_passes(step, export, replay, watch)
+
+
+def one_step_passes(step, export, replay, watch):
+    captured = Captured(_Graph(replay), [], step.out)
+    return check_captured(step, export, captured, watch.repeatability, steps=1).passed
 
 
 def test_a_graph_reading_free_memory_is_named(no_gpu_parts):
@@ -102,9 +187,10 @@ def test_a_graph_reading_free_memory_is_named(no_gpu_parts):
     assert kinds == {"freed-memory", "mismatch"}
     freed = next(f for f in result.findings if f.kind == "freed-memory")
     assert "memory freed after its capture" in freed.message and "0xff then 0x3c" in freed.message
+    assert freed.step == 0
 
 
-def test_random_numbers_are_drawn_alike_by_the_eager_call_and_the_replays(no_gpu_parts):
+def test_random_numbers_are_drawn_alike_by_the_eager_calls_and_the_replays(no_gpu_parts):
     out = torch.empty(128)
 
     def step():
@@ -116,24 +202,87 @@ def test_random_numbers_are_drawn_alike_by_the_eager_call_and_the_replays(no_gpu
     assert rng and "the CPU default generator" in rng[0].message
 
 
-def test_nondeterminism_is_judged_by_the_largest_difference(no_gpu_parts):
+def _wobbling(out_dtype=torch.float32):
+    """A step whose result wobbles from call to call where the state walk cannot see
+    (an itertools counter): two eager runs from one state disagree, as kernels with
+    atomics do."""
     x = torch.randn(32)
-    out = torch.empty(32)
-    calls = iter(range(10**6))
+    out = torch.empty(32, dtype=out_dtype)
+    calls = itertools.count()
 
-    def step():  # a reset that returns everything but a wobble of one ulp
-        torch.mul(x, 1 + (next(calls) % 2) * 2**-20, out=out)
+    def step():
+        k = (next(calls) * 7919) % 3  # 0, 2, 1, 0, 2, 1, ...
+        if out_dtype.is_floating_point:
+            torch.mul(x, 1 + k * 2**-20, out=out)
+        else:
+            out.fill_(k)
         return out
 
     step.reset = lambda: None
+    return step, x, out
+
+
+def test_nondeterminism_is_measured_by_two_eager_runs_from_one_state(no_gpu_parts):
+    step, x, out = _wobbling()
     result = _check(step, step, out)
-    assert result.repeatability.nondeterministic
-    assert result.passed, _fails(result)
-    assert any(f.kind == "nondeterministic" and "within the step's own spread" in f.message
-               for f in result.findings)  # fmt: skip
-    # far outside the spread: a mismatch all the same
+    assert result.passed and result.nondeterministic == 2, _fails(result)  # out and output
+    measured = [f for f in result.findings if f.kind == "nondeterministic"]
+    assert any("measured" in f.message for f in measured)
+    assert any("within 4 times" in f.message for f in measured)
+    # far outside the measured spread: a mismatch all the same
     result = _check(step, lambda: torch.mul(x, 3, out=out), out)
     assert {f.kind for f in _fails(result)} == {"mismatch"}
+
+
+def test_a_deterministic_tensor_is_held_bit_for_bit():
+    # no wobble: one ulp off in the graph fails, however small
+    x = torch.randn(32)
+    out = torch.empty(32)
+
+    def step():
+        torch.mul(x, 1.0, out=out)
+        return out
+
+    step.reset = lambda: None
+    free = []
+    import graph_harness.capture.check.trajectory as TR
+
+    @contextlib.contextmanager
+    def poisoned(pattern):
+        free.append(pattern)
+        yield type("P", (), {"to_dict": lambda self: {}})()
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(TR, "poisoned", poisoned)
+    mp.setattr("graph_harness.capture.check.step.host_copies", lambda g, e: [])
+    try:
+        result = _check(step, lambda: torch.mul(x, 1 + 2**-23, out=out), out)
+    finally:
+        mp.undo()
+    assert result.status == "failed" and result.nondeterministic == 0, result.findings
+
+
+def test_an_integer_the_eager_runs_disagree_on_is_not_verified(no_gpu_parts):
+    step, _x, out = _wobbling(torch.int64)
+    result = _check(step, step, out)
+    assert result.status == "unverified" and result.exit_code == 3, result.findings
+    (u,) = {f.tensor for f in result.findings if f.kind == "unjudged"} - {"closure out"}
+    assert u == "output"
+
+
+def test_a_step_without_a_reset_is_checked_call_by_call(no_gpu_parts):
+    x = torch.randn(16)
+    out = torch.empty(16)
+
+    def step():  # repeats: each call leaves what it found
+        torch.mul(x, 2, out=out)
+        return out
+
+    result = _check(step, step, out)
+    assert result.passed and result.steps == 4, result.findings
+    assert no_gpu_parts == [0xFF, 0x3C] * 4  # call by call: A, B, then two replays
+    bad = _check(step, lambda: out.fill_(1.0), out)
+    assert {f.step for f in _fails(bad)} == {0}
 
 
 def test_a_step_that_does_not_repeat_is_refused_before_anything_runs():
@@ -144,11 +293,60 @@ def test_a_step_that_does_not_repeat_is_refused_before_anything_runs():
     assert replays == []
 
 
-def test_on_the_cpu_check_step_reports_the_warmups_only():
-    result = check_step(T.stateful(device="cpu"), warmup=2, device="cpu")
-    assert result.passed and not result.compared and result.warmup == 2
+def test_a_growing_cache_is_told_to_be_static():
+    with pytest.raises(StepStateError, match="use a static cache") as e:
+        check_step(T.growing(), device="cpu")
+    assert "closure cache.k" in str(e.value) and "give the step a reset" not in str(e.value)
+
+
+def test_steps_must_be_a_whole_number_of_calls():
+    for bad in (0, -1, 1.5, True, "4"):
+        with pytest.raises(ValueError, match="steps must be a whole number >= 1"):
+            check_step(T.stateful(device="cpu"), steps=bad, device="cpu")
+
+
+def test_on_the_cpu_check_step_runs_the_eager_part():
+    step = T.stateful(device="cpu")
+    result = check_step(step, warmup=2, device="cpu")
+    assert result.passed and not result.compared and result.warmup == 2, result.findings
     assert "needs a GPU" in result.why_not
     assert json.dumps(result.to_dict())  # plain data
+    assert int(step.state["pos"]) == 0
+
+
+def _render(result, terminal: bool) -> str:
+    import io
+
+    from graph_harness.reports.check_tables import findings_table
+    from graph_harness.reports.cli.console import _console_class
+
+    buf = io.StringIO()
+    # graph-harness's console (text is text), as on a terminal (colour) or a pipe (plain)
+    c = _console_class()(
+        file=buf, width=200, markup=False, emoji=False, force_terminal=terminal,
+        color_system="standard" if terminal else None,
+    )  # fmt: skip
+    c.print(findings_table(result))
+    return buf.getvalue()
+
+
+def test_the_findings_table_shows_style_never_markup():
+    result = check_step(T.host_position(rewind=False), device="cpu")
+    assert {f.severity for f in result.findings} >= {"unverified", "info"}
+    result.findings.append(
+        type(result.findings[0])(kind="x", severity="fail", message="a [red]name[/] of theirs")
+    )
+    result.findings.append(type(result.findings[0])(kind="y", severity="warn", message="w"))
+    for terminal in (False, True):
+        text = _render(result, terminal)
+        assert (
+            "[red]FAIL" not in text
+            and "[yellow]" not in text
+            and "[/]" not in text.replace("a [red]name[/]", "")
+        )
+        assert "FAIL" in text and "NOT VERIFIED" in text and "warn" in text
+        assert "a [red]name[/] of theirs" in text  # a name stays text, brackets and all
+        assert ("\x1b[" in text) == terminal
 
 
 # --- on a GPU ---------------------------------------------------------------------------------
@@ -193,11 +391,61 @@ def test_check_flags_a_host_value_frozen_at_capture(tmp_path):
     )
     assert r.returncode == 1, r.stderr
     check = json.loads(r.stdout)["checks"]["target"]
-    assert not check["passed"] and check["compared"]
+    assert not check["passed"] and check["compared"] and check["status"] == "failed"
     fails = [f for f in check["findings"] if f["severity"] == "fail"]
-    assert fails and all(f["kind"] == "mismatch" for f in fails)
-    assert "closure state.t: 0 then 1" in fails[0]["message"]
+    assert {f["kind"] for f in fails} == {"mismatch", "host-state"}, fails
+    assert min(f["step"] for f in fails if f["kind"] == "mismatch") == 1  # step 0 agrees
+    host = next(f for f in fails if f["kind"] == "host-state")
+    assert host["tensor"] == "closure state.t" and "keep it on the GPU" in host["message"]
     assert json.loads((tmp_path / "c" / "check.json").read_text())["checks"]["target"] == check
+
+
+def _verdict(spec, *more):
+    r = _cli("check", "--target", spec, "--json", *more)
+    assert r.returncode in (0, 1, 3), r.stderr
+    assert "CUDA error" not in r.stderr and "Traceback" not in r.stderr, r.stderr
+    return r.returncode, json.loads(r.stdout)["checks"]["target"]
+
+
+@pytest.mark.gpu
+def test_the_false_pass_of_issue_30_fails_on_the_gpu():
+    # a position written from a Python int that the reset does not rewind: capture bakes
+    # the int into the fill, so every replay writes one position
+    code, check = _verdict("tests.targets:host_position")
+    assert code == 1 and check["status"] == "failed", check["findings"]
+    fails = [f for f in check["findings"] if f["severity"] == "fail"]
+    assert any(f["kind"] == "host-state" and f["tensor"] == "closure state.p" for f in fails)
+    assert any(f["kind"] == "mismatch" and f["tensor"] == "closure cpos" for f in fails)
+    assert not any(f["kind"] == "nondeterministic" for f in check["findings"])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "spec", ["tests.targets:host_position_rewound", "tests.targets:rebinding_feed"]
+)
+def test_steps_a_one_step_check_passes_fail_over_a_trajectory(spec):
+    # each is right on its first call from the reset and wrong from the second on
+    code, one = _verdict(spec, "--steps", "1")
+    assert code == 0 and one["passed"] and one["steps"] == 1, one["findings"]
+    code, check = _verdict(spec)
+    assert code == 1 and check["steps"] == 4, check["findings"]
+    mism = [f for f in check["findings"] if f["kind"] == "mismatch"]
+    assert mism and min(f["step"] for f in mism) == 1, mism
+
+
+@pytest.mark.gpu
+def test_a_fed_step_passes_over_a_trajectory_of_inputs():
+    code, check = _verdict("tests.targets:fed_stateful")
+    assert code == 0 and check["passed"] and check["fed"] and check["steps"] == 4, check
+    assert check["outputs"] == 1 and check["state"] >= 4
+
+
+@pytest.mark.gpu
+def test_a_model_on_the_cpu_on_a_gpu_machine_is_told_so():
+    r = _cli("count", "--target", "tests.targets:small_mlp")
+    assert r.returncode == 1, r.stderr
+    (line,) = _error_lines(r.stderr)
+    assert "its tensors are on the CPU" in line and "model.to('cuda')" in line, line
 
 
 @pytest.mark.gpu
@@ -214,9 +462,9 @@ def test_count_check_that_fails_writes_nothing_and_exits_1(tmp_path):
 def test_check_passes_the_stateful_toy_with_its_reset():
     step = T.stateful_cache()
     result = check_step(step)
-    assert result.passed and result.compared, result.findings
+    assert result.passed and result.compared and result.steps == 4, result.findings
     assert result.outputs == 1 and result.state >= 4
-    assert all(p["filled_bytes"] > 0 for p in result.poisoned)
+    assert len(result.poisoned) == 2 and all(p["filled_bytes"] > 0 for p in result.poisoned)
     assert int(step.state["pos"]) == 0  # left in its starting state
 
 

@@ -1,5 +1,16 @@
-"""What `check` found (capture/check/step.py): findings, each naming the node and scope where
-there is one, and the result they make up; plain data, rendered by reports."""
+"""What `check` found (capture/check/step.py): findings, each naming the step, the tensor,
+and the node, module or scope where there is one, and the result they make up; plain
+data, rendered by reports.
+
+A check ends in one of three verdicts, each with its exit code on the command line:
+- **passed** (0): every watched tensor agreed after every step of the trajectory, bit for
+  bit where two eager runs from one state agree, within their measured spread where
+  they do not;
+- **FAILED** (1): the graph computes something else than the step;
+- **not verified** (3): nothing failed, but something could not be checked (no GPU to
+  replay on while a host value changes or a host read is counted; an integer tensor
+  that two eager runs from one state already disagree on). Doubt is never a pass.
+"""
 
 from __future__ import annotations
 
@@ -8,20 +19,29 @@ from dataclasses import dataclass, field
 from graph_harness.capture.errors import HarnessError
 from graph_harness.capture.state.steps import Repeatability
 
+SEVERITIES = ("fail", "unverified", "warn", "info")  # in the order tables show them
+
 
 class CheckFailed(HarnessError, RuntimeError):
     """`count --check` or `profile --check` found the graph computes something else."""
 
 
-@dataclass(frozen=True)
+class CheckUnverified(HarnessError, RuntimeError):
+    """`--check` could not verify the graph (nothing failed): exit 3, nothing written."""
+
+    exit_code = 3
+
+
+@dataclass(frozen=True, kw_only=True)
 class Finding:
     kind: str  # repeatability, state, host-state, rng, host-copy, mismatch, freed-memory, ...
-    severity: str  # "fail" | "warn" | "info"
+    severity: str  # "fail" | "unverified" | "warn" | "info"
     message: str
     node: int | None = None
     kernel: str | None = None
     scope: str | None = None
     tensor: str | None = None
+    step: int | None = None  # the trajectory's call (0: the first after the reset)
 
     def to_dict(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -37,34 +57,66 @@ class CheckResult:
     why_not: str | None = None
     outputs: int = 0  # output tensors compared
     state: int = 0  # state tensors compared
+    steps: int = 1  # calls in the trajectory compared
+    fed: bool = False  # step.feed wrote each call's inputs
+    nondeterministic: int = 0  # tensors two eager runs from one state disagree on
     poisoned: list[dict] = field(default_factory=list)
 
     @property
+    def status(self) -> str:
+        """ "failed", "unverified" or "passed" (module docstring)."""
+        if any(f.severity == "fail" for f in self.findings):
+            return "failed"
+        if any(f.severity == "unverified" for f in self.findings):
+            return "unverified"
+        return "passed"
+
+    @property
     def passed(self) -> bool:
-        return not any(f.severity == "fail" for f in self.findings)
+        return self.status == "passed"
+
+    @property
+    def exit_code(self) -> int:
+        return {"passed": 0, "failed": 1, "unverified": 3}[self.status]
 
     def verdict(self) -> str:
-        if not self.passed:
+        status = self.status
+        if status == "failed":
             bad = [f for f in self.findings if f.severity == "fail"]
             first = bad[0].message
             return f"check FAILED for {self.name}: {len(bad)} finding(s) fail; first: {first}"
+        if status == "unverified":
+            why = [f.message for f in self.findings if f.severity == "unverified"]
+            return f"check could NOT verify {self.name}: {why[0]}"
         if not self.compared:
             return f"check passed for {self.name} as far as the CPU goes; {self.why_not}"
+        inputs = ", fed a new input at each" if self.fed else ""
+        nd = (
+            f"; {self.nondeterministic} tensor(s) that two eager runs from one state disagree "
+            "on were judged by that measured spread"
+            if self.nondeterministic
+            else ""
+        )
         return (
-            f"check passed for {self.name}: its graph's replays agree with the eager call on "
-            f"{self.outputs} output and {self.state} state tensors"
+            f"check passed for {self.name}: over {self.steps} step(s) from its start"
+            f"{inputs}, its graph's replays agree with the eager calls on {self.outputs} "
+            f"output and {self.state} state tensors after every step{nd}"
         )
 
     def to_dict(self) -> dict:
         return {
             "name": self.name,
             "passed": self.passed,
+            "status": self.status,
             "verdict": self.verdict(),
             "warmup": self.warmup,
+            "steps": self.steps,
+            "fed": self.fed,
             "compared": self.compared,
             "why_not": self.why_not,
             "outputs": self.outputs,
             "state": self.state,
+            "nondeterministic": self.nondeterministic,
             "repeatability": self.repeatability.to_dict(),
             "findings": [f.to_dict() for f in self.findings],
             "poisoned": self.poisoned,

@@ -40,9 +40,9 @@ def host_copies(graph, export) -> list[Finding]:
         scope = n.get("scope")
         out.append(
             Finding(
-                "host-copy",
-                "warn",
-                f"node {i} ({n['type']}, in {scope}) {what}",
+                kind="host-copy",
+                severity="warn",
+                message=f"node {i} ({n['type']}, in {scope}) {what}",
                 node=i,
                 kernel=n.get("kernel") or n["type"],
                 scope=scope,

@@ -1,140 +1,205 @@
-"""`check`: does the captured graph compute what the step computes?
+"""`check`: does the captured graph compute what the step computes, call after call?
 
-From one starting state (after `step.reset`; for a step that repeats without one, the
-state its warm-ups settled in), the step runs once eagerly and its graph replays twice,
-the default generators set to one state before each, and the outputs and the state the
-step reaches (capture/state/fingerprint.py) are compared bit for bit. The two replays run with
-the allocator's free memory filled with two patterns (capture/check/poison.py): where they
-disagree, the graph reads memory freed after capture. Where the step is not deterministic
-(two warm-ups from its reset differ), a tensor that varied there is judged by its largest
-difference instead of its bits, and said so.
+From the step's start (after `step.reset` and `feed(0)`; for a step that repeats without
+a reset, the state its warm-ups settled in), a trajectory of `steps` calls, each fed its
+inputs by `step.feed(i)` where the step has one, is run twice eagerly and replayed twice
+from the graph, and the outputs and every watched state tensor are compared after every
+call (capture/check/trajectory.py runs them, capture/check/judge.py judges them):
+bit for bit, except where the two eager runs themselves disagree (non-determinism,
+measured), and never from a tolerance the warm-ups suggested. The two replayed runs go
+with the allocator's free memory filled with two patterns (capture/check/poison.py):
+where they disagree, the graph reads memory freed after capture.
+
+STEPS, 4, is the default length: the first call after a reset starts where the capture
+did, so a host value frozen at its starting value, a rebound input or stale metadata
+shows only from the second call on; four calls see each phase of a double-buffered
+(ping-pong) step twice, and cost 8 eager calls and 8 replays in all (BENCHMARKS.md times
+N against 1).
 
 Also reported, each naming the node (index, kernel, scope) where there is one: the warm-up
-count and whether the step repeats, what state one call changes, host values it changes
-(a graph replays what its capture saw of them), copies between host and device memory in
-the graph (their host side is read or written at every replay, whatever it holds then),
-and random numbers drawn (torch registers its generator with a graph, so each replay
-draws anew, as an eager call would).
+count and whether the step repeats, what state one call changes, host values it changes,
+copies between host and device memory in the graph (their host side is read or written
+at every replay, whatever it holds then), random numbers drawn (torch registers its
+generator with a graph, so each replay draws anew, as an eager call would; every run's
+call i starts from the generator state of the first run's call i).
 
-On the CPU there is no graph: the warm-ups' findings only, and the replay comparison said
-to need a GPU. The step runs `warmup` + 1 times to be captured, plus once eagerly on a GPU.
+On the CPU there is no graph: the two eager runs, what the warm-ups show, and what
+cannot be verified without replays (a host value that changes, a host read counted).
+The step runs `warmup` + 1 times to be captured, then 2 x `steps` times eagerly.
 """
 
 from __future__ import annotations
 
-from graph_harness.capture.check.findings import CheckFailed, CheckResult, Finding
+from graph_harness.capture.check.findings import (
+    CheckFailed,
+    CheckResult,
+    CheckUnverified,
+    Finding,
+)
 from graph_harness.capture.check.host_copies import host_copies
-from graph_harness.capture.check.poison import poisoned
+from graph_harness.capture.check.judge import judge
+from graph_harness.capture.check.settings import CheckSettings
+from graph_harness.capture.check.trajectory import run_trajectories
 from graph_harness.capture.count import capture_and_keep
+from graph_harness.capture.graph.diagnose_classes import DATA_DEPENDENT_OPS
 from graph_harness.capture.graph.settings import StepSettings
-from graph_harness.capture.replay.guard import Replayer, sync
-from graph_harness.capture.state.changes import Change, compare, names
-from graph_harness.capture.state.fingerprint import fingerprint
+from graph_harness.capture.state.changes import Change, names
 from graph_harness.capture.state.steps import (
     Repeatability,
     StateWatch,
+    feed_of,
     require_repeatable,
-    reset_of,
-    rng_moved,
-    rng_state,
-    set_rng_state,
 )
 from graph_harness.capture.text import printable
 
-POISONS = (0xFF, 0x3C)  # two fillings of free memory, differing in every byte
-SLACK = 4.0  # a nondeterministic tensor may differ by this many times its warm-ups' spread
+STEPS = CheckSettings.steps  # calls in check's trajectory (module docstring says why four)
 NO_GPU = (
     "the replay comparison needs a GPU (a CUDA graph to replay): run check on a CUDA "
-    "machine; here, only what the warm-ups show"
+    "machine; here, only what the warm-ups and two eager runs show"
 )
-__all__ = ["CheckFailed", "CheckResult", "Finding", "check_captured", "check_step", "gate"]
+# ops a step may dispatch on the CPU that break its capture on a GPU: a value read back to
+# the host (`.item()`, `.tolist()`, a Python `if` on a tensor), or a data-dependent shape
+HOST_READS = {"aten._local_scalar_dense", "aten.is_nonzero", "aten.equal"} | DATA_DEPENDENT_OPS
+__all__ = [
+    "STEPS",
+    "CheckFailed",
+    "CheckResult",
+    "CheckUnverified",
+    "Finding",
+    "check_captured",
+    "check_step",
+    "gate",
+]
 
 
 def check_step(
     step,
     *,
     warmup: int = StepSettings.warmup,
+    steps: int = STEPS,
     module=None,
     depth: int | None = None,
     device=None,
     name: str = "the step",
 ) -> CheckResult:
     """Capture `step` (`warmup` warm-ups; with `module`, by its modules as
-    `module_scopes(module, depth)` does) and check its graph (check_captured)."""
+    `module_scopes(module, depth)` does) and check its graph over `steps` calls
+    (check_captured)."""
+    steps = check_steps(steps)
     watch = StateWatch(step)
     export, captured = capture_and_keep(
         step, warmup=warmup, device=device, watch=watch, module=module, depth=depth
     )
-    return check_captured(step, export, captured, watch.repeatability, name=name)
+    return check_captured(step, export, captured, watch.repeatability, name=name, steps=steps)
 
 
-def check_captured(step, export, captured, rep: Repeatability, *, name="the step") -> CheckResult:
+def check_steps(steps) -> int:
+    return CheckSettings(steps=steps).steps  # checked where the default lives
+
+
+def check_captured(
+    step, export, captured, rep: Repeatability, *, name="the step", steps: int = STEPS
+) -> CheckResult:
     """Check a graph already captured from `step` (capture_and_keep with a StateWatch,
-    whose `repeatability` is `rep`); `captured` None (the CPU): the warm-ups' findings.
-    StepStateError before anything runs if the step cannot be replayed (no reset, and it
-    does not repeat). Syncs."""
+    whose `repeatability` is `rep`) over `steps` calls; `captured` None (the CPU): the
+    two eager runs and the warm-ups' findings. StepStateError before anything runs if the
+    step cannot be replayed (no reset, and it does not repeat). Syncs."""
+    steps = check_steps(steps)
     name = printable(name)  # shown and recorded (check.json) as text: capture/text.py
     require_repeatable(rep, name)
     result = CheckResult(name, rep.warmups, rep, from_warmups(rep))
+    result.fed = feed_of(step) is not None
+    copies = []
     if captured is None:
         result.why_not = NO_GPU
-        return result
-    copies = host_copies(captured.graph, export)
-    result.findings += copies
-    _compare(step, captured, rep, result, copies)
+        result.findings += host_reads(export)
+    else:
+        copies = host_copies(captured.graph, export)
+        result.findings += copies
+    graph = captured.graph if captured is not None else None
+    output = captured.output if captured is not None else None
+    t = run_trajectories(step, steps, graph, output, result.name, rep)
+    result.poisoned = t.poisoned
+    if t.drawn and not rep.rng:
+        result.findings.append(Finding(kind="rng", severity="info", message=_rng_line(t.drawn)))
+    judge(t, result, export, copies)
     return result
+
+
+def host_reads(export) -> list[Finding]:
+    """On the CPU: each counted op that reads a value back to the host or makes a
+    data-dependent shape; on a GPU it breaks the capture (capture/graph/diagnose.py)."""
+    out = []
+    for n in export.nodes:
+        op = str(n.get("kernel") or "").rsplit(".", 1)[0]
+        if op in HOST_READS:
+            out.append(
+                Finding(
+                    kind="host-read",
+                    severity="unverified",
+                    message=f"node {n['index']} ({n['kernel']}, in {n.get('scope')}) reads a "
+                    "value back to the host or makes a data-dependent shape: on a GPU its "
+                    "capture fails there (keep the value on the GPU, or move the read "
+                    "before the step)",
+                    node=n["index"],
+                    kernel=n.get("kernel"),
+                    scope=n.get("scope"),
+                )
+            )
+    return out
 
 
 def from_warmups(rep: Repeatability) -> list[Finding]:
     out = [
         Finding(
-            "repeatability",
-            "warn" if rep.repeatable is None else "info",
-            f"whether the step repeats is {rep.summary()}"
+            kind="repeatability",
+            severity="warn" if rep.repeatable is None else "info",
+            message=f"whether the step repeats is {rep.summary()}"
             if rep.repeatable is None
             else f"the step {rep.summary()}",
         )
     ]
-    if rep.nondeterministic:
-        out.append(Finding("nondeterministic", "info", _spread(rep.changed)))
+    if rep.nondeterministic:  # measured by the trajectory's two eager runs, not inferred here
+        out.append(
+            Finding(
+                kind="repeatability",
+                severity="info",
+                message=f"two warm-ups from its reset differ ({names(list(rep.changed))}): "
+                "kernels that are not deterministic, or a reset that misses some state; the "
+                "trajectory's two eager runs tell which",
+            )
+        )
     state = [c for c in rep.in_a_call if not c.host]
     if state:
-        out.append(Finding("state", "info", f"one call changes {names(state)}"))
+        changes = f"one call changes {names(state)}"
+        out.append(Finding(kind="state", severity="info", message=changes))
     host = [c for c in rep.in_a_call if c.host]
     if host:
-        out.append(Finding("host-state", "warn", _host_line(host)))
+        out.append(Finding(kind="host-state", severity="warn", message=_host_line(host)))
     if rep.rebound:
         out.append(
             Finding(
-                "rebound",
-                "warn",
-                f"a call rebinds {', '.join(rep.rebound[:3])} to new tensors; a graph keeps "
-                "reading the ones its capture saw",
+                kind="rebound",
+                severity="warn",
+                message=f"a call rebinds {', '.join(rep.rebound[:3])} to new tensors; a graph "
+                "keeps reading the ones its capture saw",
             )
         )
     if rep.replaced_by_reset:
         out.append(
             Finding(
-                "reset",
-                "warn",
-                f"the reset rebinds {', '.join(rep.replaced_by_reset[:3])} to new tensors; "
+                kind="reset",
+                severity="warn",
+                message=f"the reset rebinds {', '.join(rep.replaced_by_reset[:3])} to new tensors; "
                 "a graph keeps reading the ones it captured: reset them in place",
             )
         )
     if rep.rng:
-        out.append(Finding("rng", "info", _rng_line(rep.rng)))
+        out.append(Finding(kind="rng", severity="info", message=_rng_line(rep.rng)))
     if rep.truncated:
-        out.append(Finding("walk", "info", "the walk over the step's state stopped at a bound"))
+        bound = "the walk over the step's state stopped at a bound"
+        out.append(Finding(kind="walk", severity="info", message=bound))
     return out
-
-
-def _spread(changed) -> str:
-    worst = max((c.max_diff for c in changed if c.max_diff is not None), default=None)
-    by = f" by up to {worst:.3g}" if worst is not None else ""
-    return (
-        f"not deterministic: two warm-ups from its reset state differ{by} ({names(list(changed))});"
-        " those tensors are judged by their largest difference, not bit for bit"
-    )
 
 
 def _host_line(host: list[Change]) -> str:
@@ -153,98 +218,10 @@ def _rng_line(drawn) -> str:
     )
 
 
-def _compare(step, captured, rep, result: CheckResult, copies) -> None:
-    reset = reset_of(step)
-    if reset is not None:
-        reset()
-    rng0 = rng_state()
-    before = fingerprint(step, with_output=False, clone_to="cpu")
-    out = step()
-    sync()
-    drawn = rng_moved(rng0, rng_state())
-    eager = fingerprint(step, out, clone_to="cpu")
-    del out
-    r = Replayer(captured.graph, result.name, reset=reset, repeatability=rep)
-    replays = []
-    for pattern in POISONS:
-        with r.window(f"check's replay with free memory filled with {pattern:#04x}"):
-            set_rng_state(rng0)
-            with poisoned(pattern) as p:
-                r.replay()
-                sync()
-                replays.append(fingerprint(step, captured.output, clone_to="cpu"))
-        result.poisoned.append(p.to_dict())
-    r.finish()
-    result.compared = True
-    result.outputs = sum(not s.host and s.output for s in eager.seen.values())
-    result.state = sum(not s.host and not s.output for s in eager.seen.values())
-    if drawn and not rep.rng:
-        result.findings.append(Finding("rng", "info", _rng_line(drawn)))
-    spread = {c.name: c.max_diff for c in rep.changed} if rep.nondeterministic else {}
-    # host values: a graph never runs host code, so only the eager call moves them
-    freed = [c for c in compare(replays[0], replays[1]) if not c.host and not _within(c, spread)]
-    if freed:
-        result.findings.append(
-            Finding(
-                "freed-memory",
-                "fail",
-                f"the graph reads memory freed after its capture: {names(freed)} differ "
-                f"between two replays from one state, with free memory filled with "
-                f"{POISONS[0]:#04x} then {POISONS[1]:#04x}; keep every tensor the step "
-                "uses alive for as long as its graph",
-                tensor=freed[0].name,
-            )
-        )
-    host = [c for c in compare(before, eager, outputs=False) if c.host]
-    for c in compare(eager, replays[0]):
-        if c.host:
-            continue
-        result.findings.append(_mismatch(c, spread, host, copies, bool(freed)))
-
-
-def _within(c: Change, spread: dict) -> bool:
-    """A difference no larger than SLACK times what the step's own warm-ups showed."""
-    own = spread.get(c.name)
-    return own is not None and c.max_diff is not None and c.max_diff <= SLACK * own
-
-
-def _mismatch(c: Change, spread: dict, host: list[Change], copies, freed: bool) -> Finding:
-    what = "output" if c.output else "state"
-    own = spread.get(c.name)
-    if _within(c, spread):
-        return Finding(
-            "nondeterministic",
-            "info",
-            f"{what} {c.name}: graph and eager call differ by up to {c.max_diff:.3g}, "
-            f"within the step's own spread ({own:.3g} between warm-ups)",
-            tensor=c.name,
-        )
-    if c.name in spread and (own is None or c.max_diff is None):  # varied, and not measured
-        return Finding(
-            "nondeterministic",
-            "warn",
-            f"{what} {c.name}: graph and eager call differ ({c.detail}); the step's own "
-            "warm-ups differ there too, so this is not judged bit for bit",
-            tensor=c.name,
-        )
-    why = []
-    if host:
-        why.append(_host_line(host))
-    if copies:
-        why.append(f"node {copies[0].node} copies host memory at every replay")
-    if freed:
-        why.append("the graph reads freed memory")
-    hint = f" ({'; '.join(why)})" if why else ""
-    return Finding(
-        "mismatch",
-        "fail",
-        f"{what} {c.name}: the graph's replay differs from the eager call: {c.detail}{hint}",
-        tensor=c.name,
-    )
-
-
 def gate(results: dict[str, CheckResult]) -> None:
-    """`--check` on count and profile: CheckFailed if any check failed."""
-    bad = [r for r in results.values() if not r.passed]
-    if bad:
-        raise CheckFailed(f"{bad[0].verdict()}; nothing was written")
+    """`--check` on count, profile and report: CheckFailed if any check failed,
+    CheckUnverified (exit 3) if one could not verify its graph."""
+    for status, error in (("failed", CheckFailed), ("unverified", CheckUnverified)):
+        bad = [r for r in results.values() if r.status == status]
+        if bad:
+            raise error(f"{bad[0].verdict()}; nothing was written")

@@ -6,6 +6,7 @@ graph (`keep_graph=True`) so it can be read, and record scope frontiers as it go
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -35,6 +36,8 @@ class WarmupWatch(Protocol):
     def before(self, i: int, n: int) -> None: ...
 
     def after(self, i: int, n: int, output: object) -> None: ...
+
+    def before_capture(self) -> None: ...
 
 
 def warm_up(fn: Callable[[], object], warmup: int, watch: WarmupWatch | None = None) -> None:
@@ -75,6 +78,8 @@ def capture_graph(
     with torch.cuda.stream(stream):
         # lazy init (compiles, handles, allocator growth) stays out of the capture
         warm_up(fn, warmup, watch)
+        if watch is not None:
+            watch.before_capture()  # eager work, on this stream, before capture begins
     torch.cuda.current_stream().wait_stream(stream)
     torch.cuda.synchronize()
 
@@ -122,7 +127,11 @@ def try_capture(
     graph = torch.cuda.CUDAGraph(keep_graph=True)  # kept: no instantiation at its end
     stream.wait_stream(torch.cuda.current_stream())
     failed = None
-    with torch.cuda.stream(stream):
+    # an attempt may capture nothing (a submodule alone, up to the op that fails): torch's
+    # "The CUDA Graph is empty" warning there is ours to know, not the user's to read
+    quiet = warnings.catch_warnings()
+    with quiet, torch.cuda.stream(stream):
+        warnings.filterwarnings("ignore", message="The CUDA Graph is empty")
         graph.capture_begin(capture_error_mode=capture_error_mode)
         try:
             call()
@@ -144,7 +153,8 @@ def try_capture(
 def abandon_capture(graph: torch.cuda.CUDAGraph) -> None:
     """End a capture that failed (invalidated or not) so the stream leaves capture mode,
     and discard its graph; the error is the one the caller already has."""
-    with contextlib.suppress(Exception):
+    with contextlib.suppress(Exception), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The CUDA Graph is empty")
         graph.capture_end()
     with contextlib.suppress(Exception):
         graph.reset()

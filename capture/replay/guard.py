@@ -56,7 +56,8 @@ def sync() -> None:
 
 @dataclass(eq=False)
 class Replayer:
-    """A graph (anything with `replay()`) to replay in windows. `reset`: the step's;
+    """A graph (anything with `replay()`) to replay in windows. `reset`: what returns the
+    step to its start (capture/state/steps.py `start_of`: its reset, then its feed of call 0);
     `repeatability`: what its warm-ups showed (capture/state/steps.py), None for our graphs."""
 
     graph: object
@@ -105,7 +106,9 @@ class Replayer:
             )
         else:
             where = "before any replay of it: in the step's reset, or earlier work"
-        if self.reset is None:
+        rep = self.repeatability
+        has_reset = rep.reset if rep is not None else self.reset is not None  # not a feed alone
+        if not has_reset:
             cause = (
                 "a step whose state advances at every replay (a position, a cache) ran past "
                 "the end of a buffer: give it a step.reset (README: Steps with state)"

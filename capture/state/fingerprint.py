@@ -41,7 +41,7 @@ MAX_DEPTH = 8  # attribute, item and closure hops from a root
 MAX_OBJECTS = 20_000  # objects visited per walk
 MAX_ITEMS = 1_000  # items read from one list, tuple or dict
 HOST = (bool, int, float)  # host values watched
-_SKIP_ATTRS = {"module", "reset", "__wrapped__"}
+_SKIP_ATTRS = {"module", "reset", "feed", "__wrapped__"}  # the protocol's, not state
 
 
 @dataclass

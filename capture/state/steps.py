@@ -15,6 +15,17 @@ handles it in two ways:
   tensors restored by us: only you know the whole state (host counters, a cache object's
   bookkeeping, Python-side positions, an RNG of your own); restoring the tensors we
   guessed at would miss the host side and could silently measure another step.
+- **`step.feed`**: the factory may also set a one-argument callable, `feed(i)`, that
+  writes call i's inputs (the next token, a position, a block table) into the step's
+  static buffers, in place, eagerly, outside any graph: what an engine does before each
+  replay. `i` counts calls from the starting state (0 after a reset). graph-harness
+  calls `feed(0)` after every reset (`start_of`: so warm-ups, the capture, timed trials
+  and profiled windows all run at call 0's inputs) and `feed(i)` before call i of
+  check's trajectories, eager and replayed alike (capture/check/trajectory.py). It must
+  be a function of `i` alone: the same `i` writes the same values. A function of the
+  index rather than a list of inputs: an engine's inputs are a few static buffers that
+  only the step's author knows, the index keeps the eager calls and the replays on the
+  same inputs, and a long trajectory holds nothing in memory.
 - **Repeatability, from the warm-ups alone** (no extra calls of your step): after each of
   the last two warm-ups (each after the reset, if any), the step's outputs and reachable
   state are fingerprinted (capture/state/fingerprint.py); equal, the step repeats. The default
@@ -36,6 +47,11 @@ from graph_harness.capture.errors import UsageError
 from graph_harness.capture.state.changes import Change, compare, names, replaced_by
 from graph_harness.capture.state.fingerprint import Fingerprint, fingerprint
 
+GROWN_FIX = (
+    "a graph keeps the shapes and addresses its capture saw, so no reset makes a growing "
+    "state replayable: use a static cache (transformers: StaticCache, or "
+    'cache_implementation="static"), written in place (README: Steps with state)'
+)
 FIX = (
     "give the step a reset: set `step.reset` to a zero-argument function that returns its "
     "state to the start, in place (README: Steps with state)"
@@ -56,6 +72,35 @@ def reset_of(step) -> Callable[[], object] | None:
             "function that returns the step to its starting state (README: Steps with state)"
         )
     return r
+
+
+def feed_of(step) -> Callable[[int], object] | None:
+    """The step's `step.feed` (module docstring), or None; StepStateError if it is not
+    callable."""
+    f = getattr(step, "feed", None)
+    if f is not None and not callable(f):
+        raise StepStateError(
+            f"step.feed is a {type(f).__name__}, not a function: set it to a function of one "
+            "argument, the call's index i, that writes call i's inputs into the step's static "
+            "buffers in place (README: Steps with state)"
+        )
+    return f
+
+
+def start_of(step) -> Callable[[], None] | None:
+    """What returns the step to its start: its reset, then `feed(0)`; None if it has
+    neither. Run eagerly, outside any graph."""
+    reset, feed = reset_of(step), feed_of(step)
+    if reset is None and feed is None:
+        return None
+
+    def start() -> None:
+        if reset is not None:
+            reset()
+        if feed is not None:
+            feed(0)
+
+    return start
 
 
 # --- random number generators -------------------------------------------------------------
@@ -146,6 +191,12 @@ class Repeatability:
         outputs = any(c.output for c in self.changed)
         what = names(state) if state else "its outputs"
         also = " (and so did its outputs)" if state and outputs else ""
+        grown = [c for c in state if c.replaced and "another shape" in c.detail]
+        if grown:
+            return (
+                f"{name} does not repeat: its state grows at every call ({grown[0].name} "
+                f"{grown[0].detail}, a growing cache); {GROWN_FIX}"
+            )
         return (
             f"{name} does not repeat and has no step.reset: between its last two warm-ups "
             f"{what} changed{also}; replayed many times, its graph would carry that on (past "
@@ -209,6 +260,7 @@ class StateWatch:
     def __init__(self, step, *, watch: bool = True) -> None:
         self.step = step
         self.reset = reset_of(step)
+        self.start = start_of(step)  # the reset, then feed(0)
         self.watch = watch
         self.repeatability: Repeatability | None = None
         self._prints: dict[str, Fingerprint] = {}
@@ -219,8 +271,8 @@ class StateWatch:
         return self.watch and n >= 2 and i >= n - 2
 
     def before(self, i: int, n: int) -> None:
-        if self.reset is not None:
-            self.reset()
+        if self.start is not None:
+            self.start()
         if not self._watched(i, n):
             return
         if i == n - 2:
@@ -230,6 +282,12 @@ class StateWatch:
             if self.reset is not None:
                 self._prints["start"] = fingerprint(self.step, with_output=False)
         self._before = rng_state()
+
+    def before_capture(self) -> None:
+        """The captured call starts where every warm-up did: from the reset, at call 0's
+        inputs (so a host value the graph freezes is the starting state's)."""
+        if self.start is not None:
+            self.start()
 
     def after(self, i: int, n: int, output) -> None:
         if not self._watched(i, n):
@@ -261,5 +319,5 @@ class StateWatch:
     def finish(self, warmup: int) -> None:
         if self.repeatability is None:
             self.repeatability = Repeatability(warmup, self.reset is not None, None)
-        if self.reset is not None:
-            self.reset()
+        if self.start is not None:
+            self.start()

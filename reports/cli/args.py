@@ -195,8 +195,33 @@ def check_arg(p: argparse.ArgumentParser) -> None:
         "--check",
         action="store_true",
         help="with --target: also check that the graph computes what the step computes, as "
-        "`graph-harness check` does; if it does not, print the findings, write nothing, exit 1",
+        "`graph-harness check` does; if it does not, print the findings, write nothing, exit 1 "
+        "(3 if it could not verify the graph)",
     )
+    steps_arg(p, "--check-steps", "with --check: ")
+
+
+def steps_arg(p: argparse.ArgumentParser, flag: str = "--steps", lead: str = "") -> None:
+    """`--steps N`: check's trajectory length (CheckSettings holds the default)."""
+    from graph_harness.capture.check.settings import CheckSettings
+
+    f = next(f for f in dataclasses.fields(CheckSettings) if f.name == "steps")
+    p.add_argument(
+        flag,
+        dest="check_steps",
+        type=positive(f.metadata["min"]),
+        default=None,
+        metavar="N",
+        help=f"{lead}{f.metadata['help']} (default {CheckSettings().steps})",
+    )
+
+
+def check_steps(args) -> int:
+    """--steps / --check-steps, or the default."""
+    from graph_harness.capture.check.settings import CheckSettings
+
+    v = getattr(args, "check_steps", None)
+    return CheckSettings().steps if v is None else v
 
 
 def step_warmup(args) -> int:

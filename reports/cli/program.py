@@ -13,7 +13,8 @@ and SIGTERM (143), with nothing partial left and an earlier output kept as it wa
 the first instant (while torch still imports, too); 141 when the reader of stdout goes
 away (`| head`). A closed stdout (`>&-`) is an error in one line when results are due.
 Every exception from the user's code, BaseException included, is one line.
-`check` exits 1 when the graph computes something else than the step. After a CUDA error
+`check` exits 1 when the graph computes something else than the step, 3 when it could not
+verify it (so do `--check` on count, profile and report). After a CUDA error
 (the context is lost) main leaves the process at once, once its line is printed.
 Output folders follow reports/output/folder.py: built aside, swapped in, never a user's
 data lost.
@@ -253,16 +254,17 @@ def _report_error(io, args, e: BaseException) -> int:
 def _error_line(io, e: BaseException) -> tuple[int, str]:
     """The exit code and the one line for an error: a usage error's message (2), or the
     exception's type, message and where in the user's code it came from (1)."""
-    from graph_harness.capture.errors import UsageError
+    from graph_harness.capture.errors import HarnessError, UsageError
     from graph_harness.reports.cli.target import origin
 
     first = _message(e)
     if isinstance(e, UsageError):  # every usage error, on every path (capture/errors.py)
         return UsageError.exit_code, first
+    code = e.exit_code if isinstance(e, HarnessError) else 1  # CheckUnverified: 3
     where = None
     if io.target_root is not None:  # only the user's own code is worth pointing at
         where = origin(e.__cause__ if e.__cause__ is not None else e, io.target_root)
     text = f"{type(e).__name__}: {first}" if first else type(e).__name__
     if where:
         text += f" [raised at {where}]"
-    return 1, f"{text}; run with --debug for the traceback"
+    return code, f"{text}; run with --debug for the traceback"

@@ -12,8 +12,9 @@ The user's folders answer imports made by the user's code only (reports/cli/user
 a `gmpy2.py` beside you is not what sympy gets when torch asks for its optional gmpy2.
 
 A step with state carries how to return it to its start, `step.reset` (a zero-argument
-function: capture/state/steps.py, README: Steps with state). It is wrapped as the step is, and
-the wrapped one is what `step.reset` and `Target.reset` give: every call of the user's
+function: capture/state/steps.py, README: Steps with state), and may carry how to write
+each call's inputs, `step.feed(i)`. Both are wrapped as the step is, and the wrapped ones
+are what `step.reset`, `step.feed` and `Target.reset` give: every call of the user's
 code goes through the same guard.
 
 For `count --module-scopes`, the step carries the model it runs as an attribute,
@@ -166,10 +167,19 @@ def load_target(spec: str) -> Target:
             "function: set step.reset to a zero-argument function that returns the step to "
             "its starting state (README: Steps with state)"
         )
+    feed = getattr(step, "feed", None)
+    if feed is not None and not callable(feed):
+        raise TargetUsageError(
+            f"--target {spec!r}: its step's `feed` is a {type(feed).__name__}, not a "
+            "function: set step.feed to a function of the call's index i that writes call "
+            "i's inputs into the step's static buffers (README: Steps with state)"
+        )
     guarded = _guard_exit(step, spec, "in its step")
     if reset is not None:
         # functools.wraps copied the raw reset onto the wrapper: the guarded one replaces it
         reset = guarded.reset = _guard_exit(reset, spec, "in its reset")
+    if feed is not None:
+        guarded.feed = _guard_exit(feed, spec, "in its feed")
     return Target(spec, mod, root, guarded, model, reset)
 
 

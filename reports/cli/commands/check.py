@@ -1,17 +1,20 @@
 """`graph-harness check`: does the captured graph compute what your step computes? Your
-step run eagerly and its graph replayed from one starting state, outputs and state
-compared bit for bit; also what its warm-ups show (does it repeat, what a call changes),
-host copies in the graph, random numbers drawn. On the CPU, the warm-ups' part only."""
+step run over a trajectory of calls from its start, twice eagerly and twice replayed,
+outputs and state compared after every call (capture/check/step.py); also what its
+warm-ups show (does it repeat, what a call changes), host copies in the graph, random
+numbers drawn. On the CPU, the eager part only. Exit 0 passed, 1 failed, 3 not verified."""
 
 from __future__ import annotations
 
 import argparse
 
 from graph_harness.reports.cli.args import (
+    check_steps,
     json_arg,
     module_scopes_arg,
     out_args,
     step_warmup,
+    steps_arg,
     subcommand,
     warmup_arg,
 )
@@ -26,10 +29,13 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
         "check",
         common,
         help="does your step's graph compute what the step computes? (eager against replay)",
-        description="Run your step once eagerly and replay its graph twice from one starting "
-        "state, and compare outputs and the state it reaches bit for bit; also report whether "
-        "it repeats, what a call changes, host copies and random numbers. Exit 1 when the "
-        "graph computes something else. On the CPU, what the warm-ups show only.",
+        description="Run your step over a trajectory of calls from its start (--steps, each "
+        "fed its inputs by step.feed(i) where it has one), twice eagerly and twice replayed "
+        "from its graph, and compare outputs and every state tensor after every call: bit for "
+        "bit where the two eager runs agree, within their measured spread where they do not. "
+        "Also report whether it repeats, what a call changes, host copies and random numbers. "
+        "Exit 0 when it passed, 1 when the graph computes something else, 3 when it could "
+        "not be verified (on the CPU: a host value that changes, a host read).",
         examples=[
             "graph-harness check --target examples/llama_decode.py:make_step --module-scopes 2",
             "graph-harness check --target mypkg.steps:make_step --json --out checked",
@@ -40,10 +46,11 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
         required=True,
         metavar="MODULE:FUNCTION",
         help="the step to check. IMPORTS AND RUNS your code, as count --target: the module, "
-        "FUNCTION(), its warm-ups and capture, one eager call and two replays (GPU)",
+        "FUNCTION(), its warm-ups and capture, 2 x N eager calls and 2 x N replays (GPU)",
     )
     module_scopes_arg(c)
     warmup_arg(c)
+    steps_arg(c)
     json_arg(c, "the check")
     out_args(c)
 
@@ -57,31 +64,36 @@ def run(args, io: IO) -> int:
             say(f"capturing {args.target}")
             got = capture_target(args.target, args.module_scopes, io, warmup=step_warmup(args))
             say(f"checking {args.target}")
-            results = {"target": check_target(got)}
+            results = {"target": check_target(got, check_steps(args))}
         if tmp is not None:
             got.export.write_json(tmp / "nodes-target.json")
             write_checks(tmp, results)
         show_checks(io, results)  # before the commit, as count's
     wrote(io, args, "the check")
-    if not results["target"].passed:
-        io.note(results["target"].verdict())
-        return 1
-    return 0
+    r = results["target"]
+    if not r.passed:
+        io.note(r.verdict())
+    return r.exit_code
 
 
-def check_target(got):
-    """Check a captured target (count.capture_target with watch=True)."""
+def check_target(got, steps: int):
+    """Check a captured target (count.capture_target with watch=True) over `steps` calls."""
     from graph_harness.capture.check.step import check_captured
 
     return check_captured(
-        got.target.step, got.export, got.captured, got.watch.repeatability, name=got.target.spec
+        got.target.step,
+        got.export,
+        got.captured,
+        got.watch.repeatability,
+        name=got.target.spec,
+        steps=steps,
     )
 
 
 def check_doc(results: dict) -> dict:
     return {
         "schema": CHECK_SCHEMA,
-        "schema_version": 1,
+        "schema_version": 2,  # 2: trajectories (steps, status, each finding's step)
         "checks": {name: r.to_dict() for name, r in results.items()},
     }
 
@@ -109,8 +121,8 @@ def show_checks(io: IO, results: dict, *, json_too: bool = True) -> None:
 
 
 def gate(io: IO, results: dict) -> None:
-    """--check on count and profile: a failed check prints its findings and stops the
-    command (CheckFailed: exit 1, nothing written)."""
+    """--check on count, profile and report: a check that did not pass prints its findings
+    and stops the command (CheckFailed: exit 1; CheckUnverified: exit 3; nothing written)."""
     from graph_harness.capture.check.step import gate as failed
 
     if any(not r.passed for r in results.values()):

@@ -10,6 +10,7 @@ from graph_harness.capture.export.kinds import COUNT, COUNT_SCHEMA_VERSION
 from graph_harness.capture.round.params import VARIANTS
 from graph_harness.reports.cli.args import (
     check_arg,
+    check_steps,
     json_arg,
     module_scopes_arg,
     out_args,
@@ -95,6 +96,7 @@ def check_flags(args) -> None:
         flags += ["--variant"] * bool(args.variant) + ["--pdl"] * args.pdl
         flags += ["--per-stage"] * args.per_stage + ["--distributed"] * args.distributed
         refuse(flags, "apply to the built-in round, not to --target: drop them")
+        refuse_check_steps(args)
     else:
         refuse_target_only(args)
 
@@ -109,6 +111,13 @@ def refuse_target_only(args) -> None:
     flags = ["--warmup"] * (getattr(args, "step_warmup", None) is not None)
     flags += ["--check"] * bool(getattr(args, "check", False))
     refuse(flags, "apply to your step: give --target (the built-in round is ours)")
+    refuse_check_steps(args)
+
+
+def refuse_check_steps(args) -> None:
+    """--check-steps without --check."""
+    if getattr(args, "check_steps", None) is not None and not getattr(args, "check", False):
+        raise UsageError("--check-steps sets how long --check runs: give --check too")
 
 
 def run(args, io: IO) -> int:
@@ -139,7 +148,7 @@ def run(args, io: IO) -> int:
                     write_checks,
                 )
 
-                checks = {"target": check_target(got)}
+                checks = {"target": check_target(got, check_steps(args))}
                 gate(io, checks)
                 if tmp is not None:
                     write_checks(tmp, checks)
@@ -206,10 +215,9 @@ def capture_target(
     if "compiled_attribution" in export.options:
         io.note(f"compiled code's nodes: {export.options['compiled_attribution']}")
     if export.total == 0:
-        raise TargetError(
-            f"--target {spec!r}: its step issued no work (0 nodes); it must "
-            "launch the work to count, not only prepare it"
-        )
+        from graph_harness.capture.count import empty_cause
+
+        raise TargetError(f"--target {spec!r}: {empty_cause(target.step)}")
     return CapturedTarget(export, captured, target, sw)
 
 

@@ -12,6 +12,7 @@ from graph_harness.capture.profile.settings import ProfileSettings
 from graph_harness.capture.round.params import VARIANTS
 from graph_harness.reports.cli.args import (
     check_arg,
+    check_steps,
     json_arg,
     module_scopes_arg,
     out_args,
@@ -95,6 +96,9 @@ def check_flags(args) -> None:
         flags += ["--variant"] * bool(args.variant) + ["--pdl"] * args.pdl
         flags += [f"--{n}" for n in ROUND_ONLY if getattr(args, n, None) is not None]
         refuse(flags, "apply to the built-in round, not to --target: drop them")
+        from graph_harness.reports.cli.commands.count import refuse_check_steps
+
+        refuse_check_steps(args)
         if len(args.target) > 2:
             raise UsageError(
                 f"profile takes one --target, or two to price the second against the first; "
@@ -124,6 +128,7 @@ def run(args, io: IO) -> int:
                     say,
                     warmup=step_warmup(args),
                     check=args.check,
+                    check_steps=check_steps(args),
                 )
             else:
                 from graph_harness.capture.profile.run import profile_rounds
@@ -148,15 +153,19 @@ def run(args, io: IO) -> int:
     return 0
 
 
-def profile_targets(specs, module_scopes, settings, io: IO, say, *, warmup=None, check=False):
+def profile_targets(
+    specs, module_scopes, settings, io: IO, say, *, warmup=None, check=False, check_steps=None
+):
     """Capture each --target's step (its code runs: import, factory, warm-up, capture),
     keep its graph, and profile them together (the second priced against the first).
     A step that does not repeat and has no reset is refused as soon as it is captured,
-    before any replay; `check`: each is checked first (check_target), and a failed check
-    stops here. Returns the profile and the checks (name -> CheckResult; {} unchecked)."""
+    before any replay; `check`: each is checked first (check_target, over `check_steps`
+    calls), and a check that does not pass stops here. Returns the profile and the checks
+    (name -> CheckResult; {} unchecked)."""
+    from graph_harness.capture.check.settings import CheckSettings
     from graph_harness.capture.profile.run import profile_steps
     from graph_harness.capture.replay.guard import Replayer
-    from graph_harness.capture.state.steps import require_repeatable
+    from graph_harness.capture.state.steps import require_repeatable, start_of
     from graph_harness.reports.cli.commands.check import check_target, gate
     from graph_harness.reports.cli.commands.count import capture_target
     from graph_harness.reports.cli.target import output_names
@@ -175,8 +184,9 @@ def profile_targets(specs, module_scopes, settings, io: IO, say, *, warmup=None,
             )
         if check:
             say(f"checking {spec}")
-            checks[name] = check_target(got)
-        replayer = Replayer(got.captured.graph, spec, reset=got.target.reset, repeatability=rep)
+            checks[name] = check_target(got, check_steps or CheckSettings().steps)
+        start = start_of(got.target.step)  # its reset, then its feed of call 0
+        replayer = Replayer(got.captured.graph, spec, reset=start, repeatability=rep)
         steps[name] = (got.export, replayer)
         keep.append(got.target)  # the step's buffers must outlive its graph
     if checks:

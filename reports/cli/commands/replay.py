@@ -9,6 +9,8 @@ from graph_harness.capture.errors import require_gpu
 from graph_harness.capture.replay.settings import CHAIN_KINDS, PDL_KINDS
 from graph_harness.capture.round.params import VARIANTS
 from graph_harness.reports.cli.args import (
+    check_arg,
+    check_steps,
     json_arg,
     module_scopes_arg,
     out_args,
@@ -124,6 +126,7 @@ def add_report_parser(sub: argparse._SubParsersAction, common: argparse.Argument
     )
     module_scopes_arg(p)
     warmup_arg(p)
+    check_arg(p)
     round_args(p)
     timing_args(p)
     out_args(p, required=True)
@@ -132,7 +135,13 @@ def add_report_parser(sub: argparse._SubParsersAction, common: argparse.Argument
 def run_report(args, io: IO) -> int:
     import torch
 
-    if args.target or args.module_scopes is not False or args.step_warmup is not None:
+    if (
+        args.target
+        or args.module_scopes is not False
+        or args.step_warmup is not None
+        or args.check
+        or args.check_steps is not None
+    ):
         return run_target_report(args, io)
     from graph_harness.capture import count_round
     from graph_harness.capture.replay.document import run_replays
@@ -185,7 +194,8 @@ def run_report(args, io: IO) -> int:
 def run_target_report(args, io: IO) -> int:
     import torch
 
-    from graph_harness.reports.cli.commands.count import count_target
+    from graph_harness.reports.cli.commands.check import check_target, gate, write_checks
+    from graph_harness.reports.cli.commands.count import capture_target, refuse_check_steps
     from graph_harness.reports.cli.target import output_names
     from graph_harness.reports.target_report import write_target_report
 
@@ -201,28 +211,42 @@ def run_target_report(args, io: IO) -> int:
         given_round_flags(args) + given_timing_flags(args),
         "apply to the built-in round, not to --target: drop them",
     )
+    refuse_check_steps(args)
     names = output_names(args.target)
     with staged(args, io) as tmp, progress(io) as say:
         banner(io)
-        exports, profile = {}, None
+        exports, profile, checks = {}, None, {}
         if torch.cuda.is_available():  # counted from the graphs it profiles, once each
             from graph_harness.capture.profile.settings import ProfileSettings
             from graph_harness.reports.cli.commands.profile import profile_targets
 
-            profile, _ = profile_targets(
+            profile, checks = profile_targets(
                 args.target,
                 args.module_scopes,
                 ProfileSettings(builds=1),
                 io,
                 say,
                 warmup=step_warmup(args),
+                check=args.check,
+                check_steps=check_steps(args),
             )
             exports = {n: p.export for n, p in profile.profiles.items()}
         else:
             for name, spec in zip(names, args.target):
                 say(f"counting {spec}")
-                exports[name] = count_target(spec, args.module_scopes, io, warmup=step_warmup(args))
+                got = capture_target(
+                    spec, args.module_scopes, io, warmup=step_warmup(args), watch=args.check
+                )
+                exports[name] = got.export
+                if args.check:
+                    say(f"checking {spec}")
+                    checks[name] = check_target(got, check_steps(args))
+                del got  # its graph and buffers, before the next target runs
+            if checks:
+                gate(io, checks)
         say("writing the report (tables, CSVs, plots)")
-        write_target_report(tmp, exports, command=command_line(), profile=profile)
+        write_target_report(tmp, exports, command=command_line(), profile=profile, checks=checks)
+        if checks:
+            write_checks(tmp, checks)
     io.err.print(f"wrote {args.out / 'report.md'}", markup=False)
     return 0
