@@ -34,7 +34,7 @@ run hf-check-compiled check --target "$hf:make_compiled_step" --module-scopes \
   --out "$dir/hf-check-compiled"
 run hf-profile profile --target "$hf:make_step" --target "$hf:make_compiled_step" \
   --module-scopes --out "$dir/hf-profile"
-run hf-report report --target "$hf:make_step" --target "$hf:make_compiled_step" \
+run hf-report report --target "$hf:make_step" --target "$hf:make_compiled_step" --check \
   --module-scopes --out "$dir/hf-report"
 # the issue's failure: the HF step replayed without its reset
 cat > "$dir/hf_no_reset.py" <<PY

@@ -349,6 +349,53 @@ def test_the_findings_table_shows_style_never_markup():
         assert ("\x1b[" in text) == terminal
 
 
+def test_the_cli_on_the_cpu_says_not_verified_with_exit_3(tmp_path):
+    from tests.test_cli import run
+
+    r = run("check", "--target", "tests.targets:host_position")
+    assert r.returncode == 3, r.stderr
+    assert "NOT VERIFIED" in r.stdout and "[magenta]" not in r.stdout and "[red]" not in r.stdout
+    assert "could NOT verify" in r.stderr and "closure state.p" in r.stderr
+    r = run("check", "--target", "tests.targets:host_position", "--json", "--steps", "2")
+    assert r.returncode == 3, r.stderr
+    check = json.loads(r.stdout)["checks"]["target"]
+    assert check["status"] == "unverified" and check["steps"] == 2 and not check["passed"]
+    out = tmp_path / "n"
+    r = run("count", "--target", "tests.targets:host_position", "--check", "--out", str(out))
+    assert r.returncode == 3 and "CheckUnverified" in r.stderr, r.stderr
+    assert "nothing was written" in r.stderr and not out.exists()
+    r = run("count", "--target", "tests.targets:stateful_cache", "--check-steps", "2")
+    assert r.returncode == 2 and "--check-steps sets how long --check runs" in r.stderr
+    r = run("count", "--target", "tests.targets:stateful_cache", "--check", "--check-steps", "2")
+    assert r.returncode == 0, r.stderr
+
+
+def test_report_check_puts_the_verdict_in_the_report(tmp_path):
+    from tests.test_cli import run
+
+    out = tmp_path / "r"
+    r = run("report", "--target", "tests.targets:fed_stateful", "--check", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    md = (out / "report.md").read_text()
+    assert "## Does each graph compute what its step computes? (check)" in md
+    assert "check passed for tests.targets:fed_stateful as far as the CPU goes" in md
+    doc = json.loads((out / "check.json").read_text())
+    assert doc["schema"] == "graph-harness/check" and doc["schema_version"] == 2
+    (check,) = doc["checks"].values()
+    assert check["fed"] and check["steps"] == 4
+
+
+def test_the_cli_refuses_a_feed_that_is_not_a_function(tmp_path):
+    from tests.test_cli import run
+
+    (tmp_path / "t.py").write_text(
+        "import torch\nx = torch.ones(2)\ndef f():\n    s = lambda: x.mul_(1.0)\n"
+        "    s.feed = 3\n    return s\n"
+    )
+    r = run("check", "--target", f"{tmp_path / 't.py'}:f")
+    assert r.returncode == 2 and "its step's `feed` is a int, not a function" in r.stderr
+
+
 # --- on a GPU ---------------------------------------------------------------------------------
 
 

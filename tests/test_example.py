@@ -197,3 +197,21 @@ def test_expand_kv_is_repeat_interleave():
     ex = load_example()
     x = torch.randn(2, 3, 5, 4)  # [B, Hkv, S, D]
     assert torch.equal(ex.expand_kv(x, 6), x.repeat_interleave(2, dim=1))
+
+
+def test_the_feed_writes_a_token_and_a_position_in_place_and_the_reset_empties_the_cache():
+    ex = load_example()
+    step = ex.make_step(preset="tiny", device="cpu")
+    idx, pos = step.inputs
+    start = int(pos)
+    first = step().clone()
+    step.feed(2)
+    assert int(pos) == start + 2 and step.inputs[0] is idx, "written in place"
+    step()
+    k = step.module.layers[0].attention.kv_cache.k_cache
+    written = (k.abs().sum(dim=(0, 1, 3)) != 0).nonzero().flatten().tolist()
+    assert written == [start, start + 2]
+    step.reset()
+    assert not k.any(), "the reset empties the caches"
+    step.feed(0)
+    assert int(pos) == start and torch.equal(step(), first)

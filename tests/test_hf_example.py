@@ -232,6 +232,8 @@ def test_hf_example_checked_and_profiled_eager_and_compiled(tmp_path):
         "make_step": True,
         "make_compiled_step": True,
     }, doc["checks"]
+    # over a trajectory of four calls, a new token fed at each
+    assert all(c["fed"] and c["steps"] == 4 for c in doc["checks"].values()), doc["checks"]
     for name, m in doc["matching"].items():
         assert m["verified"] and m["unmatched_activities"] == 0 == m["unmatched_nodes"], (name, m)
     layers = {s["scope"] for s in doc["scopes"]}
@@ -275,3 +277,41 @@ def test_hf_step_without_its_reset_is_refused_before_any_replay(tmp_path):
     (line,) = [x for x in r.stderr.splitlines() if "error:" in x]
     assert "does not repeat and has no step.reset" in line and "past_key_values" in line, line
     assert "CUDA error" not in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_a_growing_dynamic_cache_is_told_to_use_a_static_one():
+    from transformers import DynamicCache
+
+    from graph_harness.capture import check_step
+    from graph_harness.capture.state.steps import StepStateError
+
+    ex = load_example()
+    model, _ = ex.build("tiny", torch.device("cpu"))
+    token = torch.tensor([[3]])
+    cache = DynamicCache()
+    kwargs = {"input_ids": token, ex.cache_argument(model): cache, "use_cache": True}
+
+    @torch.no_grad()
+    def step():
+        return model(**kwargs).logits
+
+    with pytest.raises(StepStateError) as e:
+        check_step(step, device="cpu")
+    line = str(e.value)
+    assert "its state grows at every call" in line and "use a static cache" in line, line
+    assert "StaticCache" in line and "give the step a reset" not in line
+
+
+def test_the_feed_writes_each_calls_token_in_place():
+    ex = load_example()
+    step = ex.make_step(preset="tiny", device="cpu")
+    where = step.token.data_ptr()
+    first = step().clone()
+    step.reset()
+    step.feed(1)
+    assert step.token.data_ptr() == where, "fed in place: a graph keeps reading the buffer"
+    second = step()
+    assert not torch.equal(first, second), "another token, other logits"
+    step.reset()
+    step.feed(0)
+    assert torch.equal(step(), first), "call 0's token again: the same logits"

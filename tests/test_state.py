@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from graph_harness.capture import StepSettings, capture_and_count
+from graph_harness.capture.check.settings import CheckSettings
 from graph_harness.capture.count import capture_and_keep
 from graph_harness.capture.export.nodes import NodeExport
 from graph_harness.capture.profile.settings import ProfileSettings
@@ -250,7 +251,8 @@ def _counted():
 def test_warmup_n_runs_the_step_n_plus_one_times_and_resets_before_each_and_at_the_end(warmup):
     step, calls = _counted()
     capture_and_count(step, warmup=warmup, device="cpu")
-    assert calls == {"step": warmup + 1, "reset": warmup + 1}
+    # a reset before each warm-up, one before the capture, one at the end
+    assert calls == {"step": warmup + 1, "reset": warmup + 2}
 
 
 def test_the_default_warmup_comes_from_step_settings():
@@ -450,11 +452,12 @@ def test_check_on_the_cpu_passes_the_toy_with_its_reset(tmp_path):
 def test_the_warmup_flag_reaches_the_step_exactly(capsys, tmp_path):
     from graph_harness.reports.cli import program as cli
 
-    extra = int(torch.cuda.is_available())  # check's eager call, on a GPU
+    eager = 2 * CheckSettings().steps  # check's two eager runs, on a GPU and on the CPU alike
     for args, calls in [
         (["count", "--target", "tests.targets:counting", "--warmup", "2"], 3),
         (["count", "--target", "tests.targets:counting"], StepSettings().warmup + 1),
-        (["check", "--target", "tests.targets:counting", "--warmup", "5"], 6 + extra),
+        (["check", "--target", "tests.targets:counting", "--warmup", "5"], 6 + eager),
+        (["check", "--target", "tests.targets:counting", "--warmup", "1", "--steps", "2"], 6),
         (["report", "--target", "tests.targets:counting", "--warmup", "0"], None),
     ]:
         if args[0] == "report":
