@@ -43,6 +43,7 @@ from pathlib import Path
 
 from graph_harness.capture.errors import UsageError
 from graph_harness.capture.paths import descriptor_of, kind_of, os_reason
+from graph_harness.capture.results import results_descriptor, results_stream
 
 ENCODING, ERRORS = "utf-8", "backslashreplace"
 
@@ -167,7 +168,7 @@ def _write_all(fd: int, data: bytes) -> None:
 
 def _write_stream(fd: int, text: str | bytes) -> None:
     """Write through an open descriptor, after what Python buffered for it."""
-    for stream in (sys.stdout, sys.stderr):
+    for stream in (sys.stdout, sys.stderr, results_stream()):
         with contextlib.suppress(AttributeError, OSError, ValueError):
             if stream is not None and stream.fileno() == fd:
                 stream.flush()
@@ -198,7 +199,7 @@ def write_output(path: str | Path, text: str | bytes, *, mode: int | None = None
     (default 0666 less the umask)."""
     name = os.fspath(path)
     if name == "-":
-        out = sys.stdout
+        out = results_stream()  # stdout, wherever a running command keeps it (capture/results.py)
         if out is None:
             raise OSError(errno.EBADF, "stdout is closed", "-")
         out.flush()
@@ -211,6 +212,7 @@ def write_output(path: str | Path, text: str | bytes, *, mode: int | None = None
         return "stdout"
     fd = descriptor_of(path)
     if fd is not None and fd >= 0:
+        fd = results_descriptor(fd)  # /dev/stdout: the results, not what holds descriptor 1
         _check_descriptor(path, fd)
         _write_stream(fd, text)
         return name

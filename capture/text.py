@@ -3,23 +3,35 @@ name, a document's field) holds only what UTF-8 can encode.
 
 A lone surrogate (a `\\udc80` JSON escape makes one; so does a path or argument Python
 decoded with surrogateescape) is a str no stream, file or Arrow-backed pandas column can
-take: writing or framing it fails far from where it came in. Each is kept as its
-backslash escape instead, at the point it enters, so the data that flows on is text.
+take: writing or framing it fails far from where it came in. A control character (ESC,
+BEL, a carriage return, C1 codes, the bidirectional overrides) is one a terminal obeys: a
+kernel name from a document that holds `\\x1b]52;c;...\\x07` writes the user's
+clipboard when printed, and `\\x1b[1A\\x1b[2K` rewrites the line above. Each is kept as
+its backslash escape instead, at the point it enters (and again wherever text is shown),
+so the data that flows on is text and nothing that came from a file is obeyed.
 And `plural`, for every count put into words (progress lines here, tables in reports).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+# C0 controls, DEL, C1 controls, and the bidirectional embeddings, overrides and isolates
+# (which reorder what a terminal shows: "Trojan Source")
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
-def printable(text: str) -> str:
-    """`text` with each lone surrogate as its backslash escape (`\\udc80`)."""
+
+def printable(text: str, *, keep: str = "") -> str:
+    """`text` with each lone surrogate and each control character (but those in `keep`:
+    the consoles keep our own newlines) as its backslash escape (`\\udc80`, `\\x1b`)."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        return text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return text
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    if _CONTROL.search(text) is None:
+        return text
+    return _CONTROL.sub(lambda m: m[0] if m[0] in keep else ascii(m[0])[1:-1], text)
 
 
 def printable_all(value: Any) -> Any:

@@ -5,7 +5,7 @@ graph-harness makes it available to every test, no conftest needed:
 
     def test_decode_nodes(node_budget):
         step = make_step()
-        node_budget(step, total=264, per_scope={"stage*/pack": 24})
+        node_budget(step, total=264, per_scope={"layers.*": 12, "sum(layers.*)": 96})
         node_budget(step, record="budgets/decode.json", per_scope=["attention", "mlp"])
 
 `node_budget(step, ...)` captures `step` as `capture.capture_and_count` does (on CUDA:
@@ -14,7 +14,9 @@ CPU: its dispatched ops counted, and the failure message says so), checks the co
 returns the NodeExport for a test to look further. Over budget, it raises
 NodeBudgetExceeded (an AssertionError) whose message is a table: each scope over budget,
 its budget, its count, the difference and the kernels that make it up, and the total line.
-Names and how they cover nested scopes: capture/budget/limits.py.
+Names and how they cover nested scopes: capture/budget/limits.py. A pattern's budget holds
+each scope it matches (`"layers.*": 12`, 12 per layer: a row per layer over it); the sum
+over them is `"sum(layers.*)": 96`.
 
 - `total=N`, `per_scope={name: N}`: budgets written in the test. They apply to whatever
   this machine counts (graph nodes or CPU dispatches); for budgets that differ between
@@ -22,9 +24,10 @@ Names and how they cover nested scopes: capture/budget/limits.py.
 - `record="budgets/decode.json"` (relative to pytest's rootdir): budgets read from that
   file, from the entry for this test (its node id, or `name=`) and this source. Run
   `pytest --update-node-budgets` and the file is written instead: today's total, and the
-  count of each scope in `per_scope` (a list of names here) or, without it, of each
-  top-level scope. Other entries of the file are kept. Without the flag, a missing file
-  or entry fails, saying to run with it.
+  count of each name in `per_scope` (a list of names here; a pattern's count is its
+  largest match's, a `sum(...)`'s the sum) or, without it, of each top-level scope. Other
+  entries of the file are kept. Without the flag, a missing file or entry fails, saying
+  to run with it.
 - `module=model` (with `depth=`): as `with capture.module_scopes(model, depth=...)`
   around the capture, so every submodule's nodes carry its qualified name, containers
   (a ModuleList) included; `depth=` cuts the scopes at that many parts of the name
@@ -198,9 +201,9 @@ class NodeBudget:
             names = None if per_scope is None else [budget.check_name(n) for n in per_scope]
             if self.config.getoption(UPDATE_FLAG):
                 entry = budget_file.record(path, key, export, names)
-                notes.append(
-                    words.recorded_note(key, str(record), export.source, entry.total, entry.scopes)
-                )
+                # checked as it will be read back: the note says what each budget holds
+                check = budget.check_budget(export, total=entry.total, per_scope=entry.scopes)
+                notes.append(words.recorded_note(key, str(record), check))
                 return
             entry = budget_file.lookup(path, key, export.source, shown=str(record))
             if names is not None and set(names) != set(entry.scopes):

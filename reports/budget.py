@@ -7,7 +7,15 @@ a junit file, and matched by tests.
 
 from __future__ import annotations
 
-from graph_harness.capture.budget.limits import UPDATE_FLAG, BudgetCheck, Line
+from graph_harness.capture.budget.limits import (
+    ALL,
+    PER_MATCH,
+    SCOPE,
+    SUM,
+    UPDATE_FLAG,
+    BudgetCheck,
+    Line,
+)
 from graph_harness.capture.export.nodes import NodeExport
 from graph_harness.reports.kernel_names import short_names
 from graph_harness.reports.tables import source_note
@@ -34,13 +42,28 @@ def _kernels(line: Line, names: dict[str, str], width: int) -> list[str]:
 
 
 def _scope_cell(line: Line) -> str:
-    return line.name if line.scopes == 1 else f"{line.name} ({line.scopes} scopes)"
+    """A row's scope, saying what kind of budget holds it: the scope's own, a pattern's
+    per match (`layers.1 (per match of layers.*)`) or a sum over scopes."""
+    if line.kind == PER_MATCH:
+        return f"{line.name} (per match of {line.pattern})"
+    if line.kind == SUM:
+        return f"{line.name} (sum of {line.scopes} scope{'s' if line.scopes != 1 else ''})"
+    return line.name
+
+
+def _budget_name(line: Line) -> str:
+    """A budget as the notes name it: a per-match pattern by its largest match, the count
+    shown beside it."""
+    if line.kind == PER_MATCH:
+        return f"{line.pattern} (per match, largest {line.name})"
+    return "total" if line.kind == ALL else line.name
 
 
 def budget_table(check: BudgetCheck, *, all_lines: bool = False) -> list[str]:
-    """The table: each scope over budget (every scope with `all_lines`), its budget, its
-    count, the difference and the kernels that make it up (one a line, most frequent
-    first); the total line last."""
+    """The table: each scope over budget (every scope with `all_lines`; for a per-match
+    pattern, each matching scope over it, named with the pattern), its budget, its count,
+    the difference and the kernels that make it up (one a line, most frequent first); the
+    total line last."""
     rows = [ln for ln in check.scopes if all_lines or ln.exceeded] + [check.total]
     names = short_names((k for ln in rows for k, _ in ln.kernels), width=KERNEL_WIDTH)
     count_width = max(len(str(n)) for ln in rows for _, n in ln.kernels or [("", 0)])
@@ -67,15 +90,16 @@ def budget_failure(check: BudgetCheck, export: NodeExport) -> str:
     """The failure message: what was counted, where the budgets came from, the table, and
     what to do if the new count is intended."""
     over = check.exceeded
-    scopes = [ln.name for ln in over if ln.name != check.total.name]
-    where = []
-    if scopes:
-        where.append(f"{len(scopes)} scope{'s' if len(scopes) > 1 else ''}")
+    scopes = sum(ln.kind in (SCOPE, PER_MATCH) for ln in over)
+    sums = sum(ln.kind == SUM for ln in over)
+    where = [
+        f"{n} {word}{'s' if n > 1 else ''}" for n, word in ((scopes, "scope"), (sums, "sum")) if n
+    ]
     if check.total.exceeded:
         where.append("the total")
+    said = where[0] if len(where) == 1 else f"{', '.join(where[:-1])} and {where[-1]}"
     lines = [
-        f"node budget exceeded in {' and '.join(where)}: {check.workload}, counting "
-        f"{what_counted(export)}",
+        f"node budget exceeded in {said}: {check.workload}, counting {what_counted(export)}",
         f"budgets: {check.origin}" + _recorded_note(check, export),
         "",
         *budget_table(check),
@@ -101,10 +125,7 @@ def _recorded_note(check: BudgetCheck, export: NodeExport) -> str:
 
 def slack_note(key: str, check: BudgetCheck) -> str:
     """One line for a budget with room left: how far under, and how to tighten it."""
-    parts = [
-        f"{'total' if ln is check.total else _scope_cell(ln)} {ln.nodes} of {ln.budget}"
-        for ln in check.slack
-    ]
+    parts = [f"{_budget_name(ln)} {ln.nodes} of {ln.budget}" for ln in check.slack]
     how = (
         "lower the budget in the test"
         if check.origin == "inline"
@@ -113,6 +134,7 @@ def slack_note(key: str, check: BudgetCheck) -> str:
     return f"{key} [{check.source}]: under budget: {', '.join(parts)}; {how}"
 
 
-def recorded_note(key: str, where: str, source: str, total: int, scopes: dict[str, int]) -> str:
-    shown = ", ".join(f"{k} {v}" for k, v in scopes.items())
-    return f"{key} [{source}]: recorded in {where}: total {total}" + (f", {shown}" if shown else "")
+def recorded_note(key: str, where: str, check: BudgetCheck) -> str:
+    """One line for a budget recorded: `check` is today's counts against what was written."""
+    shown = [f"{_budget_name(ln)} {ln.nodes}" for ln in check.budgets]
+    return f"{key} [{check.source}]: recorded in {where}: " + ", ".join([shown[-1], *shown[:-1]])

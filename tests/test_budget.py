@@ -38,7 +38,7 @@ from graph_harness.capture.budget.limits import (
     check_budget,
     counts,
 )
-from graph_harness.reports.budget import budget_failure, budget_table
+from graph_harness.reports.budget import budget_failure, budget_table, slack_note
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -109,7 +109,7 @@ def test_a_scope_budget_covers_what_is_nested_in_it():
         "attention.inner": INNER,
         "mlp": MLP,
         "unscoped": FREE,  # the nodes outside every scope
-        "*": TOTAL,  # every top-level scope, unscoped included
+        "sum(*)": TOTAL,  # every top-level scope summed, unscoped included
     }
     check = check_budget(export, total=TOTAL, per_scope=exact)
     assert check.ok and not check.slack
@@ -166,29 +166,42 @@ def test_patterns_cover_every_scope_they_match():
 
     with module_scopes(model):
         export = count(step)
-    lines = {
-        ln.name: ln
-        for ln in check_budget(
-            export,
-            per_scope={
-                "layers": 0,
-                "layers.1": 0,
-                "layers.*.attention": 0,
-                "layers.?.mlp": 0,
-                "stage*/pack": 0,
-                "stage2/pack": 0,
-            },
-        ).scopes
-    }
-    assert lines["layers"].nodes == 2 * layers and lines["layers"].scopes == 1
-    assert lines["layers.1"].nodes == 2
-    assert lines["layers.*.attention"].nodes == layers
-    assert lines["layers.*.attention"].scopes == layers
-    assert lines["layers.*.attention"].kernels == (("aten.addmm.default", layers),)
-    assert lines["layers.?.mlp"].nodes == layers
-    assert lines["stage*/pack"].nodes == stages * pack_ops
-    assert lines["stage*/pack"].scopes == stages
-    assert lines["stage2/pack"].nodes == pack_ops
+    check = check_budget(
+        export,
+        per_scope={
+            "layers": 0,
+            "layers.1": 0,
+            "layers.*.attention": 0,
+            "sum(layers.*.attention)": 0,
+            "layers.?.mlp": 0,
+            "stage*/pack": 0,
+            "sum(stage*/pack)": 0,
+            "stage2/pack": 0,
+        },
+    )
+    by_key: dict[str, list] = {}
+    for ln in check.scopes:
+        by_key.setdefault(ln.key, []).append(ln)
+    one = {key: lines for key, lines in by_key.items() if len(lines) == 1}
+    assert one["layers"][0].nodes == 2 * layers and one["layers"][0].kind == budget.SCOPE
+    assert one["layers.1"][0].nodes == 2
+    assert one["stage2/pack"][0].nodes == pack_ops
+    # a pattern: a line per scope it matches, each its own count, in natural order
+    each = by_key["layers.*.attention"]
+    assert [(ln.name, ln.nodes, ln.kind) for ln in each] == [
+        (f"layers.{i}.attention", 1, budget.PER_MATCH) for i in range(layers)
+    ]
+    assert {ln.kernels for ln in each} == {(("aten.addmm.default", 1),)}
+    assert [ln.name for ln in by_key["layers.?.mlp"]] == [f"layers.{i}.mlp" for i in range(layers)]
+    assert [(ln.name, ln.nodes) for ln in by_key["stage*/pack"]] == [
+        (f"stage{s}/pack", pack_ops) for s in range(stages)
+    ]
+    # sum(...): one line, every match's nodes together
+    (att,) = by_key["sum(layers.*.attention)"]
+    assert (att.nodes, att.scopes, att.kind) == (layers, layers, budget.SUM)
+    assert att.kernels == (("aten.addmm.default", layers),)
+    (pack,) = by_key["sum(stage*/pack)"]
+    assert (pack.nodes, pack.scopes) == (stages * pack_ops, stages)
     # `*` stays within one part: it never reaches a nested scope's label
     with pytest.raises(BudgetError, match=r'"\*\.attention": did you mean "layers\.\*\.att'):
         check_budget(export, per_scope={"*.attention": 1})
@@ -214,8 +227,154 @@ def test_a_scope_named_like_a_pattern_is_counted_by_its_label(tmp_path):
     record(path, "k", export, None)
     entry = lookup(path, "k", export.source)
     assert check_budget(export, per_scope=entry.scopes).ok
-    lines = {ln.name: ln.nodes for ln in check_budget(export, per_scope={"?": 9}).scopes}
-    assert lines == {"?": 3}, "no scope is labelled `?`: the pattern covers `*` (1) and `b` (2)"
+    # no scope is labelled `?`: the pattern matches `*` (1) and `b` (2), each its own line
+    lines = check_budget(export, per_scope={"?": 9, "sum(?)": 9}).scopes
+    assert [(ln.key, ln.name, ln.nodes) for ln in lines] == [
+        ("?", "*", 1),
+        ("?", "b", 2),
+        ("sum(?)", "sum(?)", 3),
+    ]
+
+
+LAYERS = (2, 3, 2)  # ops per layer: layers.1 the largest, so per match and sum differ
+
+LAYERS_PY = """
+import torch
+from graph_harness.capture import scope
+
+LAYERS = {layers}
+
+
+def make_step():
+    a = torch.ones(4)
+    out = torch.empty(4)  # [4] static output: every op writes here, none allocates
+
+    def step():
+        for i, ops in enumerate(LAYERS):
+            with scope(f"layers.{i}"):
+                for _ in range(ops):
+                    torch.add(a, a, out=out)
+        torch.sub(a, a, out=out)  # unscoped
+
+    return step
+"""
+
+
+def layers_source(layers=LAYERS) -> str:
+    return LAYERS_PY.replace("{layers}", repr(tuple(layers)))
+
+
+def load_layers(layers=LAYERS):
+    ns: dict = {}
+    exec(compile(layers_source(layers), "<layers>", "exec"), ns)
+    return ns["make_step"]()
+
+
+def test_a_pattern_budget_holds_each_scope_it_matches():
+    # Issue 31: `"layers.*": 3` is "3 per layer". It was the sum over the layers (7 here),
+    # so a budget every layer meets failed; now each matching scope is held to it.
+    export = count(load_layers())
+    assert export.frame()["scope"].tolist() == (  # the step is what it says
+        ["layers.0"] * 2 + ["layers.1"] * 3 + ["layers.2"] * 2 + ["unscoped"]
+    )
+    largest, summed = max(LAYERS), sum(LAYERS)
+    check = check_budget(export, per_scope={"layers.*": largest, "sum(layers.*)": summed})
+    assert check.ok and not check.slack
+    # one less than the largest: that layer alone is over, named with its pattern
+    check = check_budget(export, per_scope={"layers.*": largest - 1})
+    assert [(ln.name, ln.pattern, ln.diff) for ln in check.exceeded] == [
+        ("layers.1", "layers.*", 1)
+    ]
+    assert budget_table(check) == [
+        "scope                             budget  nodes  diff  kernels",
+        "layers.1 (per match of layers.*)       2      3    +1  3 × aten.add.out",
+        "(total)                                -      8        7 × aten.add.out",
+        "                                                       1 × aten.sub.out",
+    ]
+    assert (
+        budget_failure(check, export)
+        .splitlines()[0]
+        .startswith("node budget exceeded in 1 scope: callable:")
+    )
+    # every layer over: a row each; and the sum over them, a row of its own kind
+    check = check_budget(export, total=7, per_scope={"layers.*": 1, "sum(layers.*)": 6})
+    assert [ln.name for ln in check.exceeded] == [
+        "layers.0",
+        "layers.1",
+        "layers.2",
+        "sum(layers.*)",
+        "(total)",
+    ]
+    assert budget_table(check)[4] == (
+        "sum(layers.*) (sum of 3 scopes)        6      7    +1  7 × aten.add.out"
+    )
+    assert (
+        budget_failure(check, export)
+        .splitlines()[0]
+        .startswith("node budget exceeded in 3 scopes, 1 sum and the total: callable:")
+    )
+    # room to tighten a per-match budget: down to its largest match, no further
+    check = check_budget(export, per_scope={"layers.*": largest + 1, "sum(layers.*)": summed})
+    assert [(ln.name, ln.diff) for ln in check.slack] == [("layers.1", -1)]
+    assert slack_note("k", check) == (
+        "k [cpu-dispatch]: under budget: layers.* (per match, largest layers.1) 3 of 4; "
+        "lower the budget in the test"
+    )
+    # today's counts, as the budgets that hold them
+    assert counts(export, ["layers.*", "sum(layers.*)", "layers.0"]) == {
+        "layers.*": largest,
+        "sum(layers.*)": summed,
+        "layers.0": LAYERS[0],
+    }
+
+
+def test_the_file_holds_both_kinds_and_reads_them_back(tmp_path):
+    path = tmp_path / "b.json"
+    export = count(load_layers())
+    record(path, "k", export, ["layers.*", "sum(layers.*)"])
+    doc = json.loads(path.read_text())
+    scopes = {"layers.*": max(LAYERS), "sum(layers.*)": sum(LAYERS)}
+    assert doc["budgets"]["k"]["cpu-dispatch"]["scopes"] == scopes
+    entry = lookup(path, "k", "cpu-dispatch")
+    assert entry.scopes == scopes
+    assert check_budget(export, total=entry.total, per_scope=entry.scopes).ok
+    # read back, each is still its kind: a layer grown to the largest breaks only the sum,
+    # one grown past it both
+    same_largest = count(load_layers((3, 3, 2)))
+    over = check_budget(same_largest, per_scope=entry.scopes).exceeded
+    assert [(ln.name, ln.kind) for ln in over] == [("sum(layers.*)", budget.SUM)]
+    past = count(load_layers((2, 4, 2)))
+    over = check_budget(past, per_scope=entry.scopes).exceeded
+    assert [(ln.name, ln.kind) for ln in over] == [
+        ("layers.1", budget.PER_MATCH),
+        ("sum(layers.*)", budget.SUM),
+    ]
+
+
+def test_a_version_1_file_keeps_its_sums(tmp_path):
+    # Version 1 held a plain pattern's budget as the sum of its matches: read as its
+    # sum(...), the budget means what it did (read per match, 7 would hold every layer of
+    # 4 ops, 12 in all, unseen); recorded into, the file is written as version 2.
+    path = _write(
+        tmp_path / "b.json",
+        {
+            "schema": SCHEMA,
+            "schema_version": 1,
+            "budgets": {"old": {"cpu-dispatch": {"total": 8, "scopes": {"layers.*": 7}}}},
+        },
+    )
+    entry = lookup(path, "old", "cpu-dispatch")
+    assert entry.scopes == {"sum(layers.*)": sum(LAYERS)}
+    assert check_budget(count(load_layers()), per_scope=entry.scopes).ok
+    over = check_budget(count(load_layers((2, 3, 3))), per_scope=entry.scopes).exceeded
+    assert [ln.name for ln in over] == ["sum(layers.*)"]
+    record(path, "new", count(load_layers()), ["layers.*"])
+    doc = json.loads(path.read_text())
+    assert doc["schema_version"] == 2
+    assert {k: v["cpu-dispatch"]["scopes"] for k, v in doc["budgets"].items()} == {
+        "new": {"layers.*": max(LAYERS)},
+        "old": {"sum(layers.*)": sum(LAYERS)},
+    }
 
 
 def test_a_name_that_never_occurs_is_refused_with_the_nearest():
@@ -242,6 +401,9 @@ def test_a_name_that_never_occurs_is_refused_with_the_nearest():
     msg = str(e.value)
     assert '"pack": did you mean "stage*/pack". Top-level scopes: stage0/pack, ' in msg
     assert "stage9/pack, stage10/pack, stage11/pack, ... 2 more." in msg  # the first 12
+    with pytest.raises(BudgetError) as e:  # inside sum(...), the nearest summed
+        check_budget(count(round_like), per_scope={"sum(pack)": 14})
+    assert '"sum(pack)": did you mean "sum(stage*/pack)". Top-level scopes:' in str(e.value)
 
 
 @pytest.mark.parametrize(
@@ -255,6 +417,8 @@ def test_a_name_that_never_occurs_is_refused_with_the_nearest():
         (None, {"layers..1": 1}, 'scope name "layers..1" is not a scope label'),
         (None, {" mlp": 1}, 'scope name " mlp" is not a scope label'),
         (None, {1: 1}, "a scope name is a str, got 1"),
+        (None, {"sum()": 1}, '"sum()" sums the scopes a name or pattern covers, and scope'),
+        (None, {"sum( mlp)": 1}, '"sum( mlp)" sums the scopes a name or pattern covers, and'),
     ],
 )
 def test_bad_budgets_are_refused(total, per_scope, message):
@@ -356,7 +520,7 @@ def test_record_writes_plain_sorted_json_and_keeps_other_entries(tmp_path):
     record(path, "t::a", export, None)  # every top-level scope
     doc = json.loads(path.read_text())
     assert list(doc) == ["schema", "schema_version", "budgets"]
-    assert doc["schema"] == SCHEMA and doc["schema_version"] == 1
+    assert doc["schema"] == SCHEMA and doc["schema_version"] == 2
     assert list(doc["budgets"]) == ["t::a", "t::b"]
     entry = {
         "total": TOTAL,
@@ -483,7 +647,7 @@ def change(path, value):
     [
         (lambda d: [d], "not a graph-harness node budget file (schema a list of 1, expected"),
         (change(["schema"], "graph-harness/nodes"), "a node export, not a node-budget"),
-        (change(["schema_version"], 2), "schema_version: 2 is not one this graph-harness reads"),
+        (change(["schema_version"], 3), "schema_version: 3 is not one this graph-harness reads"),
         (change(["extra"], 1), 'unknown key "extra"'),
         (change(["budgets"], []), "budgets: expected an object, got a list of 0"),
         (change(["budgets", "k"], {}), 'budgets["k"]: expected an object with an entry per'),
@@ -493,6 +657,7 @@ def change(path, value):
         (change(["budgets", "k", "cpu-dispatch", "total"], KeyError), "missing key 'total'"),
         (change(["budgets", "k", "cpu-dispatch", "scopes", "mlp"], True), 'scopes["mlp"]: exp'),
         (change(["budgets", "k", "cpu-dispatch", "scopes", "a..b"], 1), 'name "a..b" is not a'),
+        (change(["budgets", "k", "cpu-dispatch", "scopes", "sum()"], 1), '"sum()" sums the'),
         (change(["budgets", "k", "cpu-dispatch", "torch"], 2), ".torch: expected a str or null"),
     ],
 )
@@ -678,7 +843,7 @@ def test_plugin_records_then_checks(project):
     recorded_with = {"torch": torch.__version__, "device": "cpu"}
     assert doc == {
         "schema": SCHEMA,
-        "schema_version": 1,
+        "schema_version": 2,
         "budgets": {
             "test_decode.py::test_decode": {
                 "cpu-dispatch": {
@@ -716,6 +881,59 @@ def test_plugin_records_then_checks(project):
     run(project, "--update-node-budgets").assert_outcomes(passed=2)
     assert read_budgets(path)["whole"]["cpu-dispatch"].total == TOTAL + 1
     run(project).assert_outcomes(passed=2)
+
+
+def test_plugin_a_pattern_is_per_match_and_sum_is_named(project):
+    # The issue's case: `"layers.*": 3`, meant per layer, failed at the sum (7).
+    project.makepyfile(layers=layers_source())
+    project.makepyfile(
+        test_layers="""
+        import layers
+
+        def test_per_layer(node_budget):
+            node_budget(layers.make_step(), per_scope={"layers.*": 3}, device="cpu", warmup=1)
+
+        def test_over(node_budget):
+            node_budget(
+                layers.make_step(), per_scope={"layers.*": 2, "sum(layers.*)": 6},
+                device="cpu", warmup=1,
+            )
+
+        def test_recorded(node_budget):
+            node_budget(
+                layers.make_step(), record="b.json", per_scope=["layers.*", "sum(layers.*)"],
+                device="cpu", warmup=1,
+            )
+        """
+    )
+    result = run(project, "--update-node-budgets")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "E*node budget exceeded in 1 scope and 1 sum: callable:*",
+            "E*scope                             budget  nodes  diff  kernels",
+            "E*layers.1 (per match of layers.*)       2      3    +1  3 × aten.add.out",
+            "E*sum(layers.*) (sum of 3 scopes)        6      7    +1  7 × aten.add.out",
+            "test_layers.py::test_recorded [[]cpu-dispatch[]]: recorded in b.json: total 8, "
+            "layers.* (per match, largest layers.1) 3, sum(layers.*) 7",
+        ]
+    )
+    assert "E       layers.0 " not in result.stdout.str()  # within its budget: no row
+    scopes = json.loads((project.path / "b.json").read_text())["budgets"]
+    assert scopes["test_layers.py::test_recorded"]["cpu-dispatch"]["scopes"] == {
+        "layers.*": 3,
+        "sum(layers.*)": 7,
+    }
+    run(project, "-k", "recorded").assert_outcomes(passed=1)  # read back, both kinds hold
+    project.makepyfile(layers=layers_source((2, 3, 4)))  # the last layer grows past the rest
+    failed = run(project, "-k", "recorded")
+    failed.assert_outcomes(failed=1)
+    failed.stdout.fnmatch_lines(
+        [
+            "E*layers.2 (per match of layers.*)       3      4    +1  4 × aten.add.out",
+            "E*sum(layers.*) (sum of 3 scopes)        7      9    +2  9 × aten.add.out",
+        ]
+    )
 
 
 def test_plugin_refuses_a_scope_name_that_never_occurs(project):
@@ -949,19 +1167,25 @@ def test_node_budget_counts_graph_nodes(node_budget):
 @pytest.mark.gpu
 def test_node_budget_on_the_round_pack(node_budget):
     # The fused pack is one kernel per stage (kernels/pack.py); the shipped one is eight
-    # ops: a budget of one node per stage holds the fused round and refuses the shipped.
+    # ops: a budget of one node per stage's pack (per match), or of one per stage summed,
+    # holds the fused round and refuses the shipped.
     from graph_harness.capture import DecodeRound, RoundParams
 
     params = RoundParams(stages=3, rows=4, k=64, world=4, rank=2, shard=256, seed=7)
+    budgets = {"stage*/pack": 1, "sum(stage*/pack)": params.stages}
     fused = DecodeRound(params, "fused", "cuda")
-    export = node_budget(fused.run, per_scope={"stage*/pack": params.stages})
+    export = node_budget(fused.run, per_scope=budgets)
     df = export.frame()
     assert df[df.step == "pack"].kernel.tolist() == ["_pack_flat_kernel"] * params.stages
     shipped = DecodeRound(params, "shipped", "cuda")
     with pytest.raises(NodeBudgetExceeded) as e:
-        node_budget(shipped.run, per_scope={"stage*/pack": params.stages})
-    (line,) = e.value.check.exceeded
-    assert line.name == "stage*/pack" and line.scopes == params.stages
-    assert line.nodes > params.stages
-    assert "_pack_flat_kernel" not in dict(line.kernels)
-    assert "stage*/pack (3 scopes)" in str(e.value)
+        node_budget(shipped.run, per_scope=budgets)
+    *each, summed = e.value.check.exceeded
+    assert [(ln.name, ln.kind) for ln in each] == [
+        (f"stage{s}/pack", budget.PER_MATCH) for s in range(params.stages)
+    ]
+    assert all(ln.nodes > 1 and "_pack_flat_kernel" not in dict(ln.kernels) for ln in each)
+    assert (summed.name, summed.scopes) == ("sum(stage*/pack)", params.stages)
+    assert summed.nodes == sum(ln.nodes for ln in each)
+    assert "stage0/pack (per match of stage*/pack)" in str(e.value)
+    assert "sum(stage*/pack) (sum of 3 scopes)" in str(e.value)

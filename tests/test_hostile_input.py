@@ -6,6 +6,7 @@ naming the field. All in this process, through reports.cli.main."""
 import json
 import os
 import re
+import subprocess
 
 import pytest
 from rich.table import Table
@@ -289,3 +290,54 @@ def test_cost_documents_with_odd_measurements(tmp_path):
         (tmp_path / "costs.json").write_text(json.dumps(doc))
         code, out, err = _run(["advise", "./nodes.json", "--costs", "costs.json"], tmp_path)
         assert code == 2 and says in err and out == "", (field, err)
+
+
+EVIL = "\x1b]0;TITLE\x07\x1b]52;c;ZWNobyBwd25lZA==\x07\x1b[2K\x1b[1A\x1b[2Kfake\u202egnp.exe"
+
+
+def test_a_document_cannot_drive_the_terminal(tmp_path):
+    """A kernel, step and workload name holding a window title, a clipboard write (OSC 52),
+    erase-and-rewrite sequences and a bidirectional override, printed by `delta` and
+    `advise` on a real terminal (a pseudo-terminal), and into a CSV: every one shows as its
+    escape; no byte of it reaches the terminal raw (rich's own styles still do)."""
+    from tests.test_progress import _cmd, _env
+
+    doc = export_doc_v2()
+    for n in doc["nodes"]:
+        n["kernel"] = EVIL if n["kernel"] else None
+    doc["nodes"][0]["step"] = EVIL
+    doc["workload"] = EVIL
+    evil = tmp_path / "evil.json"
+    evil.write_text(json.dumps(doc))
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps(export_doc_v2()))
+    for argv in (
+        ["delta", str(evil), str(plain), "--csv", str(tmp_path / "d.csv")],
+        ["advise", str(evil)],
+    ):
+        master, slave = os.openpty()
+        try:
+            p = subprocess.run(
+                _cmd() + argv, stdin=slave, stdout=slave, stderr=slave, timeout=300,
+                env=_env(cpu=True),
+            )  # fmt: skip
+        finally:
+            os.close(slave)
+        got = b""
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: nothing more
+                break
+            if not chunk:
+                break
+            got += chunk
+        os.close(master)
+        text = got.decode("utf-8", "replace")
+        assert p.returncode == 0, text[-2000:]
+        assert "\x1b[" in text  # a terminal: rich styled it
+        for raw in ("\x1b]", "\x07", "\x1b[2K", "\x1b[1A", "\u202e"):
+            assert raw not in text, (argv[0], raw, text[-1500:])
+        assert "\\x1b]0;TITLE\\x07" in text and "\\u202e" in text, text[-1500:]
+    csv = (tmp_path / "d.csv").read_text()
+    assert "\x1b" not in csv and "\\x1b]52;c;" in csv

@@ -321,7 +321,8 @@ def test_every_exception_from_user_code_is_one_line(tmp_path):
         ("boom", 1, "Boom: from the step [raised at raising.py:"),
         ("generator_exit", 1, "GeneratorExit [raised at raising.py:"),
         ("unprintable", 1, "Unprintable: (its message could not be printed)"),
-        ("interrupt", 130, "interrupted; no partial output was left"),
+        # raised by the factory, no Ctrl-C received: its error, not an interruption
+        ("interrupt", 1, "KeyboardInterrupt [raised at raising.py:"),
         ("exits", 1, "called sys.exit(3) in its step"),
     ):
         got, out, err = _run(["count", "--target", f"raising.py:{fn}", "--out", "o"], tmp_path)
@@ -436,3 +437,72 @@ def test_printing_step_under_graph_capture_on_the_gpu(tmp_path):
     doc = json.loads(r.stdout)
     assert doc["exports"]["target"]["source"] == "cuda-graph"
     assert "printf in the step" in r.stderr and "printf" not in r.stdout
+
+
+NOISY = """
+import os, sys, threading, time
+import torch
+
+x = torch.ones(4)
+stop = []
+
+
+def noisy():
+    # a thread of the factory's that prints while graph-harness runs, through Python and
+    # through descriptor 1, until the process ends
+    def loop():
+        while True:
+            print("noise from a thread", flush=True)
+            os.write(1, b"raw noise\\n")
+            time.sleep(0.0005)
+    threading.Thread(target=loop, daemon=True).start()
+    time.sleep(0.01)
+
+    def step():
+        x.mul_(1.0)
+        time.sleep(0.02)  # the thread prints meanwhile
+    return step
+
+
+class Odd:
+    # a step whose attribute lookups print (and return None for a name)
+    def __init__(self, exit_on=None):
+        self.x = torch.ones(4)
+        self.exit_on = exit_on
+
+    def __call__(self):
+        self.x.mul_(1.0)
+
+    def __getattr__(self, name):
+        print(f"looked up {name}")
+        if name == self.__dict__.get("exit_on"):
+            sys.exit(0)
+        if name.startswith("__"):
+            return None
+        raise AttributeError(name)
+
+
+def odd():
+    return Odd()
+
+
+def odd_exit():
+    return Odd(exit_on="reset")
+"""
+
+
+def test_whatever_the_targets_code_prints_never_reaches_the_results(tmp_path):
+    from tests.test_cli import run
+
+    (tmp_path / "noisy.py").write_text(NOISY)
+    for fn in ("noisy", "odd"):
+        for cmd in ("count", "check"):
+            r = run(cmd, "--target", f"{tmp_path / 'noisy.py'}:{fn}", "--json", cwd=tmp_path)
+            assert r.returncode == 0, (fn, cmd, r.stderr[-2000:])
+            json.loads(r.stdout)  # one document, nothing else
+            noise = "noise from a thread" if fn == "noisy" else "looked up"
+            assert noise not in r.stdout and noise in r.stderr, (fn, cmd)
+    r = run("count", "--target", f"{tmp_path / 'noisy.py'}:odd_exit", "--out", str(tmp_path / "o"))
+    assert r.returncode == 1 and not (tmp_path / "o").exists(), r.stderr
+    (line,) = [x for x in r.stderr.splitlines() if ": error:" in x]
+    assert "sys.exit(0) was called while graph-harness ran" in line, line

@@ -1,7 +1,8 @@
 """Node budgets, for the `node_budget` pytest fixture: an export's nodes counted against
 limits in total and per scope, and the budget file that records today's counts.
 
-- limits.py: check_budget, counts, BudgetError, NodeBudgetExceeded
+- limits.py: check_budget, counts, BudgetError, NodeBudgetExceeded; the names, and a
+  pattern's two kinds of budget (per match, and `sum(...)`)
 - file.py: the budget file, read, rendered and recorded
 
 May import: capture.export, capture.attribution, the root's files.py and paths.py.

@@ -5,12 +5,14 @@ The budget file (plain JSON, stable order, for review in a diff):
 
     {
       "schema": "graph-harness/node-budgets",
-      "schema_version": 1,
+      "schema_version": 2,
       "budgets": {
         "tests/test_decode.py::test_decode": {        <- pytest node id, or a name given
           "cpu-dispatch": {                            <- one entry per source
             "total": 11,
-            "scopes": {"attention": 4, "mlp": 2},      <- by name
+            "scopes": {                                <- by name, either kind of pattern
+              "attention": 4, "layers.*": 2, "sum(layers.*)": 6
+            },
             "torch": "2.13.0+cpu", "device": "cpu"     <- what recorded it (optional)
           }
         }
@@ -19,6 +21,11 @@ The budget file (plain JSON, stable order, for review in a diff):
 
 Counts of dispatched ops on the CPU and of graph nodes on a GPU differ, so each source
 keeps its own entry, and a budget is only ever checked against one of its own source.
+
+Version 1 files held a plain pattern's budget as the sum over the scopes it matched,
+which is now `sum(...)`'s meaning (a plain pattern's budget is per match): they are read
+with each such name as its `sum(...)`, so no budget changes meaning without a diff, and
+written back as version 2 when recorded into.
 
 Recording rewrites only a file that reads as a budget file (anything else is refused and
 left as it was), through capture/files.py: written beside and renamed in, a link written
@@ -35,7 +42,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from graph_harness.capture.budget.limits import UPDATE_FLAG, BudgetError, check_name, counts
+from graph_harness.capture.budget.limits import (
+    UPDATE_FLAG,
+    BudgetError,
+    check_name,
+    counts,
+    is_pattern,
+    sum_key,
+)
 from graph_harness.capture.export.documents import ExportError, Fields, show
 from graph_harness.capture.export.kinds import load_document
 from graph_harness.capture.export.nodes import SOURCES, NodeExport
@@ -43,7 +57,8 @@ from graph_harness.capture.files import OutputPathError, write_output
 from graph_harness.capture.paths import os_reason
 
 SCHEMA = "graph-harness/node-budgets"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READS = (1, 2)  # version 1: a plain pattern's budget was the sum (the module's docstring)
 ENTRY_KEYS = ("total", "scopes")
 ENTRY_OPTIONAL = ("torch", "device")
 
@@ -81,11 +96,11 @@ def read_budgets(path: str | Path) -> dict[str, dict[str, Entry]]:
         got = show(doc.get("schema")) if isinstance(doc, dict) else show(doc)
         f.fail("", f"not a graph-harness node budget file (schema {got}, expected {SCHEMA!r})")
     version = doc.get("schema_version")
-    if type(version) is not int or version != SCHEMA_VERSION:
+    if type(version) is not int or version not in READS:
         f.fail(
             "schema_version",
-            f"{show(version)} is not one this graph-harness reads ({SCHEMA_VERSION}); "
-            "re-record it with --update-node-budgets",
+            f"{show(version)} is not one this graph-harness reads "
+            f"({', '.join(map(str, READS))}); re-record it with --update-node-budgets",
         )
     f.keys("", doc, ("schema", "schema_version", "budgets"))
     out: dict[str, dict[str, Entry]] = {}
@@ -111,8 +126,17 @@ def read_budgets(path: str | Path) -> dict[str, dict[str, Entry]]:
                 f.integer(f"{p}.scopes[{show(name)}]", n, lo=0)
             for k in ENTRY_OPTIONAL:
                 f.string(f"{p}.{k}", e.get(k), none=True)
+            if version == 1:
+                scopes = {_as_version_2(name): n for name, n in scopes.items()}
             out[key][source] = Entry(total, dict(scopes), e.get("torch"), e.get("device"))
     return out
+
+
+def _as_version_2(name: str) -> str:
+    """A version 1 name as it is spelled now: a pattern's budget was its matches' sum. (A
+    scope's own label, `*` say, still names that scope alone inside `sum(...)`; and
+    inside it, the name is matched as it was, even one spelled `sum(...)` itself.)"""
+    return sum_key(name) if is_pattern(name) else name
 
 
 def render_budgets(budgets: Mapping[str, Mapping[str, Entry]]) -> str:

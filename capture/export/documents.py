@@ -66,8 +66,9 @@ def load_json(path: str | Path, what: str, error: type[ExportError] = ExportErro
         ) from None
     try:
         doc = json.loads(text)
-        # no real name holds a lone surrogate; one from an escape is kept as its escape
-        return printable_all(doc) if _SURROGATE_ESCAPE.search(text) else doc
+        # no real name holds a lone surrogate or a control character; one from an escape
+        # (or a raw bidirectional override) is kept as its escape, never obeyed when shown
+        return printable_all(doc) if _UNPRINTABLE.search(text) else doc
     except json.JSONDecodeError as e:
         raise error(f"{prefix}: not JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
     except RecursionError:
@@ -81,7 +82,12 @@ def load_json(path: str | Path, what: str, error: type[ExportError] = ExportErro
         raise error(f"{prefix}: {e}") from None
 
 
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # a JSON escape that can make one
+# JSON escapes that make a lone surrogate or a control character, and the raw
+# bidirectional controls (capture/text.py): a document holding none needs no pass
+_UNPRINTABLE = re.compile(
+    r"\\u[dD][89a-fA-F]|\\u00[01]|\\u007[fF]|\\u00[89]|\\u202[a-eA-E]|\\u206[6-9]|\\[bfnrt]"
+    "|[\u202a-\u202e\u2066-\u2069]"
+)
 
 
 def show(v: object) -> str:

@@ -31,8 +31,10 @@ def _console_class() -> type[Console]:
 
     class _Console(Console):
         def render_str(self, text: str, **kwargs):
-            # Every str printed, a table's cells and titles included, comes through here.
-            return super().render_str(printable(text), **kwargs)
+            # Every str printed, a table's cells and titles included, comes through here:
+            # a control character from a name is shown as its escape, never obeyed; our
+            # own line breaks stay.
+            return super().render_str(printable(text, keep="\n"), **kwargs)
 
         def on_broken_pipe(self) -> None:
             # rich's own ends the program with SystemExit(1); a reader that went away is
@@ -70,11 +72,12 @@ class _Closed:
         return 1
 
 
-def make_io(json_: bool, closed: set[int] = frozenset()) -> IO:
-    """The two streams of a command. Piped into a log or CI, rich would squeeze tables
-    into 80 columns and cut headers and figures to "..."; COLUMNS still wins when set."""
+def make_io(json_: bool, closed: set[int] = frozenset(), out=None) -> IO:
+    """The two streams of a command; `out`: where results go (capture/results.py), else
+    sys.stdout. Piped into a log or CI, rich would squeeze tables into 80 columns and cut
+    headers and figures to "..."; COLUMNS still wins when set."""
     wide = "COLUMNS" not in os.environ
-    out = _Closed() if 1 in closed else sys.stdout
+    out = _Closed() if 1 in closed else (out if out is not None else sys.stdout)
     err = open(os.devnull, "w") if 2 in closed else None  # noqa: SIM115 - for the process
     return IO(
         out=make_console(out, width=160 if wide and not out.isatty() else None),

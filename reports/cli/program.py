@@ -164,12 +164,16 @@ def main(argv: list[str] | None = None) -> int:
         # while a signal still ends the start-up at once: nothing has been written yet.
         import torch  # noqa: F401
 
+        from graph_harness.capture.results import results_aside
         from graph_harness.reports.cli.console import make_io
 
-        io = make_io(getattr(args, "json", False), closed)
-        _signalled.clear()
-        _set_handlers(_raise_where_we_are)
-        return _run(args, io, getattr(args, "debug", False))
+        # From here on, descriptor 1 is stderr and the results have a copy of their own:
+        # nothing a user's thread or a C library prints can land inside them.
+        with results_aside(for_good=_started_as_the_cli()) as out:
+            io = make_io(getattr(args, "json", False), closed, out)
+            _signalled.clear()
+            _set_handlers(_raise_where_we_are)
+            return _run(args, io, getattr(args, "debug", False))
     finally:
         for s, h in held.items():
             # After the command, a signal no longer interrupts a start-up: the default.
@@ -182,16 +186,33 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args, io, debug: bool) -> int:
     try:
         return _command(args.command)(args, io)
-    except KeyboardInterrupt:
-        return _stopped(io, signal.SIGINT)
+    except KeyboardInterrupt as e:
+        if _signalled:  # our handler saw the Ctrl-C (_raise_where_we_are)
+            return _stopped(io, signal.SIGINT)
+        # no Ctrl-C came: the user's code raised it, and it is an error like any other
+        return _report_error(io, args, e)
     except Terminated as e:
         return _stopped(io, e.signum)
     except BrokenPipeError:
         # The reader of stdout went away (`| head`): stop quietly, as a Unix tool does.
-        _plug(1, 2)
+        from graph_harness.capture.results import results_descriptor
+
+        _plug(1, 2, results_descriptor(1))
         return 128 + signal.SIGPIPE
-    except SystemExit:
-        raise  # keeps its meaning; a target's sys.exit() was made a TargetError already
+    except SystemExit as e:
+        # graph-harness raises none once its parser is done, and a target's calls made
+        # theirs a TargetError: this one came from the target's code outside its guard (an
+        # attribute of its step, a hook, a thread's excepthook). Never a silent exit.
+        if debug:
+            raise
+        from graph_harness.reports.cli.target import TargetError
+
+        err = TargetError(
+            f"sys.exit({_code_of(e)}) was called while graph-harness ran (the target's "
+            "code, outside its module, factory, step and reset: an attribute of its step, "
+            "a hook or a thread); a target must return or raise, not exit"
+        )
+        return _report_error(io, args, err)
     except BaseException as e:
         if _signalled:  # a signal that surfaced as some other error on its way up
             return _stopped(io, _signalled[0])
@@ -200,6 +221,13 @@ def _run(args, io, debug: bool) -> int:
         code = _report_error(io, args, e)
         _exit_if_cuda_is_lost(e, code)
         return code
+
+
+def _code_of(e: SystemExit) -> str:
+    try:
+        return repr(e.code)
+    except BaseException:
+        return "..."
 
 
 def _exit_if_cuda_is_lost(e: BaseException, code: int) -> None:

@@ -196,7 +196,6 @@ def _guard_exit(fn, spec: str, where: str):
     """`fn`, the user's, called with its stdout sent to stderr and its sys.exit() made a
     TargetError (module docstring)."""
 
-    @functools.wraps(fn)
     def call(*args, **kwargs):
         try:
             with stdout_to_stderr():
@@ -207,6 +206,11 @@ def _guard_exit(fn, spec: str, where: str):
                 "return (or raise), not exit"
             ) from e
 
+    try:  # its name, docstring and attributes (`module`, `reset`), as functools.wraps does
+        with stdout_to_stderr():
+            functools.update_wrapper(call, fn)
+    except (TypeError, AttributeError):  # an object whose attributes answer oddly
+        call.__wrapped__ = fn
     return call
 
 

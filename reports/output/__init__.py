@@ -5,7 +5,7 @@ is made, swapped in, never a user's data lost; leftovers of killed runs cleaned.
 - plan.py: what --out may replace, decided before any work
 - manifest.py: the manifest every output folder carries
 - renames.py: renames that never replace
-- leftovers.py: a killed run's hidden folder, reported and cleaned
+- leftovers.py: a killed or failed run's hidden folder, reported and cleaned
 
 May import: capture.files (its writer claims each file's name in the manifest),
 capture.paths.

@@ -11,9 +11,14 @@ What `--out PATH` accepts, checked before any work is done:
   refused without `--force`, replaced with it (when this user can remove it);
 - a symbolic link to a folder is written through (the link stays), by the rules above.
   `..` after a link is the link target's parent, as the OS has it.
-Always refused: a plain file, a broken link, a device or FIFO; a folder holding anything
-graph-harness did not write (even with `--force`); the current folder, any folder above
-it, the home folder and `/`; a folder this user may not write in.
+Always refused: a plain file, a broken link, a device, FIFO or socket, a stream
+(`/dev/stdout`, `/dev/fd/N`: a pipe, a terminal, whatever it is open on); a folder
+holding anything graph-harness did not write (even with `--force`); the current folder,
+any folder above it, the home folder and `/`; a folder this user may not write in.
+
+A run that fails before its commit (an error, a full disk at any write, its first
+manifest's included) removes what it made: the files it listed, its hidden folder, the
+parent folders it made; anything else found in its hidden folder is left, and said.
 
 Commit, with SIGINT/SIGTERM/SIGHUP held off until it is done:
 - new path: rename with RENAME_NOREPLACE, so a folder that appeared meanwhile is never
@@ -28,8 +33,9 @@ until its commit is done, and a replace first takes the lock of what is at the p
 
 A killed run (SIGKILL) leaves its hidden folder; the next run at the same path reports it
 and removes the files its manifest lists (then the folder, if that empties it), when no
-live run holds it (the kernel drops a run's flock at its death). Anything else is
-reported and left.
+live run holds it (the kernel drops a run's flock at its death). A folder holding only a
+first manifest never finished (reports/output/manifest.py) goes too. Anything else is
+reported, with where it is, and left.
 """
 
 from __future__ import annotations
@@ -107,7 +113,8 @@ def staged_output(
     """Yield a hidden folder to fill (write its files through capture/files.py, which
     lists each in the manifest first); on success it becomes `out` (see the module
     docstring). `out=None` yields None and writes nothing. `say` gets notes for the user
-    (leftovers found, an old output that could not all be removed)."""
+    (leftovers found, an old output that could not all be removed, what a failed run could
+    not remove of its own folder)."""
     if out is None:
         yield None
         return
@@ -119,7 +126,7 @@ def staged_output(
     claimed: set[str] = set()
     try:
         with _signals_deferred():  # no instant at which a signal leaves a bare folder
-            made = _make_parents(plan.real.parent)
+            _make_parents(plan.real.parent, made)
             tmp, lock = make_partial(plan.real)  # locked until this run ends: a live run's
             os.chmod(tmp, default_mode(folder=True))
             manifest = Manifest(command, _now(), socket.gethostname(), os.getpid(), False, ())
@@ -144,8 +151,18 @@ def staged_output(
         if old is not None and old is not BUSY:
             os.close(old[0])
         if not committed and tmp is not None and lock is not None:
-            with contextlib.suppress(OSError):
-                remove_listed(tmp, lock)
+            # Through the lock's descriptor: whatever its name now, this run's own folder.
+            # Its manifest lists every file made (a claim that failed made none); without
+            # one, a first manifest never finished is all there is, and goes too.
+            why = None
+            try:
+                if left := remove_listed(tmp, lock):
+                    why = f"it holds {', '.join(left[:3])}, which graph-harness did not write"
+            except OSError as e:
+                why = f"it could not be removed ({os_reason(e)})"
+            if why and say:
+                with contextlib.suppress(OSError):  # the run's own error still goes up
+                    say(f"this run's unfinished folder is left at {tmp}: {why}")
         if lock is not None:
             os.close(lock)
         for p in reversed(made):
@@ -153,13 +170,13 @@ def staged_output(
                 p.rmdir()  # only if still empty: a folder we made for nothing
 
 
-def _make_parents(parent: Path) -> list[Path]:
-    made = []
+def _make_parents(parent: Path, made: list[Path]) -> None:
+    """Make the folders missing above the output, each added to `made` as it is made, so
+    that one failing midway (a full disk) leaves the caller the list of what to remove."""
     for p in [*reversed(parent.parents), parent]:
         if not p.exists():
             p.mkdir()
             made.append(p)
-    return made
 
 
 BUSY = (-1, "busy")

@@ -51,7 +51,17 @@ def make_partial(real: Path) -> tuple[Path, int]:
             fd = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY)
         except FileNotFoundError:
             continue
-        fcntl.flock(fd, fcntl.LOCK_EX)  # a cleanup holds it for a moment at most
+        except OSError:  # no descriptor left, say: the bare folder just made is ours to remove
+            with contextlib.suppress(OSError):
+                os.rmdir(tmp)
+            raise
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # a cleanup holds it for a moment at most
+        except OSError:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.rmdir(tmp)  # only while empty: never a folder another run fills
+            raise
         if _still_at(tmp, fd):
             return tmp, fd
         os.close(fd)
@@ -77,8 +87,10 @@ def clean_leftovers(real: Path, say: Callable[[str], None] | None, shown: str) -
     """Look at each hidden folder beside `real` that no live run holds, holding its lock
     meanwhile: remove the files its manifest lists (a finished output swapped aside, or a
     run killed while building, which listed each file before making it), then the folder
-    if that empties it. An empty one goes too (a run killed the instant after making it).
-    Anything else is left as it is, and each is reported; nothing here raises."""
+    if that empties it. An empty one goes too (a run killed the instant after making it),
+    and one holding only a first manifest never finished (a full disk, a kill before its
+    rename: reports/output/manifest.py). Anything else is left as it is, and each is
+    reported with its path; nothing here raises."""
     try:
         entries = [e for e in os.scandir(real.parent) if is_partial_of(e.name, real)]
     except OSError:
@@ -98,9 +110,9 @@ def clean_leftovers(real: Path, say: Callable[[str], None] | None, shown: str) -
             m = read_manifest(path, dir_fd=fd)
             try:
                 left = remove_listed(path, fd)
-                what = "removed it" if not left else _left(left, m is not None)
+                what = "removed it" if not left else _left(left, m is not None, path)
             except OSError as err:
-                what = f"could not remove it ({os_reason(err)}); remove it yourself"
+                what = f"could not remove it ({os_reason(err)}); remove it yourself: {path}"
         finally:
             os.close(fd)
         if say:
@@ -111,8 +123,14 @@ def clean_leftovers(real: Path, say: Callable[[str], None] | None, shown: str) -
             )
 
 
-def _left(left: list[str], manifest: bool) -> str:
+def _left(left: list[str], manifest: bool, path: Path) -> str:
     if not manifest:
-        return "left it as it is: not recognisably ours (it has no manifest of graph-harness's)"
+        return (
+            "left it as it is: not recognisably ours (it has no manifest of graph-harness's); "
+            f"it is at {path}, for you to look at and remove"
+        )
     more = " ..." if len(left) > 3 else ""
-    return f"left it: it holds {', '.join(left[:3])}{more}, which graph-harness did not write"
+    return (
+        f"left it: it holds {', '.join(left[:3])}{more}, which graph-harness did not write; "
+        f"it is at {path}: move those out and the next run removes the rest"
+    )

@@ -5,6 +5,12 @@ A folder being built lists every file before the file is made (capture/files.py 
 so at every instant the manifest names all that graph-harness may have put there. The
 manifest itself is written to MANIFEST_NEW and renamed in (only the run that holds the
 folder's lock writes it), so that name is the manifest's own too.
+
+Until the first manifest is renamed in, the folder holds nothing but MANIFEST_NEW (no file
+is claimed before then), and what that holds is a beginning of what `write_manifest` writes:
+nothing at all when a full disk failed its first write, some of it when the disk filled
+midway, all of it when the run was killed before the rename. Such a folder is recognisably
+ours without a manifest; anything else in it, or other bytes in MANIFEST_NEW, is not.
 """
 
 from __future__ import annotations
@@ -94,9 +100,38 @@ def _plain_name(name: object) -> bool:
     )
 
 
+def _encode(m: Manifest) -> bytes:
+    return (json.dumps(m.to_dict(), indent=1) + "\n").encode("utf-8", "backslashreplace")
+
+
+# How every manifest begins (the keys before the first that varies), byte for byte.
+_HEAD = _encode(Manifest("", "", "", 0, False, ())).partition(b'"command"')[0]
+
+
+def _unfinished_first(dir_fd: int) -> bool:
+    """Whether MANIFEST_NEW in the folder open at `dir_fd` is a first manifest that was
+    never finished (see the module docstring): a plain file of one link, holding a
+    beginning of a manifest (nothing, part of `_HEAD`, or `_HEAD` and more)."""
+    try:
+        fd = os.open(MANIFEST_NEW, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
+    except OSError:
+        return False
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or st.st_size > _MANIFEST_MAX:
+            return False
+        with os.fdopen(os.dup(fd), "rb") as f:
+            raw = f.read(len(_HEAD))
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return raw == _HEAD[: len(raw)]
+
+
 def write_manifest(folder: Path, m: Manifest) -> None:
     """Write beside (MANIFEST_NEW) and rename in: the manifest is whole at every instant."""
-    data = (json.dumps(m.to_dict(), indent=1) + "\n").encode("utf-8", "backslashreplace")
+    data = _encode(m)
     new = folder / MANIFEST_NEW
     fd = os.open(new, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o666)
     with os.fdopen(fd, "wb") as f:
@@ -125,14 +160,19 @@ def foreign_entries(folder: Path, *, dir_fd: int | None = None) -> list[str] | N
 
 def remove_listed(folder: Path, dir_fd: int) -> list[str]:
     """Remove a folder graph-harness wrote, through `dir_fd` (the folder opened and
-    locked): the plain files its manifest lists, then, if nothing else is in it, the
-    manifest and the folder. Returns what was left (empty: the folder is gone); the
-    manifest stays while anything else does, so the folder stays recognisably ours.
-    OSError (no permission, say) is the caller's to report."""
+    locked): the plain files its manifest lists and MANIFEST_NEW, then, if nothing else
+    is in it, the manifest and the folder. Returns what was left (empty: the folder is
+    gone); the manifest stays while anything else does, so the folder stays recognisably
+    ours.
+    Without a manifest, only an empty folder, or one holding nothing but an unfinished
+    first manifest, is removed. OSError (no permission, say) is the caller's to report."""
     m = read_manifest(folder, dir_fd=dir_fd)
     if m is None:
         with os.scandir(dir_fd) as entries:
             left = sorted(e.name for e in entries)
+        if left == [MANIFEST_NEW] and _unfinished_first(dir_fd):
+            os.unlink(MANIFEST_NEW, dir_fd=dir_fd)
+            left = []
         if not left:
             _rmdir(folder, dir_fd)
         return left
@@ -146,6 +186,8 @@ def remove_listed(folder: Path, dir_fd: int) -> list[str]:
                 os.unlink(e.name, dir_fd=dir_fd)
         elif e.name not in (MANIFEST, MANIFEST_NEW):
             left.append(e.name)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(MANIFEST_NEW, dir_fd=dir_fd)  # a write that failed: only the lock's holder writes
     if left:
         return sorted(left)
     for name in (MANIFEST_NEW, MANIFEST):

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from graph_harness.capture.errors import UsageError
-from graph_harness.capture.paths import os_reason
+from graph_harness.capture.paths import descriptor_of, kind_of, os_reason
 from graph_harness.reports.output.manifest import MANIFEST, foreign_entries, read_manifest
 
 
@@ -48,6 +48,37 @@ def _where(out: Path) -> Path:
     return Path(os.path.realpath(real)) if real.is_symlink() else real
 
 
+def _not_a_folder(shown: str, what: str) -> OutputRefused:
+    return OutputRefused(
+        f"--out {shown} is {what}, not a folder: --out takes a folder (a new path, an empty "
+        "folder, or an earlier graph-harness output) and writes its files in it; give a "
+        "folder path, e.g. --out gh-out"
+    )
+
+
+def _refuse_streams(out: Path, shown: str) -> None:
+    """Refuse a device, FIFO or socket at `out`, and anything but a folder that `out`
+    reaches through a descriptor's link in /proc (`/dev/stdout`, `/dev/fd/N`): a stream,
+    whatever it is open on. Done first: a pipe behind /dev/stdout has no name
+    (`pipe:[N]`), so `_where` would take it for a new path in /proc/PID/fd."""
+    fd = descriptor_of(out)  # None: no descriptor; -1: another process's
+    try:
+        st = os.stat(out)
+    except FileNotFoundError:
+        if fd is not None:
+            raise _not_a_folder(shown, "a file descriptor that is not open") from None
+        return
+    except OSError:
+        return  # plan_output says what is wrong with the path
+    mode = st.st_mode
+    if stat.S_ISDIR(mode) or (fd is None and stat.S_ISREG(mode)):
+        return  # a regular file by name: plan_output refuses it as one
+    if fd is None:
+        raise _not_a_folder(shown, kind_of(mode))
+    # Not what the descriptor holds: while a command runs, descriptor 1 may be stderr.
+    raise _not_a_folder(shown, f"a stream (descriptor {fd})" if fd >= 0 else "a stream")
+
+
 def plan_output(out: Path, force: bool) -> Plan:
     """Decide, before any work, whether `out` may take the output; OutputRefused if not."""
     shown = str(out)
@@ -57,6 +88,7 @@ def plan_output(out: Path, force: bool) -> Plan:
                 f"--out {shown} is a symbolic link to {os.readlink(out)}, which does not "
                 "exist; give a folder path"
             )
+        _refuse_streams(out, shown)
         real = _where(out)
         st = os.stat(real)
     except FileNotFoundError:
