@@ -102,7 +102,25 @@ def check_input(path: str | Path, what: str = "file") -> None:
     except OSError as e:
         raise InputPathError(f"{what} {name}: {os_reason(e)}") from None
     if not stat.S_ISREG(st.st_mode):
-        raise InputPathError(f"{what} {name} is {kind_of(st.st_mode)}, not a file; give a file")
+        inside = documents_in(path) if stat.S_ISDIR(st.st_mode) else ""
+        raise InputPathError(
+            f"{what} {name} is {kind_of(st.st_mode)}, not a file; give a file{inside}"
+        )
+
+
+def documents_in(folder) -> str:
+    """ ": one of its JSON documents, a/nodes-x.json, ..." for a folder holding some (an
+    output folder of ours holds them), else ""."""
+    try:
+        names = sorted(e.name for e in os.scandir(folder) if e.name.endswith(".json"))
+    except OSError:
+        return ""
+    names = [n for n in names if not n.startswith(".")]
+    if not names:
+        return ""
+    nodes = [n for n in names if n.startswith("nodes-")] or names  # exports first
+    shown = ", ".join(os.path.join(os.fspath(folder), n) for n in nodes[:4])
+    return f" in it, such as {shown}" + (" ..." if len(nodes) > 4 else "")
 
 
 def read_input(path: str | Path, what: str = "file") -> bytes:

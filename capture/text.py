@@ -46,6 +46,12 @@ def printable_all(value: Any) -> Any:
     return value
 
 
+def a_type(value: object) -> str:
+    """ "a list", "an int": the article and the name of `value`'s type, for messages."""
+    name = type(value).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
+
+
 def plural(n: int, word: str, words: str | None = None) -> str:
     """`n` and the word, singular for one: "1 export", "5 exports"."""
     return f"{n} {word if n == 1 else (words or word + 's')}"

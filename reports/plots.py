@@ -8,9 +8,10 @@ from pathlib import Path
 import pandas as pd
 
 from graph_harness.capture import NodeExport
-from graph_harness.capture.attribution.rollup import tree_order
+from graph_harness.capture.attribution.rollup import ROOT, tree_order
 from graph_harness.capture.files import write_output
-from graph_harness.reports.text import counted, plot_label
+from graph_harness.capture.scopes.recorder import UNSCOPED
+from graph_harness.reports.text import counted, plot_label, plural
 
 
 def _plt():
@@ -148,21 +149,26 @@ def waterfall(
 
 
 def nodes_per_module(
-    per_module: pd.DataFrame, depth: int, path: Path, source: str = "cuda-graph"
+    per_module: pd.DataFrame, depth: int | None, path: Path, source: str = "cuda-graph"
 ) -> Path:
-    """Nodes per module cut to `depth`, one bar group per module, one bar per export;
-    `source`: the exports' (what a bar counts: nodes, or dispatches on the CPU)."""
+    """Each scope's own nodes (`own`: in it and in no scope below it down to `depth`; at
+    `depth`, everything under it; None: every level), one bar group per scope, one bar per
+    export (`name`): bars that sum to the total, so not a parent's total beside its
+    children's, and labelled own. `source`: the exports' (nodes, or dispatches on the CPU)."""
     plt = _plt()
-    wide = per_module.pivot_table(index="scope", columns="name", values="nodes", fill_value=0)
+    wide = per_module.pivot_table(index="scope", columns="name", values="own", fill_value=0)
     wide = wide[list(dict.fromkeys(per_module.name))]  # exports in the order given
     wide = wide.loc[sorted(wide.index, key=tree_order)]  # layers.2 before layers.10
-    wide = _labelled(wide)
+    # the root's own are the nodes in no scope: its bar says so, not "(all)" (every node)
+    wide = _labelled(wide.rename(index={ROOT: UNSCOPED}))
     fig, ax = plt.subplots(figsize=(8, max(3.0, 0.3 * len(wide) + 1)))
     wide.iloc[::-1].plot.barh(ax=ax, width=0.8)
     word = counted(source)
-    ax.set_xlabel(word if source == "cuda-graph" else f"{word} (CPU)")
-    ax.set_ylabel(f"module (qualified name, {depth} parts)")
-    ax.set_title(f"{word.capitalize()} per module ({source})")
+    cut = "every level" if depth is None else f"cut at {plural(depth, 'part')}"
+    ax.set_xlabel(f"own {word}" + ("" if source == "cuda-graph" else " (CPU)"))
+    ax.set_ylabel(f"module (qualified name, {cut})")
+    to = "" if depth is None else f" down to depth {depth}"
+    ax.set_title(f"Own {word} per module ({source}): none of a submodule's{to}")
     _whole_numbers(ax.xaxis)
     ax.grid(alpha=0.3, axis="x")
     return _save(fig, path)
@@ -170,11 +176,13 @@ def nodes_per_module(
 
 def dispatch_share(scopes: pd.DataFrame, path: Path) -> Path:
     """Dispatch share (gaps over cost) per scope, one bar per profiled graph: the round's
-    steps, or a step's scopes two levels deep (layers.3), from a profile's scope table."""
+    steps, or a step's scope tree (a profile's scope table) at its deepest level: where
+    its tables cut it (one bar per layer by default: layers.3), so the plot shows the
+    level the tables and the nodes plot do; a table of every level, its deepest scopes."""
     plt = _plt()
     df = scopes
     if (df.depth > 0).any():  # a scope tree: one level of it, not the root
-        df = df[df.depth == min(2, int(df.depth.max()))]
+        df = df[df.depth == int(df.depth.max())]
     wide = df.pivot_table(index="scope", columns="variant", values="dispatch_share")
     wide = wide[list(dict.fromkeys(df.variant))]  # graphs in the order profiled
     wide = wide.reindex(list(dict.fromkeys(df.scope)))  # scopes in table order

@@ -29,13 +29,21 @@ def totals_table(exports: list[NodeExport]) -> Table:
         t.add_column(step, justify="right")
     base = exports[0].total
     t.add_column(f"vs {exports[0].variant}", justify="right")
+    gathered = 0
     for e in exports:
         per_step = e.counts("step")
+        gathered += int(per_step.get("gather", 0))
         t.add_row(
             e.variant or e.workload,
             str(e.total),
             *(str(int(per_step.get(s, 0))) for s in steps),
             f"{e.total - base:+d}",
+        )
+    if "gather" in steps and not gathered:
+        # capture/round/decode.py: on one process the other ranks' slots are static inputs
+        t.caption = (
+            "gather 0: one process, no all-gather (the other ranks' slots are static inputs "
+            "filled once); torchrun ... count --distributed captures the real one"
         )
     return t
 
@@ -65,6 +73,16 @@ def workload_totals_table(exports: list[NodeExport]) -> Table:
 SHOW_ALL = "--module-scopes all shows every level"  # how to see what a cut table hides
 
 
+def default_depth(exports) -> int | None:
+    """Where a user's step's scope tree is cut when no DEPTH is given (`--module-scopes`
+    alone, or no module scopes): one row per decoder layer, the exports' block depth
+    (`layers.i` is 2, HF's `model.layers.i` 3); every level (None) where no blocks were
+    found. The one source of that default: count's and profile's tables (through
+    reports/cli/args.py's shown_depth), report.md's tables, its CSVs and its plots."""
+    depths = [e.options.get("block_depth") for e in exports]
+    return max((d for d in depths if d is not None), default=None)
+
+
 def deeper_note(frame, depth: int | None, how: str = SHOW_ALL) -> str | None:
     """What a table cut at `depth` must say: how many nodes sit deeper (counted in their
     depth-`depth` scope's own) and how to see them; None when none do."""
@@ -79,7 +97,9 @@ def deeper_note(frame, depth: int | None, how: str = SHOW_ALL) -> str | None:
 
 def scope_tree_table(export: NodeExport, depth: int | None = None) -> Table:
     """Nodes per scope, as a tree rolled up by qualified-name prefix: `nodes` counts all
-    under a scope, `own` those in it and in none of its children. Cut at `depth`, print
+    under a scope, `own` those in it and in none of its children shown (a scope at the cut
+    `depth` owns everything under it: capture/attribution/rollup.py's scope_tree, as
+    report.md's table, its CSVs and its plot count them). Cut at `depth`, print
     `deeper_note` beside it (a line of its own: it must not wrap)."""
     tree = scope_tree(export.frame(), depth)
     name = export.variant or export.workload.removeprefix("callable:")
@@ -159,7 +179,11 @@ def delta_tables(d, depth: int | None = None) -> list[Table]:
                 for r in tree[keep].itertuples()
             ]
         )
-        first = ("by scope (modules nest; rows that differ)", tree, ["scope"])
+        first = (
+            "by scope (modules nest; rows that differ, and every top-level one)",
+            tree,
+            ["scope"],
+        )
     for title, df, keys in (
         first,
         ("by node type", d.by_type, ["type"]),

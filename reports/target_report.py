@@ -10,35 +10,39 @@ from pathlib import Path
 import pandas as pd
 
 from graph_harness.capture import NodeExport
-from graph_harness.capture.attribution.rollup import per_scope, scope_tree
+from graph_harness.capture.attribution.rollup import scope_tree
 from graph_harness.capture.export.delta import node_delta
 from graph_harness.capture.files import write_csv, write_output
 from graph_harness.reports import plots
 from graph_harness.reports.kernel_names import short_names
 from graph_harness.reports.report import _md, dispatch_section, header
-from graph_harness.reports.tables import deeper_note
+from graph_harness.reports.tables import deeper_note, default_depth
 
-PLOT_DEPTH = 2  # modules per bar chart where the model has no repeated blocks
-
-
-def plot_depth(exports: dict[str, NodeExport]) -> int:
-    """One bar per decoder layer: the exports' block depth (`layers.i` is 2, HF's
-    `model.layers.i` 3), else PLOT_DEPTH."""
-    depths = [e.options.get("block_depth") for e in exports.values()]
-    return max((d for d in depths if d is not None), default=PLOT_DEPTH)
+# `depth` not given: tables.default_depth of the exports (--module-scopes without DEPTH)
+BY_BLOCKS = "by blocks"
 
 
 def write_target_report(
-    folder: Path, exports: dict[str, NodeExport], *, command: str, profile=None, checks=None
+    folder: Path,
+    exports: dict[str, NodeExport],
+    *,
+    command: str,
+    profile=None,
+    checks=None,
+    depth: int | str | None = BY_BLOCKS,
 ) -> Path:
     """Write report.md and its files into `folder` (which must exist and be empty).
     `exports`: one or two, by name (the first is A of the delta). `profile`: their
     in-round profile (capture/profile/document.py), where one was taken (a GPU): the dispatch
-    share per module. `checks`: name -> CheckResult (`report --check`), its verdicts."""
+    share per module. `checks`: name -> CheckResult (`report --check`), its verdicts.
+    `depth`: where every table, CSV and plot cuts the scope tree (None: every level), as
+    count's table does for the same --module-scopes (reports/cli/args.py's shown_depth);
+    not given, one row per layer (tables.default_depth)."""
+    if depth == BY_BLOCKS:
+        depth = default_depth(exports.values())
     lines = [x for x in header(exports, command) if not x.startswith("- round parameters")]
     if checks:
         lines += check_section(checks)
-    depth = plot_depth(exports)
     lines += modules_section(folder, exports, depth)
     if len(exports) == 2:
         lines += target_delta_section(folder, exports)
@@ -63,9 +67,10 @@ def check_section(checks: dict) -> list[str]:
     return lines
 
 
-def modules_section(
-    folder: Path, exports: dict[str, NodeExport], depth: int = PLOT_DEPTH
-) -> list[str]:
+def modules_section(folder: Path, exports: dict[str, NodeExport], depth: int | None) -> list[str]:
+    """Totals, then per export its scope tree cut at `depth` (report.md and scopes-NAME.csv:
+    count's table, the same `nodes` and `own`), then every export's own nodes per scope
+    (nodes_per_module.csv and its plot: the tree's nonzero `own`s, which sum to the total)."""
     totals = pd.DataFrame(
         [
             dict(name=n, workload=e.workload, compiled=e.options.get("compiled"), nodes=e.total)
@@ -79,19 +84,26 @@ def modules_section(
         e.write_json(folder / f"nodes-{n}.json")
         df = e.frame()
         write_csv(folder / f"nodes-{n}.csv", df)
-        tree = scope_tree(df)
+        tree = scope_tree(df, depth)
         write_csv(folder / f"scopes-{n}.csv", tree)
-        shown = tree[tree.depth <= depth + 1]
-        lines += [f"### {n}: nodes by scope (each level sums to its parent)", "", _md(shown), ""]
-        note = deeper_note(df, depth + 1, f"every level is in scopes-{n}.csv")
+        lines += [f"### {n}: nodes by scope (each level sums to its parent)", "", _md(tree), ""]
+        note = deeper_note(df, depth)
         lines += [note, ""] if note else []
-        counts = per_scope(df, depth)
-        rows.append(pd.DataFrame(dict(name=n, scope=counts.index, nodes=counts.values)))
-    per_module = pd.concat(rows)
+        owned = tree[tree.own > 0]
+        rows.append(pd.DataFrame(dict(name=n, scope=owned.scope, own=owned.own)))
+    per_module = pd.concat(rows, ignore_index=True)
     write_csv(folder / "nodes_per_module.csv", per_module)
     source = next(iter(exports.values())).source
     plots.nodes_per_module(per_module, depth, folder / "nodes_per_module.png", source)
-    return [*lines, "![nodes per module](nodes_per_module.png)", ""]
+    return [
+        *lines,
+        "`nodes`: all under a scope; `own`: in it and in no scope below it that the table "
+        "shows (at the cut, everything under it). The plot and nodes_per_module.csv are the "
+        "`own`s, which sum to the total.",
+        "",
+        "![own nodes per module](nodes_per_module.png)",
+        "",
+    ]
 
 
 def target_delta_section(folder: Path, exports: dict[str, NodeExport]) -> list[str]:

@@ -376,3 +376,8 @@ def growing():
         return cache["k"].sum()
 
     return step
+
+
+def small_cache_no_reset():
+    """The toy with two cache rows and no reset: its third warm-up writes past the end."""
+    return stateful(slots=2, reset=None)

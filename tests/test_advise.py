@@ -538,7 +538,7 @@ def test_advise_usage_errors(tmp_path):
         ([str(tmp_path / "missing.json")], "missing.json does not exist"),
         ([str(path), "--costs", str(path)], "this is a node export, not a replay document"),
         ([str(path), "--costs", str(no_kernel_price)], "no torch-add fit"),
-        ([str(path), "--top", "0"], "expected a whole number >= 1"),
+        ([str(path), "--top", "0"], "expected a whole number from 1 to 100,000"),
     ):
         r = run("advise", *args)
         assert r.returncode == 2 and says in r.stderr, (args, r.stderr)

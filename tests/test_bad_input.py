@@ -314,3 +314,14 @@ def test_outputs_accepted_where_torch_allows_in_place(device):
         selected_local_records(ids, 1, 100, out=outs[1], count_out=counts[1])
         assert_bits_equal(outs[1], outs[0], "compaction inside inference mode")
         assert_bits_equal(counts[1], counts[0], "counts inside inference mode")
+
+
+def test_a_folder_given_for_an_export_names_the_exports_in_it(tmp_path):
+    from tests.test_cli import SMALL, run
+
+    out = tmp_path / "c"
+    assert run("count", *SMALL, "--variant", "fused", "--out", str(out)).returncode == 0
+    for ref in (str(out), "c"):  # a path, and a bare name that is a folder here
+        r = run("advise", ref, cwd=tmp_path)
+        assert r.returncode == 2, r.stderr
+        assert "is a folder" in r.stderr and "nodes-fused.json" in r.stderr, r.stderr

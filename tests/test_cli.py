@@ -483,10 +483,18 @@ def test_module_scopes_usage_errors():
 
 def test_compiled_target_on_the_cpu_is_refused_in_one_line():
     r = run("count", "--target", "tests.targets:compiled_mlp")
-    assert r.returncode == 1, r.stdout + r.stderr
+    assert r.returncode == 2, r.stdout + r.stderr
     lines = [x for x in r.stderr.splitlines() if "error" in x]
     assert len(lines) == 1 and "torch.compile" in lines[0] and "count it on a GPU" in lines[0]
     assert "Traceback" not in r.stderr and "non-infra" not in r.stderr
+    assert "<closure" not in lines[0], lines[0]  # named as its reader would
+    # with another target first, before that one runs at all (report --help's example)
+    r = run(
+        "report", "--target", "tests.targets:counting", "--target",
+        "tests.targets:compiled_mlp", "--out", "never",
+    )  # fmt: skip
+    assert r.returncode == 2 and "count it on a GPU" in r.stderr, r.stderr
+    assert "counting tests.targets:counting" not in r.stderr  # no progress: nothing ran
 
 
 def test_target_from_a_file_path(tmp_path):
@@ -662,7 +670,10 @@ def test_replay_needs_cuda():
     r = run("--debug", "replay", "--trials", "3")
     assert r.returncode != 0 and "Traceback" in r.stderr and "NoGPU" in r.stderr
     r = run("replay", "--builds", "0")
-    assert r.returncode == 2 and "expected a whole number >= 1, got '0'" in r.stderr
+    assert (
+        r.returncode == 2
+        and "expected a whole number from 1 to 100,000 in digits, got '0'" in r.stderr
+    )
 
 
 # Every command that measures what a GPU runs, on this machine without one: a usage error
@@ -914,3 +925,48 @@ def test_delta_refuses_its_outputs_and_inputs_before_counting(tmp_path):
     r = run("delta", "shipped", "./nope.json", *SMALL, cwd=tmp_path)
     assert r.returncode == 2 and "export file ./nope.json does not exist" in r.stderr
     assert "capturing" not in r.stderr
+
+
+def test_counts_are_whole_numbers_in_digits_within_a_ceiling():
+    # int() takes ' 3', '1_0' and an Arabic-Indic three; 10**23 warm-ups ran until killed
+    for bad in (" 3", "1_0", "\u0663", "+3", "-1", str(10**23), "3.0"):
+        r = run("count", "--target", "tests.targets:small_mlp", "--warmup", bad)
+        assert r.returncode == 2, (bad, r.stderr)
+        assert "expected a whole number from 0 to 100,000 in digits" in r.stderr, r.stderr
+        assert "graph-harness |" not in r.stderr  # refused before any start-up
+    assert run("count", "--target", "tests.targets:small_mlp", "--warmup", "2").returncode == 0
+
+
+def test_target_specs_refused_in_one_line_before_start_up(tmp_path):
+    for spec, says in (
+        (".:f", "MODULE must be a dotted module name"),
+        ("a b:f", "MODULE must be a dotted module name"),
+        ("nocolon", "must be MODULE:FUNCTION or path/to/file.py:FUNCTION"),
+    ):
+        r = run("count", "--target", spec)
+        assert r.returncode == 2 and says in r.stderr, (spec, r.stderr)
+        assert "graph-harness |" not in r.stderr and "Traceback" not in r.stderr, r.stderr
+    (tmp_path / "mystep.py").write_text(
+        "def make_a():\n    pass\n\n\ndef make_b():\n    pass\nX = 3\n"
+    )
+    r = run("count", "--target", f"{tmp_path / 'mystep.py'}:nope")
+    assert r.returncode == 2 and "has no 'nope'; its functions: make_a, make_b" in r.stderr
+    r = run("count", "--target", f"{tmp_path / 'mystep.py'}:X")
+    assert r.returncode == 2 and "'X' is an int, not a function" in r.stderr, r.stderr
+
+
+def test_an_unreadable_target_file_is_named(tmp_path, monkeypatch):
+    from graph_harness.reports.cli.target import TargetUsageError, load_target
+
+    f = tmp_path / "step.py"
+    f.write_text("def make():\n    return lambda: None\n")
+    real = open
+
+    def refusing(path, *a, **k):  # as a file without read permission does (root reads all)
+        if str(path) == str(f):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path, *a, **k)
+
+    monkeypatch.setattr("builtins.open", refusing)
+    with pytest.raises(TargetUsageError, match=r"step\.py cannot be read: permission denied"):
+        load_target(f"{f}:make")

@@ -166,10 +166,25 @@ def test_one_export_of_counts_output_by_name(docs):
     refused(["advise", f"{path}#nope", "--json"], path.parent, path, "it holds shipped, fused")
     one = docs["count --out nodes-shipped.json"]
     refused(["advise", f"{one}#fused", "--json"], one.parent, one, "drop #fused")
-    # two '#': FILE is what comes before the last, no path here; `./` would not help
+    # two '#': FILE is the shortest part before a '#' that exists; the name may hold a '#'
     for argv in (["advise", f"{path.name}#shipped#x"], ["delta", f"{path.name}#a#b", "fused"]):
         code, _, err = _check(argv, path.parent)
-        assert code == 2 and "NAME, the export's name, holds no '#'" in err and "./" not in err
+        assert code == 2 and "it holds shipped, fused" in err, err
+    # an export whose name holds a '#' is named whole
+    doc = json.loads(path.read_text())
+    doc["exports"] = {"a#b": doc["exports"]["fused"], "shipped": doc["exports"]["shipped"]}
+    hashed = path.parent / "hashed.json"
+    hashed.write_text(json.dumps(doc))
+    code, out, _ = _check(["advise", "hashed.json#a#b", "--json"], path.parent)
+    assert code == 0 and json.loads(out)["export"]["variant"] == "fused"
+    # a file whose own name holds a '#' is that file, as named
+    (path.parent / "c.json#fused").write_text(json.dumps(source_export(path, "fused")))
+    for argv in (
+        ["advise", "c.json#fused", "--json"],
+        ["delta", "hashed.json#shipped", "c.json#fused"],
+    ):
+        code, out, err = _check(argv, path.parent)
+        assert code == 0, (argv, err)
 
 
 @pytest.mark.parametrize("name", sorted(READS))

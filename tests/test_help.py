@@ -40,6 +40,9 @@ def test_every_subcommand_has_a_description_and_examples_that_parse(capsys):
         assert "\nexamples:\n" in text, name
         examples = p.epilog.split("examples:\n", 1)[1].split("\n\n")[0].splitlines()
         assert examples, name
+        if "\non a CUDA GPU only:\n" in p.epilog:  # these parse too, and say what they need
+            gpu = p.epilog.split("\non a CUDA GPU only:\n", 1)[1].split("\n\n")[0]
+            examples += gpu.splitlines()
         for line in examples:
             argv = shlex.split(line)
             assert argv[:2] == ["graph-harness", name], line

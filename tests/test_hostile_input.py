@@ -341,3 +341,16 @@ def test_a_document_cannot_drive_the_terminal(tmp_path):
         assert "\\x1b]0;TITLE\\x07" in text and "\\u202e" in text, text[-1500:]
     csv = (tmp_path / "d.csv").read_text()
     assert "\x1b" not in csv and "\\x1b]52;c;" in csv
+
+
+def test_a_cost_document_with_two_fits_of_one_kind_is_refused(tmp_path):
+    # before: the second torch-add fit (500 us/node) silently priced every kernel node
+    doc = replay_doc()
+    doc["fits"].append(dict(doc["fits"][0], slope=500.0, slope_lo=499.0, slope_hi=501.0))
+    (tmp_path / "costs.json").write_text(json.dumps(doc))
+    (tmp_path / "nodes.json").write_text(json.dumps(export_doc_v2()))
+    code, out, err = _run(["advise", "./nodes.json", "--costs", "costs.json"], tmp_path)
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    kind = doc["fits"][0]["kind"]
+    assert f"fits[{len(doc['fits']) - 1}].kind: expected each chain kind once" in err, err
+    assert repr(kind) in err and "500 us/node" in err

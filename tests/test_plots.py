@@ -71,13 +71,16 @@ def test_the_report_waterfall_counts_with_the_exports_word(exports, figures, tmp
 
 
 def test_nodes_per_module_axis_from_the_source(figures, tmp_path):
+    # the bars are each scope's own (tests/test_depths.py: the report's own), and say so
     per_module = pd.DataFrame(
-        dict(name=["a", "a", "b", "b"], scope=["layers.0", "layers.1"] * 2, nodes=[3, 4, 3, 1])
+        dict(name=["a", "a", "b", "b"], scope=["layers.0", "layers.1"] * 2, own=[3, 4, 3, 1])
     )
     plots.nodes_per_module(per_module, 2, tmp_path / "a.png", "cpu-dispatch")
-    plots.nodes_per_module(per_module, 2, tmp_path / "b.png", "cuda-graph")
+    plots.nodes_per_module(per_module, None, tmp_path / "b.png", "cuda-graph")
     (cpu_ax,), (gpu_ax,) = (f.axes for f in figures)
-    assert cpu_ax.get_xlabel() == "dispatches (CPU)" and gpu_ax.get_xlabel() == "nodes"
+    assert cpu_ax.get_xlabel() == "own dispatches (CPU)" and gpu_ax.get_xlabel() == "own nodes"
+    assert cpu_ax.get_title().startswith("Own dispatches") and "depth 2" in cpu_ax.get_title()
+    assert "cut at 2 parts" in cpu_ax.get_ylabel() and "every level" in gpu_ax.get_ylabel()
     assert _integer(cpu_ax.xaxis) and _integer(gpu_ax.xaxis)
 
 

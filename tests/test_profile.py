@@ -857,18 +857,22 @@ def test_report_gains_the_dispatch_share_section(tmp_path):
 
 
 def test_target_report_gains_the_dispatch_share_per_module(tmp_path):
-    from graph_harness.reports.target_report import PLOT_DEPTH, write_target_report
+    from graph_harness.reports.target_report import write_target_report
 
     p = _model_profile()
     write_target_report(
-        tmp_path, {"m": p.export}, command="graph-harness report", profile=ProfileResult({"m": p})
+        tmp_path,
+        {"m": p.export},
+        command="graph-harness report",
+        profile=ProfileResult({"m": p}),
+        depth=2,
     )
     md = (tmp_path / "report.md").read_text()
     assert "## Dispatch share in the step (CUPTI)" in md and "per scope, %" in md
     by_scope = pd.read_csv(tmp_path / "dispatch_by_scope.csv").set_index("scope")
     # the same roll-up as the profile's own scope table, cut where the report's plots cut
-    want = scope_costs(p.nodes, PLOT_DEPTH).set_index("scope")
-    assert list(by_scope.index) == list(want.index) and by_scope.depth.max() == PLOT_DEPTH
+    want = scope_costs(p.nodes, 2).set_index("scope")
+    assert list(by_scope.index) == list(want.index) and by_scope.depth.max() == 2
     assert np.allclose(by_scope.dispatch_share, want.dispatch_share)
     assert (tmp_path / "dispatch_share.png").read_bytes()[:4] == b"\x89PNG"
 

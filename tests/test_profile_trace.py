@@ -411,7 +411,11 @@ def test_the_report_folders_hold_the_trace(tmp_path):
     p, *_ = _model()
     (tmp_path / "t").mkdir()
     write_target_report(
-        tmp_path / "t", {"model": p.export}, command="x", profile=ProfileResult({"model": p})
+        tmp_path / "t",
+        {"model": p.export},
+        command="x",
+        profile=ProfileResult({"model": p}),
+        depth=2,
     )
     slices, _, _, threads = check_trace(json.loads((tmp_path / "t" / "trace.json").read_text()))
     assert threads[1][:3] == ["replays", "unscoped", "layers.0"]  # the report's depth: 2

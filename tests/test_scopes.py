@@ -278,7 +278,8 @@ def test_a_compiled_step_is_refused_on_the_cpu_with_one_line():
         capture_and_count(step, device="cpu", warmup=0)
     msg = str(info.value)
     assert "torch.compile" in msg and "count it on a GPU" in msg and "\n" not in msg
-    assert "<closure compiled>" in msg  # says how the step reaches it
+    assert "the step's `compiled` (through its closure)" in msg  # how the step reaches it
+    assert info.value.exit_code == 2  # a usage error: count it on a GPU
     # compiled functions, in place (Module.compile), and through a global are found too
     fn = torch.compile(lambda t: t * 2)
     assert find_compiled(lambda: fn(x))

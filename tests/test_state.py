@@ -490,3 +490,32 @@ def test_the_readme_states_the_warmup_default_and_the_replays_per_reset():
     m = re.search(r"`--warmup N`\s+\(default\s+\*\*(\d+)\*\*\)", section)
     assert m and int(m.group(1)) == StepSettings().warmup
     assert "| `graph-harness check --target SPEC" in text
+
+
+def test_a_cache_too_small_for_the_warmups_says_they_advanced_it():
+    r = subprocess.run(
+        [sys.executable, "-m", "graph_harness", "count", "--target",
+         "tests.targets:small_cache_no_reset"],
+        capture_output=True, text=True, timeout=300, cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO), "CUDA_VISIBLE_DEVICES": ""},
+    )  # fmt: skip
+    assert r.returncode == 1, r.stderr
+    (line,) = [x for x in r.stderr.splitlines() if ": error:" in x]
+    assert "warm-up call 3 of 3 failed (IndexError: index_copy_()" in line, line
+    assert "after 2 that worked; the step has no step.reset" in line and "targets.py" in line
+
+
+def test_count_says_when_what_replays_a_step_will_refuse_it():
+    def count(spec):
+        return subprocess.run(
+            [sys.executable, "-m", "graph_harness", "count", "--target", spec],
+            capture_output=True, text=True, timeout=300, cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO), "CUDA_VISIBLE_DEVICES": ""},
+        )  # fmt: skip
+
+    r = count("tests.targets:stateful_cache_no_reset")
+    assert r.returncode == 0, r.stderr  # counted all the same
+    assert "profile, check and report (on a GPU) will refuse it" in r.stderr
+    assert "does not repeat and has no step.reset" in r.stderr
+    r = count("tests.targets:stateful_cache")
+    assert r.returncode == 0 and "will refuse it" not in r.stderr, r.stderr

@@ -145,6 +145,12 @@ class Costs:
             v = float(r.slope)
             if not (math.isfinite(v) and 0 < v <= MAX_US):  # it prices every node it covers
                 f.expected(f"fits[{i}].slope", f"a number of us per node in (0, {MAX_US:g}]", v)
+            if r.kind in slopes:  # two prices for one kind: which is meant cannot be told
+                raise CostsError(
+                    f"{label}: fits[{i}].kind: expected each chain kind once, got a second "
+                    f"{r.kind!r} fit ({v:g} us/node; the first said {slopes[r.kind][0]:g}); "
+                    "give a replay document as `graph-harness replay --out` writes it"
+                )
             slopes[r.kind] = (v, float(r.slope_lo), float(r.slope_hi))
         if "torch-add" not in slopes:
             raise CostsError(

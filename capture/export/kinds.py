@@ -128,9 +128,16 @@ def load_document(path: str | Path, want: str, error=ExportError) -> Any:
 
 def split_ref(ref: str | Path) -> tuple[str | Path, str | None]:
     """A document reference: a path, or `PATH#NAME` naming one export of count's output.
-    A path that exists as written is a path, `#` and all."""
+    A path that exists as written is a path, `#` and all; else PATH is the shortest part
+    before a `#` that exists (so a NAME may hold a `#`: `c.json#a#b`), or, where none does,
+    all before the last `#` (the error then names that file)."""
     if isinstance(ref, Path) or "#" not in ref or os.path.lexists(ref):
         return ref, None
+    at = ref.find("#")
+    while at != -1:
+        if os.path.lexists(ref[:at]):
+            return ref[:at], ref[at + 1 :]
+        at = ref.find("#", at + 1)
     path, name = ref.rsplit("#", 1)
     return path, name
 

@@ -40,15 +40,38 @@ class WarmupWatch(Protocol):
     def before_capture(self) -> None: ...
 
 
+class WarmupError(RuntimeError):
+    """The step failed at a warm-up call after the first, with no reset between them: the
+    message says the calls before it advanced its state; the step's error is the cause."""
+
+
 def warm_up(fn: Callable[[], object], warmup: int, watch: WarmupWatch | None = None) -> None:
     """Call `fn` `warmup` times (on the current stream), `watch` around each call."""
     for i in range(warmup):
         if watch is not None:
             watch.before(i, warmup)
-        out = fn()
+        try:
+            out = fn()
+        except Exception as e:
+            if i == 0 or getattr(watch, "reset", None) is not None:
+                raise
+            # the first call worked: a step with state (a cache filled call by call) may have
+            # run past its end because nothing took it back between the calls
+            raise WarmupError(
+                f"warm-up call {i + 1} of {warmup} failed ({type(e).__name__}: "
+                f"{_first_line(e)}) after {i} that worked; the step has no step.reset, so "
+                f"each call advanced whatever state it keeps: a static cache must hold "
+                f"--warmup + 1 calls ({warmup + 1} here), or give the step a reset "
+                "(README: Steps with state)"
+            ) from e
         if watch is not None:
             watch.after(i, warmup, out)
         del out
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else ""
 
 
 def capture_graph(

@@ -25,11 +25,12 @@ from functools import partial
 
 from torch import nn
 
-from graph_harness.capture.errors import HarnessError
+from graph_harness.capture.errors import UsageError
 
 
-class CompiledStepError(HarnessError, RuntimeError):
-    """A step whose torch.compile'd code cannot be counted here; says what to do."""
+class CompiledStepError(UsageError, RuntimeError):
+    """A step whose torch.compile'd code cannot be counted here (on the CPU, or compiled
+    into cudagraph trees): a usage error (exit 2) that says what to do."""
 
 
 @dataclass(frozen=True)
@@ -164,10 +165,21 @@ def check_step(step, device_type: str) -> list[Compiled]:
     found = find_compiled(step)
     for c in found:
         if c.cudagraphs:
-            raise CompiledStepError(f"the step's {c.where} {REDUCE_OVERHEAD_HINT}")
+            raise CompiledStepError(f"{shown(c.where)} {REDUCE_OVERHEAD_HINT}")
     if found and device_type != "cuda":
-        raise CompiledStepError(f"the step's {found[0].where} {CPU_HINT}")
+        raise CompiledStepError(f"{shown(found[0].where)} {CPU_HINT}")
     return found
+
+
+def shown(where: str) -> str:
+    """`where` as its reader would name it: the hops through wrapper functions (a
+    `@torch.no_grad()` decorator's, graph-harness's own guard) left out, so
+    `step.<closure fn>.<closure func>.<closure run>` is "the step's `run`"."""
+    head, sep, rest = where.rpartition("<closure ")
+    if not sep:
+        return f"the step's {where.removeprefix('step.')}" if where != "step" else "the step"
+    name, _, tail = rest.partition(">")
+    return f"the step's `{name}`{tail}" + (" (through its closure)" if head else "")
 
 
 def is_dispatch_mode_refusal(exc: BaseException) -> bool:

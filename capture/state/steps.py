@@ -46,6 +46,7 @@ import torch
 from graph_harness.capture.errors import UsageError
 from graph_harness.capture.state.changes import Change, compare, names, replaced_by
 from graph_harness.capture.state.fingerprint import Fingerprint, fingerprint
+from graph_harness.capture.text import a_type
 
 GROWN_FIX = (
     "a graph keeps the shapes and addresses its capture saw, so no reset makes a growing "
@@ -68,7 +69,7 @@ def reset_of(step) -> Callable[[], object] | None:
     r = getattr(step, "reset", None)
     if r is not None and not callable(r):
         raise StepStateError(
-            f"step.reset is a {type(r).__name__}, not a function: set it to a zero-argument "
+            f"step.reset is {a_type(r)}, not a function: set it to a zero-argument "
             "function that returns the step to its starting state (README: Steps with state)"
         )
     return r
@@ -80,7 +81,7 @@ def feed_of(step) -> Callable[[int], object] | None:
     f = getattr(step, "feed", None)
     if f is not None and not callable(f):
         raise StepStateError(
-            f"step.feed is a {type(f).__name__}, not a function: set it to a function of one "
+            f"step.feed is {a_type(f)}, not a function: set it to a function of one "
             "argument, the call's index i, that writes call i's inputs into the step's static "
             "buffers in place (README: Steps with state)"
         )

@@ -30,12 +30,16 @@ def subcommand(
     help: str,
     description: str,
     examples: list[str],
+    gpu_examples: list[str] = (),
     variants: bool = False,
 ) -> argparse.ArgumentParser:
     """A subcommand's parser with its one-line `help` (listed by `graph-harness --help`),
     its `description` (a paragraph, wrapped here) and an epilog of `examples` (command
-    lines, kept as written) and, with `variants`, the round's variants one line each."""
+    lines, kept as written; `gpu_examples` under their own heading: they need a CUDA GPU)
+    and, with `variants`, the round's variants one line each."""
     epilog = "examples:\n" + "\n".join(f"  {e}" for e in examples)
+    if gpu_examples:
+        epilog += "\n\non a CUDA GPU only:\n" + "\n".join(f"  {e}" for e in gpu_examples)
     if variants:
         epilog += "\n\n" + variants_text()
     return sub.add_parser(
@@ -74,16 +78,19 @@ def round_args(p: argparse.ArgumentParser) -> None:
         )
 
 
-def positive(minimum: int):
-    """An argparse type: a whole number >= `minimum`, else a usage error saying so."""
+MAX_COUNT = 100_000  # a count flag's ceiling (calls, replays, trials): past it is a typo
+
+
+def positive(minimum: int, maximum: int = MAX_COUNT):
+    """An argparse type: a whole number from `minimum` to `maximum`, written in ASCII
+    digits alone (not ' 3', '1_0' or '٣', which int() takes), else a usage error saying so."""
 
     def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = minimum - 1
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"expected a whole number >= {minimum}, got {text!r}")
+        value = int(text) if text.isascii() and text.isdigit() else None
+        if value is None or not minimum <= value <= maximum:
+            raise argparse.ArgumentTypeError(
+                f"expected a whole number from {minimum} to {maximum:,} in digits, got {text!r}"
+            )
         return value
 
     return parse
@@ -169,12 +176,14 @@ def depth(text: str) -> int | str | None:
 
 def shown_depth(flag, exports) -> int | None:
     """The depth the tables cut the scope tree at: --module-scopes' DEPTH; without DEPTH,
-    the exports' block depth (one row per layer; every level where no blocks were found);
-    None (every level) for 'all' and without --module-scopes."""
+    reports/tables.py's default_depth (the exports' block depth: one row per layer; every
+    level where no blocks were found), the default report.md's tables, CSVs and plots take
+    too; None (every level) for 'all' and without --module-scopes."""
     if flag != BLOCKS:
         return None if flag is False else flag
-    depths = [e.options.get("block_depth") for e in exports]
-    return max((d for d in depths if d is not None), default=None)
+    from graph_harness.reports.tables import default_depth  # pandas: not at parser build
+
+    return default_depth(exports)
 
 
 def warmup_arg(p: argparse.ArgumentParser) -> None:

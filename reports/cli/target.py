@@ -44,7 +44,7 @@ from types import ModuleType
 
 from graph_harness.capture.errors import HarnessError, UsageError
 from graph_harness.capture.paths import InputPathError, check_input
-from graph_harness.capture.text import printable
+from graph_harness.capture.text import a_type, printable
 from graph_harness.reports.cli import user_imports
 from graph_harness.reports.cli.user_stdout import stdout_to_stderr
 
@@ -79,7 +79,7 @@ class Target:
 
         m = self.step_module
         if not isinstance(m, torch.nn.Module):
-            got = "has none" if m is None else f"is a {type(m).__name__}"
+            got = "has none" if m is None else f"is {a_type(m)}"
             raise TargetUsageError(
                 f"--module-scopes needs the model: the step {self.spec!r} returned must carry "
                 f"it as `step.module = model` (a torch.nn.Module; its `.module` {got}); see "
@@ -106,8 +106,14 @@ def _import_file(path_text: str) -> ModuleType:
     path = Path(path_text)
     try:
         check_input(path, "--target file")
+        with open(path, "rb"):  # readable: importlib would blame its own frozen code
+            pass
     except InputPathError as e:
         raise TargetUsageError(str(e)) from None
+    except OSError as e:
+        raise TargetUsageError(
+            f"--target file {path_text} cannot be read: {(e.strerror or str(e)).lower()}"
+        ) from None
     user_imports.add_folder(path.resolve().parent)  # for its own sibling imports
     # A private module name: the file's stem may be a standard-library name (profile.py).
     name = f"_graph_harness_target_{path.stem}"
@@ -124,13 +130,36 @@ def _import_file(path_text: str) -> ModuleType:
     return mod
 
 
-def load_target(spec: str) -> Target:
-    """Import the module named by `spec` and call its factory (this runs the user's code)."""
+def spec_problem(spec: str) -> str | None:
+    """What is wrong with a --target spec's form, in one line, or None: decided before
+    anything is imported (the parser calls it: a typo costs no torch start-up)."""
     module_name, sep, func = spec.rpartition(":")
     if not sep or not module_name or not func:
-        raise TargetUsageError(
-            f"--target must be MODULE:FUNCTION or path/to/file.py:FUNCTION, got {spec!r}"
+        return f"--target must be MODULE:FUNCTION or path/to/file.py:FUNCTION, got {spec!r}"
+    if not _is_file_spec(module_name) and not all(p.isidentifier() for p in module_name.split(".")):
+        return (
+            f"--target {spec!r}: MODULE must be a dotted module name (mypkg.steps) or a path "
+            f"to a .py file (path/to/file.py), got {module_name!r}"
         )
+    return None
+
+
+def target_arg(text: str) -> str:
+    """The argparse type of --target: its form checked (spec_problem), the text kept."""
+    import argparse
+
+    problem = spec_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem.removeprefix("--target "))
+    return text
+
+
+def load_target(spec: str) -> Target:
+    """Import the module named by `spec` and call its factory (this runs the user's code)."""
+    problem = spec_problem(spec)
+    if problem is not None:
+        raise TargetUsageError(problem)
+    module_name, _, func = spec.rpartition(":")
     if _is_file_spec(module_name):
         mod = _guard_exit(_import_file, spec, "while importing")(module_name)
     else:
@@ -147,11 +176,11 @@ def load_target(spec: str) -> Target:
             raise
     factory = getattr(mod, func, None)
     if factory is None:
-        raise TargetUsageError(f"--target {spec!r}: module {module_name!r} has no {func!r}")
-    if not callable(factory):
         raise TargetUsageError(
-            f"--target {spec!r}: {func!r} is a {type(factory).__name__}, not a function"
+            f"--target {spec!r}: module {module_name!r} has no {func!r}{_functions_of(mod)}"
         )
+    if not callable(factory):
+        raise TargetUsageError(f"--target {spec!r}: {func!r} is {a_type(factory)}, not a function")
     step = _guard_exit(factory, spec, "in its factory")()
     if not callable(step):
         raise TargetUsageError(
@@ -163,14 +192,14 @@ def load_target(spec: str) -> Target:
     reset = getattr(step, "reset", None)
     if reset is not None and not callable(reset):
         raise TargetUsageError(
-            f"--target {spec!r}: its step's `reset` is a {type(reset).__name__}, not a "
+            f"--target {spec!r}: its step's `reset` is {a_type(reset)}, not a "
             "function: set step.reset to a zero-argument function that returns the step to "
             "its starting state (README: Steps with state)"
         )
     feed = getattr(step, "feed", None)
     if feed is not None and not callable(feed):
         raise TargetUsageError(
-            f"--target {spec!r}: its step's `feed` is a {type(feed).__name__}, not a "
+            f"--target {spec!r}: its step's `feed` is {a_type(feed)}, not a "
             "function: set step.feed to a function of the call's index i that writes call "
             "i's inputs into the step's static buffers (README: Steps with state)"
         )
@@ -181,6 +210,22 @@ def load_target(spec: str) -> Target:
     if feed is not None:
         guarded.feed = _guard_exit(feed, spec, "in its feed")
     return Target(spec, mod, root, guarded, model, reset)
+
+
+def _functions_of(mod: ModuleType) -> str:
+    """ "; its functions: a, b" for the functions a module defines itself, or ""."""
+    names = [
+        n
+        for n, v in vars(mod).items()
+        if not n.startswith("_")
+        and callable(v)
+        and getattr(v, "__module__", None) == mod.__name__
+        and not isinstance(v, type)
+    ]
+    if not names:
+        return ""
+    shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+    return f"; its functions: {shown}"
 
 
 def root_guess(spec: str) -> Path:

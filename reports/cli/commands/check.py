@@ -19,6 +19,7 @@ from graph_harness.reports.cli.args import (
     warmup_arg,
 )
 from graph_harness.reports.cli.console import IO, banner, progress, staged, wrote
+from graph_harness.reports.cli.target import target_arg
 
 CHECK_SCHEMA = "graph-harness/check"
 
@@ -45,6 +46,7 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
         "--target",
         required=True,
         metavar="MODULE:FUNCTION",
+        type=target_arg,
         help="the step to check. IMPORTS AND RUNS your code, as count --target: the module, "
         "FUNCTION(), its warm-ups and capture, 2 x N eager calls and 2 x N replays (GPU)",
     )

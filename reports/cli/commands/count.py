@@ -25,11 +25,13 @@ from graph_harness.reports.cli.console import (
     UsageError,
     banner,
     given_round_flags,
+    progress,
     refuse,
     round_params,
     staged,
     wrote,
 )
+from graph_harness.reports.cli.target import target_arg
 from graph_harness.reports.text import plural, printable
 
 
@@ -61,6 +63,7 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     c.add_argument(
         "--target",
         metavar="MODULE:FUNCTION",
+        type=target_arg,
         help="count your own step instead. IMPORTS AND RUNS your code: the module (by name, "
         "the current folder searched last, or as path/to/file.py), then FUNCTION(), which "
         "returns the zero-argument step to capture",
@@ -138,7 +141,11 @@ def run(args, io: IO) -> int:
         exports = []
         if args.target:
             got = capture_target(
-                args.target, args.module_scopes, io, warmup=step_warmup(args), watch=args.check
+                args.target,
+                args.module_scopes,
+                io,
+                warmup=step_warmup(args),
+                watch=True if args.check else None,
             )
             exports.append(got.export)
             if args.check:
@@ -153,9 +160,10 @@ def run(args, io: IO) -> int:
                 if tmp is not None:
                     write_checks(tmp, checks)
         else:
-            for v in names:
-                io.err.print(f"capturing {v} ...", style="dim")
-                exports.append(count_round(params, v, pdl=args.pdl).export)
+            with progress(io) as say:  # each variant's line says how long it took
+                for v in names:
+                    say(f"capturing {v}")
+                    exports.append(count_round(params, v, pdl=args.pdl).export)
         if tmp is not None:
             for name, e in zip(names, exports):
                 e.write_json(tmp / f"nodes-{name}.json")
@@ -188,20 +196,49 @@ class CapturedTarget:
     watch: object  # the StateWatch of its warm-ups: `watch.repeatability`
 
 
+def load_targets(specs: list[str], io: IO) -> list:
+    """Each --target loaded (its module imported, its factory run) and its step checked
+    for what cannot be counted on this device (capture/graph/compiled.py), all before any
+    step runs: a second target that cannot be counted stops the command before the first
+    is warmed up."""
+    from graph_harness.capture.count import default_device
+    from graph_harness.capture.graph.compiled import check_step
+    from graph_harness.reports.cli.target import load_target, root_guess
+
+    out = []
+    for spec in specs:
+        io.target_root = root_guess(spec)  # errors while importing point there
+        target = load_target(spec)
+        io.target_root = target.root
+        check_step(target.step, default_device().type)
+        out.append(target)
+    return out
+
+
 def capture_target(
-    spec: str, module_scopes, io: IO, *, warmup: int | None = None, watch: bool = True
+    spec: str,
+    module_scopes,
+    io: IO,
+    *,
+    warmup: int | None = None,
+    watch: bool | None = True,
+    target=None,
 ) -> CapturedTarget:
     """count_target, keeping what was captured (see CapturedTarget). `watch`: tell from
     the warm-ups whether the step repeats (anything that replays it needs to know), and
-    note what a person should know before it is replayed."""
+    note what a person should know before it is replayed; None: only where the step has
+    no reset (so count can say that what replays it will refuse it). `target`: already
+    loaded (load_targets), else loaded here."""
     from graph_harness.capture.count import capture_and_keep
     from graph_harness.capture.graph.settings import StepSettings
     from graph_harness.capture.state.steps import StateWatch
-    from graph_harness.reports.cli.target import TargetError, load_target, root_guess
+    from graph_harness.reports.cli.target import TargetError
 
-    io.target_root = root_guess(spec)  # errors while importing point there
-    target = load_target(spec)
+    if target is None:
+        (target,) = load_targets([spec], io)
     io.target_root = target.root
+    if watch is None:  # two fingerprints, for a step nothing will take back to its start
+        watch = target.reset is None
     sw = StateWatch(target.step, watch=watch)
     warmup = StepSettings().warmup if warmup is None else warmup
     model = None if module_scopes is False else target.model()
@@ -212,6 +249,9 @@ def capture_target(
     if watch:
         for line in sw.repeatability.notes(spec):
             io.note(line)
+        refusal = sw.repeatability.refusal(spec)
+        if refusal:  # counted all the same: a count replays nothing
+            io.note(f"profile, check and report (on a GPU) will refuse it: {refusal}")
     if "compiled_attribution" in export.options:
         io.note(f"compiled code's nodes: {export.options['compiled_attribution']}")
     if export.total == 0:

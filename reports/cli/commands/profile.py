@@ -35,6 +35,7 @@ from graph_harness.reports.cli.console import (
     staged,
     wrote,
 )
+from graph_harness.reports.cli.target import target_arg
 from graph_harness.reports.text import plural
 
 ROUND_ONLY = ("builds",)  # settings that apply to the built-in round, not to --target
@@ -65,6 +66,7 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
         "--target",
         action="append",
         metavar="MODULE:FUNCTION",
+        type=target_arg,
         help="profile your own step instead (IMPORTS AND RUNS your code, as count --target); "
         "give two to price the second against the first",
     )
@@ -167,14 +169,15 @@ def profile_targets(
     from graph_harness.capture.replay.guard import Replayer
     from graph_harness.capture.state.steps import require_repeatable, start_of
     from graph_harness.reports.cli.commands.check import check_target, gate
-    from graph_harness.reports.cli.commands.count import capture_target
+    from graph_harness.reports.cli.commands.count import capture_target, load_targets
     from graph_harness.reports.cli.target import output_names
 
     names = output_names(specs)
     steps, keep, checks = {}, [], {}
-    for name, spec in zip(names, specs):
+    targets = load_targets(specs, io)  # each checked before any runs
+    for name, spec, target in zip(names, specs, targets):
         say(f"capturing {spec}")
-        got = capture_target(spec, module_scopes, io, warmup=warmup)
+        got = capture_target(spec, module_scopes, io, warmup=warmup, target=target)
         rep = got.watch.repeatability
         require_repeatable(rep, spec)
         if got.target.reset is not None:

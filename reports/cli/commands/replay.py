@@ -15,6 +15,7 @@ from graph_harness.reports.cli.args import (
     module_scopes_arg,
     out_args,
     round_args,
+    shown_depth,
     step_warmup,
     subcommand,
     timing_args,
@@ -34,6 +35,7 @@ from graph_harness.reports.cli.console import (
     staged,
     wrote,
 )
+from graph_harness.reports.cli.target import target_arg
 
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -112,6 +114,10 @@ def add_report_parser(sub: argparse._SubParsersAction, common: argparse.Argument
         "the delta of two targets, and on a GPU their profile.",
         examples=[
             "graph-harness report --out report",
+            "graph-harness report --target examples/llama_decode.py:make_step --check "
+            "--module-scopes --out llama",
+        ],
+        gpu_examples=[  # a compiled step is counted on CUDA only (capture/graph/compiled.py)
             "graph-harness report --target examples/llama_decode.py:make_step "
             "--target examples/llama_decode.py:make_compiled_step --out llama",
         ],
@@ -121,6 +127,7 @@ def add_report_parser(sub: argparse._SubParsersAction, common: argparse.Argument
         "--target",
         action="append",
         metavar="MODULE:FUNCTION",
+        type=target_arg,
         help="report on your own step instead of the round (IMPORTS AND RUNS your code, as "
         "count --target); give two for their delta (the first is A)",
     )
@@ -195,7 +202,11 @@ def run_target_report(args, io: IO) -> int:
     import torch
 
     from graph_harness.reports.cli.commands.check import check_target, gate, write_checks
-    from graph_harness.reports.cli.commands.count import capture_target, refuse_check_steps
+    from graph_harness.reports.cli.commands.count import (
+        capture_target,
+        load_targets,
+        refuse_check_steps,
+    )
     from graph_harness.reports.cli.target import output_names
     from graph_harness.reports.target_report import write_target_report
 
@@ -232,10 +243,16 @@ def run_target_report(args, io: IO) -> int:
             )
             exports = {n: p.export for n, p in profile.profiles.items()}
         else:
-            for name, spec in zip(names, args.target):
+            targets = load_targets(args.target, io)  # each checked before any runs
+            for name, spec, target in zip(names, args.target, targets):
                 say(f"counting {spec}")
                 got = capture_target(
-                    spec, args.module_scopes, io, warmup=step_warmup(args), watch=args.check
+                    spec,
+                    args.module_scopes,
+                    io,
+                    warmup=step_warmup(args),
+                    watch=args.check,
+                    target=target,
                 )
                 exports[name] = got.export
                 if args.check:
@@ -245,7 +262,10 @@ def run_target_report(args, io: IO) -> int:
             if checks:
                 gate(io, checks)
         say("writing the report (tables, CSVs, plots)")
-        write_target_report(tmp, exports, command=command_line(), profile=profile, checks=checks)
+        depth = shown_depth(args.module_scopes, list(exports.values()))  # where count cuts
+        write_target_report(
+            tmp, exports, command=command_line(), profile=profile, checks=checks, depth=depth
+        )
         if checks:
             write_checks(tmp, checks)
     io.err.print(f"wrote {args.out / 'report.md'}", markup=False)
