@@ -20,7 +20,8 @@ The sub-packages, in pipeline order (each may import only those before it):
 Shared by all, at the root: files.py (writing the paths a user names), paths.py (what a
 path is, reading one), stats.py (fits and intervals), environment.py (what a measurement
 ran on), errors.py (the error classes the command line sorts by exit code), text.py (names
-as text: a lone surrogate kept as its escape where it comes in).
+as text: a lone surrogate or a control character kept as its escape where it comes in),
+results.py (where stdout went while a command keeps descriptor 1 on stderr).
 
 Uses `pools` and `kernels`; knows nothing of `reports`. Importing this package loads
 nothing: each name below is imported on first use, so `from graph_harness.capture import

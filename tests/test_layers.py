@@ -12,7 +12,7 @@ REPO = Path(__file__).resolve().parents[1]
 # capture/__init__.py's order: each may import itself and what comes before it. The root's
 # shared modules come first; count.py sits between state/ and round/.
 ORDER = [
-    {"errors", "paths", "files", "stats", "environment", "text"},
+    {"errors", "paths", "files", "stats", "environment", "text", "results"},
     {"scopes"},
     {"graph"},
     {"attribution"},

@@ -4,7 +4,8 @@ bit for bit, with free memory poisoned; host copies in the graph; the findings.
 - step.py: check_step, check_captured, the gate of `--check`
 - settings.py: CheckSettings, the trajectory's length (no torch: the parser reads it)
 - trajectory.py: the step's calls, eager and replayed, fingerprinted after each
-- judge.py: what differs, from which step, and why: the findings
+- judge.py: what differs, from which step, and why
+- messages.py: the words of each finding
 - findings.py: Finding, CheckResult, CheckFailed, CheckUnverified (plain data)
 - host_copies.py: memcpy nodes from or to host memory
 - poison.py: free memory filled with a pattern around replays

@@ -21,16 +21,22 @@ from __future__ import annotations
 import torch
 
 from graph_harness.capture.check.findings import CheckResult, Finding
+from graph_harness.capture.check.messages import (
+    SLACK,
+    host_fail,
+    host_undecided,
+    host_unverified,
+    measured,
+    mismatch,
+    reset_misses,
+    restored,
+    what,
+)
 from graph_harness.capture.check.trajectory import POISONS, Trajectories
 from graph_harness.capture.state.changes import Change, compare, names
 from graph_harness.capture.state.fingerprint import Fingerprint, Seen
 
-SLACK = 4.0  # a nondeterministic tensor may differ by this many times its measured spread
 LISTED = 12  # mismatching tensors listed one finding each; the rest in one line
-HOST_FIX = (
-    "keep it on the GPU, a tensor the step advances in place (`pos.add_(1)`), or write it "
-    "into a static buffer from step.feed (README: Steps with state)"
-)
 
 
 def judge(t: Trajectories, result: CheckResult, export, copies: list[Finding]) -> None:
@@ -47,29 +53,29 @@ def judge(t: Trajectories, result: CheckResult, export, copies: list[Finding]) -
     buffers = [n for n in t.restored if _addr(last, n) in out_addrs]  # the step's output
     others = [n for n in t.restored if n not in buffers]
     if others:
-        result.findings.append(_restored(others, "warn"))
+        result.findings.append(restored(others, "warn"))
     if buffers:
-        result.findings.append(_restored(buffers, "info"))
+        result.findings.append(restored(buffers, "info"))
     if start_tensors and differ:
-        result.findings.append(_reset_misses(start_tensors))
+        result.findings.append(reset_misses(start_tensors))
         return  # no two runs start alike: nothing can be compared with anything
     spreads = eager
     depends = False  # the step's device work depends on a host value the reset misses
     if start_host:
         spreads = [{} for _ in eager]  # not non-determinism: the starts differ
         if differ and t.c is None:
-            result.findings.append(_host_unverified(moved, start_host))
+            result.findings.append(host_unverified(moved, start_host))
             return
         if differ and _replays_differ(t):
-            result.findings.append(_host_undecided(start_host))
+            result.findings.append(host_undecided(start_host))
             return
         depends = differ  # the replays repeat bit for bit: only the host value can differ
     result.nondeterministic = len({n for s in spreads for n in s})
     if result.nondeterministic:
-        result.findings.append(_measured(spreads))
+        result.findings.append(measured(spreads))
     if t.c is None:  # the CPU: what cannot be verified without a graph to replay
         if moved:
-            result.findings.append(_host_unverified(moved, start_host))
+            result.findings.append(host_unverified(moved, start_host))
         return
     freed = _freed(t, spreads)
     if freed:
@@ -89,7 +95,7 @@ def judge(t: Trajectories, result: CheckResult, export, copies: list[Finding]) -
         )
     bad, unjudged, within = _against_eager(t, spreads)
     for i, c in bad[:LISTED]:
-        result.findings.append(_mismatch(i, c, t, export, moved, copies, bool(freed)))
+        result.findings.append(mismatch(i, c, t, export, moved, copies, bool(freed)))
     if len(bad) > LISTED:
         result.findings.append(
             Finding(
@@ -100,13 +106,13 @@ def judge(t: Trajectories, result: CheckResult, export, copies: list[Finding]) -
             )
         )
     if depends or (bad and moved):
-        result.findings.append(_host_fail(moved, start_host, bad[0] if bad else None))
+        result.findings.append(host_fail(moved, start_host, bad[0] if bad else None))
     for i, c in unjudged:
         result.findings.append(
             Finding(
                 kind="unjudged",
                 severity="unverified",
-                message=f"{_what(c)} {c.name}: after step {i} the graph's replay differs from "
+                message=f"{what(c)} {c.name}: after step {i} the graph's replay differs from "
                 f"the eager call ({c.detail}), and two eager runs from one state already "
                 f"disagree there ({_exact_kind(_seen(t, i, c))}): the step itself cannot be "
                 "told from its graph here",
@@ -119,7 +125,7 @@ def judge(t: Trajectories, result: CheckResult, export, copies: list[Finding]) -
             Finding(
                 kind="nondeterministic",
                 severity="info",
-                message=f"{_what(c)} {c.name}: after step {i} graph and eager call differ by "
+                message=f"{what(c)} {c.name}: after step {i} graph and eager call differ by "
                 f"up to {c.max_diff:.3g}, within {SLACK:g} times what two eager runs from one "
                 f"state differ by there ({own:.3g})",
                 tensor=c.name,
@@ -232,163 +238,10 @@ def _against_eager(t: Trajectories, spreads):
     )
 
 
-# --- findings ------------------------------------------------------------------------------
-
-
-def _what(c: Change) -> str:
-    return "output" if c.output else "state"
-
-
-def _values(vs: list) -> str:
-    shown = ", ".join(repr(v) for v in vs[:5])
-    return shown + (", ..." if len(vs) > 5 else "")
-
-
-def _module_of(name: str, export) -> str:
-    """Where a tensor named `module parameter|buffer|attribute PATH` lives: its module and
-    the nodes the export attributes to it; "" for any other tensor."""
-    for kind in ("module parameter ", "module buffer ", "module attribute "):
-        if name.startswith(kind):
-            module = name[len(kind) :].rpartition(".")[0]
-            break
-    else:
-        return ""
-    if not module:
-        return ""
-    nodes = [
-        n["index"]
-        for n in export.nodes
-        if n.get("scope") == module or str(n.get("scope", "")).startswith(module + ".")
-    ]
-    if not nodes:
-        return f"; it belongs to module {module}"
-    shown = ", ".join(map(str, nodes[:6])) + (", ..." if len(nodes) > 6 else "")
-    return f"; it belongs to module {module} (its nodes: {shown})"
-
-
-def _mismatch(i, c: Change, t, export, moved, copies, freed: bool) -> Finding:
-    why = []
-    if moved:
-        why.append(f"host values change along the calls: {', '.join(list(moved)[:3])}")
-    if copies:
-        why.append(f"node {copies[0].node} copies host memory at every replay")
-    if freed:
-        why.append("the graph reads freed memory")
-    hint = f" ({'; '.join(why)})" if why else ""
-    first = " (its first call)" if i == 0 else ""
-    return Finding(
-        kind="mismatch",
-        severity="fail",
-        message=f"{_what(c)} {c.name}: after step {i}{first} the graph's replay differs from "
-        f"the eager call: {c.detail}{_module_of(c.name, export)}{hint}",
-        tensor=c.name,
-        step=i,
-    )
-
-
 def _replays_differ(t: Trajectories) -> bool:
     return any(c for i in range(t.steps) for c in compare(t.c.after[i], t.d.after[i]) if not c.host)
-
-
-def _host_fail(moved: dict, start_host: list[Change], first) -> Finding:
-    missed = {h.name for h in start_host}
-    if moved:
-        name, vs = next(iter(moved.items()))
-        what = f"host value {name} changes along the calls ({_values(vs)})"
-        if name in missed:
-            what += " and is not returned to its start by the reset"
-    else:
-        name = start_host[0].name
-        detail = start_host[0].detail
-        what = f"host value {name} is not returned to its start by the reset ({detail})"
-    missed = [n for n in missed if n != name]
-    also = f", and the reset does not return {', '.join(missed[:3])} to its start" if missed else ""
-    if first is not None:
-        i, c = first
-        seen = f"the replays diverge from the eager calls from step {i} on ({c.name})"
-    else:  # the eager runs tell it: one device state, two host values, two results
-        i, seen = None, "two eager runs from one device state differ with it"
-    return Finding(
-        kind="host-state",
-        severity="fail",
-        message=f"{what}{also}; the step's device work depends on it ({seen}), and a graph "
-        f"replays what its capture saw of it; {HOST_FIX}",
-        tensor=name,
-        step=i,
-    )
-
-
-def _host_undecided(start_host: list[Change]) -> Finding:
-    h = start_host[0]
-    return Finding(
-        kind="host-state",
-        severity="unverified",
-        message=f"the reset does not return host value {h.name} to its start ({h.detail}), "
-        "the two eager runs differ, and so do two replays from one state: whether that is "
-        "the host value or kernels that are not deterministic cannot be told; reset it too, "
-        f"or {HOST_FIX}",
-        tensor=h.name,
-    )
 
 
 def _addr(fp: Fingerprint, name: str):
     s = fp.seen.get(name)
     return None if s is None or s.host else s.meta[0]
-
-
-def _restored(names_: list[str], severity: str) -> Finding:
-    shown = ", ".join(names_[:3]) + (f" and {len(names_) - 3} more" if len(names_) > 3 else "")
-    what = " (the buffer the step returns its output in)" if severity == "info" else ""
-    return Finding(
-        kind="reset",
-        severity=severity,
-        message=f"the reset does not return {shown}{what} to its start: check put it back (its "
-        "values at its first run's start) so that every run starts from one state; a graph "
-        "replayed from your reset alone starts from other values there",
-        tensor=names_[0],
-    )
-
-
-def _host_unverified(moved: dict, start_host: list[Change]) -> Finding:
-    if moved:
-        name, vs = next(iter(moved.items()))
-        what = f"a call changes host value {name} ({_values(vs)})"
-    else:
-        what = f"the reset does not return host value {start_host[0].name} to its start"
-    return Finding(
-        kind="host-state",
-        severity="unverified",
-        message=f"{what}, and on a GPU a graph replays what its capture saw of it; whether "
-        "the step's device work depends on it only replays can show, and there is no graph "
-        f"to replay here: run check on a CUDA machine, or {HOST_FIX}",
-        tensor=name if moved else start_host[0].name,
-    )
-
-
-def _reset_misses(tensors: list[Change]) -> Finding:
-    return Finding(
-        kind="reset",
-        severity="unverified",
-        message=f"the reset does not return {names(tensors)} to their start "
-        f"({tensors[0].detail}), and they are too large to put back (held as digests): no "
-        "two runs start alike, so the graph cannot be compared with the step; reset them in "
-        "place",
-        tensor=tensors[0].name,
-    )
-
-
-def _measured(spreads) -> Finding:
-    first: dict[str, tuple[int, Change]] = {}
-    for i, s in enumerate(spreads):
-        for n, c in s.items():
-            first.setdefault(n, (i, c))
-    worst = max((c.max_diff for _, c in first.values() if c.max_diff is not None), default=None)
-    by = f", by up to {worst:.3g}" if worst is not None else ""
-    i0 = min(i for i, _ in first.values())
-    return Finding(
-        kind="nondeterministic",
-        severity="info",
-        message=f"not deterministic, measured: two eager runs from one state with the same "
-        f"inputs disagree on {names([c for _, c in first.values()])} (first after step {i0}"
-        f"{by}); the graph is held to that spread there, and bit for bit everywhere else",
-    )
