@@ -59,7 +59,11 @@ def _run_by_m(argv: list[str]) -> bool:
 # The first of our code that the console script runs: from here on Ctrl-C (SIGTERM,
 # SIGHUP) ends a start-up at once, in one line, before anything of ours is looked up
 # (reports/cli/program.py keeps it so until the command runs).
-if _started_as_the_cli():
+try:
+    _cli = _started_as_the_cli()
+except KeyboardInterrupt:  # a Ctrl-C in the microseconds before: the same one line
+    _exit_at_once(_signal.SIGINT, None)
+if _cli:
     for _s in (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP):
         _signal.signal(_s, _exit_at_once)
 

@@ -8,10 +8,12 @@ Exit codes (capture/errors.py sorts them): 0 success; 2 a usage error, the messa
 (our flags, arguments and input files, a step that cannot be replayed, replay or profile on
 a machine without a GPU); 1 anything else raised, by graph-harness, the user's code
 (--target) or the runtime, in one line with the exception's type and where it came from
-(--debug for the traceback); 128+n on SIGHUP (129), SIGINT (130)
-and SIGTERM (143), with nothing partial left and an earlier output kept as it was, from
-the first instant (while torch still imports, too); 141 when the reader of stdout goes
-away (`| head`). A closed stdout (`>&-`) is an error in one line when results are due.
+(--debug for the traceback); 3 a check that could not verify its graph; 128+n on SIGHUP
+(129), SIGINT (130) and SIGTERM (143), with nothing partial left and an earlier output
+kept as it was, from the moment graph_harness/__init__.py has run (Python's own start-up
+before it is not ours: BENCHMARKS.md measures it) through torch's import; 141 when the
+reader of stdout goes away (`| head`). A closed stdout (`>&-`) is an error in one line
+when results are due.
 Every exception from the user's code, BaseException included, is one line.
 `check` exits 1 when the graph computes something else than the step, 3 when it could not
 verify it (so do `--check` on count, profile and report). After a CUDA error
@@ -147,7 +149,7 @@ def _plug_closed_streams() -> set[int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    held = _set_handlers(_exit_at_once)  # first: Ctrl-C from the first instant
+    held = _set_handlers(_exit_at_once)  # first: Ctrl-C from the first instant of main
     restore_streams = []
     try:
         closed = _plug_closed_streams()
