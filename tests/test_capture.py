@@ -58,7 +58,11 @@ def test_cpu_dispatch_count_structure():
     for v, e in exports.items():
         assert e.source == "cpu-dispatch" and e.variant == v
         df = e.frame()
-        assert len(df) == e.total
+        # known by construction, per stage: topk 3, pack 10 ops (1 fused or compiled),
+        # select 3, compaction 1, and 2 copies where compaction allocates then copies
+        pack = 10 if VARIANTS[v][0] not in ("fused", "compiled") else 1
+        copies = 2 if VARIANTS[v][1] == "alloc-copy" else 0
+        assert len(df) == e.total == SMALL.stages * (3 + pack + 3 + 1 + copies)
         assert set(df["step"]) <= set(STEPS)  # every op of the round lies in a scope
         per = df.groupby(["stage", "step"]).size()
         for s in range(SMALL.stages):
@@ -94,9 +98,12 @@ def test_export_roundtrip_and_schema(tmp_path):
     assert doc["total_nodes"] == e.total and {"torch", "triton", "device"} <= set(doc["env"])
     back = NodeExport.read_json(path)
     assert back.frame().equals(e.frame())
+    # the fused round's count by construction (test_cpu_dispatch_count_structure): per stage
+    # topk 3, pack 1, select 3, compaction 1, no copies; 3 stages
+    want = SMALL.stages * (3 + 1 + 3 + 1)
     sums = summarize(back)
-    assert sums["per_step"]["nodes"].sum() == e.total
-    assert sums["per_stage_step"].to_numpy().sum() == e.total
+    assert e.total == want and sums["per_step"]["nodes"].sum() == want
+    assert sums["per_stage_step"].to_numpy().sum() == want
     dot = e.write_dot(tmp_path / "g.dot").read_text()
     assert dot.startswith("digraph") and dot.count("->") >= e.total - 1
     assert not list(tmp_path.glob(".*tmp")), "no temporary files left"
