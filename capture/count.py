@@ -19,8 +19,8 @@ from graph_harness.capture.graph.capture import Captured, capture_graph, warm_up
 from graph_harness.capture.graph.compiled import (
     CPU_HINT,
     CompiledStepError,
-    check_step,
     is_dispatch_mode_refusal,
+    refuse_uncountable,
 )
 from graph_harness.capture.graph.dispatch import DispatchCounter
 from graph_harness.capture.graph.reader import read_graph
@@ -103,7 +103,7 @@ def _capture(fn, warmup, pool, device, graph_pool, name, watch):
     if name is not None and (not isinstance(name, str) or not name.strip()):
         raise ValueError(f"name must be a non-empty str (the workload's name), got {name!r}")
     watch = watch if watch is not None else StateWatch(fn, watch=False)
-    compiled = check_step(fn, device.type)
+    compiled = refuse_uncountable(fn, device.type)
     if pool is not None:
         pool.freeze()
     workload = name or f"callable:{getattr(fn, '__qualname__', None) or type(fn).__name__}"
@@ -213,7 +213,7 @@ def count_dispatch(fn: Callable[[], object]) -> list[dict]:
         with recording(Recorder()), DispatchCounter() as counter:
             fn()
     except Exception as e:
-        if is_dispatch_mode_refusal(e):  # compiled code check_step could not reach
+        if is_dispatch_mode_refusal(e):  # compiled code refuse_uncountable could not reach
             raise CompiledStepError(f"the step {CPU_HINT}") from e
         raise
     return nodes_from_dispatch(counter.records)

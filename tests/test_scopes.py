@@ -15,7 +15,11 @@ from torch.nn.modules import module as nn_module
 from graph_harness.capture import CompiledStepError, capture_and_count, module_scopes, scope
 from graph_harness.capture.attribution.records import first_seen
 from graph_harness.capture.attribution.rollup import per_scope, scope_tree, tree_parts
-from graph_harness.capture.graph.compiled import check_step, find_compiled, is_dispatch_mode_refusal
+from graph_harness.capture.graph.compiled import (
+    find_compiled,
+    is_dispatch_mode_refusal,
+    refuse_uncountable,
+)
 from graph_harness.capture.scopes.recorder import Recorder, ScopeKey, ScopeMark, recording
 
 
@@ -324,7 +328,7 @@ def test_reduce_overhead_is_refused(how):
     step = functools.partial(compiled, torch.randn(2, 8))
     for device in ("cpu", "cuda"):  # refused before anything runs: no GPU needed
         with pytest.raises(CompiledStepError, match="max-autotune-no-cudagraphs"):
-            check_step(step, device)
+            refuse_uncountable(step, device)
     ok = torch.compile(model, mode="max-autotune-no-cudagraphs")
     assert not find_compiled(functools.partial(ok, 1))[0].cudagraphs
 

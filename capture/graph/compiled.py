@@ -160,7 +160,7 @@ def _names(code: types.CodeType) -> set[str]:
     return out
 
 
-def check_step(step, device_type: str) -> list[Compiled]:
+def refuse_uncountable(step, device_type: str) -> list[Compiled]:
     """Refuse what cannot be counted (see the module doc); the compiled objects found."""
     found = find_compiled(step)
     for c in found:

@@ -202,7 +202,7 @@ def load_targets(specs: list[str], io: IO) -> list:
     step runs: a second target that cannot be counted stops the command before the first
     is warmed up."""
     from graph_harness.capture.count import default_device
-    from graph_harness.capture.graph.compiled import check_step
+    from graph_harness.capture.graph.compiled import refuse_uncountable
     from graph_harness.reports.cli.target import load_target, root_guess
 
     out = []
@@ -210,7 +210,7 @@ def load_targets(specs: list[str], io: IO) -> list:
         io.target_root = root_guess(spec)  # errors while importing point there
         target = load_target(spec)
         io.target_root = target.root
-        check_step(target.step, default_device().type)
+        refuse_uncountable(target.step, default_device().type)
         out.append(target)
     return out
 
