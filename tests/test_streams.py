@@ -506,3 +506,20 @@ def test_whatever_the_targets_code_prints_never_reaches_the_results(tmp_path):
     assert r.returncode == 1 and not (tmp_path / "o").exists(), r.stderr
     (line,) = [x for x in r.stderr.splitlines() if ": error:" in x]
     assert "sys.exit(0) was called while graph-harness ran" in line, line
+
+
+def test_a_closed_stderr_still_gives_the_results_and_the_exit_codes(tmp_path):
+    # started with descriptor 2 closed (`2>&-`), Python's sys.stderr is None: the results
+    # still print and the exit codes still say what happened
+    from tests.test_cli import SMALL, _cmd, _env
+
+    def closed_stderr(*argv):
+        return subprocess.run(
+            _cmd() + list(argv), stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
+            preexec_fn=lambda: os.close(2), timeout=300, env=_env(True), text=True,
+        )  # fmt: skip
+
+    r = closed_stderr("count", *SMALL, "--variant", "fused", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["exports"], r.stdout[-500:]
+    r = closed_stderr("delta", "fused", str(tmp_path / "nosuch.json"))
+    assert r.returncode == 2 and r.stdout == ""

@@ -72,6 +72,15 @@ class _Closed:
         return 1
 
 
+def _tty(stream) -> bool:
+    """Whether `stream` is a terminal; False for a stream Python never opened (it starts
+    with sys.stderr None when descriptor 2 was closed: `2>&-`)."""
+    try:
+        return stream is not None and stream.isatty()
+    except (OSError, ValueError):
+        return False
+
+
 def make_io(json_: bool, closed: set[int] = frozenset(), out=None) -> IO:
     """The two streams of a command; `out`: where results go (capture/results.py), else
     sys.stdout. Piped into a log or CI, rich would squeeze tables into 80 columns and cut
@@ -82,7 +91,7 @@ def make_io(json_: bool, closed: set[int] = frozenset(), out=None) -> IO:
     return IO(
         out=make_console(out, width=160 if wide and not out.isatty() else None),
         err=make_console(
-            err, stderr=err is None, width=160 if wide and not sys.stderr.isatty() else None
+            err, stderr=err is None, width=160 if wide and not _tty(sys.stderr) else None
         ),
         json=json_,
     )
