@@ -393,7 +393,7 @@ def test_the_cli_refuses_a_feed_that_is_not_a_function(tmp_path):
         "    s.feed = 3\n    return s\n"
     )
     r = run("check", "--target", f"{tmp_path / 't.py'}:f")
-    assert r.returncode == 2 and "its step's `feed` is an int, not a function" in r.stderr
+    assert r.returncode == 2 and "its step.feed is an int, not a function" in r.stderr
 
 
 # --- on a GPU ---------------------------------------------------------------------------------

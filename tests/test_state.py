@@ -479,7 +479,7 @@ def test_a_reset_goes_through_the_same_guard_as_the_step(capsys):
     assert cli.main(["count", "--target", "tests.targets:exiting_reset"]) == 1
     assert "called sys.exit(4) in its reset" in capsys.readouterr().err
     assert cli.main(["count", "--target", "tests.targets:bad_reset"]) == 2
-    assert "its step's `reset` is an int, not a function" in capsys.readouterr().err
+    assert "its step.reset is an int, not a function" in capsys.readouterr().err
 
 
 def test_the_readme_states_the_warmup_default_and_the_replays_per_reset():

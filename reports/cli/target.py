@@ -189,20 +189,12 @@ def load_target(spec: str) -> Target:
         )
     root = _root_of(mod)
     model = getattr(step, "module", None)
-    reset = getattr(step, "reset", None)
-    if reset is not None and not callable(reset):
-        raise TargetUsageError(
-            f"--target {spec!r}: its step's `reset` is {a_type(reset)}, not a "
-            "function: set step.reset to a zero-argument function that returns the step to "
-            "its starting state (README: Steps with state)"
-        )
-    feed = getattr(step, "feed", None)
-    if feed is not None and not callable(feed):
-        raise TargetUsageError(
-            f"--target {spec!r}: its step's `feed` is {a_type(feed)}, not a "
-            "function: set step.feed to a function of the call's index i that writes call "
-            "i's inputs into the step's static buffers (README: Steps with state)"
-        )
+    from graph_harness.capture.state.steps import StepStateError, feed_of, reset_of
+
+    try:  # the protocol's own checks (capture/state/steps.py), in --target's words
+        reset, feed = reset_of(step), feed_of(step)
+    except StepStateError as e:
+        raise TargetUsageError(f"--target {spec!r}: its {e}") from None
     guarded = _guard_exit(step, spec, "in its step")
     if reset is not None:
         # functools.wraps copied the raw reset onto the wrapper: the guarded one replaces it
