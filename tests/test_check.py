@@ -72,6 +72,7 @@ def test_a_graph_that_computes_what_the_step_computes_passes(no_gpu_parts):
     assert result.outputs == 1 and result.state >= 4  # cache, pos, start, x (and out)
     # two replayed runs of four calls, free memory filled before each call
     assert no_gpu_parts == [0xFF] * 4 + [0x3C] * 4
+    assert result.poisoned == [{"pattern": 0xFF}, {"pattern": 0x3C}]  # one record each
     assert "over 4 step(s)" in result.verdict() and "agree with the eager calls" in result.verdict()
     assert int(step.state["pos"]) == 0  # left at its start
 

@@ -81,6 +81,7 @@ class _Runner:
         self.rngs: list[dict[str, torch.Tensor]] = []
         self.drawn: list[str] = []
         self.poisoned: list[dict] = []
+        self._filled: set[int] = set()
         self.restored: list[str] = []
         self.unrestorable: list[str] = []
 
@@ -108,7 +109,8 @@ class _Runner:
             self.r.replay()
             sync()
             fp = fingerprint(self.step, self.output, clone_to="cpu")
-        if len(self.poisoned) < len(POISONS):
+        if pattern not in self._filled:  # what the first fill of each pattern found
+            self._filled.add(pattern)
             self.poisoned.append(p.to_dict())
         return fp
 
