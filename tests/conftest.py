@@ -80,3 +80,20 @@ def _seed_and_clean(request):
 # Every kernel test runs on both: the CPU one under Triton's interpreter, the CUDA one
 # compiled. The gpu marker skips the second cleanly without CUDA.
 DEVICES = [pytest.param("cpu", id="cpu-interpreter"), pytest.param("cuda", marks=pytest.mark.gpu)]
+
+
+@pytest.fixture
+def figures(monkeypatch):
+    """Each plot's figure (reports/plots.py), kept open instead of written; closed after."""
+    from graph_harness.reports import plots
+
+    made = []
+
+    def keep(fig, path):
+        made.append(fig)
+        return path
+
+    monkeypatch.setattr(plots, "_save", keep)
+    yield made
+    for fig in made:
+        plots._plt().close(fig)

@@ -17,7 +17,6 @@ import pytest
 from graph_harness.capture import NodeExport
 from graph_harness.capture.profile.document import ProfileResult
 from graph_harness.capture.profile.nodes import profile_windows
-from graph_harness.reports import plots
 from graph_harness.reports.cli.args import BLOCKS, shown_depth
 from graph_harness.reports.target_report import write_target_report
 from tests.test_profile import chain, export_of, windows_of
@@ -106,21 +105,6 @@ def csv_table(path: Path) -> dict[str, tuple[int, int]]:
 def owns(table: dict[str, tuple[int, int]]) -> dict[str, int]:
     """What nodes_per_module.csv and its plot must hold: the table's nonzero owns."""
     return {s: own for s, (_, own) in table.items() if own}
-
-
-@pytest.fixture
-def figures(monkeypatch):
-    """Each plot's figure, kept open instead of written."""
-    made = []
-
-    def keep(fig, path):
-        made.append(fig)
-        return path
-
-    monkeypatch.setattr(plots, "_save", keep)
-    yield made
-    for fig in made:
-        plots._plt().close(fig)
 
 
 def plotted(fig) -> dict[str, float]:

@@ -23,21 +23,6 @@ def exports():
     return {v: count_round(TINY, v).export for v in ("shipped", "fused")}
 
 
-@pytest.fixture
-def figures(monkeypatch):
-    """Each plot's figure, kept open instead of written."""
-    made = []
-
-    def keep(fig, path):
-        made.append(fig)
-        return path
-
-    monkeypatch.setattr(plots, "_save", keep)
-    yield made
-    for fig in made:
-        plots._plt().close(fig)
-
-
 def _integer(axis) -> bool:
     loc = axis.get_major_locator()
     return isinstance(loc, MaxNLocator) and loc._integer
