@@ -86,9 +86,8 @@ def main() -> None:
         step = make()
         watch = StateWatch(step)
         t0 = time.perf_counter()
-        export, captured = capture_and_keep(
-            step, device=device, watch=watch, module=step_module(step)
-        )
+        kept = capture_and_keep(step, device=device, watch=watch, module=step_module(step))
+        export, captured = kept.export, kept.captured
         capture_s = time.perf_counter() - t0
         times = {1: [], STEPS: []}
         results = {}

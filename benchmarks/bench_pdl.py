@@ -34,9 +34,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from graph_harness.capture import RoundParams
 from graph_harness.capture.graph.reader import read_graph
-from graph_harness.capture.replay.rounds import measure_round_configs
 from graph_harness.capture.replay.settings import ReplaySettings
 from graph_harness.capture.replay.timing import capture_unrolled, time_replays_us
+from graph_harness.capture.round.timing import measure_round_configs
 from graph_harness.capture.stats import fit_chain, round_series, saving_interval, saving_point
 from graph_harness.kernels.empty import empty_kernel
 

@@ -76,7 +76,8 @@ def main() -> int:
         say(f"capturing the {preset} decoder, {name}")
         step = ex.make_step(compiled=compiled, preset=preset)
         with module_scopes(step.module, depth=MODEL_DEPTH):
-            export, captured = capture_and_keep(step)
+            kept = capture_and_keep(step)
+            export, captured = kept.export, kept.captured
         steps[name] = (export, captured.graph)
         keep.append(step)  # its buffers outlive the graph
     console.print(f"\n# examples/llama_decode.py, preset {preset}, module scopes {MODEL_DEPTH}\n")

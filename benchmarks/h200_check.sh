@@ -22,6 +22,9 @@
 #              its seed section and bit-exactness matrix among it), under report.tgz
 #     check:   adds bench_check (check over a trajectory against one step: the HF and llama
 #              examples, eager and compiled, fed; three steps broken on purpose)
+#     sweep:   adds bench_sweep (the HF and llama examples, eager and compiled, at batch 1 to
+#              256: own and shared pools, ladders for two request distributions, the
+#              sweep's wall time against capturing by hand), under sweep.tgz
 #     recompile: adds bench_recompile (the example's compiled step captured under module
 #              scopes three times, beside a plain compile; compiles counted)
 set -u -o pipefail
@@ -106,6 +109,11 @@ case " $* " in *" check "*)
   python3 benchmarks/bench_check.py --out "$OUT/check" > "$OUT/bench-check.log" 2>&1
   echo "bench_check rc=$?" >> "$OUT/env.txt";;
 esac
+case " $* " in *" sweep "*)
+  python3 benchmarks/bench_sweep.py --out /tmp/sweep ${SWEEP_ARGS:-} > "$OUT/bench-sweep.log" 2>&1
+  echo "bench_sweep rc=$?" >> "$OUT/env.txt"
+  tar czf "$OUT/sweep.tgz" -C /tmp sweep;;
+esac
 case " $* " in *" recompile "*)
   # after: this checkout; before: the tree in .old (a copy of an earlier commit's code,
   # carried with the call), when there is one
@@ -132,6 +140,7 @@ grep -h "^FAILED\|^ERROR" "$OUT"/pytest-*.log 2>/dev/null | head -40
 [ -f "$OUT/bench-advise.log" ] && tail -60 "$OUT/bench-advise.log"
 [ -f /tmp/profile/summary.md ] && cat /tmp/profile/summary.md
 [ -f "$OUT/bench-check.log" ] && tail -20 "$OUT/bench-check.log"
+[ -f "$OUT/bench-sweep.log" ] && grep -v "^\[" "$OUT/bench-sweep.log" | tail -60
 [ -f "$OUT/bench-recompile.log" ] && grep -v "^capture [0-9]" "$OUT/bench-recompile.log" | tail -20
 # The device tool brings back at most 8 files: everything but env.txt in one archive.
 (cd "$OUT" && find . -mindepth 1 -maxdepth 1 ! -name env.txt ! -name results.tgz -print0 \

@@ -10,9 +10,11 @@ The sub-packages, in pipeline order (each may import only those before it):
     export/       the node export, checked documents, deltas, DOT
     state/        steps with state: reset, repeatability, fingerprints
     count.py      capture_and_count, capture_and_keep: graph + attribution + export
-    round/        the built-in decode round, its parameters, count_round, distributed
-    replay/       guarded replays, timing, chains, rounds timed, pricing, the document
+    replay/       guarded replays of any graph, timing, chain kinds, the replay document
     check/        does the graph compute what the step computes
+    sweep/        the capture-size ladder: a step at every batch size, padding, sizes to capture
+    round/        the built-in decode round: parameters, count_round, its chains, rounds
+                  timed, savings priced, run_replays, distributed
     profile/      the in-round profile under CUPTI
     advise/       the fusion advisor
     budget/       node budgets and their file

@@ -8,14 +8,16 @@ dispatched operations are counted (source "cpu-dispatch"), never passed off as a
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 
 from graph_harness.capture.attribution.provenance_match import refine
 from graph_harness.capture.attribution.records import nodes_from_dispatch, nodes_from_graph
 from graph_harness.capture.environment import environment, now
-from graph_harness.capture.export.nodes import NodeExport
-from graph_harness.capture.graph.capture import Captured, capture_graph, warm_up
+from graph_harness.capture.errors import HarnessError
+from graph_harness.capture.export.nodes import Node, NodeExport
+from graph_harness.capture.graph.capture import Captured, WarmupWatch, capture_graph, warm_up
 from graph_harness.capture.graph.compiled import (
     CPU_HINT,
     CompiledStepError,
@@ -23,6 +25,13 @@ from graph_harness.capture.graph.compiled import (
     refuse_uncountable,
 )
 from graph_harness.capture.graph.dispatch import DispatchCounter
+from graph_harness.capture.graph.memory import (
+    AllocationLog,
+    PoolMemory,
+    ScopeBytes,
+    can_tag_allocations,
+    pool_memory,
+)
 from graph_harness.capture.graph.reader import read_graph
 from graph_harness.capture.graph.settings import StepSettings
 from graph_harness.capture.scopes.modules import active_module_scopes, block_depth, module_scopes
@@ -36,18 +45,45 @@ def default_device() -> torch.device:
     return torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
 
 
+class EmptyStepError(HarnessError, RuntimeError):
+    """A capture that holds no node: the step issued no work on the device counted (or all
+    of its tensors live on the CPU of a GPU machine); the message says which (exit 1)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class GraphMemory:
+    """A captured graph's memory: its pool's segments just after capture, and (where this
+    torch tags allocations) what each scope allocated there (capture/graph/memory.py)."""
+
+    pool: PoolMemory
+    by_scope: list[ScopeBytes] | None  # None: this torch cannot tag allocations
+
+
+@dataclass(frozen=True, kw_only=True)
+class Counted:
+    """What a capture gives: the export, and on CUDA the kept graph it was read from (its
+    buffers are the step's: keep the step alive while replaying it); None on the CPU.
+    `memory`: the graph's memory, when asked for and on CUDA."""
+
+    export: NodeExport
+    captured: Captured | None
+    memory: GraphMemory | None = None
+
+
 def capture_and_count(
     fn: Callable[[], object],
     *,
     warmup: int = StepSettings.warmup,
     pool: GraphBufferPool | None = None,
     device: torch.device | str | None = None,
-    graph_pool=None,
+    graph_pool: tuple[int, int] | None = None,
     name: str | None = None,
+    watch: StateWatch | None = None,
     module: torch.nn.Module | None = None,
     depth: int | None = None,
 ) -> NodeExport:
-    """Capture any callable (see capture_and_keep) and export its nodes."""
+    """Capture any callable and export its nodes: `capture_and_keep(...).export`, with its
+    keywords (all but `memory`, whose figures an export does not hold)."""
     return capture_and_keep(
         fn,
         warmup=warmup,
@@ -55,9 +91,10 @@ def capture_and_count(
         device=device,
         graph_pool=graph_pool,
         name=name,
+        watch=watch,
         module=module,
         depth=depth,
-    )[0]
+    ).export
 
 
 def capture_and_keep(
@@ -66,38 +103,94 @@ def capture_and_keep(
     warmup: int = StepSettings.warmup,
     pool: GraphBufferPool | None = None,
     device: torch.device | str | None = None,
-    graph_pool=None,
+    graph_pool: tuple[int, int] | None = None,
     name: str | None = None,
     watch: StateWatch | None = None,
     module: torch.nn.Module | None = None,
     depth: int | None = None,
-) -> tuple[NodeExport, Captured | None]:
+    memory: bool = False,
+) -> Counted:
     """Capture any callable (a model's decode step, say) and export its nodes.
 
     `fn` takes no arguments and must only touch static buffers (carve them from `pool`,
     which is frozen here before capture). It is called `warmup` times, then once more
-    captured (on the CPU: counted); with a `step.reset` (capture/state/steps.py), reset before
-    each warm-up and once at the end. `watch` (a StateWatch of `fn`) also tells from the
-    warm-ups whether it repeats (`watch.repeatability`). Use `capture.scope(step, stage)`
-    inside it, and `module=model` (the capture runs inside `module_scopes(model, depth)`)
-    or `capture.module_scopes(model)` around this call, to attribute nodes; unscoped
-    nodes get scope "unscoped". torch.compile'd code in `fn` is counted on CUDA
-    and refused on the CPU, and `mode="reduce-overhead"` everywhere (capture/graph/compiled.py):
-    both raise CompiledStepError saying what to do. Returns the export and, on CUDA, the
-    kept graph it was read from (None on the CPU).
+    captured (on the CPU: counted); with a `step.reset` (capture/state/steps.py), reset
+    before each warm-up and once at the end. `watch` (a StateWatch of `fn`) also tells from
+    the warm-ups whether it repeats (`watch.repeatability`). Use `capture.scope(step,
+    stage)` inside it, and `module=model` (the capture runs inside `module_scopes(model,
+    depth)`) or `capture.module_scopes(model)` around this call, to attribute nodes;
+    unscoped nodes get scope "unscoped". torch.compile'd code in `fn` is counted on CUDA
+    and refused on the CPU, and `mode="reduce-overhead"` everywhere
+    (capture/graph/compiled.py): both raise CompiledStepError saying what to do. A capture
+    that holds no node raises EmptyStepError saying why (a step on the CPU's tensors, or
+    one that issued no work). Returns the export and, on CUDA, the kept graph it was read
+    from (Counted).
 
     `name` names the workload in the export and its tables (the CLI passes the target,
     `llama_decode.py:make_step`); without it, `callable:` and the callable's qualified
     name. The export's options record `warmup` and, under module_scopes, the depth it was
     scoped to (`module_depth`: an int, or "every level") and the model's repeated blocks
-    (`blocks`, `block_depth`: the default depth of the tables)."""
+    (`blocks`, `block_depth`: the default depth of the tables).
+
+    `memory=True` (CUDA): also read the graph's memory from its pool, and tag each
+    allocation of the capture with the scopes open (GraphMemory). The tagging records the
+    allocator's history during the capture and turns it off after: a history you were
+    recording yourself ends there. With `graph_pool` shared by earlier captures, the pool's
+    figures are theirs together."""
+    args = (fn, warmup, pool, device, graph_pool, name, watch, memory)
     if module is None:
-        return _capture(fn, warmup, pool, device, graph_pool, name, watch)
+        return _capture(*args)
     with module_scopes(module, depth=depth):
-        return _capture(fn, warmup, pool, device, graph_pool, name, watch)
+        return _capture(*args)
 
 
-def _capture(fn, warmup, pool, device, graph_pool, name, watch):
+def capture_nodes(
+    fn: Callable[[], object],
+    device: torch.device,
+    *,
+    warmup: int,
+    graph_pool: tuple[int, int] | None = None,
+    watch: WarmupWatch | None = None,
+    capture_error_mode: str = "global",
+    allocations: AllocationLog | None = None,
+) -> tuple[list[Node], Captured | None]:
+    """The one capture core, for a user's step and the built-in round alike (syncs): warm
+    `fn` up `warmup` times (`watch` around each call); then on CUDA capture one call and
+    read its nodes back from the driver, on the CPU run it once counting its dispatched
+    operations. The nodes, and the kept graph (None on the CPU)."""
+    if device.type == "cuda":
+        captured = capture_graph(
+            fn,
+            warmup=warmup,
+            graph_pool=graph_pool,
+            watch=watch,
+            capture_error_mode=capture_error_mode,
+            allocations=allocations,
+        )
+        return nodes_from_graph(
+            read_graph(captured.graph.raw_cuda_graph()), captured.marks
+        ), captured
+    warm_up(fn, warmup, watch)
+    if watch is not None:
+        watch.before_capture()
+    return count_dispatch(fn), None
+
+
+def source_of(device: torch.device) -> str:
+    """What an export's nodes are, by the device they were counted on."""
+    return "cuda-graph" if device.type == "cuda" else "cpu-dispatch"
+
+
+def _capture(
+    fn: Callable[[], object],
+    warmup: int,
+    pool: GraphBufferPool | None,
+    device: torch.device | str | None,
+    graph_pool: tuple[int, int] | None,
+    name: str | None,
+    watch: StateWatch | None,
+    memory: bool = False,
+) -> Counted:
     warmup = StepSettings(warmup=warmup).warmup  # checked where the default lives
     device = torch.device(device) if device is not None else default_device()
     if name is not None and (not isinstance(name, str) or not name.strip()):
@@ -111,23 +204,20 @@ def _capture(fn, warmup, pool, device, graph_pool, name, watch):
     options: dict = {"compiled": bool(compiled), "warmup": warmup}
     ms = active_module_scopes()
     options.update(module_options(ms))
-    if device.type == "cuda":
-        captured = capture_graph(fn, warmup=warmup, graph_pool=graph_pool, watch=watch)
-        nodes = nodes_from_graph(read_graph(captured.graph.raw_cuda_graph()), captured.marks)
-        source = "cuda-graph"
-        if ms is not None:
-            codes = ms.codes | {c.code for c in compiled if c.code is not None}
-            how = compiled_attribution(nodes, ms, codes, compiled=bool(compiled))
-            if how is not None:
-                options["compiled_attribution"] = how
-    else:
-        warm_up(fn, warmup, watch)
-        watch.before_capture()
-        captured, nodes = None, count_dispatch(fn)
-        source = "cpu-dispatch"
+    log = AllocationLog() if memory and device.type == "cuda" and can_tag_allocations() else None
+    nodes, captured = capture_nodes(
+        fn, device, warmup=warmup, graph_pool=graph_pool, watch=watch, allocations=log
+    )
+    if captured is not None and ms is not None:
+        codes = ms.codes | {c.code for c in compiled if c.code is not None}
+        how = compiled_attribution(nodes, ms, codes, compiled=bool(compiled))
+        if how is not None:
+            options["compiled_attribution"] = how
     watch.finish(warmup)
+    if not nodes:
+        raise EmptyStepError(empty_cause(fn, device))
     export = NodeExport(
-        source=source,
+        source=source_of(device),
         workload=workload,
         variant=None,
         params=None,
@@ -136,7 +226,13 @@ def _capture(fn, warmup, pool, device, graph_pool, name, watch):
         created=now(),
         options=options,
     )
-    return export, captured
+    held = None
+    if memory and captured is not None:
+        pool_id = captured.graph.pool()
+        held = GraphMemory(
+            pool=pool_memory(pool_id), by_scope=log.by_scope(pool_id) if log else None
+        )
+    return Counted(export=export, captured=captured, memory=held)
 
 
 def empty_cause(fn, device: torch.device | str | None = None) -> str:

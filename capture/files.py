@@ -40,10 +40,14 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from graph_harness.capture.errors import UsageError
 from graph_harness.capture.paths import descriptor_of, kind_of, os_reason
 from graph_harness.capture.results import results_descriptor, results_stream
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 ENCODING, ERRORS = "utf-8", "backslashreplace"
 
@@ -142,7 +146,7 @@ def check_output(path: str | Path) -> None:
         _check_descriptor(path, fd)
 
 
-def _check_descriptor(path, fd: int) -> None:
+def _check_descriptor(path: str | Path, fd: int) -> None:
     try:
         mode = os.fstat(fd).st_mode
     except OSError:
@@ -239,7 +243,7 @@ def write_output(path: str | Path, text: str | bytes, *, mode: int | None = None
     return name
 
 
-def write_csv(path: str | Path, frame) -> str:
+def write_csv(path: str | Path, frame: pd.DataFrame) -> str:
     """A DataFrame as CSV, through write_output (no index column)."""
     return write_output(path, frame.to_csv(index=False))
 

@@ -108,7 +108,7 @@ def check_input(path: str | Path, what: str = "file") -> None:
         )
 
 
-def documents_in(folder) -> str:
+def documents_in(folder: str | Path) -> str:
     """ ": one of its JSON documents, a/nodes-x.json, ..." for a folder holding some (an
     output folder of ours holds them), else ""."""
     try:

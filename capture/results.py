@@ -16,11 +16,12 @@ import io
 import os
 import sys
 from collections.abc import Iterator
+from typing import TextIO
 
 _state: dict = {"stream": None, "fd": None}
 
 
-def results_stream():
+def results_stream() -> TextIO:
     """The stream results go to: the aside copy of stdout while a command runs, else
     `sys.stdout`."""
     return _state["stream"] if _state["stream"] is not None else sys.stdout

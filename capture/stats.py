@@ -6,9 +6,13 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
 ROUND_TRIAL_COLUMNS = ["variant", "build", "trial", "us"]  # what round timing records
 
@@ -122,7 +126,7 @@ def round_series(round_trials: pd.DataFrame) -> dict[str, np.ndarray]:
     }
 
 
-def saving_point(a_us, b_us) -> float:
+def saving_point(a_us: ArrayLike, b_us: ArrayLike) -> float:
     """The saving: median over builds of each build's difference of medians."""
     a = np.atleast_2d(np.asarray(a_us, dtype=float))
     b = np.atleast_2d(np.asarray(b_us, dtype=float))

@@ -74,16 +74,16 @@ def config_of(preset: str) -> tuple[LlamaConfig, int]:
     return cfg, max_cache_len
 
 
-def build(preset: str, device: torch.device, *, seed: int = 0):
+def build(preset: str, device: torch.device, *, seed: int = 0, batch: int = 1):
     """The model (random weights from `seed`, eval mode) and its initialized StaticCache."""
     cfg, max_cache_len = config_of(preset)
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     torch.manual_seed(seed)
     model = LlamaForCausalLM(cfg).to(device=device, dtype=dtype).eval()
     cache = StaticCache(config=cfg, max_cache_len=max_cache_len)
-    # keys, values: [B=1, KV heads, max_cache_len, head_dim] per layer; positions: [] each
+    # keys, values: [B, KV heads, max_cache_len, head_dim] per layer; positions: [] each
     cache.early_initialization(
-        batch_size=1,
+        batch_size=batch,
         num_heads=cfg.num_key_value_heads,
         head_dim=cfg.head_dim,
         dtype=dtype,
@@ -100,22 +100,29 @@ def cache_argument(model: torch.nn.Module) -> str:
 
 
 def make_step(
-    compiled: bool = False, preset: str = "small", device: str | None = None, seed: int = 0
+    compiled: bool = False,
+    preset: str = "small",
+    device: str | None = None,
+    seed: int = 0,
+    batch: int = 1,
 ):
-    """One decode step as a zero-argument callable returning the logits [1, 1, vocab];
+    """One decode step as a zero-argument callable returning the logits [batch, 1, vocab];
     `step.reset()` returns it (cache and position) to its starting state, `step.feed(i)`
-    writes call i's token.
+    writes call i's tokens (one per sequence; `graph-harness sweep` calls
+    make_step(batch=B) per size).
 
-    `compiled=True` runs the model through `torch.compile(fullgraph=True)` in the default
-    mode (graph-harness captures it into its own CUDA graph; never "reduce-overhead")."""
+    `compiled=True` runs the model through `torch.compile(fullgraph=True, dynamic=False)`
+    in the default mode (graph-harness captures it into its own CUDA graph; never
+    "reduce-overhead"; static shapes, as an engine compiles each captured size)."""
     dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    model, cache = build(preset, dev, seed=seed)
-    run = torch.compile(model, fullgraph=True) if compiled else model
+    model, cache = build(preset, dev, seed=seed, batch=batch)
+    run = torch.compile(model, fullgraph=True, dynamic=False) if compiled else model
     gen = torch.Generator().manual_seed(seed + 1)
-    token = torch.randint(0, model.config.vocab_size, (1, 1), generator=gen).to(dev)  # [B, T=1]
+    vocab = model.config.vocab_size
+    token = torch.randint(0, vocab, (batch, 1), generator=gen).to(dev)  # [B, T=1]
     n = PRESETS[preset]["max_cache_len"]  # as many tokens as the cache holds
-    tokens = torch.randint(0, model.config.vocab_size, (n,), generator=gen)
-    tokens[0] = token[0, 0]  # call 0 decodes the token the step starts with
+    tokens = torch.randint(0, vocab, (n, batch), generator=gen)
+    tokens[0] = token[:, 0]  # call 0 decodes the tokens the step starts with
     tokens = tokens.to(dev)
     kwargs = {"input_ids": token, cache_argument(model): cache, "use_cache": True}
 
@@ -125,7 +132,7 @@ def make_step(
 
     @torch.no_grad()
     def feed(i: int):  # call i's token, in place: a graph keeps the buffer it captured
-        token.copy_(tokens[i % tokens.numel()].view(1, 1))
+        token.copy_(tokens[i % n].view(batch, 1))
 
     @torch.no_grad()
     def reset():
@@ -138,11 +145,11 @@ def make_step(
     return step
 
 
-def make_compiled_step(preset: str = "small", device: str | None = None):
-    """`make_step(compiled=True)`: the form --target takes (a factory of no arguments)."""
-    return make_step(compiled=True, preset=preset, device=device)
+def make_compiled_step(preset: str = "small", device: str | None = None, batch: int = 1):
+    """`make_step(compiled=True)`: the form --target takes (no arguments, or sweep's batch)."""
+    return make_step(compiled=True, preset=preset, device=device, batch=batch)
 
 
-def make_tiny_step():
+def make_tiny_step(batch: int = 1):
     """The tiny preset, for tests."""
-    return make_step(preset="tiny")
+    return make_step(preset="tiny", batch=batch)

@@ -190,27 +190,32 @@ def build(cfg: LlamaConfig, device: torch.device, *, batch: int = 1, seed: int =
     return model
 
 
-def make_step(compiled: bool = False, preset: str = "small", device: str | None = None):
+def make_step(
+    compiled: bool = False, preset: str = "small", device: str | None = None, batch: int = 1
+):
     """One decode step (a token at a position, its KV written in place) as a
     zero-argument callable touching only static tensors; the model on `step.module`.
 
-    Its inputs are two static buffers, the token `idx` and the position `input_pos`, as in
-    gpt-fast's decode loop. Called alone, the step decodes the same token at the same
-    position (the middle of the cache) again and again. `step.feed(i)` writes call i of a
-    decode from there (the i-th token of a fixed random sequence, at position start + i)
+    Its inputs are two static buffers, the tokens `idx` ([batch, 1]: one per sequence)
+    and the position `input_pos`, as in gpt-fast's decode loop (every sequence of the
+    batch at one position; `graph-harness sweep` calls make_step(batch=B) per size).
+    Called alone, the step decodes the same tokens at the same position (the middle of
+    the cache) again and again. `step.feed(i)` writes call i of a decode from there (the
+    i-th tokens of a fixed random sequence, at position start + i)
     into those buffers, in place, as an engine copies the next inputs in before a replay;
     `step.reset()` zeroes the KV caches in place. `compiled=True` runs the model through
-    `torch.compile(fullgraph=True)` (default mode: graph-harness captures it into its own
-    CUDA graph; never "reduce-overhead")."""
+    `torch.compile(fullgraph=True, dynamic=False)` (default mode: graph-harness captures
+    it into its own CUDA graph; never "reduce-overhead"; static shapes, as an engine
+    compiles each captured size)."""
     dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     cfg = PRESETS[preset]
-    model = build(cfg, dev)
-    run = torch.compile(model, fullgraph=True) if compiled else model
-    idx = torch.randint(0, cfg.vocab_size, (1, 1), device=dev)  # [B=1, T=1] the token
+    model = build(cfg, dev, batch=batch)
+    run = torch.compile(model, fullgraph=True, dynamic=False) if compiled else model
+    idx = torch.randint(0, cfg.vocab_size, (batch, 1), device=dev)  # [B, T=1] the tokens
     start = cfg.max_seq_len // 2
-    input_pos = torch.tensor([start], device=dev)  # [T=1] its position
-    tokens = torch.randint(0, cfg.vocab_size, (cfg.max_seq_len - start,), device=dev)
-    tokens[0] = idx[0, 0]  # call 0 decodes the token the step starts with
+    input_pos = torch.tensor([start], device=dev)  # [T=1] their position
+    tokens = torch.randint(0, cfg.vocab_size, (cfg.max_seq_len - start, batch), device=dev)
+    tokens[0] = idx[:, 0]  # call 0 decodes the tokens the step starts with
 
     @torch.no_grad()
     def step():
@@ -219,7 +224,7 @@ def make_step(compiled: bool = False, preset: str = "small", device: str | None 
     @torch.no_grad()
     def feed(i: int):  # call i's inputs, in place: a graph keeps the buffers it captured
         i %= tokens.numel()  # past the cache's end, around again
-        idx.copy_(tokens[i].view(1, 1))
+        idx.copy_(tokens[i].view(batch, 1))
         input_pos.fill_(start + i)
 
     @torch.no_grad()
@@ -234,11 +239,11 @@ def make_step(compiled: bool = False, preset: str = "small", device: str | None 
     return step
 
 
-def make_compiled_step(preset: str = "small", device: str | None = None):
-    """`make_step(compiled=True)`: the form --target takes (a factory of no arguments)."""
-    return make_step(compiled=True, preset=preset, device=device)
+def make_compiled_step(preset: str = "small", device: str | None = None, batch: int = 1):
+    """`make_step(compiled=True)`: the form --target takes (no arguments, or sweep's batch)."""
+    return make_step(compiled=True, preset=preset, device=device, batch=batch)
 
 
-def make_tiny_step():
+def make_tiny_step(batch: int = 1):
     """The tiny preset, for tests: the same structure in a fraction of the work."""
-    return make_step(preset="tiny")
+    return make_step(preset="tiny", batch=batch)

@@ -36,7 +36,7 @@ over them is `"sum(layers.*)": 96`.
 - Everything else (`warmup=`, `pool=`, `device=`, `graph_pool=`) goes to
   `capture.capture_and_count`, with its defaults (`warmup` from capture/graph/settings.py
   StepSettings). A step with `step.reset` is reset before each warm-up call and once
-  at the end (README: Steps with state).
+  at the end (docs/steps-and-check.md).
 
 Budgets with room left are listed at the end of the run (terminal summary), so they can
 be tightened. This module imports only pytest until the fixture is used: installing

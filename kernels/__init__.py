@@ -3,11 +3,13 @@
 `pack_scores_ids` replaces the eight-op `pack_scores_ids_shipped`; `selected_local_records`
 writes retained buffers directly where the old path allocated and copied. Both are
 select/copy/integer paths, exact by construction: kernel and reference agree bit for bit.
+
+May import: nothing else of graph-harness (the buffers they write are the caller's).
 """
 
 from graph_harness.kernels.compaction import (
     selected_local_records,
-    selected_local_records_reference,
+    selected_local_records_shipped,
 )
 from graph_harness.kernels.guard import byte_range, check_no_alias, overlaps
 from graph_harness.kernels.launch import HAS_TRITON, add_launch_listener, remove_launch_listener
@@ -23,5 +25,5 @@ __all__ = [
     "pack_scores_ids_shipped",
     "remove_launch_listener",
     "selected_local_records",
-    "selected_local_records_reference",
+    "selected_local_records_shipped",
 ]

@@ -14,7 +14,7 @@ retained buffers: two more copies, two more graph nodes per stage. Given `out=` 
 `count_out=` (retained buffers carved from a GraphBufferPool) the kernel writes them
 directly, each element exactly once.
 
-- `selected_local_records_reference`: pure torch (floor-divide, argsort, gather, where):
+- `selected_local_records_shipped`: pure torch (floor-divide, argsort, gather, where):
   allocates about ten [rows, K] temporaries, moves ~60 B per element.
 - `selected_local_records`: one Triton program per row: reads each id once (4 B), writes
   each output slot once (4 B) and one count; nothing allocated when out/count_out are given.
@@ -51,7 +51,14 @@ if HAS_TRITON:
     _ADD = tl.standard._sum_combine
 
 
-def _check_args(ids, rank, width, slot_map, out, count_out):
+def _check_args(
+    ids: torch.Tensor,
+    rank: int | torch.Tensor,
+    width: int,
+    slot_map: torch.Tensor | None,
+    out: torch.Tensor | None,
+    count_out: torch.Tensor | None,
+) -> tuple[int | torch.Tensor, int]:
     check_tensor("ids", ids, dtypes=(torch.int32,), ndim=2)
     device = ids.device
     rows, k = ids.shape
@@ -95,7 +102,9 @@ def _has_internal_overlap(t: torch.Tensor) -> bool:
     return False
 
 
-def _alloc(ids, out, count_out):
+def _alloc(
+    ids: torch.Tensor, out: torch.Tensor | None, count_out: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor]:
     rows, k = ids.shape
     if out is None:
         out = torch.empty((rows, k), dtype=torch.int32, device=ids.device)
@@ -104,10 +113,18 @@ def _alloc(ids, out, count_out):
     return out, count_out
 
 
-# --- the reference: pure torch --------------------------------------------------------------
+# --- the shipped path: pure torch -----------------------------------------------------------
 
 
-def selected_local_records_reference(ids, rank, width, *, slot_map=None, out=None, count_out=None):
+def selected_local_records_shipped(
+    ids: torch.Tensor,
+    rank: int | torch.Tensor,
+    width: int,
+    *,
+    slot_map: torch.Tensor | None = None,
+    out: torch.Tensor | None = None,
+    count_out: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Pure torch, same contract. Allocates its temporaries; copies into out/count_out
     when they are given."""
     rank, width = _check_args(ids, rank, width, slot_map, out, count_out)
@@ -136,23 +153,24 @@ def selected_local_records_reference(ids, rank, width, *, slot_map=None, out=Non
 # --- the Triton kernel -----------------------------------------------------------------------
 
 if HAS_TRITON:
-
+    # Parameters bare (noqa): Triton reads an annotation as the type to compile for;
+    # `int` would pin a stride to i32 and wrap it past 2**31.
     @triton_kernel
     def _compaction_kernel(
-        ids_ptr,  # [rows, K] int32
-        rank_ptr,  # 0-d integer tensor (read only when RANK_FROM_MEMORY)
-        slot_map_ptr,  # [width] int32 (read only when HAS_SLOT_MAP)
-        out_ptr,  # [rows, K] int32
-        count_ptr,  # [rows] int32
-        rank_value,
-        width,
-        K,
-        s_ids_r,
-        s_ids_c,
-        s_out_r,
-        s_out_c,
-        s_count,
-        s_map,  # slot_map's stride (any: a strided or expanded view is fine)
+        ids_ptr,  # [rows, K] int32  # noqa: ANN001
+        rank_ptr,  # 0-d integer tensor (read only when RANK_FROM_MEMORY)  # noqa: ANN001
+        slot_map_ptr,  # [width] int32 (read only when HAS_SLOT_MAP)  # noqa: ANN001
+        out_ptr,  # [rows, K] int32  # noqa: ANN001
+        count_ptr,  # [rows] int32  # noqa: ANN001
+        rank_value,  # noqa: ANN001
+        width,  # noqa: ANN001
+        K,  # noqa: ANN001
+        s_ids_r,  # noqa: ANN001
+        s_ids_c,  # noqa: ANN001
+        s_out_r,  # noqa: ANN001
+        s_out_c,  # noqa: ANN001
+        s_count,  # noqa: ANN001
+        s_map,  # slot_map's stride (any: a strided or expanded view is fine)  # noqa: ANN001
         RANK_FROM_MEMORY: tl.constexpr,
         HAS_SLOT_MAP: tl.constexpr,
         INT64_OFFSETS: tl.constexpr,  # some offset reaches 2**31: widen before multiplying
@@ -160,7 +178,7 @@ if HAS_TRITON:
         NUM_BLOCKS: tl.constexpr,  # cdiv(K, BLOCK): a constant trip count (the interpreter
         # under numpy >= 2.4 cannot take a runtime loop bound)
         USE_PDL: tl.constexpr,  # launched with programmatic dependent launch
-    ):
+    ) -> None:
         row = tl.program_id(0).to(tl.int64)
         if USE_PDL:
             tl.extra.cuda.gdc_wait()  # the predecessor's writes are visible after this
@@ -217,8 +235,16 @@ def _compaction_config(k: int) -> tuple[int, int]:
 
 
 def selected_local_records(
-    ids, rank, width, *, slot_map=None, out=None, count_out=None, pdl=False, _int64_offsets=False
-):
+    ids: torch.Tensor,
+    rank: int | torch.Tensor,
+    width: int,
+    *,
+    slot_map: torch.Tensor | None = None,
+    out: torch.Tensor | None = None,
+    count_out: torch.Tensor | None = None,
+    pdl: bool = False,
+    _int64_offsets: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(physical, counts) of this rank's selected records; see the module docstring.
 
     Allocates both outputs when out/count_out are None (the old path); else writes the
@@ -228,7 +254,7 @@ def selected_local_records(
     `_int64_offsets=True` forces the wide-offset variant (for tests and benchmarks)."""
     rank, width = _check_args(ids, rank, width, slot_map, out, count_out)
     if not HAS_TRITON and ids.device.type == "cpu":
-        return selected_local_records_reference(
+        return selected_local_records_shipped(
             ids, rank, width, slot_map=slot_map, out=out, count_out=count_out
         )
     out, count_out = _alloc(ids, out, count_out)

@@ -76,7 +76,12 @@ class TritonKernel:
         return HAS_TRITON and device.type in ("cuda", "cpu")
 
     def launch(
-        self, device: torch.device, grid: tuple[int, ...], *args, pdl: bool = False, **kwargs
+        self,
+        device: torch.device,
+        grid: tuple[int, ...],
+        *args: object,
+        pdl: bool = False,
+        **kwargs: object,
     ) -> None:
         """Launch on `device`. `pdl=True` builds the kernel's USE_PDL branch (it waits,
         `gdc_wait`, before reading anything and signals its dependents early) and

@@ -53,7 +53,13 @@ if HAS_TRITON:
     NEG_INF_BITS = tl.constexpr(-8388608)  # 0xFF800000: float32 -inf as int32
 
 
-def _check_pack_args(indices, scores, rank, width, out):
+def _check_pack_args(
+    indices: torch.Tensor,
+    scores: torch.Tensor,
+    rank: int | torch.Tensor,
+    width: int,
+    out: torch.Tensor,
+) -> tuple[int | torch.Tensor, int]:
     check_tensor("indices", indices, dtypes=(torch.int64, torch.int32), ndim=2)
     device = indices.device
     check_tensor("scores", scores, dtypes=(torch.float32,), ndim=2, device=device)
@@ -83,7 +89,13 @@ def _check_pack_args(indices, scores, rank, width, out):
 # --- the shipped reference: eight eager ops --------------------------------------------
 
 
-def pack_scores_ids_shipped(indices, scores, rank, width, out):
+def pack_scores_ids_shipped(
+    indices: torch.Tensor,
+    scores: torch.Tensor,
+    rank: int | torch.Tensor,
+    width: int,
+    out: torch.Tensor,
+) -> torch.Tensor:
     """The shipped pack: exactly eight eager ops (ge, where, copy, cast, mul, add, where,
     copy). A Python-int rank is first held as a host scalar tensor, so `mul` runs on the
     host; give a 0-d device tensor (as the captured round does) to keep it on the device.
@@ -107,27 +119,28 @@ def pack_scores_ids_shipped(indices, scores, rank, width, out):
 # --- the fused Triton kernel -------------------------------------------------------------
 
 if HAS_TRITON:
-
+    # Parameters bare (noqa): Triton reads an annotation as the type to compile for;
+    # `int` would pin a stride to i32 and wrap it past 2**31.
     @triton_kernel
     def _pack_kernel(
-        idx_ptr,  # [rows, k] int64 or int32
-        score_ptr,  # [rows, k] float32
-        rank_ptr,  # 0-d integer tensor (read only when RANK_FROM_MEMORY)
-        out_ptr,  # int64 view [rows, k] when WIDE_STORE, else int32 view [rows, k, 2]
-        rank_offset,  # int32(rank) * int32(width) when the rank is a Python int
-        width,
-        k,
-        s_idx_r,
-        s_idx_c,
-        s_sc_r,
-        s_sc_c,
-        s_out_r,  # row stride of out in units of out_ptr's element
+        idx_ptr,  # [rows, k] int64 or int32  # noqa: ANN001
+        score_ptr,  # [rows, k] float32  # noqa: ANN001
+        rank_ptr,  # 0-d integer tensor (read only when RANK_FROM_MEMORY)  # noqa: ANN001
+        out_ptr,  # int64 view [rows, k] when WIDE_STORE, else int32 view [rows, k, 2]  # noqa: ANN001
+        rank_offset,  # int32(rank) * int32(width) when the rank is a Python int  # noqa: ANN001
+        width,  # noqa: ANN001
+        k,  # noqa: ANN001
+        s_idx_r,  # noqa: ANN001
+        s_idx_c,  # noqa: ANN001
+        s_sc_r,  # noqa: ANN001
+        s_sc_c,  # noqa: ANN001
+        s_out_r,  # row stride of out in units of out_ptr's element  # noqa: ANN001
         RANK_FROM_MEMORY: tl.constexpr,
         WIDE_STORE: tl.constexpr,
         INT64_OFFSETS: tl.constexpr,  # some column offset reaches 2**31: widen cols
         BLOCK: tl.constexpr,
         USE_PDL: tl.constexpr,  # launched with programmatic dependent launch
-    ):
+    ) -> None:
         row = tl.program_id(1).to(tl.int64)
         if INT64_OFFSETS:
             # cols * stride in int64: an int32 product would wrap past 2**31 elements.
@@ -158,20 +171,22 @@ if HAS_TRITON:
             tl.store(base, sbits, mask=mask)
             tl.store(base + 1, gid, mask=mask)
 
+    # Parameters bare (noqa): Triton reads an annotation as the type to compile for;
+    # `int` would pin a stride to i32 and wrap it past 2**31.
     @triton_kernel
     def _pack_flat_kernel(
-        idx_ptr,  # [n] int64 or int32: rows * k contiguous ids
-        score_ptr,  # [n] float32
-        rank_ptr,  # 0-d integer tensor (read only when RANK_FROM_MEMORY)
-        pair_ptr,  # [n] int64: out viewed as one 8-byte pair per element
-        rank_offset,  # int32(rank) * int32(width) when the rank is a Python int
-        width,
-        n,
+        idx_ptr,  # [n] int64 or int32: rows * k contiguous ids  # noqa: ANN001
+        score_ptr,  # [n] float32  # noqa: ANN001
+        rank_ptr,  # 0-d integer tensor (read only when RANK_FROM_MEMORY)  # noqa: ANN001
+        pair_ptr,  # [n] int64: out viewed as one 8-byte pair per element  # noqa: ANN001
+        rank_offset,  # int32(rank) * int32(width) when the rank is a Python int  # noqa: ANN001
+        width,  # noqa: ANN001
+        n,  # noqa: ANN001
         RANK_FROM_MEMORY: tl.constexpr,
         INT64_OFFSETS: tl.constexpr,  # n > 2**31: offsets past int32
         BLOCK: tl.constexpr,
         USE_PDL: tl.constexpr,
-    ):
+    ) -> None:
         # The common case (contiguous inputs, contiguous out, as a gather slot is) as a
         # 1-D launch with few arguments: at 1-3 us per call, launch overhead is the cost.
         # Same selects as _pack_kernel; the interpreter cannot call shared @jit helpers.
@@ -225,8 +240,16 @@ _MAX_GRID_ROWS = 65535
 
 
 def pack_scores_ids(
-    indices, scores, rank, width, out, *, pdl=False, _config=None, _int64_offsets=False
-):
+    indices: torch.Tensor,
+    scores: torch.Tensor,
+    rank: int | torch.Tensor,
+    width: int,
+    out: torch.Tensor,
+    *,
+    pdl: bool = False,
+    _config: tuple[int, int] | None = None,
+    _int64_offsets: bool = False,
+) -> torch.Tensor:
     """Fused pack: one Triton kernel writing straight into `out`, allocating nothing.
 
     Runs compiled on CUDA tensors and under Triton's interpreter on CPU tensors; without

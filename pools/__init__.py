@@ -1,4 +1,7 @@
-"""Static device buffers for captured graphs. Imports nothing else of graph-harness."""
+"""Static device buffers for captured graphs.
+
+May import: nothing else of graph-harness.
+"""
 
 from graph_harness.pools.pool import GraphBufferPool, PoolExhausted, PoolFrozen, PoolStats, Region
 

@@ -163,7 +163,9 @@ class GraphBufferPool:
 
     # -- carving -----------------------------------------------------------
 
-    def carve(self, name: str, shape: tuple[int, ...] | list[int] | int, dtype: torch.dtype):
+    def carve(
+        self, name: str, shape: tuple[int, ...] | list[int] | int, dtype: torch.dtype
+    ) -> torch.Tensor:
         """A contiguous view `[*shape]` of `dtype` whose address is a multiple of
         `alignment` (and of the element size), at the cursor or in a new chunk."""
         if self._frozen:

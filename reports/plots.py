@@ -195,3 +195,58 @@ def dispatch_share(scopes: pd.DataFrame, path: Path) -> Path:
     ax.grid(alpha=0.3, axis="x")
     _legend_outside(ax, fontsize=7)
     return _save(fig, path)
+
+
+def sweep(result, path: Path) -> Path:
+    """Replay time (with its 95% interval) and graph memory (own pool) against batch size,
+    the sizes chosen for the first request distribution marked."""
+    plt = _plt()
+    rows = [r for r in result.rows if r.replay_us is not None]
+    batch = [r.batch for r in rows]
+    fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(11, 4))
+    err = [[r.replay_us - r.replay_lo for r in rows], [r.replay_hi - r.replay_us for r in rows]]
+    ax_t.errorbar(batch, [r.replay_us for r in rows], yerr=err, marker="o", capsize=3)
+    ax_t.set(xlabel="batch size", ylabel="replay, us (median, 95% interval)", xscale="log")
+    ax_t.set_title(plot_label(f"{result.name}: replay time per size"), fontsize=10)
+    ax_m.plot(batch, [r.reserved / 2**20 for r in rows], marker="o", label="own pool")
+    if result.shared:
+        shared = sorted(result.shared, key=lambda s: s["batch"])
+        ax_m.plot(
+            [s["batch"] for s in shared], [s["adds"] / 2**20 for s in shared],
+            marker="s", label="adds to the shared pool (largest first)",
+        )  # fmt: skip
+    ax_m.set(xlabel="batch size", ylabel="graph memory, MiB", xscale="log")
+    ax_m.set_title("graph memory per size", fontsize=10)
+    if result.padding:
+        for b in result.padding[0].chosen:
+            for ax in (ax_t, ax_m):
+                ax.axvline(b, color="grey", linestyle=":", linewidth=1)
+        ax_t.text(
+            0.01, 0.98, plot_label(f"dotted: chosen for {result.padding[0].requests}"),
+            transform=ax_t.transAxes, va="top", fontsize=8,
+        )  # fmt: skip
+    _legend_outside(ax_m)
+    return _save(fig, path)
+
+
+def padding(result, path: Path) -> Path:
+    """Per request distribution, each ladder's time per step: an exact-size graph's part
+    and what padding adds."""
+    plt = _plt()
+    n = len(result.padding)
+    fig, axes = plt.subplots(1, n, figsize=(5.5 * n, 3.8), squeeze=False)
+    for ax, p in zip(axes[0], result.padding):
+        names = [c.name + (" *" if c.interpolated else "") for c in p.ladders]
+        exact = [c.exact_us for c in p.ladders]
+        lost = [c.lost_us for c in p.ladders]
+        ax.bar(names, exact, label="an exact-size graph")
+        ax.bar(names, lost, bottom=exact, label="lost to padding")
+        for i, c in enumerate(p.ladders):
+            ax.text(i, c.expected_us, f"{100 * c.padding_share:.0f}% rows padded",
+                    ha="center", va="bottom", fontsize=8)  # fmt: skip
+        ax.set(ylabel="replay us per step")
+        ax.set_title(plot_label(f"requests {p.requests}"), fontsize=10)
+        ax.tick_params(axis="x", labelrotation=15)
+    _legend_outside(axes[0][-1])
+    fig.text(0.01, -0.04, "* interpolated between measured sizes", fontsize=8)
+    return _save(fig, path)

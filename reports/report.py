@@ -15,8 +15,8 @@ from graph_harness.capture import NodeExport
 from graph_harness.capture.export.delta import node_delta
 from graph_harness.capture.files import write_csv, write_output
 from graph_harness.capture.replay.document import ReplayResult
-from graph_harness.capture.replay.pricing import waterfall_us
 from graph_harness.capture.round.params import param_help
+from graph_harness.capture.round.pricing import waterfall_us
 from graph_harness.reports import plots
 from graph_harness.reports.kernel_names import short_names
 from graph_harness.reports.text import counted

@@ -62,7 +62,7 @@ def workload_totals_table(exports: list[NodeExport]) -> Table:
     for e, per_type in zip(exports, per_types):
         compiled = e.options.get("compiled")
         t.add_row(
-            e.variant or e.workload.removeprefix("callable:"),
+            e.name,
             "-" if compiled is None else ("yes" if compiled else "no"),
             str(e.total),
             *(str(int(per_type.get(ty, 0))) for ty in types),
@@ -102,7 +102,7 @@ def scope_tree_table(export: NodeExport, depth: int | None = None) -> Table:
     report.md's table, its CSVs and its plot count them). Cut at `depth`, print
     `deeper_note` beside it (a line of its own: it must not wrap)."""
     tree = scope_tree(export.frame(), depth)
-    name = export.variant or export.workload.removeprefix("callable:")
+    name = export.name
     t = Table(title=f"{name}: nodes by scope (modules nest; each level sums to its parent)")
     t.add_column("scope", no_wrap=True)
     fused = bool(tree["fused"].any())
@@ -130,7 +130,7 @@ def per_kernel_table(export: NodeExport, *, top: int = 30) -> Table:
     )
     grouped = grouped.sort_values("nodes", ascending=False).reset_index()
     names = short_names(grouped.kernel)
-    name = export.variant or export.workload.removeprefix("callable:")
+    name = export.name
     t = Table(title=f"{name}: nodes by type and kernel")
     t.add_column("type", no_wrap=True)
     t.add_column("kernel", overflow="fold")

@@ -30,6 +30,7 @@ def write_target_report(
     profile=None,
     checks=None,
     depth: int | str | None = BY_BLOCKS,
+    sweep=None,
 ) -> Path:
     """Write report.md and its files into `folder` (which must exist and be empty).
     `exports`: one or two, by name (the first is A of the delta). `profile`: their
@@ -37,7 +38,8 @@ def write_target_report(
     share per module. `checks`: name -> CheckResult (`report --check`), its verdicts.
     `depth`: where every table, CSV and plot cuts the scope tree (None: every level), as
     count's table does for the same --module-scopes (reports/cli/args.py's shown_depth);
-    not given, one row per layer (tables.default_depth)."""
+    not given, one row per layer (tables.default_depth). `sweep`: the step captured at
+    every batch size (capture/sweep/document.py, `report --sizes`), its section and files."""
     if depth == BY_BLOCKS:
         depth = default_depth(exports.values())
     lines = [x for x in header(exports, command) if not x.startswith("- round parameters")]
@@ -48,6 +50,8 @@ def write_target_report(
         lines += target_delta_section(folder, exports)
     if profile is not None:
         lines += dispatch_section(folder, profile, depth=depth)
+    if sweep is not None:
+        lines += sweep_section(folder, sweep, depth)
     write_output(folder / "report.md", "\n".join(lines) + "\n")
     return folder / "report.md"
 
@@ -132,3 +136,45 @@ def target_delta_section(folder: Path, exports: dict[str, NodeExport]) -> list[s
         _md(kernels),
         "",
     ]
+
+
+def sweep_section(folder: Path, sweep, depth: int | None) -> list[str]:
+    """The capture-size ladder: a row per size, the shared pool, memory by module and each
+    request distribution's ladders (sweep.json and its CSVs beside report.md)."""
+    sweep.write(folder)
+    sizes = sweep.sizes_table().drop(columns=["by_type"])
+    lines = [f"## One graph per batch size (sweep of {sweep.name})", ""]
+    if not sweep.measured:
+        return [*lines, sweep.why_not + ".", "", _md(sizes[["batch", "nodes", "capture_s"]]), ""]
+    plots.sweep(sweep, folder / "sweep.png")
+    lines += [
+        "Replay time is the median of interleaved trials with its 95% interval; memory is "
+        "each size's own pool just after capture (reserved, in use); `leak` is what the "
+        "pool grew by over the leak check's replays.",
+        "",
+        _md(sizes),
+        "",
+        "![replay time and memory per size](sweep.png)",
+        "",
+        "Every size captured again into one shared pool, largest first:",
+        "",
+        _md(sweep.shared_table()),
+        "",
+    ]
+    memory = sweep.memory_by_module(depth)
+    if not memory.empty:
+        wide = memory.pivot_table(index="scope", columns="batch", values="reserved", aggfunc="sum")
+        lines += [
+            "Graph memory by module (bytes of pool segments taken while each was open):",
+            "",
+            _md(wide.fillna(0).astype(int).reset_index()),
+            "",
+        ]
+    if sweep.padding:
+        plots.padding(sweep, folder / "padding.png")
+        lines += ["Padding: each ladder's time per step for the requests (* interpolated):", ""]
+        lines += [_md(sweep.ladder_table()), "", "![padding](padding.png)", ""]
+        for p in sweep.padding:
+            lines += [f"- {p.requests}: capture {list(p.chosen)} ({p.how})"]
+        lines += [""]
+    return lines

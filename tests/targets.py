@@ -25,6 +25,24 @@ def small_mlp():
     return step
 
 
+def batched_mlp(batch: int = 1):
+    """A step of `batch` rows for `sweep`: a small MLP on the default device, carried as
+    `step.module`. Its operations do not depend on the batch; its work does."""
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 16)
+    ).to(dev)
+    x = torch.randn(batch, 16, device=dev)  # [B, 16] the step's static input
+
+    @torch.no_grad()
+    def step():
+        return model(x)
+
+    step.module = model
+    return step
+
+
 def item_in_step():
     """A step that reads a value back to the host: its capture fails on a GPU, named."""
     x = torch.randn(8, device="cuda" if torch.cuda.is_available() else "cpu")
@@ -125,7 +143,7 @@ def hf_style():
     return make_step("hf")
 
 
-# --- steps with state (README: Steps with state) ------------------------------------------
+# --- steps with state (docs/steps-and-check.md) ------------------------------------------
 
 # A profiled step takes at most this many replays in a row from its reset (the default
 # ProfileSettings): the stateful toy's cache holds exactly that many rows, so one replay

@@ -63,7 +63,7 @@ def node(i, type="kernel", kernel="k", scope="a", deps=(), *, path=None, parent=
 
 
 def export(nodes, *, source="cuda-graph", workload="callable:test", variant=None, params=None):
-    e = NodeExport(source, workload, variant, params, nodes)
+    e = NodeExport(source=source, workload=workload, variant=variant, params=params, nodes=nodes)
     return NodeExport.from_dict(e.to_dict())  # a valid export document, checked field by field
 
 
@@ -374,7 +374,7 @@ def test_the_round_puts_the_pack_and_the_copies_first():
 
 def test_round_prices_agree_with_the_replay_documents_own():
     # The replay document priced each variant pair from node deltas of real GPU exports
-    # (capture/replay/pricing.py): by node type, and by real shapes. The advisor prices its
+    # (capture/round/pricing.py): by node type, and by real shapes. The advisor prices its
     # candidates; where they are the same change, the two must agree.
     doc = {(s["a"], s["b"]): s for s in replay_doc()["savings"]}
     comps = {(c.a, c.b): c for c in advise(graph_round()).comparisons}

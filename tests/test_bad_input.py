@@ -7,7 +7,7 @@ from graph_harness.kernels import (
     pack_scores_ids,
     pack_scores_ids_shipped,
     selected_local_records,
-    selected_local_records_reference,
+    selected_local_records_shipped,
 )
 from tests.conftest import DEVICES
 from tests.exact import assert_bits_equal, poison_
@@ -277,7 +277,7 @@ COMP_BAD = [
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("fn", [selected_local_records, selected_local_records_reference])
+@pytest.mark.parametrize("fn", [selected_local_records, selected_local_records_shipped])
 @pytest.mark.parametrize("case,change,exc,message", COMP_BAD, ids=[c[0] for c in COMP_BAD])
 def test_compaction_rejects(device, fn, case, change, exc, message):
     args = comp_case(device, **change)
@@ -310,7 +310,7 @@ def test_outputs_accepted_where_torch_allows_in_place(device):
         assert_bits_equal(outs[1], outs[0], "pack inside inference mode")
         outs = [poison_(torch.empty(ROWS, K, dtype=torch.int32, device=device)) for _ in "ab"]
         counts = [poison_(torch.empty(ROWS, dtype=torch.int32, device=device)) for _ in "ab"]
-        selected_local_records_reference(ids, 1, 100, out=outs[0], count_out=counts[0])
+        selected_local_records_shipped(ids, 1, 100, out=outs[0], count_out=counts[0])
         selected_local_records(ids, 1, 100, out=outs[1], count_out=counts[1])
         assert_bits_equal(outs[1], outs[0], "compaction inside inference mode")
         assert_bits_equal(counts[1], counts[0], "counts inside inference mode")

@@ -280,7 +280,7 @@ def test_capture_failure_names_scope_and_recovers():
         with scope("sync", stage=3):
             x.sum().item()
 
-    # the op, its scope and the class of failure, first (capture/graph/diagnose.py)
+    # the op, its scope and the class of failure, first (capture/graph/diagnose/failure.py)
     read_back = r"^aten\._local_scalar_dense in scope stage3/sync: a value read back to the host"
     with pytest.raises(CaptureError, match=read_back):
         capture_and_count(bad, pool=pool, warmup=0)

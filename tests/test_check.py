@@ -53,7 +53,8 @@ def no_gpu_parts(monkeypatch):
 
 def _check(step, replay, output, steps=4):
     watch = StateWatch(step)
-    export, _ = capture_and_keep(step, device="cpu", watch=watch)
+    kept = capture_and_keep(step, device="cpu", watch=watch)
+    export = kept.export
     captured = Captured(_Graph(replay), [], output)
     return check_captured(step, export, captured, watch.repeatability, name="toy", steps=steps)
 
@@ -98,7 +99,8 @@ def test_a_host_value_frozen_at_its_start_is_caught_from_the_second_step(no_gpu_
 def test_the_false_pass_a_position_written_from_an_int_the_reset_misses(no_gpu_parts):
     step = T.host_position(rewind=False)
     watch = StateWatch(step)
-    export, _ = capture_and_keep(step, device="cpu", watch=watch)
+    kept = capture_and_keep(step, device="cpu", watch=watch)
+    export = kept.export
     p = step.state["p"] - 1  # what the capture saw: its graph fills this forever
 
     def replay():
@@ -151,7 +153,8 @@ def test_fed_inputs_change_along_the_trajectory(no_gpu_parts):
 def test_an_input_rebound_by_the_feed_is_caught(no_gpu_parts):
     step = T.rebinding_feed()
     watch = StateWatch(step)
-    export, _ = capture_and_keep(step, device="cpu", watch=watch)
+    kept = capture_and_keep(step, device="cpu", watch=watch)
+    export = kept.export
     seen = step.bufs["tok"]  # the tensor the capture read: a graph keeps reading it
 
     def replay():
@@ -520,7 +523,8 @@ def test_check_passes_the_stateful_toy_with_its_reset():
 def test_check_names_a_copy_from_pinned_host_memory_with_its_scope():
     step = T.pinned_copy()
     watch = StateWatch(step)
-    export, captured = capture_and_keep(step, watch=watch)
+    kept = capture_and_keep(step, watch=watch)
+    export, captured = kept.export, kept.captured
     step.host.copy_(torch.randn(256))  # after capture: the graph reads it at every replay
     result = check_captured(step, export, captured, watch.repeatability)
     copies = [f for f in result.findings if f.kind == "host-copy"]
@@ -540,7 +544,8 @@ def test_check_catches_a_tensor_freed_after_capture():
         return out
 
     watch = StateWatch(step)
-    export, captured = capture_and_keep(step, watch=watch)
+    kept = capture_and_keep(step, watch=watch)
+    export, captured = kept.export, kept.captured
     holder["x"] = holder["x"].clone()  # the same values; the captured tensor is freed
     result = check_captured(step, export, captured, watch.repeatability)
     kinds = {f.kind for f in result.findings if f.severity == "fail"}

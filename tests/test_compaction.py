@@ -6,7 +6,7 @@ import torch
 from graph_harness.kernels import (
     pack_scores_ids_shipped,
     selected_local_records,
-    selected_local_records_reference,
+    selected_local_records_shipped,
 )
 from graph_harness.pools import GraphBufferPool
 from tests.conftest import DEVICES
@@ -25,7 +25,7 @@ def make_ids(rows, k, world, width, device, dead=0.15, local_rank=None, local_sh
 
 
 def check(ids, rank, width, slot_map=None, *, with_out=True):
-    expected = selected_local_records_reference(ids, rank, width, slot_map=slot_map)
+    expected = selected_local_records_shipped(ids, rank, width, slot_map=slot_map)
     if with_out:
         out = poison_(torch.empty_like(ids))
         count_out = poison_(torch.empty(ids.shape[0], dtype=torch.int32, device=ids.device))
@@ -136,7 +136,7 @@ def test_compaction_into_pool_views(device):
     out = pool.carve("physical", (rows, k), torch.int32)  # [rows, K] retained slots
     count_out = pool.carve("counts", (rows,), torch.int32)  # [rows] retained counts
     ids.copy_(make_ids(rows, k, world, width, device, local_rank=rank, local_share=0.2))
-    expected = selected_local_records_reference(ids, rank, width)
+    expected = selected_local_records_shipped(ids, rank, width)
     selected_local_records(ids, rank, width, out=out, count_out=count_out)
     assert_bits_equal(out, expected[0])
     assert_bits_equal(count_out, expected[1])
@@ -148,7 +148,7 @@ def test_compaction_strided_buffers(device):
     ids = make_ids(rows, 2 * k, world, width, device)[:, 1::2]
     out = poison_(torch.empty(k, rows, dtype=torch.int32, device=device)).t()
     count_out = poison_(torch.empty(rows, 3, dtype=torch.int32, device=device))[:, 1]
-    expected = selected_local_records_reference(ids, 4, width)
+    expected = selected_local_records_shipped(ids, 4, width)
     selected_local_records(ids, 4, width, out=out, count_out=count_out)
     assert_bits_equal(out, expected[0])
     assert_bits_equal(count_out, expected[1])

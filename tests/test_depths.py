@@ -193,7 +193,11 @@ def test_the_dispatch_plot_shows_the_level_the_tables_cut_at(figures, tmp_path, 
     gap = {i: 0.1 * (i + 1) for i in range(len(paths))}
     p = profile_windows("m", export_of(nodes), windows_of(nodes, range(len(paths)), dur, gap))
     write_target_report(
-        tmp_path, {"m": p.export}, command="x", profile=ProfileResult({"m": p}), depth=depth
+        tmp_path,
+        {"m": p.export},
+        command="x",
+        profile=ProfileResult(profiles={"m": p}),
+        depth=depth,
     )
     by_scope = pd.read_csv(tmp_path / "dispatch_by_scope.csv")
     assert by_scope.depth.max() == depth

@@ -13,8 +13,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from graph_harness.capture import CaptureError, capture_and_count, module_scopes, scope
-from graph_harness.capture.graph.diagnose import diagnose, failure_line, model_of
-from graph_harness.capture.graph.diagnose_classes import (
+from graph_harness.capture.graph.diagnose.classes import (
     COLLECTIVE,
     CPU_TENSOR,
     DATA_DEPENDENT,
@@ -34,7 +33,8 @@ from graph_harness.capture.graph.diagnose_classes import (
     classify_op,
     is_invalidated,
 )
-from graph_harness.capture.graph.diagnose_watch import Watch
+from graph_harness.capture.graph.diagnose.failure import diagnose, failure_line, model_of
+from graph_harness.capture.graph.diagnose.watch import Watch
 from graph_harness.pools import GraphBufferPool
 
 REFUSED = "CUDA error: operation not permitted when stream is capturing"

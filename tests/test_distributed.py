@@ -161,7 +161,14 @@ def test_merge_reports_a_structural_difference():
             )
             for i, k in enumerate(kernels)
         ]
-        return NodeExport("cpu-dispatch", "decode-round", "fused", None, nodes, rank=rank)
+        return NodeExport(
+            source="cpu-dispatch",
+            workload="decode-round",
+            variant="fused",
+            params=None,
+            nodes=nodes,
+            rank=rank,
+        )
 
     m = merge([export(0, ["a", "b"]), export(1, ["a", "c"])])
     assert not m.same_structure and "rank 1 differs from rank 0 at node 1" in m.first_difference

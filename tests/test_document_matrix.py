@@ -15,7 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from graph_harness.capture.budget.file import BudgetFileError, Entry, read_budgets, render_budgets
+from graph_harness.capture.budget.file import (
+    BudgetEntry,
+    BudgetFileError,
+    read_budgets,
+    render_budgets,
+)
 from graph_harness.capture.errors import UsageError
 from graph_harness.capture.export.kinds import KINDS, schema_of
 from graph_harness.capture.profile.document import ProfileResult
@@ -26,6 +31,7 @@ from tests.test_profile_trace import _model
 
 SMALL = ["--stages", "2", "--rows", "2", "--k", "32", "--world", "2", "--shard", "64"]
 TARGET = str(Path(__file__).with_name("targets.py")) + ":small_mlp"
+BATCHED = str(Path(__file__).with_name("targets.py")) + ":batched_mlp"
 
 
 @pytest.fixture(scope="module")
@@ -47,6 +53,12 @@ def docs(tmp_path_factory) -> dict[str, Path]:
         ),
         "count --json --target": stdout_of(["count", "--target", TARGET, "--json"], "ct.json"),
         "check --json": stdout_of(["check", "--target", TARGET, "--json"], "check.json"),
+        "sweep --json (two sizes)": stdout_of(
+            ["sweep", "--target", BATCHED, "--sizes", "1", "2", "--json"], "s2.json"
+        ),
+        "sweep --json (one size)": stdout_of(
+            ["sweep", "--target", BATCHED, "--sizes", "2", "--json"], "s1.json"
+        ),
     }
     code, _, err = _run(["count", *SMALL, *two, "--out", "round"], d)
     assert code == 0, err
@@ -64,10 +76,10 @@ def docs(tmp_path_factory) -> dict[str, Path]:
     # (replay --json prints the same to_dict), profile --out's profile.json and trace.json.
     got["replay.json"] = ReplayResult.from_dict(replay_doc()).write_json(d / "replay.json")
     (d / "profiled").mkdir()
-    ProfileResult({"model": _model()[0]}).write(d / "profiled")
+    ProfileResult(profiles={"model": _model()[0]}).write(d / "profiled")
     got["profile.json"] = d / "profiled" / "profile.json"
     got["trace.json"] = d / "profiled" / "trace.json"
-    budgets = {"test_x": {"cpu-dispatch": Entry(7, {"matmul": 1})}}
+    budgets = {"test_x": {"cpu-dispatch": BudgetEntry(7, {"matmul": 1})}}
     (d / "budgets.json").write_text(render_budgets(budgets))
     got["budget file"] = d / "budgets.json"
     return got
@@ -84,6 +96,8 @@ READS = {
     "count --json (two exports)": (None, "c2.json#shipped"),
     "count --json (one export)": ("fused", None),
     "count --json --target": ("target", None),
+    "sweep --json (two sizes)": (None, "s2.json#batch1"),
+    "sweep --json (one size)": ("batch2", None),
     "count --out nodes-shipped.json": ("", None),
     "check --out nodes-target.json": ("", None),
     "check --json": (None, EXPORT_FILE),

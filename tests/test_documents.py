@@ -735,7 +735,7 @@ def test_tables_go_out_as_plain_json_one_way():
     import numpy as np
     import pandas as pd
 
-    from graph_harness.capture.export.documents import records
+    from graph_harness.capture.export.documents import frame_records
 
     third = 0.1 + 0.2  # 0.30000000000000004: to_json would round it away
     frame = pd.DataFrame(
@@ -746,7 +746,7 @@ def test_tables_go_out_as_plain_json_one_way():
             "name": ["k", None, "m"],
         }
     )
-    rows = records(frame)
+    rows = frame_records(frame)
     assert rows == [
         {"x": third, "n": 1, "path": ["layers", "0"], "name": "k"},
         {"x": None, "n": None, "path": ["a", 2], "name": None},
@@ -754,4 +754,4 @@ def test_tables_go_out_as_plain_json_one_way():
     ]
     assert type(rows[0]["x"]) is float and type(rows[1]["path"][1]) is int
     assert json.loads(json.dumps(rows, allow_nan=False)) == rows
-    assert records(None) is None
+    assert frame_records(None) is None

@@ -132,7 +132,7 @@ def test_fused_kernels_on_meta_tensors_behave_as_their_references():
     from graph_harness.kernels import (
         pack_scores_ids,
         selected_local_records,
-        selected_local_records_reference,
+        selected_local_records_shipped,
     )
 
     m = "meta"
@@ -147,7 +147,7 @@ def test_fused_kernels_on_meta_tensors_behave_as_their_references():
     )
     for kw in ({}, {"slot_map": slots}):
         got = selected_local_records(ids, 1, 100, **kw)
-        want = selected_local_records_reference(ids, 1, 100, **kw)
+        want = selected_local_records_shipped(ids, 1, 100, **kw)
         assert [(t.shape, t.dtype, t.device) for t in got] == [
             (t.shape, t.dtype, t.device) for t in want
         ]

@@ -33,7 +33,16 @@ def test_the_variants_are_all_described():
 
 def test_every_subcommand_has_a_description_and_examples_that_parse(capsys):
     subs = subparsers()
-    assert set(subs) == {"count", "delta", "replay", "advise", "profile", "check", "report"}
+    assert set(subs) == {
+        "count",
+        "delta",
+        "replay",
+        "advise",
+        "profile",
+        "check",
+        "report",
+        "sweep",
+    }
     for name, p in subs.items():
         text = p.format_help()
         assert p.description and len(p.description.split()) >= 15, name

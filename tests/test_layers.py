@@ -1,8 +1,16 @@
 """The layering the package docstrings state, read off every import in the source (those
-inside functions too): capture's sub-packages each import only those before them in the
-pipeline, nothing in capture imports reports, and kernels and pools import neither."""
+inside functions and under TYPE_CHECKING too).
+
+- capture's sub-packages each import only those before them in the pipeline (ORDER, as
+  capture/__init__.py lists them); nothing in capture imports reports; kernels imports
+  pools only, pools nothing of ours.
+- Each package's docstring says what it may import in a "May import:" sentence, and that
+  sentence names exactly what the package imports: no more (a stale line), no less.
+  The root's shared modules (errors, paths, files, ...) are used by all and not named.
+"""
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -10,18 +18,20 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 # capture/__init__.py's order: each may import itself and what comes before it. The root's
-# shared modules come first; count.py sits between state/ and round/.
+# shared modules come first; count.py sits between state/ and replay/.
+SHARED = {"errors", "paths", "files", "stats", "environment", "text", "results"}
 ORDER = [
-    {"errors", "paths", "files", "stats", "environment", "text", "results"},
+    SHARED,
     {"scopes"},
     {"graph"},
     {"attribution"},
     {"export"},
     {"state"},
     {"count"},
-    {"round"},
     {"replay"},
     {"check"},
+    {"sweep"},
+    {"round"},
     {"profile"},
     {"advise"},
     {"budget"},
@@ -93,3 +103,68 @@ def test_the_check_sees_a_forbidden_import(tmp_path):
     f.write_text("def g():\n    from graph_harness.capture.round.params import VARIANTS\n")
     (target,) = imports(f, "graph_harness.capture.export.m")
     assert RANK[capture_part(target)] > RANK["export"]
+
+
+# --- each package's "May import:" sentence ------------------------------------------------
+
+PACKAGES = sorted(
+    p.parent
+    for top in ("capture", "kernels", "pools")
+    for p in (REPO / top).rglob("__init__.py")
+    if p.parent != REPO / "capture"  # the root: its lazy table names everything
+)
+NAME = re.compile(r"\bcapture\.(\w+)|\b(kernels|pools)\b")
+
+
+def stated(docstring: str) -> set[str]:
+    """What a "May import:" sentence names: capture's parts as `capture.X`, and `kernels`,
+    `pools`; the sentence ends at the first full stop followed by a space or the end."""
+    m = re.search(r"May import:(.*?)(?:\.\s|\.$)", docstring, re.S)
+    if m is None:
+        return set()
+    return {a or b for a, b in NAME.findall(m.group(1))}
+
+
+def imported(package: Path) -> set[str]:
+    """What the package's modules import from outside it, in the same words: capture's
+    parts (those the package is not part of), kernels and pools; capture's shared root
+    modules are left out."""
+    dotted = "graph_harness." + ".".join(package.relative_to(REPO).parts)
+    out = set()
+    for path in sorted(package.rglob("*.py")):
+        rel = path.relative_to(REPO).with_suffix("").parts
+        me = "graph_harness." + ".".join(rel[:-1] if rel[-1] == "__init__" else rel)
+        for target in imports(path, me):
+            if target == dotted or target.startswith(dotted + "."):
+                continue
+            part = capture_part(target)
+            if part is not None and part not in SHARED:
+                out.add(part)
+            elif target.split(".")[1] in ("kernels", "pools"):
+                out.add(target.split(".")[1])
+    # A top-level sub-package's own part is itself; a nested one (graph/diagnose) names the
+    # package around it when it imports from there.
+    nested = len(package.relative_to(REPO).parts) > 2
+    return out if nested else out - {capture_part(dotted)}
+
+
+def _label(package: Path) -> str:
+    return "/".join(package.relative_to(REPO).parts)
+
+
+@pytest.mark.parametrize("package", PACKAGES, ids=_label)
+def test_may_import_names_exactly_what_is_imported(package):
+    doc = ast.get_docstring(ast.parse((package / "__init__.py").read_text())) or ""
+    assert "May import:" in doc, f'{_label(package)}/__init__.py has no "May import:" sentence'
+    want, got = imported(package), stated(doc)
+    assert got == want, (
+        f"{_label(package)}/__init__.py: its May import: names {sorted(got)}, its modules "
+        f"import {sorted(want)} (missing {sorted(want - got)}, stale {sorted(got - want)})"
+    )
+
+
+def test_the_sentence_reader_is_not_vacuous():
+    doc = "Stuff.\n\nMay import: capture.graph, capture.scopes (labels), kernels.\nMore. pools."
+    assert stated(doc) == {"graph", "scopes", "kernels"}
+    # a package that imports what its sentence does not name is caught
+    assert imported(REPO / "capture" / "round") - stated("May import: capture.graph.") != set()

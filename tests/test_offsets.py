@@ -15,7 +15,7 @@ from graph_harness.kernels import (
     pack_scores_ids_shipped,
     remove_launch_listener,
     selected_local_records,
-    selected_local_records_reference,
+    selected_local_records_shipped,
 )
 from graph_harness.kernels.launch import max_element_offset, needs_int64_offsets
 from tests.conftest import DEVICES
@@ -94,7 +94,7 @@ def test_compaction_forced_int64_offsets(device):
     slot_map = (torch.randperm(2 * width, dtype=torch.int32).to(device) + 7)[::2]
     out = poison_(torch.empty(k, rows, dtype=torch.int32, device=device)).t()
     count_out = poison_(torch.empty(rows, 2, dtype=torch.int32, device=device))[:, 0]
-    expected = selected_local_records_reference(ids, 3, width, slot_map=slot_map)
+    expected = selected_local_records_shipped(ids, 3, width, slot_map=slot_map)
     selected_local_records(
         ids, 3, width, slot_map=slot_map, out=out, count_out=count_out, _int64_offsets=True
     )
@@ -183,7 +183,7 @@ def _big_compaction_case(raw_in: torch.Tensor, raw_out: torch.Tensor, rows: int 
     out = poison_(raw_out.view(torch.int32).as_strided((rows, K_BIG), (1, STRIDE_BIG), 0))
     count_out = poison_(torch.empty(rows, dtype=torch.int32, device=raw_in.device))
     assert needs_int64_offsets(ids) and needs_int64_offsets(slot_map, out)
-    expected = selected_local_records_reference(ids, rank, width, slot_map=slot_map)
+    expected = selected_local_records_shipped(ids, rank, width, slot_map=slot_map)
     selected_local_records(ids, rank, width, slot_map=slot_map, out=out, count_out=count_out)
     assert_bits_equal(count_out, expected[1], "counts past 2**31 elements")
     assert_bits_equal(out, expected[0], "physical past 2**31 elements")

@@ -67,7 +67,9 @@ def node(i, type_="kernel", kernel="k", deps=(), scope_path=(), parent=None, sta
 
 
 def export_of(nodes, workload="callable:step"):
-    return NodeExport("cuda-graph", workload, None, None, nodes)
+    return NodeExport(
+        source="cuda-graph", workload=workload, variant=None, params=None, nodes=nodes
+    )
 
 
 def chain(names, scopes=None):
@@ -575,7 +577,12 @@ def test_breakdown_names_the_nodes_whose_cost_moved():
 
 def test_result_document_is_plain_json_and_its_files(tmp_path):
     a, b = _variant("a", A), _variant("b", B)
-    result = ProfileResult({"a": a, "b": b}, _trials(76, 74), [("a", "b")], {"stages": 1})
+    result = ProfileResult(
+        profiles={"a": a, "b": b},
+        round_trials=_trials(76, 74),
+        pairs=[("a", "b")],
+        params={"stages": 1},
+    )
     doc = json.loads(json.dumps(result.to_dict(), allow_nan=False))
     assert doc["schema"] == "graph-harness/profile" and len(doc["nodes"]) == 7
     assert [r["name"] for r in doc["summary"]] == ["a", "b"]
@@ -602,7 +609,9 @@ def test_tables_render(tmp_path):
     )
 
     a, b = _variant("a", A), _variant("b", B)
-    result = ProfileResult({"a": a, "b": b}, _trials(76, 70), [("a", "b")])
+    result = ProfileResult(
+        profiles={"a": a, "b": b}, round_trials=_trials(76, 70), pairs=[("a", "b")]
+    )
     console = Console(record=True, width=200)
     for t in [summary_table(result), *scope_tables(result), *top_gaps_tables(result, 3)]:
         console.print(t)
@@ -614,7 +623,7 @@ def test_tables_render(tmp_path):
     assert "copy_" in text
     plots.dispatch_share(result.scope_table(), tmp_path / "d.png")
     m = _model_profile()
-    plots.dispatch_share(ProfileResult({"m": m}).scope_table(), tmp_path / "m.png")
+    plots.dispatch_share(ProfileResult(profiles={"m": m}).scope_table(), tmp_path / "m.png")
     assert (tmp_path / "d.png").stat().st_size > 0 and (tmp_path / "m.png").stat().st_size > 0
 
 
@@ -635,7 +644,9 @@ def test_a_result_prices_its_pairs_once(tmp_path, monkeypatch):
     for f in (D.price_pair, D.pair_breakdown, D.group_costs, D.scope_costs):
         monkeypatch.setattr(D, f.__name__, counted(f))
     a, b = _variant("a", A), _variant("b", B)
-    result = ProfileResult({"a": a, "b": b}, _trials(76, 74), [("a", "b")])
+    result = ProfileResult(
+        profiles={"a": a, "b": b}, round_trials=_trials(76, 74), pairs=[("a", "b")]
+    )
     result.write(tmp_path)
     result.to_dict()
     pairs = result.pair_table()
@@ -816,7 +827,8 @@ def test_profiled_step_by_module():
     spec.loader.exec_module(ex)
     step = ex.make_tiny_step()
     with module_scopes(step.module, depth=2):
-        export, captured = capture_and_keep(step)
+        kept = capture_and_keep(step)
+        export, captured = kept.export, kept.captured
     result = profile_steps(
         {"tiny": (export, captured.graph)}, ProfileSettings(trials=4, windows=2, replays=4)
     )
@@ -847,7 +859,9 @@ def test_report_gains_the_dispatch_share_section(tmp_path):
 
     p = RoundParams(stages=2, rows=2, k=32, world=2, rank=1, shard=64)
     exports = {v: count_round(p, v, "cpu").export for v in ("shipped", "fused")}
-    profile = ProfileResult({"shipped": _variant("shipped", A), "fused": _variant("fused", B)})
+    profile = ProfileResult(
+        profiles={"shipped": _variant("shipped", A), "fused": _variant("fused", B)}
+    )
     write_report(tmp_path, exports, None, command="graph-harness report", profile=profile)
     md = (tmp_path / "report.md").read_text()
     assert "## Dispatch share in the round (CUPTI)" in md and "dispatch_share.png" in md
@@ -864,16 +878,21 @@ def test_target_report_gains_the_dispatch_share_per_module(tmp_path):
         tmp_path,
         {"m": p.export},
         command="graph-harness report",
-        profile=ProfileResult({"m": p}),
+        profile=ProfileResult(profiles={"m": p}),
         depth=2,
     )
     md = (tmp_path / "report.md").read_text()
     assert "## Dispatch share in the step (CUPTI)" in md and "per scope, %" in md
     by_scope = pd.read_csv(tmp_path / "dispatch_by_scope.csv").set_index("scope")
-    # the same roll-up as the profile's own scope table, cut where the report's plots cut
-    want = scope_costs(p.nodes, 2).set_index("scope")
-    assert list(by_scope.index) == list(want.index) and by_scope.depth.max() == 2
-    assert np.allclose(by_scope.dispatch_share, want.dispatch_share)
+    # Known by construction: node i takes 1 + i us and waits 0.1 (i + 1) us before it, so
+    # whatever nodes a scope holds, a gap is 1/11 of their cost; the scopes are those of
+    # the model's paths cut at the report's depth, 2.
+    from graph_harness.capture.attribution.rollup import tree_label, tree_parts
+
+    cut = {tree_label(tree_parts(x)[:d]) for x in p.nodes.scope_path for d in (1, 2)}
+    assert set(by_scope.index) == cut | {"(all)"} and by_scope.depth.max() == 2
+    assert np.allclose(by_scope.dispatch_share, 1 / 11)
+    assert by_scope.loc["(all)", "nodes"] == len(p.nodes) == 9
     assert (tmp_path / "dispatch_share.png").read_bytes()[:4] == b"\x89PNG"
 
 

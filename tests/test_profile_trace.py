@@ -207,7 +207,7 @@ def _model(kernels=None):
 
 def test_a_steps_trace_is_what_the_gpu_ran_and_each_replay_sums_to_its_period(tmp_path):
     p, ws, origins, dur, gap = _model()
-    result = ProfileResult({"model": p}, options={"trace_replays": 3})
+    result = ProfileResult(profiles={"model": p}, options={"trace_replays": 3})
     names = result.write(tmp_path, 2, names=short_names)
     assert "trace.json" in names and (tmp_path / "trace.json").is_file()
     doc = json.loads((tmp_path / "trace.json").read_text())
@@ -371,7 +371,7 @@ def test_trace_replays_is_a_profile_setting():
     with pytest.raises(ValueError, match="trace_replays must be a whole number >= 1"):
         ProfileSettings(trace_replays=0)
     for options, want in (({}, ProfileSettings().trace_replays), ({"trace_replays": 2}, 2)):
-        slices, *_ = check_trace(ProfileResult({"m": p}, options=options).trace())
+        slices, *_ = check_trace(ProfileResult(profiles={"m": p}, options=options).trace())
         assert sorted(replay_sums(slices, 1)) == list(range(1, want + 1))
     # more than a window holds: all of the first window's, nothing from the second
     slices, *_ = check_trace(profile_trace({"m": p}, replays=50))
@@ -384,11 +384,11 @@ def test_profiles_without_start_times_still_give_their_tables_but_no_timeline():
     samples, replays = p.samples.drop(columns="start_us"), p.replays.drop(columns="start_us")
     old = VariantProfile(p.name, p.export, samples, replays, p.matching)
     assert old.nodes.equals(p.nodes) and old.summary() == p.summary()
-    a, b = ProfileResult({"m": p}).to_dict(), ProfileResult({"m": old}).to_dict()
+    a, b = ProfileResult(profiles={"m": p}).to_dict(), ProfileResult(profiles={"m": old}).to_dict()
     for key in ("summary", "nodes", "scopes", "matching"):
         assert a[key] == b[key], key
     with pytest.raises(ValueError, match="m: this profile keeps no start times.*profile it again"):
-        ProfileResult({"m": old}).trace()
+        ProfileResult(profiles={"m": old}).trace()
 
 
 def test_two_graphs_are_two_processes_with_unique_ids():
@@ -414,7 +414,7 @@ def test_the_report_folders_hold_the_trace(tmp_path):
         tmp_path / "t",
         {"model": p.export},
         command="x",
-        profile=ProfileResult({"model": p}),
+        profile=ProfileResult(profiles={"model": p}),
         depth=2,
     )
     slices, _, _, threads = check_trace(json.loads((tmp_path / "t" / "trace.json").read_text()))
@@ -436,7 +436,7 @@ def test_the_report_folders_hold_the_trace(tmp_path):
         exports,
         None,
         command="x",
-        profile=ProfileResult({"shipped": round_profile}),
+        profile=ProfileResult(profiles={"shipped": round_profile}),
     )
     slices, _, procs, threads = check_trace(json.loads((tmp_path / "r" / "trace.json").read_text()))
     assert procs == {1: "shipped"} and set(threads[1]) - {"replays"} <= set(STEPS)

@@ -7,7 +7,12 @@ import torch
 from torch import nn
 
 from graph_harness.capture.attribution.provenance_match import deepest_common, match, refine
-from graph_harness.capture.scopes.provenance import CompiledGraph, Entry, collecting, module_path
+from graph_harness.capture.scopes.provenance import (
+    CompiledGraph,
+    ProvenanceEntry,
+    collecting,
+    module_path,
+)
 
 
 @pytest.mark.parametrize(
@@ -134,7 +139,9 @@ def test_a_compile_is_never_paired_with_an_older_post_grad_graph():
     assert log.graphs == []
     log._on_post_grad(FakeGraph(("mm", "block.fc2"), ("add", None)))
     log._on_mapping(json.dumps({"cppCodeToPost": {"extern_kernels.mm:1": ["mm", "add"]}}))
-    assert [g.entries for g in log.graphs] == [[Entry("extern_kernels.mm", ("block.fc2",))]]
+    assert [g.entries for g in log.graphs] == [
+        [ProvenanceEntry("extern_kernels.mm", ("block.fc2",))]
+    ]
 
 
 def node(i, kernel, scope_path=(), type_="kernel"):
@@ -162,13 +169,15 @@ def graph_two_layers():
     # what Inductor records for one compiled graph, in wrapper order
     return CompiledGraph(
         [
-            Entry("extern_kernels.mm", ("layers.0.attn.wq",)),
-            Entry("triton_poi_fused_0", ("layers.0.attn",)),
-            Entry("triton_red_fused_1", ("layers.0", "layers.1.attn")),  # across layers
-            Entry("extern_kernels.mm", ("layers.1.attn.wq",)),
-            Entry("torch.ops.aten._scaled_dot_product_flash_attention", ("layers.1.attn",)),
-            Entry("triton_poi_fused_0", ("layers.1.attn",)),  # the same kernel, reused
-            Entry("triton_per_fused_2", ("norm",)),
+            ProvenanceEntry("extern_kernels.mm", ("layers.0.attn.wq",)),
+            ProvenanceEntry("triton_poi_fused_0", ("layers.0.attn",)),
+            ProvenanceEntry("triton_red_fused_1", ("layers.0", "layers.1.attn")),  # across layers
+            ProvenanceEntry("extern_kernels.mm", ("layers.1.attn.wq",)),
+            ProvenanceEntry(
+                "torch.ops.aten._scaled_dot_product_flash_attention", ("layers.1.attn",)
+            ),
+            ProvenanceEntry("triton_poi_fused_0", ("layers.1.attn",)),  # the same kernel, reused
+            ProvenanceEntry("triton_per_fused_2", ("norm",)),
         ]
     )
 
@@ -218,10 +227,10 @@ def test_externs_that_cannot_be_told_apart_share_their_common_module():
     ]
     g = CompiledGraph(
         [
-            Entry("triton_poi_fused_0", ("layers.0.attn",)),
-            Entry("extern_kernels.mm", ("layers.1.attn.wq",)),
-            Entry("sdpa", ("layers.1.attn",)),
-            Entry("triton_poi_fused_0", ("layers.1.attn",)),
+            ProvenanceEntry("triton_poi_fused_0", ("layers.0.attn",)),
+            ProvenanceEntry("extern_kernels.mm", ("layers.1.attn.wq",)),
+            ProvenanceEntry("sdpa", ("layers.1.attn",)),
+            ProvenanceEntry("triton_poi_fused_0", ("layers.1.attn",)),
         ]
     )
     counts = refine(nodes, [g], NAMES, KNOWN)
@@ -233,7 +242,9 @@ def test_depth_and_a_block_compiled_on_its_own():
     # a block compiled alone: Dynamo's paths are relative to it; its nodes already sit
     # in the block's scope (the hooks ran around the compiled call)
     nodes = [node(0, "triton_a", ("layers.1",)), node(1, "gemm", ("layers.1",))]
-    g = CompiledGraph([Entry("triton_a", ("attn",)), Entry("extern_kernels.mm", ("attn.wq",))])
+    g = CompiledGraph(
+        [ProvenanceEntry("triton_a", ("attn",)), ProvenanceEntry("extern_kernels.mm", ("attn.wq",))]
+    )
     refine(nodes, [g], NAMES, KNOWN)
     assert nodes[0]["scope_path"] == ["layers.1", "layers.1.attn"]
     assert nodes[1]["scope_path"] == ["layers.1", "layers.1.attn"]
@@ -245,12 +256,14 @@ def test_depth_and_a_block_compiled_on_its_own():
 def test_a_later_graph_called_again_is_told_from_an_earlier_one_with_the_same_names():
     # graph A's kernel names recur in graph B (Inductor's counters restart per graph);
     # calls A, B, B: the second B call must not fall back to A
-    a = CompiledGraph([Entry("t_add_0", ("layers.0.attn",)), Entry("t_mul_1", ("norm",))])
+    a = CompiledGraph(
+        [ProvenanceEntry("t_add_0", ("layers.0.attn",)), ProvenanceEntry("t_mul_1", ("norm",))]
+    )
     b = CompiledGraph(
         [
-            Entry("t_add_0", ("layers.1.attn",)),
-            Entry("t_sub_1", ("layers.1.attn",)),
-            Entry("t_mul_1", ("layers.1",)),
+            ProvenanceEntry("t_add_0", ("layers.1.attn",)),
+            ProvenanceEntry("t_sub_1", ("layers.1.attn",)),
+            ProvenanceEntry("t_mul_1", ("layers.1",)),
         ]
     )
     names = ["t_add_0", "t_mul_1"] + ["t_add_0", "t_sub_1", "t_mul_1"] * 2
@@ -262,7 +275,7 @@ def test_a_later_graph_called_again_is_told_from_an_earlier_one_with_the_same_na
 
 def test_a_module_with_its_own_children_is_no_fusion_across_modules():
     nodes = [node(0, "triton_a")]
-    g = CompiledGraph([Entry("triton_a", ("layers.0.attn", "layers.0.attn.wq"))])
+    g = CompiledGraph([ProvenanceEntry("triton_a", ("layers.0.attn", "layers.0.attn.wq"))])
     assert refine(nodes, [g], NAMES, KNOWN)["fused"] == 0
     assert nodes[0]["scope"] == "layers.0.attn" and "fused_modules" not in nodes[0]
 
@@ -270,8 +283,8 @@ def test_a_module_with_its_own_children_is_no_fusion_across_modules():
 def test_repeated_graphs_are_followed_in_order_and_strangers_left_alone():
     # two compiles of the same code (one per block): the second call's kernels belong
     # to the second graph; a kernel no graph lists is left where capture put it
-    g0 = CompiledGraph([Entry("triton_a", ("layers.0.attn",))])
-    g1 = CompiledGraph([Entry("triton_a", ("layers.1.attn",))])
+    g0 = CompiledGraph([ProvenanceEntry("triton_a", ("layers.0.attn",))])
+    g1 = CompiledGraph([ProvenanceEntry("triton_a", ("layers.1.attn",))])
     nodes = [node(0, "triton_a"), node(1, "triton_a"), node(2, "elementwise_kernel")]
     refine(nodes, [g0, g1], NAMES, KNOWN)
     assert [n["scope"] for n in nodes] == ["layers.0.attn", "layers.1.attn", "unscoped"]
@@ -291,13 +304,15 @@ def test_fused_modules_survive_a_file_and_show_in_the_tree(tmp_path):
     nodes = [node(0, "triton_a"), node(1, "triton_b"), node(2, "gemm")]
     g = CompiledGraph(
         [
-            Entry("triton_a", ("layers.0.attn", "layers.1.attn")),
-            Entry("triton_b", ("norm",)),
-            Entry("extern_kernels.mm", ("layers.1.attn.wq",)),
+            ProvenanceEntry("triton_a", ("layers.0.attn", "layers.1.attn")),
+            ProvenanceEntry("triton_b", ("norm",)),
+            ProvenanceEntry("extern_kernels.mm", ("layers.1.attn.wq",)),
         ]
     )
     refine(nodes, [g], NAMES, KNOWN)
-    e = NodeExport("cuda-graph", "callable:step", None, None, nodes)
+    e = NodeExport(
+        source="cuda-graph", workload="callable:step", variant=None, params=None, nodes=nodes
+    )
     back = NodeExport.read_json(e.write_json(tmp_path / "e.json"))
     assert back.nodes == nodes and back.nodes[0]["fused_modules"] == [
         "layers.0.attn",

@@ -126,7 +126,9 @@ def test_compiled_provenance_names_the_modules_the_eager_paths_name(layout):
         compiled_attribution(nodes, ms, ms.codes, compiled=True)
     from graph_harness.capture.export.nodes import NodeExport
 
-    compiled = NodeExport("cuda-graph", "compiled", None, None, nodes).frame()
+    compiled = NodeExport(
+        source="cuda-graph", workload="compiled", variant=None, params=None, nodes=nodes
+    ).frame()
     eager_own = scope_tree(eager).set_index("scope").own
     for depth in (1, 2, 3, 4, 5, None):
         extra = labels(compiled, depth) - labels(eager, depth)

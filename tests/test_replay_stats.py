@@ -11,8 +11,9 @@ from graph_harness.capture import RoundParams, count_round
 from graph_harness.capture.export.delta import node_delta
 from graph_harness.capture.replay.chains import fits_of
 from graph_harness.capture.replay.document import ReplayResult
-from graph_harness.capture.replay.pricing import predicted_saving_us, saving_pairs, savings
+from graph_harness.capture.replay.pricing import predicted_saving_us
 from graph_harness.capture.replay.settings import ReplaySettings
+from graph_harness.capture.round.pricing import saving_pairs, savings
 from graph_harness.capture.stats import fit_chain, saving_interval, saving_point
 
 
@@ -182,7 +183,7 @@ def test_run_replays_measures_the_pricing_chains(monkeypatch):
     # Rounds are priced with the torch-add and memcpy slopes: asking for other chain kinds
     # only must still measure those (a GPU run of `graph-harness replay --kind triton-empty`
     # once failed with a bare KeyError).
-    import graph_harness.capture.replay.document as R
+    import graph_harness.capture.round.replays as R
 
     seen = {}
 
@@ -231,7 +232,10 @@ def test_replay_document_roundtrip(tmp_path):
         ]
     )
     r = ReplayResult(
-        trials, fits_of(trials), params={"stages": 1}, env={"torch": torch.__version__}
+        chain_trials=trials,
+        fits=fits_of(trials),
+        params={"stages": 1},
+        env={"torch": torch.__version__},
     )
     back = ReplayResult.from_dict(json.loads(r.write_json(tmp_path / "r.json").read_text()))
     pd.testing.assert_frame_equal(back.chain_trials, r.chain_trials)
@@ -268,8 +272,8 @@ def test_short_chain_sweep_on_gpu():
 @pytest.mark.gpu
 def test_round_builds_land_elsewhere(monkeypatch):
     # Builds exist to sample where a round's buffers land: each must get new addresses.
-    import graph_harness.capture.replay.pricing as P
-    import graph_harness.capture.replay.rounds as R
+    import graph_harness.capture.round.pricing as P
+    import graph_harness.capture.round.timing as R
 
     bases = []
     real = R.count_round

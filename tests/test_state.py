@@ -308,7 +308,9 @@ class _Event:  # the GPU's clock: every trial takes 1 ms
 def _one_kernel_export():
     node = dict(index=0, type="kernel", kernel="k", grid=None, block=None, stage=None)
     node.update(step="unscoped", scope="unscoped", scope_path=[], deps=[], parent=None)
-    return NodeExport("cuda-graph", "callable:step", None, None, [node])
+    return NodeExport(
+        source="cuda-graph", workload="callable:step", variant=None, params=None, nodes=[node]
+    )
 
 
 @pytest.fixture
@@ -482,14 +484,17 @@ def test_a_reset_goes_through_the_same_guard_as_the_step(capsys):
     assert "its step.reset is an int, not a function" in capsys.readouterr().err
 
 
-def test_the_readme_states_the_warmup_default_and_the_replays_per_reset():
-    text = (REPO / "README.md").read_text()
-    section = text[text.index("## Steps with state") :]
+def test_the_docs_state_the_warmup_default_and_the_replays_per_reset():
+    # Messages send a user to docs/steps-and-check.md: the README links the page.
+    readme = (REPO / "README.md").read_text()
+    assert "[Steps with state](docs/steps-and-check.md)" in readme
+    assert "| `graph-harness check --target SPEC" in readme
+    text = (REPO / "docs" / "steps-and-check.md").read_text()
+    section = text[re.search(r"^# Steps with state$", text, re.M).start() :]
     m = re.search(r"with the default\s+settings,\s+\*\*(\d+)\*\*\s+replays", section)
     assert m and int(m.group(1)) == ProfileSettings().replays_per_reset
     m = re.search(r"`--warmup N`\s+\(default\s+\*\*(\d+)\*\*\)", section)
     assert m and int(m.group(1)) == StepSettings().warmup
-    assert "| `graph-harness check --target SPEC" in text
 
 
 def test_a_cache_too_small_for_the_warmups_says_they_advanced_it():

@@ -87,7 +87,8 @@ def workload_graphs():
     ex = load_example()
     for name, compiled in (("eager", False), ("compiled", True)):
         step = ex.make_step(compiled=compiled, preset="small")
-        _, captured = capture_and_keep(step)
+        kept = capture_and_keep(step)
+        captured = kept.captured
         graphs[f"decoder:{name}"] = captured.graph
         keep.append((step, captured))
     return graphs, keep

@@ -8,11 +8,12 @@ sys.path.insert(0, ".")
 import pandas as pd
 import torch
 
+import graph_harness.capture.round.chains  # noqa: F401  (registers the round's chain kinds)
 from graph_harness.capture.replay.chains import measure_chains
 from graph_harness.capture.replay.pricing import per_call_us
-from graph_harness.capture.replay.rounds import measure_round_configs
 from graph_harness.capture.replay.settings import ReplaySettings
 from graph_harness.capture.round import params as P
+from graph_harness.capture.round.timing import measure_round_configs
 from graph_harness.capture.stats import saving_interval
 
 OUT = os.environ.get("OUT", "/tmp/out")

@@ -15,12 +15,13 @@ pricing), capture.round's params (the variants a measured saving is of), capture
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 _LAZY = {"advise": "advice", "Advice": "advice"}
 __all__ = ["Advice", "advise"]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     # `capture.advise.advise(export)` without importing pandas until it is called for.
     if name not in _LAZY:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -24,12 +24,13 @@ from graph_harness.capture.advise.groups import Group, rank_groups
 from graph_harness.capture.advise.measured import Comparison, compare_measured
 from graph_harness.capture.export.documents import plain
 from graph_harness.capture.export.nodes import NodeExport
+from graph_harness.capture.export.workload import export_name
 
 ADVICE_SCHEMA = "graph-harness/advice"
 ADVICE_SCHEMA_VERSION = 1
 
 
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class Advice:
     """One export's advice: its groups ranked, the comparisons with measured savings, and
     notes on what could not be compared."""
@@ -48,7 +49,7 @@ class Advice:
 
     @property
     def name(self) -> str:
-        base = self.variant or self.workload.removeprefix("callable:")
+        base = export_name(self.workload, self.variant)
         return base + (" [compiled]" if self.compiled else "")
 
     def frame(self) -> pd.DataFrame:
@@ -118,15 +119,15 @@ def advise(export: NodeExport, costs: Costs | None = None) -> Advice:
             "graph node; dependencies are program order (one stream)",
         )
     return Advice(
-        export.workload,
-        export.variant,
-        export.source,
-        export.options.get("compiled"),
-        export.total,
-        export.params,
-        export.unit,
-        costs,
-        groups,
-        comparisons,
-        notes,
+        workload=export.workload,
+        variant=export.variant,
+        source=export.source,
+        compiled=export.options.get("compiled"),
+        total_nodes=export.total,
+        params=export.params,
+        unit=export.unit,
+        costs=costs,
+        groups=groups,
+        comparisons=comparisons,
+        notes=notes,
     )

@@ -12,10 +12,13 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from graph_harness.capture.export.documents import ExportError, Fields
 from graph_harness.capture.text import printable
+
+if TYPE_CHECKING:
+    from graph_harness.capture.replay.document import ReplayResult
 
 # A per-node cost or a round's saving, in microseconds, past this is a broken document, not
 # a measurement (a thousand seconds); it would price candidates at infinities.
@@ -136,7 +139,7 @@ class Costs:
         return None if s is None else s[0]
 
     @classmethod
-    def from_replay(cls, result, label: str) -> Costs:
+    def from_replay(cls, result: ReplayResult, label: str) -> Costs:
         """From a ReplayResult (capture/replay/document.py); its fits must hold torch-add, the
         price of a kernel node."""
         f = Fields(label, CostsError)

@@ -25,7 +25,8 @@ from graph_harness.capture.advise.costs import Costs
 from graph_harness.capture.attribution.labels import generalize
 from graph_harness.capture.export.nodes import NodeExport
 from graph_harness.capture.graph.dispatch import NON_LAUNCHING
-from graph_harness.capture.replay.pricing import TYPE_CHAIN, chains_replay_its_calls, step_chain
+from graph_harness.capture.replay.kinds import TYPE_CHAIN
+from graph_harness.capture.round.pricing import chains_replay_its_calls, step_chain
 
 # The node type a removed node of each role is priced as, where its own type has no chain
 # (the CPU source's ATen ops).

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from graph_harness.capture.advise.costs import Costs, MeasuredSaving
 from graph_harness.capture.advise.groups import Group
 from graph_harness.capture.export.nodes import NodeExport
-from graph_harness.capture.replay.pricing import TYPE_CHAIN, step_chain
+from graph_harness.capture.replay.kinds import TYPE_CHAIN
 from graph_harness.capture.round.params import VARIANTS, steps_changed
+from graph_harness.capture.round.pricing import step_chain
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
-from graph_harness.capture.scopes.provenance import CompiledGraph, Entry
+from graph_harness.capture.scopes.provenance import CompiledGraph, ProvenanceEntry
 
 LAUNCHING = ("kernel", "memcpy", "memset")
 
@@ -83,10 +83,12 @@ def match(nodes: list[dict[str, Any]], graphs: list[CompiledGraph]) -> Attributi
         out.modules[n["index"]] = graphs[cur[0]].entries[cur[1]].modules
         out.how[n["index"]] = "kernel"
 
-    def externs(g: int, lo: int, hi: int) -> list[Entry]:
+    def externs(g: int, lo: int, hi: int) -> list[ProvenanceEntry]:
         return [e for e in graphs[g].entries[lo:hi] if e.name not in names]
 
-    def give(gap: list[dict], ext: list[Entry], *, exact_only: bool, how="extern") -> None:
+    def give(
+        gap: list[dict], ext: list[ProvenanceEntry], *, exact_only: bool, how: str = "extern"
+    ) -> None:
         if not gap or not ext:
             return
         kernels = [n for n in gap if n["type"] == "kernel"]

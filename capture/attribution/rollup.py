@@ -10,13 +10,15 @@ that is never called itself (`layers`) is still a level, as its qualified name s
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import pandas as pd
 
 from graph_harness.capture.attribution.labels import natural, natural_parts
 from graph_harness.capture.scopes.recorder import UNSCOPED
 
 
-def tree_parts(path) -> tuple[str, ...]:
+def tree_parts(path: Iterable[str]) -> tuple[str, ...]:
     """The scope-tree position of a node whose enclosing scopes are `path`."""
     parts: list[str] = []
     prev = None
@@ -96,7 +98,7 @@ def scope_tree(frame: pd.DataFrame, depth: int | None = None) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["scope", "depth", "nodes", "own", "fused"])
 
 
-def tree_order(label: str):
+def tree_order(label: str) -> list:
     """A sort key putting scope labels in tree order (parents first, layers.2 < layers.10:
     attribution/labels.py's natural order), the root and unscoped first."""
     return [] if label in (UNSCOPED, ROOT) else natural(label)

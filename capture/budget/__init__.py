@@ -5,7 +5,7 @@ limits in total and per scope, and the budget file that records today's counts.
   pattern's two kinds of budget (per match, and `sum(...)`)
 - file.py: the budget file, read, rendered and recorded
 
-May import: capture.export, capture.attribution, the root's files.py and paths.py.
+May import: capture.export, capture.attribution, capture.scopes (scope labels).
 Here, nothing: the pytest plugin reads the flag below at every pytest start-up.
 """
 

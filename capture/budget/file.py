@@ -68,7 +68,7 @@ class BudgetFileError(BudgetError, ExportError):
 
 
 @dataclass(frozen=True)
-class Entry:
+class BudgetEntry:
     """One recorded budget: the total and per-scope counts of one source."""
 
     total: int
@@ -87,8 +87,8 @@ class Entry:
         return {k: v for k, v in (("torch", self.torch), ("device", self.device)) if v}
 
 
-def read_budgets(path: str | Path) -> dict[str, dict[str, Entry]]:
-    """Read and check a budget file: key -> source -> Entry. BudgetFileError naming the
+def read_budgets(path: str | Path) -> dict[str, dict[str, BudgetEntry]]:
+    """Read and check a budget file: key -> source -> BudgetEntry. BudgetFileError naming the
     file and the field for anything wrong."""
     doc = load_document(path, "budgets", BudgetFileError)  # another kind: refused
     f = Fields(str(path), BudgetFileError)
@@ -103,7 +103,7 @@ def read_budgets(path: str | Path) -> dict[str, dict[str, Entry]]:
             f"({', '.join(map(str, READS))}); re-record it with --update-node-budgets",
         )
     f.keys("", doc, ("schema", "schema_version", "budgets"))
-    out: dict[str, dict[str, Entry]] = {}
+    out: dict[str, dict[str, BudgetEntry]] = {}
     for key, per_source in f.obj("budgets", doc["budgets"]).items():
         where = f"budgets[{show(key)}]"
         f.obj(where, per_source)
@@ -128,7 +128,7 @@ def read_budgets(path: str | Path) -> dict[str, dict[str, Entry]]:
                 f.string(f"{p}.{k}", e.get(k), none=True)
             if version == 1:
                 scopes = {_as_version_2(name): n for name, n in scopes.items()}
-            out[key][source] = Entry(total, dict(scopes), e.get("torch"), e.get("device"))
+            out[key][source] = BudgetEntry(total, dict(scopes), e.get("torch"), e.get("device"))
     return out
 
 
@@ -139,7 +139,7 @@ def _as_version_2(name: str) -> str:
     return sum_key(name) if is_pattern(name) else name
 
 
-def render_budgets(budgets: Mapping[str, Mapping[str, Entry]]) -> str:
+def render_budgets(budgets: Mapping[str, Mapping[str, BudgetEntry]]) -> str:
     """The file's text: keys and sources in sorted order, so a diff shows only what changed."""
     doc = {
         "schema": SCHEMA,
@@ -149,7 +149,7 @@ def render_budgets(budgets: Mapping[str, Mapping[str, Entry]]) -> str:
     return json.dumps(doc, indent=2, allow_nan=False) + "\n"
 
 
-def lookup(path: str | Path, key: str, source: str, *, shown: str | None = None) -> Entry:
+def lookup(path: str | Path, key: str, source: str, *, shown: str | None = None) -> BudgetEntry:
     """The entry recorded for `key` and `source`; BudgetError saying how to record it."""
     shown = shown or str(path)
     how = f"run pytest with {UPDATE_FLAG} to record today's counts"
@@ -174,13 +174,15 @@ _SOURCE_WORDS = {
 }
 
 
-def record(path: str | Path, key: str, export: NodeExport, names: Iterable[str] | None) -> Entry:
+def record(
+    path: str | Path, key: str, export: NodeExport, names: Iterable[str] | None
+) -> BudgetEntry:
     """Write today's counts of `export` as the budget for `key` (its own source's entry),
     keeping every other entry of the file. Read, change and write happen under a lock on
     the file's folder (parallel test workers recording into one file lose nothing); the
     file is written beside and renamed in (capture/files.py), through a link if it is one.
     A file that cannot be read is refused, never overwritten."""
-    entry = Entry(
+    entry = BudgetEntry(
         total=export.total,
         scopes=counts(export, names),
         torch=export.env.get("torch"),

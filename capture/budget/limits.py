@@ -216,7 +216,9 @@ class _Nodes:
                 out.setdefault(hit, set()).add(p)
         return dict(sorted(out.items(), key=lambda kv: natural(kv[0])))
 
-    def _line(self, name: str, budget: int | None, positions: set, **kind) -> Line:
+    def _line(
+        self, name: str, budget: int | None, positions: set, **kind: str | int | None
+    ) -> Line:
         kernels = Counter(k for p, k in self.rows if p in positions)
         return Line(name, budget, sum(kernels.values()), _ranked(kernels), **kind)
 

@@ -10,6 +10,6 @@ bit for bit, with free memory poisoned; host copies in the graph; the findings.
 - host_copies.py: memcpy nodes from or to host memory
 - poison.py: free memory filled with a pattern around replays
 
-May import: capture.count, capture.state, capture.scopes, capture.graph, capture.replay
-(its guard).
+May import: capture.count, capture.state, capture.graph, capture.replay (its guard),
+capture.export (the export a check reads, in annotations); nothing of the built-in round.
 """

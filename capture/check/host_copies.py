@@ -10,11 +10,18 @@ pinned or registered memory.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from graph_harness.capture.check.findings import Finding
 from graph_harness.capture.graph.reader import memcpy_params, read_graph
 
+if TYPE_CHECKING:
+    import torch
 
-def host_copies(graph, export) -> list[Finding]:
+    from graph_harness.capture.export.nodes import NodeExport
+
+
+def host_copies(graph: torch.cuda.CUDAGraph, export: NodeExport) -> list[Finding]:
     """A finding for every memcpy node of `graph` (the kept graph `export` was read from)
     whose source or destination is host memory."""
     raw = read_graph(graph.raw_cuda_graph())

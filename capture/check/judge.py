@@ -18,6 +18,9 @@ which step, and why, as findings (capture/check/findings.py).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 import torch
 
 from graph_harness.capture.check.findings import CheckResult, Finding
@@ -36,10 +39,13 @@ from graph_harness.capture.check.trajectory import POISONS, Trajectories
 from graph_harness.capture.state.changes import Change, compare, names
 from graph_harness.capture.state.fingerprint import Fingerprint, Seen
 
+if TYPE_CHECKING:
+    from graph_harness.capture.export.nodes import NodeExport
+
 LISTED = 12  # mismatching tensors listed one finding each; the rest in one line
 
 
-def judge(t: Trajectories, result: CheckResult, export, copies: list[Finding]) -> None:
+def judge(t: Trajectories, result: CheckResult, export: NodeExport, copies: list[Finding]) -> None:
     """Fill `result` (findings, counts) from the trajectories."""
     result.steps, result.compared = t.steps, t.c is not None
     last = t.a.after[-1]
@@ -193,7 +199,7 @@ def _within(c: Change, own: Change | None) -> bool:
     )
 
 
-def _freed(t: Trajectories, spreads) -> list[tuple[int, Change]]:
+def _freed(t: Trajectories, spreads: Sequence[dict[str, Change]]) -> list[tuple[int, Change]]:
     """(step, change) for what differs between the two replayed runs, at its first step,
     beyond what the step itself does not repeat."""
     first: dict[str, tuple[int, Change]] = {}
@@ -212,7 +218,9 @@ def order(x: tuple) -> int:
     return x[0]
 
 
-def _against_eager(t: Trajectories, spreads):
+def _against_eager(
+    t: Trajectories, spreads: Sequence[dict[str, Change]]
+) -> tuple[list[tuple[int, Change]], list[tuple[int, Change]], list[tuple[int, Change, float]]]:
     """The graph (C) against the step (A), call by call, each tensor at its first step:
     (mismatches, ones that cannot be judged, ones within the measured spread)."""
     bad: dict[str, tuple[int, Change]] = {}
@@ -242,6 +250,6 @@ def _replays_differ(t: Trajectories) -> bool:
     return any(c for i in range(t.steps) for c in compare(t.c.after[i], t.d.after[i]) if not c.host)
 
 
-def _addr(fp: Fingerprint, name: str):
+def _addr(fp: Fingerprint, name: str) -> int | None:
     s = fp.seen.get(name)
     return None if s is None or s.host else s.meta[0]

@@ -3,13 +3,20 @@ naming the step, the tensor, the module that holds it where its name says, and t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 from graph_harness.capture.check.findings import Finding
 from graph_harness.capture.state.changes import Change, names
+
+if TYPE_CHECKING:
+    from graph_harness.capture.check.trajectory import Trajectories
+    from graph_harness.capture.export.nodes import NodeExport
 
 SLACK = 4.0  # a nondeterministic tensor may differ by this many times its measured spread
 HOST_FIX = (
     "keep it on the GPU, a tensor the step advances in place (`pos.add_(1)`), or write it "
-    "into a static buffer from step.feed (README: Steps with state)"
+    "into a static buffer from step.feed (docs/steps-and-check.md)"
 )
 
 
@@ -25,7 +32,7 @@ def values(vs: list) -> str:
     return shown + (", ..." if len(vs) > 5 else "")
 
 
-def module_of(name: str, export) -> str:
+def module_of(name: str, export: NodeExport) -> str:
     """Where a tensor named `module parameter|buffer|attribute PATH` lives: its module and
     the nodes the export attributes to it; "" for any other tensor."""
     for kind in ("module parameter ", "module buffer ", "module attribute "):
@@ -47,7 +54,15 @@ def module_of(name: str, export) -> str:
     return f"; it belongs to module {module} (its nodes: {shown})"
 
 
-def mismatch(i, c: Change, t, export, moved, copies, freed: bool) -> Finding:
+def mismatch(
+    i: int,
+    c: Change,
+    t: Trajectories,
+    export: NodeExport,
+    moved: dict[str, list],
+    copies: list[Finding],
+    freed: bool,
+) -> Finding:
     why = []
     if moved:
         why.append(f"host values change along the calls: {', '.join(list(moved)[:3])}")
@@ -67,7 +82,9 @@ def mismatch(i, c: Change, t, export, moved, copies, freed: bool) -> Finding:
     )
 
 
-def host_fail(moved: dict, start_host: list[Change], first) -> Finding:
+def host_fail(
+    moved: dict[str, list], start_host: list[Change], first: tuple[int, Change] | None
+) -> Finding:
     missed = {h.name for h in start_host}
     if moved:
         name, vs = next(iter(moved.items()))
@@ -121,7 +138,7 @@ def restored(names_: list[str], severity: str) -> Finding:
     )
 
 
-def host_unverified(moved: dict, start_host: list[Change]) -> Finding:
+def host_unverified(moved: dict[str, list], start_host: list[Change]) -> Finding:
     if moved:
         name, vs = next(iter(moved.items()))
         what = f"a call changes host value {name} ({values(vs)})"
@@ -149,7 +166,7 @@ def reset_misses(tensors: list[Change]) -> Finding:
     )
 
 
-def measured(spreads) -> Finding:
+def measured(spreads: Sequence[dict[str, Change]]) -> Finding:
     first: dict[str, tuple[int, Change]] = {}
     for i, s in enumerate(spreads):
         for n, c in s.items():

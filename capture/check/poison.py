@@ -14,6 +14,7 @@ stays mapped, so reading it can be caught instead of faulting.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -53,7 +54,7 @@ def free_blocks(device: int) -> list[tuple[int, str, int]]:
     return sorted(out, key=lambda x: -x[2])
 
 
-def _stream(handle: int):
+def _stream(handle: int) -> torch.cuda.Stream:
     if handle == 0:
         return torch.cuda.default_stream()
     s = torch.cuda.ExternalStream(handle)
@@ -62,7 +63,7 @@ def _stream(handle: int):
 
 
 @contextlib.contextmanager
-def poisoned(pattern: int):
+def poisoned(pattern: int) -> Iterator[Poisoned]:
     """While open, the default pool's free memory holds `pattern` in every byte."""
     device = torch.cuda.current_device()
     info = Poisoned(pattern)

@@ -30,6 +30,9 @@ The step runs `warmup` + 1 times to be captured, then 2 x `steps` times eagerly.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
 from graph_harness.capture.check.findings import (
     CheckFailed,
     CheckResult,
@@ -41,7 +44,7 @@ from graph_harness.capture.check.judge import judge
 from graph_harness.capture.check.settings import CheckSettings
 from graph_harness.capture.check.trajectory import run_trajectories
 from graph_harness.capture.count import capture_and_keep
-from graph_harness.capture.graph.diagnose_classes import DATA_DEPENDENT_OPS
+from graph_harness.capture.graph.diagnose.classes import DATA_DEPENDENT_OPS
 from graph_harness.capture.graph.settings import StepSettings
 from graph_harness.capture.state.changes import Change, names
 from graph_harness.capture.state.steps import (
@@ -51,6 +54,12 @@ from graph_harness.capture.state.steps import (
     require_repeatable,
 )
 from graph_harness.capture.text import printable
+
+if TYPE_CHECKING:
+    import torch
+
+    from graph_harness.capture.export.nodes import NodeExport
+    from graph_harness.capture.graph.capture import Captured
 
 STEPS = CheckSettings.steps  # calls in check's trajectory (module docstring says why four)
 NO_GPU = (
@@ -73,13 +82,13 @@ __all__ = [
 
 
 def check_step(
-    step,
+    step: Callable[[], object],
     *,
     warmup: int = StepSettings.warmup,
     steps: int = STEPS,
-    module=None,
+    module: torch.nn.Module | None = None,
     depth: int | None = None,
-    device=None,
+    device: torch.device | str | None = None,
     name: str = "the step",
 ) -> CheckResult:
     """Capture `step` (`warmup` warm-ups; with `module`, by its modules as
@@ -87,18 +96,25 @@ def check_step(
     (check_captured)."""
     steps = check_steps(steps)
     watch = StateWatch(step)
-    export, captured = capture_and_keep(
+    kept = capture_and_keep(
         step, warmup=warmup, device=device, watch=watch, module=module, depth=depth
     )
+    export, captured = kept.export, kept.captured
     return check_captured(step, export, captured, watch.repeatability, name=name, steps=steps)
 
 
-def check_steps(steps) -> int:
+def check_steps(steps: int) -> int:
     return CheckSettings(steps=steps).steps  # checked where the default lives
 
 
 def check_captured(
-    step, export, captured, rep: Repeatability, *, name="the step", steps: int = STEPS
+    step: Callable[[], object],
+    export: NodeExport,
+    captured: Captured | None,
+    rep: Repeatability,
+    *,
+    name: str = "the step",
+    steps: int = STEPS,
 ) -> CheckResult:
     """Check a graph already captured from `step` (capture_and_keep with a StateWatch,
     whose `repeatability` is `rep`) over `steps` calls; `captured` None (the CPU): the
@@ -126,9 +142,9 @@ def check_captured(
     return result
 
 
-def host_reads(export) -> list[Finding]:
+def host_reads(export: NodeExport) -> list[Finding]:
     """On the CPU: each counted op that reads a value back to the host or makes a
-    data-dependent shape; on a GPU it breaks the capture (capture/graph/diagnose.py)."""
+    data-dependent shape; on a GPU it breaks the capture (capture/graph/diagnose/failure.py)."""
     out = []
     for n in export.nodes:
         op = str(n.get("kernel") or "").rsplit(".", 1)[0]
@@ -210,7 +226,7 @@ def _host_line(host: list[Change]) -> str:
     )
 
 
-def _rng_line(drawn) -> str:
+def _rng_line(drawn: Sequence[str]) -> str:
     return (
         f"the step draws random numbers ({'; '.join(drawn)}); torch registers the generator "
         "with a graph, so each replay draws anew as an eager call would; check runs its "

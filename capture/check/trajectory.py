@@ -27,6 +27,7 @@ back (`unrestorable`). Host values are never put back: only the step knows them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -36,6 +37,7 @@ from graph_harness.capture.replay.guard import Replayer, sync
 from graph_harness.capture.state.changes import compare
 from graph_harness.capture.state.fingerprint import Fingerprint, fingerprint, reachable
 from graph_harness.capture.state.steps import (
+    Repeatability,
     feed_of,
     reset_of,
     rng_moved,
@@ -71,7 +73,9 @@ class Trajectories:
 
 
 class _Runner:
-    def __init__(self, step, steps: int, replayer: Replayer | None, output) -> None:
+    def __init__(
+        self, step: Callable[[], object], steps: int, replayer: Replayer | None, output: object
+    ) -> None:
         self.step = step
         self.steps = steps
         self.start = start_of(step)
@@ -138,7 +142,7 @@ class Restored:
     unrestorable: list[str] = field(default_factory=list)
 
 
-def restore(step, like: Fingerprint, now: Fingerprint) -> Restored:
+def restore(step: Callable[[], object], like: Fingerprint, now: Fingerprint) -> Restored:
     """Put every watched state tensor that differs from `like` back to its value there,
     in place (same address: a graph keeps reading it); docstring."""
     out = Restored()
@@ -160,7 +164,14 @@ def restore(step, like: Fingerprint, now: Fingerprint) -> Restored:
     return out
 
 
-def run_trajectories(step, steps: int, graph, output, name: str, rep) -> Trajectories:
+def run_trajectories(
+    step: Callable[[], object],
+    steps: int,
+    graph: torch.cuda.CUDAGraph | None,
+    output: object,
+    name: str,
+    rep: Repeatability,
+) -> Trajectories:
     """The four runs (module docstring); `graph` None (the CPU): A and B only. Replays go
     through one Replayer (capture/replay/guard.py): a CUDA error is one line. Ends with
     the step at its start. Syncs."""

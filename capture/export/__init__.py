@@ -7,7 +7,6 @@ work it counts), reading checked documents back, the delta between two, and DOT.
 - delta.py: node deltas between two exports
 - dot.py: Graphviz DOT of an export
 
-May import: capture.attribution, capture.graph (node kinds), capture.scopes, the root's
-files.py and paths.py; never capture.round (the round's knowledge reaches the export's
-readers through workload.py).
+May import: capture.attribution, capture.graph (node kinds), capture.scopes. Never the
+built-in round: its knowledge reaches the export's readers through workload.py.
 """

@@ -13,7 +13,7 @@ import pandas as pd
 
 from graph_harness.capture.attribution.rollup import scope_tree, tree_order
 from graph_harness.capture.errors import UsageError
-from graph_harness.capture.export.documents import records
+from graph_harness.capture.export.documents import frame_records
 from graph_harness.capture.export.nodes import NodeExport
 
 
@@ -55,7 +55,7 @@ class NodeDelta:
         workload are told apart as (A) and (B)."""
 
         def name(e: NodeExport) -> str:
-            base = e.variant or e.workload.removeprefix("callable:")
+            base = e.name
             return base + (" [compiled]" if e.options.get("compiled") else "")
 
         mine, other = name(export), name(self.b if export is self.a else self.a)
@@ -78,11 +78,11 @@ class NodeDelta:
             "total_delta": self.total_delta,
             "headline": self.headline(),
             "scoped_differently": self.scoped_differently,
-            "by_step": records(self.by_step),
-            "by_type": records(self.by_type),
-            "by_kernel": records(self.by_kernel),
-            "by_stage_step": records(self.by_stage_step),
-            "by_scope": records(self.by_scope),
+            "by_step": frame_records(self.by_step),
+            "by_type": frame_records(self.by_type),
+            "by_kernel": frame_records(self.by_kernel),
+            "by_stage_step": frame_records(self.by_stage_step),
+            "by_scope": frame_records(self.by_scope),
         }
 
     def headline(self) -> str:

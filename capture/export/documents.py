@@ -14,12 +14,16 @@ import json
 import math
 import re
 import sys
+from collections.abc import Collection
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from graph_harness.capture.errors import UsageError
 from graph_harness.capture.paths import InputPathError, read_input
 from graph_harness.capture.text import printable_all
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def plain(v: Any) -> Any:
@@ -38,7 +42,7 @@ def plain(v: Any) -> Any:
     return v
 
 
-def records(frame) -> list[dict[str, Any]] | None:
+def frame_records(frame: pd.DataFrame | None) -> list[dict[str, Any]] | None:
     """A DataFrame's rows as plain JSON objects (None for no frame); every table of a
     document goes out through here."""
     if frame is None:
@@ -147,7 +151,14 @@ class Fields:
             self.expected(path, "a list", v)
         return v
 
-    def string(self, path: str, v: object, *, none: bool = False, choices=None) -> str | None:
+    def string(
+        self,
+        path: str,
+        v: object,
+        *,
+        none: bool = False,
+        choices: Collection[str] | None = None,
+    ) -> str | None:
         if v is None and none:
             return None
         if not isinstance(v, str):
@@ -157,7 +168,13 @@ class Fields:
         return v
 
     def integer(
-        self, path: str, v: object, *, lo: int | None = None, hi: int | None = None, none=False
+        self,
+        path: str,
+        v: object,
+        *,
+        lo: int | None = None,
+        hi: int | None = None,
+        none: bool = False,
     ) -> int | None:
         """An int (not a bool, not a float however whole) in [lo, hi)."""
         if v is None and none:

@@ -3,10 +3,15 @@ quote or backslash in a kernel or scope name stays text (and cannot inject DOT).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from graph_harness.capture.graph.dispatch import NON_LAUNCHING
 
+if TYPE_CHECKING:
+    from graph_harness.capture.export.nodes import NodeExport  # cyclic: it imports this
 
-def to_dot(export) -> str:
+
+def to_dot(export: NodeExport) -> str:
     lines = ["digraph G {", "  rankdir=TB; node [shape=box, fontsize=9];"]
     for n in export.nodes:
         if n["type"] in NON_LAUNCHING:

@@ -13,6 +13,9 @@ its `otherData`, where Perfetto keeps metadata). What reads where:
   `advise` read it too; one export is taken as it is, of several one is named after a
   `#`: `c.json#fused` (`c.json#target` for a `--target`, `#shipped-rank1` under
   `--distributed`);
+- a sweep (`sweep.json`, `sweep --json`): it holds each size's export in full, so
+  `delta` and `advise` read one size of it, `s.json#batch8` (`delta s.json#batch1
+  s.json#batch64`: what the larger size adds);
 - a replay document (`replay.json`, `replay --json`): `advise --costs`;
 - a budget file: `node_budget(record=...)`;
 - the rest (profile, check, delta, advice, timeline, an output folder's manifest) hold
@@ -28,9 +31,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from graph_harness.capture.export.documents import ExportError, Fields, load_json, show
+
+if TYPE_CHECKING:
+    from graph_harness.capture.export.nodes import NodeExport  # pandas, and cyclic
 
 # schema -> what the document is, as a refusal names it
 KINDS = {
@@ -44,13 +50,16 @@ KINDS = {
     "graph-harness/node-budgets": "a node-budget file (`pytest --update-node-budgets`)",
     "graph-harness/trace": "a timeline (`profile --out DIR`'s trace.json, for Perfetto)",
     "graph-harness/output": "an output folder's manifest",
+    "graph-harness/sweep": "a sweep (`sweep --out DIR`'s sweep.json, `sweep --json`)",
 }
-NODES, COUNT, REPLAY, BUDGETS = (
+NODES, COUNT, REPLAY, BUDGETS, SWEEP = (
     "graph-harness/nodes",
     "graph-harness/count",
     "graph-harness/replay",
     "graph-harness/node-budgets",
+    "graph-harness/sweep",
 )
+SWEEP_SCHEMA_VERSION = 1
 COUNT_SCHEMA_VERSION = 1
 
 EXPORT_FILE = (
@@ -71,7 +80,7 @@ class Reader:
 
 
 READERS = {
-    "export": Reader((NODES, COUNT), "export", "a node export", EXPORT_FILE),
+    "export": Reader((NODES, COUNT, SWEEP), "export", "a node export", EXPORT_FILE),
     "replay": Reader(
         (REPLAY,),
         "replay document",
@@ -91,6 +100,7 @@ READERS = {
 ELSEWHERE = {
     NODES: "an export goes to advise's EXPORT or delta's A and B",
     COUNT: "its exports go to advise's EXPORT or delta's A and B, FILE#NAME for one",
+    SWEEP: "its sizes' exports go to advise's EXPORT or delta's A and B, FILE#batchN for one",
     REPLAY: "a replay document goes to advise --costs",
     BUDGETS: "a budget file goes to node_budget's record=",
 }
@@ -106,7 +116,9 @@ def schema_of(doc: Any) -> str | None:
     return schema if isinstance(schema, str) else None
 
 
-def refuse_other_kinds(doc: Any, where: str, want: str, error=ExportError) -> None:
+def refuse_other_kinds(
+    doc: Any, where: str, want: str, error: type[ExportError] = ExportError
+) -> None:
     """`error` in one line if `doc` is a graph-harness document of a kind `want` does not
     read, naming what it is and the file to pass; anything else passes (the reader's own
     checks judge a document of its kind, or one that is no graph-harness document)."""
@@ -118,7 +130,7 @@ def refuse_other_kinds(doc: Any, where: str, want: str, error=ExportError) -> No
         )
 
 
-def load_document(path: str | Path, want: str, error=ExportError) -> Any:
+def load_document(path: str | Path, want: str, error: type[ExportError] = ExportError) -> Any:
     """Parse the file at `path` (a regular file, UTF-8 JSON) for a reader of `want`
     ("export", "replay", "budgets"), refusing a graph-harness document of another kind."""
     doc = load_json(path, READERS[want].reading, error)
@@ -142,7 +154,7 @@ def split_ref(ref: str | Path) -> tuple[str | Path, str | None]:
     return path, name
 
 
-def read_export(ref: str | Path):
+def read_export(ref: str | Path) -> NodeExport:
     """The NodeExport at `ref`: a node export file, or one export of count's output
     (`PATH#NAME`; the name may be left out when it holds one). ExportError in one line
     otherwise, naming the file and what to pass."""
@@ -150,25 +162,27 @@ def read_export(ref: str | Path):
 
     path, name = split_ref(ref)
     doc = load_document(path, "export")
-    if schema_of(doc) != COUNT:
+    schema = schema_of(doc)
+    if schema not in (COUNT, SWEEP):
         if name is not None:
             raise ExportError(
-                f"{ref}: #{name} names an export of count's output (`count --json`), and "
-                f"{path} is not one: drop #{name}"
+                f"{ref}: #{name} names an export of count's output (`count --json`) or of a "
+                f"sweep, and {path} is neither: drop #{name}"
             )
         return NodeExport.from_dict(doc, where=str(path))
-    exports = _count_exports(doc, str(path))
+    what = "count's output" if schema == COUNT else "the sweep"
+    exports = (_count_exports if schema == COUNT else _sweep_exports)(doc, str(path))
     names = ", ".join(exports)
     if name is None:
         if len(exports) != 1:
             first = next(iter(exports))
             raise ExportError(
-                f"{path}: count's output holds {len(exports)} exports ({names}); name one "
+                f"{path}: {what} holds {len(exports)} exports ({names}); name one "
                 f"after a '#': {path}#{first}"
             )
         name = next(iter(exports))
     elif name not in exports:
-        raise ExportError(f"{ref}: count's output has no export {show(name)} (it holds {names})")
+        raise ExportError(f"{ref}: {what} has no export {show(name)} (it holds {names})")
     return NodeExport.from_dict(exports[name], where=f"{path}#{name}")
 
 
@@ -187,4 +201,21 @@ def _count_exports(doc: dict, where: str) -> dict[str, Any]:
     exports = f.obj("exports", doc["exports"])
     if not exports:
         f.fail("exports", "count's output holds no export")
+    return exports
+
+
+def _sweep_exports(doc: dict, where: str) -> dict[str, Any]:
+    """A sweep's exports by size name, its envelope checked as far as they go; each
+    export is checked by NodeExport.from_dict when taken."""
+    f = Fields(where)
+    version = doc.get("schema_version")
+    if type(version) is not int or version != SWEEP_SCHEMA_VERSION:
+        f.fail(
+            "schema_version",
+            f"{show(version)} is not a sweep version this graph-harness reads "
+            f"({SWEEP_SCHEMA_VERSION}); sweep again with this graph-harness",
+        )
+    exports = f.obj("exports", doc.get("exports"))
+    if not exports:
+        f.fail("exports", "the sweep holds no export")
     return exports

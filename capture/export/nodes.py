@@ -37,11 +37,12 @@ from typing import Any
 
 import pandas as pd
 
+from graph_harness.capture.attribution.node import COLUMNS, NODE_OPTIONAL, Node
 from graph_harness.capture.export.documents import (
     ExportError as ExportError,  # re-exported: capture.ExportError
 )
 from graph_harness.capture.export.documents import Fields, show
-from graph_harness.capture.export.workload import is_round, step_order, unit_of
+from graph_harness.capture.export.workload import export_name, is_round, step_order, unit_of
 from graph_harness.capture.files import write_atomic
 from graph_harness.capture.graph.dispatch import NON_LAUNCHING
 from graph_harness.capture.scopes.modules import EVERY_LEVEL
@@ -51,8 +52,6 @@ SCHEMA = "graph-harness/nodes"
 SCHEMA_VERSION = 3
 READABLE_VERSIONS = (1, 2, 3)
 SOURCES = ("cuda-graph", "cpu-dispatch")
-COLUMNS = ["index", "type", "kernel", "grid", "block", "stage", "step", "scope", "scope_path"]
-COLUMNS += ["deps", "parent"]
 _V1_MISSING = ("scope", "scope_path")
 
 
@@ -62,17 +61,17 @@ _V1_MISSING = ("scope", "scope_path")
 DOC_KEYS = ("schema", "schema_version", "source", "workload", "variant", "params", "rank")
 DOC_KEYS += ("env", "created", "nodes")
 DOC_OPTIONAL = ("options", "total_nodes")
-NODE_OPTIONAL = ("programmatic_deps", "fused_modules")
 
 
-@dataclass
+@dataclass(kw_only=True)
 class NodeExport:
     source: str  # "cuda-graph" | "cpu-dispatch"
     workload: str  # ROUND_WORKLOAD (the built-in round), a target's name, "callable:<qualname>"
     variant: str | None
     params: dict[str, Any] | None
-    # one dict per node, keys COLUMNS; on the CPU source views and allocs too (`type`)
-    nodes: list[dict[str, Any]]
+    # one record per node (capture/attribution/node.py); on the CPU source views and
+    # allocs too (`type`)
+    nodes: list[Node]
     env: dict[str, Any] = field(default_factory=dict)
     created: str = ""
     rank: int | None = None
@@ -83,6 +82,12 @@ class NodeExport:
         """Nodes of the graph; on the CPU source, launching dispatches (no views/allocs).
         The document's `total_nodes`; `len(nodes)` counts views and allocs as well."""
         return sum(1 for n in self.nodes if n["type"] not in NON_LAUNCHING)
+
+    @property
+    def name(self) -> str:
+        """What tables call it: the round's variant, or the workload (a target's name, a
+        callable's qualified name)."""
+        return export_name(self.workload, self.variant)
 
     @property
     def is_round(self) -> bool:
@@ -235,7 +240,7 @@ def _check_options(f: Fields, options: dict) -> None:
         f.integer("options.module_depth", depth, lo=1)
 
 
-def _check_node(f: Fields, i: int, n: object, count: int, version: int) -> dict[str, Any]:
+def _check_node(f: Fields, i: int, n: object, count: int, version: int) -> Node:
     """Node `i` of `count`, checked; a fresh dict (the document's lists are not shared).
     A version-1 node gets the scope columns of its flat (stage, step) scope."""
     p = f"nodes[{i}]"

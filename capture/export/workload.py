@@ -31,3 +31,9 @@ def unit_of(workload: str) -> str:
 def step_order(workload: str) -> tuple[str, ...]:
     """The steps an export's nodes fall into, in order: the round's; none for a step."""
     return ROUND_STEPS if is_round(workload) else ()
+
+
+def export_name(workload: str, variant: str | None) -> str:
+    """An export's name in tables: the round's variant, or the workload without the
+    `callable:` a callable's qualified name is marked with."""
+    return variant or workload.removeprefix("callable:")

@@ -6,7 +6,7 @@ be captured) and reading the graph back; on the CPU, counting dispatched operati
 - reader.py: the captured graph's nodes, kinds, kernels and edges (cuda-bindings)
 - dispatch.py: the CPU's count of dispatched operations
 - compiled.py: torch.compile'd code in a step, found and refused where it cannot be counted
-- diagnose.py, diagnose_classes.py, diagnose_watch.py: why a capture failed, in one line
+- diagnose/: why a capture failed, in one line
 
 May import: capture.scopes, kernels (Triton launches count as one), torch.
 """

@@ -14,6 +14,7 @@ from typing import Protocol
 import torch
 
 from graph_harness.capture.errors import HarnessError
+from graph_harness.capture.graph.memory import AllocationLog
 from graph_harness.capture.graph.reader import capture_frontier
 from graph_harness.capture.graph.settings import StepSettings
 from graph_harness.capture.scopes.recorder import Recorder, ScopeMark, recording
@@ -62,7 +63,7 @@ def warm_up(fn: Callable[[], object], warmup: int, watch: WarmupWatch | None = N
                 f"{_first_line(e)}) after {i} that worked; the step has no step.reset, so "
                 f"each call advanced whatever state it keeps: a static cache must hold "
                 f"--warmup + 1 calls ({warmup + 1} here), or give the step a reset "
-                "(README: Steps with state)"
+                "(docs/steps-and-check.md)"
             ) from e
         if watch is not None:
             watch.after(i, warmup, out)
@@ -82,15 +83,17 @@ def capture_graph(
     stream: torch.cuda.Stream | None = None,
     capture_error_mode: str = "global",
     watch: WarmupWatch | None = None,
+    allocations: AllocationLog | None = None,
 ) -> Captured:
     """Warm `fn` up on a side stream (`watch` around each warm-up call), then capture one
     call of it (syncs the device); the captured call's return value is kept.
 
     A failure raises CaptureError naming the op in flight, its module (or scope) and the
-    class of failure, found by capturing the step again (capture/graph/diagnose.py says how
+    class of failure, found by capturing the step again (capture/graph/diagnose/failure.py says how
     often); every failed capture is ended and discarded, so the process can capture again.
     `capture_error_mode` as in torch.cuda.graph: "thread_local" lets other threads (NCCL's
-    watchdog) keep working."""
+    watchdog) keep working. `allocations`: tags every allocation the capture makes with
+    the scopes open (capture/graph/memory.py)."""
     if stream is not None and stream == torch.cuda.default_stream(stream.device):
         raise ValueError(
             "cannot capture on the default stream (legacy default-stream semantics forbid "
@@ -113,8 +116,13 @@ def capture_graph(
     if hasattr(torch._C, "_host_emptyCache"):
         torch._C._host_emptyCache()
     graph = torch.cuda.CUDAGraph(keep_graph=True)
-    recorder = Recorder(frontier=lambda: capture_frontier(stream))
+    recorder = Recorder(
+        frontier=lambda: capture_frontier(stream),
+        on_change=allocations.change if allocations is not None else None,
+    )
     with torch.cuda.stream(stream):
+        if allocations is not None:
+            allocations.begin()
         graph.capture_begin(pool=graph_pool, capture_error_mode=capture_error_mode)
         try:
             with recording(recorder):
@@ -127,13 +135,17 @@ def capture_graph(
         except BaseException:  # Ctrl-C, SystemExit: end the capture, then let it go on
             abandon_capture(graph)
             raise
+        finally:
+            if allocations is not None:
+                allocations.end()
     return Captured(graph, recorder.marks, output)
 
 
 def _failure_line(fn, exc, failed, stream, capture_error_mode) -> str:
-    # Imported here: diagnosing is for failures only (capture/graph/diagnose.py says how often
-    # it captures the step again to name the op, its module and the class of failure).
-    from graph_harness.capture.graph.diagnose import failure_line
+    # Imported here: diagnosing is for failures only (capture/graph/diagnose/failure.py says
+    # how often it captures the step again to name the op, its module and the class of
+    # failure).
+    from graph_harness.capture.graph.diagnose.failure import failure_line
 
     def attempt(call):
         return try_capture(call, stream=stream, capture_error_mode=capture_error_mode)

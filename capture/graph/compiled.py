@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import types
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
@@ -56,7 +57,7 @@ CPU_HINT = (
 )
 
 
-def _backend_config(ctx) -> dict:
+def _backend_config(ctx: object) -> dict:
     fn = getattr(ctx, "callback", None)
     seen = 0
     while hasattr(fn, "_torchdynamo_orig_backend") and seen < 16:
@@ -65,7 +66,7 @@ def _backend_config(ctx) -> dict:
     return dict(config) if isinstance(config, dict) else {}
 
 
-def _context_of(obj) -> object | None:
+def _context_of(obj: object) -> object | None:
     """The Dynamo context of a compiled module or function, else None."""
     ctx = getattr(obj, "dynamo_ctx", None)  # an OptimizedModule
     if ctx is not None and hasattr(ctx, "callback"):
@@ -81,12 +82,12 @@ def _context_of(obj) -> object | None:
     return None
 
 
-def find_compiled(step, *, max_depth: int = 4) -> list[Compiled]:
+def find_compiled(step: Callable[[], object], *, max_depth: int = 4) -> list[Compiled]:
     """Every torch.compile'd module or function `step` reaches (see the module doc)."""
     found: list[Compiled] = []
     seen: set[int] = set()
 
-    def visit(obj, where: str, depth: int) -> None:
+    def visit(obj: object, where: str, depth: int) -> None:
         if id(obj) in seen or depth > max_depth:
             return
         seen.add(id(obj))
@@ -137,14 +138,14 @@ def find_compiled(step, *, max_depth: int = 4) -> list[Compiled]:
     return found
 
 
-def _code_of(obj) -> types.CodeType | None:
+def _code_of(obj: object) -> types.CodeType | None:
     """The code Dynamo compiles when `obj` (a compiled module or function) is called."""
     fn = type(obj).forward if isinstance(obj, nn.Module) else getattr(obj, "__func__", obj)
     code = getattr(fn, "__code__", None)
     return code if isinstance(code, types.CodeType) else None
 
 
-def _own_attr(obj, attr: str):
+def _own_attr(obj: object, attr: str) -> object:
     try:
         return vars(obj).get(attr)
     except TypeError:  # no __dict__
@@ -160,7 +161,7 @@ def _names(code: types.CodeType) -> set[str]:
     return out
 
 
-def refuse_uncountable(step, device_type: str) -> list[Compiled]:
+def refuse_uncountable(step: Callable[[], object], device_type: str) -> list[Compiled]:
     """Refuse what cannot be counted (see the module doc); the compiled objects found."""
     found = find_compiled(step)
     for c in found:

@@ -19,10 +19,13 @@ in place) still count, since they write.
 from __future__ import annotations
 
 import contextvars
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 import torch.utils._pytree as pytree
+from torch._ops import OpOverload
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 from graph_harness.capture.scopes.recorder import ScopeKey, current_stack
@@ -32,6 +35,7 @@ from graph_harness.kernels import add_launch_listener, remove_launch_listener
 _ALLOCS = ("aten.empty.", "aten.empty_strided.", "aten.empty_like.")
 # Types that launch no device work, kept in the records but not in the totals.
 NON_LAUNCHING = ("view", "alloc")
+R = TypeVar("R")
 
 
 @dataclass
@@ -49,7 +53,13 @@ class DispatchCounter(TorchDispatchMode):
     def _add(self, type_: str, name: str) -> None:
         self.records.append(Dispatched(type_, name, current_stack()))
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+    def __torch_dispatch__(
+        self,
+        func: OpOverload,
+        types: tuple[type, ...],
+        args: tuple[object, ...] = (),
+        kwargs: dict[str, object] | None = None,
+    ) -> object:
         name = str(func)
         kwargs = kwargs or {}
         if func.is_view:
@@ -65,25 +75,25 @@ class DispatchCounter(TorchDispatchMode):
             record.type = "view"
         return out
 
-    def _on_launch(self, name, device, grid) -> None:
+    def _on_launch(self, name: str, device: torch.device, grid: tuple[int, ...]) -> None:
         self._add("triton", name)
 
-    def __enter__(self):
+    def __enter__(self) -> DispatchCounter:
         add_launch_listener(self._on_launch)
         self._token = _counter.set(self)
         return super().__enter__()
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         _counter.reset(self._token)
         remove_launch_listener(self._on_launch)
         return super().__exit__(*exc)
 
 
-def _tensors(tree) -> list[torch.Tensor]:
+def _tensors(tree: object) -> list[torch.Tensor]:
     return [t for t in pytree.tree_leaves(tree) if isinstance(t, torch.Tensor)]
 
 
-def _writes(func) -> bool:
+def _writes(func: OpOverload) -> bool:
     """Whether the op may write an argument: its schema marks one as written (in place,
     out=), or, where the schema says nothing, its name is an in-place one by ATen's
     convention (a trailing underscore: c10d's `_allgather_base_` writes its unannotated
@@ -97,7 +107,9 @@ def _writes(func) -> bool:
     return schema.name.rsplit("::", 1)[-1].endswith("_")
 
 
-def aliases_only(func, args, kwargs, out) -> bool:
+def aliases_only(
+    func: OpOverload, args: tuple[object, ...], kwargs: dict[str, object], out: object
+) -> bool:
     """The op launched nothing of its own: it wrote nothing, returned tensors and nothing
     else (no work handle, no scalar), and every one shares storage with a tensor it was
     given."""
@@ -117,7 +129,7 @@ _counter: contextvars.ContextVar[DispatchCounter | None] = contextvars.ContextVa
 )
 
 
-def counted_compiled_call(name: str, fn, *args, **kwargs):
+def counted_compiled_call(name: str, fn: Callable[..., R], *args: object, **kwargs: object) -> R:
     """Call a torch.compile'd function; while counting, as one "compiled" dispatch (its
     generated code does not go through the dispatcher, so the mode is lifted for it)."""
     counter = _counter.get()

@@ -8,10 +8,15 @@ Child graphs are walked recursively; their nodes are listed with their parent's 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from graph_harness.capture.errors import HarnessError
+
+if TYPE_CHECKING:
+    from cuda.bindings.driver import CUDA_KERNEL_NODE_PARAMS
 
 _NODE_KINDS = {
     "cudaGraphNodeTypeKernel": "kernel",
@@ -36,7 +41,8 @@ class GraphReadError(HarnessError, RuntimeError):
     """A cuda-bindings call failed while reading a graph."""
 
 
-def _bindings():
+def _bindings() -> tuple[ModuleType, ModuleType]:
+    """cuda.bindings' runtime and driver modules."""
     try:
         from cuda.bindings import driver, runtime
     except ImportError as e:  # pragma: no cover - exercised only on CUDA machines
@@ -47,7 +53,9 @@ def _bindings():
     return runtime, driver
 
 
-def _ok(result, what: str):
+def _ok(result: tuple[Any, ...], what: str) -> list[Any]:
+    """What a cuda-bindings call returned after its error code (a tuple of the binding's
+    own objects), the code checked."""
     err, *rest = result
     if int(err) != 0:
         raise GraphReadError(f"{what} failed: {err!r}")
@@ -116,7 +124,7 @@ def demangle(name: str | None) -> str:
         return name
 
 
-def _kernel_name(drv, params) -> str:
+def _kernel_name(drv: ModuleType, params: CUDA_KERNEL_NODE_PARAMS) -> str:
     if int(params.func):
         err, name = drv.cuFuncGetName(params.func)
         if int(err) == 0:

@@ -15,7 +15,7 @@ class StepSettings:
     Before it is captured, a step is called `warmup` times eagerly on a side stream, so
     that lazy work (compiles, library handles, allocator growth) stays out of the graph;
     then once more under capture. A step with state thus advances `warmup + 1` times
-    unless it has a `step.reset` (README: Steps with state). Two warm-ups or more also
+    unless it has a `step.reset` (docs/steps-and-check.md). Two warm-ups or more also
     tell whether the step repeats: its last two must leave the same outputs and state."""
 
     warmup: int = field(

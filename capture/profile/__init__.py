@@ -10,6 +10,6 @@ each node's duration and the gap before it, rolled up and priced.
 - document.py: ProfileResult, the one document
 - run.py: profiling on a GPU
 
-May import: capture.replay, capture.round, capture.count, capture.export,
-capture.attribution, capture.state.
+May import: capture.replay, capture.round (its rounds, profiled), capture.export,
+capture.attribution, capture.graph, capture.scopes, capture.state.
 """

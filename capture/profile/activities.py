@@ -23,11 +23,16 @@ from __future__ import annotations
 import json
 import tempfile
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from graph_harness.capture.errors import HarnessError
-from graph_harness.capture.replay.guard import as_replayer, sync
+from graph_harness.capture.replay.guard import Replayer, as_replayer, sync
+
+if TYPE_CHECKING:
+    import torch
 
 # Chrome-trace category -> the graph node type whose work it is.
 CATEGORIES = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
@@ -53,7 +58,7 @@ class Activity:
         return self.end_us - self.start_us
 
 
-def _int(v) -> int | None:
+def _int(v: object) -> int | None:
     if isinstance(v, bool):
         return None
     if isinstance(v, int):
@@ -118,7 +123,11 @@ def split_replays(acts: list[Activity], replays: int) -> list[list[Activity]]:
 
 
 def record_replays(
-    graph, replays: int, *, warmup: int = 5, what: str = "a profiled window"
+    graph: torch.cuda.CUDAGraph | Replayer,
+    replays: int,
+    *,
+    warmup: int = 5,
+    what: str = "a profiled window",
 ) -> list[list[Activity]]:
     """Replay `graph` (a torch.cuda.CUDAGraph, or a capture/replay/guard.py Replayer of
     one) `warmup` times, then `replays` times back to back under torch.profiler (CUDA
@@ -133,7 +142,7 @@ def record_replays(
     return split_replays(activities_from_trace(trace), replays)
 
 
-def cupti_trace(run) -> dict:
+def cupti_trace(run: Callable[[], object]) -> dict:
     """Call `run` under torch.profiler (CUDA activities only: CUPTI), wait for the device,
     and return the Chrome trace it recorded."""
     from torch.profiler import ProfilerActivity, profile

@@ -8,16 +8,15 @@ capture/profile/run.py fills the document on a GPU.
 
 from __future__ import annotations
 
-import functools
-import inspect
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from graph_harness.capture.export.documents import records as _records
+from graph_harness.capture.export.documents import frame_records
 from graph_harness.capture.files import write_atomic, write_csv
 from graph_harness.capture.profile.nodes import VariantProfile
 from graph_harness.capture.profile.pairs import (
@@ -30,36 +29,19 @@ from graph_harness.capture.profile.rollup import group_costs, scope_costs
 from graph_harness.capture.profile.settings import ProfileSettings
 from graph_harness.capture.profile.trace import Names, profile_trace, trace_text
 
-
-def _once(table):
-    """A table computed on first use and kept: write, show and plot read the same frame
-    instead of pricing the pairs (two bootstraps each) and rolling up the scopes again.
-    A ProfileResult is complete when made; each caller gets its own copy to change."""
-
-    signature = inspect.signature(table)
-
-    @functools.wraps(table)
-    def kept(self, *args, **kwargs):
-        tables = self.__dict__.setdefault("_tables", {})
-        bound = signature.bind(self, *args, **kwargs)
-        bound.apply_defaults()  # scope_table() and scope_table(None) are one table
-        key = (table.__name__, *list(bound.arguments.values())[1:])
-        if key not in tables:
-            tables[key] = table(self, *args, **kwargs)
-        return tables[key].copy()
-
-    return kept
-
-
 PROFILE_SCHEMA = "graph-harness/profile"
 PROFILE_SCHEMA_VERSION = 1
 TRACE_FILE = "trace.json"
 
 
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class ProfileResult:
     """One profile run: every graph's profile, the round's event-timed trials where the
-    round was timed too, the pairs to price, and the run's parameters and environment."""
+    round was timed too, the pairs to price, and the run's parameters and environment.
+
+    Complete when made, and frozen. Each table is computed on first use and kept (cached
+    properties): write, show and plot read one frame instead of pricing the pairs (two
+    bootstraps each) and rolling up the scopes again; each caller gets its own copy."""
 
     profiles: dict[str, VariantProfile]
     round_trials: pd.DataFrame | None = None  # variant, build, trial, us: event-timed
@@ -69,8 +51,11 @@ class ProfileResult:
     created: str = ""
     options: dict[str, Any] = field(default_factory=dict)
 
-    @_once
     def summary(self) -> pd.DataFrame:
+        return self._summary.copy()
+
+    @cached_property
+    def _summary(self) -> pd.DataFrame:
         rows = [p.summary() for p in self.profiles.values()]
         df = pd.DataFrame(rows)
         if self.round_trials is not None and len(self.round_trials):
@@ -79,15 +64,26 @@ class ProfileResult:
             df["period_vs_timed"] = df.period_us / df.timed_us - 1
         return df
 
-    @_once
     def node_table(self) -> pd.DataFrame:
+        return self._node_table.copy()
+
+    @cached_property
+    def _node_table(self) -> pd.DataFrame:
         return pd.concat(
             [p.nodes.assign(variant=n) for n, p in self.profiles.items()], ignore_index=True
         )
 
-    @_once
     def scope_table(self, depth: int | None = None) -> pd.DataFrame:
         """Per variant: the round by step (groups), a step by its scope tree."""
+        if depth not in self._scope_tables:
+            self._scope_tables[depth] = self._scope_table(depth)
+        return self._scope_tables[depth].copy()
+
+    @cached_property
+    def _scope_tables(self) -> dict[int | None, pd.DataFrame]:
+        return {}  # by depth: scope_table(None) and scope_table() are one table
+
+    def _scope_table(self, depth: int | None) -> pd.DataFrame:
         frames = []
         for n, p in self.profiles.items():
             by = group_costs(p.nodes, p.export.step_order) if p.export.is_round else None
@@ -96,15 +92,21 @@ class ProfileResult:
             frames.append(by.assign(variant=n))
         return pd.concat(frames, ignore_index=True)
 
-    @_once
     def pair_table(self) -> pd.DataFrame:
+        return self._pair_table.copy()
+
+    @cached_property
+    def _pair_table(self) -> pd.DataFrame:
         rows = [
             price_pair(self.profiles[a], self.profiles[b], self.round_trials) for a, b in self.pairs
         ]
         return pd.DataFrame(rows, columns=PAIR_COLUMNS)
 
-    @_once
     def breakdown(self) -> pd.DataFrame:
+        return self._breakdown.copy()
+
+    @cached_property
+    def _breakdown(self) -> pd.DataFrame:
         frames = [pair_breakdown(self.profiles[a], self.profiles[b]) for a, b in self.pairs]
         return (
             pd.concat(frames, ignore_index=True)
@@ -112,8 +114,11 @@ class ProfileResult:
             else pd.DataFrame(columns=BREAKDOWN_COLUMNS)
         )
 
-    @_once
     def replay_table(self) -> pd.DataFrame:
+        return self._replay_table.copy()
+
+    @cached_property
+    def _replay_table(self) -> pd.DataFrame:
         return pd.concat(
             [p.replays.assign(variant=n) for n, p in self.profiles.items()], ignore_index=True
         )
@@ -126,14 +131,14 @@ class ProfileResult:
             "created": self.created,
             "params": self.params,
             "options": self.options,
-            "summary": _records(self.summary()),
+            "summary": frame_records(self.summary()),
             "matching": {n: p.matching for n, p in self.profiles.items()},
-            "scopes": _records(self.scope_table(depth)),
-            "nodes": _records(self.node_table()),
-            "replays": _records(self.replay_table()),
-            "round_trials": None if self.round_trials is None else _records(self.round_trials),
-            "pairs": _records(self.pair_table()),
-            "breakdown": _records(self.breakdown()),
+            "scopes": frame_records(self.scope_table(depth)),
+            "nodes": frame_records(self.node_table()),
+            "replays": frame_records(self.replay_table()),
+            "round_trials": None if self.round_trials is None else frame_records(self.round_trials),
+            "pairs": frame_records(self.pair_table()),
+            "breakdown": frame_records(self.breakdown()),
         }
 
     def trace(self, depth: int | None = None, names: Names | None = None) -> dict[str, Any]:
@@ -143,7 +148,9 @@ class ProfileResult:
         other = {"created": self.created, "device": self.env.get("device")}
         return profile_trace(self.profiles, replays=replays, depth=depth, names=names, other=other)
 
-    def write_trace(self, folder: Path, depth: int | None = None, names: Names | None = None):
+    def write_trace(
+        self, folder: Path, depth: int | None = None, names: Names | None = None
+    ) -> str:
         """trace.json into `folder`; its name."""
         write_atomic(folder / TRACE_FILE, trace_text(self.trace(depth, names)))
         return TRACE_FILE

@@ -35,6 +35,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from graph_harness.capture.attribution.node import Node
 from graph_harness.capture.graph.reader import demangle
 from graph_harness.capture.profile.activities import Activity
 
@@ -46,7 +47,7 @@ Key = tuple[str, str]  # (node type, demangled kernel name or "")
 
 
 @dataclass(frozen=True)
-class Plan:
+class MatchPlan:
     """The activity nodes of an export (indices, in index order), the key each is matched
     by, and for each the activity nodes it waits for (through non-activity nodes)."""
 
@@ -57,11 +58,11 @@ class Plan:
     nested: bool = False  # some activity node sits in a child graph (no id route)
 
 
-def node_key(node: dict) -> Key:
+def node_key(node: Node) -> Key:
     return (node["type"], demangle(node["kernel"] or "") if node["type"] == "kernel" else "")
 
 
-def plan_of(nodes: Sequence[dict]) -> Plan:
+def plan_of(nodes: Sequence[Node]) -> MatchPlan:
     """The matching plan of an export's node records (NodeExport.nodes).
 
     A node's effective dependencies are the activity nodes among its dependencies; through
@@ -106,7 +107,7 @@ def plan_of(nodes: Sequence[dict]) -> Plan:
     for i in acts:
         for d in sorted(deps[i]):
             dependents[d].append(i)
-    return Plan(
+    return MatchPlan(
         nodes=acts,
         key={i: node_key(by_index[i]) for i in acts},
         deps=deps,
@@ -150,7 +151,7 @@ class Match:
         return not self.unmatched_nodes and None not in self.node and not self.out_of_order
 
 
-def match_by_order(plan: Plan, acts: Sequence[Activity]) -> Match:
+def match_by_order(plan: MatchPlan, acts: Sequence[Activity]) -> Match:
     """Match one replay's activities (start order) to nodes: see the module docstring."""
     remaining = {n: len(plan.deps[n]) for n in plan.nodes}
     ready: dict[Key, list[int]] = defaultdict(list)
@@ -196,7 +197,7 @@ def match_by_order(plan: Plan, acts: Sequence[Activity]) -> Match:
     return greedy
 
 
-def _search(plan: Plan, acts: Sequence[Activity], budget: int = 100_000) -> list[int] | None:
+def _search(plan: MatchPlan, acts: Sequence[Activity], budget: int = 100_000) -> list[int] | None:
     """Depth-first over the choices among equal ready nodes (lower index first): an
     assignment of every activity to a ready node of its key, or None (none exists, or
     none within `budget` steps). Changes are undone from a log when a choice is revised."""
@@ -254,7 +255,7 @@ def _search(plan: Plan, acts: Sequence[Activity], budget: int = 100_000) -> list
     return assigned if i == len(acts) else None
 
 
-def match_by_id(plan: Plan, acts: Sequence[Activity], local_ids: dict[int, int]) -> Match:
+def match_by_id(plan: MatchPlan, acts: Sequence[Activity], local_ids: dict[int, int]) -> Match:
     """Match by CUPTI's graph node id: activity `a` is the node whose local id (the low
     32 bits of its tools id, `local_ids[node]`) equals a.graph_node_id's low 32 bits, if
     that node's key fits the activity; else it is unmatched."""

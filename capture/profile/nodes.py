@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -44,11 +44,12 @@ import numpy as np
 import pandas as pd
 
 from graph_harness.capture.attribution.labels import generalize
+from graph_harness.capture.attribution.node import Node
 from graph_harness.capture.export.nodes import NodeExport
 from graph_harness.capture.profile.activities import Activity
 from graph_harness.capture.profile.matching import (
     Match,
-    Plan,
+    MatchPlan,
     agreement,
     ids_consistent,
     match_by_id,
@@ -67,7 +68,7 @@ REPLAY_COLUMNS += ["start_us"]
 
 
 def replay_costs(
-    plan: Plan, acts: Sequence[Activity], match: Match, prev_end: float
+    plan: MatchPlan, acts: Sequence[Activity], match: Match, prev_end: float
 ) -> list[tuple[int, float, float]]:
     """(node, duration, gap) of each matched node of one replay; `prev_end` is when the
     previous replay's last activity ended. A node whose dependencies went unmatched is
@@ -120,7 +121,7 @@ class VariantProfile:
     matching: dict[str, Any] = field(default_factory=dict)
 
     @cached_property
-    def plan(self) -> Plan:
+    def plan(self) -> MatchPlan:
         return plan_of(self.export.nodes)
 
     @cached_property
@@ -219,7 +220,9 @@ def profile_windows(name: str, export: NodeExport, windows: Sequence[Window]) ->
     )
 
 
-def _ids_consistent(windows: Sequence[Window], by_order) -> bool | None:
+def _ids_consistent(
+    windows: Sequence[Window], by_order: Sequence[tuple[list[list[Activity]], list[Match]]]
+) -> bool | None:
     """ids_consistent within each build (each build replays its own graph, whose node ids
     need not be another build's): None where no trace carried ids."""
     verdicts = []
@@ -238,7 +241,7 @@ def _ids_consistent(windows: Sequence[Window], by_order) -> bool | None:
 # --- per node ------------------------------------------------------------------
 
 
-def group_of(node: dict) -> str:
+def group_of(node: Node) -> str:
     """Where a node sits, less which repeat of it: the built-in round's step (stage
     dropped), else its scope generalised (capture/attribution/labels.py:
     layers.3.attention -> layers.*.attention)."""
@@ -295,5 +298,5 @@ def node_stats(export: NodeExport, samples: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=NODE_COLUMNS)
 
 
-def _nan(f, x: np.ndarray) -> float:
+def _nan(f: Callable[[np.ndarray], object], x: np.ndarray) -> float:
     return float(f(x)) if (~np.isnan(x)).any() else math.nan

@@ -19,7 +19,12 @@ SCOPE_COLUMNS = ["scope", "depth", "nodes", "exec_us", "gap_us", "cost_us", "dis
 SCOPE_COLUMNS += ["share"]
 
 
-def _cost_rows(labels, stats: pd.DataFrame, total: float, depths=None) -> pd.DataFrame:
+def _cost_rows(
+    labels: Sequence[str],
+    stats: pd.DataFrame,
+    total: float,
+    depths: dict[str, int] | None = None,
+) -> pd.DataFrame:
     """Sum each label's nodes' mean duration and gap (`labels[i]` is row i's label)."""
     acc: dict[str, list[float]] = {}
     for label, d, g in zip(labels, stats.dur_mean, stats.gap_mean):

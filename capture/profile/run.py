@@ -20,11 +20,11 @@ from graph_harness.capture.profile.document import ProfileResult
 from graph_harness.capture.profile.nodes import Window, profile_windows
 from graph_harness.capture.profile.settings import ProfileSettings
 from graph_harness.capture.replay.guard import Replayer, as_replayer
-from graph_harness.capture.replay.pricing import saving_pairs
-from graph_harness.capture.replay.rounds import measure_rounds
 from graph_harness.capture.replay.timing import time_replays_us
 from graph_harness.capture.round.count import CountedRound, count_round
 from graph_harness.capture.round.params import RoundParams
+from graph_harness.capture.round.pricing import saving_pairs
+from graph_harness.capture.round.timing import measure_rounds
 from graph_harness.capture.state.steps import require_repeatable
 from graph_harness.capture.text import plural
 
@@ -139,13 +139,13 @@ def profile_rounds(
             del rounds
     profiles = {v: profile_windows(v, first[v], windows[v]) for v in variants}
     return ProfileResult(
-        profiles,
-        trials,
-        saving_pairs(variants) if len(variants) > 1 else [],
-        params.as_dict(),
-        environment(torch.device("cuda")),
-        now(),
-        {"pdl": pdl, "timed": timed, **_settings(settings)},
+        profiles=profiles,
+        round_trials=trials,
+        pairs=saving_pairs(variants) if len(variants) > 1 else [],
+        params=params.as_dict(),
+        env=environment(torch.device("cuda")),
+        created=now(),
+        options={"pdl": pdl, "timed": timed, **_settings(settings)},
     )
 
 
@@ -197,13 +197,13 @@ def profile_steps(
         r.finish()
     profiles = {n: profile_windows(n, export, windows[n]) for n, (export, _) in steps.items()}
     return ProfileResult(
-        profiles,
-        trials,
-        [(names[0], n) for n in names[1:]],
-        None,
-        environment(torch.device("cuda")),
-        now(),
-        {"timed": timed, **_settings(settings), "builds": 1},
+        profiles=profiles,
+        round_trials=trials,
+        pairs=[(names[0], n) for n in names[1:]],
+        params=None,
+        env=environment(torch.device("cuda")),
+        created=now(),
+        options={"timed": timed, **_settings(settings), "builds": 1},
     )
 
 

@@ -41,6 +41,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from graph_harness.capture.attribution.node import Node
 from graph_harness.capture.attribution.rollup import tree_label, tree_parts
 from graph_harness.capture.profile.nodes import VariantProfile
 
@@ -91,7 +92,7 @@ def profile_trace(
     return {"otherData": meta, "traceEvents": b.meta + sorted(b.timed, key=lambda e: e["ts"])}
 
 
-def _tracks_said(profiles, depth) -> str:
+def _tracks_said(profiles: Mapping[str, VariantProfile], depth: int | None) -> str:
     if all(_is_round(p) for p in profiles.values()):
         return "one per step of the round"
     return "one per scope" + (" (the innermost)" if depth is None else f" at depth {depth}")
@@ -108,7 +109,7 @@ def _is_round(p: VariantProfile) -> bool:
     return p.export.is_round
 
 
-def track_of(node: dict, round_: bool, depth: int | None) -> str:
+def track_of(node: Node, round_: bool, depth: int | None) -> str:
     """A node's track: its step in the round; else its scope cut at `depth`, as the
     tables label it (capture/attribution/rollup.py)."""
     if round_:
@@ -159,7 +160,7 @@ def _inside(ts: float, dur: float) -> float | None:
     return mid if _ns(ts) < _ns(mid) < _ns(ts) + _ns(dur) else None
 
 
-def _plain(v):
+def _plain(v: object) -> object:
     v = v.item() if hasattr(v, "item") else v
     return None if isinstance(v, float) and not math.isfinite(v) else v
 
@@ -177,7 +178,15 @@ class _Builder:
         self.next_tid = first_tid
         self.next_flow = 1
 
-    def graph(self, pid, name, p: VariantProfile, replays, depth, shown) -> dict[str, Any]:
+    def graph(
+        self,
+        pid: int,
+        name: str,
+        p: VariantProfile,
+        replays: int,
+        depth: int | None,
+        shown: dict[str, str],
+    ) -> dict[str, Any]:
         if "start_us" not in p.samples or "start_us" not in p.replays:
             raise ValueError(
                 f"{name}: this profile keeps no start times (it was made before "
@@ -249,7 +258,9 @@ class _Builder:
             dict(ph="M", name="process_sort_index", pid=pid, args={"sort_index": pid}),
         ]
 
-    def _threads(self, pid, lanes: _Lanes, rank) -> tuple[dict[tuple[str, int], int], list]:
+    def _threads(
+        self, pid: int, lanes: _Lanes, rank: Callable[[str], tuple[int, ...]]
+    ) -> tuple[dict[tuple[str, int], int], list[str]]:
         """A tid per (track, lane): the replays first, then tracks in rank order, each
         track's second lane after its first."""
         keys = sorted(lanes.ends, key=lambda k: (k[0] != REPLAYS, rank(k[0]), k[1]))
@@ -264,14 +275,29 @@ class _Builder:
             ]
         return tids, names
 
-    def _slice(self, pid, tid, cat, name, fit, args, cname=None) -> None:
+    def _slice(
+        self,
+        pid: int,
+        tid: int,
+        cat: str,
+        name: str,
+        fit: tuple[float, float],
+        args: dict[str, object],
+        cname: str | None = None,
+    ) -> None:
         ev = dict(ph="X", cat=cat, name=name, pid=pid, tid=tid)
         ev |= dict(ts=float(fit[0]), dur=float(fit[1]))
         ev |= {"cname": cname} if cname else {}
         ev["args"] = {k: _plain(v) for k, v in args.items()}
         self.timed.append(ev)
 
-    def _flows(self, pid, p: VariantProfile, track, where) -> tuple[int, int, int]:
+    def _flows(
+        self,
+        pid: int,
+        p: VariantProfile,
+        track: dict[int, str],
+        where: dict[tuple[int, int], tuple[int, float, float]],
+    ) -> tuple[int, int, int]:
         """An arrow per dependency across tracks in every traced replay."""
         drawn = within = unbound = 0
         for (replay, n), (tid, ts, dur) in where.items():
@@ -294,7 +320,9 @@ class _Builder:
         return drawn, within, unbound
 
 
-def _track_rank(track: dict[int, str], order, step_order: tuple[str, ...]):
+def _track_rank(
+    track: dict[int, str], order: Iterable[int], step_order: tuple[str, ...]
+) -> Callable[[str], tuple[int, ...]]:
     """Tracks in model order: the round's steps in the order its export names them
     (`step_order`), a step's scopes as the graph first runs them (node order)."""
     first: dict[str, int] = {}
@@ -325,7 +353,9 @@ class _Lanes:
             self.trimmed += fit != (ts, dur)
         return fit
 
-    def node(self, label: str, ts: float, dur: float, gap: float):
+    def node(
+        self, label: str, ts: float, dur: float, gap: float
+    ) -> tuple[int, tuple[float, float] | None]:
         """A node slice (never moved) and its gap slice: on the first lane of its track
         free at the gap's start (but for truncation's nanosecond) and at the node's, the
         gap slice fitted in between. Returns (lane, the gap slice or None)."""

@@ -1,13 +1,15 @@
-"""Replaying captured graphs: every replay loop's guard, timing, chains of one node kind,
-rounds timed over fresh builds, and the replay document with its pricing of savings.
+"""Replaying any captured graph: every replay loop's guard, timing, chains of one node
+kind to price a node, and the replay document. Generic: the built-in round is one user
+of it (capture/round/ registers its chain kinds and times its rounds).
 
 - guard.py: replays in windows, after the step's reset; ReplayFailed
-- settings.py: ReplaySettings and the chain kinds (plain data)
+- settings.py: ReplaySettings (plain data)
 - timing.py: replays timed as triton.testing does
+- kinds.py: the registry of chain kinds, and the generic ones (plain data at import)
 - chains.py: N nodes of one kind replayed, to price one node
-- rounds.py: the round's variants timed, interleaved, over fresh builds
-- pricing.py: node changes priced in time against what was measured
-- document.py: the replay document and run_replays
+- pricing.py: removed nodes priced at their type's per-node cost
+- document.py: the replay document, ReplayResult
 
-May import: capture.round, capture.count, capture.export, capture.graph, kernels.
+May import: capture.graph, capture.export (the documents' reader), kernels (an empty
+kernel's chain).
 """

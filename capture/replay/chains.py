@@ -2,92 +2,41 @@
 
 Replay time against N is fitted by least squares (capture/stats.py): the slope is the
 per-node dispatch cost (us/node), the intercept the graph's fixed launch cost. The kinds
-that carry real work (the pack, the compaction's copies) run at the round's default shape.
+come from the registry (capture/replay/kinds.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import pandas as pd
 import torch
 
 from graph_harness.capture.graph.reader import read_graph
-from graph_harness.capture.replay.settings import CHAIN_KINDS, PDL_KINDS, ReplaySettings
+from graph_harness.capture.replay.kinds import chain_kinds, get_kind
+from graph_harness.capture.replay.settings import ReplaySettings
 from graph_harness.capture.replay.timing import capture_unrolled, time_replays_us
-from graph_harness.capture.round.params import RoundParams
 from graph_harness.capture.stats import fit_chain
 from graph_harness.capture.text import plural
-from graph_harness.kernels import pack_scores_ids, pack_scores_ids_shipped, selected_local_records
-from graph_harness.kernels.empty import empty_kernel
-
-# Chains that price a round's removed nodes by type (kernel, memcpy) in pricing.savings().
-PRICE_KINDS = ("torch-add", "memcpy")
 
 
 def _chain_call(kind: str, device: torch.device) -> Callable[[], object]:
     """One call of the chain's unit of work; its node count is read from the graph."""
-    if kind in ("triton-empty", "triton-empty-pdl"):
-        x = torch.empty(1, device=device)
-        pdl = kind.endswith("-pdl")
-        return lambda: empty_kernel.launch(device, (1,), x, num_warps=1, pdl=pdl)
-    if kind == "torch-add":
-        x = torch.zeros(1, device=device)
-        return lambda: x.add_(1)
-    if kind == "memcpy":
-        src, dst = torch.randn(64, device=device), torch.empty(64, device=device)
-        return lambda: dst.copy_(src)  # 256 B device-to-device: a memcpy node
-    if kind == "memset":
-        from cuda.bindings import runtime as rt
-
-        buf = torch.empty(64, device=device)
-
-        def memset():
-            stream = torch.cuda.current_stream().cuda_stream
-            (err,) = rt.cudaMemsetAsync(buf.data_ptr(), 0, buf.nbytes, stream)
-            if int(err) != 0:
-                raise RuntimeError(f"cudaMemsetAsync failed: {err!r}")
-
-        return memset
-    d = RoundParams()  # the round's default shape: a pack call as the round makes it
-    rows, k, width = d.rows, d.k, d.shard
-    idx = torch.randint(0, width, (rows, k), device=device)
-    scores = torch.randn(rows, k, device=device)
-    rank = torch.tensor(3, dtype=torch.int32, device=device)
-    out = torch.empty(rows, k, 2, device=device)
-    if kind == "pack-shipped":
-        return lambda: pack_scores_ids_shipped(idx, scores, rank, width, out)
-    if kind == "pack-compiled":
-        from graph_harness.capture.round.decode import compiled_shipped_pack
-
-        compiled = compiled_shipped_pack()
-        return lambda: compiled(idx, scores, rank, width, out)
-    if kind in ("pack-fused", "pack-fused-pdl"):
-        pdl = kind.endswith("-pdl")
-        return lambda: pack_scores_ids(idx, scores, rank, width, out, pdl=pdl)
-    if kind == "compaction-copies":
-        ids = torch.randint(0, 8 * width, (rows, k), dtype=torch.int32, device=device)
-        physical, counts = selected_local_records(ids, rank, width)
-        kept_p, kept_c = torch.empty_like(physical), torch.empty_like(counts)
-
-        def copies():
-            kept_p.copy_(physical)
-            kept_c.copy_(counts)
-
-        return copies
-    raise ValueError(f"unknown chain kind {kind!r}; choose from {CHAIN_KINDS + PDL_KINDS}")
+    return get_kind(kind).make(device)
 
 
 def measure_chains(
-    kinds: Sequence[str] = CHAIN_KINDS,
+    kinds: Sequence[str] | None = None,
     settings: ReplaySettings | None = None,
     *,
     device: torch.device | str = "cuda",
     progress: Callable[[str], None] | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(trial rows, fits) for chains of about `settings.lengths` nodes of each kind
-    (syncs). Trial rows: kind, calls, nodes, trial, us (one replay). Fits: one per kind."""
+    (syncs). Trial rows: kind, calls, nodes, trial, us (one replay). Fits: one per kind.
+    `kinds` defaults to every registered kind without PDL."""
     settings = settings or ReplaySettings()
+    kinds = chain_kinds() if kinds is None else kinds
     device = torch.device(device)
     if device.type != "cuda":
         raise RuntimeError("chain replays time CUDA graphs: they need a CUDA device")
@@ -120,7 +69,7 @@ def measure_chains(
     return trials_df, fits_of(trials_df)
 
 
-def chain_calls(lengths, per_call: int) -> list[int]:
+def chain_calls(lengths: Iterable[int], per_call: int) -> list[int]:
     """Calls per chain for chains of about `lengths` nodes of a call that is `per_call`
     nodes: the nearest whole number of calls, at least one more than the shorter length's,
     so that every kind's chains keep as many distinct lengths as were asked for (a fit
@@ -140,7 +89,7 @@ def fits_of(trials_df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def _nodes_per_call(call: Callable[[], object], graph_pool) -> int:
+def _nodes_per_call(call: Callable[[], object], graph_pool: tuple[int, int]) -> int:
     g = capture_unrolled(call, 1, graph_pool=graph_pool)
     n = len(read_graph(g.raw_cuda_graph()))
     if n < 1:

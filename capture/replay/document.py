@@ -1,5 +1,5 @@
 """The replay document: per-node costs, round timings and savings in one versioned JSON
-document, and `run_replays`, which measures all of it (chains, rounds, pricing).
+document (capture/round/replays.py `run_replays` measures all of it).
 
 Results are plain DataFrames plus this document; `reports` renders them.
 """
@@ -7,25 +7,16 @@ Results are plain DataFrames plus this document; `reports` renders them.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import torch
 
-from graph_harness.capture.environment import environment, now
-from graph_harness.capture.export.documents import ExportError, Fields, records, show
+from graph_harness.capture.export.documents import ExportError, Fields, frame_records, show
 from graph_harness.capture.export.kinds import load_document
 from graph_harness.capture.files import write_atomic
-from graph_harness.capture.replay.chains import PRICE_KINDS, measure_chains
-from graph_harness.capture.replay.pricing import SAVING_COLUMNS, savings
-from graph_harness.capture.replay.rounds import measure_rounds
-from graph_harness.capture.replay.settings import CHAIN_KINDS, ReplaySettings
-from graph_harness.capture.round.params import RoundParams
 from graph_harness.capture.stats import ROUND_TRIAL_COLUMNS, Fit
-from graph_harness.capture.text import plural
 
 REPLAY_SCHEMA = "graph-harness/replay"
 # Version 2: rounds timed over builds (round_trials carry `build`), savings carry their
@@ -44,13 +35,29 @@ FIT_COLUMNS = ["kind", *Fit.__dataclass_fields__]
 SAVING_OPTIONAL = ["ratio_shapes"]
 REPLAY_KEYS = ("schema", "schema_version", "env", "created", "params", "options")
 REPLAY_KEYS += ("chain_trials", "fits", "round_trials", "savings")
+# A saving of the round (capture/round/pricing.py savings()): A -> B, the nodes it removes,
+# each round's median, the saving measured with its interval, and the predictions.
+SAVING_COLUMNS = [
+    "a",
+    "b",
+    "removed_nodes",
+    "removed_by_type",
+    "round_a_us",
+    "round_b_us",
+    "measured_us",
+    "measured_lo",
+    "measured_hi",
+    "predicted_us",
+    "ratio",
+    "predicted_shapes_us",
+]
 
 
 class ReplayDocumentError(ExportError):
     """A replay document that cannot be read; the message names the file and the field."""
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ReplayResult:
     chain_trials: pd.DataFrame
     fits: pd.DataFrame
@@ -69,10 +76,10 @@ class ReplayResult:
             "created": self.created,
             "params": self.params,
             "options": self.options,
-            "chain_trials": records(self.chain_trials),
-            "fits": records(self.fits),
-            "round_trials": records(self.round_trials),
-            "savings": records(self.savings),
+            "chain_trials": frame_records(self.chain_trials),
+            "fits": frame_records(self.fits),
+            "round_trials": frame_records(self.round_trials),
+            "savings": frame_records(self.savings),
         }
 
     def write_json(self, path: str | Path) -> Path:
@@ -121,11 +128,11 @@ class ReplayResult:
         f.string("created", doc["created"])
         f.ints("params", doc["params"], none=True)
         f.scalars("options", doc["options"])
-        chain_trials = _records(f, "chain_trials", doc["chain_trials"], CHAIN_TRIAL_COLUMNS)
-        fits = _records(f, "fits", doc["fits"], FIT_COLUMNS)
+        chain_trials = read_frame(f, "chain_trials", doc["chain_trials"], CHAIN_TRIAL_COLUMNS)
+        fits = read_frame(f, "fits", doc["fits"], FIT_COLUMNS)
         round_trials = savings = None
         if doc["round_trials"] is not None:
-            round_trials = _records(f, "round_trials", doc["round_trials"], ROUND_TRIAL_COLUMNS)
+            round_trials = read_frame(f, "round_trials", doc["round_trials"], ROUND_TRIAL_COLUMNS)
         if doc["savings"] is not None:
             rows = doc["savings"]
             if doc["schema_version"] == 1 and isinstance(rows, list):
@@ -133,16 +140,16 @@ class ReplayResult:
                     {_V1_NAMES.get(k, k): v for k, v in r.items()} if isinstance(r, dict) else r
                     for r in rows
                 ]
-            savings = _records(f, "savings", rows, SAVING_COLUMNS, SAVING_OPTIONAL)
+            savings = read_frame(f, "savings", rows, SAVING_COLUMNS, SAVING_OPTIONAL)
         return cls(
-            chain_trials,
-            fits,
-            round_trials,
-            savings,
-            doc["params"],
-            doc["env"],
-            doc["created"],
-            doc["options"],
+            chain_trials=chain_trials,
+            fits=fits,
+            round_trials=round_trials,
+            savings=savings,
+            params=doc["params"],
+            env=doc["env"],
+            created=doc["created"],
+            options=doc["options"],
         )
 
     @classmethod
@@ -158,7 +165,7 @@ _V1_NAMES = {"delta_nodes": "removed_nodes", "delta_by_type": "removed_by_type"}
 _COUNT_COLUMNS = {"calls": 1, "nodes": 0, "trial": 0, "build": 0, "points": 0}
 
 
-def _records(
+def read_frame(
     f: Fields, name: str, rows: object, columns: list[str], optional: list[str] = ()
 ) -> pd.DataFrame:
     """A list of records with exactly `columns` (and any of `optional`), each value of its
@@ -196,43 +203,3 @@ def _check_removed_by_type(f: Fields, path: str, text: str) -> None:
         isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in d.items()
     ):
         f.expected(path, 'a JSON object of node type -> int (e.g. {"kernel": 216})', text)
-
-
-def run_replays(
-    params: RoundParams,
-    variants: Sequence[str],
-    *,
-    kinds: Sequence[str] = CHAIN_KINDS,
-    settings: ReplaySettings | None = None,
-    pdl: bool = False,
-    progress: Callable[[str], None] | None = None,
-) -> ReplayResult:
-    """Chains, fits, round timing and savings in one document (syncs; needs CUDA).
-
-    When rounds are timed, the chains their predictions price nodes with (PRICE_KINDS)
-    are measured too, whether or not `kinds` names them."""
-    settings = settings or ReplaySettings()
-    kinds = list(kinds)
-    if variants:
-        kinds += [k for k in PRICE_KINDS if k not in kinds]
-    chain_trials, fits = measure_chains(kinds, settings, progress=progress)
-    round_trials = sav = None
-    if variants:
-        if progress:  # each phase named as it starts
-            progress(
-                f"timing {plural(len(variants), 'round')} over {plural(settings.builds, 'build')}"
-            )
-        round_trials, exports = measure_rounds(params, variants, settings, pdl=pdl)
-        sav = savings(round_trials, exports, fits, chain_trials=chain_trials)
-        sav["ratio_shapes"] = sav.measured_us / sav.predicted_shapes_us
-    return ReplayResult(
-        chain_trials,
-        fits,
-        round_trials,
-        sav,
-        params.as_dict(),
-        environment(torch.device("cuda")),
-        now(),
-        # The settings that shaped the timings (the lengths are in chain_trials).
-        {"pdl": pdl, **{k: v for k, v in asdict(settings).items() if k != "lengths"}},
-    )

@@ -17,10 +17,14 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from graph_harness.capture.errors import HarnessError
+
+if TYPE_CHECKING:
+    import torch
 
 
 class ReplayFailed(HarnessError, RuntimeError):
@@ -76,7 +80,7 @@ class Replayer:
             self.graph.replay()
 
     @contextlib.contextmanager
-    def window(self, what: str):
+    def window(self, what: str) -> Iterator[Replayer]:
         """One run of replays, `what` naming it in an error ("timed trial 3 of 30")."""
         first = self.replays + 1
         try:
@@ -111,7 +115,7 @@ class Replayer:
         if not has_reset:
             cause = (
                 "a step whose state advances at every replay (a position, a cache) ran past "
-                "the end of a buffer: give it a step.reset (README: Steps with state)"
+                "the end of a buffer: give it a step.reset (docs/steps-and-check.md)"
             )
         else:
             cause = (
@@ -126,5 +130,5 @@ class Replayer:
         )
 
 
-def as_replayer(graph, name: str) -> Replayer:
+def as_replayer(graph: torch.cuda.CUDAGraph | Replayer, name: str) -> Replayer:
     return graph if isinstance(graph, Replayer) else Replayer(graph, name)

@@ -1,22 +1,9 @@
-"""How replays are timed (`ReplaySettings`, the one source of its defaults) and the chain
-kinds `replay` can measure (capture/replay/chains.py builds them). Plain data, no torch:
-the command line's parser reads it."""
+"""How replays are timed: `ReplaySettings`, the one source of its defaults. Plain data, no
+torch: the command line's parser reads it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-
-CHAIN_KINDS = (
-    "triton-empty",
-    "torch-add",
-    "memcpy",
-    "memset",
-    "pack-shipped",
-    "pack-compiled",
-    "pack-fused",
-    "compaction-copies",
-)
-PDL_KINDS = ("triton-empty-pdl", "pack-fused-pdl")
 
 
 @dataclass(frozen=True)

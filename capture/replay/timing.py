@@ -43,7 +43,7 @@ def capture_unrolled(
     fn: Callable[[], object],
     calls: int,
     *,
-    graph_pool=None,
+    graph_pool: tuple[int, int] | None = None,
     warmup: int = StepSettings.warmup,
 ) -> torch.cuda.CUDAGraph:
     """Capture `calls` back-to-back calls of `fn` into one graph (syncs the device), by
@@ -51,7 +51,7 @@ def capture_unrolled(
     side stream first, so lazy initialization never lands inside the capture. The graph
     is kept (`keep_graph=True`), so its nodes can be read; replay instantiates it."""
 
-    def unrolled():
+    def unrolled() -> None:
         for _ in range(calls):
             fn()
 

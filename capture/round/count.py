@@ -4,21 +4,24 @@ captures it (CUDA) or counts its dispatched operations (CPU), and exports its no
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
-from graph_harness.capture.attribution.records import nodes_from_graph
-from graph_harness.capture.count import count_dispatch, default_device
+from graph_harness.capture.count import capture_nodes, default_device, source_of
 from graph_harness.capture.environment import environment, now
 from graph_harness.capture.export.nodes import NodeExport
 from graph_harness.capture.export.workload import ROUND_WORKLOAD
-from graph_harness.capture.graph.capture import Captured, capture_graph
-from graph_harness.capture.graph.reader import read_graph
+from graph_harness.capture.graph.capture import Captured
+from graph_harness.capture.graph.settings import StepSettings
 from graph_harness.capture.round.decode import DecodeRound
 from graph_harness.capture.round.params import RoundParams
 
+if TYPE_CHECKING:
+    from torch.distributed import ProcessGroup
 
-@dataclass
+
+@dataclass(frozen=True, kw_only=True)
 class CountedRound:
     round: DecodeRound
     export: NodeExport
@@ -30,26 +33,25 @@ def count_round(
     variant: str,
     device: torch.device | str | None = None,
     *,
-    graph_pool=None,
+    graph_pool: tuple[int, int] | None = None,
     pdl: bool = False,
-    group=None,
+    group: ProcessGroup | None = None,
 ) -> CountedRound:
     """Build the round for `variant`, capture it (CUDA) or run it counting (CPU), export.
     `pdl=True` launches the harness's Triton kernels with programmatic dependent launch."""
     device = torch.device(device) if device is not None else default_device()
     rnd = DecodeRound(params, variant, device, pdl=pdl, group=group)
-    if device.type == "cuda":
+    nodes, captured = capture_nodes(
+        rnd.run,
+        device,
+        # On the CPU the round's first call dispatches what every call does: no warm-up.
+        warmup=StepSettings.warmup if device.type == "cuda" else 0,
+        graph_pool=graph_pool,
         # A collective in the round: let NCCL's watchdog thread query its events meanwhile.
-        mode = "global" if group is None else "thread_local"
-        captured = capture_graph(rnd.run, graph_pool=graph_pool, capture_error_mode=mode)
-        nodes = nodes_from_graph(read_graph(captured.graph.raw_cuda_graph()), captured.marks)
-        source = "cuda-graph"
-    else:
-        captured = None
-        nodes = count_dispatch(rnd.run)
-        source = "cpu-dispatch"
+        capture_error_mode="global" if group is None else "thread_local",
+    )
     export = NodeExport(
-        source=source,
+        source=source_of(device),
         workload=ROUND_WORKLOAD,
         variant=variant,
         params=params.as_dict(),
@@ -59,4 +61,4 @@ def count_round(
         rank=params.rank,
         options={"pdl": pdl, "distributed": group is not None},
     )
-    return CountedRound(rnd, export, captured)
+    return CountedRound(round=rnd, export=export, captured=captured)

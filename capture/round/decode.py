@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import functools
 import importlib
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -27,9 +29,12 @@ from graph_harness.kernels import (
 )
 from graph_harness.pools import GraphBufferPool
 
+if TYPE_CHECKING:
+    from torch.distributed import ProcessGroup
+
 
 @functools.cache
-def compiled_shipped_pack():
+def compiled_shipped_pack() -> Callable[..., torch.Tensor]:
     """The eight-op pack through torch.compile (Inductor), compiled once per process.
     dynamic=False: a serving stack compiles for its fixed shapes (and Inductor in torch
     2.11 miscompiles the id's bitcast when the width is symbolic).
@@ -45,7 +50,7 @@ def compiled_shipped_pack():
     from torch._inductor import config
 
     @functools.wraps(pack_scores_ids_shipped)
-    def in_process(*args, **kwargs):
+    def in_process(*args: object, **kwargs: object) -> torch.Tensor:
         with config.patch(compile_threads=1):
             try:
                 return compiled(*args, **kwargs)
@@ -109,7 +114,7 @@ def local_topk(scores: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor
     return values, index
 
 
-def all_gather_step(gather: torch.Tensor, rank: int, group) -> None:
+def all_gather_step(gather: torch.Tensor, rank: int, group: ProcessGroup) -> None:
     """Fill `gather` [world, rows, k, 2] from every rank's slot, in place: the input is
     this rank's slot of the output (NCCL's in-place all-gather; no staging copy)."""
     import torch.distributed as dist
@@ -131,7 +136,7 @@ class DecodeRound:
         *,
         pool: GraphBufferPool | None = None,
         pdl: bool = False,
-        group=None,
+        group: ProcessGroup | None = None,
     ) -> None:
         """`group`: a torch.distributed process group of `params.world` processes, this
         one being `params.rank`; step 3 then all-gathers the slots (round/distributed.py).

@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -79,7 +79,7 @@ def count_distributed(
     variant: str,
     setup: DistributedSetup,
     *,
-    graph_pool=None,
+    graph_pool: tuple[int, int] | None = None,
     pdl: bool = False,
 ) -> CountedRound:
     """This rank's round with a real all-gather: captured (NCCL) or counted (gloo).
@@ -116,7 +116,9 @@ def process_group(setup: DistributedSetup) -> Iterator[DistributedSetup]:
             dist.destroy_process_group()
 
 
-def emulate_rank(params: RoundParams, variant: str, rank: int, device) -> dict[str, torch.Tensor]:
+def emulate_rank(
+    params: RoundParams, variant: str, rank: int, device: torch.device | str
+) -> dict[str, torch.Tensor]:
     """The single-process round for `rank` (other slots static), run once eagerly."""
     from graph_harness.capture.round.decode import DecodeRound
 
@@ -126,7 +128,7 @@ def emulate_rank(params: RoundParams, variant: str, rank: int, device) -> dict[s
     return {k: v.clone() for k, v in rnd.outputs().items()}
 
 
-def release_graphs(graphs) -> None:
+def release_graphs(graphs: Iterable[torch.cuda.CUDAGraph]) -> None:
     """Free captured graphs before `destroy_process_group`: on the H200 pair (torch 2.11,
     NCCL) tearing the group down while graphs holding its all-gather kernels were alive
     hung both ranks in destroy_process_group."""

@@ -20,8 +20,9 @@ VARIANTS: dict[str, tuple[str, str]] = {
     "fused": ("fused", "direct"),
 }
 
-# One line per variant: what it runs. The one source of these words: `--help`, the README's
-# variant list (tests/test_readme.py compares) and anything else that lists the variants.
+# One line per variant: what it runs. The one source of these words: `--help`, the variant
+# list of docs/builtin-round.md (tests/test_readme.py compares) and anything else that
+# lists the variants.
 VARIANT_HELP: dict[str, str] = {
     "shipped": "the shipped code: an eager-op pack; compaction allocates, then copies",
     "shipped-compiled": "the shipped pack through torch.compile; compaction as shipped",
@@ -38,7 +39,7 @@ STEPS = ROUND_STEPS
 PART_STEPS = (("pack",), ("compaction", "copy"))
 
 
-def _param(default: int, help: str):
+def _param(default: int, help: str) -> int:  # a Field, typed as its value (as field() is)
     """A round parameter: its default and what it means (`help`, read by --help)."""
     return field(default=default, metadata={"help": help})
 

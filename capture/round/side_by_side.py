@@ -9,9 +9,18 @@ on the CPU, a variant not counted) says so.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from graph_harness.capture.round import seed
+
+if TYPE_CHECKING:  # pandas and torch, which this module never needs at run time
+    import pandas as pd
+
+    from graph_harness.capture.export.nodes import NodeExport
+    from graph_harness.capture.replay.document import ReplayResult
+    from graph_harness.capture.round.exactness import Cell
 
 NOT_MEASURED = "not measured in this run"
 CPU_COMPILED = (
@@ -36,8 +45,9 @@ def _range(lo: float, hi: float, digits: int = 3) -> str:
     return f"{lo:.{digits}f}-{hi:.{digits}f}"
 
 
-def _pack_nodes(export) -> list[dict]:
-    """The launching nodes of the round's pack step (every stage's `stageN/pack`)."""
+def _pack_nodes(export: NodeExport) -> list[dict[str, object]]:
+    """The launching nodes of the round's pack step (every stage's `stageN/pack`), as rows
+    of the export's frame."""
     f = export.frame()
     return f[f.step == "pack"].to_dict(orient="records")
 
@@ -49,7 +59,11 @@ def _is_fill(kernel: str | None) -> bool:
     return "fill" in k or "scalar_tensor" in k
 
 
-def side_by_side(exports: dict, replay=None, exact=None) -> list[Row]:
+def side_by_side(
+    exports: dict[str, NodeExport],
+    replay: ReplayResult | None = None,
+    exact: Sequence[Cell] | None = None,
+) -> list[Row]:
     """The seed's figures beside this run's. `exports`: variant -> NodeExport of one round
     (all of one source and parameters); `replay`: its ReplayResult, or None; `exact`: the
     run's bit-exactness cells (capture/round/exactness.py), or None."""
@@ -66,7 +80,7 @@ def side_by_side(exports: dict, replay=None, exact=None) -> list[Row]:
     return rows
 
 
-def _exactness(cells, stages: int) -> Row:
+def _exactness(cells: Sequence[Cell] | None, stages: int) -> Row:
     figure = "bit-exactness against the shipped round"
     if not cells:
         return Row(figure, seed.EXACTNESS, f"{NOT_MEASURED} (no shipped round to compare with)")
@@ -89,7 +103,7 @@ def _stages_why(stages: int) -> str:
     return "this run's --stages; the per-round figures below scale with it"
 
 
-def _shipped_pack(exports, stages, unit) -> Row:
+def _shipped_pack(exports: dict[str, NodeExport], stages: int, unit: str) -> Row:
     figure = "shipped pack, kernels per call"
     if "shipped" not in exports or not stages:
         return Row(figure, str(seed.SHIPPED_PACK_KERNELS_PER_CALL), f"{NOT_MEASURED} (no shipped)")
@@ -109,7 +123,9 @@ def _shipped_pack(exports, stages, unit) -> Row:
     return Row(figure, str(seed.SHIPPED_PACK_KERNELS_PER_CALL), ours, why)
 
 
-def _compiled_pack(exports, stages, gpu, torch_version) -> Row:
+def _compiled_pack(
+    exports: dict[str, NodeExport], stages: int, gpu: bool, torch_version: str | None
+) -> Row:
     figure = "Inductor-fused shipped pack, graph nodes per call"
     want = str(seed.COMPILED_PACK_NODES_PER_CALL)
     if "shipped-compiled" not in exports or not stages:
@@ -156,7 +172,7 @@ REMOVALS = (
 )
 
 
-def _removed(exports, stages, unit, gpu) -> list[Row]:
+def _removed(exports: dict[str, NodeExport], stages: int, unit: str, gpu: bool) -> list[Row]:
     rows = []
     for figure, a, b, want, why in REMOVALS:
         shown = "-" if want is None else str(want)
@@ -176,7 +192,7 @@ def _removed(exports, stages, unit, gpu) -> list[Row]:
     return rows
 
 
-def _saving(replay, a: str, b: str):
+def _saving(replay: ReplayResult | None, a: str, b: str) -> pd.Series | None:
     """The replay's measured saving of A -> B (a row of its savings), or None."""
     if replay is None or replay.savings is None:
         return None
@@ -185,7 +201,7 @@ def _saving(replay, a: str, b: str):
     return None if not len(hit) else hit.iloc[0]
 
 
-def _times(exports, replay) -> list[Row]:
+def _times(exports: dict[str, NodeExport], replay: ReplayResult | None) -> list[Row]:
     seed_ms, seed_us = _range(*seed.SAVED_MS_PER_ROUND), _range(*seed.US_PER_REMOVED_NODE)
     figure_ms = "both changes, time saved per round (ms)"
     figure_us = "price per removed node (us)"

@@ -100,7 +100,7 @@ _handles: list = []  # [pre, post]: made once per process, their ids reused
 _entered = 0
 
 
-def _pre_hook(mod: nn.Module, args) -> None:
+def _pre_hook(mod: nn.Module, args: tuple[object, ...]) -> None:
     if torch.compiler.is_compiling():  # first: Dynamo traces nothing else of ours
         return
     ms = _active.get()
@@ -108,7 +108,7 @@ def _pre_hook(mod: nn.Module, args) -> None:
         ms._pre(mod)
 
 
-def _post_hook(mod: nn.Module, args, output) -> None:
+def _post_hook(mod: nn.Module, args: tuple[object, ...], output: object) -> None:
     if torch.compiler.is_compiling():
         return
     ms = _active.get()
@@ -240,7 +240,7 @@ class module_scopes:
         self._token = _active.set(self)
         return self
 
-    def __exit__(self, *exc) -> bool:
+    def __exit__(self, *exc: object) -> bool:
         _active.reset(self._token)
         self._warnings.__exit__(*exc)
         self._collect.__exit__(*exc)

@@ -55,10 +55,13 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from types import CodeType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from graph_harness.capture.scopes import provenance_cache as cache
 from graph_harness.capture.text import printable
+
+if TYPE_CHECKING:
+    import torch.fx
 
 ARTIFACT = "inductor_provenance_tracking_node_mappings"
 # The kernel -> post-grad nodes map in that artifact (the name says C++ for every backend).
@@ -66,7 +69,7 @@ KERNEL_MAP_KEYS = ("cppCodeToPost", "tritonKernelToPost")
 
 
 @dataclass(frozen=True)
-class Entry:
+class ProvenanceEntry:
     """One kernel or extern call of a compiled graph, in the order the wrapper runs them."""
 
     name: str  # "triton_poi_fused_add_0", "extern_kernels.mm", "torch.ops.aten.x.default"
@@ -75,7 +78,7 @@ class Entry:
 
 @dataclass(eq=False)
 class CompiledGraph:
-    entries: list[Entry]
+    entries: list[ProvenanceEntry]
     compile_id: str | None = None  # Dynamo's ("0/1": frame 0, its second compile)
 
 
@@ -122,7 +125,7 @@ class ProvenanceLog:
                 self.not_kept.append(reason)
         self._pending = still
 
-    def _on_post_grad(self, graph) -> None:
+    def _on_post_grad(self, graph: torch.fx.Graph) -> None:
         self.keep()  # an earlier compile of this session has returned by now
         frame, cid = cache.current_frame()
         mods = {n.name: module_path_of(n.meta.get("nn_module_stack")) for n in graph.nodes}
@@ -153,7 +156,7 @@ class ProvenanceLog:
             origins = [o for o in origins if isinstance(o, str)]
             origins = extern_anchors(name, origins, ops) or origins
             mods = {post.get(o) for o in origins}
-            entries.append(Entry(name, tuple(sorted(m for m in mods if m is not None))))
+            entries.append(ProvenanceEntry(name, tuple(sorted(m for m in mods if m is not None))))
         graph = CompiledGraph(entries, None if cid is None else str(cid))
         self.graphs.append(graph)
         self._pending.append(cache.pending(graph, frame, cid))

@@ -31,7 +31,10 @@ import threading
 import weakref
 from dataclasses import dataclass, field
 from types import CodeType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from graph_harness.capture.scopes.provenance import CompiledGraph
 
 MAX_KEPT = 512  # records kept process-wide (the oldest go first)
 RESUME = "torch_dynamo_resume_in_"  # Dynamo's names for the code after a graph break
@@ -94,7 +97,7 @@ _lock = threading.Lock()
 _kept: list[Kept] = []
 
 
-def pending(graph, frame: CodeType | None, compile_id) -> Pending:
+def pending(graph: CompiledGraph, frame: CodeType | None, compile_id: object) -> Pending:
     return Pending(graph, frame, compile_id, [e.code for e in entries_of(frame)])
 
 
@@ -132,7 +135,7 @@ def bind(p: Pending) -> str | None:
     return reason
 
 
-def same_compile_id(a, b) -> bool:
+def same_compile_id(a: object, b: object) -> bool:
     try:
         return a == b or str(a) == str(b)
     except Exception:

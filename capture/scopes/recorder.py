@@ -16,11 +16,16 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 
 from graph_harness.capture.text import printable
+
+if TYPE_CHECKING:
+    from types import TracebackType
 
 UNSCOPED = "unscoped"
 
@@ -51,8 +56,15 @@ class ScopeMark:
 class Recorder:
     """Collects boundaries. `frontier` is called at each one (None: labels only)."""
 
-    def __init__(self, frontier=None) -> None:
+    def __init__(
+        self,
+        frontier: Callable[[], list[int]] | None = None,
+        on_change: Callable[[tuple[ScopeKey, ...]], None] | None = None,
+    ) -> None:
+        """`frontier` is read at each boundary; `on_change` is told the open scopes after
+        each change (capture/graph/memory.py tags allocations with them)."""
         self.frontier = frontier
+        self.on_change = on_change
         self.marks: list[ScopeMark] = []
         self.stack: list[ScopeKey] = []
         self.failed_in: ScopeKey | None = None  # the scope an exception escaped from
@@ -70,6 +82,8 @@ class Recorder:
     def open(self, key: ScopeKey) -> None:
         self._boundary()
         self.stack.append(key)
+        if self.on_change is not None:
+            self.on_change(tuple(self.stack))
 
     def close(self, key: ScopeKey, *, failing: bool = False) -> None:
         """Close `key` and anything left open inside it (a scope an exception escaped
@@ -85,6 +99,8 @@ class Recorder:
             self._boundary()
         while self.stack and self.stack.pop() != key:
             pass
+        if self.on_change is not None:
+            self.on_change(tuple(self.stack))
 
     def innermost_failed(self) -> ScopeKey | None:
         return self.failed_in or self.current
@@ -109,7 +125,7 @@ class recording:
         self._token = _active.set(self.recorder)
         return self.recorder
 
-    def __exit__(self, *exc) -> bool:
+    def __exit__(self, *exc: object) -> bool:
         _active.reset(self._token)
         return False
 
@@ -140,7 +156,12 @@ class scope:
         if self._rec is not None:
             self._rec.open(self.key)
 
-    def __exit__(self, exc_type, exc, tb) -> bool:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
         if torch.compiler.is_compiling():
             return False
         rec, self._rec = self._rec, None

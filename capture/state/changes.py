@@ -53,7 +53,7 @@ def _index(flat: int, shape: tuple[int, ...]) -> list[int]:
     return list(reversed(out))
 
 
-def _value(t: torch.Tensor, flat: int):
+def _value(t: torch.Tensor, flat: int) -> str:
     v = t.reshape(-1)[flat].item()
     return f"{v:.6g}" if isinstance(v, float) else repr(v)
 

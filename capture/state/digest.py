@@ -13,6 +13,8 @@ two pieces is seen, and memory stays at one piece's temporaries whatever the siz
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import torch
 
 CHUNK_WORDS = 1 << 20  # 32-bit words hashed per piece (4 MiB of data)
@@ -32,7 +34,7 @@ def _weights(device: torch.device) -> torch.Tensor:
     return w
 
 
-def pieces(t: torch.Tensor, limit: int):
+def pieces(t: torch.Tensor, limit: int) -> Iterator[torch.Tensor]:
     """`t`'s elements as contiguous 1-D pieces of at most `limit` elements, in a fixed
     order (memory order where the strides allow), copying at most one piece at a time."""
     if t.dim() == 0:

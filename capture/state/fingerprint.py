@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 import inspect
 import types
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import torch
@@ -73,7 +74,9 @@ class Fingerprint:
 # --- the walk ---------------------------------------------------------------------------
 
 
-def reachable(step, output=None, *, with_output: bool = True):
+def reachable(
+    step: Callable[[], object], output: object = None, *, with_output: bool = True
+) -> tuple[list[tuple[str, object, bool]], bool]:
     """(name, value, is_output) for every tensor and host value reachable from `step`
     (and, last, its `output`), in a stable order; and whether a bound stopped the walk.
     The state's names do not depend on the output: an output that is also state (a
@@ -92,7 +95,7 @@ def reachable(step, output=None, *, with_output: bool = True):
     return [(printable(n), v, o) for n, v, o in walk.found], walk.truncated
 
 
-def _roots(step):
+def _roots(step: Callable[[], object]) -> Iterator[tuple[str, object]]:
     fn = inspect.unwrap(step) if callable(step) else step  # through functools.wraps
     if isinstance(fn, functools.partial):
         yield from ((f"argument {i}", a) for i, a in enumerate(fn.args))
@@ -112,7 +115,7 @@ def _roots(step):
         yield from _attributes("attribute", fn)
 
 
-def _closure(prefix: str, fn: types.FunctionType):
+def _closure(prefix: str, fn: types.FunctionType) -> Iterator[tuple[str, object]]:
     for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
         try:
             yield f"{prefix} {name}", cell.cell_contents
@@ -120,7 +123,7 @@ def _closure(prefix: str, fn: types.FunctionType):
             continue
 
 
-def _attributes(prefix: str, obj):
+def _attributes(prefix: str, obj: object) -> Iterator[tuple[str, object]]:
     try:
         d = getattr(obj, "__dict__", None)
     except Exception:  # an object whose attribute lookup misbehaves: not ours to read
@@ -138,7 +141,7 @@ def _attributes(prefix: str, obj):
                 continue
 
 
-def _worth(v) -> bool:
+def _worth(v: object) -> bool:
     """Worth walking into: not code, classes or modules (a global `torch` or `F`)."""
     skip = types.ModuleType | type | types.BuiltinFunctionType | types.FunctionType
     return not isinstance(v, skip)
@@ -169,7 +172,7 @@ class _Walk:
             self.ids.add(id(t))
             self.found.append((name, t, output))
 
-    def visit(self, name: str, v, depth: int, output: bool = False) -> None:
+    def visit(self, name: str, v: object, depth: int, output: bool = False) -> None:
         if v is None or isinstance(v, str | bytes):
             return
         if isinstance(v, torch.Tensor):
@@ -191,7 +194,7 @@ class _Walk:
         for sub, item in self._items(name, v):
             self.visit(sub, item, depth + 1, output)
 
-    def _items(self, name: str, v):
+    def _items(self, name: str, v: object) -> Iterator[tuple[str, object]]:
         if isinstance(v, dict):
             items = list(v.items())
             if len(items) > MAX_ITEMS:
@@ -211,7 +214,7 @@ class _Walk:
                 yield f"{name}.{sub.strip()}", item
 
 
-def _ours_to_read(v) -> bool:
+def _ours_to_read(v: object) -> bool:
     """An object whose attributes are the user's state: not torch's internals (a compiled
     function's dynamo context, a CUDA graph, streams), not code, classes or modules."""
     if isinstance(v, types.ModuleType | type | types.BuiltinFunctionType | types.MethodType):
@@ -226,7 +229,11 @@ def _ours_to_read(v) -> bool:
 
 
 def fingerprint(
-    step, output=None, *, with_output: bool = True, clone_to: str | None = None
+    step: Callable[[], object],
+    output: object = None,
+    *,
+    with_output: bool = True,
+    clone_to: str | None = None,
 ) -> Fingerprint:
     """The step's state (and `output`) now; see the module docstring. `clone_to`: where
     clones are kept ("cpu": off the device, so they take none of its free memory)."""

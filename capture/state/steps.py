@@ -51,11 +51,11 @@ from graph_harness.capture.text import a_type
 GROWN_FIX = (
     "a graph keeps the shapes and addresses its capture saw, so no reset makes a growing "
     "state replayable: use a static cache (transformers: StaticCache, or "
-    'cache_implementation="static"), written in place (README: Steps with state)'
+    'cache_implementation="static"), written in place (docs/steps-and-check.md)'
 )
 FIX = (
     "give the step a reset: set `step.reset` to a zero-argument function that returns its "
-    "state to the start, in place (README: Steps with state)"
+    "state to the start, in place (docs/steps-and-check.md)"
 )
 
 
@@ -64,18 +64,18 @@ class StepStateError(UsageError, ValueError):
     no `step.reset`), or its `step.reset` is not callable: a usage error (exit 2)."""
 
 
-def reset_of(step) -> Callable[[], object] | None:
+def reset_of(step: Callable[[], object]) -> Callable[[], object] | None:
     """The step's `step.reset`, or None; StepStateError if it is not callable."""
     r = getattr(step, "reset", None)
     if r is not None and not callable(r):
         raise StepStateError(
             f"step.reset is {a_type(r)}, not a function: set it to a zero-argument "
-            "function that returns the step to its starting state (README: Steps with state)"
+            "function that returns the step to its starting state (docs/steps-and-check.md)"
         )
     return r
 
 
-def feed_of(step) -> Callable[[int], object] | None:
+def feed_of(step: Callable[[], object]) -> Callable[[int], object] | None:
     """The step's `step.feed` (module docstring), or None; StepStateError if it is not
     callable."""
     f = getattr(step, "feed", None)
@@ -83,12 +83,12 @@ def feed_of(step) -> Callable[[int], object] | None:
         raise StepStateError(
             f"step.feed is {a_type(f)}, not a function: set it to a function of one "
             "argument, the call's index i, that writes call i's inputs into the step's static "
-            "buffers in place (README: Steps with state)"
+            "buffers in place (docs/steps-and-check.md)"
         )
     return f
 
 
-def start_of(step) -> Callable[[], None] | None:
+def start_of(step: Callable[[], object]) -> Callable[[], None] | None:
     """What returns the step to its start: its reset, then `feed(0)`; None if it has
     neither. Run eagerly, outside any graph."""
     reset, feed = reset_of(step), feed_of(step)
@@ -258,7 +258,7 @@ class StateWatch:
     call; with `watch`, the last two fingerprinted and judged (`repeatability`). `finish`
     ends a capture: the verdict if the warm-ups gave none, and the closing reset."""
 
-    def __init__(self, step, *, watch: bool = True) -> None:
+    def __init__(self, step: Callable[[], object], *, watch: bool = True) -> None:
         self.step = step
         self.reset = reset_of(step)
         self.start = start_of(step)  # the reset, then feed(0)
@@ -290,7 +290,7 @@ class StateWatch:
         if self.start is not None:
             self.start()
 
-    def after(self, i: int, n: int, output) -> None:
+    def after(self, i: int, n: int, output: object) -> None:
         if not self._watched(i, n):
             return
         self._drawn = rng_moved(self._before, rng_state())

@@ -70,7 +70,16 @@ def version() -> str:
 def build_parser() -> argparse.ArgumentParser:
     # Each subcommand's flags live beside what it does, in reports/commands/. Imported here,
     # as in _command, so that importing this module loads no command module.
-    from graph_harness.reports.cli.commands import advise, check, count, delta, profile, replay
+    from graph_harness.reports.cli.commands import (
+        advise,
+        check,
+        count,
+        delta,
+        profile,
+        replay,
+        report,
+        sweep,
+    )
 
     # --debug goes before or after the subcommand; SUPPRESS keeps the sub-parser's default
     # from overwriting a --debug given before it.
@@ -93,7 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
     advise.add_parser(sub, common)
     profile.add_parser(sub, common)
     check.add_parser(sub, common)
-    replay.add_report_parser(sub, common)
+    sweep.add_parser(sub, common)
+    report.add_parser(sub, common)
     return ap
 
 
@@ -101,7 +111,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _command(name: str):
-    from graph_harness.reports.cli.commands import advise, check, count, delta, profile, replay
+    from graph_harness.reports.cli.commands import (
+        advise,
+        check,
+        count,
+        delta,
+        profile,
+        replay,
+        report,
+        sweep,
+    )
 
     return {
         "count": count.run,
@@ -110,7 +129,8 @@ def _command(name: str):
         "replay": replay.run_replay,
         "profile": profile.run,
         "check": check.run,
-        "report": replay.run_report,
+        "report": report.run,
+        "sweep": sweep.run,
     }[name]
 
 

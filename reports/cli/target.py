@@ -2,6 +2,7 @@
 
 `--target` IMPORTS AND RUNS the user's code, as `python -m` or `python FILE` would: the
 module's top level, then FUNCTION(), then the callable it returns (warm-up and capture).
+`sweep` imports the module once and calls FUNCTION(batch=B) for each batch size B.
 Two forms:
 - `MODULE:FUNCTION` (`mypkg.steps:make_step`): imported by name; the current folder is
   searched LAST, after the standard library and installed packages, so a `profile.py` or
@@ -12,7 +13,7 @@ The user's folders answer imports made by the user's code only (reports/cli/user
 a `gmpy2.py` beside you is not what sympy gets when torch asks for its optional gmpy2.
 
 A step with state carries how to return it to its start, `step.reset` (a zero-argument
-function: capture/state/steps.py, README: Steps with state), and may carry how to write
+function: capture/state/steps.py, docs/steps-and-check.md), and may carry how to write
 each call's inputs, `step.feed(i)`. Both are wrapped as the step is, and the wrapped ones
 are what `step.reset`, `step.feed` and `Target.reset` give: every call of the user's
 code goes through the same guard.
@@ -35,9 +36,11 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.util
+import inspect
 import os
 import sys
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -156,6 +159,34 @@ def target_arg(text: str) -> str:
 
 def load_target(spec: str) -> Target:
     """Import the module named by `spec` and call its factory (this runs the user's code)."""
+    return build_target(load_factory(spec))
+
+
+@dataclass(frozen=True)
+class Factory:
+    """A --target's factory, its module imported: `build_target` calls it."""
+
+    spec: str
+    module: ModuleType
+    function: Callable[..., object]
+
+    def check_takes(self, keyword: str, why: str) -> None:
+        """TargetUsageError unless the factory takes `keyword` (`why`: who calls it so)."""
+        try:
+            params = inspect.signature(self.function).parameters
+        except (TypeError, ValueError):  # a builtin or C callable: let the call decide
+            return
+        if keyword in params or any(p.kind is p.VAR_KEYWORD for p in params.values()):
+            return
+        func = self.spec.rpartition(":")[2]
+        raise TargetUsageError(
+            f"--target {self.spec!r}: {why} calls {func}({keyword}=...), and {func} takes no "
+            f"{keyword!r}: give it one (def {func}({keyword}: int = 1): ...)"
+        )
+
+
+def load_factory(spec: str) -> Factory:
+    """Import the module named by `spec` (its top level runs) and find its factory."""
     problem = spec_problem(spec)
     if problem is not None:
         raise TargetUsageError(problem)
@@ -181,7 +212,14 @@ def load_target(spec: str) -> Target:
         )
     if not callable(factory):
         raise TargetUsageError(f"--target {spec!r}: {func!r} is {a_type(factory)}, not a function")
-    step = _guard_exit(factory, spec, "in its factory")()
+    return Factory(spec, mod, factory)
+
+
+def build_target(factory: Factory, **kwargs: object) -> Target:
+    """Call the factory (with `kwargs`: the sweep's `batch=`) and check what it returned;
+    the step, its reset and its feed are guarded (module docstring)."""
+    spec, mod = factory.spec, factory.module
+    step = _guard_exit(factory.function, spec, "in its factory")(**kwargs)
     if not callable(step):
         raise TargetUsageError(
             f"--target {spec!r} returned {type(step).__name__}, not a callable: FUNCTION() must "

@@ -7,7 +7,6 @@ from pathlib import Path
 
 from graph_harness.capture.round.params import VARIANTS
 from graph_harness.reports.cli.args import json_arg, positive, round_args, subcommand
-from graph_harness.reports.cli.commands.delta import is_export_path, neither
 from graph_harness.reports.cli.console import (
     IO,
     banner,
@@ -15,6 +14,7 @@ from graph_harness.reports.cli.console import (
     refuse,
     round_params,
 )
+from graph_harness.reports.cli.refs import is_export_path, neither
 
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:

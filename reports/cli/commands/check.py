@@ -20,8 +20,12 @@ from graph_harness.reports.cli.args import (
 )
 from graph_harness.reports.cli.console import IO, banner, progress, staged, wrote
 from graph_harness.reports.cli.target import target_arg
-
-CHECK_SCHEMA = "graph-harness/check"
+from graph_harness.reports.cli.targets import (
+    capture_target,
+    check_target,
+    show_checks,
+    write_checks,
+)
 
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -58,8 +62,6 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
 
 
 def run(args, io: IO) -> int:
-    from graph_harness.reports.cli.commands.count import capture_target
-
     with staged(args, io) as tmp:
         banner(io)
         with progress(io) as say:
@@ -76,57 +78,3 @@ def run(args, io: IO) -> int:
     if not r.passed:
         io.note(r.verdict())
     return r.exit_code
-
-
-def check_target(got, steps: int):
-    """Check a captured target (count.capture_target with watch=True) over `steps` calls."""
-    from graph_harness.capture.check.step import check_captured
-
-    return check_captured(
-        got.target.step,
-        got.export,
-        got.captured,
-        got.watch.repeatability,
-        name=got.target.spec,
-        steps=steps,
-    )
-
-
-def check_doc(results: dict) -> dict:
-    return {
-        "schema": CHECK_SCHEMA,
-        "schema_version": 2,  # 2: trajectories (steps, status, each finding's step)
-        "checks": {name: r.to_dict() for name, r in results.items()},
-    }
-
-
-def write_checks(folder, results: dict) -> None:
-    import json
-
-    from graph_harness.capture.files import write_atomic
-
-    text = json.dumps(check_doc(results), indent=1, allow_nan=False) + "\n"
-    write_atomic(folder / "check.json", text)
-
-
-def show_checks(io: IO, results: dict, *, json_too: bool = True) -> None:
-    """The findings tables and verdicts (stdout), or the check document with --json."""
-    from graph_harness.reports.check_tables import findings_table
-
-    if io.json:
-        if json_too:
-            io.print_json(check_doc(results))
-        return
-    for r in results.values():
-        io.out.print(findings_table(r))
-        io.out.print(r.verdict(), markup=False)
-
-
-def gate(io: IO, results: dict) -> None:
-    """--check on count, profile and report: a check that did not pass prints its findings
-    and stops the command (CheckFailed: exit 1; CheckUnverified: exit 3; nothing written)."""
-    from graph_harness.capture.check.step import gate as failed
-
-    if any(not r.passed for r in results.values()):
-        show_checks(io, results)
-    failed(results)

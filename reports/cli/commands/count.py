@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 from contextlib import nullcontext
-from dataclasses import dataclass
 
 from graph_harness.capture.export.kinds import COUNT, COUNT_SCHEMA_VERSION
 from graph_harness.capture.round.params import VARIANTS
@@ -32,7 +31,16 @@ from graph_harness.reports.cli.console import (
     wrote,
 )
 from graph_harness.reports.cli.target import target_arg
-from graph_harness.reports.text import plural, printable
+from graph_harness.reports.cli.targets import (
+    capture_target,
+    check_target,
+    gate,
+    refuse_check_steps,
+    refuse_target_only,
+    show_checks,
+    write_checks,
+)
+from graph_harness.reports.text import plural
 
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -104,25 +112,6 @@ def check_flags(args) -> None:
         refuse_target_only(args)
 
 
-def refuse_target_only(args) -> None:
-    """Flags that need --target, given without it."""
-    if args.module_scopes is not False:
-        raise UsageError(
-            "--module-scopes attributes a model's nodes to its modules: it needs --target "
-            "(the built-in round has its own stage and step scopes)"
-        )
-    flags = ["--warmup"] * (getattr(args, "step_warmup", None) is not None)
-    flags += ["--check"] * bool(getattr(args, "check", False))
-    refuse(flags, "apply to your step: give --target (the built-in round is ours)")
-    refuse_check_steps(args)
-
-
-def refuse_check_steps(args) -> None:
-    """--check-steps without --check."""
-    if getattr(args, "check_steps", None) is not None and not getattr(args, "check", False):
-        raise UsageError("--check-steps sets how long --check runs: give --check too")
-
-
 def run(args, io: IO) -> int:
     check_flags(args)
     if args.distributed:
@@ -149,12 +138,6 @@ def run(args, io: IO) -> int:
             )
             exports.append(got.export)
             if args.check:
-                from graph_harness.reports.cli.commands.check import (
-                    check_target,
-                    gate,
-                    write_checks,
-                )
-
                 checks = {"target": check_target(got, check_steps(args))}
                 gate(io, checks)
                 if tmp is not None:
@@ -179,86 +162,6 @@ def _cuda() -> bool:
     import torch
 
     return torch.cuda.is_available()
-
-
-def count_target(spec: str, module_scopes, io: IO, *, warmup: int | None = None):
-    """Import and run the target (its code), count its step; with `module_scopes` (the
-    flag's value) not False, by the modules of its `step.module`, every level recorded
-    (the tables choose the depth they show)."""
-    return capture_target(spec, module_scopes, io, warmup=warmup, watch=False).export
-
-
-@dataclass
-class CapturedTarget:
-    export: object  # the NodeExport
-    captured: object | None  # the kept graph (capture.graph.capture.Captured); None on the CPU
-    target: object  # the loaded target, whose step's buffers the graph replays: keep it
-    watch: object  # the StateWatch of its warm-ups: `watch.repeatability`
-
-
-def load_targets(specs: list[str], io: IO) -> list:
-    """Each --target loaded (its module imported, its factory run) and its step checked
-    for what cannot be counted on this device (capture/graph/compiled.py), all before any
-    step runs: a second target that cannot be counted stops the command before the first
-    is warmed up."""
-    from graph_harness.capture.count import default_device
-    from graph_harness.capture.graph.compiled import refuse_uncountable
-    from graph_harness.reports.cli.target import load_target, root_guess
-
-    out = []
-    for spec in specs:
-        io.target_root = root_guess(spec)  # errors while importing point there
-        target = load_target(spec)
-        io.target_root = target.root
-        refuse_uncountable(target.step, default_device().type)
-        out.append(target)
-    return out
-
-
-def capture_target(
-    spec: str,
-    module_scopes,
-    io: IO,
-    *,
-    warmup: int | None = None,
-    watch: bool | None = True,
-    target=None,
-) -> CapturedTarget:
-    """count_target, keeping what was captured (see CapturedTarget). `watch`: tell from
-    the warm-ups whether the step repeats (anything that replays it needs to know), and
-    note what a person should know before it is replayed; None: only where the step has
-    no reset (so count can say that what replays it will refuse it). `target`: already
-    loaded (load_targets), else loaded here."""
-    from graph_harness.capture.count import capture_and_keep
-    from graph_harness.capture.graph.settings import StepSettings
-    from graph_harness.capture.state.steps import StateWatch
-    from graph_harness.reports.cli.target import TargetError
-
-    if target is None:
-        (target,) = load_targets([spec], io)
-    io.target_root = target.root
-    if watch is None:  # two fingerprints, for a step nothing will take back to its start
-        watch = target.reset is None
-    sw = StateWatch(target.step, watch=watch)
-    warmup = StepSettings().warmup if warmup is None else warmup
-    model = None if module_scopes is False else target.model()
-    export, captured = capture_and_keep(
-        target.step, name=target.name, warmup=warmup, watch=sw, module=model
-    )
-    export.options["target"] = printable(spec)  # as text, as the workload's name is
-    if watch:
-        for line in sw.repeatability.notes(spec):
-            io.note(line)
-        refusal = sw.repeatability.refusal(spec)
-        if refusal:  # counted all the same: a count replays nothing
-            io.note(f"profile, check and report (on a GPU) will refuse it: {refusal}")
-    if "compiled_attribution" in export.options:
-        io.note(f"compiled code's nodes: {export.options['compiled_attribution']}")
-    if export.total == 0:
-        from graph_harness.capture.count import empty_cause
-
-        raise TargetError(f"--target {spec!r}: {empty_cause(target.step)}")
-    return CapturedTarget(export, captured, target, sw)
 
 
 def show(io: IO, exports: dict, *, per_stage: bool, depth: int | None = None, checks=None) -> None:
@@ -290,8 +193,6 @@ def show(io: IO, exports: dict, *, per_stage: bool, depth: int | None = None, ch
                 io.out.print(note, soft_wrap=True, markup=False)
             io.out.print(per_kernel_table(e))
         if checks:
-            from graph_harness.reports.cli.commands.check import show_checks
-
             show_checks(io, checks)
         return
     if per_stage:  # the round's totals above; each variant's stages only when asked

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 from graph_harness.capture.export.kinds import split_ref
@@ -19,6 +18,7 @@ from graph_harness.reports.cli.console import (
     refuse,
     round_params,
 )
+from graph_harness.reports.cli.refs import is_export_path, neither
 
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -52,34 +52,6 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     round_args(d)
     d.add_argument("--csv", help="write the by-kernel delta as CSV here ('-' for stdout)")
     json_arg(d, "the delta")
-
-
-def is_export_path(ref: str) -> bool:
-    """The rule for `delta A B`: a path holds a separator or ends in .json; anything else
-    is a variant name (so a file named `shipped` in the current folder is `./shipped`).
-    `c.json#fused` is one export of count's output (capture/export/kinds.py)."""
-
-    def looks(p: str) -> bool:
-        return p.endswith(".json") or "/" in p or os.sep in p or (os.altsep or "/") in p
-
-    # the file as named (`c.json#fused` may be a file's whole name), or what comes before a '#'
-    return looks(str(split_ref(ref)[0])) or looks(ref.partition("#")[0])
-
-
-def neither(ref: str) -> UsageError:
-    """The refusal of a reference that is neither a variant nor an export file path."""
-    what = f"{ref!r} is neither a variant ({', '.join(VARIANTS)}) nor an export file path"
-    if "#" in ref:  # FILE#NAME whose FILE is no path: ./ would not help
-        path = split_ref(ref)[0]
-        return UsageError(
-            f"{what}: in FILE#NAME (one export of count's output) FILE holds a '/' or ends "
-            f"in .json, and {path!r} does neither: ./{path} for a file here"
-        )
-    if os.path.isdir(ref):  # an output folder of ours, say: name a document in it
-        from graph_harness.capture.paths import documents_in
-
-        return UsageError(f"{what}: {ref} is a folder; give a file{documents_in(ref)}")
-    return UsageError(f"{what} (a path holds a '/' or ends in .json: ./{ref} for a file here)")
 
 
 def check_flags(args) -> None:

@@ -36,6 +36,13 @@ from graph_harness.reports.cli.console import (
     wrote,
 )
 from graph_harness.reports.cli.target import target_arg
+from graph_harness.reports.cli.targets import (
+    profile_targets,
+    refuse_check_steps,
+    refuse_target_only,
+    show_checks,
+    write_checks,
+)
 from graph_harness.reports.text import plural
 
 ROUND_ONLY = ("builds",)  # settings that apply to the built-in round, not to --target
@@ -98,8 +105,6 @@ def check_flags(args) -> None:
         flags += ["--variant"] * bool(args.variant) + ["--pdl"] * args.pdl
         flags += [f"--{n}" for n in ROUND_ONLY if getattr(args, n, None) is not None]
         refuse(flags, "apply to the built-in round, not to --target: drop them")
-        from graph_harness.reports.cli.commands.count import refuse_check_steps
-
         refuse_check_steps(args)
         if len(args.target) > 2:
             raise UsageError(
@@ -107,8 +112,6 @@ def check_flags(args) -> None:
                 f"got {len(args.target)}"
             )
     else:
-        from graph_harness.reports.cli.commands.count import refuse_target_only
-
         refuse_target_only(args)
 
 
@@ -147,54 +150,10 @@ def run(args, io: IO) -> int:
                 result.write(tmp, depth, names=short_names)
                 write_plot(tmp, result, depth)
                 if checks:
-                    from graph_harness.reports.cli.commands.check import write_checks
-
                     write_checks(tmp, checks)
         show(io, result, depth=depth, top=args.top, checks=checks)  # before the commit, as count's
     wrote(io, args, "the profile")
     return 0
-
-
-def profile_targets(
-    specs, module_scopes, settings, io: IO, say, *, warmup=None, check=False, check_steps=None
-):
-    """Capture each --target's step (its code runs: import, factory, warm-up, capture),
-    keep its graph, and profile them together (the second priced against the first).
-    A step that does not repeat and has no reset is refused as soon as it is captured,
-    before any replay; `check`: each is checked first (check_target, over `check_steps`
-    calls), and a check that does not pass stops here. Returns the profile and the checks
-    (name -> CheckResult; {} unchecked)."""
-    from graph_harness.capture.check.settings import CheckSettings
-    from graph_harness.capture.profile.run import profile_steps
-    from graph_harness.capture.replay.guard import Replayer
-    from graph_harness.capture.state.steps import require_repeatable, start_of
-    from graph_harness.reports.cli.commands.check import check_target, gate
-    from graph_harness.reports.cli.commands.count import capture_target, load_targets
-    from graph_harness.reports.cli.target import output_names
-
-    names = output_names(specs)
-    steps, keep, checks = {}, [], {}
-    targets = load_targets(specs, io)  # each checked before any runs
-    for name, spec, target in zip(names, specs, targets):
-        say(f"capturing {spec}")
-        got = capture_target(spec, module_scopes, io, warmup=warmup, target=target)
-        rep = got.watch.repeatability
-        require_repeatable(rep, spec)
-        if got.target.reset is not None:
-            io.note(
-                f"{spec} has a step.reset: it is reset before every run of replays, each at "
-                f"most {settings.replays_per_reset} replays long, and once at the end"
-            )
-        if check:
-            say(f"checking {spec}")
-            checks[name] = check_target(got, check_steps or CheckSettings().steps)
-        start = start_of(got.target.step)  # its reset, then its feed of call 0
-        replayer = Replayer(got.captured.graph, spec, reset=start, repeatability=rep)
-        steps[name] = (got.export, replayer)
-        keep.append(got.target)  # the step's buffers must outlive its graph
-    if checks:
-        gate(io, checks)
-    return profile_steps(steps, settings, progress=say), checks
 
 
 def write_plot(folder, result, depth) -> None:
@@ -229,8 +188,6 @@ def show(io: IO, result, *, depth: int | None, top: int, checks=None) -> None:
         io.print_json(doc)
         return
     if checks:
-        from graph_harness.reports.cli.commands.check import show_checks
-
         show_checks(io, checks)
     io.out.print(summary_table(result))
     from graph_harness.reports.tables import deeper_note

@@ -6,13 +6,13 @@ again costs Python time only and changes nothing on the device. After a failed c
 (abandoned: the stream is no longer capturing), the step is captured again, each time on
 a fresh graph that is thrown away:
 
-1. **Once, watched** (capture/graph/diagnose_watch.py): the ATen op and the torch call in
+1. **Once, watched** (capture/graph/diagnose/watch.py): the ATen op and the torch call in
    flight when it fails, the modules open, each submodule's inputs. With every compiled
    region forced eager (`torch.compiler.set_stance("force_eager")`): a dispatch mode, a
    function mode or a new global hook would make Dynamo compile again, inside the capture.
    For a step without compiled code that changes nothing, and the op that raised (unless
    the capture was already broken by an earlier call) is the answer: its name, its
-   module, and its class from its arguments (capture/graph/diagnose_classes.py). A compiled
+   module, and its class from its arguments (capture/graph/diagnose/classes.py). A compiled
    step with no submodule compiled on its own (the whole model compiled) gets the op its
    eager code fails at, and says so.
 2. **Bisection**, where the op cannot be read off (a compiled submodule, a capture broken
@@ -32,12 +32,12 @@ device synchronized, or the diagnosis stops there and the message says so.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 import torch
 
-from graph_harness.capture.graph.diagnose_classes import (
+from graph_harness.capture.graph.diagnose.classes import (
     FORBIDDEN,
     FROZEN_POOL,
     STEP_CODE,
@@ -51,7 +51,7 @@ from graph_harness.capture.graph.diagnose_classes import (
     is_capture_failure,
     is_invalidated,
 )
-from graph_harness.capture.graph.diagnose_watch import Inputs, Watch
+from graph_harness.capture.graph.diagnose.watch import Inputs, Watch
 from graph_harness.capture.scopes.recorder import Recorder, recording
 
 Attempt = Callable[[Callable[[], object]], BaseException | None]
@@ -117,7 +117,7 @@ def read_off(watch: Watch, exc: BaseException | None, scope: str | None) -> Diag
 @dataclass(frozen=True)
 class Outcome:
     exc: BaseException | None
-    failure: object | None  # diagnose_watch.Failure, where ops were watched
+    failure: object | None  # watch.Failure, where ops were watched
 
 
 def solo_failed(out: Outcome) -> bool:
@@ -127,7 +127,9 @@ def solo_failed(out: Outcome) -> bool:
 
 
 def bisect(
-    candidates: list[Inputs], try_alone: Callable[[Inputs], Outcome], on_path=()
+    candidates: list[Inputs],
+    try_alone: Callable[[Inputs], Outcome],
+    on_path: Iterable[str] = (),
 ) -> tuple[Inputs | None, Outcome | None, int]:
     """Capture each candidate alone, deepest first (then those open at the failure, then
     the latest called), until one fails: (it, its outcome, how many were captured)."""
@@ -155,17 +157,17 @@ def _bisected(c: Inputs, out: Outcome, n: int) -> Diagnosis:
     return Diagnosis(op, f"in module {c.name}", cls, BISECTED.format(n=n))
 
 
-def _stance(name: str | None):
+def _stance(name: str | None) -> contextlib.AbstractContextManager[object]:
     if name is None or not hasattr(torch.compiler, "set_stance"):
         return contextlib.nullcontext()
     return torch.compiler.set_stance(name)
 
 
-def _watched(fn, watch: Watch, stance: str | None):
+def _watched(fn: Callable[[], object], watch: Watch, stance: str | None) -> Callable[[], None]:
     """Call the step watched, under `stance` ("force_eager": every compiled region runs
     its eager code, so no watch of ours makes Dynamo compile again inside a capture)."""
 
-    def call():
+    def call() -> None:
         with recording(Recorder()), _stance(stance), watch:
             fn()
 
@@ -177,7 +179,7 @@ def _alone(c: Inputs, compiled: bool) -> tuple[Callable[[], object], Watch]:
     compiled code (never compiling anew), else eager with its ops watched."""
     watch = Watch(None, ops=not compiled)
 
-    def call():
+    def call() -> None:
         # inference_mode(False) would turn grad on: enter it only if it was on, then grad
         inference = torch.inference_mode() if c.inference else contextlib.nullcontext()
         with _stance("fail_on_recompile"), watch, inference, torch.set_grad_enabled(c.grad):
@@ -239,7 +241,7 @@ def _error_class(exc: BaseException) -> FailureClass:
     return classify_error(exc) or (FORBIDDEN if is_capture_failure(exc) else STEP_CODE)
 
 
-def model_of(fn) -> torch.nn.Module | None:
+def model_of(fn: Callable[[], object]) -> torch.nn.Module | None:
     """The model whose modules name a failure: an open module_scopes' model, else the
     step's `.module` (the --target convention)."""
     from graph_harness.capture.scopes.modules import active_module_scopes
@@ -251,7 +253,9 @@ def model_of(fn) -> torch.nn.Module | None:
     return m if isinstance(m, torch.nn.Module) else None
 
 
-def failure_line(fn, exc: BaseException, *, scope: str | None, attempt: Attempt) -> str:
+def failure_line(
+    fn: Callable[[], object], exc: BaseException, *, scope: str | None, attempt: Attempt
+) -> str:
     """CaptureError's message for the failed capture of `fn` (see the module doc). A
     diagnosis that fails itself falls back to the scope and the error, and says why."""
     from graph_harness.capture.graph.compiled import find_compiled

@@ -1,6 +1,6 @@
 """Why a capture failed, in words: the class of a failure, decided from what was seen.
 
-Three kinds of evidence, best first (capture/graph/diagnose_watch.py records them):
+Three kinds of evidence, best first (capture/graph/diagnose/watch.py records them):
 - the ATen op that raised, with its arguments bound to its schema (`OpSeen`): devices,
   pinnedness, dtypes, `non_blocking`, `output_size`, what the op returns;
 - the torch API call that raised outside any op (`CallSeen`), such as `Tensor.__getitem__`
@@ -26,6 +26,7 @@ No CUDA is needed here: every decision is a function of plain records (tests bui
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 
@@ -175,7 +176,7 @@ DATA_CALLS = {"tensor", "as_tensor", "asarray"}
 INDEX_CALLS = {"__getitem__", "__setitem__"}
 
 
-def _tensors(value) -> list[TensorSeen]:
+def _tensors(value: object) -> list[TensorSeen]:
     if isinstance(value, TensorSeen):
         return [value]
     if isinstance(value, tuple | list):
@@ -250,7 +251,7 @@ INVALIDATED = "operation failed due to a previous error during capture"
 FORBIDDEN_WORDS = ("operation not permitted when stream is capturing", "capture")
 
 
-def chain(exc: BaseException | None):
+def chain(exc: BaseException | None) -> Iterator[BaseException]:
     """`exc`, then its causes and contexts (each once)."""
     seen = set()
     while exc is not None and id(exc) not in seen:

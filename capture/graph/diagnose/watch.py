@@ -4,7 +4,7 @@ called with (so that bisection can capture it alone).
 
 - Ops: a TorchDispatchMode, and torch calls: a TorchFunctionMode. Both only pass calls
   through, and on an exception record the failing call's arguments as plain records
-  (capture/graph/diagnose_classes.py), never the tensors. They are used only where the step
+  (capture/graph/diagnose/classes.py), never the tensors. They are used only where the step
   runs no compiled code (torch.compile does not run as compiled under a mode).
 - Modules: one global forward pre-hook and one forward hook (as capture/scopes/modules.py),
   removed on exit: the stack of modules open, and each named submodule's first call
@@ -18,14 +18,16 @@ from __future__ import annotations
 
 import sys
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+from torch._ops import OpOverload
 from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from graph_harness.capture.graph.diagnose_classes import CallSeen, OpSeen, TensorSeen, chain
+from graph_harness.capture.graph.diagnose.classes import CallSeen, OpSeen, TensorSeen, chain
 from graph_harness.capture.scopes.modules import module_names
 from graph_harness.capture.scopes.recorder import current_stack
 
@@ -43,13 +45,13 @@ def _pinned(t: torch.Tensor) -> bool:
         return False
 
 
-def summarize(v):
+def seen_of(v: object) -> TensorSeen | tuple[object, ...] | str | int | float | None:
     """A plain record of an argument: tensors as TensorSeen, sequences element-wise,
     devices as their type ("cuda"), plain values as given, others by type name."""
     if isinstance(v, torch.Tensor):
         return TensorSeen(v.device.type, str(v.dtype), v.dim(), _pinned(v))
     if isinstance(v, list | tuple):
-        return tuple(summarize(x) for x in v)
+        return tuple(seen_of(x) for x in v)
     if isinstance(v, torch.device):
         return v.type
     if isinstance(v, torch.dtype):
@@ -59,19 +61,19 @@ def summarize(v):
     return type(v).__name__
 
 
-def op_seen(func, args, kwargs) -> OpSeen:
+def op_seen(func: OpOverload, args: tuple[object, ...], kwargs: dict[str, object]) -> OpSeen:
     """The op and its arguments bound to its schema's names."""
     name = f"{getattr(func, 'namespace', 'aten')}.{getattr(func, '_opname', str(func))}"
     schema = getattr(func, "_schema", None)
     if schema is None:
-        return OpSeen(name, {f"arg{i}": summarize(a) for i, a in enumerate(args)})
-    bound = {a.name: summarize(v) for a, v in zip(schema.arguments, args)}
-    bound.update({k: summarize(v) for k, v in kwargs.items()})
+        return OpSeen(name, {f"arg{i}": seen_of(a) for i, a in enumerate(args)})
+    bound = {a.name: seen_of(v) for a, v in zip(schema.arguments, args)}
+    bound.update({k: seen_of(v) for k, v in kwargs.items()})
     host = any(str(r.type) in _HOST_VALUES for r in schema.returns)
     return OpSeen(name, bound, returns_host_value=host)
 
 
-def _is_python_data(v) -> bool:
+def _is_python_data(v: object) -> bool:
     """A Python list of numbers (or of lists), at any depth inside tuples."""
     if isinstance(v, list):
         return all(isinstance(x, bool | int | float | list) for x in v)
@@ -80,7 +82,9 @@ def _is_python_data(v) -> bool:
     return False
 
 
-def call_seen(func, args, kwargs) -> CallSeen:
+def call_seen(
+    func: Callable[..., object], args: tuple[object, ...], kwargs: dict[str, object]
+) -> CallSeen:
     qual = getattr(func, "__qualname__", None) or getattr(func, "__name__", repr(func))
     owner, _, short = qual.rpartition(".")
     prefix = "Tensor" if owner in ("TensorBase", "Tensor", "_TensorBase") else "torch"
@@ -93,7 +97,7 @@ def call_seen(func, args, kwargs) -> CallSeen:
     return CallSeen(f"{prefix}.{short}", tuple(d.type for d in devices), data)
 
 
-def _flat_tensors(v) -> list[torch.Tensor]:
+def _flat_tensors(v: object) -> list[torch.Tensor]:
     if isinstance(v, torch.Tensor):
         return [v]
     if isinstance(v, list | tuple):
@@ -134,7 +138,13 @@ class _Ops(TorchDispatchMode):
         super().__init__()
         self.watch = watch
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+    def __torch_dispatch__(
+        self,
+        func: OpOverload,
+        types: tuple[type, ...],
+        args: tuple[object, ...] = (),
+        kwargs: dict[str, object] | None = None,
+    ) -> object:
         kwargs = kwargs or {}
         try:
             return func(*args, **kwargs)
@@ -148,7 +158,13 @@ class _Calls(TorchFunctionMode):
         super().__init__()
         self.watch = watch
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):
+    def __torch_function__(
+        self,
+        func: Callable[..., object],
+        types: tuple[type, ...],
+        args: tuple[object, ...] = (),
+        kwargs: dict[str, object] | None = None,
+    ) -> object:
         kwargs = kwargs or {}
         try:
             return func(*args, **kwargs)
@@ -157,7 +173,7 @@ class _Calls(TorchFunctionMode):
             raise
 
 
-def _caller_kwargs(args) -> dict | None:
+def _caller_kwargs(args: tuple[object, ...]) -> dict | None:
     """The keyword arguments of the module call a global pre-hook was called for: a local
     of torch's `_call_impl.inner`, the hook's caller (checked by its `args`)."""
     frame = sys._getframe(2)
@@ -171,7 +187,7 @@ class Watch:
     """`with Watch(model, ops=True): step()` records the failure in flight (`failure`),
     the modules left open (`open_modules`) and each submodule's inputs (`inputs`)."""
 
-    def __init__(self, model: torch.nn.Module | None, *, ops: bool):
+    def __init__(self, model: torch.nn.Module | None, *, ops: bool) -> None:
         self.names = module_names(model) if model is not None else {}
         self.known = set(self.names.values())
         self.ops = ops
@@ -180,7 +196,7 @@ class Watch:
         self._raises: list[tuple[BaseException, Failure]] = []
         self._exits: list = []
 
-    def _raised(self, exc: BaseException, seen) -> None:
+    def _raised(self, exc: BaseException, seen: Callable[[], OpSeen | CallSeen]) -> None:
         if any(e is exc for e, _ in self._raises[-1:]):
             return  # the same exception leaving an enclosing call: the inner one stays
         user = [k.label for k in current_stack() if k.label not in self.known]
@@ -200,7 +216,7 @@ class Watch:
     def open_modules(self) -> tuple[str, ...]:
         return tuple(self.stack)
 
-    def _pre(self, mod, args) -> None:
+    def _pre(self, mod: torch.nn.Module, args: tuple[object, ...]) -> None:
         if torch.compiler.is_compiling():
             return
         name = self.names.get(mod)
@@ -218,7 +234,7 @@ class Watch:
                 torch.is_inference_mode_enabled(),
             )
 
-    def _post(self, mod, args, output) -> None:
+    def _post(self, mod: torch.nn.Module, args: tuple[object, ...], output: object) -> None:
         if torch.compiler.is_compiling():
             return
         name = self.names.get(mod)
@@ -245,7 +261,7 @@ class Watch:
             raise
         return self
 
-    def __exit__(self, *exc) -> bool:
+    def __exit__(self, *exc: object) -> bool:
         while self._exits:
             self._exits.pop()()
         return False

@@ -1,0 +1,80 @@
+"""The round's own calls as chain kinds (capture/replay/kinds.py's registry): each pack
+and the allocating compaction's two copies, at the round's default shape, so a chain of
+them prices a round step's call with its work, not its dispatch alone.
+
+Importing this module registers them; what lists or measures the round's kinds imports
+it (capture/round/replays.py, the `replay` command).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from graph_harness.capture.replay.kinds import Call, chain_kind
+from graph_harness.capture.round.params import RoundParams
+
+if TYPE_CHECKING:
+    import torch
+
+
+def _pack_inputs(device: torch.device) -> tuple:
+    """A pack call's inputs as the round makes them, at its default shape."""
+    import torch
+
+    d = RoundParams()
+    idx = torch.randint(0, d.shard, (d.rows, d.k), device=device)
+    scores = torch.randn(d.rows, d.k, device=device)
+    rank = torch.tensor(3, dtype=torch.int32, device=device)
+    out = torch.empty(d.rows, d.k, 2, device=device)
+    return idx, scores, rank, d.shard, out
+
+
+@chain_kind("pack-shipped", replays=("pack", "shipped"))
+def _pack_shipped(device: torch.device) -> Call:
+    from graph_harness.kernels import pack_scores_ids_shipped
+
+    args = _pack_inputs(device)
+    return lambda: pack_scores_ids_shipped(*args)
+
+
+@chain_kind("pack-compiled", replays=("pack", "compiled"))
+def _pack_compiled(device: torch.device) -> Call:
+    from graph_harness.capture.round.decode import compiled_shipped_pack
+
+    compiled, args = compiled_shipped_pack(), _pack_inputs(device)
+    return lambda: compiled(*args)
+
+
+@chain_kind("pack-fused", replays=("pack", "fused"))
+def _pack_fused(device: torch.device) -> Call:
+    from graph_harness.kernels import pack_scores_ids
+
+    args = _pack_inputs(device)
+    return lambda: pack_scores_ids(*args)
+
+
+@chain_kind("compaction-copies", replays=("copy", "alloc-copy"))
+def _compaction_copies(device: torch.device) -> Call:
+    import torch
+
+    from graph_harness.kernels import selected_local_records
+
+    d = RoundParams()
+    ids = torch.randint(0, 8 * d.shard, (d.rows, d.k), dtype=torch.int32, device=device)
+    rank = torch.tensor(3, dtype=torch.int32, device=device)
+    physical, counts = selected_local_records(ids, rank, d.shard)
+    kept_p, kept_c = torch.empty_like(physical), torch.empty_like(counts)
+
+    def copies() -> None:
+        kept_p.copy_(physical)
+        kept_c.copy_(counts)
+
+    return copies
+
+
+@chain_kind("pack-fused-pdl", pdl=True)
+def _pack_fused_pdl(device: torch.device) -> Call:
+    from graph_harness.kernels import pack_scores_ids
+
+    args = _pack_inputs(device)
+    return lambda: pack_scores_ids(*args, pdl=True)

@@ -1,0 +1,12 @@
+"""The capture-size ladder: a step captured at every batch size an engine captures, with
+nodes, time, graph memory and padding per size, and the sizes worth capturing.
+
+- settings.py: SweepSettings, the one source of its defaults (plain data: the parser reads it)
+- run.py: sweep_step, each size built, captured, checked and timed, in two pool modes
+- padding.py: request sizes padded up a ladder, and the ladder that minimizes the time
+  per request (plain arithmetic)
+- document.py: SweepResult, the `graph-harness/sweep` document, its tables and files
+
+May import: capture.count, capture.graph, capture.replay (timing and its guard),
+capture.state, capture.check, capture.export, capture.attribution (the scope tree).
+"""

@@ -1,0 +1,301 @@
+"""The sweep as one document (`SweepResult`, schema `graph-harness/sweep`): a row per size
+(nodes by type, warm-up + capture and compile seconds, replay time with its 95% interval
+and rows per second, own-pool memory, the leak check, the check's verdict), the shared
+pool's growth, memory by scope, and each size's node export in full, so `delta` and
+`advise` read one size of it as `sweep.json#batch8`. With a request distribution, the
+padding section: each ladder's cost (capture/sweep/padding.py) and the sizes chosen.
+
+Assembles the tables and writes them; the arithmetic is in padding.py, the measuring in
+run.py.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from graph_harness.capture.export.documents import frame_records
+from graph_harness.capture.files import write_atomic, write_csv
+from graph_harness.capture.sweep.padding import (
+    Distribution,
+    LadderCost,
+    choose,
+    ladder_cost,
+    vllm_ladder,
+)
+
+if TYPE_CHECKING:
+    from graph_harness.capture.check.findings import CheckResult
+    from graph_harness.capture.count import Counted
+    from graph_harness.capture.export.nodes import NodeExport
+    from graph_harness.capture.graph.memory import ScopeBytes
+
+SWEEP_SCHEMA = "graph-harness/sweep"  # capture/export/kinds.py lists it (a test compares)
+SWEEP_SCHEMA_VERSION = 1
+
+
+def size_name(batch: int) -> str:
+    """A size's name in the document and its files: `batch8`."""
+    return f"batch{batch}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class SizeRow:
+    """One captured size. Times in seconds (first-run costs) and microseconds (a replay);
+    memory in bytes; None where not measured (the CPU, an eager step's compile)."""
+
+    batch: int
+    nodes: int
+    by_type: dict[str, int]
+    capture_s: float  # the step's warm-ups and its capture (a compile included)
+    compile_s: float | None = None  # a compiled step's first warm-up call over the others
+    replay_us: float | None = None  # median over trials
+    replay_lo: float | None = None  # its 95% bootstrap interval
+    replay_hi: float | None = None
+    trials: tuple[float, ...] = ()
+    reserved: int | None = None  # its own pool's segments just after capture
+    allocated: int | None = None  # of those, the blocks in use
+    leak: int | None = None  # bytes the pool grew by over the leak check's replays
+    check: str | None = None  # the check's status, when checked
+
+    @property
+    def rows_per_s(self) -> float | None:
+        return None if not self.replay_us else self.batch / (self.replay_us * 1e-6)
+
+    @classmethod
+    def counted(cls, batch: int, export: NodeExport, capture_s: float) -> SizeRow:
+        return cls(
+            batch=batch,
+            nodes=export.total,
+            by_type={str(k): int(v) for k, v in export.counts("type").items()},
+            capture_s=capture_s,
+        )
+
+    @classmethod
+    def measured(
+        cls,
+        batch: int,
+        counted: Counted,
+        *,
+        capture_s: float,
+        compile_s: float | None,
+        trials: list[float],
+        lo: float,
+        hi: float,
+        leak: int,
+        check: CheckResult | None,
+    ) -> SizeRow:
+        mem = counted.memory.pool
+        return cls(
+            batch=batch,
+            nodes=counted.export.total,
+            by_type={str(k): int(v) for k, v in counted.export.counts("type").items()},
+            capture_s=capture_s,
+            compile_s=compile_s,
+            replay_us=statistics.median(trials),
+            replay_lo=lo,
+            replay_hi=hi,
+            trials=tuple(trials),
+            reserved=mem.reserved,
+            allocated=mem.allocated,
+            leak=leak,
+            check=None if check is None else check.status,
+        )
+
+
+SIZE_COLUMNS = [
+    "batch", "nodes", "by_type", "capture_s", "compile_s", "replay_us", "replay_lo",
+    "replay_hi", "rows_per_s", "reserved", "allocated", "leak", "check",
+]  # fmt: skip
+SHARED_COLUMNS = ["batch", "total_reserved", "adds", "total_allocated"]
+SCOPE_COLUMNS = ["batch", "scope_path", "reserved", "requested", "held"]
+LADDER_COLUMNS = [
+    "requests",
+    "ladder",
+    "sizes",
+    "expected_us",
+    "exact_us",
+    "lost_us",
+    "padding_share",
+]
+LADDER_COLUMNS += ["uncovered", "interpolated"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Padding:
+    """A request distribution against the sweep: each ladder's cost, and the chosen one."""
+
+    requests: str  # where the distribution came from: a file, or a built-in's spec
+    distribution: Distribution
+    chosen: tuple[int, ...]
+    how: str  # what the choice was held to ("at most 4 sizes", "within 2 GiB", "none")
+    ladders: list[LadderCost]
+
+
+@dataclass(frozen=True, kw_only=True)
+class SweepResult:
+    rows: list[SizeRow]
+    exports: dict[str, NodeExport]  # by size name, ascending
+    name: str
+    env: dict[str, Any] = field(default_factory=dict)
+    created: str = ""
+    options: dict[str, Any] = field(default_factory=dict)
+    shared: list[dict[str, int]] | None = None  # in capture order, largest first
+    memory_by_scope: dict[str, list[ScopeBytes] | None] | None = None
+    checks: dict[str, CheckResult] = field(default_factory=dict)
+    padding: list[Padding] = field(default_factory=list)  # one per request distribution
+    why_not: str | None = None  # why time and memory are not here (the CPU)
+
+    @property
+    def measured(self) -> bool:
+        return self.why_not is None
+
+    def times(self) -> dict[int, float]:
+        return {r.batch: r.replay_us for r in self.rows if r.replay_us is not None}
+
+    def sizes_table(self) -> pd.DataFrame:
+        rows = [
+            {**{k: getattr(r, k) for k in SIZE_COLUMNS if k != "by_type"},
+             "by_type": json.dumps(r.by_type, sort_keys=True)}
+            for r in self.rows
+        ]  # fmt: skip
+        return pd.DataFrame(rows, columns=SIZE_COLUMNS)
+
+    def trials_table(self) -> pd.DataFrame:
+        rows = [
+            dict(batch=r.batch, trial=t, us=us) for r in self.rows for t, us in enumerate(r.trials)
+        ]
+        return pd.DataFrame(rows, columns=["batch", "trial", "us"])
+
+    def shared_table(self) -> pd.DataFrame:
+        return pd.DataFrame(self.shared or [], columns=SHARED_COLUMNS)
+
+    def scope_table(self) -> pd.DataFrame:
+        rows = [
+            dict(batch=int(n[5:]), scope_path=json.dumps(list(s.scope_path)), reserved=s.reserved,
+                 requested=s.requested, held=s.held)
+            for n, scopes in (self.memory_by_scope or {}).items()
+            for s in scopes or []
+        ]  # fmt: skip
+        return pd.DataFrame(rows, columns=SCOPE_COLUMNS)
+
+    def memory_by_module(self, depth: int | None = None) -> pd.DataFrame:
+        """Memory by scope cut to `depth` parts of the scope tree (None: every level), per
+        size: batch, scope, reserved, requested, held (bytes; capture/graph/memory.py
+        ScopeBytes). At every depth a size's reserved bytes sum to what its capture made
+        its pool take."""
+        from graph_harness.capture.attribution.rollup import tree_label, tree_parts
+
+        rows = [
+            dict(batch=int(n[5:]),
+                 scope=tree_label(tree_parts(s.scope_path)[: None if depth is None else depth]),
+                 reserved=s.reserved, requested=s.requested, held=s.held)
+            for n, scopes in (self.memory_by_scope or {}).items()
+            for s in scopes or []
+        ]  # fmt: skip
+        cols = ["batch", "scope", "reserved", "requested", "held"]
+        df = pd.DataFrame(rows, columns=cols)
+        return df.groupby(["batch", "scope"], as_index=False, sort=False).sum()[cols]
+
+    def ladder_table(self) -> pd.DataFrame:
+        rows = [
+            {**asdict(c), "requests": p.requests, "ladder": c.name,
+             "sizes": " ".join(map(str, c.sizes))}
+            for p in self.padding
+            for c in p.ladders
+        ]  # fmt: skip
+        return pd.DataFrame(rows, columns=LADDER_COLUMNS)
+
+    def with_padding(
+        self,
+        requests: Distribution,
+        source: str,
+        *,
+        most: int | None = None,
+        budget: int | None = None,
+    ) -> SweepResult:
+        """This sweep with a padding section added for `requests` (from `source`): the ladder of
+        measured sizes chosen (capture/sweep/padding.py `choose`), every size measured,
+        and vLLM's default ladder, each costed. Needs the replay times (a GPU sweep)."""
+        times = self.times()
+        if not times:
+            raise ValueError(f"padding needs replay times, and this sweep has none: {self.why_not}")
+        memory = {r.batch: r.reserved for r in self.rows if r.reserved is not None}
+        chosen = choose(requests, times, most=most, memory=memory, budget=budget)
+        how = [f"at most {most} sizes"] * (most is not None)
+        how += [f"own pools within {budget} bytes"] * (budget is not None)
+        largest = max(requests)
+        every = [s for s in sorted(times) if s <= min(s2 for s2 in times if s2 >= largest)]
+        ladders = [
+            ladder_cost("chosen", chosen, requests, times),
+            ladder_cost("every size swept", every, requests, times),
+            ladder_cost("vLLM default", vllm_ladder(largest), requests, times),
+        ]
+        padding = Padding(
+            requests=source,
+            distribution=requests,
+            chosen=chosen,
+            how=", ".join(how) or "no limit",
+            ladders=ladders,
+        )
+        return _replace(self, padding=[*self.padding, padding])
+
+    def to_dict(self) -> dict[str, Any]:
+        pad = [
+            {
+                "requests": p.requests,
+                "distribution": [[s, w] for s, w in p.distribution.items()],
+                "chosen": list(p.chosen),
+                "how": p.how,
+                "ladders": [
+                    {**asdict(c), "sizes": list(c.sizes), "name": c.name} for c in p.ladders
+                ],
+            }
+            for p in self.padding
+        ]
+        return {
+            "schema": SWEEP_SCHEMA,
+            "schema_version": SWEEP_SCHEMA_VERSION,
+            "name": self.name,
+            "env": self.env,
+            "created": self.created,
+            "options": self.options,
+            "why_not": self.why_not,
+            "sizes": frame_records(self.sizes_table()),
+            "trials": frame_records(self.trials_table()),
+            "shared_pool": frame_records(self.shared_table()) if self.shared is not None else None,
+            "memory_by_scope": frame_records(self.scope_table()),
+            "checks": {k: r.to_dict() for k, r in self.checks.items()},
+            "padding": pad,
+            "exports": {k: e.to_dict() for k, e in self.exports.items()},
+        }
+
+    def write(self, folder: Path) -> list[str]:
+        """sweep.json (everything) and a CSV per table into `folder`; the names written."""
+        text = json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n"
+        write_atomic(folder / "sweep.json", text)
+        written = ["sweep.json"]
+        tables = {"sizes": self.sizes_table(), "trials": self.trials_table()}
+        if self.shared is not None:
+            tables["shared-pool"] = self.shared_table()
+        if self.memory_by_scope:
+            tables["memory-by-scope"] = self.scope_table()
+        if self.padding:
+            tables["ladders"] = self.ladder_table()
+        for name, df in tables.items():
+            if name == "trials" and df.empty:
+                continue
+            write_csv(folder / f"sweep-{name}.csv", df)
+            written.append(f"sweep-{name}.csv")
+        return written
+
+
+def _replace(result: SweepResult, **changes: Any) -> SweepResult:
+    from dataclasses import replace
+
+    return replace(result, **changes)

@@ -1,0 +1,304 @@
+"""A step captured at every batch size of a ladder: `sweep_step`.
+
+`make(batch)` builds the step for one batch size (the CLI calls the target's factory as
+`FUNCTION(batch=B)`). Per size, in this order:
+
+1. **Own pools.** The sizes are built and captured largest first (the engines' order),
+   each into a pool of its own, with its memory read from that pool and tagged by scope
+   (capture/graph/memory.py); warm-ups and capture timed, and for a compiled step the
+   first warm-up call's excess over the later ones, which is where it compiles. With
+   `check`, each graph is checked over a short trajectory (capture/check/step.py) before
+   it is timed. Then every size's graph is timed, trials interleaved across sizes
+   (capture/replay/timing.py), and a leak check replays each once and then
+   `leak_replays` more times, reading its pool after each: a graph that grows its pool
+   as it replays holds more after the second reading.
+2. **One shared pool.** The own-pool graphs freed, every size's step is captured again,
+   largest first, into one pool (`torch.cuda.graph_pool_handle()`, as vLLM's runner
+   shares one across its sizes), the pool read after each capture: its total, and what
+   each size adds to it.
+
+`make` is called once per size; each step runs warm-up + 1 times per capture (two
+captures), plus its check and its replays, and is left at its start (its reset). A
+compiled step is compiled anew at each size: Dynamo's recompile limit (8 by default, after which
+it runs the code eagerly, silently) is raised for the sweep to cover them and restored
+after (recorded in the document's options).
+
+On the CPU there are no graphs: each size's dispatched operations are counted (as
+`count` does), and time and memory are left out, saying why.
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+
+from graph_harness.capture.count import Counted, capture_and_keep, default_device
+from graph_harness.capture.environment import environment, now
+from graph_harness.capture.graph.memory import pool_memory
+from graph_harness.capture.graph.settings import StepSettings
+from graph_harness.capture.replay.guard import Replayer, sync
+from graph_harness.capture.replay.timing import time_replays_us
+from graph_harness.capture.state.steps import StateWatch, require_repeatable, start_of
+from graph_harness.capture.stats import median_interval
+from graph_harness.capture.sweep.document import SizeRow, SweepResult, size_name
+from graph_harness.capture.sweep.settings import SweepSettings, check_sizes
+
+if TYPE_CHECKING:
+    from graph_harness.capture.check.findings import CheckResult
+
+Step = Callable[[], object]
+ModuleOf = Callable[[Step], "torch.nn.Module | None"]
+NO_GPU = "replay time and graph memory need a CUDA GPU: here, dispatched operations per size"
+
+
+class TimedWatch(StateWatch):
+    """A StateWatch that also times each warm-up call (synced, so a call's device work is
+    in its time): the first call's excess over the median of the others is where lazy
+    initialization and, in a compiled step, compilation happen."""
+
+    def __init__(self, step: Step) -> None:
+        super().__init__(step, watch=True)
+        self.seconds: list[float] = []
+
+    def before(self, i: int, n: int) -> None:
+        super().before(i, n)
+        sync()
+        self._t0 = time.perf_counter()
+
+    def after(self, i: int, n: int, output: object) -> None:
+        sync()
+        self.seconds.append(time.perf_counter() - self._t0)
+        super().after(i, n, output)
+
+    def first_call_excess(self) -> float | None:
+        if len(self.seconds) < 2:
+            return None
+        return max(0.0, self.seconds[0] - statistics.median(self.seconds[1:]))
+
+
+@contextmanager
+def _recompiles(sizes: int) -> Iterator[dict[str, list[int]]]:
+    """Dynamo's recompile limit raised to cover a compile per size, restored after."""
+    cfg = torch._dynamo.config
+    name = "recompile_limit" if hasattr(cfg, "recompile_limit") else "cache_size_limit"
+    before = getattr(cfg, name)
+    setattr(cfg, name, max(before, 2 * sizes + 8))
+    try:
+        yield {"dynamo_recompile_limit": [before, getattr(cfg, name)]}
+    finally:
+        setattr(cfg, name, before)
+
+
+@dataclass
+class _Size:
+    batch: int
+    step: Step
+    counted: Counted
+    watch: TimedWatch
+    capture_s: float
+    check: CheckResult | None = None
+
+
+def sweep_step(
+    make: Callable[[int], Step],
+    sizes: Sequence[int],
+    settings: SweepSettings | None = None,
+    *,
+    name: str = "the step",
+    module_of: ModuleOf | None = None,
+    warmup: int = StepSettings.warmup,
+    check_steps: int | None = None,
+    gate: Callable[[dict[str, CheckResult]], None] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> SweepResult:
+    """Capture `make(batch)` at every size (module docstring says how, and how often it
+    runs). `module_of(step)`: the model to attribute nodes and memory by (module_scopes),
+    or None. `check_steps`: check each size's graph over that many calls first; `gate`
+    judges each check (default capture/check/step.py's: one that does not pass stops
+    the sweep, CheckFailed or CheckUnverified). Syncs."""
+    sizes = check_sizes(sizes)
+    settings = settings or SweepSettings()
+    say = progress or (lambda _line: None)
+    device = default_device()
+    options: dict = {"warmup": warmup, "check_steps": check_steps}
+    if device.type != "cuda":
+        rows, exports = [], {}
+        for b in sorted(sizes, reverse=True):
+            say(f"batch {b}: counting dispatched operations")
+            step = make(b)
+            t0 = time.perf_counter()
+            counted = capture_and_keep(
+                step, warmup=warmup, name=f"{name} batch {b}", module=_module(module_of, step)
+            )
+            exports[size_name(b)] = counted.export
+            rows.append(SizeRow.counted(b, counted.export, time.perf_counter() - t0))
+            del step, counted
+        return SweepResult(
+            rows=sorted(rows, key=lambda r: r.batch),
+            exports=dict(sorted(exports.items(), key=lambda kv: int(kv[0][5:]))),
+            name=name,
+            env=environment(device),
+            created=now(),
+            options=options,
+            why_not=NO_GPU,
+        )
+    with _recompiles(len(sizes)) as limit:
+        options.update(limit)
+        own = _own_pools(make, sizes, name, module_of, warmup, check_steps, gate, say)
+        say(f"timing {len(own)} sizes, trials interleaved")
+        times = _timed(own, settings)
+        leaks = {s.batch: _leak(s, settings) for s in own}
+        rows = []
+        for s in own:
+            us = times[size_name(s.batch)]
+            lo, hi = median_interval(us)
+            rows.append(
+                SizeRow.measured(
+                    s.batch,
+                    s.counted,
+                    capture_s=s.capture_s,
+                    compile_s=s.watch.first_call_excess()
+                    if s.counted.export.options.get("compiled")
+                    else None,
+                    trials=us,
+                    lo=float(lo),
+                    hi=float(hi),
+                    leak=leaks[s.batch],
+                    check=s.check,
+                )
+            )
+        exports = {size_name(s.batch): s.counted.export for s in own}
+        checks = {size_name(s.batch): s.check for s in own if s.check is not None}
+        scopes = {size_name(s.batch): s.counted.memory.by_scope for s in own}
+        steps = [(s.batch, s.step) for s in own]  # largest first
+        del own  # the own-pool graphs, and their pools back to the driver
+        gc.collect()
+        torch.cuda.empty_cache()
+        shared = _shared_pool(steps, name, warmup, say)
+        del steps
+    return SweepResult(
+        rows=sorted(rows, key=lambda r: r.batch),
+        exports=dict(sorted(exports.items(), key=lambda kv: int(kv[0][5:]))),
+        name=name,
+        env=environment(device),
+        created=now(),
+        options={**options, **settings.__dict__},
+        shared=shared,
+        memory_by_scope=scopes,
+        checks=checks,
+    )
+
+
+def _module(module_of: ModuleOf | None, step: Step) -> torch.nn.Module | None:
+    return module_of(step) if module_of is not None else None
+
+
+def _own_pools(
+    make: Callable[[int], Step],
+    sizes: Sequence[int],
+    name: str,
+    module_of: ModuleOf | None,
+    warmup: int,
+    check_steps: int | None,
+    gate: Callable[[dict[str, CheckResult]], None] | None,
+    say: Callable[[str], None],
+) -> list[_Size]:
+    from graph_harness.capture.check.step import check_captured
+    from graph_harness.capture.check.step import gate as default_gate
+
+    gate = gate or default_gate
+
+    out = []
+    for b in sorted(sizes, reverse=True):
+        say(f"batch {b}: building and capturing (own pool)")
+        step = make(b)
+        watch = TimedWatch(step)
+        t0 = time.perf_counter()
+        counted = capture_and_keep(
+            step,
+            warmup=warmup,
+            name=f"{name} batch {b}",
+            watch=watch,
+            module=_module(module_of, step),
+            graph_pool=torch.cuda.graph_pool_handle(),
+            memory=True,
+        )
+        size = _Size(b, step, counted, watch, time.perf_counter() - t0)
+        require_repeatable(watch.repeatability, f"{name} batch {b}")
+        if check_steps is not None:
+            say(f"batch {b}: checking over {check_steps} calls")
+            size.check = check_captured(
+                step,
+                counted.export,
+                counted.captured,
+                watch.repeatability,
+                name=f"{name} batch {b}",
+                steps=check_steps,
+            )
+            gate({size_name(b): size.check})
+        out.append(size)
+    return out
+
+
+def _replayer(s: _Size) -> Replayer:
+    return Replayer(
+        s.counted.captured.graph,
+        f"batch {s.batch}",
+        reset=start_of(s.step),
+        repeatability=s.watch.repeatability,
+    )
+
+
+def _timed(own: list[_Size], settings: SweepSettings) -> dict[str, list[float]]:
+    runs = {size_name(s.batch): _replayer(s) for s in own}
+    times = time_replays_us(
+        runs, replays=settings.replays, trials=settings.trials, warmup=settings.warmup
+    )
+    for r in runs.values():
+        r.finish()
+    return times
+
+
+def _leak(s: _Size, settings: SweepSettings) -> int:
+    """Bytes the pool grew by over `leak_replays` replays after the first (0: none)."""
+    r = _replayer(s)
+    with r.window("the leak check's first replay"):
+        r.replay(1)
+    first = pool_memory(s.counted.captured.graph.pool()).reserved
+    done = 0
+    while done < settings.leak_replays:  # in runs from the reset, as the timing replays
+        n = min(settings.replays, settings.leak_replays - done)
+        with r.window("the leak check's replays"):
+            r.replay(n)
+        done += n
+    r.finish()
+    return pool_memory(s.counted.captured.graph.pool()).reserved - first
+
+
+def _shared_pool(
+    steps: list[tuple[int, Step]], name: str, warmup: int, say: Callable[[str], None]
+) -> list[dict[str, int]]:
+    """The same steps captured again, largest first, into one pool: the pool after each."""
+    pool = torch.cuda.graph_pool_handle()
+    keep, rows, before = [], [], 0
+    for b, step in steps:
+        say(f"batch {b}: capturing again (shared pool)")
+        counted = capture_and_keep(step, warmup=warmup, name=f"{name} batch {b}", graph_pool=pool)
+        keep.append((step, counted))  # alive to the end: the pool's blocks are theirs
+        mem = pool_memory(pool)
+        rows.append(
+            dict(batch=b, total_reserved=mem.reserved, adds=mem.reserved - before,
+                 total_allocated=mem.allocated)
+        )  # fmt: skip
+        before = mem.reserved
+    del keep
+    gc.collect()
+    torch.cuda.empty_cache()
+    return rows

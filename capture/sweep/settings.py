@@ -1,0 +1,56 @@
+"""How `sweep` times its sizes and reads their memory: `SweepSettings`, the one source of
+its defaults (the CLI's flags are made from its fields). Plain data, no torch."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+from graph_harness.capture.replay.settings import ReplaySettings
+
+POOL_MODES = ("own", "shared", "both")
+
+
+@dataclass(frozen=True)
+class SweepSettings:
+    """How a sweep times each captured size and reads its memory. Each field's metadata
+    carries its help text."""
+
+    trials: int = field(
+        default=ReplaySettings.trials,
+        metadata={"help": "timed trials per size, interleaved across sizes (>= 2)", "min": 2},
+    )
+    # A decode step's replay lasts 0.1-2 ms: 10 back-to-back replays per trial keep the
+    # two events' own cost far under 1% of the timed span.
+    replays: int = field(
+        default=10, metadata={"help": "replays per timed trial (one run from the reset)", "min": 1}
+    )
+    warmup: int = field(default=ReplaySettings.warmup, metadata={"min": 0})
+    # The leak check: the pool after this many more replays against the pool after one.
+    leak_replays: int = field(
+        default=100,
+        metadata={"help": "replays between the two readings of the leak check", "min": 1},
+    )
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < f.metadata["min"]:
+                want = f"a whole number >= {f.metadata['min']}"
+                raise ValueError(f"{f.name} must be {want}, got {v!r}")
+
+
+def check_sizes(sizes: object) -> tuple[int, ...]:
+    """Batch sizes to capture: whole numbers >= 1, each once; sorted ascending. ValueError
+    saying what was expected otherwise."""
+    if isinstance(sizes, str | bytes) or not hasattr(sizes, "__iter__"):
+        raise ValueError(f"sizes must be a list of batch sizes, got {sizes!r}")
+    out = list(sizes)
+    if not out:
+        raise ValueError("sizes is empty: give at least one batch size (--sizes 1 2 4 8)")
+    for s in out:
+        if isinstance(s, bool) or not isinstance(s, int) or s < 1:
+            raise ValueError(f"a batch size must be a whole number >= 1, got {s!r}")
+    twice = sorted({s for s in out if out.count(s) > 1})
+    if twice:
+        raise ValueError(f"batch size {twice[0]} is given twice: give each size once")
+    return tuple(sorted(out))

@@ -1,0 +1,252 @@
+"""`graph-harness report`: all of it in one folder. For the built-in round: counts of every
+variant, their deltas, and on a GPU the per-node costs, measured and predicted savings,
+the in-round profile and its timeline. For --target: counts by module, the delta of two
+targets, and on a GPU their profile (and check, with --check)."""
+
+from __future__ import annotations
+
+import argparse
+
+from graph_harness.capture.round.params import VARIANTS
+from graph_harness.capture.sweep.settings import SweepSettings
+from graph_harness.reports.cli.args import (
+    check_arg,
+    check_steps,
+    module_scopes_arg,
+    out_args,
+    positive,
+    round_args,
+    shown_depth,
+    step_warmup,
+    subcommand,
+    timing_args,
+    warmup_arg,
+)
+from graph_harness.reports.cli.console import (
+    IO,
+    UsageError,
+    banner,
+    command_line,
+    given_round_flags,
+    given_timing_flags,
+    progress,
+    refuse,
+    replay_settings,
+    round_params,
+    staged,
+)
+from graph_harness.reports.cli.target import target_arg
+from graph_harness.reports.cli.targets import (
+    capture_target,
+    check_target,
+    gate,
+    load_targets,
+    profile_targets,
+    refuse_check_steps,
+    refuse_target_only,
+    sweep_target,
+    write_checks,
+)
+
+
+def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = subcommand(
+        sub,
+        "report",
+        common,
+        help="counts, deltas, replays and plots into one folder",
+        description="All of it into one folder: report.md (readable alone), a CSV of every "
+        "table, the JSON exports and PNG plots. For the built-in round: counts of every "
+        "variant, their deltas, and on a GPU the per-node costs, measured and predicted "
+        "savings, the in-round profile and its timeline. For --target: counts by module, "
+        "the delta of two targets, and on a GPU their profile.",
+        examples=[
+            "graph-harness report --out report",
+            "graph-harness report --target examples/llama_decode.py:make_step --check "
+            "--module-scopes --out llama",
+        ],
+        gpu_examples=[  # a compiled step is counted on CUDA only (capture/graph/compiled.py)
+            "graph-harness report --target examples/llama_decode.py:make_step "
+            "--target examples/llama_decode.py:make_compiled_step --out llama",
+        ],
+        variants=True,
+    )
+    p.add_argument(
+        "--target",
+        action="append",
+        metavar="MODULE:FUNCTION",
+        type=target_arg,
+        help="report on your own step instead of the round (IMPORTS AND RUNS your code, as "
+        "count --target); give two for their delta (the first is A)",
+    )
+    module_scopes_arg(p)
+    warmup_arg(p)
+    check_arg(p)
+    p.add_argument(
+        "--sizes",
+        nargs="+",
+        type=positive(1),
+        metavar="B",
+        help="with one --target: also capture it at these batch sizes, as `graph-harness "
+        "sweep` does (FUNCTION(batch=B)), and add the sweep to the report",
+    )
+    p.add_argument(
+        "--requests",
+        action="append",
+        metavar="FILE|DIST",
+        help="with --sizes: the batch sizes your server sees, as sweep's --requests",
+    )
+    round_args(p)
+    timing_args(p)
+    out_args(p, required=True)
+
+
+def run(args, io: IO) -> int:
+    import torch
+
+    if (
+        args.target
+        or args.module_scopes is not False
+        or args.step_warmup is not None
+        or args.check
+        or args.check_steps is not None
+        or args.sizes
+        or args.requests
+    ):
+        return run_target_report(args, io)
+    from graph_harness.capture import count_round
+    from graph_harness.capture.round.exactness import exactness
+    from graph_harness.capture.round.replays import run_replays
+    from graph_harness.reports.report import write_report
+
+    params, settings = round_params(args), replay_settings(args)
+    cuda = torch.cuda.is_available()
+    if not cuda and given_timing_flags(args):
+        io.note(
+            f"{', '.join(given_timing_flags(args))} not used: without a CUDA device "
+            "the report has counts only, no replays"
+        )
+    with staged(args, io) as tmp:
+        banner(io)
+        with progress(io) as say:
+            counted = {}
+            for v in VARIANTS:
+                say(f"counting {v}")
+                counted[v] = count_round(params, v)
+            say("comparing the variants' outputs bit for bit")
+            exact = exactness(counted)
+            exports = {v: c.export for v, c in counted.items()}
+            del counted  # their graphs and buffers, before anything is timed
+            replay, profile, skipped = None, None, "no CUDA device on this machine"
+            if cuda:
+                from graph_harness.capture.profile.run import profile_rounds
+                from graph_harness.capture.profile.settings import ProfileSettings
+
+                replay = run_replays(params, list(VARIANTS), settings=settings, progress=say)
+                say(f"profiling {len(VARIANTS)} rounds")
+                profile = profile_rounds(
+                    params, list(VARIANTS), ProfileSettings(builds=1), timed=False, progress=say
+                )
+                skipped = None
+            say("writing the report (tables, CSVs, plots)")
+            write_report(
+                tmp,
+                exports,
+                replay,
+                command=command_line(),
+                skipped=skipped,
+                profile=profile,
+                exact=exact,
+            )
+    io.err.print(f"wrote {args.out / 'report.md'}", markup=False)
+    return 0
+
+
+def run_target_report(args, io: IO) -> int:
+    import torch
+
+    from graph_harness.reports.cli.target import output_names
+    from graph_harness.reports.target_report import write_target_report
+
+    if not args.target:
+        refuse_target_only(args)
+    if len(args.target) > 2:
+        raise UsageError(
+            f"report takes one --target, or two for their delta; got {len(args.target)}"
+        )
+    refuse(
+        given_round_flags(args) + given_timing_flags(args),
+        "apply to the built-in round, not to --target: drop them",
+    )
+    refuse_check_steps(args)
+    if args.requests and not args.sizes:
+        raise UsageError("--requests pads batches up the sizes swept: give --sizes too")
+    if args.sizes and len(args.target) != 1:
+        raise UsageError("--sizes sweeps one --target: give one")
+    names = output_names(args.target)
+    with staged(args, io) as tmp, progress(io) as say:
+        banner(io)
+        exports, profile, checks = {}, None, {}
+        if torch.cuda.is_available():  # counted from the graphs it profiles, once each
+            from graph_harness.capture.profile.settings import ProfileSettings
+
+            profile, checks = profile_targets(
+                args.target,
+                args.module_scopes,
+                ProfileSettings(builds=1),
+                io,
+                say,
+                warmup=step_warmup(args),
+                check=args.check,
+                check_steps=check_steps(args),
+            )
+            exports = {n: p.export for n, p in profile.profiles.items()}
+        else:
+            targets = load_targets(args.target, io)  # each checked before any runs
+            for name, spec, target in zip(names, args.target, targets):
+                say(f"counting {spec}")
+                got = capture_target(
+                    spec,
+                    args.module_scopes,
+                    io,
+                    warmup=step_warmup(args),
+                    watch=args.check,
+                    target=target,
+                )
+                exports[name] = got.export
+                if args.check:
+                    say(f"checking {spec}")
+                    checks[name] = check_target(got, check_steps(args))
+                del got  # its graph and buffers, before the next target runs
+            if checks:
+                gate(io, checks)
+        say("writing the report (tables, CSVs, plots)")
+        depth = shown_depth(args.module_scopes, list(exports.values()))  # where count cuts
+        sweep = None
+        if args.sizes:
+            sweep = sweep_target(
+                args.target[0],
+                args.sizes,
+                args.module_scopes,
+                io,
+                say,
+                settings=SweepSettings(),
+                warmup=step_warmup(args),
+                check_steps=check_steps(args) if args.check else None,
+                requests=args.requests or [],
+                most=None,
+                budget=None,
+            )
+        write_target_report(
+            tmp,
+            exports,
+            command=command_line(),
+            profile=profile,
+            checks=checks,
+            depth=depth,
+            sweep=sweep,
+        )
+        if checks:
+            write_checks(tmp, checks)
+    io.err.print(f"wrote {args.out / 'report.md'}", markup=False)
+    return 0

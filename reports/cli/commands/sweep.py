@@ -1,0 +1,184 @@
+"""`graph-harness sweep`: your step captured at every batch size an engine captures: nodes,
+warm-up + capture (and compile) seconds, replay time, graph memory in its own pool and in
+one shared pool, the leak check; with request sizes, the padding each ladder costs and
+the sizes worth capturing (capture/sweep/)."""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+from graph_harness.capture.sweep.padding import BUILTIN
+from graph_harness.capture.sweep.settings import SweepSettings
+from graph_harness.reports.cli.args import (
+    check_arg,
+    check_steps,
+    json_arg,
+    module_scopes_arg,
+    out_args,
+    positive,
+    shown_depth,
+    step_warmup,
+    subcommand,
+    timing_args,
+    warmup_arg,
+)
+from graph_harness.reports.cli.console import IO, UsageError, banner, progress, staged, wrote
+from graph_harness.reports.cli.target import target_arg
+from graph_harness.reports.cli.targets import refuse_check_steps, sweep_target
+
+_UNITS = {"": 1, "B": 1, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "KB": 10**3, "MB": 10**6}
+_UNITS["GB"] = 10**9
+
+
+def byte_count(text: str) -> int:
+    """--memory-budget's BYTES: a whole number of bytes, or with a unit (512MiB, 2GiB, 8GB)."""
+    m = re.fullmatch(r"([0-9]+)\s*([A-Za-z]*)", text.strip())
+    unit = m.group(2).upper() if m else None
+    if m is None or unit not in _UNITS or not text.isascii():
+        raise argparse.ArgumentTypeError(
+            f"expected bytes as a whole number, or with a unit (512MiB, 2GiB, 8GB), got {text!r}"
+        )
+    return int(m.group(1)) * _UNITS[unit]
+
+
+def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    s = subcommand(
+        sub,
+        "sweep",
+        common,
+        help="your step at every batch size: nodes, time, graph memory, padding, sizes to capture",
+        description="Capture your step at every batch size of a ladder, as a serving engine "
+        "captures one graph per size: per size its nodes, warm-up + capture seconds (compile "
+        "seconds for a compiled step), replay time with its 95% interval (sizes interleaved), "
+        "rows per second, the graph's memory read from its own pool, and a leak check; then "
+        "every size captured again into one shared pool, largest first, with what each adds. "
+        "With --requests (the batch sizes your server sees), the time per step each ladder "
+        "costs, its padding, and the sizes that minimize it (--choose K, --memory-budget). "
+        "The factory is called as FUNCTION(batch=B). On the CPU: dispatched operations per "
+        "size only.",
+        examples=[
+            "graph-harness sweep --target examples/llama_decode.py:make_step --sizes 1 2 4 8",
+            "graph-harness sweep --target examples/llama_decode.py:make_step --sizes 1 8 64 "
+            "--module-scopes --requests uniform:1-64 --choose 2 --out sweep",
+        ],
+    )
+    s.add_argument(
+        "--target",
+        required=True,
+        metavar="MODULE:FUNCTION",
+        type=target_arg,
+        help="the step to sweep. IMPORTS AND RUNS your code: the module once, then "
+        "FUNCTION(batch=B) once per size, each step warmed up and captured twice (own pool, "
+        "shared pool), then checked (--check) and replayed",
+    )
+    s.add_argument(
+        "--sizes",
+        required=True,
+        nargs="+",
+        type=positive(1),
+        metavar="B",
+        help="the batch sizes to capture (an engine's cudagraph_capture_sizes)",
+    )
+    module_scopes_arg(s)
+    warmup_arg(s)
+    check_arg(s)
+    g = s.add_argument_group("padding and the sizes to capture (GPU)")
+    g.add_argument(
+        "--requests",
+        action="append",
+        metavar="FILE|DIST",
+        help="the batch sizes your server sees: a file of one size per line (or SIZE COUNT, a "
+        "histogram), or a built-in distribution: "
+        + "; ".join(f"{k} ({v})" for k, v in BUILTIN.items())
+        + ". Repeat for several",
+    )
+    g.add_argument(
+        "--choose",
+        type=positive(1),
+        metavar="K",
+        help="with --requests: choose at most K sizes (default: as many as pay)",
+    )
+    g.add_argument(
+        "--memory-budget",
+        type=byte_count,
+        metavar="BYTES",
+        help="with --requests: choose sizes whose own pools sum to at most BYTES",
+    )
+    timing_args(s, SweepSettings, "sweep settings")
+    json_arg(s, "the sweep document")
+    out_args(s)
+
+
+def check_flags(args: argparse.Namespace) -> None:
+    if args.requests is None and (args.choose is not None or args.memory_budget is not None):
+        raise UsageError("--choose and --memory-budget choose sizes for --requests: give it")
+    refuse_check_steps(args)
+    twice = sorted({b for b in args.sizes if args.sizes.count(b) > 1})
+    if twice:
+        raise UsageError(f"--sizes gives {twice[0]} twice: give each batch size once")
+
+
+def settings_from(args: argparse.Namespace) -> SweepSettings:
+    given = {f: getattr(args, f) for f in ("trials", "replays", "leak_replays")}
+    return SweepSettings(**{k: v for k, v in given.items() if v is not None})
+
+
+def run(args: argparse.Namespace, io: IO) -> int:
+    check_flags(args)
+    settings = settings_from(args)
+    with staged(args, io) as tmp:
+        banner(io)
+        with progress(io) as say:
+            result = sweep_target(
+                args.target,
+                args.sizes,
+                args.module_scopes,
+                io,
+                say,
+                settings=settings,
+                warmup=step_warmup(args),
+                check_steps=check_steps(args) if args.check else None,
+                requests=args.requests or [],
+                most=args.choose,
+                budget=args.memory_budget,
+            )
+        if not result.measured:
+            io.note(result.why_not)
+        if tmp is not None:
+            result.write(tmp)
+            _plots(tmp, result)
+        depth = shown_depth(args.module_scopes, list(result.exports.values()))
+        show(io, result, depth=depth)
+    wrote(io, args, "the sweep")
+    return 0
+
+
+def _plots(folder: object, result: object) -> None:
+    from graph_harness.reports import plots
+
+    if result.measured:
+        plots.sweep(result, folder / "sweep.png")
+        if result.padding:
+            plots.padding(result, folder / "padding.png")
+
+
+def show(io: IO, result: object, *, depth: int | None) -> None:
+    from graph_harness.reports.sweep_tables import (
+        ladders_tables,
+        memory_by_module_table,
+        shared_pool_table,
+        sizes_table,
+    )
+
+    if io.json:
+        io.print_json(result.to_dict())
+        return
+    io.out.print(sizes_table(result))
+    if result.shared is not None:
+        io.out.print(shared_pool_table(result))
+    table = memory_by_module_table(result, depth)
+    if table is not None:
+        io.out.print(table)
+    for t in ladders_tables(result):
+        io.out.print(t)

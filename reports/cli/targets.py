@@ -1,0 +1,299 @@
+"""What every `--target` command shares (count, check, profile, report): loading the
+targets and refusing what cannot be counted before any runs, capturing one, the flags
+that need --target, checking a captured step, and the check's document and tables.
+
+Command modules import these; they never import each other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from graph_harness.reports.cli.console import IO, UsageError, refuse
+from graph_harness.reports.text import printable
+
+if TYPE_CHECKING:
+    import torch
+
+    from graph_harness.capture.export.nodes import NodeExport
+    from graph_harness.capture.graph.capture import Captured
+    from graph_harness.capture.state.steps import StateWatch
+    from graph_harness.capture.sweep.document import SweepResult
+    from graph_harness.capture.sweep.settings import SweepSettings
+    from graph_harness.reports.cli.target import Target
+
+
+CHECK_SCHEMA = "graph-harness/check"
+
+
+def refuse_target_only(args) -> None:
+    """Flags that need --target, given without it."""
+    if args.module_scopes is not False:
+        raise UsageError(
+            "--module-scopes attributes a model's nodes to its modules: it needs --target "
+            "(the built-in round has its own stage and step scopes)"
+        )
+    flags = ["--warmup"] * (getattr(args, "step_warmup", None) is not None)
+    flags += ["--check"] * bool(getattr(args, "check", False))
+    flags += ["--sizes"] * bool(getattr(args, "sizes", None))
+    flags += ["--requests"] * bool(getattr(args, "requests", None))
+    refuse(flags, "apply to your step: give --target (the built-in round is ours)")
+    refuse_check_steps(args)
+
+
+def refuse_check_steps(args) -> None:
+    """--check-steps without --check."""
+    if getattr(args, "check_steps", None) is not None and not getattr(args, "check", False):
+        raise UsageError("--check-steps sets how long --check runs: give --check too")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CapturedTarget:
+    export: NodeExport
+    captured: Captured | None  # the kept graph; None on the CPU
+    target: Target  # the loaded target, whose step's buffers the graph replays: keep it
+    watch: StateWatch  # the StateWatch of its warm-ups: `watch.repeatability`
+
+
+def load_targets(specs: list[str], io: IO) -> list:
+    """Each --target loaded (its module imported, its factory run) and its step checked
+    for what cannot be counted on this device (capture/graph/compiled.py), all before any
+    step runs: a second target that cannot be counted stops the command before the first
+    is warmed up."""
+    from graph_harness.capture.count import default_device
+    from graph_harness.capture.graph.compiled import refuse_uncountable
+    from graph_harness.reports.cli.target import load_target, root_guess
+
+    out = []
+    for spec in specs:
+        io.target_root = root_guess(spec)  # errors while importing point there
+        target = load_target(spec)
+        io.target_root = target.root
+        refuse_uncountable(target.step, default_device().type)
+        out.append(target)
+    return out
+
+
+def capture_target(
+    spec: str,
+    module_scopes,
+    io: IO,
+    *,
+    warmup: int | None = None,
+    watch: bool | None = True,
+    target=None,
+) -> CapturedTarget:
+    """Import and run the target (its code) and capture its step, keeping what was
+    captured (see CapturedTarget); with `module_scopes` (the flag's value) not False, by
+    the modules of its `step.module`, every level recorded (the tables choose the depth
+    they show). `watch`: tell from the warm-ups whether the step repeats (anything that
+    replays it needs to know), and note what a person should know before it is replayed;
+    None: only where the step has no reset (so count can say that what replays it will
+    refuse it). `target`: already loaded (load_targets), else loaded here."""
+    from graph_harness.capture.count import EmptyStepError, capture_and_keep
+    from graph_harness.capture.graph.settings import StepSettings
+    from graph_harness.capture.state.steps import StateWatch
+    from graph_harness.reports.cli.target import TargetError
+
+    if target is None:
+        (target,) = load_targets([spec], io)
+    io.target_root = target.root
+    if watch is None:  # two fingerprints, for a step nothing will take back to its start
+        watch = target.reset is None
+    sw = StateWatch(target.step, watch=watch)
+    warmup = StepSettings().warmup if warmup is None else warmup
+    model = None if module_scopes is False else target.model()
+    try:
+        kept = capture_and_keep(
+            target.step, name=target.name, warmup=warmup, watch=sw, module=model
+        )
+    except EmptyStepError as e:  # what issued no work is the target: say which
+        raise TargetError(f"--target {spec!r}: {e}") from None
+    export, captured = kept.export, kept.captured
+    export.options["target"] = printable(spec)  # as text, as the workload's name is
+    if watch:
+        for line in sw.repeatability.notes(spec):
+            io.note(line)
+        refusal = sw.repeatability.refusal(spec)
+        if refusal:  # counted all the same: a count replays nothing
+            io.note(f"profile, check and report (on a GPU) will refuse it: {refusal}")
+    if "compiled_attribution" in export.options:
+        io.note(f"compiled code's nodes: {export.options['compiled_attribution']}")
+    return CapturedTarget(export=export, captured=captured, target=target, watch=sw)
+
+
+def check_target(got, steps: int):
+    """Check a captured target (capture_target with watch=True) over `steps` calls."""
+    from graph_harness.capture.check.step import check_captured
+
+    return check_captured(
+        got.target.step,
+        got.export,
+        got.captured,
+        got.watch.repeatability,
+        name=got.target.spec,
+        steps=steps,
+    )
+
+
+def check_doc(results: dict) -> dict:
+    return {
+        "schema": CHECK_SCHEMA,
+        "schema_version": 2,  # 2: trajectories (steps, status, each finding's step)
+        "checks": {name: r.to_dict() for name, r in results.items()},
+    }
+
+
+def write_checks(folder, results: dict) -> None:
+    import json
+
+    from graph_harness.capture.files import write_atomic
+
+    text = json.dumps(check_doc(results), indent=1, allow_nan=False) + "\n"
+    write_atomic(folder / "check.json", text)
+
+
+def show_checks(io: IO, results: dict, *, json_too: bool = True) -> None:
+    """The findings tables and verdicts (stdout), or the check document with --json."""
+    from graph_harness.reports.check_tables import findings_table
+
+    if io.json:
+        if json_too:
+            io.print_json(check_doc(results))
+        return
+    for r in results.values():
+        io.out.print(findings_table(r))
+        io.out.print(r.verdict(), markup=False)
+
+
+def gate(io: IO, results: dict) -> None:
+    """--check on count, profile and report: a check that did not pass prints its findings
+    and stops the command (CheckFailed: exit 1; CheckUnverified: exit 3; nothing written)."""
+    from graph_harness.capture.check.step import gate as failed
+
+    if any(not r.passed for r in results.values()):
+        show_checks(io, results)
+    failed(results)
+
+
+def profile_targets(
+    specs, module_scopes, settings, io: IO, say, *, warmup=None, check=False, check_steps=None
+):
+    """Capture each --target's step (its code runs: import, factory, warm-up, capture),
+    keep its graph, and profile them together (the second priced against the first).
+    A step that does not repeat and has no reset is refused as soon as it is captured,
+    before any replay; `check`: each is checked first (check_target, over `check_steps`
+    calls), and a check that does not pass stops here. Returns the profile and the checks
+    (name -> CheckResult; {} unchecked)."""
+    from graph_harness.capture.check.settings import CheckSettings
+    from graph_harness.capture.profile.run import profile_steps
+    from graph_harness.capture.replay.guard import Replayer
+    from graph_harness.capture.state.steps import require_repeatable, start_of
+    from graph_harness.reports.cli.target import output_names
+
+    names = output_names(specs)
+    steps, keep, checks = {}, [], {}
+    targets = load_targets(specs, io)  # each checked before any runs
+    for name, spec, target in zip(names, specs, targets):
+        say(f"capturing {spec}")
+        got = capture_target(spec, module_scopes, io, warmup=warmup, target=target)
+        rep = got.watch.repeatability
+        require_repeatable(rep, spec)
+        if got.target.reset is not None:
+            io.note(
+                f"{spec} has a step.reset: it is reset before every run of replays, each at "
+                f"most {settings.replays_per_reset} replays long, and once at the end"
+            )
+        if check:
+            say(f"checking {spec}")
+            checks[name] = check_target(got, check_steps or CheckSettings().steps)
+        start = start_of(got.target.step)  # its reset, then its feed of call 0
+        replayer = Replayer(got.captured.graph, spec, reset=start, repeatability=rep)
+        steps[name] = (got.export, replayer)
+        keep.append(got.target)  # the step's buffers must outlive its graph
+    if checks:
+        gate(io, checks)
+    return profile_steps(steps, settings, progress=say), checks
+
+
+def requests_of(spec: str, largest: int) -> tuple[dict[int, float], str]:
+    """A --requests value read: a file (one size per line, or SIZE COUNT), else a built-in
+    distribution; UsageError saying which forms there are."""
+    from pathlib import Path
+
+    from graph_harness.capture.paths import InputPathError, check_input
+    from graph_harness.capture.sweep.padding import (
+        RequestsError,
+        builtin_requests,
+        read_requests,
+    )
+
+    path = Path(spec)
+    try:
+        if path.exists():
+            check_input(path, "--requests file")
+            return read_requests(path.read_text(), spec), spec
+        return builtin_requests(spec, largest), spec
+    except (RequestsError, InputPathError) as e:
+        raise UsageError(f"--requests {e}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"--requests {spec}: cannot be read ({e})") from None
+
+
+def sweep_target(
+    spec: str,
+    sizes: list[int],
+    module_scopes: object,
+    io: IO,
+    say: Callable[[str], None],
+    *,
+    settings: SweepSettings,
+    warmup: int,
+    check_steps: int | None,
+    requests: list[str],
+    most: int | None,
+    budget: int | None,
+) -> SweepResult:
+    """`sweep` of one --target (its module imported once, FUNCTION(batch=B) per size), a
+    check that does not pass shown and stopping it; then each --requests distribution's
+    padding (on a GPU; else a note that it was not used)."""
+    from graph_harness.capture.sweep.run import sweep_step
+    from graph_harness.reports.cli.target import Target, build_target, load_factory, root_guess
+
+    io.target_root = root_guess(spec)  # errors while importing point there
+    factory = load_factory(spec)
+    factory.check_takes("batch", "sweep")
+    targets = {}
+
+    def make(batch: int) -> Callable[[], object]:
+        target = build_target(factory, batch=batch)
+        io.target_root = target.root
+        targets[id(target.step)] = target
+        return target.step
+
+    def module_of(step: Callable[[], object]) -> torch.nn.Module:
+        return targets[id(step)].model()
+
+    result = sweep_step(
+        make,
+        sizes,
+        settings,
+        name=Target(spec, factory.module, None, None).name,
+        module_of=None if module_scopes is False else module_of,
+        warmup=warmup,
+        check_steps=check_steps,
+        gate=lambda checks: gate(io, checks),  # findings shown, then it stops
+        progress=say,
+    )
+    for r in requests:
+        if not result.measured:
+            io.note(f"--requests {r} not used: {result.why_not}")
+            continue
+        dist, source = requests_of(r, max(sizes))
+        try:
+            result = result.with_padding(dist, source, most=most, budget=budget)
+        except ValueError as e:
+            raise UsageError(f"--requests {r}: {e}") from None
+    return result

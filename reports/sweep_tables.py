@@ -1,0 +1,120 @@
+"""Rich tables of a sweep (capture/sweep/document.py): the sizes, the shared pool, memory
+by module, and each request distribution's ladders. Renders; never measures."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.table import Table
+
+if TYPE_CHECKING:
+    from graph_harness.capture.sweep.document import SweepResult
+
+
+def mib(n: int | None) -> str:
+    return "-" if n is None else f"{n / 2**20:,.1f}"
+
+
+def _s(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def sizes_table(result: SweepResult) -> Table:
+    measured = result.measured
+    where = "CUDA graph nodes" if measured else "CPU dispatch count (not graph nodes)"
+    t = Table(title=f"{result.name}: one graph per batch size - {where}")
+    for c in ("batch", "nodes"):
+        t.add_column(c, justify="right")
+    types = sorted({k for r in result.rows for k in r.by_type})
+    for ty in types:
+        t.add_column(ty, justify="right")
+    t.add_column("warm-up + capture s", justify="right")
+    if measured:
+        t.add_column("compile s", justify="right")
+        t.add_column("replay us [95%]", justify="right")
+        t.add_column("rows/s", justify="right")
+        t.add_column("pool MiB (in use)", justify="right")
+        t.add_column("leak B", justify="right")
+        if any(r.check for r in result.rows):
+            t.add_column("check")
+    for r in result.rows:
+        cells = [str(r.batch), str(r.nodes), *(str(r.by_type.get(ty, 0)) for ty in types)]
+        cells.append(_s(r.capture_s))
+        if measured:
+            cells += [
+                _s(r.compile_s),
+                f"{r.replay_us:.1f} [{r.replay_lo:.1f}, {r.replay_hi:.1f}]",
+                f"{r.rows_per_s:,.0f}",
+                f"{mib(r.reserved)} ({mib(r.allocated)})",
+                str(r.leak),
+            ]
+            if any(x.check for x in result.rows):
+                cells.append(r.check or "-")
+        t.add_row(*cells)
+    if not measured:
+        t.caption = result.why_not
+    else:
+        t.caption = (
+            "pool: the graph's own pool just after capture (reserved, and in use); leak: "
+            "what the pool grew by over the leak check's replays; compile: a compiled "
+            "step's first warm-up call over the others"
+        )
+    return t
+
+
+def shared_pool_table(result: SweepResult) -> Table:
+    t = Table(title="Every size in one shared pool, captured largest first")
+    for c in ("batch", "pool MiB after it", "it adds MiB", "in use MiB"):
+        t.add_column(c, justify="right")
+    for row in result.shared or []:
+        t.add_row(
+            str(row["batch"]), mib(row["total_reserved"]), mib(row["adds"]),
+            mib(row["total_allocated"]),
+        )  # fmt: skip
+    own = sum(r.reserved or 0 for r in result.rows)
+    total = result.shared[-1]["total_reserved"] if result.shared else 0
+    t.caption = f"shared total {mib(total)} MiB against {mib(own)} MiB in own pools"
+    return t
+
+
+def memory_by_module_table(result: SweepResult, depth: int | None) -> Table | None:
+    df = result.memory_by_module(depth)
+    if df.empty:
+        return None
+    wide = df.pivot_table(index="scope", columns="batch", values="reserved", aggfunc="sum")
+    wide = wide.fillna(0).astype(int)
+    t = Table(title="Graph memory by module: pool segments each took, MiB")
+    t.add_column("scope", no_wrap=True)
+    for b in wide.columns:
+        t.add_column(f"batch {b}", justify="right")
+    for scope, row in wide.iterrows():
+        t.add_row(str(scope), *(mib(int(v)) for v in row))
+    t.caption = (
+        "the segments the pool took from the driver while each scope was open; a scope "
+        "whose work fit in segments already taken shows 0 (sweep-memory-by-scope.csv has "
+        "every allocation's bytes)"
+    )
+    return t
+
+
+def ladders_tables(result: SweepResult) -> list[Table]:
+    out = []
+    for p in result.padding:
+        t = Table(title=f"Requests {p.requests}: time per step by ladder")
+        for c in ("ladder", "sizes", "us/step", "exact us", "lost to padding us", "padding rows"):
+            t.add_column(c, justify="right" if c not in ("ladder", "sizes") else "left")
+        for c in p.ladders:
+            t.add_row(
+                c.name + (" *" if c.interpolated else ""),
+                " ".join(map(str, c.sizes)),
+                f"{c.expected_us:.1f}",
+                f"{c.exact_us:.1f}",
+                f"{c.lost_us:.1f}",
+                f"{100 * c.padding_share:.1f}%",
+            )
+        t.caption = (
+            f"chosen: {list(p.chosen)} ({p.how}); * rests on replay times interpolated "
+            "between measured sizes"
+        )
+        out.append(t)
+    return out
