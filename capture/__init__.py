@@ -63,6 +63,11 @@ _LAZY = {
     "Finding": "check.findings",
     "check_captured": "check.step",
     "check_step": "check.step",
+    "Counted": "count",
+    "EmptyStepError": "count",
+    "SweepResult": "sweep.document",
+    "SweepSettings": "sweep.settings",
+    "sweep_step": "sweep.run",
 }
 __all__ = [
     "STEPS",
@@ -71,8 +76,10 @@ __all__ = [
     "CheckFailed",
     "CheckResult",
     "CompiledStepError",
+    "Counted",
     "CountedRound",
     "DecodeRound",
+    "EmptyStepError",
     "ExportError",
     "Finding",
     "NodeExport",
@@ -81,6 +88,8 @@ __all__ = [
     "StateWatch",
     "StepSettings",
     "StepStateError",
+    "SweepResult",
+    "SweepSettings",
     "capture_and_count",
     "capture_and_keep",
     "capture_graph",
@@ -91,12 +100,19 @@ __all__ = [
     "module_scopes",
     "scope",
     "summarize",
+    "sweep_step",
 ]
 
 if TYPE_CHECKING:  # what a reader (and a type checker) sees; at run time, __getattr__
     from graph_harness.capture.check.findings import CheckFailed, CheckResult, Finding
     from graph_harness.capture.check.step import check_captured, check_step
-    from graph_harness.capture.count import capture_and_count, capture_and_keep, default_device
+    from graph_harness.capture.count import (
+        Counted,
+        EmptyStepError,
+        capture_and_count,
+        capture_and_keep,
+        default_device,
+    )
     from graph_harness.capture.export.nodes import ExportError, NodeExport, summarize
     from graph_harness.capture.graph.capture import CaptureError, capture_graph
     from graph_harness.capture.graph.compiled import CompiledStepError
@@ -108,6 +124,9 @@ if TYPE_CHECKING:  # what a reader (and a type checker) sees; at run time, __get
     from graph_harness.capture.scopes.modules import module_scopes
     from graph_harness.capture.scopes.recorder import scope
     from graph_harness.capture.state.steps import StateWatch, StepStateError
+    from graph_harness.capture.sweep.document import SweepResult
+    from graph_harness.capture.sweep.run import sweep_step
+    from graph_harness.capture.sweep.settings import SweepSettings
 
 
 def __getattr__(name: str):

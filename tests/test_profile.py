@@ -889,7 +889,8 @@ def test_target_report_gains_the_dispatch_share_per_module(tmp_path):
     # the model's paths cut at the report's depth, 2.
     from graph_harness.capture.attribution.rollup import tree_label, tree_parts
 
-    cut = {tree_label(tree_parts(x)[:d]) for x in p.nodes.scope_path for d in (1, 2)}
+    # (nodes outside every scope are in "(all)" alone: no row of their own)
+    cut = {tree_label(tree_parts(x)[:d]) for x in p.nodes.scope_path if x for d in (1, 2)}
     assert set(by_scope.index) == cut | {"(all)"} and by_scope.depth.max() == 2
     assert np.allclose(by_scope.dispatch_share, 1 / 11)
     assert by_scope.loc["(all)", "nodes"] == len(p.nodes) == 9
