@@ -20,7 +20,7 @@ from graph_harness.capture.export.nodes import NodeExport
 from graph_harness.capture.graph.dispatch import NON_LAUNCHING, DispatchCounter
 from graph_harness.capture.scopes.recorder import Recorder, recording
 from tests.exact import assert_bits_equal
-from tests.test_cli import run
+from tests.reports.cli.test_cli import run
 from tests.test_example import snake, walk_graph
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "hf_decode.py"

@@ -28,8 +28,9 @@ MAX_US = 1e9
 # Copied from docs/data/replay-2026-11-30-builds.json (BENCHMARKS.md, "Dispatch cost per
 # node (issue 4)" and "Round replay: measured vs predicted saving"): one NVIDIA H200,
 # driver 580.159.04, torch 2.11.0+cu130, triton 3.6.0, 2026-11-30; 30 trials per chain,
-# rounds over 5 builds. The package does not read docs/; tests/test_advise.py checks these
-# literals against that file so they cannot drift from it.
+# rounds over 5 builds. The package does not read docs/;
+# tests/capture/advise/test_advise.py checks these literals against that file so they
+# cannot drift from it.
 
 BUILTIN_LABEL = (
     "built-in H200 costs (NVIDIA H200, torch 2.11.0+cu130, measured 2026-11-30; "

@@ -1,0 +1,230 @@
+"""The capture-size ladder: padding arithmetic checked against a brute force over every
+ladder, request files and their errors, and `graph-harness sweep` end to end (on the CPU:
+dispatched operations per size; on a GPU: time, memory, the shared pool, the leak check)."""
+
+import itertools
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from graph_harness.capture.sweep.padding import (
+    RequestsError,
+    builtin_requests,
+    choose,
+    ladder_cost,
+    read_requests,
+    replay_time,
+    vllm_ladder,
+)
+from graph_harness.capture.sweep.settings import check_sizes
+
+REPO = Path(__file__).resolve().parents[3]
+TARGET = "tests.targets:batched_mlp"
+
+
+# --- padding, by construction and by brute force --------------------------------------
+
+
+def test_a_request_file_is_sizes_or_a_histogram():
+    d = read_requests("# sizes seen\n3\n3\n8 2  # eight, twice\n\n", "r.txt")
+    assert d == {3: 0.5, 8: 0.5}
+    with pytest.raises(RequestsError, match=r"r.txt line 2: expected a batch size"):
+        read_requests("4\nfour\n", "r.txt")
+    with pytest.raises(RequestsError, match=r"line 1: a batch size is >= 1, got 0"):
+        read_requests("0\n", "r.txt")
+    with pytest.raises(RequestsError, match="no request"):
+        read_requests("# nothing\n", "r.txt")
+
+
+def test_the_built_in_distributions_sum_to_one_over_their_support():
+    u = builtin_requests("uniform:3-6", 64)
+    assert u == {3: 0.25, 4: 0.25, 5: 0.25, 6: 0.25}
+    p = builtin_requests("poisson:9", 64)
+    assert math.isclose(sum(p.values()), 1.0) and max(p, key=p.get) in (8, 9)
+    z = builtin_requests("zipf:1", 4)  # weights 1, 1/2, 1/3, 1/4 over 25/12
+    assert z[1] == pytest.approx(12 / 25) and z[4] == pytest.approx(3 / 25)
+    for bad in ("uniform:5-2", "poisson:x", "gauss:3", "zipf:-1"):
+        with pytest.raises(RequestsError, match="the built-in ones: uniform:LO-HI"):
+            builtin_requests(bad, 64)
+
+
+def test_replay_time_is_measured_or_linear_between_and_says_which():
+    t = {2: 100.0, 6: 140.0}
+    assert replay_time(t, 2) == (100.0, False)
+    assert replay_time(t, 3) == (110.0, True) and replay_time(t, 5) == (130.0, True)
+    assert replay_time(t, 1) == (100.0, True)  # below the smallest: its time
+    with pytest.raises(ValueError, match="above the largest size measured"):
+        replay_time(t, 7)
+
+
+def test_a_ladder_costs_what_its_padding_adds():
+    times = {1: 10.0, 2: 12.0, 4: 16.0, 8: 24.0}
+    requests = {1: 0.25, 3: 0.5, 8: 0.25}  # 3 pads to 4 on the ladder 1 4 8
+    c = ladder_cost("x", [8, 1, 4], requests, times)
+    assert c.sizes == (1, 4, 8)
+    assert c.expected_us == pytest.approx(0.25 * 10 + 0.5 * 16 + 0.25 * 24)
+    assert c.exact_us == pytest.approx(0.25 * 10 + 0.5 * 14 + 0.25 * 24)  # 3: halfway 2-4
+    assert c.lost_us == pytest.approx(1.0) and c.interpolated
+    # rows replayed 0.25*1 + 0.5*4 + 0.25*8 = 4.25, of which 0.5*1 padding
+    assert c.padding_share == pytest.approx(0.5 / 4.25) and c.uncovered == 0
+    c = ladder_cost("y", [1, 4], requests, times)
+    assert c.uncovered == 0.25  # the 8s are above the ladder: an engine runs them eagerly
+
+
+def test_vllms_ladder_is_one_two_four_then_eights():
+    assert vllm_ladder(1) == (1,)
+    assert vllm_ladder(3) == (1, 2, 4)
+    assert vllm_ladder(9) == (1, 2, 4, 8, 16)
+    assert vllm_ladder(256)[-2:] == (248, 256) and len(vllm_ladder(256)) == 3 + 32
+
+
+def _brute(requests, times, most=None, memory=None, budget=None):
+    """Every ladder of the measured sizes that covers the requests, costed directly."""
+    sizes = sorted(times)
+    best = None
+    for k in range(1, len(sizes) + 1):
+        for ladder in itertools.combinations(sizes, k):
+            if ladder[-1] < max(requests) or (most is not None and k > most):
+                continue
+            if budget is not None and sum(memory[s] for s in ladder) > budget:
+                continue
+            cost = ladder_cost("b", ladder, requests, times).expected_us
+            if best is None or cost < best[0] - 1e-9:
+                best = (cost, ladder)
+    return best
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_choose_finds_what_a_brute_force_over_every_ladder_finds(seed):
+    rng = np.random.default_rng(seed)
+    sizes = sorted(rng.choice(np.arange(1, 65), size=7, replace=False).tolist())
+    # replay time grows with the batch, unevenly (a step at a new kernel tile, say)
+    times = dict(zip(sizes, np.cumsum(rng.uniform(1, 30, size=7)).tolist()))
+    requests = {int(b): float(w) for b, w in zip(rng.integers(1, sizes[-1] + 1, 9), rng.random(9))}
+    total = sum(requests.values())
+    requests = {b: w / total for b, w in requests.items()}
+    memory = {s: int(rng.integers(1, 100)) for s in sizes}
+    for most, budget in ((None, None), (1, None), (2, None), (3, None), (None, 150), (2, 200)):
+        want = _brute(requests, times, most, memory, budget)
+        if want is None:
+            with pytest.raises(ValueError, match="no ladder covers"):
+                choose(requests, times, most=most, memory=memory, budget=budget)
+            continue
+        got = choose(requests, times, most=most, memory=memory, budget=budget)
+        cost = ladder_cost("c", got, requests, times).expected_us
+        assert cost == pytest.approx(want[0]), (most, budget, got, want)
+        assert most is None or len(got) <= most
+        assert budget is None or sum(memory[s] for s in got) <= budget
+
+
+def test_choose_refuses_requests_above_every_size():
+    with pytest.raises(ValueError, match="requests reach batch 9, above the largest size"):
+        choose({9: 1.0}, {1: 1.0, 8: 2.0})
+
+
+def test_sizes_are_whole_numbers_each_once():
+    assert check_sizes([8, 1, 4]) == (1, 4, 8)
+    for bad, says in (([], "empty"), ([0], ">= 1"), ([2, 2], "given twice"), ("8", "a list")):
+        with pytest.raises(ValueError, match=says):
+            check_sizes(bad)
+
+
+# --- the command -----------------------------------------------------------------------
+
+
+def run(*argv, cwd=REPO):
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("COLUMNS", None)
+    return subprocess.run(
+        [sys.executable, "-m", "graph_harness", *argv],
+        capture_output=True, text=True, timeout=600, cwd=cwd, env=env,
+    )  # fmt: skip
+
+
+def test_sweep_on_the_cpu_counts_each_size_and_says_what_needs_a_gpu(tmp_path):
+    env_cpu = {"CUDA_VISIBLE_DEVICES": ""}
+    r = subprocess.run(
+        [sys.executable, "-m", "graph_harness", "sweep", "--target", TARGET, "--sizes", "4",
+         "1", "--out", str(tmp_path / "s"), "--requests", "uniform:1-4"],
+        capture_output=True, text=True, timeout=600, cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO), **env_cpu},
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "replay time and graph memory need a CUDA GPU" in r.stderr
+    assert "--requests uniform:1-4 not used" in r.stderr
+    doc = json.loads((tmp_path / "s" / "sweep.json").read_text())
+    assert doc["schema"] == "graph-harness/sweep" and [s["batch"] for s in doc["sizes"]] == [1, 4]
+    assert list(doc["exports"]) == ["batch1", "batch4"]
+    # another route: count --target calls the factory with its default, batch 1
+    c = subprocess.run(
+        [sys.executable, "-m", "graph_harness", "count", "--target", TARGET, "--json"],
+        capture_output=True, text=True, timeout=600, cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO), **env_cpu},
+    )  # fmt: skip
+    assert c.returncode == 0, c.stderr
+    counted = json.loads(c.stdout)["exports"]["target"]["total_nodes"]
+    assert [s["nodes"] for s in doc["sizes"]] == [counted, counted]
+    assert doc["sizes"][0]["replay_us"] is None and doc["why_not"].startswith("replay time")
+    # delta reads one size of it: the batch changes the work, not the operations
+    d = subprocess.run(
+        [sys.executable, "-m", "graph_harness", "delta", f"{tmp_path}/s/sweep.json#batch1",
+         f"{tmp_path}/s/sweep.json#batch4", "--json"],
+        capture_output=True, text=True, timeout=600, cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO), **env_cpu},
+    )  # fmt: skip
+    assert d.returncode == 0, d.stderr
+    assert json.loads(d.stdout)["total_delta"] == 0
+
+
+def test_sweep_refuses_a_factory_without_batch_and_flags_without_requests():
+    r = run("sweep", "--target", "tests.targets:small_mlp", "--sizes", "1", "2")
+    assert r.returncode == 2, r.stderr
+    assert "sweep calls small_mlp(batch=...), and small_mlp takes no 'batch'" in r.stderr
+    r = run("sweep", "--target", TARGET, "--sizes", "1", "--choose", "2")
+    assert r.returncode == 2 and "give it" in r.stderr.splitlines()[-1], r.stderr
+    r = run("sweep", "--target", TARGET, "--sizes", "1", "1")
+    assert r.returncode == 2 and "--sizes gives 1 twice" in r.stderr, r.stderr
+    r = run("sweep", "--target", TARGET, "--sizes", "0")
+    assert r.returncode == 2, r.stderr
+
+
+@pytest.mark.gpu
+def test_sweep_on_a_gpu_times_each_size_and_reads_its_pools(tmp_path):
+    spec = f"{REPO / 'examples' / 'llama_decode.py'}:make_tiny_step"
+    out = tmp_path / "s"
+    r = run("sweep", "--target", spec, "--sizes", "1", "2", "4", "--module-scopes",
+            "--check", "--check-steps", "2", "--requests", "uniform:1-4", "--choose", "2",
+            "--trials", "6", "--out", str(out))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((out / "sweep.json").read_text())
+    sizes = {s["batch"]: s for s in doc["sizes"]}
+    for b, s in sizes.items():
+        assert s["replay_lo"] <= s["replay_us"] <= s["replay_hi"], s
+        assert s["reserved"] > 0 and 0 < s["allocated"] <= s["reserved"], s
+        assert s["leak"] == 0 and s["check"] == "passed", s
+        assert s["rows_per_s"] == pytest.approx(b / (s["replay_us"] * 1e-6))
+    # another route for the nodes: count --target of the same factory (batch 1)
+    c = run("count", "--target", spec, "--json")
+    assert c.returncode == 0, c.stderr
+    assert sizes[1]["nodes"] == json.loads(c.stdout)["exports"]["target"]["total_nodes"]
+    # memory by scope: each size's segments, by the scopes open as each was taken, sum to
+    # its own pool (empty before its capture)
+    by_scope = doc["memory_by_scope"]
+    for b, s in sizes.items():
+        assert sum(m["reserved"] for m in by_scope if m["batch"] == b) == s["reserved"], b
+        # an eager step allocates inside its modules: some of it is tagged with them
+        inside = [m for m in by_scope if m["batch"] == b and m["scope_path"] != "[]"]
+        assert any(m["requested"] > 0 for m in inside), (b, by_scope)
+    shared = doc["shared_pool"]
+    assert [x["batch"] for x in shared] == [4, 2, 1]  # largest first
+    assert sum(x["adds"] for x in shared) == shared[-1]["total_reserved"]
+    (p,) = doc["padding"]
+    assert p["requests"] == "uniform:1-4" and len(p["chosen"]) <= 2 and p["chosen"][-1] == 4
+    for name in ("sweep.png", "padding.png", "sweep-sizes.csv", "sweep-shared-pool.csv"):
+        assert (out / name).exists(), name
