@@ -129,7 +129,7 @@ if TYPE_CHECKING:  # what a reader (and a type checker) sees; at run time, __get
     from graph_harness.capture.sweep.settings import SweepSettings
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> object:
     where = _LAZY.get(name)
     if where is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

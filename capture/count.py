@@ -81,6 +81,7 @@ def capture_and_count(
     watch: StateWatch | None = None,
     module: torch.nn.Module | None = None,
     depth: int | None = None,
+    stream: torch.cuda.Stream | None = None,
 ) -> NodeExport:
     """Capture any callable and export its nodes: `capture_and_keep(...).export`, with its
     keywords (all but `memory`, whose figures an export does not hold)."""
@@ -94,6 +95,7 @@ def capture_and_count(
         watch=watch,
         module=module,
         depth=depth,
+        stream=stream,
     ).export
 
 
@@ -109,6 +111,7 @@ def capture_and_keep(
     module: torch.nn.Module | None = None,
     depth: int | None = None,
     memory: bool = False,
+    stream: torch.cuda.Stream | None = None,
 ) -> Counted:
     """Capture any callable (a model's decode step, say) and export its nodes.
 
@@ -136,8 +139,13 @@ def capture_and_keep(
     allocation of the capture with the scopes open (GraphMemory). The tagging records the
     allocator's history during the capture and turns it off after: a history you were
     recording yourself ends there. With `graph_pool` shared by earlier captures, the pool's
-    figures are theirs together."""
-    args = (fn, warmup, pool, device, graph_pool, name, watch, memory)
+    figures are theirs together.
+
+    `stream` (CUDA): the side stream to warm up and capture on (default: a new one per
+    capture, as capture_graph makes). Captures that share a `graph_pool` reuse each
+    other's freed blocks only on one stream (the caching allocator keeps a block for
+    the stream it was freed on), as torch.cuda.graph's one capture stream does."""
+    args = (fn, warmup, pool, device, graph_pool, name, watch, memory, stream)
     if module is None:
         return _capture(*args)
     with module_scopes(module, depth=depth):
@@ -153,6 +161,7 @@ def capture_nodes(
     watch: WarmupWatch | None = None,
     capture_error_mode: str = "global",
     allocations: AllocationLog | None = None,
+    stream: torch.cuda.Stream | None = None,
 ) -> tuple[list[Node], Captured | None]:
     """The one capture core, for a user's step and the built-in round alike (syncs): warm
     `fn` up `warmup` times (`watch` around each call); then on CUDA capture one call and
@@ -166,6 +175,7 @@ def capture_nodes(
             watch=watch,
             capture_error_mode=capture_error_mode,
             allocations=allocations,
+            stream=stream,
         )
         return nodes_from_graph(
             read_graph(captured.graph.raw_cuda_graph()), captured.marks
@@ -190,6 +200,7 @@ def _capture(
     name: str | None,
     watch: StateWatch | None,
     memory: bool = False,
+    stream: torch.cuda.Stream | None = None,
 ) -> Counted:
     warmup = StepSettings(warmup=warmup).warmup  # checked where the default lives
     device = torch.device(device) if device is not None else default_device()
@@ -206,7 +217,13 @@ def _capture(
     options.update(module_options(ms))
     log = AllocationLog() if memory and device.type == "cuda" and can_tag_allocations() else None
     nodes, captured = capture_nodes(
-        fn, device, warmup=warmup, graph_pool=graph_pool, watch=watch, allocations=log
+        fn,
+        device,
+        warmup=warmup,
+        graph_pool=graph_pool,
+        watch=watch,
+        allocations=log,
+        stream=stream,
     )
     if captured is not None and ms is not None:
         codes = ms.codes | {c.code for c in compiled if c.code is not None}
@@ -235,7 +252,7 @@ def _capture(
     return Counted(export=export, captured=captured, memory=held)
 
 
-def empty_cause(fn, device: torch.device | str | None = None) -> str:
+def empty_cause(fn: Callable[[], object], device: torch.device | str | None = None) -> str:
     """Why a capture of `fn` held no node, in words: a step whose tensors all live on the
     CPU on a GPU machine did its work there, which a CUDA graph never records; any other
     issued none."""
@@ -257,7 +274,7 @@ def empty_cause(fn, device: torch.device | str | None = None) -> str:
     )
 
 
-def module_options(ms) -> dict:
+def module_options(ms: module_scopes | None) -> dict[str, object]:
     """What an export records of the module_scopes it was captured under (none: null)."""
     if ms is None:
         return {"module_depth": None}
@@ -268,7 +285,9 @@ def module_options(ms) -> dict:
     }
 
 
-def compiled_attribution(nodes: list[dict], ms, codes: set, *, compiled: bool) -> str | None:
+def compiled_attribution(
+    nodes: list[Node], ms: module_scopes, codes: set[object], *, compiled: bool
+) -> str | None:
     """Compiled nodes into their modules by Inductor's provenance, in place; what was done,
     in words (None: nothing compiled was seen). The graphs matched are those compiled
     under this module_scopes and those kept from earlier captures of the same code that

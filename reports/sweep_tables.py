@@ -101,12 +101,15 @@ def ladders_tables(result: SweepResult) -> list[Table]:
     out = []
     for p in result.padding:
         t = Table(title=f"Requests {p.requests}: time per step by ladder")
-        for c in ("ladder", "sizes", "us/step", "exact us", "lost to padding us", "padding rows"):
+        for c in ("ladder", "sizes", "graphs", "own pools MiB", "us/step", "exact us",
+                  "lost to padding us", "padding rows"):  # fmt: skip
             t.add_column(c, justify="right" if c not in ("ladder", "sizes") else "left")
         for c in p.ladders:
             t.add_row(
                 c.name + (" *" if c.interpolated else ""),
                 " ".join(map(str, c.sizes)),
+                str(c.graphs),
+                mib(c.memory),
                 f"{c.expected_us:.1f}",
                 f"{c.exact_us:.1f}",
                 f"{c.lost_us:.1f}",

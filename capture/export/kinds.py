@@ -5,7 +5,9 @@ that names the file to pass instead, and a document that holds what was asked fo
 back whichever command wrote it.
 
 Every JSON graph-harness writes names its kind in `schema` (a timeline, trace.json, in
-its `otherData`, where Perfetto keeps metadata). What reads where:
+its `otherData`, a key Perfetto's importer skips, so the kind costs the timeline nothing;
+what it shows is in the `metadata` Perfetto reads: capture/profile/trace.py). What reads
+where:
 
 - a node export (`nodes-NAME.json`, from `count`, `check`, `report --out`): `delta`,
   `advise`;

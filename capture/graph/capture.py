@@ -17,7 +17,7 @@ from graph_harness.capture.errors import HarnessError
 from graph_harness.capture.graph.memory import AllocationLog
 from graph_harness.capture.graph.reader import capture_frontier
 from graph_harness.capture.graph.settings import StepSettings
-from graph_harness.capture.scopes.recorder import Recorder, ScopeMark, recording
+from graph_harness.capture.scopes.recorder import Recorder, ScopeKey, ScopeMark, recording
 
 
 class CaptureError(HarnessError, RuntimeError):
@@ -79,7 +79,7 @@ def capture_graph(
     fn: Callable[[], object],
     *,
     warmup: int = StepSettings.warmup,
-    graph_pool=None,
+    graph_pool: tuple[int, int] | None = None,
     stream: torch.cuda.Stream | None = None,
     capture_error_mode: str = "global",
     watch: WarmupWatch | None = None,
@@ -141,13 +141,19 @@ def capture_graph(
     return Captured(graph, recorder.marks, output)
 
 
-def _failure_line(fn, exc, failed, stream, capture_error_mode) -> str:
+def _failure_line(
+    fn: Callable[[], object],
+    exc: BaseException,
+    failed: ScopeKey | None,
+    stream: torch.cuda.Stream,
+    capture_error_mode: str,
+) -> str:
     # Imported here: diagnosing is for failures only (capture/graph/diagnose/failure.py says
     # how often it captures the step again to name the op, its module and the class of
     # failure).
     from graph_harness.capture.graph.diagnose.failure import failure_line
 
-    def attempt(call):
+    def attempt(call: Callable[[], object]) -> BaseException | None:
         return try_capture(call, stream=stream, capture_error_mode=capture_error_mode)
 
     return failure_line(fn, exc, scope=failed.label if failed else None, attempt=attempt)

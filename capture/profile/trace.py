@@ -5,39 +5,52 @@ duration and gap). Pure computation; capture/profile/document.py writes it as tr
 
 Per graph (a round variant or a step), one process named for it, holding:
 - a `replays` track: each traced replay a slice, from the end of the one before it to
-  the end of its last activity (its period), its totals as args;
+  the end of its last activity (its period), its totals and the graph's workload as args;
 - a track per step of the round (every stage's `pack` on `pack`) or per scope of a step
   cut at the depth the tables show (the innermost where they show every level), in the
   order the graph first runs them (`thread_sort_index`, and tids in that order);
 - each node a complete ("X") slice named by its short kernel name (its type for copies
-  and memsets), args: the full kernel, node type and index, scope path, duration, gap;
+  and memsets), args: the full kernel, node type and index, scope path, and its start,
+  duration and gap exactly as CUPTI stamped them;
 - the gap before a node a slice of its own, `gap`, on the node's track just before it
   (none where the gap is not positive). A slice rather than only an arg: selecting a
   stretch in Perfetto then sums gaps and kernels apart (the dispatch share of any
   stretch), and idle stretches show without clicking each node. One name gives them
   one colour in Perfetto (it colours by name); chrome://tracing takes `cname`;
-- each dependency between nodes on different tracks a flow arrow: "s" and "f" (with
-  "bp": "e") at the middles of the two nodes, strictly inside their slices, so the
-  importer binds them there whatever order it reads equal timestamps in. Edges within
-  a track are left out (order shows them there), which keeps arrows fewer than slices
-  however big the graph; otherData says how many were drawn and left out.
+- each dependency between nodes on different tracks a flow arrow, "s" in the node it
+  leaves and "f" (with "bp": "e") in the node it reaches. Edges within a track are left
+  out (order shows them there), which keeps arrows fewer than slices however big the
+  graph; the metadata says how many were drawn and left out.
 
-Times are microseconds as CUPTI stamped them (never rounded): 0 is the start of each
-graph's first traced replay. Each graph's replays come from its own profiler session:
-the processes share an origin, not a moment.
+Times are microseconds; 0 is the start of each graph's first traced replay. Each graph's
+replays come from its own profiler session: the processes share an origin, not a moment.
 
-Perfetto reads a time as int(us * 1000) ns and needs a track's slices nested or
-disjoint. A gap slice ends where its node starts and a replay where the next begins, so
-truncation alone could overlap them by a nanosecond: every track is laid out in that
-arithmetic, a gap or replay slice trimmed by the nanosecond where it must be (its exact
-value stays in its args), and a node slice that overlaps another of its track (parallel
-branches, a PDL launch) put on a second lane, `label (2)`.
+Perfetto's JSON importer (tests/capture/profile/test_trace_import.py replays its rules,
+from its source) reads each ts and dur apart as nanoseconds, std::llround(us * 1000) now
+and truncated before, and needs a track's slices nested or disjoint, or it moves one to
+an overflow track with an import error. CUPTI's times sit on no nanosecond grid (the
+H200's on a 1/1024 us one), and gaps and kernels meet edge to edge: each edge is
+therefore laid out in whole nanoseconds, the nearest to CUPTI's time, neighbours sharing
+the very same edge, and written as `_us(ns)`, which both conversions read back as that
+integer. A gap or replay slice is trimmed by the nanosecond where rounding alone would
+overlap it with its neighbour (a gap that rounds to nothing has no slice), and a node
+slice that overlaps another of its track (parallel branches, a PDL launch) goes on a
+second lane, `label (2)`; every exact value stays in the args. A flow event binds the
+slice open on its track when the importer reads it (the last one begun), so each sits
+inside its node's nanoseconds: a nanosecond after its start or before its end.
+
+What the importer reads and what it skips: the document's metadata (what the graphs are,
+how they were cut, counts per graph) is in `metadata`, which it keeps as the trace's
+metadata, not in `otherData`, which it skips (otherData keeps only the schema, as every
+graph-harness document names its kind: capture/export/kinds.py). Names in any script are
+written as UTF-8, never as the surrogate-pair escapes its parser refuses.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -66,7 +79,7 @@ def profile_trace(
     """The timeline of the first `replays` sampled replays of each graph's first window.
     `depth`: where a step's scopes are cut (None: the innermost); `names`: full kernel
     names -> the names to show (reports passes its short names); `other`: more of the
-    document's metadata (otherData)."""
+    document's metadata."""
     if replays < 1:
         raise ValueError(f"replays must be >= 1, got {replays}")
     kernels = {n["kernel"] for p in profiles.values() for n in p.export.nodes if n["kernel"]}
@@ -76,11 +89,12 @@ def profile_trace(
         name: b.graph(pid, name, p, replays, depth, shown)
         for pid, (name, p) in enumerate(profiles.items(), start=1)
     }
+    kind = {"schema": TRACE_SCHEMA, "schema_version": TRACE_SCHEMA_VERSION}
     meta = {
-        "schema": TRACE_SCHEMA,
-        "schema_version": TRACE_SCHEMA_VERSION,
-        "time": "microseconds as CUPTI stamped them; 0 is the start of each graph's first "
-        "traced replay (each graph's replays come from its own profiler session)",
+        **kind,
+        "time": "microseconds, each edge at the nearest nanosecond to CUPTI's stamp (the "
+        "exact times in each slice's args); 0 is the start of each graph's first traced "
+        "replay (each graph's replays come from its own profiler session)",
         "replays": f"the first {replays} sampled replays of each graph's first window",
         "tracks": _tracks_said(profiles, depth),
         "gaps": "a 'gap' slice before each node with a positive gap, on its track",
@@ -89,7 +103,8 @@ def profile_trace(
         "graphs": graphs,
         **(other or {}),
     }
-    return {"otherData": meta, "traceEvents": b.meta + sorted(b.timed, key=lambda e: e["ts"])}
+    events = b.meta + [e for _, e in sorted(b.timed, key=lambda t: t[0])]
+    return {"otherData": kind, "metadata": meta, "traceEvents": events}
 
 
 def _tracks_said(profiles: Mapping[str, VariantProfile], depth: int | None) -> str:
@@ -99,10 +114,23 @@ def _tracks_said(profiles: Mapping[str, VariantProfile], depth: int | None) -> s
 
 
 def trace_text(doc: dict[str, Any]) -> str:
-    """The document as JSON text, one event per line (no NaN or infinity: ValueError)."""
-    events = ",\n".join(json.dumps(e, allow_nan=False) for e in doc["traceEvents"])
-    other = json.dumps(doc["otherData"], allow_nan=False, indent=1)
-    return f'{{"otherData": {other},\n"traceEvents": [\n{events}\n]}}\n'
+    """The document as JSON text, one event per line (no NaN or infinity: ValueError).
+    Text is written as itself, to be encoded as UTF-8: Perfetto's JSON parser refuses the
+    \\uD83D\\uDE00 surrogate pair json.dumps writes for an emoji by default."""
+    events = ",\n".join(_json(e) for e in doc["traceEvents"])
+    head = "".join(f'"{k}": {_json(doc[k], indent=1)},\n' for k in ("otherData", "metadata"))
+    return f'{{{head}"traceEvents": [\n{events}\n]}}\n'
+
+
+_ESCAPED = re.compile("[\x7f\ud800-\udfff]")
+
+
+def _json(value: object, indent: int | None = None) -> str:
+    """JSON with its strings as UTF-8 text, but DEL escaped (the importer's tokenizer
+    refuses a raw control character in a value it skips) and a lone surrogate, which
+    capture/text.py keeps from reaching here, written as its backslash escape's text."""
+    text = json.dumps(value, allow_nan=False, ensure_ascii=False, indent=indent)
+    return _ESCAPED.sub(lambda m: "\\u007f" if m[0] == "\x7f" else "\\" + ascii(m[0])[1:-1], text)
 
 
 def _is_round(p: VariantProfile) -> bool:
@@ -117,47 +145,30 @@ def track_of(node: Node, round_: bool, depth: int | None) -> str:
     return tree_label(tree_parts(node["scope_path"])[: None if depth is None else depth])
 
 
-# --- Perfetto's arithmetic ------------------------------------------------------------
+# --- the nanosecond grid ----------------------------------------------------------------
 
 
 def _ns(us: float) -> int:
-    """A time as Perfetto's JSON importer reads it: us * 1000, truncated to an int."""
-    return int(us * 1000.0)
+    """A time's edge on the timeline: the nearest whole nanosecond."""
+    return round(us * 1000.0)
 
 
-def _first_at(k: int) -> float:
-    """The smallest float that reads as k ns or later."""
-    x = k / 1000.0
-    while _ns(x) < k:
-        x = math.nextafter(x, math.inf)
-    while _ns(math.nextafter(x, -math.inf)) >= k:
-        x = math.nextafter(x, -math.inf)
-    return x
+def _us(ns: int) -> float:
+    """`ns` as the file writes it: microseconds to three places and a 2 in the fourth,
+    (ns + 0.2) / 1000, which Perfetto's importer reads back as `ns` under both of its
+    rules, std::llround(us * 1000) and a truncation, however it parses the digits (its own
+    parser is not always the nearest double): 0.2 ns from one integer and 0.8 from the
+    next. Never more than 15 digits, so json.dumps writes these very digits."""
+    whole, part = divmod(abs(ns), 1000)
+    return float(f"{'-' if ns < 0 else ''}{whole}.{part:03d}2")
 
 
-def _last_within(k: int) -> float:
-    """The largest float that reads as k ns or less."""
-    x = (k + 1) / 1000.0
-    while _ns(x) > k:
-        x = math.nextafter(x, -math.inf)
-    return x
-
-
-def _fit(ts: float, dur: float, lo: int, hi: int | None) -> tuple[float, float] | None:
-    """(ts, dur) moved to start no earlier than `lo` ns and end no later than `hi` ns as
-    Perfetto reads them (a nanosecond or so where truncation alone overlaps); None where
-    less than 1 ns is left."""
-    if _ns(ts) < lo:
-        ts, dur = _first_at(lo), ts + dur - _first_at(lo)
-    if hi is not None and _ns(ts) + _ns(dur) > hi:
-        dur = _last_within(hi - _ns(ts)) if hi >= _ns(ts) else -1.0
-    return (ts, dur) if dur > 0 and _ns(dur) >= 1 else None
-
-
-def _inside(ts: float, dur: float) -> float | None:
-    """A time strictly inside the slice as Perfetto reads it (its middle), for a flow."""
-    mid = ts + dur / 2
-    return mid if _ns(ts) < _ns(mid) < _ns(ts) + _ns(dur) else None
+def _flow_points(a: int, b: int) -> tuple[int, int]:
+    """Where a flow leaves and reaches a node slice [a, b) ns: a nanosecond inside each
+    edge, strictly within the slice, so it binds there whatever order the importer reads
+    equal times in; a slice of under 2 ns is bound at its start, where the importer reads
+    the slice before the flow (it orders complete slices first: trace_sorter.h)."""
+    return (a + 1, b - 1) if b - a >= 2 else (a, a)
 
 
 def _plain(v: object) -> object:
@@ -174,7 +185,7 @@ class _Builder:
 
     def __init__(self, first_tid: int) -> None:
         self.meta: list[dict] = []
-        self.timed: list[dict] = []
+        self.timed: list[tuple[int, dict]] = []  # (ns, event): slices and flows
         self.next_tid = first_tid
         self.next_flow = 1
 
@@ -193,7 +204,7 @@ class _Builder:
                 "graph-harness kept them): profile it again to draw its timeline"
             )
         round_ = _is_round(p)
-        self._process(pid, name, "the built-in round" if round_ else p.export.workload)
+        self._process(pid, name)
         s = p.samples
         if not len(s):
             return {"pid": pid, "replays": [], "slices": 0}
@@ -207,9 +218,13 @@ class _Builder:
         nodes = {n["index"]: n for n in p.export.nodes}
         track = {n: track_of(nodes[n], round_, depth) for n in p.plan.nodes}
         lanes = _Lanes()
-        replay_fits = [lanes.replay(x.start_us, x.period_us) for x in reps.itertuples()]
+        replay_fits = [
+            lanes.replay(_ns(x.start_us), _ns(x.start_us + x.period_us)) for x in reps.itertuples()
+        ]
+        spans = [(_ns(x.start_us), _ns(x.start_us + x.dur_us)) for x in rows.itertuples()]
         placed = [
-            lanes.node(track[x.node], x.start_us, x.dur_us, x.gap_us) for x in rows.itertuples()
+            lanes.node(track[x.node], a, b, _ns(x.start_us - x.gap_us) if x.gap_us > 0 else None)
+            for x, (a, b) in zip(rows.itertuples(), spans)
         ]
         tids, shown_tracks = self._threads(
             pid, lanes, _track_rank(track, p.plan.nodes, p.export.step_order)
@@ -220,9 +235,10 @@ class _Builder:
             args = dict(build=build, window=window, replay=x.replay, start_us=x.start_us)
             args |= dict(period_us=x.period_us, exec_us=x.exec_us, gap_us=x.gap_us)
             args["dispatch_share"] = x.gap_us / x.period_us if x.period_us else None
+            args["workload"] = p.export.workload
             self._slice(pid, tids[REPLAYS, 0], "replay", f"replay {x.replay}", fit, args)
-        where: dict[tuple[int, int], tuple[int, float, float]] = {}
-        for x, (lane, gap_fit) in zip(rows.itertuples(), placed):
+        where: dict[tuple[int, int], tuple[int, int, int]] = {}
+        for x, (lane, gap_fit), span in zip(rows.itertuples(), placed, spans):
             tid, rec = tids[track[x.node], lane], nodes[x.node]
             if gap_fit is not None:
                 args = {"before node": x.node, "gap_us": x.gap_us, "replay": x.replay}
@@ -233,8 +249,8 @@ class _Builder:
             args |= {"stage": rec["stage"]} if rec.get("stage") is not None else {}
             args |= dict(dur_us=x.dur_us, gap_us=x.gap_us, start_us=x.start_us)
             args |= dict(replay=x.replay, build=build, window=window)
-            self._slice(pid, tid, rec["type"], label, (x.start_us, x.dur_us), args)
-            where[int(x.replay), int(x.node)] = (tid, float(x.start_us), float(x.dur_us))
+            self._slice(pid, tid, rec["type"], label, span, args)
+            where[int(x.replay), int(x.node)] = (tid, *span)
         drawn, within, unbound = self._flows(pid, p, track, where)
         return {
             "pid": pid,
@@ -251,10 +267,11 @@ class _Builder:
             "trimmed_slices": lanes.trimmed,
         }
 
-    def _process(self, pid: int, name: str, what: str) -> None:
+    def _process(self, pid: int, name: str) -> None:
+        """Its name and place: the two process metadata events the importer reads (it
+        ignores process_labels; the workload is in the replays' args and the metadata)."""
         self.meta += [
             dict(ph="M", name="process_name", pid=pid, args={"name": name}),
-            dict(ph="M", name="process_labels", pid=pid, args={"labels": what}),
             dict(ph="M", name="process_sort_index", pid=pid, args={"sort_index": pid}),
         ]
 
@@ -281,40 +298,43 @@ class _Builder:
         tid: int,
         cat: str,
         name: str,
-        fit: tuple[float, float],
+        span: tuple[int, int],
         args: dict[str, object],
         cname: str | None = None,
     ) -> None:
-        ev = dict(ph="X", cat=cat, name=name, pid=pid, tid=tid)
-        ev |= dict(ts=float(fit[0]), dur=float(fit[1]))
+        """A complete slice over [a, b) ns."""
+        a, b = span
+        ev = dict(ph="X", cat=cat, name=name, pid=pid, tid=tid, ts=_us(a), dur=_us(b - a))
         ev |= {"cname": cname} if cname else {}
         ev["args"] = {k: _plain(v) for k, v in args.items()}
-        self.timed.append(ev)
+        self.timed.append((a, ev))
 
     def _flows(
         self,
         pid: int,
         p: VariantProfile,
         track: dict[int, str],
-        where: dict[tuple[int, int], tuple[int, float, float]],
+        where: dict[tuple[int, int], tuple[int, int, int]],
     ) -> tuple[int, int, int]:
-        """An arrow per dependency across tracks in every traced replay."""
+        """An arrow per dependency across tracks in every traced replay. The importer
+        pairs s and f in the order it reads them: an arrow whose end would come before
+        its start (a node reached before the one it leaves has begun) is not drawn."""
         drawn = within = unbound = 0
-        for (replay, n), (tid, ts, dur) in where.items():
+        for (replay, n), (tid, a, b) in where.items():
             for d in sorted(p.plan.deps[n]):
                 if (replay, d) not in where:
                     continue
                 if track[d] == track[n]:
                     within += 1
                     continue
-                src_tid, src_ts, src_dur = where[replay, d]
-                a, b = _inside(src_ts, src_dur), _inside(ts, dur)
-                if a is None or b is None or _ns(a) >= _ns(b):  # an end before its start
+                src_tid, src_a, src_b = where[replay, d]
+                leave, reach = _flow_points(src_a, src_b)[0], _flow_points(a, b)[1]
+                if leave >= reach:
                     unbound += 1
                     continue
                 flow = dict(cat=FLOW, name=FLOW, id=self.next_flow, pid=pid)
-                self.timed.append(dict(ph="s", tid=src_tid, ts=a, **flow))
-                self.timed.append(dict(ph="f", bp="e", tid=tid, ts=b, **flow))
+                self.timed.append((leave, dict(ph="s", tid=src_tid, ts=_us(leave), **flow)))
+                self.timed.append((reach, dict(ph="f", bp="e", tid=tid, ts=_us(reach), **flow)))
                 self.next_flow += 1
                 drawn += 1
         return drawn, within, unbound
@@ -338,33 +358,37 @@ _NONE = -(2**62)  # the end of an empty lane
 
 
 class _Lanes:
-    """Where each slice of a process goes: per (track, lane), the end (ns, as Perfetto
-    reads it) of the last slice laid there."""
+    """Where each slice of a process goes: per (track, lane), the end (ns) of the last
+    slice laid there."""
 
     def __init__(self) -> None:
         self.ends: dict[tuple[str, int], int] = {}
-        self.trimmed = 0  # gap and replay slices drawn a nanosecond or so off their values
+        self.trimmed = 0  # gap and replay slices drawn a nanosecond or so off their edges
 
-    def replay(self, ts: float, dur: float) -> tuple[float, float] | None:
-        """A replay slice: after the one before it on the replays track."""
-        fit = _fit(ts, dur, self.ends.get((REPLAYS, 0), _NONE), None)
-        if fit is not None:
-            self.ends[REPLAYS, 0] = _ns(fit[0]) + _ns(fit[1])
-            self.trimmed += fit != (ts, dur)
-        return fit
+    def replay(self, a: int, b: int) -> tuple[int, int] | None:
+        """A replay slice [a, b) ns: after the one before it on the replays track."""
+        lo = max(a, self.ends.get((REPLAYS, 0), _NONE))
+        if b - lo < 1:
+            return None
+        self.ends[REPLAYS, 0] = b
+        self.trimmed += lo != a
+        return lo, b
 
     def node(
-        self, label: str, ts: float, dur: float, gap: float
-    ) -> tuple[int, tuple[float, float] | None]:
-        """A node slice (never moved) and its gap slice: on the first lane of its track
-        free at the gap's start (but for truncation's nanosecond) and at the node's, the
-        gap slice fitted in between. Returns (lane, the gap slice or None)."""
-        start = _ns(ts)
-        free_at = min(_ns(ts - gap) + 1, start) if gap > 0 else start
+        self, label: str, a: int, b: int, gap_at: int | None
+    ) -> tuple[int, tuple[int, int] | None]:
+        """A node slice [a, b) ns (never moved) and its gap slice from `gap_at` (None: no
+        positive gap): on the first lane of its track free at the gap's start (but for a
+        nanosecond of rounding) and at the node's, the gap slice fitted in between.
+        Returns (lane, the gap slice or None)."""
+        free_at = a if gap_at is None else min(gap_at + 1, a)
         lane = 0
         while self.ends.get((label, lane), _NONE) > free_at:
             lane += 1
-        fit = _fit(ts - gap, gap, self.ends.get((label, lane), _NONE), start) if gap > 0 else None
-        self.trimmed += fit is not None and fit != (ts - gap, gap)
-        self.ends[label, lane] = start + _ns(dur)
-        return lane, fit
+        gap = None
+        if gap_at is not None:
+            lo = max(gap_at, self.ends.get((label, lane), _NONE))
+            gap = (lo, a) if a - lo >= 1 else None
+            self.trimmed += gap is not None and lo != gap_at
+        self.ends[label, lane] = b
+        return lane, gap

@@ -118,6 +118,8 @@ LADDER_COLUMNS = [
     "requests",
     "ladder",
     "sizes",
+    "graphs",
+    "memory",
     "expected_us",
     "exact_us",
     "lost_us",
@@ -232,9 +234,9 @@ class SweepResult:
         largest = max(requests)
         every = [s for s in sorted(times) if s <= min(s2 for s2 in times if s2 >= largest)]
         ladders = [
-            ladder_cost("chosen", chosen, requests, times),
-            ladder_cost("every size swept", every, requests, times),
-            ladder_cost("vLLM default", vllm_ladder(largest), requests, times),
+            ladder_cost("chosen", chosen, requests, times, memory),
+            ladder_cost("every size swept", every, requests, times, memory),
+            ladder_cost("vLLM default", vllm_ladder(largest), requests, times, memory),
         ]
         padding = Padding(
             requests=source,

@@ -119,10 +119,14 @@ class LadderCost:
     their difference (the time lost to padding); `padding_share`, the share of replayed
     rows that are padding. `uncovered`: the share of steps above the ladder's largest
     size (not in the figures: an engine runs those eagerly). `interpolated`: some figure
-    rests on a size not measured."""
+    rests on a size not measured. `graphs`: how many sizes it captures; `memory`: their
+    own pools' bytes summed (interpolated like the times where a size was not measured;
+    None without memory figures), what the ladder holds at most (a shared pool less)."""
 
     name: str
     sizes: tuple[int, ...]
+    graphs: int
+    memory: int | None
     expected_us: float
     exact_us: float
     lost_us: float
@@ -132,11 +136,20 @@ class LadderCost:
 
 
 def ladder_cost(
-    name: str, ladder: Sequence[int], requests: Distribution, times: Mapping[int, float]
+    name: str,
+    ladder: Sequence[int],
+    requests: Distribution,
+    times: Mapping[int, float],
+    memory: Mapping[int, int] | None = None,
 ) -> LadderCost:
     sizes = tuple(sorted(set(ladder)))
     expected = exact = rows = padded = uncovered = covered = 0.0
     interpolated = False
+    held = None
+    if memory:
+        parts = [replay_time(memory, s) for s in sizes]  # the same linear rule, for bytes
+        held = round(sum(m for m, _ in parts))
+        interpolated |= any(i for _, i in parts)
     for b, w in requests.items():
         i = bisect.bisect_left(sizes, b)
         if i == len(sizes):
@@ -155,6 +168,8 @@ def ladder_cost(
     return LadderCost(
         name=name,
         sizes=sizes,
+        graphs=len(sizes),
+        memory=held,
         expected_us=expected / covered,
         exact_us=exact / covered,
         lost_us=(expected - exact) / covered,

@@ -149,9 +149,13 @@ def sweep_step(
             options=options,
             why_not=NO_GPU,
         )
+    # One capture stream for every size, as torch.cuda.graph keeps one: the allocator
+    # hands a freed block back only on the stream it was freed on, so a pool shared by
+    # captures on fresh streams reuses nothing (measured on the H200: BENCHMARKS.md).
+    stream = torch.cuda.Stream()
     with _recompiles(len(sizes)) as limit:
         options.update(limit)
-        own = _own_pools(make, sizes, name, module_of, warmup, check_steps, gate, say)
+        own = _own_pools(make, sizes, name, module_of, warmup, check_steps, gate, say, stream)
         say(f"timing {len(own)} sizes, trials interleaved")
         times = _timed(own, settings)
         leaks = {s.batch: _leak(s, settings) for s in own}
@@ -181,7 +185,7 @@ def sweep_step(
         del own  # the own-pool graphs, and their pools back to the driver
         gc.collect()
         torch.cuda.empty_cache()
-        shared = _shared_pool(steps, name, warmup, say)
+        shared = _shared_pool(steps, name, warmup, say, stream)
         del steps
     return SweepResult(
         rows=sorted(rows, key=lambda r: r.batch),
@@ -209,6 +213,7 @@ def _own_pools(
     check_steps: int | None,
     gate: Callable[[dict[str, CheckResult]], None] | None,
     say: Callable[[str], None],
+    stream: torch.cuda.Stream,
 ) -> list[_Size]:
     from graph_harness.capture.check.step import check_captured
     from graph_harness.capture.check.step import gate as default_gate
@@ -229,6 +234,7 @@ def _own_pools(
             module=_module(module_of, step),
             graph_pool=torch.cuda.graph_pool_handle(),
             memory=True,
+            stream=stream,
         )
         size = _Size(b, step, counted, watch, time.perf_counter() - t0)
         require_repeatable(watch.repeatability, f"{name} batch {b}")
@@ -283,14 +289,20 @@ def _leak(s: _Size, settings: SweepSettings) -> int:
 
 
 def _shared_pool(
-    steps: list[tuple[int, Step]], name: str, warmup: int, say: Callable[[str], None]
+    steps: list[tuple[int, Step]],
+    name: str,
+    warmup: int,
+    say: Callable[[str], None],
+    stream: torch.cuda.Stream,
 ) -> list[dict[str, int]]:
     """The same steps captured again, largest first, into one pool: the pool after each."""
     pool = torch.cuda.graph_pool_handle()
     keep, rows, before = [], [], 0
     for b, step in steps:
         say(f"batch {b}: capturing again (shared pool)")
-        counted = capture_and_keep(step, warmup=warmup, name=f"{name} batch {b}", graph_pool=pool)
+        counted = capture_and_keep(
+            step, warmup=warmup, name=f"{name} batch {b}", graph_pool=pool, stream=stream
+        )
         keep.append((step, counted))  # alive to the end: the pool's blocks are theirs
         mem = pool_memory(pool)
         rows.append(

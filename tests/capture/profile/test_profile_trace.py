@@ -3,12 +3,14 @@ chrome://tracing).
 
 `check_trace` holds the format to what Perfetto's JSON importer needs (the fields of each
 phase, finite numbers, one pid per tid, names and sort indices for every process and
-thread, flows paired and bound inside a slice, every track's slices nested or disjoint as
-the importer reads times: int(us * 1000) ns). The CPU tests build profiles from
-synthetic CUPTI activities through the real matching and costing
-(tests/capture/profile/test_profile.py's simulator), so the right timeline is known; the
-gpu tests run `profile --out` on real CUPTI data and hold its trace.json to the same checks
-and sums."""
+thread, flows paired) and then replays the importer itself on the text
+(tests/capture/profile/test_trace_import.py, from Perfetto's source): every track's
+slices side by side and every flow end bound to its node, under the importer's rounding
+(std::llround(us * 1000) ns) and its older truncation alike, nothing kept where the
+importer does not read it. The CPU tests build profiles from synthetic CUPTI activities
+through the real matching and costing (tests/capture/profile/test_profile.py's
+simulator), so the right timeline is known; the gpu tests run `profile --out` on real
+CUPTI data and hold its trace.json to the same checks and sums."""
 
 import json
 import math
@@ -25,19 +27,24 @@ from graph_harness.capture.profile.activities import Activity
 from graph_harness.capture.profile.document import ProfileResult
 from graph_harness.capture.profile.nodes import VariantProfile, Window, profile_windows
 from graph_harness.capture.profile.settings import ProfileSettings
-from graph_harness.capture.profile.trace import profile_trace, track_of
+from graph_harness.capture.profile.trace import profile_trace, trace_text, track_of
 from graph_harness.capture.round.params import STEPS
 from graph_harness.reports.kernel_names import short_names
 from tests.capture.profile.test_profile import MODEL_PATHS, chain, export_of, node, run_serially
 
 REPO = Path(__file__).resolve().parents[3]
-META = {"process_name", "process_labels", "process_sort_index", "thread_name"}
-META |= {"thread_sort_index"}
+META = {"process_name", "process_sort_index", "thread_name", "thread_sort_index"}
+# How far a drawn edge is from CUPTI's time: the nearest nanosecond, written 0.2 ns past
+# it (capture/profile/trace.py `_us`), and a hair for the float arithmetic.
+GRID_US = 0.7e-3 + 1e-9
 
 
-def ns(us: float) -> int:
-    """A time as Perfetto's JSON importer reads it (microseconds * 1000, truncated)."""
-    return int(us * 1000.0)
+def drawn_as(e, start_us: float, dur_us: float) -> bool:
+    """Whether slice `e` is drawn from `start_us` for `dur_us`, to the nanosecond grid,
+    and holds both exactly in its args."""
+    exact = e["args"]["start_us"] == start_us and e["args"]["dur_us"] == dur_us
+    near = abs(e["ts"] - start_us) <= GRID_US
+    return exact and near and abs(e["ts"] + e["dur"] - start_us - dur_us) <= 2 * GRID_US
 
 
 def _finite(value, where="document"):
@@ -57,13 +64,15 @@ def _finite(value, where="document"):
 def check_trace(doc):
     """The format checks; returns (slices by (pid, tid), flows as (source, target)
     slices, process names by pid, thread names by (pid, tid) in sort order)."""
-    text = json.dumps(doc, allow_nan=False)  # NaN or an infinity raises here
+    from tests.capture.profile.test_trace_import import RULES, check_clean, imported
+
+    text = trace_text(doc)  # as the file is written; NaN or an infinity raises here
     assert json.loads(text) == doc
-    assert doc["otherData"]["schema"] == "graph-harness/trace"
+    assert doc["otherData"]["schema"] == doc["metadata"]["schema"] == "graph-harness/trace"
     events = doc["traceEvents"]
     assert isinstance(events, list) and events
     _finite(doc)
-    procs, sort_p, labels, threads, sort_t = {}, {}, {}, {}, {}
+    procs, sort_p, threads, sort_t = {}, {}, {}, {}
     slices, flows, owner = defaultdict(list), defaultdict(list), {}
     for e in events:
         assert e["ph"] in {"M", "X", "s", "f"}, e
@@ -74,14 +83,13 @@ def check_trace(doc):
             assert e["name"] in META, e
             if e["name"].startswith("process"):
                 assert "tid" not in e, e  # the importer would read tid 0 as the pid
-                store, key = {"process_name": procs, "process_labels": labels}, e["pid"]
                 if e["name"] == "process_sort_index":
                     assert type(args["sort_index"]) is int and e["pid"] not in sort_p, e
                     sort_p[e["pid"]] = args["sort_index"]
                 else:
-                    value = args["name" if e["name"] == "process_name" else "labels"]
-                    assert isinstance(value, str) and value and key not in store[e["name"]], e
-                    store[e["name"]][key] = value
+                    assert isinstance(args["name"], str) and args["name"], e
+                    assert e["pid"] not in procs, e
+                    procs[e["pid"]] = args["name"]
                 continue
             key = (e["pid"], e["tid"])
             if e["name"] == "thread_name":
@@ -107,35 +115,22 @@ def check_trace(doc):
             assert owner.setdefault(e["tid"], e["pid"]) == e["pid"], f"tid {e['tid']}: two pids"
     used = set(slices) | {(f["pid"], f["tid"]) for fs in flows.values() for f in fs}
     assert used <= set(threads) == set(sort_t), (used - set(threads), set(threads) ^ set(sort_t))
-    assert {p for p, _ in threads} <= set(procs) == set(sort_p) == set(labels)
+    assert {p for p, _ in threads} <= set(procs) == set(sort_p)
     assert not set(owner) & set(procs), "a tid equal to a pid reads as that process's own"
     for pid in procs:  # sort indices order the threads of a process one way only
         mine = [sort_t[k] for k in sort_t if k[0] == pid]
         assert len(set(mine)) == len(mine), pid
-    for key, xs in slices.items():  # nested or disjoint, as Perfetto reads the times
-        open_ends = []
-        for e in sorted(xs, key=lambda e: (ns(e["ts"]), -ns(e["dur"]))):
-            start, end = ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])
-            while open_ends and open_ends[-1] <= start:
-                open_ends.pop()
-            assert not open_ends or end <= open_ends[-1], f"{key}: {e} overlaps without nesting"
-            open_ends.append(end)
-    bound = []
+    bound = None
     for fs in flows.values():
         assert sorted(f["ph"] for f in fs) == ["f", "s"], fs  # one start, one end per id
         s, f = sorted(fs, key=lambda f: f["ph"] == "f")
         assert (s["cat"], s["name"]) == (f["cat"], f["name"]), fs  # Perfetto pairs by both
-        assert ns(s["ts"]) < ns(f["ts"]), fs  # else the importer meets an end first
-        ends = []
-        for x in (s, f):  # strictly inside exactly one slice of its thread
-            inside = [
-                e
-                for e in slices[x["pid"], x["tid"]]
-                if ns(e["ts"]) < ns(x["ts"]) < ns(e["ts"]) + ns(e["dur"])
-            ]
-            assert len(inside) == 1, (x, inside)
-            ends.append(inside[0])
-        bound.append(tuple(ends))
+    check_clean(text)  # laid out side by side, every flow end bound, as the importer reads
+    for rule in RULES.values():  # each flow joins the same two node slices either way
+        imp = imported(text, rule)
+        pairs = [(events[a], events[b]) for a, b in imp.flows]
+        assert bound is None or pairs == bound
+        bound = pairs
     names = {
         pid: [threads[k] for k in sorted((k for k in threads if k[0] == pid), key=sort_t.get)]
         for pid in procs
@@ -145,7 +140,8 @@ def check_trace(doc):
 
 def replay_sums(slices, pid):
     """Per replay slice of process `pid`: (its period, the sum of its nodes' durations
-    and gaps, the sum of its drawn gap slices, its nodes' slices)."""
+    and gaps as CUPTI stamped them (their args), the sum of its drawn gap slices, its
+    nodes' slices)."""
     out = {}
     for key, xs in slices.items():
         if key[0] != pid:
@@ -158,7 +154,7 @@ def replay_sums(slices, pid):
             elif e["cat"] == "gap":
                 row["gaps"] += e["dur"]
             else:
-                row["cost"] += e["dur"] + e["args"]["gap_us"]
+                row["cost"] += e["args"]["dur_us"] + e["args"]["gap_us"]
                 row["nodes"].append(e)
     return out
 
@@ -220,19 +216,20 @@ def test_a_steps_trace_is_what_the_gpu_ran_and_each_replay_sums_to_its_period(tm
     assert sorted(sums) == [1, 2, 3]  # the first three sampled replays of window 0
     lead_in_end = origins[0]
     for r, row in sums.items():
-        # every node's slice is its activity as CUPTI recorded it, less the window's origin
+        # every node's slice is its activity as CUPTI recorded it, less the window's origin:
+        # exactly in its args, to the nearest nanosecond on the timeline
         acts = {int(a.name[1:]): a for a in ws[0].replays[r]}
         assert len(row["nodes"]) == len(PATHS)
         for e in row["nodes"]:
             a = acts[e["args"]["node"]]
-            assert e["ts"] == a.start_us - lead_in_end and e["dur"] == a.end_us - a.start_us
+            assert drawn_as(e, a.start_us - lead_in_end, a.end_us - a.start_us), e
         # one stream: durations and gaps sum to the period, to float precision ...
         assert math.isclose(row["cost"], row["period"], rel_tol=1e-12), (r, row)
         # ... which is the simulated replay's, made by another route (the clock reads
         # ~5e6 us here, where a float's step is ~1e-9 us: each stamp is that far off)
         want = sum(dur.values()) + sum(gap.values())
         assert math.isclose(row["period"], want, abs_tol=4 * len(PATHS) * 1e-9)
-        # the drawn gap slices are the gaps, but for the nanosecond the importer truncates
+        # the drawn gap slices are the gaps, to the nanosecond grid
         assert abs(row["gaps"] - drawn_gaps(row)) <= 2e-3 * len(PATHS)
     # a chain: an arrow wherever consecutive nodes sit on different tracks, each replay
     track = [track_of(n, False, 2) for n in p.export.nodes]
@@ -241,7 +238,7 @@ def test_a_steps_trace_is_what_the_gpu_ran_and_each_replay_sums_to_its_period(tm
     for src, dst in flows:
         assert src["args"]["replay"] == dst["args"]["replay"]
         assert src["args"]["node"] == dst["args"]["node"] - 1  # the edge, node to node
-    graph = doc["otherData"]["graphs"]["model"]
+    graph = doc["metadata"]["graphs"]["model"]
     assert graph["flows"] == len(flows) and graph["flows_within_tracks"] == 3 * (8 - crossings)
 
 
@@ -259,7 +256,7 @@ def test_innermost_scopes_without_a_depth_and_args_that_name_the_node():
         assert e["name"] == "vectorized_elementwise_kernel<4>" != rec["kernel"]
         assert e["args"]["kernel"] == rec["kernel"] and e["args"]["type"] == "kernel"
         assert e["args"]["scope_path"] == list(rec["scope_path"])
-        assert e["args"]["dur_us"] == e["dur"]
+        assert abs(e["args"]["dur_us"] - e["dur"]) <= 2 * GRID_US
 
 
 def test_the_round_has_a_track_per_step_in_step_order():
@@ -315,23 +312,46 @@ def test_parallel_branches_overlap_on_a_second_lane():
     assert all(row["cost"] > row["period"] for row in rows.values())
 
 
-def test_truncated_nanoseconds_never_overlap_a_gap_with_its_node():
-    # Times whose nanoseconds the importer truncates differently: the gap before b runs
-    # from a's end (0.2) to b's start (1.011); int(0.2e3) + int((1.011 - 0.2) * 1e3) is
-    # 1011 ns, int(1.011e3) is 1010 ns: drawn as they are, the gap would overlap b.
-    assert ns(0.2) + ns(1.011 - 0.2) > ns(1.011)
+def test_rounded_nanoseconds_never_overlap_a_gap_with_its_node():
+    # Times on the H200's 1/1024 us grid, whose nanoseconds the importer rounds apart: the
+    # gap before b runs from a's end (233/1024 us) to b's start (235/1024). Drawn as
+    # (ts, dur) it reads llround(227.5390625) + llround(1.953125) = 230 ns, and b starts
+    # at llround(229.4921875) = 229: inside the gap. Edges laid out in whole nanoseconds
+    # share one: the gap is [228, 229) and b starts at 229.
+    from tests.capture.profile.test_trace_import import RULES, round_ns
+
+    a_end, b_start = 233 / 1024, 235 / 1024
+    assert round_ns(repr(a_end)) + round_ns(repr(b_start - a_end)) > round_ns(repr(b_start))
     nodes = chain(["a", "b"], [("x",), ("x",)])
     lead = [Activity("kernel", "a", -3.0, -2.0, 0), Activity("kernel", "b", -1.0, 0.0, 0)]
-    r1 = [Activity("kernel", "a", 0.1, 0.2, 1), Activity("kernel", "b", 1.011, 2.5, 1)]
+    r1 = [Activity("kernel", "a", 0.1, a_end, 1), Activity("kernel", "b", b_start, 2.5, 1)]
     p = profile_windows("t", export_of(nodes), [Window(0, 0, [lead, r1])])
     doc = profile_trace({"t": p}, replays=1)
-    slices, _, _, threads = check_trace(doc)  # nested or disjoint in the importer's ns
+    slices, _, _, threads = check_trace(doc)  # side by side in the importer's ns, both rules
     assert threads[1] == ["replays", "x"]  # no second lane for a nanosecond
-    assert doc["otherData"]["graphs"]["t"]["trimmed_slices"] == 1
+    assert doc["metadata"]["graphs"]["t"]["trimmed_slices"] == 0
     gaps = [e for xs in slices.values() for e in xs if e["cat"] == "gap"]
     assert len(gaps) == 2
-    for e in gaps:  # drawn within a nanosecond of the gap; the exact gap in its args
-        assert abs(e["dur"] - e["args"]["gap_us"]) < 1e-3
+    for e in gaps:  # drawn to the nanosecond grid; the exact gap in its args
+        assert abs(e["dur"] - e["args"]["gap_us"]) <= 2 * GRID_US
+    for rule in RULES.values():  # the gap ends where b starts, to the nanosecond
+        gap, b = (next(e for xs in slices.values() for e in xs if e["args"].get(k) == 1)
+                  for k in ("before node", "node"))  # fmt: skip
+        assert rule.ts(repr(gap["ts"])) + rule.dur(repr(gap["dur"])) == rule.ts(repr(b["ts"]))
+
+
+def test_a_gap_that_rounding_puts_into_its_neighbour_is_trimmed():
+    # Two floats for one moment (a node's end, the next gap's start) can straddle a half
+    # nanosecond: the gap then starts where the lane ends, a nanosecond later
+    from graph_harness.capture.profile.trace import _Lanes
+
+    lanes = _Lanes()
+    assert lanes.node("x", 0, 10, None) == (0, None)
+    assert lanes.node("x", 12, 20, 9) == (0, (10, 12))  # trimmed from 9, same lane
+    assert lanes.node("x", 15, 30, 14) == (1, (14, 15))  # overlaps by more: a second lane
+    assert lanes.trimmed == 1
+    assert lanes.replay(0, 100) == (0, 100) and lanes.replay(99, 200) == (100, 200)
+    assert lanes.trimmed == 2
 
 
 def test_any_schedule_lays_out_laminar_with_every_node_once():
@@ -361,7 +381,7 @@ def test_any_schedule_lays_out_laminar_with_every_node_once():
             origin = max(a.end_us for a in reps[0])
             for e in row["nodes"]:
                 a = reps[r][e["args"]["node"]]
-                assert (e["ts"], e["dur"]) == (a.start_us - origin, a.end_us - a.start_us)
+                assert drawn_as(e, a.start_us - origin, a.end_us - a.start_us), (case, e)
             assert abs(row["gaps"] - drawn_gaps(row)) <= 2e-3 * n, case
         assert {t.split(" (")[0] for t in threads[1]} <= {"replays", "a", "b"}
 

@@ -254,6 +254,7 @@ def test_chains_need_cuda():
 
 @pytest.mark.gpu
 def test_short_chain_sweep_on_gpu():
+    import graph_harness.capture.round.chains  # noqa: F401  (registers pack-fused)
     from graph_harness.capture.replay.chains import measure_chains
 
     trials, fits = measure_chains(
