@@ -42,8 +42,9 @@ def measure_round_configs(
 
     Each build constructs and captures every configuration afresh, after returning the
     last build's memory to the driver and behind a spacer of a different size, so its
-    buffers land elsewhere: on the H200 where a round's data lives moves its time by ~0.5%
-    (about 20 us of 4.7 ms; BENCHMARKS.md), more than most single changes save. Trials
+    buffers land elsewhere: on the H200 where a round's data lives moves its time by up to
+    ~35 us, 0.5-0.7% of a round (BENCHMARKS.md, "Placement"), more than most single changes
+    save. Trials
     within a build are interleaved; savings() pools the builds."""
     settings = settings or ReplaySettings()
     rows, exports = [], {}
