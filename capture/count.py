@@ -323,7 +323,7 @@ def compiled_attribution(
     )
 
 
-def count_dispatch(fn: Callable[[], object]) -> list[dict]:
+def count_dispatch(fn: Callable[[], object]) -> list[Node]:
     try:
         with recording(Recorder()), DispatchCounter() as counter:
             fn()

@@ -223,7 +223,7 @@ def make_step(
 
     @torch.no_grad()
     def feed(i: int):  # call i's inputs, in place: a graph keeps the buffers it captured
-        i %= tokens.numel()  # past the cache's end, around again
+        i %= tokens.shape[0]  # past the cache's end, around again
         idx.copy_(tokens[i].view(batch, 1))
         input_pos.fill_(start + i)
 

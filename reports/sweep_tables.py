@@ -34,7 +34,7 @@ def sizes_table(result: SweepResult) -> Table:
         t.add_column("replay us [95%]", justify="right")
         t.add_column("rows/s", justify="right")
         t.add_column("pool MiB (in use)", justify="right")
-        t.add_column("leak B", justify="right")
+        t.add_column("leak B (device)", justify="right")
         if any(r.check for r in result.rows):
             t.add_column("check")
     for r in result.rows:
@@ -46,7 +46,7 @@ def sizes_table(result: SweepResult) -> Table:
                 f"{r.replay_us:.1f} [{r.replay_lo:.1f}, {r.replay_hi:.1f}]",
                 f"{r.rows_per_s:,.0f}",
                 f"{mib(r.reserved)} ({mib(r.allocated)})",
-                str(r.leak),
+                f"{r.leak} ({r.leak_device})",
             ]
             if any(x.check for x in result.rows):
                 cells.append(r.check or "-")
@@ -55,8 +55,11 @@ def sizes_table(result: SweepResult) -> Table:
         t.caption = result.why_not
     else:
         t.caption = (
-            "pool: the graph's own pool just after capture (reserved, and in use); leak: "
-            "what the pool grew by over the leak check's replays; compile: a compiled "
+            "warm-up + capture: as graph-harness captures (its fingerprints, node read and "
+            "allocator history included; the first size captured, the largest, also carries "
+            "the process's one-time costs); pool: the graph's own pool just after capture "
+            "(reserved, and in use); leak: what the pool (and the device's memory in use) "
+            "grew by over the leak check's replays from the reset; compile: a compiled "
             "step's first warm-up call over the others"
         )
     return t
@@ -116,8 +119,8 @@ def ladders_tables(result: SweepResult) -> list[Table]:
                 f"{100 * c.padding_share:.1f}%",
             )
         t.caption = (
-            f"chosen: {list(p.chosen)} ({p.how}); * rests on replay times interpolated "
-            "between measured sizes"
+            f"chosen: {list(p.chosen)} ({p.how}); * rests on a size not swept (times and "
+            "memory interpolated between the sizes swept, the smallest's below it)"
         )
         out.append(t)
     return out

@@ -172,7 +172,7 @@ def sweep_section(folder: Path, sweep, depth: int | None) -> list[str]:
         ]
     if sweep.padding:
         plots.padding(sweep, folder / "padding.png")
-        lines += ["Padding: each ladder's time per step for the requests (* interpolated):", ""]
+        lines += ["Padding: each ladder's time per step for the requests given", ""]
         lines += [_md(sweep.ladder_table()), "", "![padding](padding.png)", ""]
         for p in sweep.padding:
             lines += [f"- {p.requests}: capture {list(p.chosen)} ({p.how})"]

@@ -168,3 +168,16 @@ def test_the_sentence_reader_is_not_vacuous():
     assert stated(doc) == {"graph", "scopes", "kernels"}
     # a package that imports what its sentence does not name is caught
     assert imported(REPO / "capture" / "round") - stated("May import: capture.graph.") != set()
+
+
+def test_command_modules_never_import_each_other():
+    """reports/cli/commands/: each command imports shared helpers (args, console, target,
+    targets, refs), never another command."""
+    bad = []
+    for path, me in modules("reports/cli/commands"):
+        for target in imports(path, me):
+            if target.startswith("graph_harness.reports.cli.commands.") and not target.startswith(
+                me
+            ):
+                bad.append(f"{me} -> {target}")
+    assert not bad, "\n".join(bad)

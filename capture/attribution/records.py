@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from graph_harness.capture.attribution.node import Node
 from graph_harness.capture.graph.dispatch import NON_LAUNCHING, Dispatched
 from graph_harness.capture.graph.reader import RawNode
 from graph_harness.capture.scopes.recorder import UNSCOPED, ScopeKey, ScopeMark
@@ -46,7 +47,7 @@ def first_seen(marks: list[ScopeMark], parents: dict[int, list[int]]) -> dict[in
     return seen
 
 
-def nodes_from_graph(raw: list[RawNode], marks: list[ScopeMark]) -> list[dict[str, Any]]:
+def nodes_from_graph(raw: list[RawNode], marks: list[ScopeMark]) -> list[Node]:
     """Node records with scopes (see `first_seen`); nodes after the last boundary are
     outside every scope. Child-graph nodes take their parent's."""
     index = {n.handle: i for i, n in enumerate(raw)}
@@ -87,7 +88,7 @@ def _top_parent(n: RawNode, raw: list[RawNode], index: dict[int, int]) -> int:
     return n.handle
 
 
-def nodes_from_dispatch(records: list[Dispatched]) -> list[dict[str, Any]]:
+def nodes_from_dispatch(records: list[Dispatched]) -> list[Node]:
     """Node records from dispatched ops, in dispatch order; each depends on the previous
     launching one (one stream: program order)."""
     out, last = [], None

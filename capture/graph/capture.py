@@ -130,6 +130,9 @@ def capture_graph(
             graph.capture_end()  # where work forked to another stream was never joined
         except Exception as e:
             abandon_capture(graph)
+            if allocations is not None:  # before the diagnosis captures the step again
+                allocations.end()
+                allocations = None
             failed = recorder.innermost_failed()
             raise CaptureError(_failure_line(fn, e, failed, stream, capture_error_mode)) from e
         except BaseException:  # Ctrl-C, SystemExit: end the capture, then let it go on

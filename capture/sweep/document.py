@@ -44,6 +44,11 @@ def size_name(batch: int) -> str:
     return f"batch{batch}"
 
 
+def batch_of(name: str) -> int:
+    """The batch size a size's name names (size_name's inverse)."""
+    return int(name.removeprefix("batch"))
+
+
 @dataclass(frozen=True, kw_only=True)
 class SizeRow:
     """One captured size. Times in seconds (first-run costs) and microseconds (a replay);
@@ -61,6 +66,7 @@ class SizeRow:
     reserved: int | None = None  # its own pool's segments just after capture
     allocated: int | None = None  # of those, the blocks in use
     leak: int | None = None  # bytes the pool grew by over the leak check's replays
+    leak_device: int | None = None  # bytes in use on the device, grown over the same
     check: str | None = None  # the check's status, when checked
 
     @property
@@ -68,12 +74,15 @@ class SizeRow:
         return None if not self.replay_us else self.batch / (self.replay_us * 1e-6)
 
     @classmethod
-    def counted(cls, batch: int, export: NodeExport, capture_s: float) -> SizeRow:
+    def counted(
+        cls, batch: int, export: NodeExport, capture_s: float, *, check: str | None = None
+    ) -> SizeRow:
         return cls(
             batch=batch,
             nodes=export.total,
             by_type={str(k): int(v) for k, v in export.counts("type").items()},
             capture_s=capture_s,
+            check=check,
         )
 
     @classmethod
@@ -87,7 +96,7 @@ class SizeRow:
         trials: list[float],
         lo: float,
         hi: float,
-        leak: int,
+        leak: tuple[int, int],
         check: CheckResult | None,
     ) -> SizeRow:
         mem = counted.memory.pool
@@ -103,14 +112,15 @@ class SizeRow:
             trials=tuple(trials),
             reserved=mem.reserved,
             allocated=mem.allocated,
-            leak=leak,
+            leak=leak[0],
+            leak_device=leak[1],
             check=None if check is None else check.status,
         )
 
 
 SIZE_COLUMNS = [
     "batch", "nodes", "by_type", "capture_s", "compile_s", "replay_us", "replay_lo",
-    "replay_hi", "rows_per_s", "reserved", "allocated", "leak", "check",
+    "replay_hi", "rows_per_s", "reserved", "allocated", "leak", "leak_device", "check",
 ]  # fmt: skip
 SHARED_COLUMNS = ["batch", "total_reserved", "adds", "total_allocated"]
 SCOPE_COLUMNS = ["batch", "scope_path", "reserved", "requested", "held"]
@@ -179,7 +189,7 @@ class SweepResult:
 
     def scope_table(self) -> pd.DataFrame:
         rows = [
-            dict(batch=int(n[5:]), scope_path=json.dumps(list(s.scope_path)), reserved=s.reserved,
+            dict(batch=batch_of(n), scope_path=json.dumps(list(s.scope_path)), reserved=s.reserved,
                  requested=s.requested, held=s.held)
             for n, scopes in (self.memory_by_scope or {}).items()
             for s in scopes or []
@@ -194,7 +204,7 @@ class SweepResult:
         from graph_harness.capture.attribution.rollup import tree_label, tree_parts
 
         rows = [
-            dict(batch=int(n[5:]),
+            dict(batch=batch_of(n),
                  scope=tree_label(tree_parts(s.scope_path)[: None if depth is None else depth]),
                  reserved=s.reserved, requested=s.requested, held=s.held)
             for n, scopes in (self.memory_by_scope or {}).items()
@@ -233,10 +243,22 @@ class SweepResult:
         how += [f"own pools within {budget} bytes"] * (budget is not None)
         largest = max(requests)
         every = [s for s in sorted(times) if s <= min(s2 for s2 in times if s2 >= largest)]
+        # vLLM's sizes up to the largest swept: a size above it has no time to price, so
+        # the largest swept stands in for vLLM's next size, and the row says so
+        vllm = [s for s in vllm_ladder(largest) if s <= max(times)]
+        cut = vllm[-1] < largest
+        if cut:
+            vllm.append(max(times))
         ladders = [
             ladder_cost("chosen", chosen, requests, times, memory),
             ladder_cost("every size swept", every, requests, times, memory),
-            ladder_cost("vLLM default", vllm_ladder(largest), requests, times, memory),
+            ladder_cost(
+                f"vLLM default (cut at {max(times)})" if cut else "vLLM default",
+                vllm,
+                requests,
+                times,
+                memory,
+            ),
         ]
         padding = Padding(
             requests=source,
@@ -268,7 +290,10 @@ class SweepResult:
             "created": self.created,
             "options": self.options,
             "why_not": self.why_not,
-            "sizes": frame_records(self.sizes_table()),
+            "sizes": [
+                {**r, "by_type": json.loads(r["by_type"])}
+                for r in frame_records(self.sizes_table())
+            ],
             "trials": frame_records(self.trials_table()),
             "shared_pool": frame_records(self.shared_table()) if self.shared is not None else None,
             "memory_by_scope": frame_records(self.scope_table()),

@@ -47,7 +47,7 @@ from graph_harness.capture.replay.guard import Replayer, sync
 from graph_harness.capture.replay.timing import time_replays_us
 from graph_harness.capture.state.steps import StateWatch, require_repeatable, start_of
 from graph_harness.capture.stats import median_interval
-from graph_harness.capture.sweep.document import SizeRow, SweepResult, size_name
+from graph_harness.capture.sweep.document import SizeRow, SweepResult, batch_of, size_name
 from graph_harness.capture.sweep.settings import SweepSettings, check_sizes
 
 if TYPE_CHECKING:
@@ -117,36 +117,70 @@ def sweep_step(
     check_steps: int | None = None,
     gate: Callable[[dict[str, CheckResult]], None] | None = None,
     progress: Callable[[str], None] | None = None,
+    note: Callable[[str], None] | None = None,
 ) -> SweepResult:
     """Capture `make(batch)` at every size (module docstring says how, and how often it
     runs). `module_of(step)`: the model to attribute nodes and memory by (module_scopes),
     or None. `check_steps`: check each size's graph over that many calls first; `gate`
     judges each check (default capture/check/step.py's: one that does not pass stops
-    the sweep, CheckFailed or CheckUnverified). Syncs."""
+    the sweep, CheckFailed or CheckUnverified). `note`: told, once each, what the warm-ups
+    showed of the step that a person should know before it is replayed. Syncs."""
     sizes = check_sizes(sizes)
     settings = settings or SweepSettings()
     say = progress or (lambda _line: None)
+    told: set[str] = set()
+
+    def tell(watch: StateWatch, label: str) -> None:
+        for line in watch.repeatability.notes(label) if note is not None else ():
+            if line not in told:
+                told.add(line)
+                note(line)
+
     device = default_device()
-    options: dict = {"warmup": warmup, "check_steps": check_steps}
+    options: dict = {"step_warmup": warmup, "check_steps": check_steps}
     if device.type != "cuda":
-        rows, exports = [], {}
+        from graph_harness.capture.check.step import check_captured
+
+        rows, exports, checks = [], {}, {}
         for b in sorted(sizes, reverse=True):
             say(f"batch {b}: counting dispatched operations")
             step = make(b)
+            watch = StateWatch(step, watch=check_steps is not None)
             t0 = time.perf_counter()
             counted = capture_and_keep(
-                step, warmup=warmup, name=f"{name} batch {b}", module=_module(module_of, step)
+                step,
+                warmup=warmup,
+                name=f"{name} batch {b}",
+                watch=watch,
+                module=_module(module_of, step),
             )
             exports[size_name(b)] = counted.export
-            rows.append(SizeRow.counted(b, counted.export, time.perf_counter() - t0))
+            if check_steps is not None:  # the eager part: the CPU has no graph to replay
+                say(f"batch {b}: checking over {check_steps} calls (eager only)")
+                label = f"{name} batch {b}"
+                tell(watch, label)
+                result = check_captured(
+                    step, counted.export, None, watch.repeatability, name=label, steps=check_steps
+                )
+                checks[size_name(b)] = result
+                (gate or _default_gate())({size_name(b): result})
+            rows.append(
+                SizeRow.counted(
+                    b,
+                    counted.export,
+                    time.perf_counter() - t0,
+                    check=checks[size_name(b)].status if size_name(b) in checks else None,
+                )
+            )
             del step, counted
         return SweepResult(
             rows=sorted(rows, key=lambda r: r.batch),
-            exports=dict(sorted(exports.items(), key=lambda kv: int(kv[0][5:]))),
+            exports=dict(sorted(exports.items(), key=lambda kv: batch_of(kv[0]))),
             name=name,
             env=environment(device),
             created=now(),
             options=options,
+            checks=checks,
             why_not=NO_GPU,
         )
     # One capture stream for every size, as torch.cuda.graph keeps one: the allocator
@@ -155,29 +189,11 @@ def sweep_step(
     stream = torch.cuda.Stream()
     with _recompiles(len(sizes)) as limit:
         options.update(limit)
-        own = _own_pools(make, sizes, name, module_of, warmup, check_steps, gate, say, stream)
+        own = _own_pools(make, sizes, name, module_of, warmup, check_steps, gate, say, stream, tell)
         say(f"timing {len(own)} sizes, trials interleaved")
         times = _timed(own, settings)
         leaks = {s.batch: _leak(s, settings) for s in own}
-        rows = []
-        for s in own:
-            us = times[size_name(s.batch)]
-            lo, hi = median_interval(us)
-            rows.append(
-                SizeRow.measured(
-                    s.batch,
-                    s.counted,
-                    capture_s=s.capture_s,
-                    compile_s=s.watch.first_call_excess()
-                    if s.counted.export.options.get("compiled")
-                    else None,
-                    trials=us,
-                    lo=float(lo),
-                    hi=float(hi),
-                    leak=leaks[s.batch],
-                    check=s.check,
-                )
-            )
+        rows = [_row(s, times[size_name(s.batch)], leaks[s.batch]) for s in own]
         exports = {size_name(s.batch): s.counted.export for s in own}
         checks = {size_name(s.batch): s.check for s in own if s.check is not None}
         scopes = {size_name(s.batch): s.counted.memory.by_scope for s in own}
@@ -189,14 +205,39 @@ def sweep_step(
         del steps
     return SweepResult(
         rows=sorted(rows, key=lambda r: r.batch),
-        exports=dict(sorted(exports.items(), key=lambda kv: int(kv[0][5:]))),
+        exports=dict(sorted(exports.items(), key=lambda kv: batch_of(kv[0]))),
         name=name,
         env=environment(device),
         created=now(),
-        options={**options, **settings.__dict__},
+        options={
+            **options,
+            **{f"replay_{k}" if k == "warmup" else k: v for k, v in settings.__dict__.items()},
+        },
         shared=shared,
         memory_by_scope=scopes,
         checks=checks,
+    )
+
+
+def _default_gate() -> Callable[[dict[str, CheckResult]], None]:
+    from graph_harness.capture.check.step import gate
+
+    return gate
+
+
+def _row(s: _Size, us: list[float], leak: tuple[int, int]) -> SizeRow:
+    lo, hi = median_interval(us)
+    compiled = s.counted.export.options.get("compiled")
+    return SizeRow.measured(
+        s.batch,
+        s.counted,
+        capture_s=s.capture_s,
+        compile_s=s.watch.first_call_excess() if compiled else None,
+        trials=us,
+        lo=float(lo),
+        hi=float(hi),
+        leak=leak,
+        check=s.check,
     )
 
 
@@ -214,11 +255,11 @@ def _own_pools(
     gate: Callable[[dict[str, CheckResult]], None] | None,
     say: Callable[[str], None],
     stream: torch.cuda.Stream,
+    tell: Callable[[StateWatch, str], None],
 ) -> list[_Size]:
     from graph_harness.capture.check.step import check_captured
-    from graph_harness.capture.check.step import gate as default_gate
 
-    gate = gate or default_gate
+    gate = gate or _default_gate()
 
     out = []
     for b in sorted(sizes, reverse=True):
@@ -237,6 +278,7 @@ def _own_pools(
             stream=stream,
         )
         size = _Size(b, step, counted, watch, time.perf_counter() - t0)
+        tell(watch, f"{name} batch {b}")
         require_repeatable(watch.repeatability, f"{name} batch {b}")
         if check_steps is not None:
             say(f"batch {b}: checking over {check_steps} calls")
@@ -272,12 +314,16 @@ def _timed(own: list[_Size], settings: SweepSettings) -> dict[str, list[float]]:
     return times
 
 
-def _leak(s: _Size, settings: SweepSettings) -> int:
-    """Bytes the pool grew by over `leak_replays` replays after the first (0: none)."""
+def _leak(s: _Size, settings: SweepSettings) -> tuple[int, int]:
+    """Bytes the graph's pool, and the device's memory in use, grew by over
+    `leak_replays` replays (in runs from the step's reset and feed) after the first. A
+    replay itself allocates nothing from the pool; what a reset or a feed allocates and
+    keeps shows in the second figure."""
     r = _replayer(s)
     with r.window("the leak check's first replay"):
         r.replay(1)
     first = pool_memory(s.counted.captured.graph.pool()).reserved
+    device_first = torch.cuda.memory_allocated()
     done = 0
     while done < settings.leak_replays:  # in runs from the reset, as the timing replays
         n = min(settings.replays, settings.leak_replays - done)
@@ -285,7 +331,8 @@ def _leak(s: _Size, settings: SweepSettings) -> int:
             r.replay(n)
         done += n
     r.finish()
-    return pool_memory(s.counted.captured.graph.pool()).reserved - first
+    pool = pool_memory(s.counted.captured.graph.pool()).reserved - first
+    return pool, torch.cuda.memory_allocated() - device_first
 
 
 def _shared_pool(

@@ -128,7 +128,8 @@ def timing_args(
         default = getattr(d, f.name)
         shown = " ".join(map(str, default)) if isinstance(default, tuple) else default
         g.add_argument(
-            f"--{f.name}",
+            f"--{f.name.replace('_', '-')}",
+            dest=f.name,
             type=positive(f.metadata["min"]),
             nargs="+" if isinstance(default, tuple) else None,
             default=None,

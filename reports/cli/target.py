@@ -170,6 +170,11 @@ class Factory:
     module: ModuleType
     function: Callable[..., object]
 
+    @property
+    def name(self) -> str:
+        """The workload's name, as Target.name gives it."""
+        return Target(self.spec, self.module, None, None).name
+
     def check_takes(self, keyword: str, why: str) -> None:
         """TargetUsageError unless the factory takes `keyword` (`why`: who calls it so)."""
         try:

@@ -218,6 +218,29 @@ def profile_targets(
     return profile_steps(steps, settings, progress=say), checks
 
 
+def sweep_inputs(
+    sizes: list[int], requests: list[str] | None
+) -> list[tuple[dict[int, float], str]]:
+    """What `sweep` (and `report --sizes`) is given, checked before anything runs: the
+    sizes (each once), and each --requests read, none above the largest size swept."""
+    from graph_harness.capture.sweep.settings import check_sizes
+
+    try:
+        check_sizes(sizes)
+    except ValueError as e:
+        raise UsageError(f"--sizes: {e}") from None
+    out = []
+    for r in requests or []:
+        dist, source = requests_of(r, max(sizes))
+        if max(dist) > max(sizes):
+            raise UsageError(
+                f"--requests {r}: batches reach {max(dist)}, above the largest size swept "
+                f"({max(sizes)}): add a size that covers them to --sizes"
+            )
+        out.append((dist, source))
+    return out
+
+
 def requests_of(spec: str, largest: int) -> tuple[dict[int, float], str]:
     """A --requests value read: a file (one size per line, or SIZE COUNT), else a built-in
     distribution; UsageError saying which forms there are."""
@@ -232,12 +255,19 @@ def requests_of(spec: str, largest: int) -> tuple[dict[int, float], str]:
 
     path = Path(spec)
     try:
-        if path.exists():
+        if path.exists() or path.is_symlink():
             check_input(path, "--requests file")
             return read_requests(path.read_text(), spec), spec
+        if ":" not in spec:  # no distribution's form: a file that is not there
+            raise UsageError(
+                f"--requests {spec}: no such file, and not a built-in distribution "
+                "(uniform:LO-HI, poisson:MEAN, zipf:A)"
+            )
         return builtin_requests(spec, largest), spec
-    except (RequestsError, InputPathError) as e:
-        raise UsageError(f"--requests {e}") from None
+    except InputPathError as e:
+        raise UsageError(str(e)) from None
+    except RequestsError as e:
+        raise UsageError(f"--requests: {e}") from None
     except (OSError, UnicodeDecodeError) as e:
         raise UsageError(f"--requests {spec}: cannot be read ({e})") from None
 
@@ -252,15 +282,15 @@ def sweep_target(
     settings: SweepSettings,
     warmup: int,
     check_steps: int | None,
-    requests: list[str],
+    requests: list[tuple[dict[int, float], str]],
     most: int | None,
     budget: int | None,
 ) -> SweepResult:
     """`sweep` of one --target (its module imported once, FUNCTION(batch=B) per size), a
     check that does not pass shown and stopping it; then each --requests distribution's
-    padding (on a GPU; else a note that it was not used)."""
+    padding (on a GPU; else a note that it was not used). `requests`: sweep_inputs'."""
     from graph_harness.capture.sweep.run import sweep_step
-    from graph_harness.reports.cli.target import Target, build_target, load_factory, root_guess
+    from graph_harness.reports.cli.target import build_target, load_factory, root_guess
 
     io.target_root = root_guess(spec)  # errors while importing point there
     factory = load_factory(spec)
@@ -280,20 +310,20 @@ def sweep_target(
         make,
         sizes,
         settings,
-        name=Target(spec, factory.module, None, None).name,
+        name=factory.name,
         module_of=None if module_scopes is False else module_of,
         warmup=warmup,
         check_steps=check_steps,
         gate=lambda checks: gate(io, checks),  # findings shown, then it stops
         progress=say,
+        note=io.note,
     )
-    for r in requests:
-        if not result.measured:
-            io.note(f"--requests {r} not used: {result.why_not}")
-            continue
-        dist, source = requests_of(r, max(sizes))
+    if requests and not result.measured:
+        io.note(f"--requests not used: {result.why_not}")
+        return result
+    for dist, source in requests:
         try:
             result = result.with_padding(dist, source, most=most, budget=budget)
-        except ValueError as e:
-            raise UsageError(f"--requests {r}: {e}") from None
+        except ValueError as e:  # a memory budget no ladder fits
+            raise UsageError(f"--requests {source}: {e}") from None
     return result

@@ -44,6 +44,7 @@ from graph_harness.reports.cli.targets import (
     profile_targets,
     refuse_check_steps,
     refuse_target_only,
+    sweep_inputs,
     sweep_target,
     write_checks,
 )
@@ -183,6 +184,11 @@ def run_target_report(args, io: IO) -> int:
         raise UsageError("--requests pads batches up the sizes swept: give --sizes too")
     if args.sizes and len(args.target) != 1:
         raise UsageError("--sizes sweeps one --target: give one")
+    requests = sweep_inputs(args.sizes, args.requests) if args.sizes else []
+    if args.sizes:  # a factory without `batch` refused before anything runs
+        from graph_harness.reports.cli.target import load_factory
+
+        load_factory(args.target[0]).check_takes("batch", "report --sizes")
     names = output_names(args.target)
     with staged(args, io) as tmp, progress(io) as say:
         banner(io)
@@ -220,8 +226,6 @@ def run_target_report(args, io: IO) -> int:
                 del got  # its graph and buffers, before the next target runs
             if checks:
                 gate(io, checks)
-        say("writing the report (tables, CSVs, plots)")
-        depth = shown_depth(args.module_scopes, list(exports.values()))  # where count cuts
         sweep = None
         if args.sizes:
             sweep = sweep_target(
@@ -233,10 +237,12 @@ def run_target_report(args, io: IO) -> int:
                 settings=SweepSettings(),
                 warmup=step_warmup(args),
                 check_steps=check_steps(args) if args.check else None,
-                requests=args.requests or [],
+                requests=requests,
                 most=None,
                 budget=None,
             )
+        say("writing the report (tables, CSVs, plots)")
+        depth = shown_depth(args.module_scopes, list(exports.values()))  # where count cuts
         write_target_report(
             tmp,
             exports,

@@ -25,19 +25,20 @@ from graph_harness.reports.cli.args import (
 )
 from graph_harness.reports.cli.console import IO, UsageError, banner, progress, staged, wrote
 from graph_harness.reports.cli.target import target_arg
-from graph_harness.reports.cli.targets import refuse_check_steps, sweep_target
+from graph_harness.reports.cli.targets import refuse_check_steps, sweep_inputs, sweep_target
 
-_UNITS = {"": 1, "B": 1, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "KB": 10**3, "MB": 10**6}
+_UNITS = {"": 1, "B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "KB": 10**3, "MB": 10**6}
 _UNITS["GB"] = 10**9
 
 
 def byte_count(text: str) -> int:
     """--memory-budget's BYTES: a whole number of bytes, or with a unit (512MiB, 2GiB, 8GB)."""
     m = re.fullmatch(r"([0-9]+)\s*([A-Za-z]*)", text.strip())
-    unit = m.group(2).upper() if m else None
-    if m is None or unit not in _UNITS or not text.isascii():
+    unit = m.group(2) if m else None
+    if m is None or unit not in _UNITS or not text.isascii() or int(m.group(1)) == 0:
         raise argparse.ArgumentTypeError(
-            f"expected bytes as a whole number, or with a unit (512MiB, 2GiB, 8GB), got {text!r}"
+            "expected bytes, a whole number > 0 alone or with a unit (B, KiB, MiB, GiB, KB, "
+            f"MB, GB: 512MiB, 2GiB, 8GB), got {text!r}"
         )
     return int(m.group(1)) * _UNITS[unit]
 
@@ -110,13 +111,17 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     out_args(s)
 
 
-def check_flags(args: argparse.Namespace) -> None:
-    if args.requests is None and (args.choose is not None or args.memory_budget is not None):
-        raise UsageError("--choose and --memory-budget choose sizes for --requests: give it")
+def check_flags(args: argparse.Namespace) -> list[tuple[dict[int, float], str]]:
+    """Every flag checked before anything runs; the --requests read."""
+    if args.requests is None:
+        for flag, v in (("--choose", args.choose), ("--memory-budget", args.memory_budget)):
+            if v is not None:
+                raise UsageError(f"{flag} chooses sizes for --requests: give --requests FILE|DIST")
     refuse_check_steps(args)
     twice = sorted({b for b in args.sizes if args.sizes.count(b) > 1})
     if twice:
         raise UsageError(f"--sizes gives {twice[0]} twice: give each batch size once")
+    return sweep_inputs(args.sizes, args.requests)
 
 
 def settings_from(args: argparse.Namespace) -> SweepSettings:
@@ -125,7 +130,7 @@ def settings_from(args: argparse.Namespace) -> SweepSettings:
 
 
 def run(args: argparse.Namespace, io: IO) -> int:
-    check_flags(args)
+    requests = check_flags(args)
     settings = settings_from(args)
     with staged(args, io) as tmp:
         banner(io)
@@ -139,7 +144,7 @@ def run(args: argparse.Namespace, io: IO) -> int:
                 settings=settings,
                 warmup=step_warmup(args),
                 check_steps=check_steps(args) if args.check else None,
-                requests=args.requests or [],
+                requests=requests,
                 most=args.choose,
                 budget=args.memory_budget,
             )
