@@ -47,11 +47,12 @@ from graph_harness.capture.replay.guard import Replayer, sync
 from graph_harness.capture.replay.timing import time_replays_us
 from graph_harness.capture.state.steps import StateWatch, require_repeatable, start_of
 from graph_harness.capture.stats import median_interval
-from graph_harness.capture.sweep.document import SizeRow, SweepResult, batch_of, size_name
+from graph_harness.capture.sweep.document import SizeRow, SweepResult, size_name
 from graph_harness.capture.sweep.settings import SweepSettings, check_sizes
 
 if TYPE_CHECKING:
     from graph_harness.capture.check.findings import CheckResult
+    from graph_harness.capture.export.nodes import NodeExport
 
 Step = Callable[[], object]
 ModuleOf = Callable[[Step], "torch.nn.Module | None"]
@@ -138,49 +139,22 @@ def sweep_step(
 
     device = default_device()
     options: dict = {"step_warmup": warmup, "check_steps": check_steps}
-    if device.type != "cuda":
-        from graph_harness.capture.check.step import check_captured
-
-        rows, exports, checks = [], {}, {}
-        for b in sorted(sizes, reverse=True):
-            say(f"batch {b}: counting dispatched operations")
-            step = make(b)
-            watch = StateWatch(step, watch=check_steps is not None)
-            t0 = time.perf_counter()
-            counted = capture_and_keep(
-                step,
-                warmup=warmup,
-                name=f"{name} batch {b}",
-                watch=watch,
-                module=_module(module_of, step),
-            )
-            exports[size_name(b)] = counted.export
-            if check_steps is not None:  # the eager part: the CPU has no graph to replay
-                say(f"batch {b}: checking over {check_steps} calls (eager only)")
-                label = f"{name} batch {b}"
-                tell(watch, label)
-                result = check_captured(
-                    step, counted.export, None, watch.repeatability, name=label, steps=check_steps
-                )
-                checks[size_name(b)] = result
-                (gate or _default_gate())({size_name(b): result})
-            rows.append(
-                SizeRow.counted(
-                    b,
-                    counted.export,
-                    time.perf_counter() - t0,
-                    check=checks[size_name(b)].status if size_name(b) in checks else None,
-                )
-            )
-            del step, counted
+    if device.type != "cuda":  # counts only, each size's check its eager part
+        counted = _own_pools(make, sizes, name, module_of, warmup, check_steps, gate, say,
+                             None, tell)  # fmt: skip
+        rows = [
+            SizeRow.counted(s.batch, s.counted.export, s.capture_s,
+                            check=None if s.check is None else s.check.status)
+            for s in counted
+        ]  # fmt: skip
         return SweepResult(
             rows=sorted(rows, key=lambda r: r.batch),
-            exports=dict(sorted(exports.items(), key=lambda kv: batch_of(kv[0]))),
+            exports=_by_size({s.batch: s.counted.export for s in counted}),
             name=name,
             env=environment(device),
             created=now(),
             options=options,
-            checks=checks,
+            checks={size_name(s.batch): s.check for s in counted if s.check is not None},
             why_not=NO_GPU,
         )
     # One capture stream for every size, as torch.cuda.graph keeps one: the allocator
@@ -194,7 +168,7 @@ def sweep_step(
         times = _timed(own, settings)
         leaks = {s.batch: _leak(s, settings) for s in own}
         rows = [_row(s, times[size_name(s.batch)], leaks[s.batch]) for s in own]
-        exports = {size_name(s.batch): s.counted.export for s in own}
+        exports = _by_size({s.batch: s.counted.export for s in own})
         checks = {size_name(s.batch): s.check for s in own if s.check is not None}
         scopes = {size_name(s.batch): s.counted.memory.by_scope for s in own}
         steps = [(s.batch, s.step) for s in own]  # largest first
@@ -205,7 +179,7 @@ def sweep_step(
         del steps
     return SweepResult(
         rows=sorted(rows, key=lambda r: r.batch),
-        exports=dict(sorted(exports.items(), key=lambda kv: batch_of(kv[0]))),
+        exports=exports,
         name=name,
         env=environment(device),
         created=now(),
@@ -217,6 +191,11 @@ def sweep_step(
         memory_by_scope=scopes,
         checks=checks,
     )
+
+
+def _by_size(exports: dict[int, NodeExport]) -> dict[str, NodeExport]:
+    """Exports by size name, ascending."""
+    return {size_name(b): exports[b] for b in sorted(exports)}
 
 
 def _default_gate() -> Callable[[dict[str, CheckResult]], None]:
@@ -254,16 +233,18 @@ def _own_pools(
     check_steps: int | None,
     gate: Callable[[dict[str, CheckResult]], None] | None,
     say: Callable[[str], None],
-    stream: torch.cuda.Stream,
+    stream: torch.cuda.Stream | None,
     tell: Callable[[StateWatch, str], None],
 ) -> list[_Size]:
+    """Each size built and captured, largest first, into a pool of its own on `stream`
+    (None: the CPU, each size's dispatched operations counted), then checked."""
     from graph_harness.capture.check.step import check_captured
 
     gate = gate or _default_gate()
-
+    cuda = stream is not None
     out = []
     for b in sorted(sizes, reverse=True):
-        say(f"batch {b}: building and capturing (own pool)")
+        say(f"batch {b}: " + ("building and capturing (own pool)" if cuda else "counting"))
         step = make(b)
         watch = TimedWatch(step)
         t0 = time.perf_counter()
@@ -273,15 +254,16 @@ def _own_pools(
             name=f"{name} batch {b}",
             watch=watch,
             module=_module(module_of, step),
-            graph_pool=torch.cuda.graph_pool_handle(),
-            memory=True,
+            graph_pool=torch.cuda.graph_pool_handle() if cuda else None,
+            memory=cuda,
             stream=stream,
         )
         size = _Size(b, step, counted, watch, time.perf_counter() - t0)
         tell(watch, f"{name} batch {b}")
-        require_repeatable(watch.repeatability, f"{name} batch {b}")
+        if cuda:  # replays follow: a step they would run past its end is refused now
+            require_repeatable(watch.repeatability, f"{name} batch {b}")
         if check_steps is not None:
-            say(f"batch {b}: checking over {check_steps} calls")
+            say(f"batch {b}: checking over {check_steps} calls" + ("" if cuda else " (eager)"))
             size.check = check_captured(
                 step,
                 counted.export,

@@ -5,6 +5,9 @@ subcommands, the flags and console they share, and loading a user's --target.
 - commands/: one module per subcommand, its flags beside what it does
 - args.py, console.py: the flags several subcommands share; streams, banner, usage errors
 - target.py, user_imports.py, user_stdout.py: --target loaded, its imports, its stdout
+- targets.py: what every --target command shares (capture, refusals, check, profile)
+- sweeps.py: a --target swept over batch sizes (sweep, report --sizes)
+- refs.py: what an export argument names (a variant, or an export file)
 
 May import: all of capture and reports. Building the parser imports no torch, pandas,
 matplotlib or Triton: what a command needs is imported when it runs.

@@ -67,9 +67,10 @@ def version() -> str:
 # --- the parser -------------------------------------------------------------------------
 
 
-def build_parser() -> argparse.ArgumentParser:
-    # Each subcommand's flags live beside what it does, in reports/commands/. Imported here,
-    # as in _command, so that importing this module loads no command module.
+def _commands() -> dict:
+    """Each subcommand's module, in the order --help lists them. Each one's flags live
+    beside what it does, in reports/cli/commands/; imported here, when a parser is built or
+    a command runs, so that importing this module loads no command module."""
     from graph_harness.reports.cli.commands import (
         advise,
         check,
@@ -81,6 +82,19 @@ def build_parser() -> argparse.ArgumentParser:
         sweep,
     )
 
+    return {
+        "count": count,
+        "delta": delta,
+        "replay": replay,
+        "advise": advise,
+        "profile": profile,
+        "check": check,
+        "sweep": sweep,
+        "report": report,
+    }
+
+
+def build_parser() -> argparse.ArgumentParser:
     # --debug goes before or after the subcommand; SUPPRESS keeps the sub-parser's default
     # from overwriting a --debug given before it.
     common = argparse.ArgumentParser(add_help=False)
@@ -95,15 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--version", action="version", version=f"graph-harness {version()}")
     sub = ap.add_subparsers(dest="command", required=True)
-    # The order here is the order --help lists them in.
-    count.add_parser(sub, common)
-    delta.add_parser(sub, common)
-    replay.add_parser(sub, common)
-    advise.add_parser(sub, common)
-    profile.add_parser(sub, common)
-    check.add_parser(sub, common)
-    sweep.add_parser(sub, common)
-    report.add_parser(sub, common)
+    for command in _commands().values():
+        command.add_parser(sub, common)
     return ap
 
 
@@ -111,27 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _command(name: str):
-    from graph_harness.reports.cli.commands import (
-        advise,
-        check,
-        count,
-        delta,
-        profile,
-        replay,
-        report,
-        sweep,
-    )
-
-    return {
-        "count": count.run,
-        "delta": delta.run,
-        "advise": advise.run,
-        "replay": replay.run_replay,
-        "profile": profile.run,
-        "check": check.run,
-        "report": report.run,
-        "sweep": sweep.run,
-    }[name]
+    return _commands()[name].run
 
 
 def _raise_where_we_are(signum, frame):

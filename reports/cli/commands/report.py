@@ -35,6 +35,7 @@ from graph_harness.reports.cli.console import (
     round_params,
     staged,
 )
+from graph_harness.reports.cli.sweeps import sweep_inputs, sweep_target
 from graph_harness.reports.cli.target import target_arg
 from graph_harness.reports.cli.targets import (
     capture_target,
@@ -44,8 +45,6 @@ from graph_harness.reports.cli.targets import (
     profile_targets,
     refuse_check_steps,
     refuse_target_only,
-    sweep_inputs,
-    sweep_target,
     write_checks,
 )
 

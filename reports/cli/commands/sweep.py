@@ -24,8 +24,9 @@ from graph_harness.reports.cli.args import (
     warmup_arg,
 )
 from graph_harness.reports.cli.console import IO, UsageError, banner, progress, staged, wrote
+from graph_harness.reports.cli.sweeps import sweep_inputs, sweep_target
 from graph_harness.reports.cli.target import target_arg
-from graph_harness.reports.cli.targets import refuse_check_steps, sweep_inputs, sweep_target
+from graph_harness.reports.cli.targets import refuse_check_steps
 
 _UNITS = {"": 1, "B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "KB": 10**3, "MB": 10**6}
 _UNITS["GB"] = 10**9

@@ -319,3 +319,36 @@ def test_sweep_on_a_gpu_times_each_size_and_reads_its_pools(tmp_path):
     assert p["requests"] == "uniform:1-4" and len(p["chosen"]) <= 2 and p["chosen"][-1] == 4
     for name in ("sweep.png", "padding.png", "sweep-sizes.csv", "sweep-shared-pool.csv"):
         assert (out / name).exists(), name
+
+
+def _listing(root: Path) -> dict:
+    return {
+        str(p.relative_to(root)): (p.is_symlink(), p.read_bytes() if p.is_file() else None)
+        for p in sorted(root.rglob("*"))
+    }
+
+
+def test_sweep_out_never_touches_what_graph_harness_did_not_write(tmp_path):
+    # a user's folder with files, a link to it, the current folder, its parent: each
+    # refused as --out, --force or not, and nothing under tmp_path changes
+    work = tmp_path / "work"
+    mine = work / "mine"
+    mine.mkdir(parents=True)
+    (mine / "notes.txt").write_text("keep me")
+    (work / "link").symlink_to(mine, target_is_directory=True)
+    (work / "file.txt").write_text("keep me too")
+    before = _listing(tmp_path)
+    base = ["sweep", "--target", TARGET, "--sizes", "1"]
+    for out in ("mine", "link", ".", "..", "file.txt"):
+        for force in ([], ["--force"]):
+            r = run(*base, "--out", out, *force, cwd=work)
+            assert r.returncode == 2, (out, force, r.stderr)
+            assert _listing(tmp_path) == before, (out, force)
+    # a fresh folder is written whole and lists what it holds as graph-harness's own;
+    # --force replaces it, and the user's files beside it stay as they were
+    for force in ([], ["--force"]):
+        r = run(*base, "--out", "s", *force, cwd=work)
+        assert r.returncode == 0, r.stderr
+    assert (work / "s" / "sweep.json").exists() and (work / "s" / "sweep-sizes.csv").exists()
+    after = _listing(tmp_path)
+    assert {k: v for k, v in after.items() if not k.startswith("work/s")} == before
