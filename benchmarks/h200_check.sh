@@ -18,6 +18,8 @@
 #     gpuonly: the gpu tests only (not the rest across CPU cores)
 #     cpuonly: the rest only (not the gpu tests), across CPU cores
 #     together: the gpu tests and the rest at the same time (the whole suite in one call)
+#     cupti:   adds bench_cupti (profile raw and net of the profiler: the round, the llama
+#              and HF examples and gpt-fast's model, eager against compiled), cupti.tgz
 #     report:  adds `graph-harness report --out` on the defaults (the round's report.md,
 #              its seed section and bit-exactness matrix among it), under report.tgz
 #     check:   adds bench_check (check over a trajectory against one step: the HF and llama
@@ -73,6 +75,11 @@ case " $* " in *" hf "*)
   bash benchmarks/hf_runs.sh /tmp/hf > "$OUT/hf.log" 2>&1
   echo "hf_runs rc=$?" >> "$OUT/env.txt"
   tar czf "$OUT/hf.tgz" -C /tmp hf;;
+esac
+case " $* " in *" cupti "*)
+  python3 benchmarks/bench_cupti.py --out /tmp/cupti > "$OUT/cupti.log" 2>&1
+  echo "bench_cupti rc=$?" >> "$OUT/env.txt"
+  tar czf "$OUT/cupti.tgz" -C /tmp cupti;;
 esac
 case " $* " in *" report "*)
   graph-harness report --out /tmp/report > "$OUT/report-stdout.txt" 2> "$OUT/report-stderr.txt"

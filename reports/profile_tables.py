@@ -7,6 +7,7 @@ import math
 import pandas as pd
 from rich.table import Table
 
+from graph_harness.capture.profile.calibration import PERIOD_TOLERANCE
 from graph_harness.capture.profile.document import ProfileResult
 from graph_harness.capture.profile.pairs import TOLERANCE
 from graph_harness.reports.kernel_names import short_names
@@ -26,9 +27,9 @@ def _span(lo: float, hi: float, fmt) -> str:
 
 def summary_table(result: ProfileResult) -> Table:
     """Per graph: how its activities matched, its round time under CUPTI and timed by
-    events, its work and gaps, and its dispatch share."""
+    events, its work and gaps, and its dispatch share, as CUPTI saw them (raw)."""
     s = result.summary()
-    t = Table(title="In-round profile (CUPTI): median per replay, us")
+    t = Table(title="In-round profile (CUPTI, raw): median per replay, us")
     cols = ["graph", "nodes", "matched", "replays", "round", "timed", "exec", "gaps"]
     cols += ["dispatch share", "95% interval", "overlap"]
     for c in cols:
@@ -51,6 +52,76 @@ def summary_table(result: ProfileResult) -> Table:
     return t
 
 
+def net_table(result: ProfileResult) -> Table | None:
+    """Per graph the same figures net of the profiler's own cost (None where the run did
+    not measure it): the excess taken out, the round, gaps and dispatch share net, and the
+    net round against the event-timed one."""
+    if not any(p.calibrated for p in result.profiles.values()):
+        return None
+    s = result.summary()
+    t = Table(title="Net of the profiler's own cost: median per replay, us")
+    cols = ["graph", "excess", "round net", "timed", "net vs timed", "gaps net"]
+    cols += ["dispatch net", "95% interval"]
+    for c in cols:
+        t.add_column(c, justify="left" if c == "graph" else "right", no_wrap=True)
+    for r in s.itertuples():
+        t.add_row(
+            r.name,
+            _us(r.excess_us),
+            _us(r.period_net_us),
+            _us(getattr(r, "timed_us", math.nan)),
+            _pct(getattr(r, "period_net_vs_timed", math.nan), 2),
+            _us(r.gap_net_us),
+            _pct(r.dispatch_share_net, 2),
+            _span(r.dispatch_share_net_lo, r.dispatch_share_net_hi, lambda x: _pct(x, 2)),
+        )
+    return t
+
+
+def net_period_notes(result: ProfileResult) -> list[str]:
+    """A line per event-timed graph: how far its period net of the profiler lies from the
+    event-timed one, and whether that is within PERIOD_TOLERANCE."""
+    s = result.summary()
+    if "period_net_vs_timed" not in s:
+        return []
+    out = []
+    for r in s.itertuples():
+        off = r.period_net_vs_timed
+        if math.isnan(off):
+            continue
+        within = abs(off) <= PERIOD_TOLERANCE
+        out.append(
+            f"{r.name}: net of the profiler, a replay lasts {_us(r.period_net_us)} us against "
+            f"{_us(r.timed_us)} us event-timed ({100 * off:+.2f}%, "
+            + (
+                f"within {100 * PERIOD_TOLERANCE:.0f}%)"
+                if within
+                else f"MORE than {100 * PERIOD_TOLERANCE:.0f}% off: the per-node excess "
+                "measured on the chains does not fit this graph; read its net figures with that)"
+            )
+        )
+    return out
+
+
+def excess_table(result: ProfileResult) -> Table | None:
+    """CUPTI's own cost per node as this run measured it (None where it did not)."""
+    df = result.excess_table()
+    if not len(df):
+        return None
+    t = Table(title="The profiler's own cost per node, measured on calibration chains (us)")
+    for c in ("node type", "chain", "rounds", "excess per node", "95% interval"):
+        t.add_column(c, justify="left" if c in ("node type", "chain") else "right", no_wrap=True)
+    for r in df.itertuples():
+        t.add_row(
+            r.type,
+            r.chain,
+            str(r.rounds),
+            _us(r.us_per_node, 3),
+            _span(r.us_per_node_lo, r.us_per_node_hi, lambda x: _us(x, 3)),
+        )
+    return t
+
+
 def scope_tables(result: ProfileResult, depth: int | None = None) -> list[Table]:
     """Per graph: execution against dispatch by step (the round) or by scope (a step's
     scope tree, to `depth`). Means per replay: rows at one level sum to their parent."""
@@ -58,20 +129,21 @@ def scope_tables(result: ProfileResult, depth: int | None = None) -> list[Table]
     out = []
     for name, df in scopes.groupby("variant", sort=False):
         round_ = result.profiles[name].export.is_round
+        net = result.profiles[name].calibrated
+        gap, share = (
+            ("gap us raw / net", "dispatch raw / net") if net else ("gap us", "dispatch share")
+        )
         t = Table(title=f"{name}: execution and dispatch by {'step' if round_ else 'scope'}")
-        for c in ("step" if round_ else "scope", "nodes", "exec us", "gap us", "dispatch share"):
+        for c in ("step" if round_ else "scope", "nodes", "exec us", gap, share):
             t.add_column(c, justify="left" if c in ("step", "scope") else "right", no_wrap=True)
         t.add_column("of the round" if round_ else "of the step", justify="right", no_wrap=True)
         for r in df.itertuples():
             label = r.scope if round_ or r.depth == 0 else "  " * (r.depth - 1) + r.scope
-            t.add_row(
-                label,
-                str(r.nodes),
-                _us(r.exec_us, 2),
-                _us(r.gap_us, 2),
-                _pct(r.dispatch_share),
-                _pct(r.share),
-            )
+            gaps, shares = _us(r.gap_us, 2), _pct(r.dispatch_share)
+            if net:
+                gaps += f" / {_us(r.gap_net_us, 2)}"
+                shares += f" / {_pct(r.dispatch_share_net)}"
+            t.add_row(label, str(r.nodes), _us(r.exec_us, 2), gaps, shares, _pct(r.share))
         out.append(t)
     return out
 
@@ -105,31 +177,38 @@ def top_gaps_tables(result: ProfileResult, top: int = 10) -> list[Table]:
 
 
 def pairs_table(pairs: pd.DataFrame) -> Table:
+    """Each change's saving priced from the profiles, raw and net of the profiler, against
+    the measured one; the verdict is on the net prediction where there is one."""
     t = Table(
         title=f"Savings priced from the profiles against measured (us per replay; pass: "
-        f"within {100 * TOLERANCE:.0f}% and measured inside the predicted interval)"
+        f"within {100 * TOLERANCE:.0f}% and measured inside the predicted interval, of the "
+        "prediction net of the profiler where the run measured its cost, else raw)"
     )
-    cols = ["A -> B", "nodes", "predicted", "95% interval", "measured", "95% interval "]
-    cols += ["error", "verdict"]
+    cols = ["A -> B", "nodes", "predicted raw / net", "95% interval", "measured"]
+    cols += ["95% interval ", "error raw / net", "verdict"]
     for c in cols:
         t.add_column(c, justify="left" if c in ("A -> B", "verdict") else "right", no_wrap=True)
     for r in pairs.itertuples():
         if math.isnan(r.measured_us):
             verdict = "not measured"
         elif r.passed:
-            verdict = "pass"
+            verdict = f"pass ({r.basis})"
         else:
             why = [] if r.within_tolerance else [f"off by more than {100 * TOLERANCE:.0f}%"]
             why += [] if r.measured_in_interval else ["measured outside the interval"]
-            verdict = "FAIL: " + "; ".join(why)
+            verdict = "FAIL: " + "; ".join(why) + f" ({r.basis})"
+        net = r.basis == "net"
+        lo, hi = (
+            (r.predicted_net_lo, r.predicted_net_hi) if net else (r.predicted_lo, r.predicted_hi)
+        )
         t.add_row(
             f"{r.a} -> {r.b}",
             f"{-r.removed_nodes:+d}",
-            _us(r.predicted_us, 2),
-            _span(r.predicted_lo, r.predicted_hi, lambda x: _us(x, 2)),
+            _us(r.predicted_us, 2) + (f" / {_us(r.predicted_net_us, 2)}" if net else ""),
+            _span(lo, hi, lambda x: _us(x, 2)),
             _us(r.measured_us, 2),
             _span(r.measured_lo, r.measured_hi, lambda x: _us(x, 2)),
-            _pct(r.error, 2),
+            _pct(r.error, 2) + (f" / {_pct(r.error_net, 2)}" if net else ""),
             verdict,
         )
     return t

@@ -220,18 +220,33 @@ def dispatch_section(folder: Path, profile, *, depth: int | None = None) -> list
     write_csv(folder / "dispatch.csv", summary)
     plots.dispatch_share(scopes, folder / "dispatch_share.png")
     trace = profile.write_trace(folder, depth, names=short_names)
-    wide = scopes.pivot_table(index="scope", columns="variant", values="dispatch_share")
+    net = any(p.calibrated for p in profile.profiles.values())
+    shares = ["dispatch_share", "dispatch_share_net"] if net else ["dispatch_share"]
+    wide = scopes.pivot_table(index="scope", columns="variant", values=shares)
+    wide.columns = [f"{v} {'net' if c.endswith('net') else 'raw'}" for c, v in wide.columns]
     wide = (100 * wide.reindex(list(dict.fromkeys(scopes.scope)))).round(2).reset_index()
-    shown = summary[["name", "nodes", "period_us", "exec_us", "gap_us", "dispatch_share"]]
+    cols = ["name", "nodes", "period_us", "exec_us", "gap_us", "dispatch_share"]
+    cols += ["timed_us"] if "timed_us" in summary else []
+    if net:
+        cols += ["excess_us", "period_net_us", "gap_net_us", "dispatch_share_net"]
+        cols += ["period_net_vs_timed"] if "period_net_vs_timed" in summary else []
+    excess = profile.excess_table()
     return [
         f"## Dispatch share in {where} (CUPTI)",
         "",
         "Each node's duration and the gap before it (its start less the end of what it "
         "waits for), from replays under CUPTI (`graph-harness profile`); the dispatch "
-        f"share is the gaps over {where} (per {part}: over its nodes' durations and gaps).",
+        f"share is the gaps over {where} (per {part}: over its nodes' durations and gaps)."
+        + (
+            " Net: less the profiler's own cost per node, measured on calibration chains "
+            "in the same run (docs/profile.md)."
+            if net
+            else ""
+        ),
         "",
-        _md(shown),
+        _md(summary[cols]),
         "",
+        *(["The profiler's own cost per node:", "", _md(excess), ""] if net else []),
         f"Dispatch share per {part}, %:",
         "",
         _md(wide),

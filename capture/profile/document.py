@@ -18,6 +18,7 @@ import pandas as pd
 
 from graph_harness.capture.export.documents import frame_records
 from graph_harness.capture.files import write_atomic, write_csv
+from graph_harness.capture.profile.calibration import EXCESS_COLUMNS, Excess
 from graph_harness.capture.profile.nodes import VariantProfile
 from graph_harness.capture.profile.pairs import (
     BREAKDOWN_COLUMNS,
@@ -44,6 +45,8 @@ class ProfileResult:
     bootstraps each) and rolling up the scopes again; each caller gets its own copy."""
 
     profiles: dict[str, VariantProfile]
+    # CUPTI's own cost per node (capture/profile/calibration.py); None where not measured.
+    excess: Excess | None = None
     round_trials: pd.DataFrame | None = None  # variant, build, trial, us: event-timed
     pairs: list[tuple[str, str]] = field(default_factory=list)
     params: dict[str, Any] | None = None
@@ -62,7 +65,14 @@ class ProfileResult:
             timed = self.round_trials.groupby("variant").us.median()
             df["timed_us"] = df.name.map(timed).astype(float)
             df["period_vs_timed"] = df.period_us / df.timed_us - 1
+            df["period_net_vs_timed"] = df.period_net_us / df.timed_us - 1
         return df
+
+    def excess_table(self) -> pd.DataFrame:
+        """CUPTI's excess per node by type, as measured (EXCESS_COLUMNS; empty if not)."""
+        if self.excess is None:
+            return pd.DataFrame(columns=EXCESS_COLUMNS)
+        return self.excess.table.copy()
 
     def node_table(self) -> pd.DataFrame:
         return self._node_table.copy()
@@ -132,6 +142,8 @@ class ProfileResult:
             "params": self.params,
             "options": self.options,
             "summary": frame_records(self.summary()),
+            "excess": frame_records(self.excess_table()),
+            "calibration": None if self.excess is None else frame_records(self.excess.rows),
             "matching": {n: p.matching for n, p in self.profiles.items()},
             "scopes": frame_records(self.scope_table(depth)),
             "nodes": frame_records(self.node_table()),
@@ -165,6 +177,7 @@ class ProfileResult:
         written = ["profile.json"]
         tables = {
             "summary": self.summary(),
+            "excess": self.excess_table(),
             "scopes": self.scope_table(depth),
             "nodes": self.node_table(),
             "replays": self.replay_table(),
@@ -172,7 +185,9 @@ class ProfileResult:
             "breakdown": self.breakdown(),
         }
         for name, df in tables.items():
-            if name in ("pairs", "breakdown") and not self.pairs:
+            if (name in ("pairs", "breakdown") and not self.pairs) or (
+                name == "excess" and self.excess is None
+            ):
                 continue
             write_csv(folder / f"profile-{name}.csv", df)
             written.append(f"profile-{name}.csv")

@@ -24,6 +24,11 @@ Definitions, per replay of a graph (times as CUPTI stamps them on the GPU):
 
 Per-node figures are medians over every sampled replay with 95% bootstrap intervals.
 
+**Net of the profiler** (where the run measured CUPTI's own cost per node,
+capture/profile/calibration.py): each node's gap less its type's excess per node, and so
+each replay's gaps, cost and period less the sum over its matched nodes (`excess_us`); the
+dispatch share net is the net gaps over the net period. The raw figures stay beside them.
+
 Each sample also keeps when its activity started (`start_us`), and each replay when it
 began (`start_us`: the previous replay's end), in its window's frame: microseconds after
 the window's lead-in replay ended, as CUPTI stamped them, so that a timeline
@@ -62,6 +67,7 @@ SAMPLE_COLUMNS = ["build", "window", "replay", "node", "dur_us", "gap_us", "star
 REPLAY_COLUMNS = ["build", "window", "replay", "period_us", "exec_us", "gap_us", "cost_us"]
 REPLAY_COLUMNS += ["activities", "unmatched_activities", "unmatched_nodes", "out_of_order"]
 REPLAY_COLUMNS += ["start_us"]
+NET_COLUMNS = ["excess_us", "period_net_us", "gap_net_us", "cost_net_us"]
 
 
 # --- one replay: durations and gaps ------------------------------------------------------
@@ -119,26 +125,77 @@ class VariantProfile:
     samples: pd.DataFrame  # SAMPLE_COLUMNS: one row per matched node per sampled replay
     replays: pd.DataFrame  # REPLAY_COLUMNS: one row per sampled replay
     matching: dict[str, Any] = field(default_factory=dict)
+    # CUPTI's excess per node by node type, us (capture/profile/calibration.py); empty where
+    # the run did not measure it, and then every net figure is NaN.
+    excess: dict[str, float] = field(default_factory=dict)
 
     @cached_property
     def plan(self) -> MatchPlan:
         return plan_of(self.export.nodes)
 
+    @property
+    def calibrated(self) -> bool:
+        return bool(self.excess)
+
+    @cached_property
+    def node_excess(self) -> dict[int, float]:
+        """Each activity node's excess (its type's), NaN for every node where uncalibrated."""
+        types = {n["index"]: n["type"] for n in self.export.nodes}
+        if not self.calibrated:
+            return {n: math.nan for n in self.plan.nodes}
+        return {n: self.excess.get(types[n], 0.0) for n in self.plan.nodes}
+
+    @cached_property
+    def net(self) -> pd.DataFrame:
+        """Per sampled replay (the rows of `replays`): NET_COLUMNS, the excess of its matched
+        nodes and its period, gaps and cost less it."""
+        key = ["build", "window", "replay"]
+        per = (
+            self.samples.node.map(self.node_excess)
+            .groupby([self.samples[k] for k in key])
+            .sum(min_count=1)
+        )
+        excess = per.reindex(pd.MultiIndex.from_frame(self.replays[key])).to_numpy(dtype=float)
+        if not self.calibrated:
+            excess = np.full(len(self.replays), math.nan)
+        r = self.replays
+        return pd.DataFrame(
+            {
+                "excess_us": excess,
+                "period_net_us": r.period_us.to_numpy() - excess,
+                "gap_net_us": r.gap_us.to_numpy() - excess,
+                "cost_net_us": r.cost_us.to_numpy() - excess,
+            },
+            columns=NET_COLUMNS,
+        )
+
     @cached_property
     def nodes(self) -> pd.DataFrame:
         """Per activity node: its scope columns and group, samples, median duration, gap
-        and cost with 95% intervals, and mean duration and gap (for roll-ups)."""
-        return node_stats(self.export, self.samples)
+        and cost with 95% intervals, mean duration and gap (for roll-ups), and its gap and
+        cost net of the profiler."""
+        return node_stats(self.export, self.samples, self.node_excess)
 
     @cached_property
     def cost_series(self) -> np.ndarray:
         """Each sampled replay's summed node cost, as [builds][samples]."""
         return _per_build(self.replays, "cost_us")
 
+    @cached_property
+    def net_cost_series(self) -> np.ndarray:
+        """The same, net of the profiler (NaN where uncalibrated)."""
+        net = self.replays.assign(cost_net_us=self.net.cost_net_us.to_numpy())
+        return _per_build(net, "cost_net_us")
+
     def summary(self) -> dict[str, Any]:
-        r = self.replays
+        r, net = self.replays, self.net
         share = (r.gap_us / r.period_us).to_numpy()
         lo, hi = median_interval(share) if len(share) >= 2 else (math.nan, math.nan)
+        share_net = (net.gap_net_us / net.period_net_us).to_numpy()
+        if self.calibrated and len(share_net) >= 2:
+            nlo, nhi = median_interval(share_net)
+        else:
+            nlo = nhi = math.nan
         m = self.matching
         return dict(
             name=self.name,
@@ -154,7 +211,18 @@ class VariantProfile:
             dispatch_share=float(np.median(share)),
             dispatch_share_lo=float(lo),
             dispatch_share_hi=float(hi),
+            excess_us=_median(net.excess_us),
+            period_net_us=_median(net.period_net_us),
+            gap_net_us=_median(net.gap_net_us),
+            dispatch_share_net=_median(share_net),
+            dispatch_share_net_lo=float(nlo),
+            dispatch_share_net_hi=float(nhi),
         )
+
+
+def _median(x: pd.Series | np.ndarray) -> float:
+    x = np.asarray(x, dtype=float)
+    return float(np.median(x)) if len(x) and not np.isnan(x).all() else math.nan
 
 
 def _per_build(replays: pd.DataFrame, column: str) -> np.ndarray:
@@ -165,11 +233,17 @@ def _per_build(replays: pd.DataFrame, column: str) -> np.ndarray:
     return np.array([g[:n] for g in groups])
 
 
-def profile_windows(name: str, export: NodeExport, windows: Sequence[Window]) -> VariantProfile:
+def profile_windows(
+    name: str,
+    export: NodeExport,
+    windows: Sequence[Window],
+    excess: dict[str, float] | None = None,
+) -> VariantProfile:
     """Match and cost every sampled replay of `windows` (capture/profile/run.py records
     them). Nodes are matched by order; where every window carries the nodes' local ids,
     also by CUPTI's graph node id, and the id match is used if it is complete in every
-    replay, the two compared either way (`matching`)."""
+    replay, the two compared either way (`matching`). `excess`: CUPTI's cost per node by
+    node type (capture/profile/calibration.py), for the figures net of it."""
     plan = plan_of(export.nodes)
     use_ids = bool(windows) and all(w.local_ids for w in windows) and not plan.nested
     samples, rows = [], []
@@ -217,6 +291,7 @@ def profile_windows(name: str, export: NodeExport, windows: Sequence[Window]) ->
         pd.DataFrame(samples, columns=SAMPLE_COLUMNS),
         pd.DataFrame(rows, columns=REPLAY_COLUMNS),
         matching,
+        dict(excess or {}),
     )
 
 
@@ -252,10 +327,16 @@ def group_of(node: Node) -> str:
 
 NODE_COLUMNS = ["node", "type", "kernel", "stage", "step", "scope", "scope_path", "group"]
 NODE_COLUMNS += ["samples", "dur_us", "dur_lo", "dur_hi", "gap_us", "gap_lo", "gap_hi"]
-NODE_COLUMNS += ["cost_us", "dur_mean", "gap_mean"]
+NODE_COLUMNS += ["cost_us", "dur_mean", "gap_mean", "excess_us", "gap_net_us", "cost_net_us"]
+NODE_COLUMNS += ["gap_net_mean"]
 
 
-def node_stats(export: NodeExport, samples: pd.DataFrame) -> pd.DataFrame:
+def node_stats(
+    export: NodeExport, samples: pd.DataFrame, excess: dict[int, float] | None = None
+) -> pd.DataFrame:
+    """Per activity node its statistics over the sampled replays (NODE_COLUMNS); `excess`
+    (node -> CUPTI's excess, us) gives the net columns, NaN without it."""
+    excess = excess or {}
     plan = plan_of(export.nodes)
     index = list(plan.nodes)
     key = ["build", "window", "replay"]
@@ -294,6 +375,13 @@ def node_stats(export: NodeExport, samples: pd.DataFrame) -> pd.DataFrame:
                 dur_mean=_nan(np.nanmean, col_d),
                 gap_mean=_nan(np.nanmean, col_g),
             )
+        )
+        x = excess.get(n, math.nan)  # one constant per node: the net median is the shift
+        rows[-1].update(
+            excess_us=x,
+            gap_net_us=rows[-1]["gap_us"] - x,
+            cost_net_us=rows[-1]["cost_us"] - x,
+            gap_net_mean=rows[-1]["gap_mean"] - x,
         )
     return pd.DataFrame(rows, columns=NODE_COLUMNS)
 

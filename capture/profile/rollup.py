@@ -16,7 +16,7 @@ from graph_harness.capture.attribution.rollup import ROOT, tree_label, tree_orde
 from graph_harness.capture.scopes.recorder import UNSCOPED
 
 SCOPE_COLUMNS = ["scope", "depth", "nodes", "exec_us", "gap_us", "cost_us", "dispatch_share"]
-SCOPE_COLUMNS += ["share"]
+SCOPE_COLUMNS += ["share", "gap_net_us", "dispatch_share_net"]
 
 
 def _cost_rows(
@@ -25,13 +25,16 @@ def _cost_rows(
     total: float,
     depths: dict[str, int] | None = None,
 ) -> pd.DataFrame:
-    """Sum each label's nodes' mean duration and gap (`labels[i]` is row i's label)."""
+    """Sum each label's nodes' mean duration and gap, raw and net of the profiler
+    (`labels[i]` is row i's label)."""
     acc: dict[str, list[float]] = {}
-    for label, d, g in zip(labels, stats.dur_mean, stats.gap_mean):
-        a = acc.setdefault(label, [0, 0.0, 0.0])
+    net = stats.gap_net_mean if "gap_net_mean" in stats else [math.nan] * len(stats)
+    for label, d, g, x in zip(labels, stats.dur_mean, stats.gap_mean, net):
+        a = acc.setdefault(label, [0, 0.0, 0.0, 0.0])
         a[0] += 1
         a[1] += 0.0 if math.isnan(d) else d
         a[2] += 0.0 if math.isnan(g) else g
+        a[3] += 0.0 if math.isnan(g) else x  # NaN where uncalibrated: the sum stays NaN
     rows = [
         dict(
             scope=label,
@@ -42,8 +45,10 @@ def _cost_rows(
             cost_us=e + g,
             dispatch_share=g / (e + g) if e + g else math.nan,
             share=(e + g) / total if total else math.nan,
+            gap_net_us=x,
+            dispatch_share_net=x / (e + x) if e + x else math.nan,
         )
-        for label, (n, e, g) in acc.items()
+        for label, (n, e, g, x) in acc.items()
     ]
     return pd.DataFrame(rows, columns=SCOPE_COLUMNS)
 

@@ -7,7 +7,7 @@ Everything here syncs the device and needs CUDA.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import pandas as pd
 import torch
@@ -16,6 +16,7 @@ from graph_harness.capture.environment import environment, now
 from graph_harness.capture.export.nodes import NodeExport
 from graph_harness.capture.graph.reader import read_graph, tools_ids
 from graph_harness.capture.profile.activities import ProfileError, record_replays
+from graph_harness.capture.profile.calibration import Excess, measure_excess
 from graph_harness.capture.profile.document import ProfileResult
 from graph_harness.capture.profile.nodes import Window, profile_windows
 from graph_harness.capture.profile.settings import ProfileSettings
@@ -137,9 +138,11 @@ def profile_rounds(
             rounds = {v: count_round(params, v, "cuda", graph_pool=pool, pdl=pdl) for v in variants}
             profile_build(build, rounds)
             del rounds
-    profiles = {v: profile_windows(v, first[v], windows[v]) for v in variants}
+    excess = calibrate(first.values(), settings, progress)
+    profiles = {v: profile_windows(v, first[v], windows[v], excess.per_node) for v in variants}
     return ProfileResult(
         profiles=profiles,
+        excess=excess,
         round_trials=trials,
         pairs=saving_pairs(variants) if len(variants) > 1 else [],
         params=params.as_dict(),
@@ -195,9 +198,14 @@ def profile_steps(
     windows = profile_graphs(graphs, settings, progress=progress)
     for r in runs.values():
         r.finish()
-    profiles = {n: profile_windows(n, export, windows[n]) for n, (export, _) in steps.items()}
+    excess = calibrate([export for export, _ in steps.values()], settings, progress)
+    profiles = {
+        n: profile_windows(n, export, windows[n], excess.per_node)
+        for n, (export, _) in steps.items()
+    }
     return ProfileResult(
         profiles=profiles,
+        excess=excess,
         round_trials=trials,
         pairs=[(names[0], n) for n in names[1:]],
         params=None,
@@ -207,6 +215,16 @@ def profile_steps(
     )
 
 
+def calibrate(
+    exports: Iterable[NodeExport], settings: ProfileSettings, progress: Progress = None
+) -> Excess:
+    """CUPTI's own cost per node for the node types the graphs hold
+    (capture/profile/calibration.py), over `settings.calibration_rounds` rounds."""
+    types = {n["type"] for e in exports for n in e.nodes}
+    return measure_excess(sorted(types), settings.calibration_rounds, progress=progress)
+
+
 def _settings(s: ProfileSettings) -> dict[str, int]:
     keys = ("trials", "builds", "windows", "replays", "warmup", "trace_replays")
+    keys += ("calibration_rounds",)
     return {k: getattr(s, k) for k in keys}

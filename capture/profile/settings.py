@@ -39,6 +39,14 @@ class ProfileSettings:
         metadata={"help": "replays profiled per window, each a sample of every node", "min": 2},
     )
     warmup: int = field(default=ReplaySettings.warmup, metadata={"min": 0})
+    calibration_rounds: int = field(
+        default=8,
+        metadata={
+            "help": "rounds over the calibration chains that measure CUPTI's own cost per "
+            "node, for the figures net of it (0: not measured, no net figures)",
+            "min": 0,
+        },
+    )
     # Replays of each graph drawn in trace.json (capture/profile/trace.py): the first of
     # its first window. Three show a replay with a neighbour on each side and keep the
     # file small enough to scroll through.

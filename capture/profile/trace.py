@@ -238,16 +238,18 @@ class _Builder:
             args["workload"] = p.export.workload
             self._slice(pid, tids[REPLAYS, 0], "replay", f"replay {x.replay}", fit, args)
         where: dict[tuple[int, int], tuple[int, int, int]] = {}
+        excess = p.node_excess  # CUPTI's own cost per node, where the run measured it
         for x, (lane, gap_fit), span in zip(rows.itertuples(), placed, spans):
             tid, rec = tids[track[x.node], lane], nodes[x.node]
+            net = {"gap_net_us": x.gap_us - excess[x.node]} if p.calibrated else {}
             if gap_fit is not None:
-                args = {"before node": x.node, "gap_us": x.gap_us, "replay": x.replay}
+                args = {"before node": x.node, "gap_us": x.gap_us, **net, "replay": x.replay}
                 self._slice(pid, tid, GAP, GAP, gap_fit, args, cname=GAP_COLOUR)
             label = shown.get(rec["kernel"], rec["kernel"]) if rec["kernel"] else rec["type"]
             args = dict(kernel=rec["kernel"], type=rec["type"], node=x.node)
             args |= dict(scope=rec["scope"], scope_path=list(rec["scope_path"]))
             args |= {"stage": rec["stage"]} if rec.get("stage") is not None else {}
-            args |= dict(dur_us=x.dur_us, gap_us=x.gap_us, start_us=x.start_us)
+            args |= dict(dur_us=x.dur_us, gap_us=x.gap_us, **net, start_us=x.start_us)
             args |= dict(replay=x.replay, build=build, window=window)
             self._slice(pid, tid, rec["type"], label, span, args)
             where[int(x.replay), int(x.node)] = (tid, *span)

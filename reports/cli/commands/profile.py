@@ -165,6 +165,9 @@ def write_plot(folder, result, depth) -> None:
 def show(io: IO, result, *, depth: int | None, top: int, checks=None) -> None:
     from graph_harness.reports.profile_tables import (
         breakdown_table,
+        excess_table,
+        net_period_notes,
+        net_table,
         pairs_table,
         scope_tables,
         summary_table,
@@ -190,6 +193,12 @@ def show(io: IO, result, *, depth: int | None, top: int, checks=None) -> None:
     if checks:
         show_checks(io, checks)
     io.out.print(summary_table(result))
+    excess = excess_table(result)
+    if excess is not None:
+        io.out.print(excess)
+        io.out.print(net_table(result))
+        for line in net_period_notes(result):
+            io.out.print(line, soft_wrap=True, markup=False)
     from graph_harness.reports.tables import deeper_note
 
     for t, (name, p) in zip(scope_tables(result, depth), result.profiles.items()):

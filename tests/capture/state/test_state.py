@@ -333,7 +333,8 @@ def gpu_stood_in(monkeypatch):
     return graphs
 
 
-SETTINGS = ProfileSettings(trials=3, windows=3, replays=4)
+# No calibration chains on the stand-in: they are the harness's own graphs, never the step.
+SETTINGS = ProfileSettings(trials=3, windows=3, replays=4, calibration_rounds=0)
 
 
 def _profile(step, gpu_stood_in, settings=SETTINGS):

@@ -1,0 +1,191 @@
+"""What CUPTI itself adds to a replayed graph, per node, measured on calibration chains in
+the same run, so that a profile's gaps, periods, dispatch shares and priced savings can be
+given net of it beside the raw figures (capture/profile/nodes.py subtracts it).
+
+The model, and why (BENCHMARKS.md, "The profiler's own cost", has the runs):
+- Under CUPTI every node of a graph starts at least about 0.27-0.29 us after what it
+  waits for (on the H200, driver 580): the profiler serialises what the GPU otherwise
+  overlaps. How much that adds depends on how much of the launch the GPU hid without it:
+  a one-CTA kernel after another (an empty Triton kernel, an add on one float) runs about
+  0.03-0.08 us after its predecessor unprofiled, so CUPTI adds 0.20-0.26 us to it; a wide
+  kernel or a GEMM already waits about 0.2 us, and CUPTI adds 0.05-0.11 us. The profile
+  cannot tell the two apart (both show the floor), so the excess is priced per node from
+  a chain of the kind of node decode steps hold: for kernel nodes a chain of bf16 GEMMs
+  at a decode projection's shape (64 x 512 x 1536), for copies and sets chains of their
+  own (the replay command's `memcpy` and `memset` kinds).
+- A chain of N such nodes is event-timed (a trial of `REPLAYS` replays between CUDA
+  events) and profiled right after (a window of a lead-in and `REPLAYS` replays), at two
+  lengths; in each round the per-node excess is the difference of the two lengths'
+  excesses (profiled period less timed) over the difference of their node counts, which
+  leaves out the launch's fixed cost (about 3-5 us per replay, more in one run, less in
+  another; decode steps' own excesses show none: see BENCHMARKS.md). The figure is the
+  median over rounds with a 95% bootstrap interval.
+- Its limits: one figure per node type, where the true excess of a node lies between
+  about 0.05 and 0.26 us by what it is and follows; a graph of one-CTA kernels back to
+  back is under-corrected by up to 2x, one of wide kernels over-corrected. The report
+  prints the excess per node it used and, where the graph was also event-timed, how far
+  the net period still lies from the timed one.
+
+Only `measure_excess` needs a GPU; `excess_per_node` is arithmetic on its rows.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from graph_harness.capture.stats import median_interval
+
+# The node types that have activities (and so gaps), each with the chain that prices its
+# excess. A node of another type has no activity and no gap.
+CALIBRATED_TYPES = ("kernel", "memcpy", "memset")
+CHAIN_NODES = (32, 128)  # the two chain lengths, in nodes
+REPLAYS = 10  # replays per timed trial and per profiled window
+GEMM_SHAPE = (64, 512, 1536)  # rows x in x out: a decode projection's GEMM, bf16
+# How near the event-timed period a graph's period net of the profiler should come: the
+# report says by how much where it does not.
+PERIOD_TOLERANCE = 0.02
+ROW_COLUMNS = ["type", "round", "nodes", "timed_us", "period_us"]
+EXCESS_COLUMNS = ["type", "chain", "rounds", "us_per_node", "us_per_node_lo", "us_per_node_hi"]
+
+
+@dataclass(frozen=True)
+class Excess:
+    """CUPTI's excess per node by node type (us), with the rows it came from (ROW_COLUMNS:
+    per type, round and chain length the event-timed replay and the profiled period)."""
+
+    per_node: dict[str, float]
+    table: pd.DataFrame  # EXCESS_COLUMNS: one row per type
+    rows: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=ROW_COLUMNS))
+
+    def of(self, node_type: str) -> float:
+        """The excess of one node of `node_type`: 0 for a type with no activity."""
+        return self.per_node.get(node_type, 0.0)
+
+    def total(self, types: Iterable[str]) -> float:
+        """The excess of a set of nodes, by their types."""
+        return float(sum(self.of(t) for t in types))
+
+
+CHAINS = {"kernel": "gemm", "memcpy": "memcpy", "memset": "memset"}  # type -> chain name
+
+
+def excess_per_node(rows: pd.DataFrame) -> Excess:
+    """The per-node excess of each type from calibration rows (ROW_COLUMNS): per round, the
+    longer chain's excess (period - timed) less the shorter's, over their node counts'
+    difference; the median over rounds, with a 95% bootstrap interval over rounds."""
+    missing = [c for c in ROW_COLUMNS if c not in rows]
+    if missing:
+        raise ValueError(f"calibration rows lack columns {missing}; want {ROW_COLUMNS}")
+    per_node, table = {}, []
+    for t, g in rows.groupby("type", sort=False):
+        lengths = sorted(g.nodes.unique())
+        if len(lengths) != 2:
+            raise ValueError(f"{t}: calibration needs two chain lengths, got {lengths}")
+        short, long_ = lengths
+        ex = g.assign(excess=g.period_us - g.timed_us).pivot_table(
+            index="round", columns="nodes", values="excess"
+        )
+        slopes = ((ex[long_] - ex[short]) / (long_ - short)).dropna().to_numpy()
+        if not len(slopes):
+            raise ValueError(f"{t}: no round measured both chain lengths")
+        point = float(np.median(slopes))
+        lo, hi = median_interval(slopes) if len(slopes) >= 2 else (math.nan, math.nan)
+        per_node[t] = point
+        table.append(
+            dict(
+                type=t,
+                chain=CHAINS.get(t, t),
+                rounds=len(slopes),
+                us_per_node=point,
+                us_per_node_lo=float(lo),
+                us_per_node_hi=float(hi),
+            )
+        )
+    return Excess(per_node, pd.DataFrame(table, columns=EXCESS_COLUMNS), rows[ROW_COLUMNS])
+
+
+def _units(device: object) -> dict[str, Callable[[], object]]:
+    """One call of each type's chain unit (its tensors live in the closure)."""
+    import torch
+
+    from graph_harness.capture.replay.kinds import get_kind
+
+    m, k, n = GEMM_SHAPE
+    a = torch.randn(m, k, device=device, dtype=torch.bfloat16)
+    w = torch.randn(k, n, device=device, dtype=torch.bfloat16)
+    out = torch.empty(m, n, device=device, dtype=torch.bfloat16)
+    return {
+        "kernel": lambda: torch.mm(a, w, out=out),
+        "memcpy": get_kind("memcpy").make(device),
+        "memset": get_kind("memset").make(device),
+    }
+
+
+def measure_excess(
+    types: Sequence[str],
+    rounds: int,
+    *,
+    device: object = "cuda",
+    progress: Callable[[str], None] | None = None,
+) -> Excess:
+    """CUPTI's excess per node for each of `types` that has activities (CALIBRATED_TYPES),
+    from `rounds` rounds over the chains (each chain timed, then profiled; the chains in
+    turn, the order reversed every other round). Captures its own chains and syncs."""
+    import torch
+
+    from graph_harness.capture.graph.reader import read_graph
+    from graph_harness.capture.profile.activities import (
+        ProfileError,
+        cupti_trace,
+        split_replays,
+    )
+    from graph_harness.capture.profile.activities import activities_from_trace as acts_of
+    from graph_harness.capture.replay.timing import capture_unrolled
+
+    wanted = [t for t in CALIBRATED_TYPES if t in set(types)]
+    if not wanted or rounds < 1:
+        return Excess({}, pd.DataFrame(columns=EXCESS_COLUMNS))
+    if progress:
+        progress(f"measuring the profiler's own cost per node ({', '.join(wanted)} chains)")
+    units = _units(torch.device(device))
+    pool = torch.cuda.graph_pool_handle()
+    graphs = {}
+    for t in wanted:
+        for n in CHAIN_NODES:
+            g = capture_unrolled(units[t], n, graph_pool=pool)
+            kinds = [r.kind for r in read_graph(g.raw_cuda_graph())]
+            if kinds.count(t) != len(kinds):
+                raise RuntimeError(f"the {t} calibration chain captured {sorted(set(kinds))}")
+            graphs[(t, len(kinds))] = g
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for g in graphs.values():
+        g.replay()  # the first replay instantiates
+    torch.cuda.synchronize()
+    rows = []
+    keys = list(graphs)
+    for r in range(rounds):
+        for key in keys if r % 2 == 0 else keys[::-1]:
+            g = graphs[key]
+            start.record()
+            for _ in range(REPLAYS):
+                g.replay()
+            end.record()
+            end.synchronize()
+            timed = start.elapsed_time(end) * 1e3 / REPLAYS
+            trace = cupti_trace(lambda g=g: [g.replay() for _ in range(REPLAYS + 1)])
+            reps = split_replays(acts_of(trace), REPLAYS + 1)
+            if any(len(rep) != key[1] for rep in reps):
+                raise ProfileError(
+                    f"CUPTI recorded {sorted({len(rep) for rep in reps})} activities per replay "
+                    f"of a {key[1]}-node {key[0]} calibration chain"
+                )
+            ends = [max(a.end_us for a in rep) for rep in reps]
+            period = float(np.median(np.diff(ends)))
+            rows.append(dict(type=key[0], round=r, nodes=key[1], timed_us=timed, period_us=period))
+    del graphs, units
+    return excess_per_node(pd.DataFrame(rows, columns=ROW_COLUMNS))

@@ -1,0 +1,145 @@
+"""The profiler's own cost per node (capture/profile/calibration.py) and the figures net
+of it (capture/profile/nodes.py, rollup.py, pairs.py): the arithmetic on the CPU with
+synthetic replays whose profiler adds a known cost to every gap, and the measurement on
+a GPU (the chains' node counts read two ways)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from graph_harness.capture.profile.calibration import (
+    CHAIN_NODES,
+    ROW_COLUMNS,
+    excess_per_node,
+    measure_excess,
+)
+from graph_harness.capture.profile.document import ProfileResult
+from graph_harness.capture.profile.nodes import profile_windows
+from graph_harness.capture.profile.pairs import price_pair
+from tests.capture.profile.test_profile import export_of, node, windows_of
+
+gpu = pytest.mark.gpu
+
+
+def _rows(per_node, fixed=3.0, rounds=6, noise=0.0, seed=0):
+    """Calibration rows of chains whose profiled period is the timed one plus `fixed` per
+    replay and `per_node[t]` per node."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for t, x in per_node.items():
+        for r in range(rounds):
+            for n in CHAIN_NODES:
+                timed = 1.3 * n + rng.normal(0, noise)
+                period = timed + fixed + x * n + rng.normal(0, noise)
+                rows.append(dict(type=t, round=r, nodes=n, timed_us=timed, period_us=period))
+    return pd.DataFrame(rows, columns=ROW_COLUMNS)
+
+
+def test_the_excess_per_node_is_the_slope_and_leaves_the_fixed_cost_out():
+    got = excess_per_node(_rows({"kernel": 0.11, "memcpy": 0.14}, fixed=5.0))
+    assert got.per_node == pytest.approx({"kernel": 0.11, "memcpy": 0.14})
+    table = got.table.set_index("type")
+    assert list(table.chain) == ["gemm", "memcpy"] and (table.rounds == 6).all()
+    assert got.of("memset") == 0.0 and got.total(["kernel", "kernel", "memcpy"]) == (
+        pytest.approx(0.36)
+    )
+
+
+def test_the_interval_covers_the_spread_over_rounds():
+    got = excess_per_node(_rows({"kernel": 0.1}, noise=0.5, rounds=12)).table.iloc[0]
+    assert got.us_per_node_lo < got.us_per_node < got.us_per_node_hi
+    assert got.us_per_node_lo < 0.1 < got.us_per_node_hi
+
+
+@pytest.mark.parametrize(
+    "rows, message",
+    [
+        (pd.DataFrame({"type": ["kernel"], "nodes": [32]}), "lack columns"),
+        (_rows({"kernel": 0.1}).query("nodes == 32"), "two chain lengths"),
+    ],
+)
+def test_bad_calibration_rows_are_refused(rows, message):
+    with pytest.raises(ValueError, match=message):
+        excess_per_node(rows)
+
+
+def test_no_types_or_no_rounds_measure_nothing():
+    assert measure_excess(["event-record"], 4).per_node == {}
+    assert measure_excess(["kernel"], 0).table.empty
+
+
+# --- the figures net of it ---------------------------------------------------------------
+
+X = 0.2  # the synthetic profiler's cost per node, us
+
+
+def _profile(name, durs, gap=0.5, excess=None):
+    nodes = [node(i, "kernel", f"k{i}", [i - 1] if i else [], ["m"]) for i in range(len(durs))]
+    dur = dict(enumerate(durs))
+    ws = windows_of(nodes, range(len(durs)), dur, dict.fromkeys(range(len(durs)), gap))
+    return profile_windows(name, export_of(nodes), ws, excess)
+
+
+def test_net_figures_are_the_raw_less_the_excess_of_every_node():
+    durs = [3.0, 1.0, 2.0, 1.5]
+    p = _profile("g", durs, excess={"kernel": X})
+    s = p.summary()
+    n = len(durs)
+    assert s["excess_us"] == pytest.approx(X * n)
+    assert s["period_net_us"] == pytest.approx(s["period_us"] - X * n)
+    assert s["gap_net_us"] == pytest.approx(0.5 * n - X * n)
+    assert s["dispatch_share_net"] == pytest.approx((0.5 - X) * n / (sum(durs) + (0.5 - X) * n))
+    assert s["dispatch_share_net_lo"] <= s["dispatch_share_net"] <= s["dispatch_share_net_hi"]
+    assert np.allclose(p.nodes.gap_net_us, 0.5 - X) and np.allclose(p.nodes.excess_us, X)
+    scopes = ProfileResult(profiles={"g": p}).scope_table()
+    root = scopes.iloc[0]
+    assert root.gap_net_us == pytest.approx((0.5 - X) * n)
+    assert root.dispatch_share_net == pytest.approx(s["dispatch_share_net"])
+
+
+def test_without_a_calibration_every_net_figure_is_nan_not_the_raw():
+    p = _profile("g", [1.0, 2.0])
+    s = p.summary()
+    assert not p.calibrated
+    for k in ("excess_us", "period_net_us", "gap_net_us", "dispatch_share_net"):
+        assert math.isnan(s[k]), k
+    assert p.nodes.gap_net_us.isna().all()
+    assert ProfileResult(profiles={"g": p}).scope_table().gap_net_us.isna().all()
+
+
+def _trials(a_us, b_us, n=20):
+    return pd.DataFrame(
+        [dict(variant=v, build=0, trial=t, us=m) for v, m in (("a", a_us), ("b", b_us))
+         for t in range(n)]
+    )  # fmt: skip
+
+
+def test_a_pair_is_judged_net_of_the_profiler_where_both_were_calibrated():
+    da, db = [3.0, 1.0, 1.0, 1.0, 2.0], [3.0, 1.0, 2.0]  # B drops two 1-us kernels
+    a, b = _profile("a", da, excess={"kernel": X}), _profile("b", db, excess={"kernel": X})
+    # measured without the profiler: every gap X shorter than CUPTI shows it
+    timed = _trials(sum(da) + (0.5 - X) * len(da), sum(db) + (0.5 - X) * len(db))
+    row = price_pair(a, b, timed)
+    assert row["basis"] == "net" and row["passed"]
+    assert row["predicted_net_us"] == pytest.approx(row["measured_us"])
+    assert row["predicted_us"] - row["predicted_net_us"] == pytest.approx(2 * X)
+    assert row["error"] == pytest.approx(2 * X / row["measured_us"])
+    # one side uncalibrated: judged raw, and here that fails by the excess of two nodes
+    raw = price_pair(a, _profile("b", db), timed)
+    assert raw["basis"] == "raw" and math.isnan(raw["predicted_net_us"])
+    assert not raw["within_tolerance"]
+
+
+@gpu
+def test_measure_excess_on_the_gpu():
+    got = measure_excess(["kernel", "memcpy", "event-record"], 2)
+    rows = got.rows
+    assert set(got.per_node) == {"kernel", "memcpy"}
+    assert sorted(rows.nodes.unique()) == sorted(CHAIN_NODES)  # read from the graphs
+    assert len(rows) == 2 * 2 * len(CHAIN_NODES)
+    assert (rows.timed_us > 0).all() and (rows.period_us > 0).all()
+    assert all(math.isfinite(x) for x in got.per_node.values())
