@@ -9,7 +9,7 @@ from rich.table import Table
 
 from graph_harness.capture.profile.calibration import PERIOD_TOLERANCE
 from graph_harness.capture.profile.document import ProfileResult
-from graph_harness.capture.profile.pairs import TOLERANCE
+from graph_harness.capture.profile.pairs import FAIL, NOT_MEASURED, TOLERANCE
 from graph_harness.reports.kernel_names import short_names
 
 
@@ -181,22 +181,16 @@ def pairs_table(pairs: pd.DataFrame) -> Table:
     the measured one; the verdict is on the net prediction where there is one."""
     t = Table(
         title=f"Savings priced from the profiles against measured (us per replay; pass: "
-        f"within {100 * TOLERANCE:.0f}% and measured inside the predicted interval, of the "
-        "prediction net of the profiler where the run measured its cost, else raw)"
+        f"within {100 * TOLERANCE:.0f}% and measured inside the predicted interval, judged on "
+        "the prediction net of the profiler, at its excess's point and interval)"
     )
     cols = ["A -> B", "nodes", "predicted raw / net", "95% interval", "measured"]
     cols += ["95% interval ", "error raw / net", "verdict"]
     for c in cols:
         t.add_column(c, justify="left" if c in ("A -> B", "verdict") else "right", no_wrap=True)
     for r in pairs.itertuples():
-        if math.isnan(r.measured_us):
-            verdict = "not measured"
-        elif r.passed:
-            verdict = f"pass ({r.basis})"
-        else:
-            why = [] if r.within_tolerance else [f"off by more than {100 * TOLERANCE:.0f}%"]
-            why += [] if r.measured_in_interval else ["measured outside the interval"]
-            verdict = "FAIL: " + "; ".join(why) + f" ({r.basis})"
+        verdict = r.verdict.upper() if r.verdict == FAIL else r.verdict
+        verdict += "" if r.verdict == NOT_MEASURED else f": {r.why}"
         net = r.basis == "net"
         lo, hi = (
             (r.predicted_net_lo, r.predicted_net_hi) if net else (r.predicted_lo, r.predicted_hi)

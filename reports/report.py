@@ -223,6 +223,8 @@ def dispatch_section(folder: Path, profile, *, depth: int | None = None) -> list
     net = any(p.calibrated for p in profile.profiles.values())
     shares = ["dispatch_share", "dispatch_share_net"] if net else ["dispatch_share"]
     wide = scopes.pivot_table(index="scope", columns="variant", values=shares)
+    # each graph's raw column beside its net one, in the profile's order (not alphabetical)
+    wide = wide[[(c, v) for v in profile.profiles for c in shares if (c, v) in wide.columns]]
     wide.columns = [f"{v} {'net' if c.endswith('net') else 'raw'}" for c, v in wide.columns]
     wide = (100 * wide.reindex(list(dict.fromkeys(scopes.scope)))).round(2).reset_index()
     cols = ["name", "nodes", "period_us", "exec_us", "gap_us", "dispatch_share"]

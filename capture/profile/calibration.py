@@ -3,11 +3,11 @@ the same run, so that a profile's gaps, periods, dispatch shares and priced savi
 given net of it beside the raw figures (capture/profile/nodes.py subtracts it).
 
 The model, and why (BENCHMARKS.md, "The profiler's own cost", has the runs):
-- Under CUPTI every node of a graph starts at least about 0.27-0.29 us after what it
+- Under CUPTI every node of a graph starts at least about 0.26-0.29 us after what it
   waits for (on the H200, driver 580): the profiler serialises what the GPU otherwise
   overlaps. How much that adds depends on how much of the launch the GPU hid without it:
   a one-CTA kernel after another (an empty Triton kernel, an add on one float) runs about
-  0.03-0.08 us after its predecessor unprofiled, so CUPTI adds 0.20-0.26 us to it; a wide
+  0.03-0.08 us after its predecessor unprofiled, so CUPTI adds 0.17-0.26 us to it; a wide
   kernel or a GEMM already waits about 0.2 us, and CUPTI adds 0.05-0.11 us. The profile
   cannot tell the two apart (both show the floor), so the excess is priced per node from
   a chain of the kind of node decode steps hold: for kernel nodes a chain of bf16 GEMMs
@@ -17,12 +17,15 @@ The model, and why (BENCHMARKS.md, "The profiler's own cost", has the runs):
   events) and profiled right after (a window of a lead-in and `REPLAYS` replays), at two
   lengths; in each round the per-node excess is the difference of the two lengths'
   excesses (profiled period less timed) over the difference of their node counts, which
-  leaves out the launch's fixed cost (about 3-5 us per replay, more in one run, less in
-  another; decode steps' own excesses show none: see BENCHMARKS.md). The figure is the
-  median over rounds with a 95% bootstrap interval.
-- Its limits: one figure per node type, where the true excess of a node lies between
-  about 0.05 and 0.26 us by what it is and follows; a graph of one-CTA kernels back to
-  back is under-corrected by up to 2x, one of wide kernels over-corrected. The report
+  leaves out the launch's fixed cost per replay (a few us on the chains); it is not taken
+  out of a graph's figures, since these runs cannot tell whether a decode step pays it.
+  The figure is the median over rounds with a 95% bootstrap interval.
+- Its limits: one figure per node type, where the true excess of a kernel node lies
+  between about 0.05 and 0.26 us by what it is and follows (a copy's 0.16-0.31, a memset
+  node's 1.25); a graph of one-CTA kernels back to
+  back is under-corrected by more than 2x, one of wide kernels over-corrected; and a
+  decode step's own excess moves from run to run (0.07-0.13 us per node in one H200 run,
+  0.12-0.18 in the next) more than the chain's does (0.07-0.11). The report
   prints the excess per node it used and, where the graph was also event-timed, how far
   the net period still lies from the timed one.
 
@@ -31,6 +34,7 @@ Only `measure_excess` needs a GPU; `excess_per_node` is arithmetic on its rows.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -56,19 +60,32 @@ EXCESS_COLUMNS = ["type", "chain", "rounds", "us_per_node", "us_per_node_lo", "u
 @dataclass(frozen=True)
 class Excess:
     """CUPTI's excess per node by node type (us), with the rows it came from (ROW_COLUMNS:
-    per type, round and chain length the event-timed replay and the profiled period)."""
+    per type, round and chain length the event-timed replay and the profiled period).
+    `note`: why a measurement that was asked for gave nothing (then `per_node` is empty)."""
 
     per_node: dict[str, float]
     table: pd.DataFrame  # EXCESS_COLUMNS: one row per type
     rows: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=ROW_COLUMNS))
+    note: str | None = None
 
     def of(self, node_type: str) -> float:
-        """The excess of one node of `node_type`: 0 for a type with no activity."""
-        return self.per_node.get(node_type, 0.0)
+        """The excess of one node of `node_type`: 0 for a type with no activity (no gap),
+        NaN for one with activities that was not measured."""
+        if node_type not in CALIBRATED_TYPES:
+            return 0.0
+        return self.per_node.get(node_type, math.nan)
 
     def total(self, types: Iterable[str]) -> float:
         """The excess of a set of nodes, by their types."""
         return float(sum(self.of(t) for t in types))
+
+    def bounds(self) -> list[dict[str, float]]:
+        """Every corner of the types' 95% intervals (each type at its low or its high end):
+        what a figure net of the excess is judged at besides the point. NaN ends where a
+        type's interval is unknown (fewer than two rounds)."""
+        t = self.table.set_index("type")
+        ends = [[(k, t.us_per_node_lo[k]), (k, t.us_per_node_hi[k])] for k in self.per_node]
+        return [dict(c) for c in itertools.product(*ends)] if ends else []
 
 
 CHAINS = {"kernel": "gemm", "memcpy": "memcpy", "memset": "memset"}  # type -> chain name

@@ -31,7 +31,7 @@ from graph_harness.capture.profile.settings import ProfileSettings
 from graph_harness.capture.profile.trace import Names, profile_trace, trace_text
 
 PROFILE_SCHEMA = "graph-harness/profile"
-PROFILE_SCHEMA_VERSION = 1
+PROFILE_SCHEMA_VERSION = 2  # 2: figures net of the profiler, pairs' verdicts
 TRACE_FILE = "trace.json"
 
 
@@ -107,8 +107,10 @@ class ProfileResult:
 
     @cached_property
     def _pair_table(self) -> pd.DataFrame:
+        bounds = self.excess.bounds() if self.excess else []
         rows = [
-            price_pair(self.profiles[a], self.profiles[b], self.round_trials) for a, b in self.pairs
+            price_pair(self.profiles[a], self.profiles[b], self.round_trials, bounds)
+            for a, b in self.pairs
         ]
         return pd.DataFrame(rows, columns=PAIR_COLUMNS)
 
@@ -130,7 +132,11 @@ class ProfileResult:
     @cached_property
     def _replay_table(self) -> pd.DataFrame:
         return pd.concat(
-            [p.replays.assign(variant=n) for n, p in self.profiles.items()], ignore_index=True
+            [
+                pd.concat([p.replays, p.net.set_index(p.replays.index)], axis=1).assign(variant=n)
+                for n, p in self.profiles.items()
+            ],
+            ignore_index=True,
         )
 
     def to_dict(self, depth: int | None = None) -> dict[str, Any]:
@@ -143,7 +149,9 @@ class ProfileResult:
             "options": self.options,
             "summary": frame_records(self.summary()),
             "excess": frame_records(self.excess_table()),
-            "calibration": None if self.excess is None else frame_records(self.excess.rows),
+            "calibration": None
+            if self.excess is None
+            else {"rows": frame_records(self.excess.rows), "note": self.excess.note},
             "matching": {n: p.matching for n, p in self.profiles.items()},
             "scopes": frame_records(self.scope_table(depth)),
             "nodes": frame_records(self.node_table()),
@@ -186,7 +194,7 @@ class ProfileResult:
         }
         for name, df in tables.items():
             if (name in ("pairs", "breakdown") and not self.pairs) or (
-                name == "excess" and self.excess is None
+                name == "excess" and not len(df)
             ):
                 continue
             write_csv(folder / f"profile-{name}.csv", df)

@@ -137,28 +137,44 @@ class VariantProfile:
     def calibrated(self) -> bool:
         return bool(self.excess)
 
+    def excess_of_nodes(self, per_type: dict[str, float]) -> dict[int, float]:
+        """Each activity node's excess under `per_type` (CUPTI's cost per node by type): NaN
+        for a type not in it, and for a node launched as a programmatic dependent (its gap
+        may be negative; the chains that measured the excess have no such edge)."""
+        nodes = {n["index"]: n for n in self.export.nodes}
+        return {
+            n: math.nan
+            if nodes[n].get("programmatic_deps")
+            else per_type.get(nodes[n]["type"], math.nan)
+            for n in self.plan.nodes
+        }
+
     @cached_property
     def node_excess(self) -> dict[int, float]:
         """Each activity node's excess (its type's), NaN for every node where uncalibrated."""
-        types = {n["index"]: n["type"] for n in self.export.nodes}
-        if not self.calibrated:
-            return {n: math.nan for n in self.plan.nodes}
-        return {n: self.excess.get(types[n], 0.0) for n in self.plan.nodes}
+        return self.excess_of_nodes(self.excess)
+
+    def replay_excess(self, per_type: dict[str, float]) -> np.ndarray:
+        """Per sampled replay (the rows of `replays`) the summed excess of its matched nodes
+        under `per_type`: NaN where any of them has none, and where the replay left an
+        activity or a node unmatched (its gaps are not all known)."""
+        key = ["build", "window", "replay"]
+        x = self.samples.node.map(self.excess_of_nodes(per_type))
+        by = [self.samples[k] for k in key]
+        per = x.groupby(by).sum()
+        per[x.isna().groupby(by).any()] = math.nan
+        rows = pd.MultiIndex.from_frame(self.replays[key])
+        out = per.reindex(rows).to_numpy(dtype=float, copy=True)
+        r = self.replays
+        out[((r.unmatched_activities > 0) | (r.unmatched_nodes > 0)).to_numpy()] = math.nan
+        return out
 
     @cached_property
     def net(self) -> pd.DataFrame:
         """Per sampled replay (the rows of `replays`): NET_COLUMNS, the excess of its matched
-        nodes and its period, gaps and cost less it."""
-        key = ["build", "window", "replay"]
-        per = (
-            self.samples.node.map(self.node_excess)
-            .groupby([self.samples[k] for k in key])
-            .sum(min_count=1)
-        )
-        excess = per.reindex(pd.MultiIndex.from_frame(self.replays[key])).to_numpy(dtype=float)
-        if not self.calibrated:
-            excess = np.full(len(self.replays), math.nan)
+        nodes and its period, gaps and cost less it (NaN throughout where uncalibrated)."""
         r = self.replays
+        excess = self.replay_excess(self.excess) if self.calibrated else np.full(len(r), math.nan)
         return pd.DataFrame(
             {
                 "excess_us": excess,
@@ -187,12 +203,17 @@ class VariantProfile:
         net = self.replays.assign(cost_net_us=self.net.cost_net_us.to_numpy())
         return _per_build(net, "cost_net_us")
 
+    def net_cost_series_at(self, per_type: dict[str, float]) -> np.ndarray:
+        """The replay costs net of another excess per node (a bound of the measured one)."""
+        net = self.replays.cost_us.to_numpy() - self.replay_excess(per_type)
+        return _per_build(self.replays.assign(cost_net_us=net), "cost_net_us")
+
     def summary(self) -> dict[str, Any]:
         r, net = self.replays, self.net
         share = (r.gap_us / r.period_us).to_numpy()
         lo, hi = median_interval(share) if len(share) >= 2 else (math.nan, math.nan)
         share_net = (net.gap_net_us / net.period_net_us).to_numpy()
-        if self.calibrated and len(share_net) >= 2:
+        if (~np.isnan(share_net)).sum() >= 2:
             nlo, nhi = median_interval(share_net)
         else:
             nlo = nhi = math.nan
@@ -221,8 +242,9 @@ class VariantProfile:
 
 
 def _median(x: pd.Series | np.ndarray) -> float:
+    """The median of what was measured (NaN left out, as median_interval leaves it out)."""
     x = np.asarray(x, dtype=float)
-    return float(np.median(x)) if len(x) and not np.isnan(x).all() else math.nan
+    return float(np.nanmedian(x)) if len(x) and not np.isnan(x).all() else math.nan
 
 
 def _per_build(replays: pd.DataFrame, column: str) -> np.ndarray:

@@ -30,11 +30,15 @@ def _cost_rows(
     acc: dict[str, list[float]] = {}
     net = stats.gap_net_mean if "gap_net_mean" in stats else [math.nan] * len(stats)
     for label, d, g, x in zip(labels, stats.dur_mean, stats.gap_mean, net):
-        a = acc.setdefault(label, [0, 0.0, 0.0, 0.0])
+        a = acc.setdefault(label, [0, 0.0, 0.0, 0.0, 0])
         a[0] += 1
         a[1] += 0.0 if math.isnan(d) else d
         a[2] += 0.0 if math.isnan(g) else g
-        a[3] += 0.0 if math.isnan(g) else x  # NaN where uncalibrated: the sum stays NaN
+        if not math.isnan(g):  # sampled: its net value counts, NaN included
+            a[3] += x
+            a[4] += 1
+    for a in acc.values():
+        a[3] = a[3] if a[4] else math.nan  # no sampled node: no net value, not 0
     rows = [
         dict(
             scope=label,
@@ -48,7 +52,7 @@ def _cost_rows(
             gap_net_us=x,
             dispatch_share_net=x / (e + x) if e + x else math.nan,
         )
-        for label, (n, e, g, x) in acc.items()
+        for label, (n, e, g, x, _) in acc.items()
     ]
     return pd.DataFrame(rows, columns=SCOPE_COLUMNS)
 

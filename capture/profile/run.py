@@ -16,7 +16,7 @@ from graph_harness.capture.environment import environment, now
 from graph_harness.capture.export.nodes import NodeExport
 from graph_harness.capture.graph.reader import read_graph, tools_ids
 from graph_harness.capture.profile.activities import ProfileError, record_replays
-from graph_harness.capture.profile.calibration import Excess, measure_excess
+from graph_harness.capture.profile.calibration import EXCESS_COLUMNS, Excess, measure_excess
 from graph_harness.capture.profile.document import ProfileResult
 from graph_harness.capture.profile.nodes import Window, profile_windows
 from graph_harness.capture.profile.settings import ProfileSettings
@@ -139,7 +139,8 @@ def profile_rounds(
             profile_build(build, rounds)
             del rounds
     excess = calibrate(first.values(), settings, progress)
-    profiles = {v: profile_windows(v, first[v], windows[v], excess.per_node) for v in variants}
+    per_node = excess.per_node if excess else None
+    profiles = {v: profile_windows(v, first[v], windows[v], per_node) for v in variants}
     return ProfileResult(
         profiles=profiles,
         excess=excess,
@@ -200,7 +201,7 @@ def profile_steps(
         r.finish()
     excess = calibrate([export for export, _ in steps.values()], settings, progress)
     profiles = {
-        n: profile_windows(n, export, windows[n], excess.per_node)
+        n: profile_windows(n, export, windows[n], excess.per_node if excess else None)
         for n, (export, _) in steps.items()
     }
     return ProfileResult(
@@ -217,11 +218,18 @@ def profile_steps(
 
 def calibrate(
     exports: Iterable[NodeExport], settings: ProfileSettings, progress: Progress = None
-) -> Excess:
+) -> Excess | None:
     """CUPTI's own cost per node for the node types the graphs hold
-    (capture/profile/calibration.py), over `settings.calibration_rounds` rounds."""
+    (capture/profile/calibration.py), over `settings.calibration_rounds` rounds; None
+    where none were asked for. A calibration CUPTI cannot read gives an empty one with
+    its reason (`note`), not a lost profile."""
+    if settings.calibration_rounds < 1:
+        return None
     types = {n["type"] for e in exports for n in e.nodes}
-    return measure_excess(sorted(types), settings.calibration_rounds, progress=progress)
+    try:
+        return measure_excess(sorted(types), settings.calibration_rounds, progress=progress)
+    except ProfileError as e:
+        return Excess({}, pd.DataFrame(columns=EXCESS_COLUMNS), note=str(e))
 
 
 def _settings(s: ProfileSettings) -> dict[str, int]:

@@ -193,6 +193,8 @@ def show(io: IO, result, *, depth: int | None, top: int, checks=None) -> None:
     if checks:
         show_checks(io, checks)
     io.out.print(summary_table(result))
+    if result.excess is not None and result.excess.note:
+        io.note(f"the profiler's own cost could not be measured: {result.excess.note}")
     excess = excess_table(result)
     if excess is not None:
         io.out.print(excess)

@@ -44,9 +44,13 @@ def test_the_excess_per_node_is_the_slope_and_leaves_the_fixed_cost_out():
     assert got.per_node == pytest.approx({"kernel": 0.11, "memcpy": 0.14})
     table = got.table.set_index("type")
     assert list(table.chain) == ["gemm", "memcpy"] and (table.rounds == 6).all()
-    assert got.of("memset") == 0.0 and got.total(["kernel", "kernel", "memcpy"]) == (
-        pytest.approx(0.36)
-    )
+    assert got.total(["kernel", "kernel", "memcpy", "event-record"]) == pytest.approx(0.36)
+    assert math.isnan(got.of("memset"))  # has activities, was not measured: unknown, not 0
+    corners = got.bounds()  # each type at either end of its interval
+    assert len(corners) == 4 and {c["kernel"] for c in corners} == {
+        table.us_per_node_lo["kernel"],
+        table.us_per_node_hi["kernel"],
+    }
 
 
 def test_the_interval_covers_the_spread_over_rounds():
@@ -143,3 +147,118 @@ def test_measure_excess_on_the_gpu():
     assert len(rows) == 2 * 2 * len(CHAIN_NODES)
     assert (rows.timed_us > 0).all() and (rows.period_us > 0).all()
     assert all(math.isfinite(x) for x in got.per_node.values())
+
+
+# --- several types, a replay left unmatched, PDL ------------------------------------------
+
+
+def _mixed(types, excess, drop=None, pdl=()):
+    """A serial graph of `types` (durations 1, 2, ...; gaps 0.5) profiled over 2 windows of
+    5 replays; `drop` = (window, replay, position): that activity left out of the trace."""
+    nodes = [
+        node(i, t, f"k{i}" if t == "kernel" else "", [i - 1] if i else [], ["m"])
+        for i, t in enumerate(types)
+    ]
+    for i in pdl:
+        nodes[i]["programmatic_deps"] = [i - 1]
+    dur = {i: 1.0 + i for i in range(len(types))}
+    ws = windows_of(nodes, range(len(types)), dur, dict.fromkeys(range(len(types)), 0.5))
+    if drop:
+        w, r, k = drop
+        del ws[w].replays[r][k]
+    return profile_windows("g", export_of(nodes), ws, excess), dur
+
+
+def test_each_node_takes_its_own_types_excess_and_an_unmatched_replay_has_no_net_figure():
+    types = ["kernel", "memcpy", "kernel", "kernel"]
+    p, dur = _mixed(types, {"kernel": 0.2, "memcpy": 0.5}, drop=(1, 3, 2))
+    # by hand: three kernels at 0.2 and a copy at 0.5 take 1.1 us off each replay
+    period = sum(dur.values()) + 0.5 * len(types)
+    net = p.net.assign(window=p.replays.window.to_numpy(), replay=p.replays.replay.to_numpy())
+    dropped = (net.window == 1) & (net.replay == 3)
+    assert dropped.sum() == 1 and net[dropped].period_net_us.isna().all()
+    kept = net[~dropped]
+    assert np.allclose(kept.excess_us, 1.1) and np.allclose(kept.period_net_us, period - 1.1)
+    assert p.summary()["period_net_us"] == pytest.approx(period - 1.1)  # NaN left out
+    assert dict(zip(p.nodes.node, p.nodes.excess_us)) == pytest.approx(
+        {0: 0.2, 1: 0.5, 2: 0.2, 3: 0.2}
+    )
+
+
+def test_a_type_with_activities_but_no_measured_excess_leaves_every_net_figure_unknown():
+    p, _ = _mixed(["kernel", "memset", "kernel"], {"kernel": 0.2})
+    assert p.net.period_net_us.isna().all() and math.isnan(p.summary()["dispatch_share_net"])
+    assert math.isnan(p.nodes.set_index("node").excess_us[1])
+
+
+def test_a_programmatic_dependent_has_no_net_figure():
+    p, _ = _mixed(["kernel", "kernel", "kernel"], {"kernel": 0.2}, pdl=[2])
+    assert math.isnan(p.node_excess[2]) and p.net.period_net_us.isna().all()
+
+
+# --- verdicts -----------------------------------------------------------------------------
+
+
+def _calibrated(lo, hi, x=X):
+    from graph_harness.capture.profile.calibration import EXCESS_COLUMNS, Excess
+
+    table = pd.DataFrame(
+        [dict(type="kernel", chain="gemm", rounds=8, us_per_node=x,
+              us_per_node_lo=lo, us_per_node_hi=hi)],
+        columns=EXCESS_COLUMNS,
+    )  # fmt: skip
+    return Excess({"kernel": x}, table)
+
+
+def _pair(timed_a_extra=0.0, lo=X, hi=X):
+    da, db = [3.0, 1.0, 1.0, 1.0, 2.0], [3.0, 1.0, 2.0]
+    a, b = _profile("a", da, excess={"kernel": X}), _profile("b", db, excess={"kernel": X})
+    timed = _trials(sum(da) + (0.5 - X) * len(da) + timed_a_extra, sum(db) + (0.5 - X) * len(db))
+    return price_pair(a, b, timed, _calibrated(lo, hi).bounds())
+
+
+def test_an_excess_whose_interval_straddles_the_tolerance_cannot_tell():
+    ok = _pair()
+    assert ok["verdict"] in ("pass", "fail") and ok["within_tolerance"]
+    wide = _pair(lo=0.0, hi=0.4)  # 2 removed nodes: the saving moves by -0.4 .. +0.4 us
+    assert wide["verdict"] == "cannot tell" and not wide["passed"]
+    assert wide["net_low"] < wide["predicted_net_us"] < wide["net_high"]
+
+
+def test_a_graph_whose_net_period_misses_its_timed_one_cannot_tell():
+    row = _pair(timed_a_extra=-1.0)  # A's timed period 1 us (> 2%) below its net one
+    assert row["verdict"] == "cannot tell" and "a ran more than 2%" in row["why"]
+
+
+def test_profile_excess_csv_and_the_net_tables_are_written_and_shown(tmp_path):
+    from rich.console import Console
+
+    from graph_harness.reports.profile_tables import excess_table, net_period_notes, net_table
+
+    a, b = _profile("a", [3.0, 1.0, 2.0], excess={"kernel": X}), _profile("b", [3.0, 1.0])
+    excess = _calibrated(0.15, 0.25)
+    result = ProfileResult(
+        profiles={"a": a, "b": b}, excess=excess, round_trials=_trials(8.0, 5.0), pairs=[("a", "b")]
+    )
+    names = result.write(tmp_path)
+    assert "profile-excess.csv" in names
+    assert pd.read_csv(tmp_path / "profile-excess.csv").us_per_node.tolist() == [X]
+    assert "period_net_us" in pd.read_csv(tmp_path / "profile-replays.csv")
+    trace = (tmp_path / "trace.json").read_text()
+    assert '"gap_net_us"' in trace
+    console = Console(record=True, width=200)
+    for t in (excess_table(result), net_table(result)):
+        console.print(t)
+    text = console.export_text()
+    assert "0.200" in text and "[0.150, 0.250]" in text and "round net" in text
+    notes = net_period_notes(result)
+    # a: net ~6.9 against 8.0 timed; b is uncalibrated, so no line for it
+    assert len(notes) == 1 and "MORE than 2% off" in notes[0]
+    doc = result.to_dict()
+    assert doc["excess"][0]["type"] == "kernel" and doc["calibration"]["note"] is None
+    assert result.pair_table().iloc[0].verdict == "not judged"  # b is not calibrated
+
+
+def test_no_calibration_writes_no_excess_file(tmp_path):
+    names = ProfileResult(profiles={"a": _profile("a", [1.0, 2.0])}).write(tmp_path)
+    assert "profile-excess.csv" not in names and not (tmp_path / "profile-excess.csv").exists()

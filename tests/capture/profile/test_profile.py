@@ -36,7 +36,7 @@ from graph_harness.capture.profile.matching import (
     plan_of,
 )
 from graph_harness.capture.profile.nodes import Window, group_of, profile_windows, replay_costs
-from graph_harness.capture.profile.pairs import TOLERANCE, pair_breakdown, price_pair
+from graph_harness.capture.profile.pairs import pair_breakdown, price_pair
 from graph_harness.capture.profile.rollup import group_costs, scope_costs
 from graph_harness.capture.profile.settings import ProfileSettings
 from graph_harness.capture.round.params import RoundParams
@@ -619,7 +619,8 @@ def test_tables_render(tmp_path):
     console.print(pairs_table(pairs))
     console.print(breakdown_table(result.breakdown(), "a", "b"))
     text = console.export_text()
-    assert f"FAIL: off by more than {100 * TOLERANCE:.0f}%" in text and "(raw)" in text
+    # no calibration here: the raw prediction is not judged (it runs high by construction)
+    assert "not judged: no net prediction" in text and "FAIL" not in text
     assert "dispatch share" in text
     assert "copy_" in text
     plots.dispatch_share(result.scope_table(), tmp_path / "d.png")

@@ -103,14 +103,14 @@ REPO = Path(__file__).resolve().parents[3]
 PERFETTO_COMMIT = "ec5d16b14b743ba6063d720956d6d6af6610fd72"  # google/perfetto, 2026-08-22
 TRUNCATION_UNTIL = "125877bda15f7234a09b1ad5120b44ea6efded08"  # perfetto #1641: rounding
 
-# The round's report from the H200 (`report` there), timeline included. It was written by
-# trace.py before issue 34 (times as CUPTI stamped them, edge to edge on a 1/1024 us
-# grid) and this machine has no GPU to write it again: the lead regenerates it on the
-# H200, then sets this to False, and the same checks hold it clean. Until then the test
-# holds it to show the defects (which proves the checker sees them), and its real CUPTI
-# times, read back from its args, are drawn again by today's trace.py and checked clean.
+# The round's report from the H200 (`report` there), timeline included, regenerated on the
+# H200 by today's trace.py (session 10): the checks hold it clean. The one committed
+# before it, written before issue 34 (times as CUPTI stamped them, edge to edge on a
+# 1/1024 us grid), is kept as data: the test holds it to show the defects (which proves
+# the checker sees them on a real file), and its real CUPTI times, read back from its
+# args, are drawn again by today's trace.py and checked clean.
 COMMITTED_TRACE = REPO / "docs" / "report-h200" / "trace.json.gz"
-COMMITTED_TRACE_PREDATES_THE_FIX = True
+TRACE_BEFORE_THE_FIX = REPO / "docs" / "data" / "trace-2026-12-01-before-issue-34.json.gz"
 
 TOP_LEVEL_READ = {"traceEvents", "systemTraceEvents", "metadata", "displayTimeUnit"}
 EVENT_FIELDS_READ = {"ph", "ts", "dur", "pid", "tid", "id", "bind_id", "cat", "name"}
@@ -861,7 +861,7 @@ def h200_profiles() -> dict[str, VariantProfile]:
     them: each node's record (kernel, type, scope path, stage, step: its track), its
     samples, each replay's totals. Dependencies: each node on the one before it (the
     round runs serially on one stream), which is all the timeline draws from them."""
-    doc = json.loads(gzip.decompress(COMMITTED_TRACE.read_bytes()))
+    doc = json.loads(gzip.decompress(TRACE_BEFORE_THE_FIX.read_bytes()))
     procs = {e["pid"]: e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "process_name"}
     tracks = {e["tid"]: e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "thread_name"}
     out = {}
@@ -919,7 +919,7 @@ def test_the_h200_profiles_drawn_again_keep_every_activity():
     profiles = h200_profiles()
     assert [len(p.samples) for p in profiles.values()] == [1584, 936, 1440, 936, 792]
     doc = profile_trace(profiles, replays=3, names=short_names)
-    old = json.loads(gzip.decompress(COMMITTED_TRACE.read_bytes()))
+    old = json.loads(gzip.decompress(TRACE_BEFORE_THE_FIX.read_bytes()))
     key = lambda e: (e["pid"], e["args"]["replay"], e["args"]["node"])
     nodes = lambda d: {
         key(e): e for e in d["traceEvents"] if e["ph"] == "X" and e["cat"] not in ("replay", GAP)
@@ -939,12 +939,18 @@ def test_the_h200_profiles_drawn_again_keep_every_activity():
 # --- the committed H200 trace -------------------------------------------------------------
 
 
-def test_the_committed_h200_trace():
+def test_the_committed_h200_trace_imports_clean():
     text = gzip.decompress(COMMITTED_TRACE.read_bytes()).decode("utf-8")
+    check_clean(text)
+    doc = json.loads(text)
+    assert "otherData" not in doc or set(doc["otherData"]) <= {"schema", "schema_version"}
+    xs = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
+    assert len({e["pid"] for e in xs}) == 5 and len(xs) > 5000  # five variants, drawn
+
+
+def test_the_h200_trace_written_before_the_fix():
+    text = gzip.decompress(TRACE_BEFORE_THE_FIX.read_bytes()).decode("utf-8")
     llround, truncation = RULES.values()
-    if not COMMITTED_TRACE_PREDATES_THE_FIX:
-        check_clean(text)
-        return
     # Written before the fix: the importer's rounding overlaps 1,187 slices with their
     # neighbour and binds 426 flow ends to the gap before their node; truncation, as
     # the project's test held it, reads the same file clean. Both skip its metadata.
