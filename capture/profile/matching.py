@@ -230,18 +230,30 @@ def _search(plan: MatchPlan, acts: Sequence[Activity], budget: int = 100_000) ->
             else:
                 bisect.insort(ready[plan.key[x]], x)
 
+    # Two pruning rules keep this from trying equal orders again and again (a step's many
+    # kernels of one name): a set of matched nodes once found to lead nowhere is not
+    # entered again (the activity it reaches is fixed by its size), and of ready nodes of
+    # one key with the same dependents only the first is tried (the other is the same
+    # choice under another index).
+    dead: set[frozenset[int]] = set()
     i = 0
     for _ in range(budget):
         if i == len(acts):
             return assigned
-        candidates = [n for key in activity_keys(acts[i]) for n in ready.get(key, ())]
+        state = frozenset(assigned)
+        candidates = (
+            []
+            if state in dead
+            else _distinct(plan, [n for k in activity_keys(acts[i]) for n in ready.get(k, ())])
+        )
         if candidates:
             if len(candidates) > 1:
                 choices.append([i, candidates, 1, len(log)])
             pick = candidates[0]
         else:  # a dead end: revise the latest choice that has another candidate
+            dead.add(state)
             while choices and choices[-1][2] >= len(choices[-1][1]):
-                choices.pop()
+                dead.add(frozenset(assigned[: choices.pop()[0]]))
             if not choices:
                 return None
             c = choices[-1]
@@ -253,6 +265,18 @@ def _search(plan: MatchPlan, acts: Sequence[Activity], budget: int = 100_000) ->
         assigned.append(pick)
         i += 1
     return assigned if i == len(acts) else None
+
+
+def _distinct(plan: MatchPlan, candidates: list[int]) -> list[int]:
+    """The candidates less those the same as an earlier one for what follows (one key,
+    the same dependents)."""
+    seen, out = set(), []
+    for n in candidates:
+        sig = (plan.key[n], frozenset(plan.dependents.get(n, ())))
+        if sig not in seen:
+            seen.add(sig)
+            out.append(n)
+    return out
 
 
 def match_by_id(plan: MatchPlan, acts: Sequence[Activity], local_ids: dict[int, int]) -> Match:

@@ -353,6 +353,36 @@ def test_matching_with_repeated_names_is_complete_and_respects_dependencies(case
         seen.add(n)
 
 
+# Found by hypothesis (session 10): many kernels of one name, run in an order where the
+# greedy match takes the wrong gemm; the search behind it ran out of steps trying equal
+# orders again until it skipped states it had found dead and ready nodes no different.
+SEARCHED = [
+    ("gemm", []), ("gemm", []), ("gemm", []), ("norm", []), ("norm", []), ("gemm", [0, 3, 4]),
+    ("gemm", []), ("gemm", [0, 1, 3]), ("gemm", []), ("gemm", []), ("gemm", []), ("gemm", [4]),
+    ("gemm", [0, 1, 11]), ("norm", [12]), ("gemm", []), ("gemm", [0, 7]),
+    ("gemm", [11, 14, 15]), ("gemm", []), ("gemm", []), ("gemm", []), ("gemm", []),
+    ("memset", [3]), ("gemm", []), ("gemm", []), ("gemm", []),
+]  # fmt: skip
+SEARCHED_ORDER = [0, 14, 4, 6, 19, 1, 22, 18, 20, 2, 10, 9, 11, 17, 12, 8, 3, 5, 13, 21, 23]
+SEARCHED_ORDER += [24, 7, 15, 16]
+
+
+def test_matching_finds_the_order_the_greedy_match_misses():
+    nodes = [
+        node(i, "memset" if k == "memset" else "kernel", "" if k == "memset" else k, deps)
+        for i, (k, deps) in enumerate(SEARCHED)
+    ]
+    plan = plan_of(nodes)
+    n = len(nodes)
+    acts, _ = run_serially(nodes, SEARCHED_ORDER, dict.fromkeys(range(n), 1.0), [0.0] * n)
+    m = match_by_order(plan, acts)
+    assert m.complete and sorted(m.node) == list(range(n))
+    seen = set()
+    for a, k in zip(acts, m.node):
+        assert plan.key[k][0] == a.kind and plan.deps[k] <= seen
+        seen.add(k)
+
+
 @settings(max_examples=40, deadline=None)
 @given(
     st.lists(
