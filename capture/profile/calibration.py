@@ -156,13 +156,8 @@ def measure_excess(
     import torch
 
     from graph_harness.capture.graph.reader import read_graph
-    from graph_harness.capture.profile.activities import (
-        ProfileError,
-        cupti_trace,
-        split_replays,
-    )
-    from graph_harness.capture.profile.activities import activities_from_trace as acts_of
-    from graph_harness.capture.replay.timing import capture_unrolled
+    from graph_harness.capture.profile.activities import ProfileError, record_replays
+    from graph_harness.capture.replay.timing import capture_unrolled, time_replays_us
 
     wanted = [t for t in CALIBRATED_TYPES if t in set(types)]
     if not wanted or rounds < 1:
@@ -179,7 +174,6 @@ def measure_excess(
             if kinds.count(t) != len(kinds):
                 raise RuntimeError(f"the {t} calibration chain captured {sorted(set(kinds))}")
             graphs[(t, len(kinds))] = g
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     for g in graphs.values():
         g.replay()  # the first replay instantiates
     torch.cuda.synchronize()
@@ -188,14 +182,9 @@ def measure_excess(
     for r in range(rounds):
         for key in keys if r % 2 == 0 else keys[::-1]:
             g = graphs[key]
-            start.record()
-            for _ in range(REPLAYS):
-                g.replay()
-            end.record()
-            end.synchronize()
-            timed = start.elapsed_time(end) * 1e3 / REPLAYS
-            trace = cupti_trace(lambda g=g: [g.replay() for _ in range(REPLAYS + 1)])
-            reps = split_replays(acts_of(trace), REPLAYS + 1)
+            (timed,) = time_replays_us({"chain": g}, replays=REPLAYS, trials=1, warmup=0)["chain"]
+            what = f"the {key[0]} calibration chain"
+            reps = record_replays(g, REPLAYS + 1, warmup=0, what=what)
             if any(len(rep) != key[1] for rep in reps):
                 raise ProfileError(
                     f"CUPTI recorded {sorted({len(rep) for rep in reps})} activities per replay "

@@ -208,6 +208,10 @@ class VariantProfile:
         net = self.replays.cost_us.to_numpy() - self.replay_excess(per_type)
         return _per_build(self.replays.assign(cost_net_us=net), "cost_net_us")
 
+    def period_net_us(self) -> float:
+        """The median sampled replay's period net of the profiler (NaN where unknown)."""
+        return _median(self.net.period_net_us)
+
     def summary(self) -> dict[str, Any]:
         r, net = self.replays, self.net
         share = (r.gap_us / r.period_us).to_numpy()
@@ -233,7 +237,7 @@ class VariantProfile:
             dispatch_share_lo=float(lo),
             dispatch_share_hi=float(hi),
             excess_us=_median(net.excess_us),
-            period_net_us=_median(net.period_net_us),
+            period_net_us=self.period_net_us(),
             gap_net_us=_median(net.gap_net_us),
             dispatch_share_net=_median(share_net),
             dispatch_share_net_lo=float(nlo),

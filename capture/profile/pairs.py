@@ -80,7 +80,7 @@ def price_pair(
         mlo, mhi = saving_interval(series[a.name], series[b.name])
         for p in (a, b):
             timed = float(round_trials[round_trials.variant == p.name].us.median())
-            off[p.name] = p.summary()["period_net_us"] / timed - 1 if timed else math.nan
+            off[p.name] = p.period_net_us() / timed - 1 if timed else math.nan
     # judged on the net prediction; without one the raw one's figures are shown, unjudged
     predicted, lo, hi = net if basis == "net" else raw
     within = abs(predicted - measured) <= TOLERANCE * abs(measured)
