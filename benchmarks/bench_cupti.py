@@ -6,9 +6,10 @@ model through benchmarks/targets/gpt_fast_step.py), each with --out.
     python3 benchmarks/bench_cupti.py --out DIR [--only round,llama,hf,gptfast]
 
 Writes DIR/<workload>/ (what `profile --out` writes, its stdout in profile.txt) and
-DIR/cupti.md: per graph the period under CUPTI, raw and net, against the event-timed one,
-the dispatch share raw and net; per pair the saving predicted raw and net against the
-measured one; and the excess per node each run measured. Without a GPU it exits 2.
+DIR/cupti.md: per graph the period under CUPTI, raw and net (on its basis, and at the
+chains' excess), against the event-timed one, the dispatch share raw and net; per pair
+the saving predicted raw and net (at A's excess) against the measured one, with the
+verdict; and the excess per node each run measured on the chains. Without a GPU it exits 2.
 """
 
 from __future__ import annotations
@@ -76,13 +77,24 @@ def main() -> int:
     if graphs:
         g = pd.concat(graphs, ignore_index=True)
         cols = ["workload", "name", "nodes", "period_us", "timed_us", "period_vs_timed"]
-        cols += ["excess_us", "period_net_us", "period_net_vs_timed", "dispatch_share"]
+        cols += ["excess_basis", "excess_per_node_us", "excess_us", "period_net_us"]
+        cols += ["period_net_vs_timed", "period_chains_vs_timed", "dispatch_share"]
         cols += ["dispatch_share_net"]
+        cols = [c for c in cols if c in g]
         lines += ["## Graphs", "", g[cols].to_markdown(index=False, floatfmt=".4g"), ""]
     if pairs:
         p = pd.concat(pairs, ignore_index=True)
+        if graphs and "period_chains_us" in g:
+            # what the chains' excess alone would have priced (from the median periods, so
+            # approximate): the raw prediction less the chains' excess of A over B's
+            chains = (g.period_us - g.period_chains_us).groupby([g.workload, g.name]).first()
+            xa = [chains.get((w, n), float("nan")) for w, n in zip(p.workload, p.a)]
+            xb = [chains.get((w, n), float("nan")) for w, n in zip(p.workload, p.b)]
+            p["error_chains"] = (p.predicted_us - pd.Series(xa) + pd.Series(xb)) / p.measured_us - 1
         cols = ["workload", "a", "b", "removed_nodes", "predicted_us", "predicted_net_us"]
-        cols += ["measured_us", "measured_lo", "measured_hi", "error", "error_net", "passed"]
+        cols += ["measured_us", "measured_lo", "measured_hi", "error", "error_net"]
+        cols += ["error_chains", "b_net_vs_timed", "basis", "verdict", "why"]
+        cols = [c for c in cols if c in p]
         lines += ["## Pairs", "", p[cols].to_markdown(index=False, floatfmt=".4g"), ""]
     if excess:
         e = pd.concat(excess, ignore_index=True)

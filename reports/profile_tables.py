@@ -9,6 +9,7 @@ from rich.table import Table
 
 from graph_harness.capture.profile.calibration import PERIOD_TOLERANCE
 from graph_harness.capture.profile.document import ProfileResult
+from graph_harness.capture.profile.nodes import TIMING
 from graph_harness.capture.profile.pairs import FAIL, NOT_MEASURED, TOLERANCE
 from graph_harness.reports.kernel_names import short_names
 
@@ -54,23 +55,28 @@ def summary_table(result: ProfileResult) -> Table:
 
 def net_table(result: ProfileResult) -> Table | None:
     """Per graph the same figures net of the profiler's own cost (None where the run did
-    not measure it): the excess taken out, the round, gaps and dispatch share net, and the
-    net round against the event-timed one."""
+    not measure it): where the excess came from and what it is per node, the excess taken
+    out, the round, gaps and dispatch share net, and the net round against the timed one."""
     if not any(p.calibrated for p in result.profiles.values()):
         return None
     s = result.summary()
     t = Table(title="Net of the profiler's own cost: median per replay, us")
-    cols = ["graph", "excess", "round net", "timed", "net vs timed", "gaps net"]
-    cols += ["dispatch net", "95% interval"]
+    cols = ["graph", "basis", "per node", "95% interval", "excess", "round net", "timed"]
+    cols += ["net vs timed", "gaps net", "dispatch net", "95% interval "]
     for c in cols:
-        t.add_column(c, justify="left" if c == "graph" else "right", no_wrap=True)
+        t.add_column(c, justify="left" if c in ("graph", "basis") else "right", no_wrap=True)
     for r in s.itertuples():
         t.add_row(
             r.name,
+            r.excess_basis or "-",
+            _us(r.excess_per_node_us, 3),
+            _span(r.excess_per_node_lo, r.excess_per_node_hi, lambda x: _us(x, 3)),
             _us(r.excess_us),
             _us(r.period_net_us),
             _us(getattr(r, "timed_us", math.nan)),
-            _pct(getattr(r, "period_net_vs_timed", math.nan), 2),
+            "fitted to it"
+            if r.excess_basis == TIMING
+            else _pct(getattr(r, "period_net_vs_timed", math.nan), 2),
             _us(r.gap_net_us),
             _pct(r.dispatch_share_net, 2),
             _span(r.dispatch_share_net_lo, r.dispatch_share_net_hi, lambda x: _pct(x, 2)),
@@ -79,14 +85,28 @@ def net_table(result: ProfileResult) -> Table | None:
 
 
 def net_period_notes(result: ProfileResult) -> list[str]:
-    """A line per event-timed graph: how far its period net of the profiler lies from the
-    event-timed one, and whether that is within PERIOD_TOLERANCE."""
+    """A line per event-timed graph with net figures: on its own timing's basis, that its
+    net period matches by construction and how far the chains' excess alone would leave
+    it; on the chains', how far its net period lies from the timed one, and whether that
+    is within PERIOD_TOLERANCE."""
     s = result.summary()
     if "period_net_vs_timed" not in s:
         return []
+    tol = f"{100 * PERIOD_TOLERANCE:.0f}%"
     out = []
     for r in s.itertuples():
         off = r.period_net_vs_timed
+        if r.excess_basis == TIMING and not math.isnan(r.timed_us):
+            chains = getattr(r, "period_chains_vs_timed", math.nan)
+            out.append(
+                f"{r.name}: its excess, {_us(r.excess_per_node_us, 3)} us per node, is fitted to "
+                f"its own event-timed period ({_us(r.timed_us)} us), which its net period so "
+                "matches by construction"
+                + ("" if math.isnan(chains) else f"; the chains' excess would leave it "
+                   f"{100 * chains:+.2f}% off")
+                + "; a pair from it is judged on the other graph's period"
+            )  # fmt: skip
+            continue
         if math.isnan(off):
             continue
         within = abs(off) <= PERIOD_TOLERANCE
@@ -94,9 +114,9 @@ def net_period_notes(result: ProfileResult) -> list[str]:
             f"{r.name}: net of the profiler, a replay lasts {_us(r.period_net_us)} us against "
             f"{_us(r.timed_us)} us event-timed ({100 * off:+.2f}%, "
             + (
-                f"within {100 * PERIOD_TOLERANCE:.0f}%)"
+                f"within {tol})"
                 if within
-                else f"MORE than {100 * PERIOD_TOLERANCE:.0f}% off: the per-node excess "
+                else f"MORE than {tol} off: the per-node excess "
                 "measured on the chains does not fit this graph; read its net figures with that)"
             )
         )
@@ -180,18 +200,17 @@ def pairs_table(pairs: pd.DataFrame) -> Table:
     """Each change's saving priced from the profiles, raw and net of the profiler, against
     the measured one; the verdict is on the net prediction where there is one."""
     t = Table(
-        title=f"Savings priced from the profiles against measured (us per replay; pass: "
-        f"within {100 * TOLERANCE:.0f}% and measured inside the predicted interval, judged on "
-        "the prediction net of the profiler, at its excess's point and interval)"
+        title=f"Savings priced from the profiles against measured (us per replay; pass: the "
+        f"prediction net of the profiler, both sides at A's excess, within {100 * TOLERANCE:.0f}% "
+        "of the measured saving's whole interval at its point and both intervals' ends)"
     )
     cols = ["A -> B", "nodes", "predicted raw / net", "95% interval", "measured"]
-    cols += ["95% interval ", "error raw / net", "verdict"]
+    cols += ["95% interval ", "error raw / net", "B net vs timed", "verdict"]
     for c in cols:
         t.add_column(c, justify="left" if c in ("A -> B", "verdict") else "right", no_wrap=True)
     for r in pairs.itertuples():
         verdict = r.verdict.upper() if r.verdict == FAIL else r.verdict
-        verdict += "" if r.verdict == NOT_MEASURED else f": {r.why}"
-        net = r.basis == "net"
+        net = r.basis != "raw"
         lo, hi = (
             (r.predicted_net_lo, r.predicted_net_hi) if net else (r.predicted_lo, r.predicted_hi)
         )
@@ -203,9 +222,20 @@ def pairs_table(pairs: pd.DataFrame) -> Table:
             _us(r.measured_us, 2),
             _span(r.measured_lo, r.measured_hi, lambda x: _us(x, 2)),
             _pct(r.error, 2) + (f" / {_pct(r.error_net, 2)}" if net else ""),
+            _pct(r.b_net_vs_timed, 2),
             verdict,
         )
     return t
+
+
+def pair_verdicts(pairs: pd.DataFrame) -> list[str]:
+    """A line per judged pair: its verdict and why (beside the table, which they would
+    crowd out of a terminal's width)."""
+    return [
+        f"{r.a} -> {r.b}: {r.verdict.upper() if r.verdict == FAIL else r.verdict}: {r.why}"
+        for r in pairs.itertuples()
+        if r.verdict != NOT_MEASURED
+    ]
 
 
 def breakdown_table(breakdown: pd.DataFrame, a: str, b: str, top: int = 10) -> Table:

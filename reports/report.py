@@ -230,8 +230,9 @@ def dispatch_section(folder: Path, profile, *, depth: int | None = None) -> list
     cols = ["name", "nodes", "period_us", "exec_us", "gap_us", "dispatch_share"]
     cols += ["timed_us"] if "timed_us" in summary else []
     if net:
-        cols += ["excess_us", "period_net_us", "gap_net_us", "dispatch_share_net"]
-        cols += ["period_net_vs_timed"] if "period_net_vs_timed" in summary else []
+        cols += ["excess_basis", "excess_per_node_us", "excess_us", "period_net_us"]
+        cols += ["gap_net_us", "dispatch_share_net"]
+        cols += [c for c in ("period_net_vs_timed", "period_chains_vs_timed") if c in summary]
     excess = profile.excess_table()
     return [
         f"## Dispatch share in {where} (CUPTI)",
@@ -240,15 +241,21 @@ def dispatch_section(folder: Path, profile, *, depth: int | None = None) -> list
         "waits for), from replays under CUPTI (`graph-harness profile`); the dispatch "
         f"share is the gaps over {where} (per {part}: over its nodes' durations and gaps)."
         + (
-            " Net: less the profiler's own cost per node, measured on calibration chains "
-            "in the same run (docs/profile.md)."
+            " Net: less the profiler's own cost per node, fitted to each graph's own "
+            "event-timed period where it was timed (basis `timing`: its net period then "
+            "matches by construction), else measured on calibration chains in the same run "
+            "(`chains`; docs/profile.md)."
             if net
             else ""
         ),
         "",
         _md(summary[cols]),
         "",
-        *(["The profiler's own cost per node:", "", _md(excess), ""] if net else []),
+        *(
+            ["The profiler's own cost per node on the calibration chains:", "", _md(excess), ""]
+            if len(excess)
+            else []
+        ),
         f"Dispatch share per {part}, %:",
         "",
         _md(wide),

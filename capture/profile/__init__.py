@@ -5,6 +5,8 @@ each node's duration and the gap before it, rolled up and priced.
 - activities.py: what CUPTI recorded, read from the trace and split into replays
 - matching.py: activities matched to graph nodes (pure functions)
 - nodes.py: one graph's profile and every node's statistics
+- calibration.py: the profiler's own cost per node, measured on calibration chains
+- fit.py: the same fitted to a graph's own event timing; which one a graph's net figures use
 - rollup.py: node costs by scope and by group
 - pairs.py: a change priced from two profiles
 - document.py: ProfileResult, the one document

@@ -1,6 +1,9 @@
 """What CUPTI itself adds to a replayed graph, per node, measured on calibration chains in
 the same run, so that a profile's gaps, periods, dispatch shares and priced savings can be
-given net of it beside the raw figures (capture/profile/nodes.py subtracts it).
+given net of it beside the raw figures (capture/profile/nodes.py subtracts it). A graph
+that was also event-timed takes the excess fitted to its own timing instead
+(capture/profile/fit.py says why); the chains' stay the basis of an untimed one and a
+cross-check of every timed one.
 
 The model, and why (BENCHMARKS.md, "The profiler's own cost", has the runs):
 - Under CUPTI every node of a graph starts at least about 0.26-0.29 us after what it

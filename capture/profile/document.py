@@ -19,7 +19,7 @@ import pandas as pd
 from graph_harness.capture.export.documents import frame_records
 from graph_harness.capture.files import write_atomic, write_csv
 from graph_harness.capture.profile.calibration import EXCESS_COLUMNS, Excess
-from graph_harness.capture.profile.nodes import VariantProfile
+from graph_harness.capture.profile.nodes import TIMING, VariantProfile
 from graph_harness.capture.profile.pairs import (
     BREAKDOWN_COLUMNS,
     PAIR_COLUMNS,
@@ -31,7 +31,7 @@ from graph_harness.capture.profile.settings import ProfileSettings
 from graph_harness.capture.profile.trace import Names, profile_trace, trace_text
 
 PROFILE_SCHEMA = "graph-harness/profile"
-PROFILE_SCHEMA_VERSION = 2  # 2: figures net of the profiler, pairs' verdicts
+PROFILE_SCHEMA_VERSION = 3  # 2: net of the profiler, verdicts; 3: excess bases
 TRACE_FILE = "trace.json"
 
 
@@ -45,7 +45,8 @@ class ProfileResult:
     bootstraps each) and rolling up the scopes again; each caller gets its own copy."""
 
     profiles: dict[str, VariantProfile]
-    # CUPTI's own cost per node (capture/profile/calibration.py); None where not measured.
+    # CUPTI's own cost per node on the calibration chains (capture/profile/calibration.py);
+    # None where not measured. Each profile carries the excess its net figures use.
     excess: Excess | None = None
     round_trials: pd.DataFrame | None = None  # variant, build, trial, us: event-timed
     pairs: list[tuple[str, str]] = field(default_factory=list)
@@ -65,7 +66,16 @@ class ProfileResult:
             timed = self.round_trials.groupby("variant").us.median()
             df["timed_us"] = df.name.map(timed).astype(float)
             df["period_vs_timed"] = df.period_us / df.timed_us - 1
-            df["period_net_vs_timed"] = df.period_net_us / df.timed_us - 1
+            # no test where the excess was fitted to that very timing (0 by construction)
+            own = (df.excess_basis == TIMING).to_numpy()
+            df["period_net_vs_timed"] = (df.period_net_us / df.timed_us - 1).mask(own)
+            if self.excess is not None and self.excess.per_node:
+                # the chains' excess on every graph, whatever its basis: how far it alone
+                # would leave each period from the timed one
+                x = self.excess.per_node
+                chains = {n: p.period_net_at(x) for n, p in self.profiles.items()}
+                df["period_chains_us"] = df.name.map(chains).astype(float)
+                df["period_chains_vs_timed"] = df.period_chains_us / df.timed_us - 1
         return df
 
     def excess_table(self) -> pd.DataFrame:
@@ -107,10 +117,8 @@ class ProfileResult:
 
     @cached_property
     def _pair_table(self) -> pd.DataFrame:
-        bounds = self.excess.bounds() if self.excess else []
         rows = [
-            price_pair(self.profiles[a], self.profiles[b], self.round_trials, bounds)
-            for a, b in self.pairs
+            price_pair(self.profiles[a], self.profiles[b], self.round_trials) for a, b in self.pairs
         ]
         return pd.DataFrame(rows, columns=PAIR_COLUMNS)
 

@@ -24,10 +24,12 @@ Definitions, per replay of a graph (times as CUPTI stamps them on the GPU):
 
 Per-node figures are medians over every sampled replay with 95% bootstrap intervals.
 
-**Net of the profiler** (where the run measured CUPTI's own cost per node,
-capture/profile/calibration.py): each node's gap less its type's excess per node, and so
-each replay's gaps, cost and period less the sum over its matched nodes (`excess_us`); the
-dispatch share net is the net gaps over the net period. The raw figures stay beside them.
+**Net of the profiler** (where the run measured CUPTI's own cost per node: fitted to the
+graph's own event timing, capture/profile/fit.py, or from calibration chains,
+capture/profile/calibration.py; `excess_basis` says which): each node's gap less its
+excess, and so each replay's gaps, cost and period less the sum over its matched nodes
+(`excess_us`); the dispatch share net is the net gaps over the net period. The raw
+figures stay beside them.
 
 Each sample also keeps when its activity started (`start_us`), and each replay when it
 began (`start_us`: the previous replay's end), in its window's frame: microseconds after
@@ -68,6 +70,9 @@ REPLAY_COLUMNS = ["build", "window", "replay", "period_us", "exec_us", "gap_us",
 REPLAY_COLUMNS += ["activities", "unmatched_activities", "unmatched_nodes", "out_of_order"]
 REPLAY_COLUMNS += ["start_us"]
 NET_COLUMNS = ["excess_us", "period_net_us", "gap_net_us", "cost_net_us"]
+# Where a graph's excess per node came from (capture/profile/fit.py): its own event timing,
+# or the calibration chains; "" where it has none.
+TIMING, CHAINS = "timing", "chains"
 
 
 # --- one replay: durations and gaps ------------------------------------------------------
@@ -125,9 +130,14 @@ class VariantProfile:
     samples: pd.DataFrame  # SAMPLE_COLUMNS: one row per matched node per sampled replay
     replays: pd.DataFrame  # REPLAY_COLUMNS: one row per sampled replay
     matching: dict[str, Any] = field(default_factory=dict)
-    # CUPTI's excess per node by node type, us (capture/profile/calibration.py); empty where
-    # the run did not measure it, and then every net figure is NaN.
+    # CUPTI's excess per node by node type, us; empty where the run did not measure it, and
+    # then every net figure is NaN. `excess_basis`: where it came from (capture/profile/fit.py:
+    # "timing", the graph's own event timing, or "chains"); `excess_bounds`: the per-type
+    # excesses at the corners of its 95% interval, what a pair priced from this graph is
+    # also judged at (capture/profile/pairs.py).
     excess: dict[str, float] = field(default_factory=dict)
+    excess_basis: str = ""
+    excess_bounds: list[dict[str, float]] = field(default_factory=list)
 
     @cached_property
     def plan(self) -> MatchPlan:
@@ -212,6 +222,16 @@ class VariantProfile:
         """The median sampled replay's period net of the profiler (NaN where unknown)."""
         return _median(self.net.period_net_us)
 
+    def period_net_at(self, per_type: dict[str, float]) -> float:
+        """The same, net of another excess per node (another graph's, a bound of this one's)."""
+        return _median(self.replays.period_us.to_numpy() - self.replay_excess(per_type))
+
+    def excess_per_node(self, per_type: dict[str, float] | None = None) -> float:
+        """The mean excess over the activity nodes under `per_type` (this graph's own by
+        default): NaN where a node's is unknown."""
+        x = list(self.excess_of_nodes(self.excess if per_type is None else per_type).values())
+        return float(np.mean(x)) if x else math.nan
+
     def summary(self) -> dict[str, Any]:
         r, net = self.replays, self.net
         share = (r.gap_us / r.period_us).to_numpy()
@@ -222,6 +242,7 @@ class VariantProfile:
         else:
             nlo = nhi = math.nan
         m = self.matching
+        ends = [self.excess_per_node(b) for b in self.excess_bounds]
         return dict(
             name=self.name,
             nodes=len(self.plan.nodes),
@@ -236,6 +257,10 @@ class VariantProfile:
             dispatch_share=float(np.median(share)),
             dispatch_share_lo=float(lo),
             dispatch_share_hi=float(hi),
+            excess_basis=self.excess_basis,
+            excess_per_node_us=self.excess_per_node() if self.calibrated else math.nan,
+            excess_per_node_lo=float(np.min(ends)) if ends else math.nan,
+            excess_per_node_hi=float(np.max(ends)) if ends else math.nan,
             excess_us=_median(net.excess_us),
             period_net_us=self.period_net_us(),
             gap_net_us=_median(net.gap_net_us),
@@ -269,7 +294,8 @@ def profile_windows(
     them). Nodes are matched by order; where every window carries the nodes' local ids,
     also by CUPTI's graph node id, and the id match is used if it is complete in every
     replay, the two compared either way (`matching`). `excess`: CUPTI's cost per node by
-    node type (capture/profile/calibration.py), for the figures net of it."""
+    node type measured on calibration chains (capture/profile/calibration.py), for the
+    figures net of it; capture/profile/fit.py may give it another basis after."""
     plan = plan_of(export.nodes)
     use_ids = bool(windows) and all(w.local_ids for w in windows) and not plan.nested
     samples, rows = [], []
@@ -318,6 +344,7 @@ def profile_windows(
         pd.DataFrame(rows, columns=REPLAY_COLUMNS),
         matching,
         dict(excess or {}),
+        CHAINS if excess else "",
     )
 
 

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from graph_harness.capture.profile.calibration import PERIOD_TOLERANCE
-from graph_harness.capture.profile.nodes import VariantProfile
+from graph_harness.capture.profile.nodes import CHAINS, VariantProfile
 from graph_harness.capture.stats import round_series, saving_interval, saving_point
 
 TOLERANCE = 0.03  # a priced saving must land within 3% of the measured one
@@ -23,42 +23,54 @@ PAIR_COLUMNS = ["a", "b", "removed_nodes", "predicted_us", "predicted_lo", "pred
 PAIR_COLUMNS += ["predicted_net_us", "predicted_net_lo", "predicted_net_hi"]
 PAIR_COLUMNS += ["net_low", "net_high"]  # the net saving at the excess interval's corners
 PAIR_COLUMNS += ["measured_us", "measured_lo", "measured_hi", "error", "error_net", "basis"]
+PAIR_COLUMNS += ["b_net_vs_timed"]  # B's period net of A's excess against B's event-timed one
 PAIR_COLUMNS += ["within_tolerance", "measured_in_interval", "verdict", "why", "passed"]
 
 # The verdicts: only "pass" passes. "cannot tell" where the measurement cannot decide (a
 # prediction NaN, the excess's interval straddling the tolerance, a graph whose net period
-# is off its timed one); "not judged" where there is no net prediction: the raw one runs
-# high by the profiler's own cost by construction, so judging it would be judging that.
+# is off its timed one, a measured saving not known to within the tolerance); "not judged"
+# where there is no net prediction: the raw one runs high by the profiler's own cost by
+# construction, so judging it would be judging that.
 PASS, FAIL, CANNOT_TELL, NOT_JUDGED, NOT_MEASURED = (
     "pass", "fail", "cannot tell", "not judged", "not measured"
 )  # fmt: skip
 
 
 def price_pair(
-    a: VariantProfile,
-    b: VariantProfile,
-    round_trials: pd.DataFrame | None = None,
-    bounds: Sequence[dict[str, float]] = (),
+    a: VariantProfile, b: VariantProfile, round_trials: pd.DataFrame | None = None
 ) -> dict[str, Any]:
     """The saving A -> B predicted from the profiles (summed node costs per replay: per
     build the difference of medians, median over builds; bootstrap interval), raw and net
-    of the profiler (each replay's cost less its nodes' excess, where both graphs were
-    calibrated; also at every corner of the excess's interval, `bounds`), set against the
-    measured one (event-timed interleaved replays, `round_trials` with the columns
-    measure_rounds gives) where given.
+    of the profiler, set against the measured one (event-timed interleaved replays,
+    `round_trials` with the columns measure_rounds gives) where given.
 
-    The verdict (`verdict`, `why`; `passed` is verdict == "pass") is on the net prediction:
-    pass when it lies within TOLERANCE of the measured saving at the point and at every
-    corner, and the measured saving inside its interval; fail when it misses at the point
-    and at every corner, or lies within at all of them with the measured saving outside its
-    interval; cannot tell otherwise, and where a graph's net period is more than
-    PERIOD_TOLERANCE from its event-timed one (the excess does not fit that graph)."""
+    Net, both sides take A's excess per node (`a.excess`, on its basis, fit.py; also at
+    every corner of its interval, `a.excess_bounds`): where A's is fitted to A's own
+    timing, B's timing is then used only to judge the prediction, never to make it, and
+    the prediction's error is exactly how far B's period net of A's excess lies from B's
+    timed one (`b_net_vs_timed`).
+
+    The verdict (`verdict`, `why`; `passed` is verdict == "pass") is on the net prediction,
+    taken at its point, both ends of its interval and every corner of the excess's: pass
+    when all of them lie within TOLERANCE of the measured saving at its point and at both
+    ends of its interval; fail when all of them lie more than TOLERANCE outside the
+    measured interval; cannot tell otherwise, and, on the chains' basis, where A or B runs
+    more than PERIOD_TOLERANCE off its event-timed period net of the excess (the excess
+    does not fit that graph; on A's own timing that error is the saving's own, judged
+    directly). The predicted interval carries the profiles' sampling noise only
+    (0.1-0.4% of a decode step's saving on the H200), not the excess model's error, so the
+    measured saving lying inside it (`measured_in_interval`) is shown, not required: a
+    prediction 0.4% off would otherwise fail a 3% goal."""
     raw = _priced(a.cost_series, b.cost_series)
-    basis = "net" if a.calibrated and b.calibrated else "raw"
-    net = _priced(a.net_cost_series, b.net_cost_series) if basis == "net" else (math.nan,) * 3
-    corners = [
-        saving_point(*_paired(a.net_cost_series_at(c), b.net_cost_series_at(c))) for c in bounds
-    ] if basis == "net" else []  # fmt: skip
+    basis = (a.excess_basis or CHAINS) if a.calibrated else "raw"
+    if basis != "raw":
+        net = _priced(a.net_cost_series, b.net_cost_series_at(a.excess))
+        corners = [
+            saving_point(*_paired(a.net_cost_series_at(c), b.net_cost_series_at(c)))
+            for c in a.excess_bounds
+        ]
+    else:
+        net, corners = (math.nan,) * 3, []
     row: dict[str, Any] = dict(
         a=a.name,
         b=b.name,
@@ -80,12 +92,13 @@ def price_pair(
         mlo, mhi = saving_interval(series[a.name], series[b.name])
         for p in (a, b):
             timed = float(round_trials[round_trials.variant == p.name].us.median())
-            off[p.name] = p.period_net_us() / timed - 1 if timed else math.nan
+            net_period = p.period_net_at(a.excess) if basis != "raw" else math.nan
+            off[p.name] = net_period / timed - 1 if timed else math.nan
     # judged on the net prediction; without one the raw one's figures are shown, unjudged
-    predicted, lo, hi = net if basis == "net" else raw
+    predicted, lo, hi = net if basis != "raw" else raw
     within = abs(predicted - measured) <= TOLERANCE * abs(measured)
     inside = lo <= measured <= hi
-    verdict, why = _verdict(basis, measured, net, corners, within, inside, off)
+    verdict, why = _verdict(basis, measured, (mlo, mhi), net, corners, off)
     row.update(
         measured_us=measured,
         measured_lo=mlo,
@@ -93,6 +106,7 @@ def price_pair(
         error=raw[0] / measured - 1 if measured else math.nan,
         error_net=net[0] / measured - 1 if measured else math.nan,
         basis=basis,
+        b_net_vs_timed=off.get(b.name, math.nan),
         within_tolerance=bool(within),
         measured_in_interval=bool(inside),
         verdict=verdict,
@@ -105,33 +119,48 @@ def price_pair(
 def _verdict(
     basis: str,
     measured: float,
+    measured_interval: tuple[float, float],
     net: tuple[float, float, float],
     corners: Sequence[float],
-    within: bool,
-    inside: bool,
     off: dict[str, float],
 ) -> tuple[str, str]:
     tol = f"{100 * TOLERANCE:.0f}%"
     if math.isnan(measured):
         return NOT_MEASURED, "no event-timed saving to judge it against"
-    if basis != "net":
+    if basis == "raw":
         return NOT_JUDGED, "no net prediction (the profiler's own cost was not measured)"
-    if any(math.isnan(x) for x in (*net, *corners)):
-        return CANNOT_TELL, "the net prediction or its interval is unknown"
+    if any(math.isnan(x) for x in (*net, *corners, *measured_interval)):
+        return CANNOT_TELL, "the net prediction, its interval or the measured one is unknown"
+    # On A's own timing the prediction's error is B's period error itself (A's is zero by
+    # construction): the saving is judged directly. On the chains' a graph they do not fit
+    # leaves the prediction in doubt.
     loose = [n for n, x in off.items() if not abs(x) <= PERIOD_TOLERANCE]
-    if loose:
+    if basis == CHAINS and loose:
         return CANNOT_TELL, (
-            f"net of the profiler, {' and '.join(loose)} ran more than "
-            f"{100 * PERIOD_TOLERANCE:.0f}% off its event-timed period"
+            f"net of A's excess, {' and '.join(loose)} ran more than "
+            f"{100 * PERIOD_TOLERANCE:.0f}% off "
+            + ("its event-timed period" if len(loose) == 1 else "their event-timed periods")
         )
-    at = [abs(x - measured) <= TOLERANCE * abs(measured) for x in corners]
-    if within and all(at):
-        if inside:
-            return PASS, f"within {tol}, measured inside the interval"
-        return FAIL, "measured outside the predicted interval"
-    if not within and not any(at):
-        return FAIL, f"off by more than {tol}"
-    return CANNOT_TELL, f"within {tol} at some ends of the excess's interval, not at others"
+    lo, hi = measured_interval
+    ends = [*net, *corners]  # the point, its sampling interval, the excess interval's corners
+
+    def near(x: float, m: float) -> bool:
+        return abs(x - m) <= TOLERANCE * abs(m)
+
+    # a pass holds wherever in its interval the measured saving is; a fail, too
+    if all(near(x, m) for x in ends for m in (lo, measured, hi)):
+        return PASS, f"within {tol} of the measured saving's whole interval, at every end"
+    if not any(near(x, lo) or near(x, hi) or lo <= x <= hi for x in ends):
+        return FAIL, f"more than {tol} outside the measured saving's interval, at every end"
+    if all(near(x, measured) for x in ends):
+        return CANNOT_TELL, (
+            f"within {tol} of the measured saving, which is not known to {tol} "
+            f"(its interval is {lo:.2f} to {hi:.2f} us)"
+        )
+    return CANNOT_TELL, (
+        f"within {tol} of the measured saving at some ends of the prediction's intervals or "
+        f"of the measured one ({lo:.2f} to {hi:.2f} us), not at others"
+    )
 
 
 def _paired(ta: np.ndarray, tb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -18,6 +18,7 @@ from graph_harness.capture.graph.reader import read_graph, tools_ids
 from graph_harness.capture.profile.activities import ProfileError, record_replays
 from graph_harness.capture.profile.calibration import EXCESS_COLUMNS, Excess, measure_excess
 from graph_harness.capture.profile.document import ProfileResult
+from graph_harness.capture.profile.fit import with_bases
 from graph_harness.capture.profile.nodes import Window, profile_windows
 from graph_harness.capture.profile.settings import ProfileSettings
 from graph_harness.capture.replay.guard import Replayer, as_replayer
@@ -139,8 +140,8 @@ def profile_rounds(
             profile_build(build, rounds)
             del rounds
     excess = calibrate(first.values(), settings, progress)
-    per_node = excess.per_node if excess else None
-    profiles = {v: profile_windows(v, first[v], windows[v], per_node) for v in variants}
+    profiles = {v: profile_windows(v, first[v], windows[v]) for v in variants}
+    profiles = with_bases(profiles, trials, excess)
     return ProfileResult(
         profiles=profiles,
         excess=excess,
@@ -200,10 +201,8 @@ def profile_steps(
     for r in runs.values():
         r.finish()
     excess = calibrate([export for export, _ in steps.values()], settings, progress)
-    profiles = {
-        n: profile_windows(n, export, windows[n], excess.per_node if excess else None)
-        for n, (export, _) in steps.items()
-    }
+    profiles = {n: profile_windows(n, export, windows[n]) for n, (export, _) in steps.items()}
+    profiles = with_bases(profiles, trials, excess)
     return ProfileResult(
         profiles=profiles,
         excess=excess,

@@ -43,7 +43,7 @@ class ProfileSettings:
         default=8,
         metadata={
             "help": "rounds over the calibration chains that measure CUPTI's own cost per "
-            "node, for the figures net of it (0: not measured, no net figures)",
+            "node (0: not measured; a timed graph's net figures take its own timing's)",
             "min": 0,
         },
     )

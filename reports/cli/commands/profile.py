@@ -168,6 +168,7 @@ def show(io: IO, result, *, depth: int | None, top: int, checks=None) -> None:
         excess_table,
         net_period_notes,
         net_table,
+        pair_verdicts,
         pairs_table,
         scope_tables,
         summary_table,
@@ -194,13 +195,15 @@ def show(io: IO, result, *, depth: int | None, top: int, checks=None) -> None:
         show_checks(io, checks)
     io.out.print(summary_table(result))
     if result.excess is not None and result.excess.note:
-        io.note(f"the profiler's own cost could not be measured: {result.excess.note}")
-    excess = excess_table(result)
-    if excess is not None:
-        io.out.print(excess)
-        io.out.print(net_table(result))
-        for line in net_period_notes(result):
-            io.out.print(line, soft_wrap=True, markup=False)
+        io.note(
+            "the profiler's own cost could not be measured on the calibration chains "
+            f"(timed graphs still take their own timing's): {result.excess.note}"
+        )
+    for t in (excess_table(result), net_table(result)):
+        if t is not None:  # the chains' table; the net figures on each graph's basis
+            io.out.print(t)
+    for line in net_period_notes(result):
+        io.out.print(line, soft_wrap=True, markup=False)
     from graph_harness.reports.tables import deeper_note
 
     for t, (name, p) in zip(scope_tables(result, depth), result.profiles.items()):
@@ -213,6 +216,8 @@ def show(io: IO, result, *, depth: int | None, top: int, checks=None) -> None:
     if result.pairs:
         pairs = result.pair_table()
         io.out.print(pairs_table(pairs))
+        for line in pair_verdicts(pairs):
+            io.out.print(line, soft_wrap=True, markup=False)
         failed = pairs[~pairs.passed & pairs.measured_us.notna()]
         if len(failed):
             breakdown = result.breakdown()

@@ -6,6 +6,7 @@ a GPU (the chains' node counts read two ways)."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -128,14 +129,19 @@ def test_a_pair_is_judged_net_of_the_profiler_where_both_were_calibrated():
     # measured without the profiler: every gap X shorter than CUPTI shows it
     timed = _trials(sum(da) + (0.5 - X) * len(da), sum(db) + (0.5 - X) * len(db))
     row = price_pair(a, b, timed)
-    assert row["basis"] == "net" and row["passed"]
+    assert row["basis"] == "chains" and row["passed"]
     assert row["predicted_net_us"] == pytest.approx(row["measured_us"])
     assert row["predicted_us"] - row["predicted_net_us"] == pytest.approx(2 * X)
     assert row["error"] == pytest.approx(2 * X / row["measured_us"])
-    # one side uncalibrated: judged raw, and here that fails by the excess of two nodes
-    raw = price_pair(a, _profile("b", db), timed)
+    # B's own calibration is not used: both sides take A's excess
+    assert price_pair(a, _profile("b", db), timed)["predicted_net_us"] == pytest.approx(
+        row["predicted_net_us"]
+    )
+    # A uncalibrated: no net prediction, the raw one shown unjudged (it is off by the
+    # excess of the two removed nodes by construction)
+    raw = price_pair(_profile("a", da), b, timed)
     assert raw["basis"] == "raw" and math.isnan(raw["predicted_net_us"])
-    assert not raw["within_tolerance"]
+    assert not raw["within_tolerance"] and raw["verdict"] == "not judged"
 
 
 @gpu
@@ -213,8 +219,9 @@ def _calibrated(lo, hi, x=X):
 def _pair(timed_a_extra=0.0, lo=X, hi=X):
     da, db = [3.0, 1.0, 1.0, 1.0, 2.0], [3.0, 1.0, 2.0]
     a, b = _profile("a", da, excess={"kernel": X}), _profile("b", db, excess={"kernel": X})
+    a = replace(a, excess_bounds=_calibrated(lo, hi).bounds())
     timed = _trials(sum(da) + (0.5 - X) * len(da) + timed_a_extra, sum(db) + (0.5 - X) * len(db))
-    return price_pair(a, b, timed, _calibrated(lo, hi).bounds())
+    return price_pair(a, b, timed)
 
 
 def test_an_excess_whose_interval_straddles_the_tolerance_cannot_tell():
@@ -256,7 +263,9 @@ def test_profile_excess_csv_and_the_net_tables_are_written_and_shown(tmp_path):
     assert len(notes) == 1 and "MORE than 2% off" in notes[0]
     doc = result.to_dict()
     assert doc["excess"][0]["type"] == "kernel" and doc["calibration"]["note"] is None
-    assert result.pair_table().iloc[0].verdict == "not judged"  # b is not calibrated
+    # b is not calibrated, and priced at a's excess anyway; a's net period is 14% off
+    pair = result.pair_table().iloc[0]
+    assert pair.basis == "chains" and pair.verdict == "cannot tell" and "a and b ran" in pair.why
 
 
 def test_no_calibration_writes_no_excess_file(tmp_path):

@@ -632,6 +632,7 @@ def test_tables_render(tmp_path):
     from graph_harness.reports import plots
     from graph_harness.reports.profile_tables import (
         breakdown_table,
+        pair_verdicts,
         pairs_table,
         scope_tables,
         summary_table,
@@ -648,7 +649,7 @@ def test_tables_render(tmp_path):
     pairs = result.pair_table()
     console.print(pairs_table(pairs))
     console.print(breakdown_table(result.breakdown(), "a", "b"))
-    text = console.export_text()
+    text = console.export_text() + "\n".join(pair_verdicts(pairs))
     # no calibration here: the raw prediction is not judged (it runs high by construction)
     assert "not judged: no net prediction" in text and "FAIL" not in text
     assert "dispatch share" in text
@@ -1093,9 +1094,16 @@ def test_profile_rounds_profiles_every_build_and_prices_the_pair(monkeypatch):
     removed = len(durs["shipped"]) - len(durs["fused"])
     assert pair.predicted_us - pair.measured_us == pytest.approx(STAND_IN_EXCESS * removed, abs=0.1)
     assert pair.predicted_net_us == pytest.approx(pair.measured_us, abs=0.1)
-    assert pair.basis == "net" and pair.within_tolerance
+    assert pair.basis == "timing" and pair.within_tolerance
     assert pair.predicted_net_hi - pair.predicted_net_lo < 1e-9
     assert result.excess.per_node == pytest.approx({"kernel": STAND_IN_EXCESS})
+    # each graph's excess fitted to its own timing: the stand-in's gaps run STAND_IN_EXCESS
+    # shorter timed than profiled; the chains' (the stand-in's calibration rows) beside it
+    for p in result.profiles.values():
+        assert p.excess_basis == "timing"
+        assert p.excess_per_node() == pytest.approx(STAND_IN_EXCESS, abs=0.01)
+    s = result.summary()
+    assert np.allclose(s.period_chains_vs_timed, 0, atol=1e-3)
     assert result.options["builds"] == 2 and result.params["stages"] == 24
 
 
