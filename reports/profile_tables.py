@@ -104,7 +104,7 @@ def net_period_notes(result: ProfileResult) -> list[str]:
                 "matches by construction"
                 + ("" if math.isnan(chains) else f"; the chains' excess would leave it "
                    f"{100 * chains:+.2f}% off")
-                + "; a pair from it is judged on the other graph's period"
+                + "; a pair that starts from it is judged on the other graph's period"
             )  # fmt: skip
             continue
         if math.isnan(off):
