@@ -182,3 +182,28 @@ def test_a_timing_basis_says_its_net_period_matches_by_construction(tmp_path):
     assert "profile-pairs.csv" in written and pairs.basis.tolist() == ["timing"]
     summary = pd.read_csv(tmp_path / "profile-summary.csv")
     assert summary.excess_per_node_us.tolist() == pytest.approx([0.2, 0.2])
+
+
+def test_the_report_gives_each_graph_its_basis_and_no_zero_as_a_match(tmp_path):
+    from graph_harness.capture import count_round
+    from graph_harness.capture.profile.document import ProfileResult
+    from graph_harness.capture.round.params import RoundParams
+    from graph_harness.reports.report import write_report
+    from tests.capture.profile.test_profile import A, B, _variant
+
+    p = RoundParams(stages=2, rows=2, k=32, world=2, rank=1, shard=64)
+    exports = {v: count_round(p, v, "cpu").export for v in ("shipped", "fused")}
+    costs = {"shipped": sum(c for *_, c in A), "fused": sum(c for *_, c in B)}
+    # timed without the profiler: every gap 0.2 us shorter than the profiles' 0.5
+    trials = _trials({v: costs[v] + 0.3 * len(n) for v, n in (("shipped", A), ("fused", B))})
+    profiles = with_bases(
+        {"shipped": _variant("shipped", A), "fused": _variant("fused", B)}, trials, None
+    )
+    profile = ProfileResult(profiles=profiles, round_trials=trials, pairs=[("shipped", "fused")])
+    write_report(tmp_path, exports, None, command="graph-harness report", profile=profile)
+    dispatch = pd.read_csv(tmp_path / "dispatch.csv").set_index("name")
+    assert (dispatch.excess_basis == "timing").all()
+    assert dispatch.excess_per_node_us.to_numpy() == pytest.approx([0.2, 0.2])
+    assert dispatch.period_net_vs_timed.isna().all()  # by construction: no test, not a 0%
+    md = (tmp_path / "report.md").read_text()
+    assert "fitted to each graph's own event-timed period" in md and "| timing |" in md
