@@ -4,7 +4,8 @@ each node's duration and the gap before it, rolled up and priced.
 - settings.py: ProfileSettings (plain data)
 - activities.py: what CUPTI recorded, read from the trace and split into replays
 - matching.py: activities matched to graph nodes (pure functions)
-- nodes.py: one graph's profile and every node's statistics
+- nodes.py: one graph's profile, raw and net of the profiler
+- node_stats.py: every node's statistics over the replays, and its group
 - calibration.py: the profiler's own cost per node, measured on calibration chains
 - fit.py: the same fitted to a graph's own event timing; which one a graph's net figures use
 - rollup.py: node costs by scope and by group

@@ -1,6 +1,6 @@
 """A profile's node costs rolled up: by position in the scope tree (capture/attribution/rollup.py)
 and by group (the round's steps, or scopes with their repeats folded). Sums per-node
-means (capture/profile/nodes.py node_stats), so that every level of the scope tree sums
+means (capture/profile/node_stats.py), so that every level of the scope tree sums
 to its parent and the root to the round, and the groups to the whole. Computes; prices no
 change (capture/profile/pairs.py).
 """

@@ -13,7 +13,7 @@ from graph_harness.capture.advise import advise
 from graph_harness.capture.attribution.labels import generalize, natural
 from graph_harness.capture.attribution.rollup import scope_tree, tree_order
 from graph_harness.capture.budget.limits import BudgetError, check_budget
-from graph_harness.capture.profile.nodes import group_of
+from graph_harness.capture.profile.node_stats import group_of
 
 
 @pytest.mark.parametrize(

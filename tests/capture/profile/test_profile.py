@@ -35,7 +35,8 @@ from graph_harness.capture.profile.matching import (
     match_by_order,
     plan_of,
 )
-from graph_harness.capture.profile.nodes import Window, group_of, profile_windows, replay_costs
+from graph_harness.capture.profile.node_stats import group_of
+from graph_harness.capture.profile.nodes import Window, profile_windows, replay_costs
 from graph_harness.capture.profile.pairs import pair_breakdown, price_pair
 from graph_harness.capture.profile.rollup import group_costs, scope_costs
 from graph_harness.capture.profile.settings import ProfileSettings
