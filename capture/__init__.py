@@ -8,6 +8,7 @@ The sub-packages, in pipeline order (each may import only those before it):
     graph/        capture into a CUDA graph and read it back; the CPU's dispatch count
     attribution/  nodes attributed to scopes; the scope tree and its labels
     export/       the node export, checked documents, deltas, DOT
+    record/       the graphs a program captures itself, recorded in every process
     state/        steps with state: reset, repeatability, fingerprints
     count.py      capture_and_count, capture_and_keep: graph + attribution + export
     replay/       guarded replays of any graph, timing, chain kinds, the replay document
@@ -68,6 +69,12 @@ _LAZY = {
     "SweepResult": "sweep.document",
     "SweepSettings": "sweep.settings",
     "sweep_step": "sweep.run",
+    "record_graphs": "record.program",
+    "run_program": "record.program",
+    "Recording": "record.recording",
+    "RecordOptions": "record.process",
+    "GraphRecord": "record.graphs",
+    "RecordedStep": "record.steps",
 }
 __all__ = [
     "STEPS",
@@ -82,7 +89,11 @@ __all__ = [
     "EmptyStepError",
     "ExportError",
     "Finding",
+    "GraphRecord",
     "NodeExport",
+    "RecordOptions",
+    "RecordedStep",
+    "Recording",
     "ReplayFailed",
     "RoundParams",
     "StateWatch",
@@ -98,6 +109,8 @@ __all__ = [
     "count_round",
     "default_device",
     "module_scopes",
+    "record_graphs",
+    "run_program",
     "scope",
     "summarize",
     "sweep_step",
@@ -117,6 +130,11 @@ if TYPE_CHECKING:  # what a reader (and a type checker) sees; at run time, __get
     from graph_harness.capture.graph.capture import CaptureError, capture_graph
     from graph_harness.capture.graph.compiled import CompiledStepError
     from graph_harness.capture.graph.settings import StepSettings
+    from graph_harness.capture.record.graphs import GraphRecord
+    from graph_harness.capture.record.process import RecordOptions
+    from graph_harness.capture.record.program import record_graphs, run_program
+    from graph_harness.capture.record.recording import Recording
+    from graph_harness.capture.record.steps import RecordedStep
     from graph_harness.capture.replay.guard import ReplayFailed
     from graph_harness.capture.round.count import CountedRound, count_round
     from graph_harness.capture.round.decode import DecodeRound

@@ -34,6 +34,7 @@ from graph_harness.capture.graph.memory import (
 )
 from graph_harness.capture.graph.reader import read_graph
 from graph_harness.capture.graph.settings import StepSettings
+from graph_harness.capture.record.steps import RecordedStep, combined_export, record_step
 from graph_harness.capture.scopes.modules import active_module_scopes, block_depth, module_scopes
 from graph_harness.capture.scopes.recorder import Recorder, recording
 from graph_harness.capture.state.steps import StateWatch
@@ -62,12 +63,14 @@ class GraphMemory:
 @dataclass(frozen=True, kw_only=True)
 class Counted:
     """What a capture gives: the export, and on CUDA the kept graph it was read from (its
-    buffers are the step's: keep the step alive while replaying it); None on the CPU.
+    buffers are the step's: keep the step alive while replaying it); None on the CPU and
+    for a step that captures its own graphs (`recorded`: those graphs, recorded).
     `memory`: the graph's memory, when asked for and on CUDA."""
 
     export: NodeExport
     captured: Captured | None
     memory: GraphMemory | None = None
+    recorded: RecordedStep | None = None
 
 
 def capture_and_count(
@@ -82,9 +85,11 @@ def capture_and_count(
     module: torch.nn.Module | None = None,
     depth: int | None = None,
     stream: torch.cuda.Stream | None = None,
+    own_graphs: bool = True,
 ) -> NodeExport:
     """Capture any callable and export its nodes: `capture_and_keep(...).export`, with its
-    keywords (all but `memory`, whose figures an export does not hold)."""
+    keywords (all but `memory`, whose figures an export does not hold); a step compiled
+    with `mode="reduce-overhead"` is counted by recording its own graphs (`own_graphs`)."""
     return capture_and_keep(
         fn,
         warmup=warmup,
@@ -96,6 +101,7 @@ def capture_and_count(
         module=module,
         depth=depth,
         stream=stream,
+        own_graphs=own_graphs,
     ).export
 
 
@@ -112,6 +118,7 @@ def capture_and_keep(
     depth: int | None = None,
     memory: bool = False,
     stream: torch.cuda.Stream | None = None,
+    own_graphs: bool = False,
 ) -> Counted:
     """Capture any callable (a model's decode step, say) and export its nodes.
 
@@ -123,8 +130,12 @@ def capture_and_keep(
     stage)` inside it, and `module=model` (the capture runs inside `module_scopes(model,
     depth)`) or `capture.module_scopes(model)` around this call, to attribute nodes;
     unscoped nodes get scope "unscoped". torch.compile'd code in `fn` is counted on CUDA
-    and refused on the CPU, and `mode="reduce-overhead"` everywhere
-    (capture/graph/compiled.py): both raise CompiledStepError saying what to do. A capture
+    and refused on the CPU (CompiledStepError saying what to do: capture/graph/compiled.py).
+    A step compiled with `mode="reduce-overhead"` captures its own graphs (Inductor's
+    cudagraph trees), which no graph can be captured around: with `own_graphs` (on CUDA)
+    it is counted by recording them (capture/record/steps.py: the graphs one steady call
+    replays, summed, `Counted.recorded` holding them and `captured` None), else refused
+    like compiled code on the CPU. A capture
     that holds no node raises EmptyStepError saying why (a step on the CPU's tensors, or
     one that issued no work). Returns the export and, on CUDA, the kept graph it was read
     from (Counted).
@@ -145,7 +156,7 @@ def capture_and_keep(
     capture, as capture_graph makes). Captures that share a `graph_pool` reuse each
     other's freed blocks only on one stream (the caching allocator keeps a block for
     the stream it was freed on), as torch.cuda.graph's one capture stream does."""
-    args = (fn, warmup, pool, device, graph_pool, name, watch, memory, stream)
+    args = (fn, warmup, pool, device, graph_pool, name, watch, memory, stream, own_graphs)
     if module is None:
         return _capture(*args)
     with module_scopes(module, depth=depth):
@@ -201,13 +212,14 @@ def _capture(
     watch: StateWatch | None,
     memory: bool = False,
     stream: torch.cuda.Stream | None = None,
+    own_graphs: bool = False,
 ) -> Counted:
     warmup = StepSettings(warmup=warmup).warmup  # checked where the default lives
     device = torch.device(device) if device is not None else default_device()
     if name is not None and (not isinstance(name, str) or not name.strip()):
         raise ValueError(f"name must be a non-empty str (the workload's name), got {name!r}")
     watch = watch if watch is not None else StateWatch(fn, watch=False)
-    compiled = refuse_uncountable(fn, device.type)
+    compiled = refuse_uncountable(fn, device.type, own_graphs=own_graphs)
     if pool is not None:
         pool.freeze()
     workload = name or f"callable:{getattr(fn, '__qualname__', None) or type(fn).__name__}"
@@ -215,6 +227,8 @@ def _capture(
     options: dict = {"compiled": bool(compiled), "warmup": warmup}
     ms = active_module_scopes()
     options.update(module_options(ms))
+    if any(c.cudagraphs for c in compiled):  # its own graphs: recorded, not captured
+        return _count_recorded(fn, warmup, watch, workload, options, ms, compiled, device)
     log = AllocationLog() if memory and device.type == "cuda" and can_tag_allocations() else None
     nodes, captured = capture_nodes(
         fn,
@@ -250,6 +264,40 @@ def _capture(
             pool=pool_memory(pool_id), by_scope=log.by_scope(pool_id) if log else None
         )
     return Counted(export=export, captured=captured, memory=held)
+
+
+def _count_recorded(
+    fn: Callable[[], object],
+    warmup: int,
+    watch: StateWatch,
+    workload: str,
+    options: dict,
+    ms: module_scopes | None,
+    compiled: list,
+    device: torch.device,
+) -> Counted:
+    """A step compiled with mode="reduce-overhead", counted by recording the graphs
+    Inductor captures for it (capture/record/steps.py)."""
+    attribute = None
+    if ms is not None:
+        codes = ms.codes | {c.code for c in compiled if c.code is not None}
+
+        def attribute(nodes: list, scopes: object) -> str | None:
+            return compiled_attribution(nodes, ms, codes, compiled=True)
+
+    got = record_step(
+        fn, warm_up=lambda: warm_up(fn, warmup, watch), start=watch.start, attribute=attribute
+    )
+    watch.finish(warmup)
+    hows = {g.export.options.get("compiled_attribution") for g in got.graphs}
+    hows.discard(None)
+    if hows:
+        options["compiled_attribution"] = "; ".join(sorted(hows))
+    export = combined_export(got, workload=workload, options=options)
+    export.env = environment(device)
+    if not export.total:
+        raise EmptyStepError(empty_cause(fn, device))
+    return Counted(export=export, captured=None, recorded=got)
 
 
 def empty_cause(fn: Callable[[], object], device: torch.device | str | None = None) -> str:

@@ -250,3 +250,25 @@ def padding(result, path: Path) -> Path:
     _legend_outside(axes[0][-1])
     fig.text(0.01, -0.04, "* interpolated between measured sizes", fontsize=8)
     return _save(fig, path)
+
+
+def recorded_graphs(table: pd.DataFrame, path: Path, *, top: int = 40) -> Path:
+    """Nodes and replays of each recorded graph (`table`: a recording's graphs.csv rows,
+    in capture order; the first `top`), side by side on two axes."""
+    plt = _plt()
+    rows = table.head(top)
+    labels = [plot_label(f"{p} {n}") for p, n in zip(rows["process"], rows["name"])]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(12, max(3, 0.28 * len(rows) + 1.5)), sharey=True)
+    ys = range(len(rows))
+    a.barh(ys, rows["nodes"], color="C0")
+    a.set_xlabel("nodes")
+    b.barh(ys, rows["replays"], color="C1")
+    b.set_xlabel("replays")
+    a.set_yticks(list(ys), labels, fontsize=7)
+    a.invert_yaxis()
+    for ax in (a, b):
+        _whole_numbers(ax.xaxis)
+        ax.grid(axis="x", alpha=0.3)
+    more = f" (the first {top} of {len(table)})" if len(table) > top else ""
+    fig.suptitle(f"Recorded graphs: nodes and replays{more}")
+    return _save(fig, path)

@@ -66,6 +66,8 @@ def test_wheel_beside_a_standin_kernels_package(tmp_path):
             for f in (site / "graph_harness" / top).rglob("*.py")
         }
         assert tree == wheel_has, (top, sorted(map(str, tree ^ wheel_has)))
+    # record's start-up folder, which is no package (a sitecustomize for other processes)
+    assert (site / "graph_harness" / "_record_boot" / "sitecustomize.py").is_file()
     # Nothing of ours at the top level: only the namespace (and its metadata).
     tops = {p.name for p in site.iterdir() if not p.name.endswith(".dist-info")}
     assert tops == {"graph_harness", "bin"} or tops == {"graph_harness"}, tops

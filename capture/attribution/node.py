@@ -28,6 +28,7 @@ class Node(NodeColumns, total=False):
 
     programmatic_deps: list[int]  # edges of programmatic dependent launch
     fused_modules: list[str]  # the modules a compiled kernel fused across
+    graph: int  # in a step that runs as several graphs, the place of its graph among them
 
 
 COLUMNS = list(NodeColumns.__annotations__)

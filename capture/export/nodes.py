@@ -108,6 +108,8 @@ class NodeExport:
         df = pd.DataFrame(self.nodes, columns=COLUMNS)
         # a compiled kernel made from several modules lists them (None on other nodes)
         df["fused_modules"] = [n.get("fused_modules") for n in self.nodes]
+        if any("graph" in n for n in self.nodes):  # a step run as several graphs: whose
+            df["graph"] = pd.array([n.get("graph") for n in self.nodes], dtype="Int64")
         if launching_only:
             df = df[~df["type"].isin(NON_LAUNCHING)].reset_index(drop=True)
         df["source"] = self.source
@@ -224,9 +226,13 @@ def _check_options(f: Fields, options: dict) -> None:
     for key in ("compiled", "pdl", "distributed"):
         if key in options and not isinstance(options[key], bool):
             f.expected(f"options.{key}", "a bool", options[key])
-    for key in ("compiled_attribution", "target"):
+    for key in ("compiled_attribution", "target", "cudagraphs", "site"):
         if key in options:
             f.string(f"options.{key}", options[key])
+    if "graphs" in options:
+        f.integer("options.graphs", options["graphs"], lo=1)
+    if "recorded" in options and not isinstance(options["recorded"], bool):
+        f.expected("options.recorded", "a bool", options["recorded"])
     if "warmup" in options:
         f.integer("options.warmup", options["warmup"], lo=0)
     if "blocks" in options:
@@ -278,6 +284,8 @@ def _check_node(f: Fields, i: int, n: object, count: int, version: int) -> Node:
         for j, m in enumerate(mods):
             f.string(f"{p}.fused_modules[{j}]", m)
         node["fused_modules"] = list(mods)
+    if "graph" in n:
+        node["graph"] = f.integer(f"{p}.graph", n["graph"], lo=0)
     for key in ("deps", *[k for k in ("programmatic_deps",) if k in n]):
         refs = f.array(f"{p}.{key}", n[key])
         for j, d in enumerate(refs):

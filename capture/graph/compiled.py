@@ -47,8 +47,9 @@ class Compiled:
 
 REDUCE_OVERHEAD_HINT = (
     "was compiled with mode='reduce-overhead', whose CUDA graphs (Inductor's cudagraph "
-    "trees) cannot be captured into another graph: compile it with the default mode or "
-    "mode='max-autotune-no-cudagraphs' and let graph-harness capture it"
+    "trees) cannot be captured into another graph: `graph-harness count` and `report` count "
+    "it on a GPU by recording those graphs; to replay or check it, compile it with the "
+    "default mode or mode='max-autotune-no-cudagraphs' and let graph-harness capture it"
 )
 CPU_HINT = (
     "runs torch.compile'd code, which cannot be counted on the CPU (torch.compile does not "
@@ -161,11 +162,15 @@ def _names(code: types.CodeType) -> set[str]:
     return out
 
 
-def refuse_uncountable(step: Callable[[], object], device_type: str) -> list[Compiled]:
-    """Refuse what cannot be counted (see the module doc); the compiled objects found."""
+def refuse_uncountable(
+    step: Callable[[], object], device_type: str, *, own_graphs: bool = False
+) -> list[Compiled]:
+    """Refuse what cannot be counted (see the module doc); the compiled objects found.
+    `own_graphs`: the caller counts a reduce-overhead step by recording the graphs it
+    captures itself (capture/record/steps.py), on CUDA: not refused there."""
     found = find_compiled(step)
     for c in found:
-        if c.cudagraphs:
+        if c.cudagraphs and not (own_graphs and device_type == "cuda"):
             raise CompiledStepError(f"{shown(c.where)} {REDUCE_OVERHEAD_HINT}")
     if found and device_type != "cuda":
         raise CompiledStepError(f"{shown(found[0].where)} {CPU_HINT}")

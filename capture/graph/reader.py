@@ -151,6 +151,21 @@ def capture_frontier(stream: torch.cuda.Stream | None = None) -> list[int]:
     return [int(d) for d in deps[:n]]
 
 
+def read_capturing(stream: torch.cuda.Stream) -> list[RawNode]:
+    """Every node of the graph `stream` is capturing into now (as read_graph), read while
+    the capture is open: cudaStreamGetCaptureInfo gives the graph under construction,
+    which the driver lets a reader walk until the capture ends (only destroying it and
+    removing nodes are not allowed). What a recorder reads just before a capture ends,
+    whatever the graph's keep_graph."""
+    rt, _ = _bindings()
+    status, _id, graph, _deps, _edata, _n = _ok(
+        rt.cudaStreamGetCaptureInfo(stream.cuda_stream), "cudaStreamGetCaptureInfo"
+    )
+    if status != rt.cudaStreamCaptureStatus.cudaStreamCaptureStatusActive:
+        raise GraphReadError(f"the stream is not capturing (status {status!r})")
+    return read_graph(int(graph))
+
+
 def tools_ids(handles: list[int]) -> list[int] | None:
     """Each node's id as profilers report it (cudaGraphNodeGetToolsId: its graph's id in
     the upper 32 bits, the node's local id in the lower), or None where the driver or

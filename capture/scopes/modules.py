@@ -28,6 +28,7 @@ nothing (its provenance is reused: capture/scopes/provenance_cache.py).
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import threading
 import warnings
@@ -253,3 +254,31 @@ class module_scopes:
 def active_module_scopes() -> module_scopes | None:
     """The module_scopes context open in this thread or task, if any."""
     return _active.get()
+
+
+def install_hooks() -> None:
+    """Install the two global hooks for a while without a module_scopes (a recorded
+    program's module scopes: capture/scopes/program.py); `uninstall_hooks` after."""
+    _install()
+
+
+def uninstall_hooks() -> None:
+    _uninstall()
+
+
+def activate(scopes: object) -> contextvars.Token | None:
+    """Make `scopes` (an object with `_pre(mod)` and `_post(mod)`: a recorded capture's
+    CaptureModules) what the global hooks call, unless a module_scopes is already open
+    here (then it names the modules: None is returned and nothing changes)."""
+    if _active.get() is not None:
+        return None
+    return _active.set(scopes)
+
+
+def deactivate(token: contextvars.Token | None) -> None:
+    """Undo `activate` (a token from another context is dropped: the capture ended in a
+    task other than the one it began in, and that task's context dies with it)."""
+    if token is None:
+        return
+    with contextlib.suppress(ValueError):
+        _active.reset(token)

@@ -54,7 +54,13 @@ class ScopeMark:
 
 
 class Recorder:
-    """Collects boundaries. `frontier` is called at each one (None: labels only)."""
+    """Collects boundaries. `frontier` is called at each one (None: labels only).
+
+    `yields`: a recorder that gives way to another one entered inside it (a recorded
+    program's per-capture recorder, capture/record/hooks.py, gives way to graph-harness's
+    own capture of the same graph: its scopes are the ones asked for)."""
+
+    yields = False
 
     def __init__(
         self,
@@ -120,7 +126,8 @@ class recording:
         self.recorder = recorder
 
     def __enter__(self) -> Recorder:
-        if _active.get() is not None:
+        current = _active.get()
+        if current is not None and not current.yields:
             raise RuntimeError("a scope recorder is already active; captures do not nest")
         self._token = _active.set(self.recorder)
         return self.recorder
@@ -132,6 +139,22 @@ class recording:
 
 def active_recorder() -> Recorder | None:
     return _active.get()
+
+
+def activate_recorder(recorder: Recorder) -> contextvars.Token | None:
+    """Make `recorder` the active one unless another is active already (then None: the
+    one active keeps the scopes). `deactivate_recorder(token)` undoes it."""
+    if _active.get() is not None:
+        return None
+    return _active.set(recorder)
+
+
+def deactivate_recorder(token: contextvars.Token | None) -> None:
+    if token is None:
+        return
+    # ended in another context than it began in: that context keeps it
+    with contextlib.suppress(ValueError):
+        _active.reset(token)
 
 
 class scope:

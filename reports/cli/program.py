@@ -77,6 +77,7 @@ def _commands() -> dict:
         count,
         delta,
         profile,
+        record,
         replay,
         report,
         sweep,
@@ -91,6 +92,7 @@ def _commands() -> dict:
         "check": check,
         "sweep": sweep,
         "report": report,
+        "record": record,
     }
 
 

@@ -52,11 +52,12 @@ class CapturedTarget:
     watch: StateWatch  # the StateWatch of its warm-ups: `watch.repeatability`
 
 
-def load_targets(specs: list[str], io: IO) -> list:
+def load_targets(specs: list[str], io: IO, *, own_graphs: bool = False) -> list:
     """Each --target loaded (its module imported, its factory run) and its step checked
     for what cannot be counted on this device (capture/graph/compiled.py), all before any
     step runs: a second target that cannot be counted stops the command before the first
-    is warmed up."""
+    is warmed up. `own_graphs`: a step that captures its own graphs (reduce-overhead) is
+    counted by recording them, not refused (count and report, which replay nothing)."""
     from graph_harness.capture.count import default_device
     from graph_harness.capture.graph.compiled import refuse_uncountable
     from graph_harness.reports.cli.target import load_target, root_guess
@@ -66,7 +67,7 @@ def load_targets(specs: list[str], io: IO) -> list:
         io.target_root = root_guess(spec)  # errors while importing point there
         target = load_target(spec)
         io.target_root = target.root
-        refuse_uncountable(target.step, default_device().type)
+        refuse_uncountable(target.step, default_device().type, own_graphs=own_graphs)
         out.append(target)
     return out
 
@@ -79,6 +80,7 @@ def capture_target(
     warmup: int | None = None,
     watch: bool | None = True,
     target=None,
+    own_graphs: bool = False,
 ) -> CapturedTarget:
     """Import and run the target (its code) and capture its step, keeping what was
     captured (see CapturedTarget); with `module_scopes` (the flag's value) not False, by
@@ -86,14 +88,16 @@ def capture_target(
     they show). `watch`: tell from the warm-ups whether the step repeats (anything that
     replays it needs to know), and note what a person should know before it is replayed;
     None: only where the step has no reset (so count can say that what replays it will
-    refuse it). `target`: already loaded (load_targets), else loaded here."""
+    refuse it). `target`: already loaded (load_targets), else loaded here. `own_graphs`: a
+    step compiled with mode="reduce-overhead" is counted by recording its graphs (then
+    `captured` is None: nothing here can replay it)."""
     from graph_harness.capture.count import EmptyStepError, capture_and_keep
     from graph_harness.capture.graph.settings import StepSettings
     from graph_harness.capture.state.steps import StateWatch
     from graph_harness.reports.cli.target import TargetError
 
     if target is None:
-        (target,) = load_targets([spec], io)
+        (target,) = load_targets([spec], io, own_graphs=own_graphs)
     io.target_root = target.root
     if watch is None:  # two fingerprints, for a step nothing will take back to its start
         watch = target.reset is None
@@ -102,7 +106,12 @@ def capture_target(
     model = None if module_scopes is False else target.model()
     try:
         kept = capture_and_keep(
-            target.step, name=target.name, warmup=warmup, watch=sw, module=model
+            target.step,
+            name=target.name,
+            warmup=warmup,
+            watch=sw,
+            module=model,
+            own_graphs=own_graphs,
         )
     except EmptyStepError as e:  # what issued no work is the target: say which
         raise TargetError(f"--target {spec!r}: {e}") from None
@@ -116,7 +125,22 @@ def capture_target(
             io.note(f"profile, check and report (on a GPU) will refuse it: {refusal}")
     if "compiled_attribution" in export.options:
         io.note(f"compiled code's nodes: {export.options['compiled_attribution']}")
+    if kept.recorded is not None:
+        r = kept.recorded
+        io.note(
+            f"{spec} captures its own graphs (mode='reduce-overhead'): counted by recording "
+            f"them, {len(r.graphs)} replayed per call ({' + '.join(str(g.nodes) for g in r.graphs)}"
+            f" nodes), settled after {r.calls} calls past the warm-ups"
+            + (f"; {len(r.others)} more captured on the way, not replayed" if r.others else "")
+        )
     return CapturedTarget(export=export, captured=captured, target=target, watch=sw)
+
+
+def own_graphs(targets) -> bool:
+    """Whether any loaded target's step captures its own graphs (reduce-overhead)."""
+    from graph_harness.capture.graph.compiled import find_compiled
+
+    return any(c.cudagraphs for t in targets for c in find_compiled(t.step))
 
 
 def check_target(got, steps: int):
@@ -174,14 +198,23 @@ def gate(io: IO, results: dict) -> None:
 
 
 def profile_targets(
-    specs, module_scopes, settings, io: IO, say, *, warmup=None, check=False, check_steps=None
+    specs,
+    module_scopes,
+    settings,
+    io: IO,
+    say,
+    *,
+    warmup=None,
+    check=False,
+    check_steps=None,
+    targets=None,
 ):
     """Capture each --target's step (its code runs: import, factory, warm-up, capture),
     keep its graph, and profile them together (the second priced against the first).
     A step that does not repeat and has no reset is refused as soon as it is captured,
     before any replay; `check`: each is checked first (check_target, over `check_steps`
     calls), and a check that does not pass stops here. Returns the profile and the checks
-    (name -> CheckResult; {} unchecked)."""
+    (name -> CheckResult; {} unchecked). `targets`: already loaded (load_targets)."""
     from graph_harness.capture.check.settings import CheckSettings
     from graph_harness.capture.profile.run import profile_steps
     from graph_harness.capture.replay.guard import Replayer
@@ -190,7 +223,8 @@ def profile_targets(
 
     names = output_names(specs)
     steps, keep, checks = {}, [], {}
-    targets = load_targets(specs, io)  # each checked before any runs
+    if targets is None:
+        targets = load_targets(specs, io)  # each checked before any runs
     for name, spec, target in zip(names, specs, targets):
         say(f"capturing {spec}")
         got = capture_target(spec, module_scopes, io, warmup=warmup, target=target)

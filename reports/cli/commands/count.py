@@ -135,6 +135,7 @@ def run(args, io: IO) -> int:
                 io,
                 warmup=step_warmup(args),
                 watch=True if args.check else None,
+                own_graphs=not args.check,  # --check replays the step's graph: ours only
             )
             exports.append(got.export)
             if args.check:

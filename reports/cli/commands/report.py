@@ -42,6 +42,7 @@ from graph_harness.reports.cli.targets import (
     check_target,
     gate,
     load_targets,
+    own_graphs,
     profile_targets,
     refuse_check_steps,
     refuse_target_only,
@@ -194,7 +195,16 @@ def run_target_report(args, io: IO) -> int:
     with staged(args, io) as tmp, progress(io) as say:
         banner(io)
         exports, profile, checks = {}, None, {}
-        if torch.cuda.is_available():  # counted from the graphs it profiles, once each
+        # every target loaded once, before any runs; one that captures its own graphs
+        # (reduce-overhead) is counted by recording them, and nothing is profiled
+        targets = load_targets(args.target, io, own_graphs=not args.check)
+        recorded = torch.cuda.is_available() and own_graphs(targets)
+        if recorded:
+            io.note(
+                "a target captures its own graphs (mode='reduce-overhead'): counted by "
+                "recording them; no profile (it replays graph-harness's own capture)"
+            )
+        if torch.cuda.is_available() and not recorded:  # counted from the graphs it profiles
             from graph_harness.capture.profile.settings import ProfileSettings
 
             profile, checks = profile_targets(
@@ -206,10 +216,10 @@ def run_target_report(args, io: IO) -> int:
                 warmup=step_warmup(args),
                 check=args.check,
                 check_steps=check_steps(args),
+                targets=targets,
             )
             exports = {n: p.export for n, p in profile.profiles.items()}
         else:
-            targets = load_targets(args.target, io)  # each checked before any runs
             for name, spec, target in zip(names, args.target, targets):
                 say(f"counting {spec}")
                 got = capture_target(
@@ -219,6 +229,7 @@ def run_target_report(args, io: IO) -> int:
                     warmup=step_warmup(args),
                     watch=args.check,
                     target=target,
+                    own_graphs=not args.check,
                 )
                 exports[name] = got.export
                 if args.check:

@@ -78,7 +78,7 @@ EXPORT_KEYS = (
     "options, total_nodes"
 )
 NODE_KEYS = "index, type, kernel, grid, block, stage, step, deps, parent, programmatic_deps"
-NODE_KEYS += ", fused_modules"
+NODE_KEYS += ", fused_modules, graph"
 
 # (case, change to a valid document, exact message). Every one raises ExportError.
 BAD_EXPORTS = [

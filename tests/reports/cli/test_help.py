@@ -42,6 +42,7 @@ def test_every_subcommand_has_a_description_and_examples_that_parse(capsys):
         "check",
         "report",
         "sweep",
+        "record",
     }
     for name, p in subs.items():
         text = p.format_help()

@@ -1,0 +1,17 @@
+"""Recording the graphs a program captures itself: every CUDA graph made through PyTorch
+(`torch.cuda.graph`, `make_graphed_callables`, Inductor's cudagraph trees, engines built on
+them), in every process of a program run unchanged, each exported as `count` exports a
+graph, with its capture site, key, pool and replays.
+
+- hooks.py: torch.cuda.CUDAGraph's capture, replay and reset wrapped, once per process
+- sites.py: where a capture was opened, and the key that tells a graph from its siblings
+- keys.py: an engine's own key (the adapter), by name or entry point
+- graphs.py: GraphRecord, one recorded graph
+- process.py: one process's recorder (its session files, flushes, exit), and its start in
+  every process of a recorded program (RecordOptions, the one source of its defaults)
+- recording.py: Recording, every process's graphs as one document and folder
+- program.py: run_program (a program under the recorder) and record_graphs() (a block of code)
+- steps.py: a step that captures its own graphs (reduce-overhead) counted by recording
+
+May import: capture.scopes, capture.graph, capture.attribution, capture.export.
+"""

@@ -1,0 +1,180 @@
+"""One recorded graph: what a capture made (its node export, as `count` makes it), where
+and under what key it was captured, its pool, and what became of it (replays, release).
+
+A record is written once per capture and read back checked (`from_dict`), like every
+document graph-harness reads: a recording can come from another machine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from graph_harness.capture.export.documents import Fields
+from graph_harness.capture.export.nodes import NodeExport
+from graph_harness.capture.record.sites import CaptureSite
+
+KEY_SOURCES = ("engine", "inductor", "arguments", "order")
+# captured: read whole; failed: the program's capture raised (its graph, where it could be
+# read, is kept); unread: captured, but graph-harness could not read it (error says why)
+STATUSES = ("captured", "failed", "unread")
+RELEASES = ("reset", "collected")
+
+_KEYS = (
+    "index", "pid", "rank", "key", "key_source", "key_note", "inductor", "site", "device",
+    "stream", "capture_mode", "pool", "pool_reserved", "pool_allocated", "pool_segments",
+    "keep_graph", "status", "error", "export", "capture_s", "record_s", "at_s", "replays",
+    "released",
+)  # fmt: skip
+
+
+@dataclass(kw_only=True, eq=False)
+class GraphRecord:
+    """A graph the program captured (see the module's notes). `export` is None only for
+    a failed capture whose graph could not be read; `replays` counts its replays from
+    capture to the end of the recording (or the process's last flush: the recording says
+    whether each process exited cleanly)."""
+
+    index: int  # capture order in its process, from 0 (failed captures included)
+    pid: int
+    rank: int | None  # the process's rank in torch.distributed (or $RANK), where it has one
+    key: str  # what tells it from its siblings (capture/record/sites.py)
+    key_source: str  # one of KEY_SOURCES
+    key_note: str | None = None  # what a key adapter did wrong, if it did
+    inductor: dict[str, Any] | None = None  # where Inductor's cudagraph tree recorded it
+    site: CaptureSite
+    device: int | None = None
+    stream: int | None = None  # the capture stream's handle
+    capture_mode: str | None = None  # "global", "thread_local" or "relaxed"
+    pool: tuple[int, int] | None = None  # the memory pool's id (shared pools share it)
+    pool_reserved: int | None = None  # the pool's bytes just after this capture
+    pool_allocated: int | None = None
+    pool_segments: int | None = None
+    keep_graph: bool | None = None  # the program's own keep_graph setting
+    status: str = "captured"  # one of STATUSES
+    error: str | None = None  # why the capture failed
+    export: NodeExport | None = None
+    capture_s: float = 0.0  # capture_begin to capture_end, the recorder's own time included
+    record_s: float = 0.0  # the recorder's own time in this capture
+    at_s: float = 0.0  # when capture began, in seconds since the process's recording began
+    replays: int = 0
+    released: str | None = None  # one of RELEASES, or None: alive at the end
+
+    @property
+    def nodes(self) -> int:
+        """The graph's nodes (launching ones: the figure every table counts); 0 failed."""
+        return self.export.total if self.export is not None else 0
+
+    @property
+    def captured(self) -> bool:
+        """Whether the program's capture succeeded (read or not)."""
+        return self.status != "failed"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "pid": self.pid,
+            "rank": self.rank,
+            "key": self.key,
+            "key_source": self.key_source,
+            "key_note": self.key_note,
+            "inductor": self.inductor,
+            "site": self.site.to_dict(),
+            "device": self.device,
+            "stream": self.stream,
+            "capture_mode": self.capture_mode,
+            "pool": None if self.pool is None else list(self.pool),
+            "pool_reserved": self.pool_reserved,
+            "pool_allocated": self.pool_allocated,
+            "pool_segments": self.pool_segments,
+            "keep_graph": self.keep_graph,
+            "status": self.status,
+            "error": self.error,
+            "export": None if self.export is None else self.export.to_dict(),
+            "capture_s": self.capture_s,
+            "record_s": self.record_s,
+            "at_s": self.at_s,
+            "replays": self.replays,
+            "released": self.released,
+        }
+
+    @classmethod
+    def from_dict(
+        cls,
+        doc: Any,
+        f: Fields,
+        path: str,
+        export_of: Callable[[Any], NodeExport | None] | None = None,
+    ) -> GraphRecord:
+        """A record read back, every field checked (ExportError naming `path`).
+        `export_of`: reads the `export` field (a recording's file name); default: the
+        export itself, inline."""
+        f.obj(path, doc)
+        f.keys(path, doc, _KEYS)
+        p = path + "."
+        site = f.obj(p + "site", doc["site"])
+        f.keys(p + "site", site, ("user", "library", "stack"))
+        stack = f.array(p + "site.stack", site["stack"])
+        for j, s in enumerate(stack):
+            f.string(f"{p}site.stack[{j}]", s)
+        pool = doc["pool"]
+        if pool is not None:
+            f.array(p + "pool", pool)
+            if len(pool) != 2:
+                f.expected(p + "pool", "null or a list of 2 ints", pool)
+            for j, x in enumerate(pool):
+                f.integer(f"{p}pool[{j}]", x, lo=0)
+        inductor = f.obj(p + "inductor", doc["inductor"], none=True)
+        if inductor is not None:
+            f.keys(p + "inductor", inductor, ("compile_id", "function", "graph", "ints"))
+            f.string(p + "inductor.compile_id", inductor["compile_id"], none=True)
+            f.integer(p + "inductor.function", inductor["function"], none=True)
+            f.integer(p + "inductor.graph", inductor["graph"], none=True)
+            for j, x in enumerate(f.array(p + "inductor.ints", inductor["ints"])):
+                f.integer(f"{p}inductor.ints[{j}]", x)
+        keep = doc["keep_graph"]
+        if keep is not None and not isinstance(keep, bool):
+            f.expected(p + "keep_graph", "a bool or null", keep)
+        if export_of is None:
+            where = f"{f.where} {path}"
+            raw = doc["export"]
+            export = None if raw is None else NodeExport.from_dict(raw, where=where)
+        else:
+            export = export_of(doc["export"])
+        status = f.string(p + "status", doc["status"], choices=STATUSES)
+        if export is None and status == "captured":
+            f.expected(p + "export", "the graph's node export (it was captured)", export)
+        for k in ("capture_s", "record_s", "at_s"):
+            if f.number(p + k, doc[k], finite=True) < 0:
+                f.expected(p + k, "a number >= 0", doc[k])
+        return cls(
+            index=f.integer(p + "index", doc["index"], lo=0),
+            pid=f.integer(p + "pid", doc["pid"], lo=0),
+            rank=f.integer(p + "rank", doc["rank"], lo=0, none=True),
+            key=f.string(p + "key", doc["key"]),
+            key_source=f.string(p + "key_source", doc["key_source"], choices=KEY_SOURCES),
+            key_note=f.string(p + "key_note", doc["key_note"], none=True),
+            inductor=inductor,
+            site=CaptureSite(
+                user=f.string(p + "site.user", site["user"], none=True),
+                library=f.string(p + "site.library", site["library"], none=True),
+                stack=tuple(stack),
+            ),
+            device=f.integer(p + "device", doc["device"], lo=0, none=True),
+            stream=f.integer(p + "stream", doc["stream"], lo=0, none=True),
+            capture_mode=f.string(p + "capture_mode", doc["capture_mode"], none=True),
+            pool=None if pool is None else (pool[0], pool[1]),
+            pool_reserved=f.integer(p + "pool_reserved", doc["pool_reserved"], lo=0, none=True),
+            pool_allocated=f.integer(p + "pool_allocated", doc["pool_allocated"], lo=0, none=True),
+            pool_segments=f.integer(p + "pool_segments", doc["pool_segments"], lo=0, none=True),
+            keep_graph=keep,
+            status=status,
+            error=f.string(p + "error", doc["error"], none=True),
+            export=export,
+            capture_s=doc["capture_s"],
+            record_s=doc["record_s"],
+            at_s=doc["at_s"],
+            replays=f.integer(p + "replays", doc["replays"], lo=0),
+            released=f.string(p + "released", doc["released"], none=True, choices=RELEASES),
+        )

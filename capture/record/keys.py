@@ -1,0 +1,155 @@
+"""An engine's own name for its graphs: the key adapter.
+
+An engine knows what tells its graphs apart (vLLM's `BatchDescriptor`, SGLang's batch
+size); graph-harness cannot guess it from the stack alone. An adapter is a callable that
+takes the `CaptureContext` of a capture as it begins and returns the key (a str; None:
+no opinion, the next rule decides: capture/record/sites.py). It is found two ways:
+- named on the command line (`graph-harness record --key MODULE:FUNCTION` or
+  `--key path/to/file.py:FUNCTION`), or as `record(key=...)` in Python; every recorded
+  process loads it at its first capture;
+- installed: an entry point in the group `graph_harness.record_keys`, loaded in every
+  recorded process (an engine's package can ship its adapter).
+
+An adapter runs inside the program's capture and must not touch the device. One that
+raises (or returns what is not a str) is never allowed to break the program: the graph
+takes the next rule's key and the recording says what the adapter did
+(`key_note`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+import types
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from graph_harness.capture.errors import UsageError
+from graph_harness.capture.text import printable
+
+ENTRY_POINT_GROUP = "graph_harness.record_keys"
+
+
+@dataclass(frozen=True)
+class CaptureContext:
+    """What an adapter is given when a capture begins: the site's `frames` (innermost
+    first, torch's capture machinery left out), the `graph` (torch.cuda.CUDAGraph)
+    being captured, and its capture `index` in this process."""
+
+    frames: list[types.FrameType]
+    graph: object
+    index: int
+
+    def find(self, name: str, default: object = None) -> object:
+        """The innermost frame's local `name` among the site's frames (`bs`, `self`)."""
+        for f in self.frames:
+            if name in f.f_locals:
+                return f.f_locals[name]
+        return default
+
+
+KeyFn = Callable[[CaptureContext], "str | None"]
+
+
+class AdapterError(UsageError, ValueError):
+    """A key adapter that cannot be loaded, with what to do (a usage error: exit 2)."""
+
+
+def _is_path(where: str) -> bool:
+    return where.endswith(".py") or os.sep in where or "/" in where
+
+
+def check_spec(spec: str) -> None:
+    """Refuse, before a program runs, a spec that cannot name an adapter: its form, and a
+    file that is not there (a module is imported only in the recorded processes)."""
+    where, sep, name = spec.rpartition(":")
+    if not sep or not where or not name.isidentifier():
+        raise AdapterError(f"--key takes MODULE:FUNCTION or path/to/file.py:FUNCTION, got {spec!r}")
+    if _is_path(where) and not Path(where).is_file():
+        raise AdapterError(f"--key: key adapter file {where!r} does not exist")
+
+
+def load_adapter(spec: str) -> KeyFn:
+    """`MODULE:FUNCTION` or `path/to/file.py:FUNCTION` as the callable it names."""
+    check_spec(spec)
+    where, _, name = spec.rpartition(":")
+    if _is_path(where):
+        path = Path(where)
+        main = sys.modules.get("__main__")
+        main_file = getattr(main, "__file__", None)
+        if main_file and Path(main_file).resolve() == path.resolve():
+            # the program's own script: its running module, not a second copy of it
+            # (whose globals, the engine's forward context among them, would be others)
+            fn = getattr(main, name, None)
+            if not callable(fn):
+                raise AdapterError(f"key adapter {spec!r}: the program has no callable {name!r}")
+            return fn
+        mod_name = f"graph_harness_key_adapter_{abs(hash(str(path.resolve())))}"
+        module = sys.modules.get(mod_name)
+        if module is None:
+            loaded = importlib.util.spec_from_file_location(mod_name, path)
+            if loaded is None or loaded.loader is None:
+                raise AdapterError(f"key adapter file {where!r} cannot be imported")
+            module = importlib.util.module_from_spec(loaded)
+            sys.modules[mod_name] = module
+            loaded.loader.exec_module(module)
+    else:
+        module = importlib.import_module(where)
+    fn = getattr(module, name, None)
+    if not callable(fn):
+        raise AdapterError(f"key adapter {spec!r}: {where} has no callable {name!r}")
+    return fn
+
+
+class Lazy:
+    """An adapter loaded at its first call, in the capture that needs it: a recorder
+    starts while `import torch` runs, before the program (or an engine's package) has
+    defined what the adapter reads. A load that fails raises at each call, which `ask`
+    turns into the graph's key_note."""
+
+    def __init__(self, load: Callable[[], KeyFn]) -> None:
+        self._load = load
+        self._fn: KeyFn | None = None
+
+    def __call__(self, ctx: CaptureContext) -> str | None:
+        if self._fn is None:
+            self._fn = self._load()
+        return self._fn(ctx)
+
+
+def named_adapter(spec: str) -> tuple[str, KeyFn]:
+    """The adapter `spec` names (load_adapter's forms), loaded at its first call."""
+    return spec, Lazy(lambda: load_adapter(spec))
+
+
+def entry_point_adapters() -> list[tuple[str, KeyFn]]:
+    """The installed adapters (entry points of ENTRY_POINT_GROUP), each with its name,
+    each loaded at its first call."""
+    from importlib.metadata import entry_points
+
+    try:
+        eps = list(entry_points(group=ENTRY_POINT_GROUP))
+    except Exception:  # a broken installation: no adapters
+        return []
+    return [(f"{ep.name} ({ep.value})", Lazy(ep.load)) for ep in eps]
+
+
+def ask(adapters: list[tuple[str, KeyFn]], ctx: CaptureContext) -> tuple[str | None, str | None]:
+    """The first key an adapter gives, and a note on any that failed (never raises)."""
+    notes = []
+    for name, fn in adapters:
+        try:
+            got = fn(ctx)
+        except Exception as e:
+            notes.append(f"key adapter {name} raised {type(e).__name__}: {e}")
+            continue
+        if got is None:
+            continue
+        if not isinstance(got, str) or not got.strip():
+            notes.append(f"key adapter {name} returned {type(got).__name__}, not a key (a str)")
+            continue
+        return printable(got), "; ".join(notes) or None
+    return None, printable("; ".join(notes)) if notes else None

@@ -1,0 +1,202 @@
+"""Running a program under the recorder, and recording a block of Python code: the two
+ways a recording is made (`graph-harness record -- PROGRAM`, `capture.record_graphs()`).
+
+A program is run unchanged, as a child process with the program's own standard streams,
+arguments and working folder; only its environment gains the recorder's two variables and
+the start-up folder first on PYTHONPATH (capture/record/process.py). Its exit code is the
+recording's `exit_code` (a program killed by signal N: -N, as Python's subprocess says).
+While it runs, SIGINT is the program's (a terminal's Ctrl-C reaches the whole process
+group: the program decides what it means, and the recording of what it captured is kept);
+SIGTERM and SIGHUP sent to graph-harness are passed on to it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from graph_harness.capture.errors import UsageError
+from graph_harness.capture.record.keys import KeyFn
+from graph_harness.capture.record.process import (
+    ENV_OPTIONS,
+    ENV_SESSION,
+    ProcessRecorder,
+    RecordOptions,
+    boot_folder,
+)
+from graph_harness.capture.record.recording import Recording
+
+
+class ProgramError(UsageError, ValueError):
+    """A program that cannot be started (not found, not runnable): exit 2."""
+
+
+def program_argv(program: list[str]) -> list[str]:
+    """The command that runs `program`: `-m pkg ...` and `script.py ...` with this
+    Python; anything else (`python3 serve.py`, `torchrun ...`, a console script) as it is."""
+    if not program:
+        raise ProgramError(
+            "no program to record: give it after --, e.g. `graph-harness record -- python "
+            "serve.py` or `graph-harness record -- -m my.module`"
+        )
+    if program[0] == "-m":
+        if len(program) < 2:
+            raise ProgramError("-m needs a module to run: `graph-harness record -- -m pkg.module`")
+        return [sys.executable, *program]
+    if program[0].endswith(".py"):
+        return [sys.executable, *program]
+    return list(program)
+
+
+def recording_env(session: Path, options: RecordOptions, base: dict | None = None) -> dict:
+    """`base` (default: this process's environment) with the recorder's variables set."""
+    env = dict(os.environ if base is None else base)
+    env[ENV_SESSION] = str(session)
+    env[ENV_OPTIONS] = options.to_env()
+    path = env.get("PYTHONPATH")
+    env["PYTHONPATH"] = str(boot_folder()) + (os.pathsep + path if path else "")
+    return env
+
+
+@contextlib.contextmanager
+def _session() -> Iterator[Path]:
+    """A folder of graph-harness's own for the processes' files, removed after."""
+    folder = Path(tempfile.mkdtemp(prefix="graph-harness-record-"))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)  # made here, holds only our files
+
+
+def run_program(
+    program: list[str],
+    options: RecordOptions | None = None,
+    *,
+    stdout: int | None = None,
+    stderr: int | None = None,
+) -> Recording:
+    """Run `program` (program_argv's forms) under the recorder and return what every
+    process of it captured; its exit code is the recording's `exit_code`. `stdout`,
+    `stderr`: the descriptors the program writes to (default: this process's)."""
+    command = program_argv(program)
+    options = options if options is not None else RecordOptions()
+    with _session() as session:
+        env = recording_env(session, options)
+        t0 = time.perf_counter()
+        try:
+            child = subprocess.Popen(command, env=env, stdout=stdout, stderr=stderr)
+        except FileNotFoundError:
+            raise ProgramError(f"program {command[0]!r} not found (is it on PATH?)") from None
+        except PermissionError:
+            raise ProgramError(
+                f"program {command[0]!r} cannot be run (permission denied)"
+            ) from None
+        code = _wait(child)
+        wall = time.perf_counter() - t0
+        recording = Recording.from_session(
+            session, options=options, program=list(program), exit_code=code, wall_s=wall
+        )
+    if not recording.processes:
+        recording.notes.append(
+            "no process of the program imported torch with the recorder loaded: it imported "
+            "no torch, or its Python ignored PYTHONPATH (-I, -E or -S), or runs without "
+            "graph-harness installed"
+        )
+    return recording
+
+
+def _wait(child: subprocess.Popen) -> int:
+    """The child's exit code, SIGTERM and SIGHUP passed on and SIGINT left to it while it
+    runs (handlers set only on the main thread; others just wait)."""
+    if threading.current_thread() is not threading.main_thread():
+        return child.wait()
+
+    def forward(signum: int, _frame: object) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            child.send_signal(signum)
+
+    saved = {}
+    for s, h in (
+        (signal.SIGINT, signal.SIG_IGN),
+        (signal.SIGTERM, forward),
+        (signal.SIGHUP, forward),
+    ):
+        with contextlib.suppress(ValueError, OSError):
+            saved[s] = signal.signal(s, h)
+    try:
+        while True:
+            try:
+                return child.wait()
+            except InterruptedError:
+                continue
+    finally:
+        for s, h in saved.items():
+            signal.signal(s, h)
+
+
+@contextlib.contextmanager
+def record_graphs(
+    *,
+    module_scopes: bool = RecordOptions.module_scopes,
+    key: str | KeyFn | None = RecordOptions.key,
+    children: bool = True,
+    pool_memory: bool = RecordOptions.pool_memory,
+) -> Iterator[Recording]:
+    """Record every CUDA graph captured inside the block, in this process and (with
+    `children`) in every Python process started inside it; the Recording yielded is
+    filled when the block ends (also when it raises).
+
+        with capture.record_graphs(module_scopes=True) as rec:
+            model.generate(**inputs, cache_implementation="static")
+        print(len(rec.graphs), rec.never_replayed())
+
+    `module_scopes`: attribute nodes to the modules running in each capture; `key`: an
+    engine's key adapter (capture/record/keys.py), by name (every process loads it) or the
+    callable itself (this process only). The process's recorder settings are process-wide:
+    one recording at a time per process."""
+    named = key if isinstance(key, str) or key is None else None
+    options = RecordOptions(module_scopes=module_scopes, key=named, pool_memory=pool_memory)
+    recording = Recording(options=options, program=None)
+    with contextlib.ExitStack() as stack:
+        session = stack.enter_context(_session()) if children else None
+        saved = {k: os.environ.get(k) for k in (ENV_SESSION, ENV_OPTIONS, "PYTHONPATH")}
+        if session is not None:
+            os.environ.update(
+                recording_env(session, options, {k: v for k, v in saved.items() if v})
+            )
+        extra = [] if named is not None or key is None else [(_name_of(key), key)]
+        local = ProcessRecorder(None, options, adapters=extra).start()
+        t0 = time.perf_counter()
+        try:
+            yield recording
+        finally:
+            local.stop()
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+            # the records as they stand now: replays after the block are not the block's
+            mine = [dataclasses.replace(r) for r in local.records]
+            got = (
+                Recording.from_session(session, options=options, local=mine, local_pid=os.getpid())
+                if session is not None
+                else Recording(options=options, graphs=mine)
+            )
+            recording.graphs, recording.processes = got.graphs, got.processes
+            recording.notes = local.notes + got.notes
+            recording.wall_s = time.perf_counter() - t0
+
+
+def _name_of(fn: object) -> str:
+    return getattr(fn, "__qualname__", None) or type(fn).__name__

@@ -1,0 +1,388 @@
+"""A recording: every graph a program's processes captured, with its processes, as one
+document (`recording.json`) and one node export per graph beside it
+(`graph-<pid>-<index>.json`, each readable by `delta` and `advise` as any export).
+
+Built from a session folder the processes wrote (capture/record/process.py), or from one
+process's records in memory; read back checked, field by field, like every document.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from graph_harness.capture.environment import now
+from graph_harness.capture.export.documents import ExportError, Fields, load_json, show
+from graph_harness.capture.export.nodes import NodeExport
+from graph_harness.capture.files import write_atomic
+from graph_harness.capture.record.graphs import GraphRecord
+from graph_harness.capture.record.process import RecordOptions
+from graph_harness.capture.text import printable, printable_all
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+SCHEMA = "graph-harness/recording"
+SCHEMA_VERSION = 1
+GRAPH_FILE = re.compile(r"graph-[0-9]+-[0-9]+\.json")  # a graph's export, beside the document
+DOCUMENT = "recording.json"
+
+
+@dataclass(kw_only=True)
+class ProcessInfo:
+    """One process of the program that imported torch with the recorder loaded."""
+
+    pid: int
+    ppid: int | None = None
+    argv: list[str] = field(default_factory=list)
+    forked: bool = False
+    exited: bool = False  # its exit handlers ran: its replay counts are final
+    failed: str | None = None  # why the recorder could not start in it
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "pid": self.pid,
+            "ppid": self.ppid,
+            "argv": self.argv,
+            "forked": self.forked,
+            "exited": self.exited,
+            "failed": self.failed,
+            "notes": self.notes,
+        }
+
+
+@dataclass(kw_only=True)
+class Recording:
+    """What a program captured: its `graphs` (GraphRecord, in process then capture
+    order), its `processes`, how it was recorded (`options`), and what the program was
+    (`program`, its arguments; None for a block of Python code) with its `exit_code`."""
+
+    graphs: list[GraphRecord] = field(default_factory=list)
+    processes: list[ProcessInfo] = field(default_factory=list)
+    options: RecordOptions = field(default_factory=RecordOptions)
+    program: list[str] | None = None
+    exit_code: int | None = None
+    wall_s: float | None = None  # the program's run, start to exit
+    created: str = field(default_factory=now)
+    notes: list[str] = field(default_factory=list)
+
+    # --- what tables read -------------------------------------------------------------
+
+    @property
+    def total(self) -> int:
+        return sum(g.nodes for g in self.graphs)
+
+    def names(self) -> list[str]:
+        """Each graph's name: its key, with ` #n` where one process captured several
+        under one key (n: its place among them)."""
+        seen: dict[tuple[int, str], int] = {}
+        dup: dict[tuple[int, str], int] = {}
+        for g in self.graphs:
+            dup[(g.pid, g.key)] = dup.get((g.pid, g.key), 0) + 1
+        out = []
+        for g in self.graphs:
+            k = (g.pid, g.key)
+            seen[k] = seen.get(k, 0) + 1
+            out.append(g.key if dup[k] == 1 else f"{g.key} #{seen[k]}")
+        return out
+
+    def process_label(self, g: GraphRecord) -> str:
+        """Where a graph was captured, as tables show it: `rank R` where ranks are known,
+        else `pid P` (only one process: "main")."""
+        pids = {x.pid for x in self.graphs}
+        if g.rank is not None:
+            return f"rank {g.rank}"
+        return "main" if len(pids) == 1 else f"pid {g.pid}"
+
+    def never_replayed(self) -> list[GraphRecord]:
+        """Graphs captured (with nodes) and never replayed."""
+        return [g for g in self.graphs if g.captured and g.replays == 0 and g.nodes > 0]
+
+    def frame(self) -> pd.DataFrame:
+        """Every graph's launching nodes in one frame, each row with its graph's `name`,
+        `process` and `replays` (the export frames' columns otherwise)."""
+        import pandas as pd
+
+        from graph_harness.capture.attribution.node import COLUMNS
+
+        parts = []
+        for g, name in zip(self.graphs, self.names()):
+            if g.export is None or not g.export.nodes:
+                continue
+            df = g.export.frame()
+            df["name"], df["process"], df["replays"] = name, self.process_label(g), g.replays
+            parts.append(df)
+        if not parts:
+            cols = [*COLUMNS, "name", "process", "replays"]
+            return pd.DataFrame(columns=cols)
+        return pd.concat(parts, ignore_index=True)
+
+    def by_module(self, depth: int | None) -> pd.DataFrame:
+        """Per scope cut to `depth` (capture/attribution/rollup.py: "unscoped" outside
+        every module), over every graph: `graphs` holding nodes there, `nodes` (summed
+        over graphs) and `launches` (nodes times their graph's replays: the node launches
+        the program made), most launches first."""
+        import pandas as pd
+
+        from graph_harness.capture.attribution.rollup import at_depth
+
+        df = self.frame()
+        if df.empty:
+            return pd.DataFrame(columns=["scope", "graphs", "nodes", "launches"])
+        df["scope_at"] = at_depth(df, depth).to_numpy()
+        out = df.groupby("scope_at").agg(
+            graphs=("name", "nunique"), nodes=("type", "size"), launches=("replays", "sum")
+        )
+        out = out.reset_index().rename(columns={"scope_at": "scope"})
+        return out.sort_values(["launches", "nodes", "scope"], ascending=[False, False, True])
+
+    def file_of(self, g: GraphRecord) -> str:
+        return f"graph-{g.pid}-{g.index}.json"
+
+    # --- the document -----------------------------------------------------------------
+
+    def to_dict(self, *, inline: bool = False) -> dict[str, Any]:
+        """The document; each graph's export as a file name (`inline`: the export)."""
+        graphs = []
+        for g, name in zip(self.graphs, self.names()):
+            d = g.to_dict()
+            d["name"] = name
+            d["total_nodes"] = g.nodes
+            if not inline:
+                d["export"] = None if g.export is None else self.file_of(g)
+            graphs.append(d)
+        return {
+            "schema": SCHEMA,
+            "schema_version": SCHEMA_VERSION,
+            "program": self.program,
+            "exit_code": self.exit_code,
+            "wall_s": self.wall_s,
+            "created": self.created,
+            "options": {
+                "module_scopes": self.options.module_scopes,
+                "key": self.options.key,
+                "pool_memory": self.options.pool_memory,
+            },
+            "processes": [p.to_dict() for p in self.processes],
+            "notes": self.notes,
+            "graphs": graphs,
+        }
+
+    def write(self, folder: Path) -> None:
+        """`recording.json` and `graph-<pid>-<index>.json` into `folder` (which exists)."""
+        for g in self.graphs:
+            if g.export is not None:
+                g.export.write_json(folder / self.file_of(g))
+        text = json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n"
+        write_atomic(folder / DOCUMENT, text)
+
+    @classmethod
+    def read(cls, path: str | Path) -> Recording:
+        """A recording folder (or its recording.json) read back, every field and every
+        graph's export checked; ExportError naming the file and the field."""
+        path = Path(path)
+        doc_path = path / DOCUMENT if path.is_dir() else path
+        folder = doc_path.parent
+        doc = load_json(doc_path, "recording")
+        return cls.from_dict(doc, where=str(doc_path), folder=folder)
+
+    @classmethod
+    def from_dict(cls, doc: Any, *, where: str, folder: Path | None = None) -> Recording:
+        f = Fields(where)
+        if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+            got = show(doc.get("schema")) if isinstance(doc, dict) else show(doc)
+            f.fail("", f"not a graph-harness recording (schema {got}, expected {SCHEMA!r})")
+        if (
+            doc.get("schema_version") != SCHEMA_VERSION
+            or type(doc.get("schema_version")) is not int
+        ):
+            f.fail(
+                "",
+                f"recording schema version {show(doc.get('schema_version'))} is not one this "
+                f"graph-harness reads ({SCHEMA_VERSION})",
+            )
+        keys = ("schema", "schema_version", "program", "exit_code", "wall_s", "created")
+        f.keys("", doc, (*keys, "options", "processes", "notes", "graphs"))
+        program = doc["program"]
+        if program is not None:
+            for j, a in enumerate(f.array("program", program)):
+                f.string(f"program[{j}]", a)
+        opts = f.obj("options", doc["options"])
+        f.keys("options", opts, ("module_scopes", "key", "pool_memory"))
+        for k in ("module_scopes", "pool_memory"):
+            if not isinstance(opts[k], bool):
+                f.expected(f"options.{k}", "a bool", opts[k])
+        processes = []
+        for j, p in enumerate(f.array("processes", doc["processes"])):
+            processes.append(_process(f, f"processes[{j}]", p))
+        graphs = []
+        for j, g in enumerate(f.array("graphs", doc["graphs"])):
+            graphs.append(_graph(f, f"graphs[{j}]", g, folder))
+        notes = [f.string(f"notes[{j}]", n) for j, n in enumerate(f.array("notes", doc["notes"]))]
+        wall = doc["wall_s"]
+        if wall is not None:
+            f.number("wall_s", wall, finite=True)
+        return cls(
+            graphs=graphs,
+            processes=processes,
+            options=RecordOptions(
+                module_scopes=opts["module_scopes"],
+                key=f.string("options.key", opts["key"], none=True),
+                pool_memory=opts["pool_memory"],
+            ),
+            program=None if program is None else list(program),
+            exit_code=f.integer("exit_code", doc["exit_code"], none=True),
+            wall_s=wall,
+            created=f.string("created", doc["created"]),
+            notes=notes,
+        )
+
+    # --- built from what the processes wrote --------------------------------------------
+
+    @classmethod
+    def from_session(
+        cls,
+        session: Path,
+        *,
+        options: RecordOptions,
+        program: list[str] | None = None,
+        exit_code: int | None = None,
+        wall_s: float | None = None,
+        local: list[GraphRecord] | None = None,
+        local_pid: int | None = None,
+    ) -> Recording:
+        """The recording of a session folder (capture/record/process.py's files), with
+        this process's own records (`local`, captured by pid `local_pid`) first."""
+        rec = cls(options=options, program=program, exit_code=exit_code, wall_s=wall_s)
+        if local is not None:
+            rec.processes.append(ProcessInfo(pid=local_pid or 0, exited=True))
+            rec.graphs.extend(local)
+        for path in sorted(session.glob("*.jsonl")):
+            _read_process(path, rec)
+        rec.graphs.sort(key=lambda g: (_order(rec, g.pid), g.index))
+        return rec
+
+
+def _order(rec: Recording, pid: int) -> int:
+    for i, p in enumerate(rec.processes):
+        if p.pid == pid:
+            return i
+    return len(rec.processes)
+
+
+def _read_process(path: Path, rec: Recording) -> None:
+    """One process's file into `rec` (its graphs with the replay counts of its exit line,
+    else of its last flush); a partial last line (a process killed mid-write) is left
+    out and said."""
+    lines = path.read_bytes().split(b"\n")
+    partial = lines.pop() if lines and lines[-1] else b""
+    info: ProcessInfo | None = None
+    graphs: list[GraphRecord] = []
+    counts: dict | None = None
+    f = Fields(path.name)
+    for n, raw in enumerate(lines):
+        if not raw:
+            continue
+        try:
+            line = printable_all(json.loads(raw.decode("utf-8", "replace")))
+        except ValueError:
+            rec.notes.append(f"{path.name}: line {n + 1} is not JSON; left out")
+            continue
+        event = line.get("event") if isinstance(line, dict) else None
+        try:
+            if event == "process":
+                info = ProcessInfo(
+                    pid=int(line["pid"]),
+                    ppid=line.get("ppid"),
+                    argv=[printable(str(a)) for a in line.get("argv", [])],
+                    forked=bool(line.get("forked", False)),
+                    notes=list(line.get("notes", [])),
+                )
+            elif event == "graph":
+                graphs.append(GraphRecord.from_dict(line["record"], f, f"line {n + 1}"))
+            elif event == "exit":
+                counts = line.get("replays")
+                if info is not None:
+                    info.exited = True
+                    info.notes += [x for x in line.get("notes", []) if x not in info.notes]
+            elif event == "failed":
+                info = ProcessInfo(
+                    pid=int(line.get("pid", 0)),
+                    argv=[printable(str(a)) for a in line.get("argv", [])],
+                    failed=printable(str(line.get("why"))),
+                )
+        except (ExportError, KeyError, TypeError, ValueError) as e:
+            rec.notes.append(f"{path.name}: line {n + 1} could not be read ({e}); left out")
+    if partial:
+        rec.notes.append(
+            f"{path.name}: its last line was cut off (the process ended while writing it); left out"
+        )
+    if info is None:
+        return
+    if counts is None:
+        snapshot = path.with_suffix(".replays.json")
+        try:
+            counts = json.loads(snapshot.read_text()) if snapshot.exists() else None
+        except (OSError, ValueError):
+            counts = None
+    for g in graphs:
+        c = (counts or {}).get(str(g.index))
+        if isinstance(c, dict):
+            r = c.get("replays")
+            if isinstance(r, int) and not isinstance(r, bool) and r >= 0:
+                g.replays = r
+            if c.get("released") in ("reset", "collected"):
+                g.released = c["released"]
+    rec.processes.append(info)
+    rec.graphs.extend(graphs)
+
+
+def _process(f: Fields, path: str, p: Any) -> ProcessInfo:
+    f.obj(path, p)
+    f.keys(path, p, ("pid", "ppid", "argv", "forked", "exited", "failed", "notes"))
+    for k in ("forked", "exited"):
+        if not isinstance(p[k], bool):
+            f.expected(f"{path}.{k}", "a bool", p[k])
+    return ProcessInfo(
+        pid=f.integer(f"{path}.pid", p["pid"], lo=0),
+        ppid=f.integer(f"{path}.ppid", p["ppid"], lo=0, none=True),
+        argv=[
+            f.string(f"{path}.argv[{j}]", a)
+            for j, a in enumerate(f.array(f"{path}.argv", p["argv"]))
+        ],
+        forked=p["forked"],
+        exited=p["exited"],
+        failed=f.string(f"{path}.failed", p["failed"], none=True),
+        notes=[
+            f.string(f"{path}.notes[{j}]", a)
+            for j, a in enumerate(f.array(f"{path}.notes", p["notes"]))
+        ],
+    )
+
+
+def _graph(f: Fields, path: str, g: Any, folder: Path | None) -> GraphRecord:
+    f.obj(path, g)
+    g = dict(g)
+    f.string(f"{path}.name", g.pop("name", None))
+    total = f.integer(f"{path}.total_nodes", g.pop("total_nodes", None), lo=0)
+
+    def export_of(value: Any) -> NodeExport | None:
+        if value is None:
+            return None
+        if not isinstance(value, str) or not GRAPH_FILE.fullmatch(value):
+            f.expected(f"{path}.export", "null or a file graph-<pid>-<index>.json beside it", value)
+        if folder is None:
+            f.fail(f"{path}.export", "names a file, but the recording was not read from a folder")
+        try:
+            return NodeExport.read_json(folder / value)
+        except ExportError as e:
+            raise ExportError(f"{f.where}: {path}.export: {e}") from None
+
+    record = GraphRecord.from_dict(g, f, path, export_of)
+    if record.nodes != total:
+        f.expected(f"{path}.total_nodes", f"{record.nodes} (its export's nodes)", total)
+    return record

@@ -1,0 +1,113 @@
+"""Module scopes in a program nobody named the model of: `graph-harness record
+--module-scopes`.
+
+`module_scopes(model)` names each submodule by its qualified path in a model the user
+hands over. A recorded program hands over nothing, so the model is found where a capture
+begins: the outermost `nn.Module` whose forward is running on the Python stack at that
+moment (HF's `LlamaForCausalLM` under `generate()`, vLLM's model under its graph wrapper)
+is the root, and every module is named by its path in it (`model.layers.3.self_attn`),
+the same names Inductor's provenance gives compiled code traced from that root. The root
+is the outermost module any frame is a method of, running or not (`generate()` is a
+method of the model it runs). Where no module is on the stack when the capture begins, the
+first module called inside it is the root (its own work lands outside every module, as
+module_scopes' root's does).
+
+Nothing is tracked outside captures. The global forward hooks (capture/scopes/modules.py's,
+installed once for the whole program, so that Dynamo's guards on them see the same hooks
+before and after any compile) do nothing while no capture is being recorded; while one is,
+they open and close the scopes of the modules called inside it, and the modules already
+running when it began are opened at its start. A module that is not part of the root
+(a GraphModule an engine built, say) opens no scope: its nodes stay in the scope around it.
+"""
+
+from __future__ import annotations
+
+import types
+import weakref
+
+from torch import nn
+
+from graph_harness.capture.scopes.modules import module_names, repeated_blocks
+from graph_harness.capture.scopes.recorder import Recorder, ScopeKey
+
+_names: weakref.WeakKeyDictionary[nn.Module, dict[nn.Module, str]] = weakref.WeakKeyDictionary()
+
+
+def names_of(root: nn.Module) -> dict[nn.Module, str]:
+    """Every submodule of `root` by its qualified name (every level), made once per root."""
+    got = _names.get(root)
+    if got is None:
+        got = module_names(root)
+        _names[root] = got
+    return got
+
+
+_CALLS = ("forward", "_call_impl", "_wrapped_call_impl")  # a module's call, running
+
+
+def running_modules(frames: list[types.FrameType]) -> tuple[nn.Module | None, list[nn.Module]]:
+    """The root (the outermost module any frame in `frames`, innermost first, is a method
+    of: HF's model under its own `generate()`) and the modules whose call is running,
+    outermost first, each once."""
+    root, out = None, []
+    for f in reversed(frames):
+        me = f.f_locals.get("self")
+        if not isinstance(me, nn.Module):
+            continue
+        if root is None:
+            root = me
+        if f.f_code.co_name in _CALLS and not any(m is me for m in out):
+            out.append(me)
+    return root, out
+
+
+class CaptureModules:
+    """One capture's module scopes (the object modules.py's global hooks call while the
+    capture is recorded): opens a scope per module called inside it, named in `root`."""
+
+    def __init__(self, recorder: Recorder, frames: list[types.FrameType]) -> None:
+        self.recorder = recorder
+        root, running = running_modules(frames)
+        self.root: nn.Module | None = root
+        self.names = names_of(root) if root is not None else {}
+        self._calls: list[tuple[nn.Module, list[ScopeKey]]] = []
+        self._base: list[ScopeKey] = []
+        for m in running:  # already inside them: their scopes open at the start
+            self._base += self._open(m)
+
+    @property
+    def blocks(self) -> str | None:
+        return repeated_blocks(self.root) if self.root is not None else None
+
+    @property
+    def known(self) -> set[str]:
+        return set(self.names.values())
+
+    def _open(self, mod: nn.Module) -> list[ScopeKey]:
+        name = self.names.get(mod)
+        if name is None:
+            return []
+        rec, opened = self.recorder, []
+        parts = name.split(".")
+        for i in range(1, len(parts) + 1):
+            key = ScopeKey(None, ".".join(parts[:i]))
+            if i == len(parts) or key not in rec.stack:
+                rec.open(key)
+                opened.append(key)
+        return opened
+
+    # the interface modules.py's hooks call (as they call module_scopes')
+    def _pre(self, mod: nn.Module) -> None:
+        if self.root is None:  # nothing ran around the capture: the first module is root
+            self.root, self.names = mod, names_of(mod)
+        self._calls.append((mod, self._open(mod)))
+
+    def _post(self, mod: nn.Module) -> None:
+        if not any(m is mod for m, _ in self._calls):
+            return
+        while self._calls:
+            m, opened = self._calls.pop()
+            if m is mod:
+                for key in reversed(opened):
+                    self.recorder.close(key)
+                return

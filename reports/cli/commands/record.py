@@ -1,0 +1,157 @@
+"""`graph-harness record -- PROGRAM`: every CUDA graph a Python program captures, in every
+process it starts, recorded without editing the program (capture/record/)."""
+
+from __future__ import annotations
+
+import argparse
+
+from graph_harness.reports.cli.args import BLOCKS, depth, json_arg, out_args, positive, subcommand
+from graph_harness.reports.cli.console import IO, UsageError, staged
+
+
+def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = subcommand(
+        sub,
+        "record",
+        common,
+        help="run a program and record every CUDA graph it captures",
+        description="Run a Python program or module unchanged (give it after --) and record "
+        "every CUDA graph it captures through PyTorch (torch.cuda.graph, "
+        "make_graphed_callables, Inductor's reduce-overhead trees, engines built on them), "
+        "in every process it starts: each graph's nodes by type, kernel and scope, its key, "
+        "capture site, pool and replays, and the graphs captured but never replayed. The "
+        "program's output, behaviour and exit code are its own; graph-harness exits with "
+        "the program's exit code.",
+        examples=[
+            "graph-harness record -- python serve.py --model m",
+            "graph-harness record --module-scopes --out rec -- -m my.server",
+            "graph-harness record --key examples/tiny_engine.py:record_key -- "
+            "examples/tiny_engine.py --piecewise",
+        ],
+    )
+    p.add_argument(
+        "--module-scopes",
+        nargs="?",
+        const=BLOCKS,
+        default=False,
+        type=depth,
+        metavar="DEPTH",
+        help="attribute nodes to the modules running in each capture, named in the "
+        "outermost module running (model.layers.3.self_attn); compiled code by Inductor's "
+        "provenance. Every level is recorded; the tables show DEPTH parts of the name "
+        "('all': every level; default: one row per repeated block)",
+    )
+    p.add_argument(
+        "--key",
+        metavar="MODULE:FUNCTION",
+        help="an engine's key adapter: FUNCTION(ctx) names each graph as the engine does "
+        "(its batch descriptor); also found as entry points in the group "
+        "graph_harness.record_keys",
+    )
+    p.add_argument(
+        "--no-pool-memory",
+        dest="pool_memory",
+        action="store_false",
+        help="do not read each graph's pool from the caching allocator after its capture",
+    )
+    p.add_argument(
+        "--top",
+        type=positive(1),
+        default=40,
+        metavar="N",
+        help="rows of the graphs table (default 40; --out keeps every graph)",
+    )
+    json_arg(p, "the recording")
+    out_args(p)
+    p.add_argument(
+        "program",
+        nargs=argparse.REMAINDER,
+        metavar="-- PROGRAM [ARGS ...]",
+        help="the program: `python script.py ...`, `-m module ...`, `script.py ...`, or "
+        "any command that starts Python (a console script, torchrun)",
+    )
+
+
+def check_flags(args) -> list[str]:
+    """The program's arguments; usage errors for what cannot work, before it runs."""
+    program = list(args.program)
+    if program[:1] == ["--"]:
+        program = program[1:]
+    if not program:
+        raise UsageError(
+            "no program to record: give it after --, e.g. `graph-harness record -- python "
+            "serve.py` or `graph-harness record -- -m my.module`"
+        )
+    if args.key is not None:
+        from graph_harness.capture.record.keys import check_spec
+
+        check_spec(args.key)
+    return program
+
+
+def run(args, io: IO) -> int:
+    from graph_harness.capture.record.process import RecordOptions
+    from graph_harness.capture.record.program import run_program
+    from graph_harness.capture.results import results_descriptor
+
+    program = check_flags(args)
+    options = RecordOptions(
+        module_scopes=args.module_scopes is not False, key=args.key, pool_memory=args.pool_memory
+    )
+    with staged(args, io) as tmp:
+        io.err.print(f"graph-harness record: running {' '.join(program)}", markup=False)
+        # the program's stdout is the real one (descriptor 1 is stderr while a command runs)
+        rec = run_program(program, options, stdout=results_descriptor(1))
+        if tmp is not None:
+            from graph_harness.reports.recording_report import write_recording
+
+            write_recording(tmp, rec, command=_command())
+        show(io, rec, depth=_depth(args, rec), top=args.top)
+    if args.out is not None:
+        io.err.print(f"wrote the recording to {args.out}", markup=False)
+    return exit_status(rec.exit_code)
+
+
+def _command() -> str:
+    from graph_harness.reports.cli.console import command_line
+
+    return command_line()
+
+
+def _depth(args, rec) -> int | None:
+    from graph_harness.reports.cli.args import shown_depth
+
+    exports = [g.export for g in rec.graphs if g.export is not None]
+    return shown_depth(args.module_scopes, exports) if exports else None
+
+
+def exit_status(code: int | None) -> int:
+    """The program's exit code as a shell gives it (killed by signal N: 128 + N)."""
+    if code is None:
+        return 1
+    return 128 - code if code < 0 else code
+
+
+def show(io: IO, rec, *, depth: int | None, top: int | None) -> None:
+    from graph_harness.reports.record_tables import (
+        graphs_table,
+        headline,
+        modules_table,
+        most_replayed_lines,
+        never_replayed_lines,
+        process_lines,
+    )
+
+    for line in process_lines(rec):
+        io.note(line)
+    if io.json:
+        io.print_json(rec.to_dict(inline=True))
+        return
+    io.out.print(headline(rec), markup=False)
+    if not rec.graphs:
+        return
+    io.out.print(graphs_table(rec, top=top))
+    for line in never_replayed_lines(rec) + most_replayed_lines(rec):
+        io.out.print(line, markup=False, soft_wrap=True)
+    if rec.options.module_scopes:
+        io.out.print(modules_table(rec, depth))

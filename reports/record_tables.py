@@ -1,0 +1,144 @@
+"""Tables of a recording (capture/record/recording.py): what a program captured, graph by
+graph, and by module. Renders what the recording holds; never measures."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from graph_harness.capture.record.recording import Recording
+from graph_harness.reports.text import plural
+
+MIB = 1 << 20
+
+
+def headline(rec: Recording) -> str:
+    """One line: graphs, nodes, processes, the program's exit and time."""
+    captured = [g for g in rec.graphs if g.captured]
+    failed = len(rec.graphs) - len(captured)
+    procs = len({g.pid for g in rec.graphs}) or len(rec.processes)
+    parts = [
+        f"{plural(len(captured), 'graph')} captured ({plural(rec.total, 'node')})",
+        f"in {plural(procs, 'process', 'processes')}",
+    ]
+    if failed:
+        parts.append(f"{failed} failed")
+    never = rec.never_replayed()
+    if never:
+        parts.append(f"{len(never)} never replayed")
+    if rec.program is not None:
+        parts.append(f"program exit {rec.exit_code}")
+    if rec.wall_s is not None:
+        parts.append(f"{rec.wall_s:.1f} s")
+    return ", ".join(parts)
+
+
+def _mib(b: int | None) -> str:
+    return "-" if b is None else f"{b / MIB:.1f}"
+
+
+def graphs_table(rec: Recording, *, top: int | None = 40) -> Table:
+    """One row per graph, in process and capture order (the first `top`; None: all)."""
+    t = Table(title="Graphs the program captured")
+    t.add_column("process", no_wrap=True)
+    t.add_column("#", justify="right")
+    t.add_column("key", overflow="fold")
+    t.add_column("from", no_wrap=True)
+    t.add_column("nodes", justify="right")
+    t.add_column("replays", justify="right")
+    t.add_column("pool MiB", justify="right")
+    t.add_column("site", overflow="fold")
+    rows = list(zip(rec.graphs, rec.names()))
+    for g, name in rows[:top] if top is not None else rows:
+        status = "" if g.status == "captured" else f" ({g.status})"
+        t.add_row(
+            rec.process_label(g),
+            str(g.index),
+            name + status,
+            g.key_source,
+            str(g.nodes),
+            str(g.replays),
+            _mib(g.pool_reserved),
+            g.site.label,
+        )
+    if top is not None and len(rows) > top:
+        t.caption = f"the first {top} of {len(rows)} graphs (--top, or --out for all)"
+    return t
+
+
+def never_replayed_lines(rec: Recording, *, most: int = 8) -> list[str]:
+    """The graphs captured and never replayed, by name (the first `most`)."""
+    never = rec.never_replayed()
+    if not never:
+        return []
+    names = {id(g): n for g, n in zip(rec.graphs, rec.names())}
+    shown = ", ".join(f"{rec.process_label(g)} {names[id(g)]}" for g in never[:most])
+    more = f" and {len(never) - most} more" if len(never) > most else ""
+    nodes = sum(g.nodes for g in never)
+    return [
+        f"captured, never replayed: {plural(len(never), 'graph')} ({plural(nodes, 'node')}): "
+        f"{shown}{more}"
+    ]
+
+
+def most_replayed_lines(rec: Recording, *, most: int = 3) -> list[str]:
+    ranked = sorted(
+        (g for g in rec.graphs if g.replays), key=lambda g: (-g.replays * max(g.nodes, 1), g.index)
+    )
+    if not ranked:
+        return ["no graph was replayed"]
+    names = {id(g): n for g, n in zip(rec.graphs, rec.names())}
+    shown = "; ".join(
+        f"{rec.process_label(g)} {names[id(g)]}: {g.replays} x {g.nodes} nodes"
+        for g in ranked[:most]
+    )
+    return [f"most node launches: {shown}"]
+
+
+def modules_table(rec: Recording, depth: int | None, *, top: int = 30) -> Table:
+    """Per module (cut to `depth`) over every graph: nodes, and launches (x replays)."""
+    df = rec.by_module(depth)
+    t = Table(title="By module, over every graph" + (f" (depth {depth})" if depth else ""))
+    t.add_column("scope", overflow="fold")
+    t.add_column("graphs", justify="right")
+    t.add_column("nodes", justify="right")
+    t.add_column("node launches", justify="right")
+    for r in df.head(top).itertuples():
+        t.add_row(str(r.scope), str(r.graphs), str(r.nodes), str(r.launches))
+    if len(df) > top:
+        t.caption = f"the {top} scopes with the most launches of {len(df)}"
+    return t
+
+
+def _program_name(argv: list[str]) -> str:
+    """What a process ran, in a word: its script's or module's name."""
+    if not argv:
+        return "?"
+    head = argv[0]
+    return head.rsplit("/", 2)[-2] + "/" + head.rsplit("/", 1)[-1] if "/" in head else head
+
+
+def process_lines(rec: Recording) -> list[str]:
+    """What the recording says of its processes and itself: notes worth a reader's eye."""
+    out = []
+    capturing = {g.pid for g in rec.graphs}
+    idle = [p for p in rec.processes if p.pid not in capturing and not p.failed]
+    for p in rec.processes:
+        if p.failed:
+            out.append(f"pid {p.pid}: the recorder did not start: {p.failed}")
+        elif p.pid in capturing and not p.exited:
+            out.append(
+                f"pid {p.pid} did not exit cleanly (killed, or os._exit): its replay counts "
+                "are those of its last flush, a lower bound"
+            )
+        if p.pid in capturing:
+            out += [f"pid {p.pid}: {n}" for n in p.notes]
+    if idle and capturing:
+        names = sorted({_program_name(p.argv) for p in idle})
+        out.append(
+            f"{plural(len(idle), 'other process', 'other processes')} imported torch and "
+            f"captured no graph ({', '.join(names[:4])}{', ...' if len(names) > 4 else ''})"
+        )
+    notes = {g.key_note for g in rec.graphs if g.key_note}
+    out += sorted(notes)
+    out += rec.notes
+    return out

@@ -1,0 +1,106 @@
+"""The folder of a recording (`record --out`, `report --recording`): the recording itself
+(recording.json and one export per graph, capture/record/recording.py), its tables as CSV,
+a plot of nodes and replays per graph, and report.md, readable alone. Every figure comes
+from the recording; nothing is measured here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from graph_harness.capture.files import write_csv, write_output
+from graph_harness.capture.record.recording import Recording
+from graph_harness.reports import plots
+from graph_harness.reports.record_tables import (
+    MIB,
+    headline,
+    most_replayed_lines,
+    never_replayed_lines,
+    process_lines,
+)
+from graph_harness.reports.report import _md
+from graph_harness.reports.tables import default_depth
+
+
+def graphs_frame(rec: Recording) -> pd.DataFrame:
+    """One row per graph (graphs.csv): where, its key, nodes, replays, pool, site."""
+    rows = []
+    for g, name in zip(rec.graphs, rec.names()):
+        rows.append(
+            dict(
+                process=rec.process_label(g),
+                pid=g.pid,
+                rank=g.rank,
+                index=g.index,
+                name=name,
+                key=g.key,
+                key_source=g.key_source,
+                status=g.status,
+                nodes=g.nodes,
+                replays=g.replays,
+                launches=g.nodes * g.replays,
+                pool_reserved_bytes=g.pool_reserved,
+                pool=None if g.pool is None else f"{g.pool[0]}:{g.pool[1]}",
+                capture_s=g.capture_s,
+                record_s=g.record_s,
+                released=g.released,
+                keep_graph=g.keep_graph,
+                site_library=g.site.library,
+                site_user=g.site.user,
+                export=rec.file_of(g) if g.export is not None else None,
+                error=g.error,
+            )
+        )
+    return pd.DataFrame(rows)
+
+
+def write_recording(folder: Path, rec: Recording, *, command: str) -> Path:
+    """Everything into `folder` (which exists, empty): see the module's notes."""
+    rec.write(folder)
+    table = graphs_frame(rec)
+    write_csv(folder / "graphs.csv", table)
+    exports = [g.export for g in rec.graphs if g.export is not None]
+    depth = default_depth(exports)
+    program = " ".join(rec.program) if rec.program is not None else None
+    lines = [
+        "# Recording",
+        "",
+        f"- command: `{command}`",
+        f"- program: `{program}`" if program is not None else "- a block of Python code",
+        f"- recorded {rec.created}",
+        f"- {headline(rec)}",
+        "",
+    ]
+    notes = process_lines(rec)
+    if notes:
+        lines += ["Notes:", "", *[f"- {n}" for n in notes], ""]
+    if not table.empty:
+        shown = table[["process", "index", "name", "key_source", "nodes", "replays"]].copy()
+        shown["pool MiB"] = table["pool_reserved_bytes"].map(
+            lambda b: None if pd.isna(b) else round(b / MIB, 1)
+        )
+        shown["site"] = [
+            " <- ".join(x for x in (lib, user) if isinstance(x, str)) or "-"
+            for lib, user in zip(table["site_library"], table["site_user"])
+        ]
+        lines += ["## Graphs, in capture order (graphs.csv)", "", _md(shown), ""]
+        lines += [f"- {x}" for x in never_replayed_lines(rec, most=20) + most_replayed_lines(rec)]
+        lines += ["", "![nodes and replays per graph](recorded_graphs.png)", ""]
+        plots.recorded_graphs(table, folder / "recorded_graphs.png")
+    if rec.options.module_scopes and not table.empty:
+        mods = rec.by_module(depth)
+        write_csv(folder / "modules.csv", mods)
+        cut = f" (cut at depth {depth})" if depth is not None else ""
+        lines += [
+            f"## By module, over every graph{cut} (modules.csv)",
+            "",
+            "`nodes`: summed over the graphs; `launches`: nodes times their graph's replays, "
+            "the node launches the program made. Nodes no module ran around stay `unscoped`, "
+            "at their capture site.",
+            "",
+            _md(mods),
+            "",
+        ]
+    write_output(folder / "report.md", "\n".join(lines) + "\n")
+    return folder / "report.md"
