@@ -49,8 +49,27 @@ def _library_roots() -> tuple[str, ...]:
     return tuple(os.path.abspath(r) + os.sep for r in roots if r)
 
 
+def _our_roots() -> tuple[str, ...]:
+    """graph-harness's own folders, wherever it is installed from (a source tree keeps
+    them side by side, a wheel under graph_harness/), found without importing them."""
+    import importlib.util
+
+    out = []
+    for name in (
+        "graph_harness",
+        *(f"graph_harness.{p}" for p in ("capture", "reports", "pools", "kernels")),
+    ):
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            continue
+        if spec is not None and spec.origin:
+            out.append(os.path.dirname(os.path.abspath(spec.origin)) + os.sep)
+    return tuple(out)
+
+
 _ROOTS = _library_roots()
-_PACKAGE = os.path.dirname(os.path.dirname(_HERE)) + os.sep  # graph_harness's capture/
+_OURS = _our_roots()
 
 
 def is_library(filename: str) -> bool:
@@ -62,7 +81,7 @@ def is_library(filename: str) -> bool:
     path = os.path.abspath(filename)
     if "site-packages" in path or "dist-packages" in path or path.startswith(_ROOTS):
         return True
-    return path.startswith(_PACKAGE) or "torchinductor_" in path
+    return path.startswith(_OURS) or "torchinductor_" in path
 
 
 def _short(filename: str) -> str:
@@ -76,8 +95,6 @@ def _short(filename: str) -> str:
     for root in _ROOTS:
         if path.startswith(root):
             return path[len(root) :]
-    if path.startswith(_PACKAGE):
-        return "graph_harness/capture/" + path[len(_PACKAGE) :]
     try:
         rel = os.path.relpath(path)
     except ValueError:  # another drive

@@ -6,6 +6,7 @@ targets, and on a GPU their profile (and check, with --check)."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from graph_harness.capture.round.params import VARIANTS
 from graph_harness.capture.sweep.settings import SweepSettings
@@ -63,6 +64,7 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
         "the delta of two targets, and on a GPU their profile.",
         examples=[
             "graph-harness report --out report",
+            "graph-harness report --recording rec --out rec-report",
             "graph-harness report --target examples/llama_decode.py:make_step --check "
             "--module-scopes --out llama",
         ],
@@ -83,6 +85,13 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     module_scopes_arg(p)
     warmup_arg(p)
     check_arg(p)
+    p.add_argument(
+        "--recording",
+        type=Path,
+        metavar="DIR",
+        help="report on a recording (`graph-harness record --out DIR`): its graphs by key "
+        "with nodes, replays and pool memory, those never replayed, by module, and plots",
+    )
     p.add_argument(
         "--sizes",
         nargs="+",
@@ -105,6 +114,8 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
 def run(args, io: IO) -> int:
     import torch
 
+    if args.recording is not None:
+        return run_recording_report(args, io)
     if (
         args.target
         or args.module_scopes is not False
@@ -161,6 +172,23 @@ def run(args, io: IO) -> int:
                 profile=profile,
                 exact=exact,
             )
+    io.err.print(f"wrote {args.out / 'report.md'}", markup=False)
+    return 0
+
+
+def run_recording_report(args, io: IO) -> int:
+    from graph_harness.capture.record.recording import Recording
+    from graph_harness.reports.recording_report import write_recording
+
+    flags = given_round_flags(args) + given_timing_flags(args)
+    flags += ["--target"] * bool(args.target) + ["--sizes"] * bool(args.sizes)
+    flags += ["--requests"] * bool(args.requests) + ["--check"] * bool(args.check)
+    flags += ["--warmup"] * (args.step_warmup is not None)
+    flags += ["--module-scopes"] * (args.module_scopes is not False)
+    refuse(flags, "apply to a step or the round, not to --recording: drop them")
+    rec = Recording.read(args.recording)  # checked whole before anything is written
+    with staged(args, io) as tmp:
+        write_recording(tmp, rec, command=command_line())
     io.err.print(f"wrote {args.out / 'report.md'}", markup=False)
     return 0
 

@@ -1,0 +1,114 @@
+"""`graph-harness record -- PROGRAM` on the CPU: the program runs as it would without the
+recorder (its output, its own start-up hooks, its exit code and signals), every process
+that imports torch is listed, and what cannot run is refused before anything does. What a
+GPU captures is tests/capture/record/test_record_gpu.py's."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from graph_harness.capture.record.program import ProgramError, program_argv
+
+REPO = Path(__file__).resolve().parents[3]
+GH = [sys.executable, "-m", "graph_harness"]
+
+
+def gh(*args, env=None, cwd=None, timeout=120):
+    return subprocess.run(
+        [*GH, *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout
+    )
+
+
+def test_program_forms():
+    assert program_argv(["-m", "pkg", "-x"]) == [sys.executable, "-m", "pkg", "-x"]
+    assert program_argv(["serve.py", "--a"]) == [sys.executable, "serve.py", "--a"]
+    assert program_argv(["python3", "serve.py"]) == ["python3", "serve.py"]
+    for bad in ([], ["-m"]):
+        with pytest.raises(ProgramError):
+            program_argv(bad)
+
+
+def test_the_program_runs_as_it_would_and_its_exit_code_is_kept(tmp_path):
+    # the program's own sitecustomize (first on its PYTHONPATH) still runs, after ours
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / "sitecustomize.py").write_text("import os\nos.environ['OWN_SITE'] = 'ran'\n")
+    prog = tmp_path / "prog.py"
+    prog.write_text(
+        "import os, sys, torch\n"
+        "print('out', os.environ.get('OWN_SITE'), sys.argv[1:])\n"
+        "print('err', file=sys.stderr)\n"
+        "sys.exit(3)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(own)}
+    out = tmp_path / "rec"
+    r = gh("record", "--out", str(out), "--", str(prog), "a b", "--c", env=env, cwd=tmp_path)
+    assert r.returncode == 3, r.stderr
+    assert r.stdout.startswith("out ran ['a b', '--c']\n"), r.stdout
+    assert "err\n" in r.stderr
+    doc = json.loads((out / "recording.json").read_text())
+    assert doc["exit_code"] == 3 and doc["graphs"] == []
+    assert [p["argv"][1:] for p in doc["processes"]] == [["a b", "--c"]]
+    assert doc["processes"][0]["exited"] is True
+    assert (out / "report.md").exists() and (out / "graphs.csv").exists()
+    # the same recording reported again, from the folder
+    rep = gh("report", "--recording", str(out), "--out", str(tmp_path / "rep"))
+    assert rep.returncode == 0, rep.stderr
+    assert "program exit 3" in (tmp_path / "rep" / "report.md").read_text()
+
+
+def test_a_python_that_ignores_the_environment_is_said_so(tmp_path):
+    r = gh("record", "--json", "--", sys.executable, "-I", "-c", "import torch", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["processes"] == [] and doc["graphs"] == []
+    assert any("PYTHONPATH" in n for n in doc["notes"]), doc["notes"]
+
+
+def test_sigterm_is_passed_on_and_the_programs_answer_kept(tmp_path):
+    prog = tmp_path / "wait.py"
+    prog.write_text(
+        "import signal, sys, time, torch\n"
+        "signal.signal(signal.SIGTERM, lambda *a: sys.exit(7))\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    p = subprocess.Popen(
+        [*GH, "record", "--", str(prog)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, cwd=tmp_path,
+    )  # fmt: skip
+    try:
+        assert p.stdout.readline() == "ready\n"
+        time.sleep(0.2)
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=60)
+    finally:
+        p.kill()
+    assert p.returncode == 7, err
+    assert "program exit 7" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["record"], "no program to record"),
+        (["record", "--"], "no program to record"),
+        (["record", "--key", "nope", "--", "x.py"], "MODULE:FUNCTION"),
+        (["record", "--key", "missing.py:k", "--", "x.py"], "does not exist"),
+        (["record", "--", "no-such-program-anywhere"], "not found"),
+        (["report", "--recording", "r", "--target", "m:f", "--out", "o"], "--recording"),
+    ],
+)
+def test_what_cannot_run_is_refused_before_anything_does(tmp_path, args, message):
+    r = gh(*args, cwd=tmp_path)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert message in r.stderr
+    assert list(tmp_path.iterdir()) == []

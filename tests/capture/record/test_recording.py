@@ -1,0 +1,137 @@
+"""A recording built from the files a program's processes wrote, written and read back
+checked (capture/record/recording.py), with no GPU: the records are made here as a
+process's recorder writes them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from graph_harness.capture.export.documents import ExportError
+from graph_harness.capture.export.nodes import NodeExport
+from graph_harness.capture.record.graphs import GraphRecord
+from graph_harness.capture.record.process import RecordOptions
+from graph_harness.capture.record.recording import Recording
+from graph_harness.capture.record.sites import CaptureSite
+
+
+def export(n: int, key: str) -> NodeExport:
+    nodes = [
+        {
+            "index": i,
+            "type": "kernel",
+            "kernel": f"k{i % 2}",
+            "grid": [1, 1, 1],
+            "block": [32, 1, 1],
+            "stage": None,
+            "step": "unscoped",
+            "scope": "unscoped",
+            "scope_path": [],
+            "deps": [i - 1] if i else [],
+            "parent": None,
+        }
+        for i in range(n)
+    ]
+    return NodeExport(
+        source="cuda-graph", workload=key, variant=None, params=None, nodes=nodes,
+        env={"device": "test"}, created="now", options={"recorded": True},
+    )  # fmt: skip
+
+
+def record(index: int, pid: int, key: str, nodes: int, **kw) -> GraphRecord:
+    return GraphRecord(
+        index=index,
+        pid=pid,
+        rank=kw.pop("rank", None),
+        key=key,
+        key_source="engine",
+        site=CaptureSite(user="engine.py:10 in capture", library=None, stack=("engine.py:10",)),
+        pool=(0, 1),
+        pool_reserved=2 << 20,
+        export=export(nodes, key),
+        **kw,
+    )
+
+
+def write_process(folder, pid, records, *, exit_counts=None, snapshot=None, tail=b""):
+    stem = folder / f"{pid}-abcd"
+    lines = [{"event": "process", "pid": pid, "ppid": 1, "argv": ["serve.py"], "notes": []}]
+    lines += [{"event": "graph", "record": r.to_dict()} for r in records]
+    if exit_counts is not None:
+        lines.append({"event": "exit", "replays": exit_counts, "notes": []})
+    data = b"".join(json.dumps(x).encode() + b"\n" for x in lines) + tail
+    stem.with_suffix(".jsonl").write_bytes(data)
+    if snapshot is not None:
+        stem.with_suffix(".replays.json").write_text(json.dumps(snapshot))
+
+
+def test_a_session_of_two_processes(tmp_path):
+    a = [record(0, 100, "bs=8", 5), record(1, 100, "bs=4", 3), record(2, 100, "bs=4", 3)]
+    write_process(
+        tmp_path,
+        100,
+        a,
+        exit_counts={
+            "0": {"replays": 0, "released": None},
+            "1": {"replays": 7, "released": "reset"},
+        },
+    )
+    # a process killed after its last flush: the snapshot's counts, and its cut-off line
+    b = [record(0, 200, "bs=8", 5, rank=1)]
+    write_process(
+        tmp_path, 200, b, snapshot={"0": {"replays": 9, "released": None}}, tail=b'{"event": "gr'
+    )
+    rec = Recording.from_session(tmp_path, options=RecordOptions(), program=["serve.py"])
+    assert [g.replays for g in rec.graphs] == [0, 7, 0, 9]
+    assert rec.graphs[1].released == "reset"
+    assert rec.names() == ["bs=8", "bs=4 #1", "bs=4 #2", "bs=8"]
+    assert [rec.process_label(g) for g in rec.graphs] == ["pid 100"] * 3 + ["rank 1"]
+    assert rec.total == 16 and rec.never_replayed() == [rec.graphs[0], rec.graphs[2]]
+    exited = {p.pid: p.exited for p in rec.processes}
+    assert exited == {100: True, 200: False}
+    assert any("cut off" in n for n in rec.notes)
+    by = rec.by_module(None)
+    assert by.set_index("scope").loc["unscoped", "launches"] == 3 * 7 + 5 * 9
+
+
+def test_written_and_read_back_the_same(tmp_path):
+    rec = Recording(
+        graphs=[record(0, 1, "bs=1", 4, replays=3), record(1, 1, "bs=2", 2)],
+        program=["python", "serve.py"],
+        exit_code=0,
+        wall_s=1.5,
+    )
+    rec.write(tmp_path)
+    back = Recording.read(tmp_path)
+    assert back.to_dict() == rec.to_dict()
+    assert back.graphs[0].export.nodes == rec.graphs[0].export.nodes
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda d: d["graphs"][0].update(export="../graph-1-0.json"), "graph-<pid>-<index>.json"),
+        (lambda d: d["graphs"][0].update(export="/etc/passwd"), "graph-<pid>-<index>.json"),
+        (lambda d: d["graphs"][0].update(total_nodes=99), "total_nodes"),
+        (lambda d: d["graphs"][0].update(status="done"), "status"),
+        (lambda d: d["graphs"][0].update(replays=-1), "replays"),
+        (lambda d: d.update(schema="x"), "not a graph-harness recording"),
+        (lambda d: d["graphs"][0].update(extra=1), "unknown key"),
+    ],
+)
+def test_a_bad_recording_is_one_error_naming_the_field(tmp_path, change, message):
+    Recording(graphs=[record(0, 1, "bs=1", 4)]).write(tmp_path)
+    doc = json.loads((tmp_path / "recording.json").read_text())
+    change(doc)
+    (tmp_path / "recording.json").write_text(json.dumps(doc))
+    with pytest.raises(ExportError, match="recording.json") as e:
+        Recording.read(tmp_path)
+    assert message in str(e.value)
+
+
+def test_a_graph_file_that_is_not_an_export_is_refused(tmp_path):
+    Recording(graphs=[record(0, 1, "bs=1", 4)]).write(tmp_path)
+    (tmp_path / "graph-1-0.json").write_text('{"schema": "something else"}')
+    with pytest.raises(ExportError, match=r"graphs\[0\]\.export"):
+        Recording.read(tmp_path)

@@ -1,0 +1,119 @@
+"""Capture sites and keys read off the stack (capture/record/sites.py) and engines' key
+adapters (capture/record/keys.py): what needs no GPU."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+import torch
+
+from graph_harness.capture.errors import UsageError
+from graph_harness.capture.record.keys import CaptureContext, ask, check_spec, load_adapter
+from graph_harness.capture.record.sites import (
+    arguments_key,
+    describe,
+    frames_of,
+    inductor_key,
+    is_library,
+    site_of,
+)
+
+
+def _frames_here():
+    return frames_of(sys._getframe(1))
+
+
+def captured_by(bs, x, *, mode="global"):
+    return _frames_here()
+
+
+def test_the_site_is_the_users_frame_and_the_key_its_arguments():
+    frames = captured_by(8, torch.zeros(8, 64))
+    site = site_of(frames)
+    assert site.user.startswith("tests/capture/record/test_sites_and_keys.py:")
+    assert site.user.endswith("in captured_by"), site.user
+    assert site.library is not None  # pytest's frames, further out, are library code
+    assert arguments_key(frames) == "bs=8 x[8, 64] mode='global'"
+
+
+def test_a_frame_without_arguments_passes_the_key_outward():
+    def no_args():
+        return _frames_here()
+
+    def outer(batch):
+        return no_args()
+
+    assert arguments_key(outer(4)) == "batch=4"
+
+
+def test_describe_shapes_numbers_and_sequences_only():
+    assert describe(torch.zeros(2, 3)) == "[2, 3]"
+    assert describe((torch.zeros(1), 5, object())) == "([1], 5)"
+    assert describe(list(range(6))) == "(0, 1, 2, 3, +2)"
+    assert describe(object()) is None and describe(True) is None and describe("x" * 40) is None
+
+
+def test_generated_and_installed_code_is_library_code():
+    assert is_library("<eval_with_key>.3")
+    assert is_library("/tmp/torchinductor_root/ab/cabc.py")
+    assert is_library(torch.__file__)
+    assert not is_library(__file__)
+
+
+def _fake_tree_frame(node, inputs):
+    """A frame of a function named `_record` in a file named as Inductor's trees are."""
+    src = "def _record(self, model, inputs):\n    return __import__('sys')._getframe(0)\n"
+    code = compile(src, "/x/torch/_inductor/cudagraph_trees.py", "exec")
+    ns: dict = {}
+    exec(code, ns)
+    return ns["_record"](node, None, inputs)
+
+
+def test_inductor_key_names_the_function_graph_ints_and_inputs():
+    wrapped = types.SimpleNamespace(id=types.SimpleNamespace(id=3), static_input_idxs=[0])
+    node = types.SimpleNamespace(
+        wrapped_function=wrapped, id=types.SimpleNamespace(id=7), compile_id="1/0"
+    )
+    frame = _fake_tree_frame(node, [torch.zeros(64, 64), 8, torch.zeros(8, 1)])
+    key, info = inductor_key([frame])
+    assert key == "inductor 1/0 fn 3 graph 7: ints 8, inputs [8, 1]"  # the weight left out
+    assert info == {"compile_id": "1/0", "function": 3, "graph": 7, "ints": [8]}
+    assert inductor_key(captured_by(1, torch.zeros(1))) is None
+
+
+# --- adapters -------------------------------------------------------------------------------
+
+
+def test_specs_are_checked_before_a_program_runs(tmp_path):
+    for bad in ("nocolon", "mod:", ":fn", "mod:not-an-id"):
+        with pytest.raises(UsageError, match="MODULE:FUNCTION"):
+            check_spec(bad)
+    with pytest.raises(UsageError, match="does not exist"):
+        check_spec(f"{tmp_path / 'missing.py'}:key")
+
+
+def test_an_adapter_from_a_file_and_from_a_module(tmp_path):
+    f = tmp_path / "adapter.py"
+    f.write_text("def key(ctx):\n    return f\"bs={ctx.find('bs')}\"\n")
+    fn = load_adapter(f"{f}:key")
+    ctx = CaptureContext(captured_by(2, torch.zeros(2)), graph=None, index=0)
+    assert fn(ctx) == "bs=2"
+    assert load_adapter("os.path:basename") is __import__("os").path.basename
+    with pytest.raises(UsageError, match="no callable"):
+        load_adapter(f"{f}:nothing")
+
+
+def test_an_adapter_never_breaks_the_capture():
+    ctx = CaptureContext([], graph=None, index=0)
+
+    def raises(ctx):
+        raise KeyError("batch")
+
+    adapters = [("a", raises), ("b", lambda ctx: 42), ("c", lambda ctx: None)]
+    key, note = ask(adapters, ctx)
+    assert key is None
+    assert "a raised KeyError" in note and "b returned int" in note
+    key, note = ask([*adapters, ("d", lambda ctx: "bs=\x1b[2J4")], ctx)
+    assert key == "bs=\\x1b[2J4", "a key is text: a control character is kept as its escape"
