@@ -82,7 +82,10 @@ def part_hf(out: Path, new_tokens: int = 16) -> dict:
     model = hf.LlamaForCausalLM(cfg).to("cuda", torch.bfloat16).eval()
     model.generation_config.pad_token_id = 0
     prompt = torch.randint(1, cfg.vocab_size, (1, 8), device="cuda")
+    from graph_harness.capture.record import process
+
     with record_graphs(module_scopes=True, children=False) as rec, independent_counts() as seen:
+        log = process._PROVENANCE[0]  # the provenance the recorder collects (diagnosis)
         tokens = model.generate(
             prompt,
             attention_mask=torch.ones_like(prompt),
@@ -105,6 +108,9 @@ def part_hf(out: Path, new_tokens: int = 16) -> dict:
         replays_total=sum(r["replays"] for r in rows),
         modules=mods.head(12).to_dict("records"),
         compiled_attribution=how,
+        provenance_graphs=None if log is None else len(log.graphs),
+        provenance_unavailable=None if log is None else log.unavailable,
+        options=[g.export.options for g in rec.graphs if g.export is not None],
     )
 
 

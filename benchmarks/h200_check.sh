@@ -27,6 +27,9 @@
 #     sweep:   adds bench_sweep (the HF and llama examples, eager and compiled, at batch 1 to
 #              256: own and shared pools, ladders for two request distributions, the
 #              sweep's wall time against capturing by hand), under sweep.tgz
+#     record:  adds bench_record (HF generate recorded against an independent walk, the
+#              llama example with reduce-overhead at three sizes, the engine-like runner,
+#              the recorder's overhead), under record.tgz
 #     recompile: adds bench_recompile (the example's compiled step captured under module
 #              scopes three times, beside a plain compile; compiles counted)
 set -u -o pipefail
@@ -121,6 +124,11 @@ case " $* " in *" sweep "*)
   echo "bench_sweep rc=$?" >> "$OUT/env.txt"
   tar czf "$OUT/sweep.tgz" -C /tmp sweep;;
 esac
+case " $* " in *" record "*)
+  python3 benchmarks/bench_record.py --out /tmp/record > "$OUT/bench-record.log" 2>&1
+  echo "bench_record rc=$?" >> "$OUT/env.txt"
+  tar czf "$OUT/record.tgz" -C /tmp record;;
+esac
 case " $* " in *" recompile "*)
   # after: this checkout; before: the tree in .old (a copy of an earlier commit's code,
   # carried with the call), when there is one
@@ -148,6 +156,7 @@ grep -h "^FAILED\|^ERROR" "$OUT"/pytest-*.log 2>/dev/null | head -40
 [ -f /tmp/profile/summary.md ] && cat /tmp/profile/summary.md
 [ -f "$OUT/bench-check.log" ] && tail -20 "$OUT/bench-check.log"
 [ -f "$OUT/bench-sweep.log" ] && grep -v "^\[" "$OUT/bench-sweep.log" | tail -60
+[ -f "$OUT/bench-record.log" ] && grep -v "^  " "$OUT/bench-record.log" | tail -40
 [ -f "$OUT/bench-recompile.log" ] && grep -v "^capture [0-9]" "$OUT/bench-recompile.log" | tail -20
 # The device tool brings back at most 8 files: everything but env.txt in one archive.
 (cd "$OUT" && find . -mindepth 1 -maxdepth 1 ! -name env.txt ! -name results.tgz -print0 \

@@ -253,6 +253,11 @@ def make_reduce_overhead_step(preset: str = "small", device: str | None = None, 
     return make_step(compiled="reduce-overhead", preset=preset, device=device, batch=batch)
 
 
+def make_tiny_reduce_overhead_step(batch: int = 1):
+    """The tiny preset compiled with mode="reduce-overhead", for tests."""
+    return make_step(compiled="reduce-overhead", preset="tiny", batch=batch)
+
+
 def make_tiny_step(batch: int = 1):
     """The tiny preset, for tests: the same structure in a fraction of the work."""
     return make_step(preset="tiny", batch=batch)

@@ -190,24 +190,27 @@ class _Capture:
         self.stream = torch.cuda.current_stream()
         self.device = self.stream.device.index
         self.mode = mode
-        self.keep_graph = getattr(graph, "_keep_graph", None)
+        self.keep_graph = getattr(graph, "_keep_graph", None)  # torch >= 2.12 says it
         self.site = site_of(frames)
         self.key, self.source, self.note, self.inductor = self._key(graph, frames)
         self.rank = _rank()
         self.recorder = Recorder(frontier=lambda: capture_frontier(self.stream))
         self.recorder.yields = True
         self.modules = None
-        self._tokens: list = []
+        self.modules_note: str | None = None  # why module scopes were not opened
         self._token = activate_recorder(self.recorder)
-        if _settings.module_scopes and self._token is not None:
+        if _settings.module_scopes and self._token is None:
+            self.modules_note = "another capture's scope recorder was active"
+        elif _settings.module_scopes:
             from graph_harness.capture.scopes.modules import activate
             from graph_harness.capture.scopes.program import CaptureModules
 
             try:
                 self.modules = CaptureModules(self.recorder, frames)
                 self._mod_token = activate(self.modules)
-            except Exception:  # a frame's locals that cannot be read: no module scopes
+            except Exception as e:  # a frame's locals that cannot be read: none
                 self.modules, self._mod_token = None, None
+                self.modules_note = f"{type(e).__name__}: {e}"
         self.record_s = time.perf_counter() - t0
 
     def _key(self, graph: object, frames: list) -> tuple[str, str, str | None, dict | None]:
@@ -324,6 +327,9 @@ class _Capture:
         # module_scopes open around a step whose graphs are recorded (count --target)
         ms = self.modules if self.modules is not None else active_module_scopes()
         if ms is None:
+            if self.modules_note is not None:
+                why = f"module scopes not opened: {self.modules_note}"
+                out["compiled_attribution"] = f"enclosing scope ({why})"
             return out
         blocks = ms.blocks
         out.update(module_depth=EVERY_LEVEL, blocks=blocks, block_depth=block_depth(blocks))
@@ -416,6 +422,12 @@ def _capture_end(original: Callable) -> Callable:
             _finish(cap, self, raw, read_error, e)
             raise
         cap.release()
+        if cap.keep_graph is None:  # torch < 2.12 keeps it in C++: a kept graph reads
+            try:
+                self.raw_cuda_graph()
+                cap.keep_graph = True
+            except Exception:
+                cap.keep_graph = False
         _finish(cap, self, raw, read_error, None)
         return result
 

@@ -124,7 +124,7 @@ class ProcessRecorder:
         hooks.on_many_replays(self._maybe_flush)
         self._write({"event": "process", **process_info(), "notes": self.notes})
         atexit.register(self.stop)
-        _register_multiprocessing_exit(self.stop)
+        self._mp_exit = _register_multiprocessing_exit(self)
         if hasattr(os, "register_at_fork"):
             os.register_at_fork(after_in_child=self._forked)
         return self
@@ -172,6 +172,8 @@ class ProcessRecorder:
     # --- what hooks.py tells -------------------------------------------------------------
 
     def captured(self, record: GraphRecord) -> None:
+        if not self._mp_exit:  # multiprocessing loaded after torch: its exit hooks now
+            self._mp_exit = _register_multiprocessing_exit(self)
         with self._lock:
             self.records.append(record)
         self._write({"event": "graph", "record": record.to_dict()})
@@ -254,16 +256,25 @@ def process_info() -> dict[str, Any]:
     }
 
 
-def _register_multiprocessing_exit(stop: Any) -> None:
+def _register_multiprocessing_exit(rec: ProcessRecorder) -> bool:
     """multiprocessing's children leave through os._exit after running its finalizers:
-    run `stop` among them (only where multiprocessing is already loaded)."""
-    mp = sys.modules.get("multiprocessing")
-    if mp is None:
-        return
+    run `rec.stop` among them. A child forked by multiprocessing (fork, forkserver) clears
+    the finalizers it inherited, then runs its after-fork hooks: one registers the stop
+    again there. Only where multiprocessing is loaded already (False: try again later)."""
+    if sys.modules.get("multiprocessing") is None:
+        return False
     with contextlib.suppress(Exception):
         from multiprocessing import util
 
-        util.Finalize(None, stop, exitpriority=0)
+        util.Finalize(None, rec.stop, exitpriority=0)
+        util.register_after_fork(rec, _finalize_in_child)
+    return True
+
+
+def _finalize_in_child(rec: ProcessRecorder) -> None:
+    from multiprocessing import util
+
+    util.Finalize(None, rec.stop, exitpriority=0)
 
 
 # --- starting in a process of a recorded program ----------------------------------------------

@@ -127,11 +127,12 @@ def capture_target(
         io.note(f"compiled code's nodes: {export.options['compiled_attribution']}")
     if kept.recorded is not None:
         r = kept.recorded
+        others = [g for g in r.others if g.nodes]  # not a tree's empty pool graph
         io.note(
             f"{spec} captures its own graphs (mode='reduce-overhead'): counted by recording "
             f"them, {len(r.graphs)} replayed per call ({' + '.join(str(g.nodes) for g in r.graphs)}"
             f" nodes), settled after {r.calls} calls past the warm-ups"
-            + (f"; {len(r.others)} more captured on the way, not replayed" if r.others else "")
+            + (f"; {len(others)} more captured on the way, not replayed" if others else "")
         )
     return CapturedTarget(export=export, captured=captured, target=target, watch=sw)
 

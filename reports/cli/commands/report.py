@@ -186,9 +186,12 @@ def run_recording_report(args, io: IO) -> int:
     flags += ["--warmup"] * (args.step_warmup is not None)
     flags += ["--module-scopes"] * (args.module_scopes is not False)
     refuse(flags, "apply to a step or the round, not to --recording: drop them")
+    from graph_harness.reports.record_tables import headline
+
     rec = Recording.read(args.recording)  # checked whole before anything is written
     with staged(args, io) as tmp:
         write_recording(tmp, rec, command=command_line())
+        io.out.print(headline(rec), markup=False)  # before the commit, as every command
     io.err.print(f"wrote {args.out / 'report.md'}", markup=False)
     return 0
 
