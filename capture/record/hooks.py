@@ -126,6 +126,7 @@ def configure(
 
 _periodic: list[Callable[[], None]] = []  # told every 4,096 replays of a graph
 MANY_REPLAYS = 4096
+_MASK = MANY_REPLAYS - 1  # a power of two: `n & _MASK` is `n % MANY_REPLAYS`
 
 
 def on_many_replays(fn: Callable[[], None], *, remove: bool = False) -> None:
@@ -251,10 +252,8 @@ class _Capture:
     def finish(
         self, graph: object, raw: list | None, read_error: str | None, failed: BaseException | None
     ) -> GraphRecord:
-        import torch
-
         from graph_harness.capture.attribution.records import nodes_from_graph
-        from graph_harness.capture.environment import environment, now
+        from graph_harness.capture.environment import now
         from graph_harness.capture.export.nodes import NodeExport
         from graph_harness.capture.graph.memory import pool_memory
 
@@ -275,7 +274,7 @@ class _Capture:
                 variant=None,
                 params=None,
                 nodes=nodes,
-                env=environment(torch.device("cuda", self.device)),
+                env=_environment(self.device),
                 created=now(),
                 rank=self.rank,
                 options=options,
@@ -338,6 +337,21 @@ class _Capture:
             if how is not None:
                 out["compiled_attribution"] = how
         return out
+
+
+_envs: dict[int | None, dict] = {}
+
+
+def _environment(device: int | None) -> dict:
+    """The environment stamped into each export, read once per device (it imports
+    Triton and asks the driver: once per process is enough)."""
+    import torch
+
+    from graph_harness.capture.environment import environment
+
+    if device not in _envs:
+        _envs[device] = environment(torch.device("cuda", device))
+    return dict(_envs[device])
 
 
 def _first_line(e: BaseException) -> str:
@@ -466,13 +480,14 @@ def _collected(record: GraphRecord) -> None:
 
 
 def _replay(original: Callable) -> Callable:
-    def replay(self: Any, *args: Any, **kwargs: Any) -> Any:
+    # The hot path: no *args (replay takes none), one attribute read and write, a mask.
+    def replay(self: Any) -> Any:
         record = self.__dict__.get(_RECORD)
         if record is not None:
-            record.replays += 1
-            if not record.replays % MANY_REPLAYS:
+            n = record.replays = record.replays + 1
+            if not n & _MASK:
                 _many_replays()
-        return original(self, *args, **kwargs)
+        return original(self)
 
     return replay
 
