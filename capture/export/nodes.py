@@ -108,13 +108,15 @@ class NodeExport:
         df = pd.DataFrame(self.nodes, columns=COLUMNS)
         # a compiled kernel made from several modules lists them (None on other nodes)
         df["fused_modules"] = [n.get("fused_modules") for n in self.nodes]
+        # whole numbers or missing, made from the Python ints themselves: through float64
+        # (what a column of ints and Nones becomes) a stage of 2**63 - 1 is no int
+        df["stage"] = pd.array([n["stage"] for n in self.nodes], dtype="Int64")
         if any("graph" in n for n in self.nodes):  # a step run as several graphs: whose
             df["graph"] = pd.array([n.get("graph") for n in self.nodes], dtype="Int64")
         if launching_only:
             df = df[~df["type"].isin(NON_LAUNCHING)].reset_index(drop=True)
         df["source"] = self.source
         df["variant"] = self.variant
-        df["stage"] = df["stage"].astype("Int64")
         return df
 
     def structure(self) -> list[tuple]:

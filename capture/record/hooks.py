@@ -198,6 +198,7 @@ class _Capture:
         self.recorder = Recorder(frontier=lambda: capture_frontier(self.stream))
         self.recorder.yields = True
         self.modules = None
+        self._mod_token = None
         self.modules_note: str | None = None  # why module scopes were not opened
         self._token = activate_recorder(self.recorder)
         if _settings.module_scopes and self._token is None:
@@ -230,13 +231,14 @@ class _Capture:
         return f"#{self.index}", "order", note, None
 
     def release(self) -> None:
-        """The scope recorder and module scopes given back (the capture is over)."""
+        """The scope recorder and module scopes given back (the capture is over; once).
+        `modules` stays: finish() names the graph's nodes by it after the capture."""
         from graph_harness.capture.scopes.modules import deactivate
         from graph_harness.capture.scopes.recorder import deactivate_recorder
 
-        if self.modules is not None:
+        if self.modules is not None and self._mod_token is not None:
             deactivate(self._mod_token)
-            self.modules = None
+            self._mod_token = None
         deactivate_recorder(self._token)
         self._token = None
 

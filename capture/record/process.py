@@ -225,7 +225,7 @@ def attribute_compiled(nodes: list, modules: Any) -> str | None:
     from graph_harness.capture.attribution.provenance_match import refine
 
     log = _PROVENANCE[0]
-    if log is None or not log.graphs:
+    if log is None or not log.graphs or not nodes:
         return None  # nothing compiled (or no provenance, said once for the process)
     if not modules.names:
         return "enclosing scope (no module was running around the capture to name them)"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -246,3 +247,32 @@ def test_count_and_report_take_a_reduce_overhead_target_and_profile_refuses(tmp_
         [*gh, "profile", "--target", spec], capture_output=True, text=True, cwd=tmp_path
     )
     assert prof.returncode == 2 and "reduce-overhead" in prof.stderr
+
+
+def _by_scope(export) -> Counter:
+    return Counter(tuple(n["scope_path"]) for n in export.nodes)
+
+
+@pytest.mark.parametrize("compiled", [False, "reduce-overhead"], ids=["eager", "reduce-overhead"])
+def test_module_scopes_in_a_model_nobody_named(compiled):
+    ex = _load("llama_decode")
+    step = ex.make_step(compiled=compiled, preset="tiny")
+    # the other route: graph-harness's own count of the same model, named to it (compiled:
+    # a step of its own, so that the recording below sees its step's tree record)
+    other = ex.make_step(compiled=compiled, preset="tiny") if compiled else step
+    with module_scopes(other.module):
+        counted = capture_and_count(other, warmup=2)
+    with record_graphs(module_scopes=True, children=False) as rec:
+        if compiled:
+            for _ in range(3):  # the tree's warm-up, its recording, a replay
+                step()
+        else:
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                step()
+        torch.cuda.synchronize()
+    (graph,) = [g for g in rec.graphs if g.nodes]
+    assert graph.export.options["module_depth"] == "every level"
+    assert _by_scope(graph.export) == _by_scope(counted), graph.export.options
+    layers = {p[1] for p in _by_scope(graph.export) if len(p) > 1 and p[0] == "layers"}
+    assert layers == {f"layers.{i}" for i in range(ex.PRESETS["tiny"].n_layer)}
