@@ -26,7 +26,7 @@ from graph_harness.reports.tables import default_depth
 def graphs_frame(rec: Recording) -> pd.DataFrame:
     """One row per graph (graphs.csv): where, its key, nodes, replays, pool, site."""
     rows = []
-    for g, name in zip(rec.graphs, rec.names()):
+    for g, name, file in zip(rec.graphs, rec.names(), rec.files()):
         rows.append(
             dict(
                 process=rec.process_label(g),
@@ -48,7 +48,7 @@ def graphs_frame(rec: Recording) -> pd.DataFrame:
                 keep_graph=g.keep_graph,
                 site_library=g.site.library,
                 site_user=g.site.user,
-                export=rec.file_of(g) if g.export is not None else None,
+                export=file if g.export is not None else None,
                 error=g.error,
             )
         )

@@ -62,11 +62,13 @@ def independent_counts():
             seen.append(walk(int(graph)))
         return inner(self, *args, **kwargs)
 
+    capture_end.__wrapped__ = inner  # what wraps it (graph-harness's recorder) sees inside
     cls.capture_end = capture_end
     try:
         yield seen
     finally:
-        cls.capture_end = inner
+        if cls.__dict__["capture_end"] is capture_end:  # only what it put there itself
+            cls.capture_end = inner
 
 
 def export_counts(export) -> tuple[Counter, Counter]:

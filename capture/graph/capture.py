@@ -60,7 +60,7 @@ def warm_up(fn: Callable[[], object], warmup: int, watch: WarmupWatch | None = N
             # run past its end because nothing took it back between the calls
             raise WarmupError(
                 f"warm-up call {i + 1} of {warmup} failed ({type(e).__name__}: "
-                f"{_first_line(e)}) after {i} that worked; the step has no step.reset, so "
+                f"{first_line(e)}) after {i} that worked; the step has no step.reset, so "
                 f"each call advanced whatever state it keeps: a static cache must hold "
                 f"--warmup + 1 calls ({warmup + 1} here), or give the step a reset "
                 "(docs/steps-and-check.md)"
@@ -70,7 +70,7 @@ def warm_up(fn: Callable[[], object], warmup: int, watch: WarmupWatch | None = N
         del out
 
 
-def _first_line(e: BaseException) -> str:
+def first_line(e: BaseException) -> str:
     text = str(e).strip()
     return text.splitlines()[0] if text else ""
 

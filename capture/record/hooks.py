@@ -43,9 +43,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from graph_harness.capture.graph.capture import first_line
 from graph_harness.capture.record.graphs import GraphRecord
 from graph_harness.capture.record.keys import CaptureContext, KeyFn, ask
 from graph_harness.capture.record.sites import (
+    CaptureSite,
     arguments_key,
     frames_of,
     inductor_key,
@@ -111,9 +113,11 @@ def configure(
     module_scopes: bool | None = None,
     pool_memory: bool | None = None,
     attribute: Callable[[list, Any], str | None] | None = None,
-) -> None:
-    """Process-wide settings of the recorder (process.py sets them from the command)."""
+) -> dict[str, Any]:
+    """Process-wide settings of the recorder (process.py sets them from the command); the
+    settings before, for `restore` (those not given are left as they are)."""
     with _lock:
+        saved = {k: getattr(_settings, k) for k in _SETTINGS}
         if adapters is not None:
             _settings.adapters = list(adapters)
         if module_scopes is not None:
@@ -122,6 +126,18 @@ def configure(
             _settings.pool_memory = pool_memory
         if attribute is not None:
             _settings.attribute = attribute
+        return saved
+
+
+_SETTINGS = ("adapters", "module_scopes", "pool_memory", "attribute")
+
+
+def restore(saved: dict[str, Any]) -> None:
+    """Put back settings `configure` returned (a recording ends: the one around it goes
+    on with its own)."""
+    with _lock:
+        for k in _SETTINGS:
+            setattr(_settings, k, saved[k])
 
 
 _periodic: list[Callable[[], None]] = []  # told every 4,096 replays of a graph
@@ -153,8 +169,6 @@ def _install() -> None:
     import torch
 
     cls = torch.cuda.CUDAGraph
-    if getattr(cls.capture_begin, "_graph_harness", False):
-        return
     wrappers = {
         "capture_begin": _capture_begin,
         "capture_end": _capture_end,
@@ -163,6 +177,8 @@ def _install() -> None:
     }
     for name, make in wrappers.items():
         original = getattr(cls, name)
+        if _ours(original):  # each method on its own: someone may have put one back
+            continue
         _originals[name] = original
         wrapper = make(original)
         wrapper._graph_harness = True
@@ -173,37 +189,76 @@ def _install() -> None:
         setattr(cls, name, wrapper)
 
 
+def _ours(fn: object) -> bool:
+    """Whether `fn`, or a wrapper around it (another tool's, installed after ours), is
+    ours."""
+    seen = 0
+    while fn is not None and seen < 8:
+        if getattr(fn, "_graph_harness", False):
+            return True
+        fn, seen = getattr(fn, "__wrapped__", None), seen + 1
+    return False
+
+
 # --- one capture ---------------------------------------------------------------------------
 
 
 class _Capture:
-    """A capture in progress: what was read at its beginning, and its scope recorder."""
+    """A capture in progress. Made in two steps: from the stack, before torch begins the
+    capture (so that reading keys, an engine's adapter included, never runs inside the
+    program's capture), then `begin`, once it has begun (its stream, scope recorder and
+    module scopes). Every part is read on its own: one that fails leaves a note and its
+    fallback, and the graph is recorded all the same."""
 
-    def __init__(self, graph: object, frames: list, mode: str) -> None:
+    def __init__(self, graph: object, frames: list) -> None:
+        t0 = time.perf_counter()
+        self.began = t0
+        self.index = next(_counter)
+        self.notes: list[str] = []
+        self.keep_graph = getattr(graph, "_keep_graph", None)  # torch >= 2.12 says it
+        nowhere = CaptureSite(user=None, library=None)
+        self.site = self._safely("site", lambda: site_of(frames), nowhere)
+        order = (f"#{self.index}", "order", None, None)
+        self.key, self.source, note, self.inductor = self._safely(
+            "key", lambda: self._key(graph, frames), order
+        )
+        if note:
+            self.notes.append(note)
+        self.rank = self._safely("rank", _rank, None)
+        self._frames: list | None = frames if _settings.module_scopes else None
+        self.stream = self.device = self.mode = None
+        self.recorder = None
+        self.modules = None
+        self._token = self._mod_token = None
+        self.modules_note: str | None = None  # why module scopes were not opened
+        self.record_s = time.perf_counter() - t0
+
+    def _safely(self, what: str, read: Callable[[], Any], fallback: Any) -> Any:
+        try:
+            return read()
+        except Exception as e:
+            self.notes.append(f"{what} not read: {type(e).__name__}: {e}")
+            return fallback
+
+    def begin(self, mode: str) -> None:
+        """The capture has begun: its stream, and the scopes recorded in it."""
         import torch
 
         from graph_harness.capture.graph.reader import capture_frontier
         from graph_harness.capture.scopes.recorder import Recorder, activate_recorder
 
         t0 = time.perf_counter()
-        self.began = t0
-        self.index = next(_counter)
+        self.mode = mode
         self.stream = torch.cuda.current_stream()
         self.device = self.stream.device.index
-        self.mode = mode
-        self.keep_graph = getattr(graph, "_keep_graph", None)  # torch >= 2.12 says it
-        self.site = site_of(frames)
-        self.key, self.source, self.note, self.inductor = self._key(graph, frames)
-        self.rank = _rank()
-        self.recorder = Recorder(frontier=lambda: capture_frontier(self.stream))
+        stream = self.stream
+        self.recorder = Recorder(frontier=lambda: capture_frontier(stream))
         self.recorder.yields = True
-        self.modules = None
-        self._mod_token = None
-        self.modules_note: str | None = None  # why module scopes were not opened
         self._token = activate_recorder(self.recorder)
-        if _settings.module_scopes and self._token is None:
+        frames, self._frames = self._frames, None
+        if frames is not None and self._token is None:
             self.modules_note = "another capture's scope recorder was active"
-        elif _settings.module_scopes:
+        elif frames is not None:
             from graph_harness.capture.scopes.modules import activate
             from graph_harness.capture.scopes.program import CaptureModules
 
@@ -213,7 +268,7 @@ class _Capture:
             except Exception as e:  # a frame's locals that cannot be read: none
                 self.modules, self._mod_token = None, None
                 self.modules_note = f"{type(e).__name__}: {e}"
-        self.record_s = time.perf_counter() - t0
+        self.record_s += time.perf_counter() - t0
 
     def _key(self, graph: object, frames: list) -> tuple[str, str, str | None, dict | None]:
         note = None
@@ -236,7 +291,7 @@ class _Capture:
         from graph_harness.capture.scopes.modules import deactivate
         from graph_harness.capture.scopes.recorder import deactivate_recorder
 
-        if self.modules is not None and self._mod_token is not None:
+        if self._mod_token is not None:
             deactivate(self._mod_token)
             self._mod_token = None
         deactivate_recorder(self._token)
@@ -247,6 +302,8 @@ class _Capture:
         from graph_harness.capture.graph.reader import read_capturing
 
         try:
+            if self.stream is None:
+                raise RuntimeError("the capture's stream was not read when it began")
             return read_capturing(self.stream), None
         except Exception as e:
             return None, f"{type(e).__name__}: {e}"
@@ -262,13 +319,13 @@ class _Capture:
         t0 = time.perf_counter()
         error, status = None, "captured"
         if failed is not None:
-            error, status = f"{type(failed).__name__}: {_first_line(failed)}", "failed"
+            error, status = f"{type(failed).__name__}: {first_line(failed)}", "failed"
         elif raw is None:
             error, status = f"graph-harness could not read the graph: {read_error}", "unread"
         export = None
         options: dict[str, Any] = {"recorded": True, "site": self.site.label}
         if raw is not None:
-            nodes = nodes_from_graph(raw, self.recorder.marks)
+            nodes = nodes_from_graph(raw, self.recorder.marks if self.recorder else [])
             options.update(self._attribute(nodes))
             export = NodeExport(
                 source="cuda-graph",
@@ -296,11 +353,11 @@ class _Capture:
             rank=self.rank,
             key=self.key,
             key_source=self.source,
-            key_note=self.note,
+            key_note="; ".join(self.notes) or None,
             inductor=self.inductor,
             site=self.site,
             device=self.device,
-            stream=int(self.stream.cuda_stream),
+            stream=None if self.stream is None else int(self.stream.cuda_stream),
             capture_mode=self.mode,
             pool=pool,
             pool_reserved=reserved,
@@ -334,6 +391,8 @@ class _Capture:
             return out
         blocks = ms.blocks
         out.update(module_depth=EVERY_LEVEL, blocks=blocks, block_depth=block_depth(blocks))
+        if getattr(ms, "broken", None):  # CaptureModules stopped recording scopes
+            out["module_scopes_stopped"] = ms.broken
         if _settings.attribute is not None:
             how = _settings.attribute(nodes, ms)
             if how is not None:
@@ -354,11 +413,6 @@ def _environment(device: int | None) -> dict:
     if device not in _envs:
         _envs[device] = environment(torch.device("cuda", device))
     return dict(_envs[device])
-
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0] if text else ""
 
 
 def _rank() -> int | None:
@@ -386,41 +440,42 @@ def _capture_begin(original: Callable) -> Callable:
     def capture_begin(self: Any, *args: Any, **kwargs: Any) -> Any:
         if not _settings.listeners:
             return original(self, *args, **kwargs)
-        frames = frames_of(sys._getframe(1))
+        try:  # the site and key, read before the capture begins
+            cap = _Capture(self, frames_of(sys._getframe(1)))
+        except Exception:  # not even the stack: a capture known by its order alone
+            cap = None
         try:
             result = original(self, *args, **kwargs)
         except BaseException as e:
-            _failed_begin(self, frames, e, kwargs)
+            if cap is not None:
+                cap._frames = None
+                _failed_begin(cap, e)
             raise
-        mode = kwargs.get("capture_error_mode", args[1] if len(args) > 1 else "global")
-        try:
-            self.__dict__[_CAPTURE] = _Capture(self, frames, str(mode))
-        except Exception:  # the recorder could not start: this capture goes unrecorded
-            self.__dict__.pop(_CAPTURE, None)
-        finally:
-            del frames
+        if cap is not None:
+            mode = kwargs.get("capture_error_mode", args[1] if len(args) > 1 else "global")
+            try:
+                cap.begin(str(mode))
+            except Exception as e:  # read at its end all the same, as far as it can be
+                cap.notes.append(f"begin not read: {type(e).__name__}: {e}")
+            self.__dict__[_CAPTURE] = cap
         return result
 
     return capture_begin
 
 
-def _failed_begin(graph: object, frames: list, e: BaseException, kwargs: dict) -> None:
-    try:
-        index = next(_counter)
-        record = GraphRecord(
-            index=index,
-            pid=os.getpid(),
-            rank=_rank(),
-            key=f"#{index}",
-            key_source="order",
-            site=site_of(frames),
-            status="failed",
-            error=f"capture_begin: {type(e).__name__}: {_first_line(e)}",
-            at_s=time.perf_counter() - _settings.started,
-        )
-        _tell(record)
-    except Exception:
-        pass
+def _failed_begin(cap: _Capture, e: BaseException) -> None:
+    record = GraphRecord(
+        index=cap.index,
+        pid=os.getpid(),
+        rank=cap.rank,
+        key=cap.key,
+        key_source=cap.source,
+        site=cap.site,
+        status="failed",
+        error=f"capture_begin: {type(e).__name__}: {first_line(e)}",
+        at_s=cap.began - _settings.started,
+    )
+    _tell(record)
 
 
 def _capture_end(original: Callable) -> Callable:
@@ -472,7 +527,8 @@ def _finish(
         )
     if failed is None:
         graph.__dict__[_RECORD] = record
-        weakref.finalize(graph, _collected, record)
+        # not at the interpreter's exit: a graph alive then is alive at the end
+        weakref.finalize(graph, _collected, record).atexit = False
     _tell(record)
 
 
@@ -499,9 +555,8 @@ def _reset(original: Callable) -> Callable:
         record = self.__dict__.pop(_RECORD, None)
         if record is not None and record.released is None:
             record.released = "reset"
-        cap = self.__dict__.pop(_CAPTURE, None)  # reset mid-capture: the capture is gone
-        if cap is not None:
-            cap.release()
+        # a capture in progress stays: torch's reset waits for its end (capture_end
+        # records it)
         return original(self, *args, **kwargs)
 
     return reset

@@ -18,6 +18,7 @@ takes the next rule's key and the recording says what the adapter did
 
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.util
 import os
@@ -62,14 +63,40 @@ def _is_path(where: str) -> bool:
     return where.endswith(".py") or os.sep in where or "/" in where
 
 
-def check_spec(spec: str) -> None:
-    """Refuse, before a program runs, a spec that cannot name an adapter: its form, and a
-    file that is not there (a module is imported only in the recorded processes)."""
+def check_spec(spec: str) -> str:
+    """Refuse, before a program runs, a spec that cannot name an adapter: its form, a file
+    that is not there or defines no such function, a module this Python cannot find. The
+    spec as every recorded process reads it: a file's path made absolute (a program that
+    changes its folder still finds it)."""
     where, sep, name = spec.rpartition(":")
     if not sep or not where or not name.isidentifier():
         raise AdapterError(f"--key takes MODULE:FUNCTION or path/to/file.py:FUNCTION, got {spec!r}")
-    if _is_path(where) and not Path(where).is_file():
+    if not _is_path(where):
+        try:
+            found = importlib.util.find_spec(where.split(".")[0]) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            raise AdapterError(f"--key: no module {where!r} here (this Python finds none)")
+        return spec
+    path = Path(where)
+    if not path.is_file():
         raise AdapterError(f"--key: key adapter file {where!r} does not exist")
+    try:
+        tree = ast.parse(path.read_bytes())
+    except (OSError, SyntaxError, ValueError) as e:
+        raise AdapterError(f"--key: key adapter file {where!r} cannot be read: {e}") from None
+    defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+    defined |= {
+        t.id
+        for n in tree.body
+        if isinstance(n, ast.Assign)
+        for t in n.targets
+        if isinstance(t, ast.Name)
+    }
+    if name not in defined:
+        raise AdapterError(f"--key: {where!r} defines no function {name!r}")
+    return f"{path.resolve()}:{name}"
 
 
 def load_adapter(spec: str) -> KeyFn:

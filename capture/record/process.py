@@ -32,12 +32,18 @@ import secrets
 import sys
 import threading
 import time
+import weakref
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from graph_harness.capture.record import hooks
-from graph_harness.capture.record.graphs import GraphRecord
+# Nothing of graph-harness, torch or pandas at this module's top: every Python process of
+# a recorded program imports it at start-up (graph_harness/_record_boot), and one that never
+# imports torch must not be made to (its start-up time, and settings it makes before
+# `import torch`, such as thread counts in the environment, are its own). hooks.py (which
+# brings torch) is imported once torch is.
+if TYPE_CHECKING:
+    from graph_harness.capture.record.graphs import GraphRecord
 
 ENV_SESSION = "GRAPH_HARNESS_RECORD"  # the session folder every process writes into
 ENV_OPTIONS = "GRAPH_HARNESS_RECORD_OPTIONS"  # RecordOptions as JSON
@@ -74,6 +80,12 @@ class RecordOptions:
             return cls()
 
 
+def _hooks() -> Any:
+    from graph_harness.capture.record import hooks
+
+    return hooks
+
+
 class ProcessRecorder:
     """The records of this process's captures (`records`), in capture order; with a
     `session` folder, written there as they come (see the module's notes)."""
@@ -84,9 +96,13 @@ class ProcessRecorder:
         options: RecordOptions | None = None,
         *,
         adapters: list | None = None,
+        children: Path | None = None,
     ) -> None:
-        """`adapters`: key adapters given as callables, asked first (record_graphs(key=fn))."""
+        """`adapters`: key adapters given as callables, asked first (record_graphs(key=fn)).
+        `children`: the session a forked child writes into, where this process itself
+        writes none (record_graphs keeps its own records in memory)."""
         self.session = session
+        self.children = children
         self.options = options if options is not None else RecordOptions()
         self._adapters = list(adapters or [])
         self.records: list[GraphRecord] = []
@@ -95,6 +111,8 @@ class ProcessRecorder:
         self._stopped = False
         self._last_flush = 0.0
         self._provenance = None
+        self._saved: Any = None  # the recorder settings before this one's (restored at stop)
+        self._saved_provenance: Any = None
         self._open_files()
 
     def _open_files(self) -> None:
@@ -112,21 +130,22 @@ class ProcessRecorder:
         if self.options.key is not None:
             adapters.insert(0, named_adapter(self.options.key))
         adapters = self._adapters + adapters
-        hooks.configure(
+        hooks = _hooks()
+        # one recording's settings at a time: a recording inside another (record_graphs
+        # in a recorded program) takes its own, and gives the outer one's back at stop
+        self._saved = hooks.configure(
             adapters=adapters,
             module_scopes=self.options.module_scopes,
             pool_memory=self.options.pool_memory,
-            attribute=attribute_compiled if self.options.module_scopes else None,
+            attribute=attribute_compiled if self.options.module_scopes else _unset_attribute,
         )
         if self.options.module_scopes:
             self._start_module_scopes()
         hooks.listen(self)
         hooks.on_many_replays(self._maybe_flush)
         self._write({"event": "process", **process_info(), "notes": self.notes})
-        atexit.register(self.stop)
-        self._mp_exit = _register_multiprocessing_exit(self)
-        if hasattr(os, "register_at_fork"):
-            os.register_at_fork(after_in_child=self._forked)
+        _LIVE.add(self)
+        _exit_hooks()
         return self
 
     def _start_module_scopes(self) -> None:
@@ -136,6 +155,7 @@ class ProcessRecorder:
         install_hooks()
         self._collecting = collecting()
         self._provenance = self._collecting.__enter__()
+        self._saved_provenance = _PROVENANCE[0]
         _PROVENANCE[0] = self._provenance
         if not self._provenance.supported:
             self.notes.append(
@@ -147,9 +167,12 @@ class ProcessRecorder:
         if self._stopped or os.getpid() != self.pid:
             return
         self._stopped = True
-        atexit.unregister(self.stop)
+        _LIVE.discard(self)
+        hooks = _hooks()
         hooks.unlisten(self)
         hooks.on_many_replays(self._maybe_flush, remove=True)
+        if self._saved is not None:
+            hooks.restore(self._saved)
         if self.options.module_scopes:
             from graph_harness.capture.scopes.modules import uninstall_hooks
 
@@ -157,23 +180,25 @@ class ProcessRecorder:
                 self._collecting.__exit__(None, None, None)
             with contextlib.suppress(Exception):
                 uninstall_hooks()
-            _PROVENANCE[0] = None
+            _PROVENANCE[0] = self._saved_provenance
         self.flush(final=True)
 
     def _forked(self) -> None:
-        # the parent's captures are the parent's: the child starts a file of its own
+        # the parent's captures are the parent's: the child starts a file of its own (in
+        # the children's session, where the parent keeps its records in memory)
         if self._stopped:
             return
         self._lock = threading.Lock()
         self.records = []
+        if self.children is not None:
+            self.session = self.children
         self._open_files()
         self._write({"event": "process", **process_info(), "forked": True, "notes": []})
 
     # --- what hooks.py tells -------------------------------------------------------------
 
     def captured(self, record: GraphRecord) -> None:
-        if not self._mp_exit:  # multiprocessing loaded after torch: its exit hooks now
-            self._mp_exit = _register_multiprocessing_exit(self)
+        _exit_hooks()  # multiprocessing loaded after torch: its exit hooks now
         with self._lock:
             self.records.append(record)
         self._write({"event": "graph", "record": record.to_dict()})
@@ -218,6 +243,11 @@ class ProcessRecorder:
 _PROVENANCE: list = [None]  # the process's Inductor provenance log under --module-scopes
 
 
+def _unset_attribute(nodes: list, modules: Any) -> None:
+    """No compiled-code attribution (a recording without module scopes)."""
+    return None
+
+
 def attribute_compiled(nodes: list, modules: Any) -> str | None:
     """Compiled code's nodes moved into the modules Inductor's provenance names (a
     recorded capture's module scopes: capture/scopes/program.py); what was done, in words
@@ -256,25 +286,55 @@ def process_info() -> dict[str, Any]:
     }
 
 
-def _register_multiprocessing_exit(rec: ProcessRecorder) -> bool:
-    """multiprocessing's children leave through os._exit after running its finalizers:
-    run `rec.stop` among them. A child forked by multiprocessing (fork, forkserver) clears
-    the finalizers it inherited, then runs its after-fork hooks: one registers the stop
-    again there. Only where multiprocessing is loaded already (False: try again later)."""
-    if sys.modules.get("multiprocessing") is None:
-        return False
-    with contextlib.suppress(Exception):
-        from multiprocessing import util
-
-        util.Finalize(None, rec.stop, exitpriority=0)
-        util.register_after_fork(rec, _finalize_in_child)
-    return True
+# The recorders live in this process, weakly: one set of exit and fork hooks serves them
+# all (a hook per recorder would keep every record_graphs()'s records alive for good).
+_LIVE: weakref.WeakSet[ProcessRecorder] = weakref.WeakSet()
 
 
-def _finalize_in_child(rec: ProcessRecorder) -> None:
+class _Hooked(dict):
+    """Which hooks are in (a dict multiprocessing's after-fork registry can hold weakly)."""
+
+
+_HOOKED = _Hooked(atexit=False, fork=False, multiprocessing=False)
+
+
+def _stop_all() -> None:
+    for rec in list(_LIVE):
+        with contextlib.suppress(Exception):
+            rec.stop()
+
+
+def _forked_all() -> None:
+    for rec in list(_LIVE):
+        with contextlib.suppress(Exception):
+            rec._forked()
+
+
+def _exit_hooks() -> None:
+    """The hooks that end every live recorder (once each per process): atexit; os's fork
+    hook (a child goes on under its own pid and file); multiprocessing's finalizers, run by
+    its children before they leave through os._exit, once multiprocessing is loaded (a
+    child it forks clears the finalizers it inherited, then runs its after-fork hooks:
+    one registers the stop again there)."""
+    if not _HOOKED["atexit"]:
+        atexit.register(_stop_all)
+        _HOOKED["atexit"] = True
+    if not _HOOKED["fork"] and hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=_forked_all)
+        _HOOKED["fork"] = True
+    if not _HOOKED["multiprocessing"] and sys.modules.get("multiprocessing") is not None:
+        with contextlib.suppress(Exception):
+            from multiprocessing import util
+
+            util.Finalize(None, _stop_all, exitpriority=0)
+            util.register_after_fork(_HOOKED, _finalize_in_child)
+        _HOOKED["multiprocessing"] = True
+
+
+def _finalize_in_child(_: object) -> None:
     from multiprocessing import util
 
-    util.Finalize(None, rec.stop, exitpriority=0)
+    util.Finalize(None, _stop_all, exitpriority=0)
 
 
 # --- starting in a process of a recorded program ----------------------------------------------
@@ -294,7 +354,7 @@ def start_from_env() -> None:
     def begin(_module: object = None) -> None:
         if _started:
             return
-        try:
+        try:  # torch is imported now: the recorder, and what it brings, can come
             _started.append(ProcessRecorder(Path(session), options).start())
         except Exception as e:  # the program runs on, unrecorded; the recording says why
             _note_failure(Path(session), f"{type(e).__name__}: {e}")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib.util
 import os
 import shutil
 import signal
@@ -58,6 +59,24 @@ def program_argv(program: list[str]) -> list[str]:
     return list(program)
 
 
+def check_program(program: list[str]) -> None:
+    """Refuse, before it runs, a program that cannot start: none given, a script that is
+    not there, a module this Python cannot find (ProgramError). A command (`python3 x.py`,
+    a console script) is left to start or fail as it would."""
+    command = program_argv(program)
+    if command[0] != sys.executable:
+        return
+    if program[0] == "-m":
+        try:
+            found = importlib.util.find_spec(program[1].split(".")[0]) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            raise ProgramError(f"no module {program[1]!r} for -m here (this Python finds none)")
+    elif not Path(program[0]).is_file():
+        raise ProgramError(f"program {program[0]!r} does not exist")
+
+
 def recording_env(session: Path, options: RecordOptions, base: dict | None = None) -> dict:
     """`base` (default: this process's environment) with the recorder's variables set."""
     env = dict(os.environ if base is None else base)
@@ -90,7 +109,7 @@ def run_program(
     `stderr`: the descriptors the program writes to (default: this process's)."""
     command = program_argv(program)
     options = options if options is not None else RecordOptions()
-    with _session() as session:
+    with _session() as session, _Signals() as signals:
         env = recording_env(session, options)
         t0 = time.perf_counter()
         try:
@@ -101,7 +120,7 @@ def run_program(
             raise ProgramError(
                 f"program {command[0]!r} cannot be run (permission denied)"
             ) from None
-        code = _wait(child)
+        code = signals.wait(child)
         wall = time.perf_counter() - t0
         recording = Recording.from_session(
             session, options=options, program=list(program), exit_code=code, wall_s=wall
@@ -115,32 +134,50 @@ def run_program(
     return recording
 
 
-def _wait(child: subprocess.Popen) -> int:
-    """The child's exit code, SIGTERM and SIGHUP passed on and SIGINT left to it while it
-    runs (handlers set only on the main thread; others just wait)."""
-    if threading.current_thread() is not threading.main_thread():
-        return child.wait()
+class _Signals:
+    """While the program runs: SIGTERM and SIGHUP passed on to it (one that comes before
+    it has started, once it has), SIGINT left to it (a terminal's Ctrl-C reaches the whole
+    process group; graph-harness waits for the program's answer). Set before the program
+    starts, so no signal falls between; a handler of Python's is reset to the default in
+    the program (exec keeps only ignored signals ignored, and none is). On the main
+    thread only: elsewhere signals are not Python's to set, and the wait is plain."""
 
-    def forward(signum: int, _frame: object) -> None:
+    def __init__(self) -> None:
+        self.child: subprocess.Popen | None = None
+        self.pending: list[int] = []
+        self.saved: dict = {}
+
+    def _handle(self, signum: int, _frame: object) -> None:
+        if signum == signal.SIGINT:
+            return  # the program's: it got it from the terminal too
+        if self.child is None:
+            self.pending.append(signum)
+            return
         with contextlib.suppress(ProcessLookupError):
-            child.send_signal(signum)
+            self.child.send_signal(signum)
 
-    saved = {}
-    for s, h in (
-        (signal.SIGINT, signal.SIG_IGN),
-        (signal.SIGTERM, forward),
-        (signal.SIGHUP, forward),
-    ):
-        with contextlib.suppress(ValueError, OSError):
-            saved[s] = signal.signal(s, h)
-    try:
+    def __enter__(self) -> _Signals:
+        if threading.current_thread() is threading.main_thread():
+            for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                with contextlib.suppress(ValueError, OSError):
+                    self.saved[s] = signal.signal(s, self._handle)
+        return self
+
+    def wait(self, child: subprocess.Popen) -> int:
+        """The program's exit code (killed by signal N: -N), the signals that came
+        before it started passed on first."""
+        self.child = child
+        for signum in self.pending:
+            with contextlib.suppress(ProcessLookupError):
+                child.send_signal(signum)
         while True:
             try:
                 return child.wait()
             except InterruptedError:
                 continue
-    finally:
-        for s, h in saved.items():
+
+    def __exit__(self, *exc: object) -> None:
+        for s, h in self.saved.items():
             signal.signal(s, h)
 
 
@@ -175,7 +212,7 @@ def record_graphs(
                 recording_env(session, options, {k: v for k, v in saved.items() if v})
             )
         extra = [] if named is not None or key is None else [(_name_of(key), key)]
-        local = ProcessRecorder(None, options, adapters=extra).start()
+        local = ProcessRecorder(None, options, adapters=extra, children=session).start()
         t0 = time.perf_counter()
         try:
             yield recording

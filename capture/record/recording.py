@@ -1,6 +1,7 @@
 """A recording: every graph a program's processes captured, with its processes, as one
 document (`recording.json`) and one node export per graph beside it
-(`graph-<pid>-<index>.json`, each readable by `delta` and `advise` as any export).
+(`graph-<n>.json`, n its place in the recording, each readable by `delta` and `advise` as
+any export).
 
 Built from a session folder the processes wrote (capture/record/process.py), or from one
 process's records in memory; read back checked, field by field, like every document.
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 
 SCHEMA = "graph-harness/recording"
 SCHEMA_VERSION = 1
-GRAPH_FILE = re.compile(r"graph-[0-9]+-[0-9]+\.json")  # a graph's export, beside the document
+GRAPH_FILE = re.compile(r"graph-[0-9]+\.json")  # a graph's export, beside the document
 DOCUMENT = "recording.json"
 
 
@@ -140,20 +141,22 @@ class Recording:
         out = out.reset_index().rename(columns={"scope_at": "scope"})
         return out.sort_values(["launches", "nodes", "scope"], ascending=[False, False, True])
 
-    def file_of(self, g: GraphRecord) -> str:
-        return f"graph-{g.pid}-{g.index}.json"
+    def files(self) -> list[str]:
+        """Each graph's export file, by its place in the recording (a pid can come twice:
+        a process that exec'd Python again, or a pid reused)."""
+        return [f"graph-{i}.json" for i in range(len(self.graphs))]
 
     # --- the document -----------------------------------------------------------------
 
     def to_dict(self, *, inline: bool = False) -> dict[str, Any]:
         """The document; each graph's export as a file name (`inline`: the export)."""
         graphs = []
-        for g, name in zip(self.graphs, self.names()):
+        for g, name, file in zip(self.graphs, self.names(), self.files()):
             d = g.to_dict()
             d["name"] = name
             d["total_nodes"] = g.nodes
             if not inline:
-                d["export"] = None if g.export is None else self.file_of(g)
+                d["export"] = None if g.export is None else file
             graphs.append(d)
         return {
             "schema": SCHEMA,
@@ -173,10 +176,10 @@ class Recording:
         }
 
     def write(self, folder: Path) -> None:
-        """`recording.json` and `graph-<pid>-<index>.json` into `folder` (which exists)."""
-        for g in self.graphs:
+        """`recording.json` and `graph-<n>.json` into `folder` (which exists)."""
+        for g, file in zip(self.graphs, self.files()):
             if g.export is not None:
-                g.export.write_json(folder / self.file_of(g))
+                g.export.write_json(folder / file)
         text = json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n"
         write_atomic(folder / DOCUMENT, text)
 
@@ -374,7 +377,7 @@ def _graph(f: Fields, path: str, g: Any, folder: Path | None) -> GraphRecord:
         if value is None:
             return None
         if not isinstance(value, str) or not GRAPH_FILE.fullmatch(value):
-            f.expected(f"{path}.export", "null or a file graph-<pid>-<index>.json beside it", value)
+            f.expected(f"{path}.export", "null or a file graph-<n>.json beside it", value)
         if folder is None:
             f.fail(f"{path}.export", "names a file, but the recording was not read from a folder")
         try:

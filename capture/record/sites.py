@@ -162,7 +162,15 @@ def site_of(frames: list[types.FrameType]) -> CaptureSite:
 
 def describe(value: object) -> str | None:
     """A value as a key shows it: a tensor by its shape, a number or a short string as
-    itself, a list or tuple of those by its items (the first 4); None for anything else."""
+    itself, a list or tuple of those by its items (the first 4); None for anything else,
+    and for a value that raises as it is read (a jagged tensor's symbolic size)."""
+    try:
+        return _describe(value)
+    except Exception:
+        return None
+
+
+def _describe(value: object) -> str | None:
     shape = getattr(value, "shape", None)
     if shape is not None and hasattr(value, "dtype"):
         return "[" + ", ".join(str(int(s)) for s in shape) + "]"
@@ -182,9 +190,11 @@ def describe(value: object) -> str | None:
     return None
 
 
-def arguments_key(frames: list[types.FrameType], *, depth: int = 6) -> str | None:
-    """The arguments of the innermost frame (of the first `depth`) that has tensors or
-    numbers among its arguments, `self` and `cls` left out: `bs=8`, `x[8, 64]`."""
+def arguments_key(frames: list[types.FrameType], *, depth: int = 3) -> str | None:
+    """The arguments of the innermost frame (of the first `depth`: the function that
+    opened the capture and its callers just outside, not the program's loops further
+    out) that has tensors or numbers among its arguments, `self` and `cls` left out:
+    `bs=8`, `x[8, 64]`."""
     for f in frames[:depth]:
         code = f.f_code
         n = code.co_argcount + code.co_kwonlyargcount

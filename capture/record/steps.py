@@ -5,7 +5,8 @@ The step is called as any step is before capture (`warmup` calls, each from its 
 then again, from its start, until a call captures no new graph and replays at least one:
 then the step runs as it will from there on, and its graphs are those that call replayed
 (a tree node per partition or per piece; eager code between them launches no graph node
-and is not counted). The step's count is their sum, each node carrying its graph
+and is not counted). The step's count is their sum, a graph the call replayed twice
+counted twice, each node carrying its graph
 (`graph`: the place of its graph in `RecordedStep.graphs`). Graphs captured on the way
 and not replayed by that call (a recording Inductor threw away, another shape's) are
 kept apart (`others`). A step still capturing after MAX_SETTLE calls, or one that replays
@@ -62,7 +63,7 @@ def record_step(
     call already). `attribute(nodes, module_scopes)`: moves compiled nodes into their
     modules under an open module_scopes (count.py's)."""
     sink = _Collect()
-    hooks.configure(attribute=attribute)
+    saved = hooks.configure(attribute=attribute or _none)
     hooks.listen(sink)
     try:
         if warm_up is not None:
@@ -82,7 +83,7 @@ def record_step(
                 return RecordedStep(graphs=steady, others=others, calls=n, replays=counts)
     finally:
         hooks.unlisten(sink)
-        hooks.configure(attribute=_none)
+        hooks.restore(saved)
     if not sink.records:
         raise RecordedStepError(
             f"the step is compiled with mode='reduce-overhead', but Inductor captured no CUDA "
@@ -102,11 +103,14 @@ def _none(nodes: list, modules: Any) -> None:
 
 
 def combined_export(step: RecordedStep, *, workload: str, options: dict[str, Any]) -> NodeExport:
-    """One export of the step: every graph's nodes in capture order, indices and edges
-    renumbered, each node's `graph` its graph's place in `step.graphs`."""
+    """One export of the step: every graph's nodes in capture order, as many times as the
+    steady call replayed it (the nodes one call launches, as a capture of the call would
+    hold them), indices and edges renumbered, each node's `graph` its graph's place in
+    `step.graphs`."""
     nodes: list[dict] = []
     env: dict = {}
-    for g, rec in enumerate(step.graphs):
+    copies = [(g, rec) for g, rec in enumerate(step.graphs) for _ in range(step.replays[g])]
+    for g, rec in copies:
         assert rec.export is not None
         base = len(nodes)
         env = env or rec.export.env

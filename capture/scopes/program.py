@@ -51,6 +51,11 @@ def running_modules(frames: list[types.FrameType]) -> tuple[nn.Module | None, li
     outermost first, each once."""
     root, out = None, []
     for f in reversed(frames):
+        code = f.f_code
+        # only a method's frame is read (f_locals keeps a snapshot of a frame's locals
+        # alive until the frame returns, on Python before 3.13: not of every frame)
+        if not (code.co_argcount and code.co_varnames[0] == "self"):
+            continue
         me = f.f_locals.get("self")
         if not isinstance(me, nn.Module):
             continue
@@ -96,18 +101,31 @@ class CaptureModules:
                 opened.append(key)
         return opened
 
-    # the interface modules.py's hooks call (as they call module_scopes')
+    # The interface modules.py's hooks call (as they call module_scopes'). They run in the
+    # program's forward: they never raise into it. A scope that cannot be recorded (the
+    # capture was invalidated, or ended where these did not hear of it) ends the
+    # recording of scopes for this capture, and `broken` says why.
+    broken: str | None = None
+
     def _pre(self, mod: nn.Module) -> None:
-        if self.root is None:  # nothing ran around the capture: the first module is root
-            self.root, self.names = mod, names_of(mod)
-        self._calls.append((mod, self._open(mod)))
+        if self.broken is not None:
+            return
+        try:
+            if self.root is None:  # nothing ran around the capture: the first is root
+                self.root, self.names = mod, names_of(mod)
+            self._calls.append((mod, self._open(mod)))
+        except Exception as e:
+            self.broken = f"{type(e).__name__}: {e}"
 
     def _post(self, mod: nn.Module) -> None:
-        if not any(m is mod for m, _ in self._calls):
+        if self.broken is not None or not any(m is mod for m, _ in self._calls):
             return
-        while self._calls:
-            m, opened = self._calls.pop()
-            if m is mod:
-                for key in reversed(opened):
-                    self.recorder.close(key)
-                return
+        try:
+            while self._calls:
+                m, opened = self._calls.pop()
+                if m is mod:
+                    for key in reversed(opened):
+                        self.recorder.close(key)
+                    return
+        except Exception as e:
+            self.broken = f"{type(e).__name__}: {e}"

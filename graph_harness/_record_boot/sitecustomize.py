@@ -1,10 +1,10 @@
 """graph-harness record's start-up hook, first on a recorded program's PYTHONPATH.
 
 Python imports `sitecustomize` at start-up in every process that does not run with -S
-or -I. This one starts graph-harness's recorder in the process (capture/record/process.py:
-it waits until torch is imported, and does nothing in processes that never import it),
-then loads the sitecustomize that was next on the path, the program's own or its
-environment's, exactly as if this one were not there.
+or -I. This one loads the sitecustomize that was next on the path, the program's own or
+its environment's, exactly as if this one were not there, then starts graph-harness's
+recorder in the process (capture/record/process.py, which imports nothing heavy: it
+waits until torch is imported, and does nothing in processes that never import it).
 """
 
 import os
@@ -53,5 +53,10 @@ def _chain() -> None:
             sys.modules["sitecustomize"] = mine
 
 
-_start()
-_chain()
+# The program's own sitecustomize first, as if this one were not there (it may set what
+# the program's imports read); then the recorder, which only waits for torch's import
+# (or starts at once, where that sitecustomize imported torch).
+try:
+    _chain()
+finally:
+    _start()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from graph_harness.reports.cli.args import BLOCKS, depth, json_arg, out_args, positive, subcommand
-from graph_harness.reports.cli.console import IO, UsageError, staged
+from graph_harness.reports.cli.console import IO, staged
 
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -73,19 +73,18 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
 
 
 def check_flags(args) -> list[str]:
-    """The program's arguments; usage errors for what cannot work, before it runs."""
+    """The program's arguments; usage errors for what cannot work, before it runs or
+    anything is written (--key made absolute where it names a file)."""
+    from graph_harness.capture.record.program import check_program
+
     program = list(args.program)
     if program[:1] == ["--"]:
         program = program[1:]
-    if not program:
-        raise UsageError(
-            "no program to record: give it after --, e.g. `graph-harness record -- python "
-            "serve.py` or `graph-harness record -- -m my.module`"
-        )
+    check_program(program)
     if args.key is not None:
         from graph_harness.capture.record.keys import check_spec
 
-        check_spec(args.key)
+        args.key = check_spec(args.key)
     return program
 
 
@@ -100,8 +99,9 @@ def run(args, io: IO) -> int:
     )
     with staged(args, io) as tmp:
         io.err.print(f"graph-harness record: running {' '.join(program)}", markup=False)
-        # the program's stdout is the real one (descriptor 1 is stderr while a command runs)
-        rec = run_program(program, options, stdout=results_descriptor(1))
+        # the program's stdout is the real one (descriptor 1 is stderr while a command
+        # runs); with --json, stderr: stdout holds the one document
+        rec = run_program(program, options, stdout=2 if io.json else results_descriptor(1))
         if tmp is not None:
             from graph_harness.reports.recording_report import write_recording
 

@@ -96,19 +96,43 @@ def test_sigterm_is_passed_on_and_the_programs_answer_kept(tmp_path):
     assert "program exit 7" in out
 
 
+OUT = ["--out", "o"]
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["record"], "no program to record"),
-        (["record", "--"], "no program to record"),
-        (["record", "--key", "nope", "--", "x.py"], "MODULE:FUNCTION"),
-        (["record", "--key", "missing.py:k", "--", "x.py"], "does not exist"),
-        (["record", "--", "no-such-program-anywhere"], "not found"),
-        (["report", "--recording", "r", "--target", "m:f", "--out", "o"], "--recording"),
+        (["record", *OUT], "no program to record"),
+        (["record", *OUT, "--"], "no program to record"),
+        (["record", *OUT, "--", "missing.py"], "'missing.py' does not exist"),
+        (["record", *OUT, "--", "-m", "no_such_module_anywhere"], "no module"),
+        (["record", *OUT, "--key", "nope", "--", "prog.py"], "MODULE:FUNCTION"),
+        (["record", *OUT, "--key", "missing.py:k", "--", "prog.py"], "does not exist"),
+        (["record", *OUT, "--key", "prog.py:nofn", "--", "prog.py"], "defines no function"),
+        (["record", *OUT, "--key", "no_such_module_anywhere:k", "--", "prog.py"], "no module"),
+        (["record", *OUT, "--", "no-such-program-anywhere"], "not found"),
+        (["report", "--recording", "r", "--target", "m:f", *OUT], "--recording"),
     ],
 )
 def test_what_cannot_run_is_refused_before_anything_does(tmp_path, args, message):
+    (tmp_path / "prog.py").write_text("print('never run')\n")
     r = gh(*args, cwd=tmp_path)
     assert r.returncode == 2, (r.stdout, r.stderr)
-    assert message in r.stderr
-    assert list(tmp_path.iterdir()) == []
+    assert message in r.stderr and "never run" not in r.stdout + r.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["prog.py"], "nothing written"
+
+
+def test_a_process_that_never_imports_torch_is_left_as_it_was(tmp_path):
+    # the recorder waits for torch: until then the program's start-up is its own
+    prog = tmp_path / "light.py"
+    prog.write_text(
+        "import sys\n"
+        "heavy = [m for m in ('torch', 'pandas', 'graph_harness.capture.record.hooks')"
+        " if m in sys.modules]\n"
+        "print('heavy', heavy)\n"
+    )
+    r = gh("record", "--json", "--", str(prog), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "heavy []" in r.stderr, "the program's stdout goes to stderr under --json"
+    doc = json.loads(r.stdout)  # stdout holds the one document
+    assert doc["processes"] == [] and doc["graphs"] == []

@@ -111,8 +111,8 @@ def test_written_and_read_back_the_same(tmp_path):
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        (lambda d: d["graphs"][0].update(export="../graph-1-0.json"), "graph-<pid>-<index>.json"),
-        (lambda d: d["graphs"][0].update(export="/etc/passwd"), "graph-<pid>-<index>.json"),
+        (lambda d: d["graphs"][0].update(export="../graph-0.json"), "graph-<n>.json"),
+        (lambda d: d["graphs"][0].update(export="/etc/passwd"), "graph-<n>.json"),
         (lambda d: d["graphs"][0].update(total_nodes=99), "total_nodes"),
         (lambda d: d["graphs"][0].update(status="done"), "status"),
         (lambda d: d["graphs"][0].update(replays=-1), "replays"),
@@ -132,6 +132,6 @@ def test_a_bad_recording_is_one_error_naming_the_field(tmp_path, change, message
 
 def test_a_graph_file_that_is_not_an_export_is_refused(tmp_path):
     Recording(graphs=[record(0, 1, "bs=1", 4)]).write(tmp_path)
-    (tmp_path / "graph-1-0.json").write_text('{"schema": "something else"}')
+    (tmp_path / "graph-0.json").write_text('{"schema": "something else"}')
     with pytest.raises(ExportError, match=r"graphs\[0\]\.export"):
         Recording.read(tmp_path)

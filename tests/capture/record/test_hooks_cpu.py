@@ -1,0 +1,169 @@
+"""The recorder's wrappers (capture/record/hooks.py) around a stand-in graph class, on the
+CPU: what the program sees (its calls in order, its exceptions unchanged) and what is
+recorded whatever goes wrong in the recorder. The driver's side (reading real graphs) is
+test_record_gpu.py's; here the reader and the stream are stand-ins."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+import torch
+
+from graph_harness.capture.graph import memory, reader
+from graph_harness.capture.graph.reader import RawNode
+from graph_harness.capture.record import hooks
+
+
+class Graph:
+    """What the wrappers wrap: torch.cuda.CUDAGraph's methods, each one logged."""
+
+    def __init__(self, log: list, fail: str | None = None) -> None:
+        self.log, self.fail = log, fail
+
+    def _do(self, what: str) -> None:
+        self.log.append(what)
+        if self.fail == what:
+            raise RuntimeError(f"{what} failed, as the program's would")
+
+    def capture_begin(self, pool=None, capture_error_mode="global"):
+        self._do("begin")
+
+    def capture_end(self):
+        self._do("end")
+
+    def replay(self):
+        self._do("replay")
+
+    def reset(self):
+        self._do("reset")
+
+    def pool(self):
+        return (3, 4)
+
+    def raw_cuda_graph(self):
+        raise RuntimeError("keep_graph=False")
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.records = []
+
+    def captured(self, record):
+        self.records.append(record)
+
+
+@pytest.fixture
+def recorder(monkeypatch):
+    """The wrappers on the stand-in class, the driver's side stood in, a listener."""
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", Graph)
+    stream = types.SimpleNamespace(device=types.SimpleNamespace(index=0), cuda_stream=7)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda *a: stream)
+    node = RawNode(handle=1, kind="kernel", kernel="k", grid=(1, 1, 1), block=(32, 1, 1))
+    monkeypatch.setattr(reader, "read_capturing", lambda s: [node])
+    monkeypatch.setattr(reader, "capture_frontier", lambda s: [])
+    mem = memory.PoolMemory(reserved=2 << 20, allocated=1 << 20, segments=1)
+    monkeypatch.setattr(memory, "pool_memory", lambda pool: mem)
+    monkeypatch.setattr(hooks, "_environment", lambda device: {"device": "stand-in"})
+    saved = hooks.configure(adapters=[], module_scopes=False)
+    sink = Sink()
+    hooks.listen(sink)
+    yield sink
+    hooks.unlisten(sink)
+    hooks.restore(saved)
+
+
+def capture(graph, x):
+    graph.capture_begin()
+    graph.capture_end()
+
+
+def test_a_capture_recorded_and_the_programs_calls_unchanged(recorder):
+    log: list = []
+    g = Graph(log)
+    capture(g, torch.zeros(4, 2))
+    for _ in range(3):
+        g.replay()
+    g.reset()
+    assert log == ["begin", "end", "replay", "replay", "replay", "reset"]
+    (r,) = recorder.records
+    assert r.status == "captured" and r.nodes == 1 and r.replays == 3
+    assert r.key == "x[4, 2]" and r.key_source == "arguments"
+    assert r.pool == (3, 4) and r.pool_reserved == 2 << 20
+    assert r.released == "reset" and r.keep_graph is False
+    g.replay()
+    assert r.replays == 3, "a replay after reset counts for no record"
+
+
+def test_the_key_is_read_before_the_capture_begins(recorder):
+    log: list = []
+    seen = []
+
+    def adapter(ctx):  # an engine's code: it must not run inside the program's capture
+        seen.append(list(log))
+        return "bs=4"
+
+    hooks.configure(adapters=[("engine", adapter)])
+    capture(Graph(log), torch.zeros(1))
+    assert seen == [[]]
+    assert recorder.records[0].key == "bs=4"
+
+
+def test_what_the_recorder_cannot_read_never_loses_the_graph(recorder):
+    class Shapeless:
+        @property
+        def shape(self):  # a jagged tensor's symbolic size raises as it is read
+            raise RuntimeError("no shape here")
+
+        dtype = "x"
+
+    def adapter(ctx):
+        raise KeyError("batch")
+
+    hooks.configure(adapters=[("engine", adapter)])
+    log: list = []
+    capture(Graph(log), Shapeless())
+    (r,) = recorder.records
+    assert r.status == "captured" and r.nodes == 1
+    assert r.key_source != "engine" and "x[" not in r.key  # the argument left out
+    assert "key adapter engine raised KeyError" in r.key_note
+
+
+def test_a_reset_inside_a_capture_keeps_it(recorder):
+    log: list = []
+    g = Graph(log)
+    g.capture_begin()
+    g.reset()  # torch's reset waits for the capture's end
+    g.capture_end()
+    assert log == ["begin", "reset", "end"]
+    assert [r.status for r in recorder.records] == ["captured"]
+
+
+@pytest.mark.parametrize("where", ["begin", "end"])
+def test_the_programs_failure_reaches_it_unchanged_and_is_recorded(recorder, where):
+    g = Graph([], fail=where)
+    with pytest.raises(RuntimeError, match=f"^{where} failed, as the program's would$"):
+        capture(g, torch.zeros(2))
+    (r,) = recorder.records
+    assert r.status == "failed" and f"{where} failed" in r.error
+
+
+def test_a_listener_that_fails_is_its_own_problem(recorder):
+    class Broken:
+        def captured(self, record):
+            raise ValueError("listener")
+
+    broken = Broken()
+    hooks.listen(broken)
+    try:
+        capture(Graph([]), torch.zeros(1))
+    finally:
+        hooks.unlisten(broken)
+    assert len(recorder.records) == 1
+
+
+def test_wrapped_once_however_often_installed(recorder):
+    first = Graph.replay
+    hooks._install()
+    assert Graph.replay is first and hooks._ours(Graph.replay)
+    assert not hooks._ours(Graph.replay.__wrapped__)
