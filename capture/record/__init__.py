@@ -7,8 +7,11 @@ graph, with its capture site, key, pool and replays.
 - sites.py: where a capture was opened, and the key that tells a graph from its siblings
 - keys.py: an engine's own key (the adapter), by name or entry point
 - graphs.py: GraphRecord, one recorded graph
-- process.py: one process's recorder (its session files, flushes, exit), and its start in
-  every process of a recorded program (RecordOptions, the one source of its defaults)
+- settings.py: the recorder's process-wide settings and capture order
+- capturing.py: one capture in progress: read off the stack, set up, recorded
+- process.py: one process's recorder (its session files, flushes, exit; RecordOptions,
+  the one source of its defaults)
+- boot.py: its start in every process of a recorded program, once torch is imported
 - recording.py: Recording, every process's graphs as one document and folder
 - program.py: run_program (a program under the recorder) and record_graphs() (a block of code)
 - steps.py: a step that captures its own graphs (reduce-overhead) counted by recording

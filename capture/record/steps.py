@@ -21,7 +21,7 @@ from typing import Any
 
 from graph_harness.capture.errors import HarnessError
 from graph_harness.capture.export.nodes import NodeExport
-from graph_harness.capture.record import hooks
+from graph_harness.capture.record import hooks, settings
 from graph_harness.capture.record.graphs import GraphRecord
 
 MAX_SETTLE = 8  # calls after the warm-ups, at most, for the step to replay without capturing
@@ -63,7 +63,7 @@ def record_step(
     call already). `attribute(nodes, module_scopes)`: moves compiled nodes into their
     modules under an open module_scopes (count.py's)."""
     sink = _Collect()
-    saved = hooks.configure(attribute=attribute or _none)
+    saved = settings.configure(attribute=attribute or _none)
     hooks.listen(sink)
     try:
         if warm_up is not None:
@@ -83,7 +83,7 @@ def record_step(
                 return RecordedStep(graphs=steady, others=others, calls=n, replays=counts)
     finally:
         hooks.unlisten(sink)
-        hooks.restore(saved)
+        settings.restore(saved)
     if not sink.records:
         raise RecordedStepError(
             f"the step is compiled with mode='reduce-overhead', but Inductor captured no CUDA "

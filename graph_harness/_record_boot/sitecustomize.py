@@ -3,7 +3,7 @@
 Python imports `sitecustomize` at start-up in every process that does not run with -S
 or -I. This one loads the sitecustomize that was next on the path, the program's own or
 its environment's, exactly as if this one were not there, then starts graph-harness's
-recorder in the process (capture/record/process.py, which imports nothing heavy: it
+recorder in the process (capture/record/boot.py, which imports nothing heavy: it
 waits until torch is imported, and does nothing in processes that never import it).
 """
 
@@ -15,7 +15,7 @@ def _start() -> None:
     if not os.environ.get("GRAPH_HARNESS_RECORD"):
         return
     try:
-        from graph_harness.capture.record.process import start_from_env
+        from graph_harness.capture.record.boot import start_from_env
 
         start_from_env()
     except Exception as e:  # the program must run whatever happens here

@@ -140,7 +140,8 @@ def timing_args(
 BLOCKS = "blocks"  # --module-scopes without DEPTH: one row per repeated block (layer)
 
 
-def module_scopes_arg(p: argparse.ArgumentParser) -> None:
+def module_scopes_arg(p: argparse.ArgumentParser, help: str | None = None) -> None:
+    """`--module-scopes [DEPTH|all]` (`help`: a command's own words for it)."""
     p.add_argument(
         "--module-scopes",
         nargs="?",
@@ -148,7 +149,8 @@ def module_scopes_arg(p: argparse.ArgumentParser) -> None:
         default=False,
         type=depth,
         metavar="DEPTH",
-        help="with --target: attribute nodes to the model's modules by qualified name "
+        help=help
+        or "with --target: attribute nodes to the model's modules by qualified name "
         "(model.layers.3.self_attn). Every level is recorded; the tables show DEPTH parts of "
         "the name (a ModuleList is a part: layers.3 is 2, HF's model.layers.3 is 3), 'all' "
         "for every level; default: one row per decoder layer (the model's repeated blocks). "

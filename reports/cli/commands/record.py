@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import argparse
 
-from graph_harness.reports.cli.args import BLOCKS, depth, json_arg, out_args, positive, subcommand
+from graph_harness.reports.cli.args import (
+    json_arg,
+    module_scopes_arg,
+    out_args,
+    positive,
+    subcommand,
+)
 from graph_harness.reports.cli.console import IO, staged
 
 
@@ -29,13 +35,8 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
             "examples/tiny_engine.py --piecewise",
         ],
     )
-    p.add_argument(
-        "--module-scopes",
-        nargs="?",
-        const=BLOCKS,
-        default=False,
-        type=depth,
-        metavar="DEPTH",
+    module_scopes_arg(
+        p,
         help="attribute nodes to the modules running in each capture, named in the "
         "outermost module running (model.layers.3.self_attn); compiled code by Inductor's "
         "provenance. Every level is recorded; the tables show DEPTH parts of the name "

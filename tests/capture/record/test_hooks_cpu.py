@@ -12,7 +12,7 @@ import torch
 
 from graph_harness.capture.graph import memory, reader
 from graph_harness.capture.graph.reader import RawNode
-from graph_harness.capture.record import hooks
+from graph_harness.capture.record import capturing, hooks, settings
 
 
 class Graph:
@@ -64,13 +64,13 @@ def recorder(monkeypatch):
     monkeypatch.setattr(reader, "capture_frontier", lambda s: [])
     mem = memory.PoolMemory(reserved=2 << 20, allocated=1 << 20, segments=1)
     monkeypatch.setattr(memory, "pool_memory", lambda pool: mem)
-    monkeypatch.setattr(hooks, "_environment", lambda device: {"device": "stand-in"})
-    saved = hooks.configure(adapters=[], module_scopes=False)
+    monkeypatch.setattr(capturing, "environment_of", lambda device: {"device": "stand-in"})
+    saved = settings.configure(adapters=[], module_scopes=False)
     sink = Sink()
     hooks.listen(sink)
     yield sink
     hooks.unlisten(sink)
-    hooks.restore(saved)
+    settings.restore(saved)
 
 
 def capture(graph, x):
@@ -103,7 +103,7 @@ def test_the_key_is_read_before_the_capture_begins(recorder):
         seen.append(list(log))
         return "bs=4"
 
-    hooks.configure(adapters=[("engine", adapter)])
+    settings.configure(adapters=[("engine", adapter)])
     capture(Graph(log), torch.zeros(1))
     assert seen == [[]]
     assert recorder.records[0].key == "bs=4"
@@ -120,7 +120,7 @@ def test_what_the_recorder_cannot_read_never_loses_the_graph(recorder):
     def adapter(ctx):
         raise KeyError("batch")
 
-    hooks.configure(adapters=[("engine", adapter)])
+    settings.configure(adapters=[("engine", adapter)])
     log: list = []
     capture(Graph(log), Shapeless())
     (r,) = recorder.records

@@ -1,0 +1,261 @@
+"""One capture in progress, from the moment the program asks to begin it to its record:
+what is read off the stack before it begins (site, key), what is set up once it has (its
+stream, scope recorder and module scopes), and the record made when it ends
+(capture/record/hooks.py calls these from its wrappers)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from graph_harness.capture.graph.capture import first_line
+from graph_harness.capture.record.graphs import GraphRecord
+from graph_harness.capture.record.keys import CaptureContext, ask
+from graph_harness.capture.record.settings import next_index, settings
+from graph_harness.capture.record.sites import (
+    CaptureSite,
+    arguments_key,
+    inductor_key,
+    site_of,
+)
+
+
+class Capture:
+    """A capture in progress. Made in two steps: from the stack, before torch begins the
+    capture (so that reading keys, an engine's adapter included, never runs inside the
+    program's capture), then `begin`, once it has begun (its stream, scope recorder and
+    module scopes). Every part is read on its own: one that fails leaves a note and its
+    fallback, and the graph is recorded all the same."""
+
+    def __init__(self, graph: object, frames: list) -> None:
+        t0 = time.perf_counter()
+        self.began = t0
+        self.index = next_index()
+        self.notes: list[str] = []
+        self.keep_graph = getattr(graph, "_keep_graph", None)  # torch >= 2.12 says it
+        nowhere = CaptureSite(user=None, library=None)
+        self.site = self._safely("site", lambda: site_of(frames), nowhere)
+        order = (f"#{self.index}", "order", None, None)
+        self.key, self.source, note, self.inductor = self._safely(
+            "key", lambda: self._key(graph, frames), order
+        )
+        if note:
+            self.notes.append(note)
+        self.rank = self._safely("rank", rank, None)
+        self._frames: list | None = frames if settings.module_scopes else None
+        self.stream = self.device = self.mode = None
+        self.recorder = None
+        self.modules = None
+        self._token = self._mod_token = None
+        self.modules_note: str | None = None  # why module scopes were not opened
+        self.record_s = time.perf_counter() - t0
+
+    def _safely(self, what: str, read: Callable[[], Any], fallback: Any) -> Any:
+        try:
+            return read()
+        except Exception as e:
+            self.notes.append(f"{what} not read: {type(e).__name__}: {e}")
+            return fallback
+
+    def begin(self, mode: str) -> None:
+        """The capture has begun: its stream, and the scopes recorded in it."""
+        import torch
+
+        from graph_harness.capture.graph.reader import capture_frontier
+        from graph_harness.capture.scopes.recorder import Recorder, activate_recorder
+
+        t0 = time.perf_counter()
+        self.mode = mode
+        self.stream = torch.cuda.current_stream()
+        self.device = self.stream.device.index
+        stream = self.stream
+        self.recorder = Recorder(frontier=lambda: capture_frontier(stream))
+        self.recorder.yields = True
+        self._token = activate_recorder(self.recorder)
+        frames, self._frames = self._frames, None
+        if frames is not None and self._token is None:
+            self.modules_note = "another capture's scope recorder was active"
+        elif frames is not None:
+            from graph_harness.capture.scopes.modules import activate
+            from graph_harness.capture.scopes.program import CaptureModules
+
+            try:
+                self.modules = CaptureModules(self.recorder, frames)
+                self._mod_token = activate(self.modules)
+            except Exception as e:  # a frame's locals that cannot be read: none
+                self.modules, self._mod_token = None, None
+                self.modules_note = f"{type(e).__name__}: {e}"
+        self.record_s += time.perf_counter() - t0
+
+    def _key(self, graph: object, frames: list) -> tuple[str, str, str | None, dict | None]:
+        note = None
+        got = inductor_key(frames)
+        tree = got[1] if got is not None else None
+        if settings.adapters:
+            key, note = ask(settings.adapters, CaptureContext(frames, graph, self.index))
+            if key is not None:
+                return key, "engine", note, tree
+        if got is not None:
+            return got[0], "inductor", note, tree
+        args = arguments_key(frames)
+        if args is not None:
+            return args, "arguments", note, None
+        return f"#{self.index}", "order", note, None
+
+    def release(self) -> None:
+        """The scope recorder and module scopes given back (the capture is over; once).
+        `modules` stays: finish() names the graph's nodes by it after the capture."""
+        from graph_harness.capture.scopes.modules import deactivate
+        from graph_harness.capture.scopes.recorder import deactivate_recorder
+
+        if self._mod_token is not None:
+            deactivate(self._mod_token)
+            self._mod_token = None
+        deactivate_recorder(self._token)
+        self._token = None
+
+    def read(self) -> tuple[list | None, str | None]:
+        """The graph under capture, read from the capture stream (before torch ends it)."""
+        from graph_harness.capture.graph.reader import read_capturing
+
+        try:
+            if self.stream is None:
+                raise RuntimeError("the capture's stream was not read when it began")
+            return read_capturing(self.stream), None
+        except Exception as e:
+            return None, f"{type(e).__name__}: {e}"
+
+    def finish(
+        self, graph: object, raw: list | None, read_error: str | None, failed: BaseException | None
+    ) -> GraphRecord:
+        from graph_harness.capture.attribution.records import nodes_from_graph
+        from graph_harness.capture.environment import now
+        from graph_harness.capture.export.nodes import NodeExport
+        from graph_harness.capture.graph.memory import pool_memory
+
+        t0 = time.perf_counter()
+        error, status = None, "captured"
+        if failed is not None:
+            error, status = f"{type(failed).__name__}: {first_line(failed)}", "failed"
+        elif raw is None:
+            error, status = f"graph-harness could not read the graph: {read_error}", "unread"
+        export = None
+        options: dict[str, Any] = {"recorded": True, "site": self.site.label}
+        if raw is not None:
+            nodes = nodes_from_graph(raw, self.recorder.marks if self.recorder else [])
+            options.update(self._attribute(nodes))
+            export = NodeExport(
+                source="cuda-graph",
+                workload=self.key,
+                variant=None,
+                params=None,
+                nodes=nodes,
+                env=environment_of(self.device),
+                created=now(),
+                rank=self.rank,
+                options=options,
+            )
+        pool = reserved = allocated = segments = None
+        try:
+            pool = tuple(int(x) for x in graph.pool())
+            if settings.pool_memory and failed is None:
+                mem = pool_memory(pool)
+                reserved, allocated, segments = mem.reserved, mem.allocated, mem.segments
+        except Exception:  # a graph whose pool cannot be read (failed capture): none
+            pass
+        end = time.perf_counter()
+        return GraphRecord(
+            index=self.index,
+            pid=os.getpid(),
+            rank=self.rank,
+            key=self.key,
+            key_source=self.source,
+            key_note="; ".join(self.notes) or None,
+            inductor=self.inductor,
+            site=self.site,
+            device=self.device,
+            stream=None if self.stream is None else int(self.stream.cuda_stream),
+            capture_mode=self.mode,
+            pool=pool,
+            pool_reserved=reserved,
+            pool_allocated=allocated,
+            pool_segments=segments,
+            keep_graph=self.keep_graph,
+            status=status,
+            error=error,
+            export=export,
+            capture_s=end - self.began,
+            record_s=self.record_s + (end - t0),
+            at_s=self.began - settings.started,
+        )
+
+    def _attribute(self, nodes: list) -> dict[str, Any]:
+        """Module options of the export, and compiled code moved into its modules."""
+        from graph_harness.capture.scopes.modules import (
+            EVERY_LEVEL,
+            active_module_scopes,
+            block_depth,
+        )
+
+        out: dict[str, Any] = {}
+        # this capture's own module scopes (record --module-scopes), or graph-harness's
+        # module_scopes open around a step whose graphs are recorded (count --target)
+        ms = self.modules if self.modules is not None else active_module_scopes()
+        if ms is None:
+            if self.modules_note is not None:
+                why = f"module scopes not opened: {self.modules_note}"
+                out["compiled_attribution"] = f"enclosing scope ({why})"
+            return out
+        blocks = ms.blocks
+        out.update(module_depth=EVERY_LEVEL, blocks=blocks, block_depth=block_depth(blocks))
+        if getattr(ms, "broken", None):  # CaptureModules stopped recording scopes
+            out["module_scopes_stopped"] = ms.broken
+        if settings.attribute is not None:
+            how = settings.attribute(nodes, ms)
+            if how is not None:
+                out["compiled_attribution"] = how
+        return out
+
+
+_ENVS: dict[int | None, dict] = {}
+
+
+def environment_of(device: int | None) -> dict:
+    """The environment stamped into each export, read once per device (it imports
+    Triton and asks the driver: once per process is enough)."""
+    import torch
+
+    from graph_harness.capture.environment import environment
+
+    if device not in _ENVS:
+        _ENVS[device] = environment(torch.device("cuda", device))
+    return dict(_ENVS[device])
+
+
+def rank() -> int | None:
+    dist = sys.modules.get("torch.distributed")
+    try:
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            return int(dist.get_rank())
+    except Exception:
+        pass
+    env = os.environ.get("RANK")
+    return int(env) if env is not None and env.isdigit() else None
+
+
+def failure_record(cap: Capture, status: str, error: str) -> GraphRecord:
+    """The record of a capture that failed (the program's) or that could not be read."""
+    return GraphRecord(
+        index=cap.index,
+        pid=os.getpid(),
+        rank=cap.rank,
+        key=cap.key,
+        key_source=cap.source,
+        site=cap.site,
+        status=status,
+        error=error,
+        at_s=cap.began - settings.started,
+    )
