@@ -65,7 +65,10 @@ except KeyboardInterrupt:  # a Ctrl-C in the microseconds before: the same one l
     _exit_at_once(_signal.SIGINT, None)
 if _cli:
     for _s in (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP):
-        _signal.signal(_s, _exit_at_once)
+        # one ignored when graph-harness starts (nohup's SIGHUP, a background job's
+        # SIGINT) stays ignored, here and in what it runs
+        if _signal.getsignal(_s) != _signal.SIG_IGN:
+            _signal.signal(_s, _exit_at_once)
 
 
 def __getattr__(name: str):

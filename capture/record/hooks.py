@@ -37,13 +37,18 @@ import sys
 import time
 import weakref
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from graph_harness.capture.graph.capture import first_line
-from graph_harness.capture.record.capturing import Capture, failure_record
-from graph_harness.capture.record.graphs import GraphRecord
 from graph_harness.capture.record.settings import lock, settings
 from graph_harness.capture.record.sites import frames_of
+
+# A process's recorder installs these wrappers as torch's import completes, in every
+# process that imports torch (a DataLoader's workers too): what a capture needs (the
+# export, the reader, pandas' and Triton's imports behind them) comes at its first capture,
+# never to a process that captures nothing.
+if TYPE_CHECKING:
+    from graph_harness.capture.record.capturing import Capture
+    from graph_harness.capture.record.graphs import GraphRecord
 
 _CAPTURE = "_graph_harness_capture"  # the capture in progress on a graph object
 _RECORD = "_graph_harness_record"  # the graph object's latest record (replays count here)
@@ -151,6 +156,8 @@ def _capture_begin(original: Callable) -> Callable:
         if not settings.listeners:
             return original(self, *args, **kwargs)
         try:  # the site and key, read before the capture begins
+            from graph_harness.capture.record.capturing import Capture
+
             cap = Capture(self, frames_of(sys._getframe(1)))
         except Exception:  # not even the stack: a capture known by its order alone
             cap = None
@@ -174,6 +181,9 @@ def _capture_begin(original: Callable) -> Callable:
 
 
 def _failed_begin(cap: Capture, e: BaseException) -> None:
+    from graph_harness.capture.graph.capture import first_line
+    from graph_harness.capture.record.capturing import failure_record
+
     _tell(failure_record(cap, "failed", f"capture_begin: {type(e).__name__}: {first_line(e)}"))
 
 
@@ -214,6 +224,8 @@ def _finish(
     try:
         record = cap.finish(graph, raw, read_error, failed)
     except Exception as e:  # never the program's problem: a record that says so
+        from graph_harness.capture.record.capturing import failure_record
+
         why = f"graph-harness could not record this capture: {type(e).__name__}: {e}"
         record = failure_record(cap, "failed" if failed is not None else "unread", why)
     if failed is None:

@@ -63,21 +63,32 @@ def _is_path(where: str) -> bool:
     return where.endswith(".py") or os.sep in where or "/" in where
 
 
-def check_spec(spec: str) -> str:
+def findable(module: str, path: list[str] | None = None) -> bool:
+    """Whether `module`'s top-level package is found on `path` (default: sys.path), as
+    the importer would find it, without importing anything."""
+    import importlib.machinery
+
+    top = module.split(".")[0]
+    if top in sys.modules or top in sys.builtin_module_names:
+        return True
+    try:
+        return importlib.machinery.PathFinder.find_spec(top, path or sys.path) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def check_spec(spec: str, path: list[str] | None = None) -> str:
     """Refuse, before a program runs, a spec that cannot name an adapter: its form, a file
-    that is not there or defines no such function, a module this Python cannot find. The
-    spec as every recorded process reads it: a file's path made absolute (a program that
-    changes its folder still finds it)."""
+    that is not there or binds no such name, a module not found on `path` (the program's
+    own search path: its folder, PYTHONPATH, this Python's). The spec as every recorded
+    process reads it: a file's path made absolute (a program that changes its folder
+    still finds it)."""
     where, sep, name = spec.rpartition(":")
     if not sep or not where or not name.isidentifier():
         raise AdapterError(f"--key takes MODULE:FUNCTION or path/to/file.py:FUNCTION, got {spec!r}")
     if not _is_path(where):
-        try:
-            found = importlib.util.find_spec(where.split(".")[0]) is not None
-        except (ImportError, ValueError):
-            found = False
-        if not found:
-            raise AdapterError(f"--key: no module {where!r} here (this Python finds none)")
+        if not findable(where, path):
+            raise AdapterError(f"--key: no module {where!r} on the program's path")
         return spec
     path = Path(where)
     if not path.is_file():
@@ -86,17 +97,29 @@ def check_spec(spec: str) -> str:
         tree = ast.parse(path.read_bytes())
     except (OSError, SyntaxError, ValueError) as e:
         raise AdapterError(f"--key: key adapter file {where!r} cannot be read: {e}") from None
-    defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
-    defined |= {
-        t.id
-        for n in tree.body
-        if isinstance(n, ast.Assign)
-        for t in n.targets
-        if isinstance(t, ast.Name)
-    }
-    if name not in defined:
-        raise AdapterError(f"--key: {where!r} defines no function {name!r}")
+    if name not in bound_names(tree.body):
+        raise AdapterError(f"--key: {where!r} binds no name {name!r} at its top level")
     return f"{path.resolve()}:{name}"
+
+
+def bound_names(body: list[ast.stmt]) -> set[str]:
+    """The names a module's top level binds: defs, classes, assignments (annotated too),
+    imports (their aliases), in `if`, `try` and `with` blocks as well."""
+    out: set[str] = set()
+    for n in body:
+        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            out.add(n.name)
+        elif isinstance(n, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+            out |= {x.id for t in targets for x in ast.walk(t) if isinstance(x, ast.Name)}
+        elif isinstance(n, ast.Import | ast.ImportFrom):
+            out |= {(a.asname or a.name).split(".")[0] for a in n.names}
+        elif isinstance(n, ast.If | ast.Try | ast.With):
+            blocks = [n.body, getattr(n, "orelse", []), getattr(n, "finalbody", [])]
+            blocks += [h.body for h in getattr(n, "handlers", [])]
+            for b in blocks:
+                out |= bound_names(b)
+    return out
 
 
 def load_adapter(spec: str) -> KeyFn:

@@ -118,6 +118,7 @@ class ProcessRecorder:
         self._last_flush = 0.0
         self._provenance = None
         self._saved: Any = None  # the recorder settings before this one's (restored at stop)
+        self._unannounced: dict | None = None  # a forked child's first line, not yet written
         self._saved_provenance: Any = None
         self._open_files()
 
@@ -199,12 +200,17 @@ class ProcessRecorder:
         if self.children is not None:
             self.session = self.children
         self._open_files()
-        self._write({"event": "process", **process_info(), "forked": True, "notes": []})
+        # said at its first capture: a child forked only to exec another program (a
+        # subprocess) captures nothing here and leaves no file
+        self._unannounced = {"event": "process", **process_info(), "forked": True, "notes": []}
 
     # --- what hooks.py tells -------------------------------------------------------------
 
     def captured(self, record: GraphRecord) -> None:
         _exit_hooks()  # multiprocessing loaded after torch: its exit hooks now
+        if self._unannounced is not None:
+            line, self._unannounced = self._unannounced, None
+            self._write(line)
         with self._lock:
             self.records.append(record)
         self._write({"event": "graph", "record": record.to_dict()})
@@ -219,7 +225,7 @@ class ProcessRecorder:
 
     def flush(self, *, final: bool = False) -> None:
         """Write the replay counts now (the exit line too when `final`)."""
-        if self._stem is None or os.getpid() != self.pid:
+        if self._stem is None or os.getpid() != self.pid or self._unannounced is not None:
             return
         self._last_flush = time.monotonic()
         counts = self.replay_counts()

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import importlib.util
 import os
 import shutil
 import signal
@@ -27,7 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from graph_harness.capture.errors import UsageError
-from graph_harness.capture.record.keys import KeyFn
+from graph_harness.capture.record.keys import KeyFn, findable
 from graph_harness.capture.record.process import (
     ENV_OPTIONS,
     ENV_SESSION,
@@ -67,14 +66,20 @@ def check_program(program: list[str]) -> None:
     if command[0] != sys.executable:
         return
     if program[0] == "-m":
-        try:
-            found = importlib.util.find_spec(program[1].split(".")[0]) is not None
-        except (ImportError, ValueError):
-            found = False
-        if not found:
-            raise ProgramError(f"no module {program[1]!r} for -m here (this Python finds none)")
+        if not findable(program[1], program_path(program)):
+            raise ProgramError(f"no module {program[1]!r} for -m on the program's path")
     elif not Path(program[0]).is_file():
         raise ProgramError(f"program {program[0]!r} does not exist")
+
+
+def program_path(program: list[str]) -> list[str]:
+    """Where the program's Python looks for modules, as far as it can be known here: the
+    current folder (-m) or the script's folder, then PYTHONPATH, then this Python's."""
+    scripts = [a for a in program if a.endswith(".py")]
+    first = os.getcwd() if program[:1] == ["-m"] or not scripts else scripts[0]
+    first = first if first == os.getcwd() else str(Path(first).resolve().parent)
+    extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return [first, *extra, *sys.path]
 
 
 def recording_env(session: Path, options: RecordOptions, base: dict | None = None) -> dict:
@@ -159,6 +164,10 @@ class _Signals:
     def __enter__(self) -> _Signals:
         if threading.current_thread() is threading.main_thread():
             for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                # one ignored already (nohup's SIGHUP, a background job's SIGINT) stays
+                # so, and the program inherits the ignore as it would have
+                if signal.getsignal(s) == signal.SIG_IGN:
+                    continue
                 with contextlib.suppress(ValueError, OSError):
                     self.saved[s] = signal.signal(s, self._handle)
         return self
@@ -170,15 +179,19 @@ class _Signals:
         for signum in self.pending:
             with contextlib.suppress(ProcessLookupError):
                 child.send_signal(signum)
-        while True:
-            try:
-                return child.wait()
-            except InterruptedError:
-                continue
+        try:
+            while True:
+                try:
+                    return child.wait()
+                except InterruptedError:
+                    continue
+        finally:  # the program has ended: graph-harness's own handlers again
+            self.__exit__()
 
     def __exit__(self, *exc: object) -> None:
         for s, h in self.saved.items():
             signal.signal(s, h)
+        self.saved = {}
 
 
 @contextlib.contextmanager

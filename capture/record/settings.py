@@ -40,10 +40,11 @@ def next_index() -> int:
 
 def _reset_after_fork() -> None:
     # a forked child's captures are its own, numbered from 0; its listeners are told by
-    # their own fork handlers (process.py) whether they go on
-    global _counter, lock
+    # their own fork handlers (process.py) whether they go on. The lock is re-made in
+    # place (modules hold it by name): one another thread held at the fork is free here.
+    global _counter
     _counter = itertools.count()
-    lock = threading.RLock()
+    lock._at_fork_reinit()
 
 
 if hasattr(os, "register_at_fork"):

@@ -109,7 +109,8 @@ def combined_export(step: RecordedStep, *, workload: str, options: dict[str, Any
     `step.graphs`."""
     nodes: list[dict] = []
     env: dict = {}
-    copies = [(g, rec) for g, rec in enumerate(step.graphs) for _ in range(step.replays[g])]
+    times = step.replays or [1] * len(step.graphs)  # none given: each graph once
+    copies = [(g, rec) for g, rec in enumerate(step.graphs) for _ in range(times[g])]
     for g, rec in copies:
         assert rec.export is not None
         base = len(nodes)

@@ -39,7 +39,8 @@ _signalled: list[int] = []  # signals that arrived while a command ran
 
 if _started_as_the_cli():
     for _s in _SIGNALS:
-        signal.signal(_s, _exit_at_once)
+        if signal.getsignal(_s) != signal.SIG_IGN:  # nohup's ignore stays (__init__.py)
+            signal.signal(_s, _exit_at_once)
 
 import argparse  # noqa: E402 - after the handlers, on purpose
 import contextlib  # noqa: E402
@@ -132,8 +133,12 @@ def _raise_where_we_are(signum, frame):
 
 
 def _set_handlers(handler) -> dict:
+    """`handler` for SIGINT, SIGTERM and SIGHUP, but those ignored (nohup's SIGHUP, a
+    background job's SIGINT): they stay ignored. The handlers before, to put back."""
     old = {}
     for s in _SIGNALS:
+        if signal.getsignal(s) == signal.SIG_IGN:
+            continue
         try:
             old[s] = signal.signal(s, handler)
         except ValueError:  # not the main thread: leave signals be

@@ -76,7 +76,7 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
 def check_flags(args) -> list[str]:
     """The program's arguments; usage errors for what cannot work, before it runs or
     anything is written (--key made absolute where it names a file)."""
-    from graph_harness.capture.record.program import check_program
+    from graph_harness.capture.record.program import check_program, program_path
 
     program = list(args.program)
     if program[:1] == ["--"]:
@@ -85,7 +85,7 @@ def check_flags(args) -> list[str]:
     if args.key is not None:
         from graph_harness.capture.record.keys import check_spec
 
-        args.key = check_spec(args.key)
+        args.key = check_spec(args.key, program_path(program))
     return program
 
 

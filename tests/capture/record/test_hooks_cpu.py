@@ -167,3 +167,30 @@ def test_wrapped_once_however_often_installed(recorder):
     hooks._install()
     assert Graph.replay is first and hooks._ours(Graph.replay)
     assert not hooks._ours(Graph.replay.__wrapped__)
+
+
+def test_a_recording_inside_another_gives_its_settings_back(recorder):
+    from graph_harness.capture.record.process import ProcessRecorder, RecordOptions
+
+    outer = ProcessRecorder(None, RecordOptions(), adapters=[("outer", lambda c: "o")]).start()
+    try:
+        inner = ProcessRecorder(None, RecordOptions(), adapters=[("inner", lambda c: "i")])
+        inner.start()
+        assert [n for n, _ in settings.settings.adapters][:1] == ["inner"]
+        inner.stop()
+        assert [n for n, _ in settings.settings.adapters][:1] == ["outer"]
+        capture(Graph([]), torch.zeros(1))
+        assert outer.records[0].key == "o" and inner.records == []
+    finally:
+        outer.stop()
+
+
+def test_a_step_counts_a_graph_as_often_as_one_call_replays_it(recorder):
+    from graph_harness.capture.record.steps import RecordedStep, combined_export
+
+    capture(Graph([]), torch.zeros(1))
+    (rec,) = recorder.records
+    twice = combined_export(RecordedStep(graphs=[rec], replays=[2]), workload="w", options={})
+    once = combined_export(RecordedStep(graphs=[rec]), workload="w", options={})
+    assert twice.total == 2 * once.total == 2 * rec.nodes
+    assert [n["index"] for n in twice.nodes] == [0, 1]

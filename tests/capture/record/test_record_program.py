@@ -108,7 +108,7 @@ OUT = ["--out", "o"]
         (["record", *OUT, "--", "-m", "no_such_module_anywhere"], "no module"),
         (["record", *OUT, "--key", "nope", "--", "prog.py"], "MODULE:FUNCTION"),
         (["record", *OUT, "--key", "missing.py:k", "--", "prog.py"], "does not exist"),
-        (["record", *OUT, "--key", "prog.py:nofn", "--", "prog.py"], "defines no function"),
+        (["record", *OUT, "--key", "prog.py:nofn", "--", "prog.py"], "binds no name 'nofn'"),
         (["record", *OUT, "--key", "no_such_module_anywhere:k", "--", "prog.py"], "no module"),
         (["record", *OUT, "--", "no-such-program-anywhere"], "not found"),
         (["report", "--recording", "r", "--target", "m:f", *OUT], "--recording"),
@@ -136,3 +136,28 @@ def test_a_process_that_never_imports_torch_is_left_as_it_was(tmp_path):
     assert "heavy []" in r.stderr, "the program's stdout goes to stderr under --json"
     doc = json.loads(r.stdout)  # stdout holds the one document
     assert doc["processes"] == [] and doc["graphs"] == []
+
+
+def test_modules_are_looked_for_where_the_program_looks(tmp_path):
+    # `python -m app.prog` finds app/ in the current folder, and so must record's checks
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "__init__.py").write_text("")
+    (tmp_path / "app" / "prog.py").write_text("print('app ran')\n")
+    (tmp_path / "mykeys.py").write_text("from os.path import basename as key\n")
+    r = gh("record", "--key", "mykeys:key", "--", "-m", "app.prog", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("app ran\n")
+
+
+def test_a_signal_ignored_stays_ignored_for_the_program(tmp_path):
+    # under nohup SIGHUP is ignored: the program inherits the ignore, as without record
+    prog = tmp_path / "hup.py"
+    prog.write_text(
+        "import signal\nprint('hup ignored', signal.getsignal(signal.SIGHUP) == signal.SIG_IGN)\n"
+    )
+    r = subprocess.run(
+        [*GH, "record", "--", str(prog)], capture_output=True, text=True, cwd=tmp_path,
+        timeout=120, preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN),
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "hup ignored True" in r.stdout

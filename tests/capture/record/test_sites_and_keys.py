@@ -101,7 +101,7 @@ def test_an_adapter_from_a_file_and_from_a_module(tmp_path):
     ctx = CaptureContext(captured_by(2, torch.zeros(2)), graph=None, index=0)
     assert fn(ctx) == "bs=2"
     assert load_adapter("os.path:basename") is __import__("os").path.basename
-    with pytest.raises(UsageError, match="defines no function 'nothing'"):
+    with pytest.raises(UsageError, match="binds no name 'nothing'"):
         load_adapter(f"{f}:nothing")
     with pytest.raises(UsageError, match="no module"):
         load_adapter("no_such_module_anywhere:key")
