@@ -166,7 +166,8 @@ def _capture_begin(original: Callable) -> Callable:
         except BaseException as e:
             if cap is not None:
                 cap._frames = None
-                _failed_begin(cap, e)
+                with contextlib.suppress(Exception):  # the program's error goes on as it was
+                    _failed_begin(cap, e)
             raise
         if cap is not None:
             mode = kwargs.get("capture_error_mode", args[1] if len(args) > 1 else "global")
@@ -198,17 +199,23 @@ def _capture_end(original: Callable) -> Callable:
         try:
             result = original(self, *args, **kwargs)
         except BaseException as e:
-            cap.release()
-            _finish(cap, self, raw, read_error, e)
+            # the program's error goes on as it was, whatever of ours fails here
+            with contextlib.suppress(Exception):
+                cap.release()
+            with contextlib.suppress(Exception):
+                _finish(cap, self, raw, read_error, e)
             raise
-        cap.release()
+        # the capture ended: nothing of ours may fail it (each part on its own)
+        with contextlib.suppress(Exception):
+            cap.release()
         if cap.keep_graph is None:  # torch < 2.12 keeps it in C++: a kept graph reads
             try:
                 self.raw_cuda_graph()
                 cap.keep_graph = True
             except Exception:
                 cap.keep_graph = False
-        _finish(cap, self, raw, read_error, None)
+        with contextlib.suppress(Exception):
+            _finish(cap, self, raw, read_error, None)
         return result
 
     return capture_end
