@@ -161,3 +161,32 @@ def test_a_signal_ignored_stays_ignored_for_the_program(tmp_path):
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert "hup ignored True" in r.stdout
+
+
+def test_the_session_folder_removed_is_only_graph_harness_own(tmp_path, monkeypatch):
+    # the one folder record removes is the session folder it made itself (mkdtemp): a
+    # link the program leaves in it to a folder of the user's is removed as a link, and
+    # what it points to stays whole
+    import graph_harness.capture.record.program as program
+
+    mine = tmp_path / "users-folder"
+    mine.mkdir()
+    (mine / "keep.txt").write_text("the user's")
+    made = []
+    real = program.tempfile.mkdtemp
+
+    def mkdtemp(**kw):
+        made.append(real(dir=tmp_path, **kw))
+        return made[-1]
+
+    monkeypatch.setattr(program.tempfile, "mkdtemp", mkdtemp)
+    prog = tmp_path / "link.py"
+    prog.write_text(
+        "import os\n"
+        f"os.symlink({str(mine)!r}, os.path.join(os.environ['GRAPH_HARNESS_RECORD'], 'x'))\n"
+    )
+    rec = program.run_program([str(prog)])
+    assert rec.exit_code == 0 and len(made) == 1
+    assert not os.path.exists(made[0]), "the session folder went"
+    assert (mine / "keep.txt").read_text() == "the user's", "the user's folder stayed whole"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.py", "users-folder"]
