@@ -208,7 +208,10 @@ def sweep(result, path: Path) -> Path:
     ax_t.errorbar(batch, [r.replay_us for r in rows], yerr=err, marker="o", capsize=3)
     ax_t.set(xlabel="batch size", ylabel="replay, us (median, 95% interval)", xscale="log")
     ax_t.set_title(plot_label(f"{result.name}: replay time per size"), fontsize=10)
-    ax_m.plot(batch, [r.reserved / 2**20 for r in rows], marker="o", label="own pool")
+    own = [r for r in rows if r.reserved is not None]  # none: Inductor's one pool
+    if own:
+        ax_m.plot([r.batch for r in own], [r.reserved / 2**20 for r in own], marker="o",
+                  label="own pool")  # fmt: skip
     if result.shared:
         shared = sorted(result.shared, key=lambda s: s["batch"])
         ax_m.plot(

@@ -74,8 +74,17 @@ def shared_pool_table(result: SweepResult) -> Table:
             str(row["batch"]), mib(row["total_reserved"]), mib(row["adds"]),
             mib(row["total_allocated"]),
         )  # fmt: skip
-    own = sum(r.reserved or 0 for r in result.rows)
     total = result.shared[-1]["total_reserved"] if result.shared else 0
+    if result.options.get("cudagraphs") == "inductor":
+        t.title = "Inductor's one pool (every size's graphs), read as each was recorded"
+        t.caption = (
+            f"pool total {mib(total)} MiB; a step compiled with mode='reduce-overhead' "
+            "records its graphs into the pool Inductor keeps for every cudagraph tree of "
+            "the device (it holds graphs recorded before the sweep too), so no size has a "
+            "pool of its own"
+        )
+        return t
+    own = sum(r.reserved or 0 for r in result.rows)
     t.caption = f"shared total {mib(total)} MiB against {mib(own)} MiB in own pools"
     return t
 

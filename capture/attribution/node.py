@@ -29,6 +29,9 @@ class Node(NodeColumns, total=False):
     programmatic_deps: list[int]  # edges of programmatic dependent launch
     fused_modules: list[str]  # the modules a compiled kernel fused across
     graph: int  # in a step that runs as several graphs, the place of its graph among them
+    # a step's graphs launched one after another: a first node of one lists the last nodes
+    # of the one before (no edge of any graph; capture/record/steps.py `chained`)
+    launch_after: list[int]
 
 
 COLUMNS = list(NodeColumns.__annotations__)

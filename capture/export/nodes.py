@@ -288,7 +288,7 @@ def _check_node(f: Fields, i: int, n: object, count: int, version: int) -> Node:
         node["fused_modules"] = list(mods)
     if "graph" in n:
         node["graph"] = f.integer(f"{p}.graph", n["graph"], lo=0)
-    for key in ("deps", *[k for k in ("programmatic_deps",) if k in n]):
+    for key in ("deps", *[k for k in ("programmatic_deps", "launch_after") if k in n]):
         refs = f.array(f"{p}.{key}", n[key])
         for j, d in enumerate(refs):
             f.integer(f"{p}.{key}[{j}]", d, lo=0, hi=count)

@@ -47,9 +47,11 @@ class Compiled:
 
 REDUCE_OVERHEAD_HINT = (
     "was compiled with mode='reduce-overhead', whose CUDA graphs (Inductor's cudagraph "
-    "trees) cannot be captured into another graph: `graph-harness count` and `report` count "
-    "it on a GPU by recording those graphs; to replay or check it, compile it with the "
-    "default mode or mode='max-autotune-no-cudagraphs' and let graph-harness capture it"
+    "trees) cannot be captured into another graph: `count`, `profile`, `sweep` and `report` "
+    "measure it on a GPU by recording those graphs and calling the step; `check` compares "
+    "graph-harness's own graph of a step with the step run eagerly, so to check it, compile "
+    "it with the default mode or mode='max-autotune-no-cudagraphs' and let graph-harness "
+    "capture it"
 )
 CPU_HINT = (
     "runs torch.compile'd code, which cannot be counted on the CPU (torch.compile does not "

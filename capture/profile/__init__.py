@@ -14,5 +14,6 @@ each node's duration and the gap before it, rolled up and priced.
 - run.py: profiling on a GPU
 
 May import: capture.replay, capture.round (its rounds, profiled), capture.export,
-capture.attribution, capture.graph, capture.scopes, capture.state.
+capture.attribution, capture.graph, capture.scopes, capture.state, capture.record (a
+reduce-overhead step's calls, profiled).
 """

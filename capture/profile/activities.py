@@ -20,7 +20,9 @@ The driver may run a graph's device-to-device memcpy node as a copy kernel of it
 
 from __future__ import annotations
 
+import bisect
 import json
+import math
 import tempfile
 from collections import defaultdict
 from collections.abc import Callable
@@ -122,23 +124,99 @@ def split_replays(acts: list[Activity], replays: int) -> list[list[Activity]]:
     return [acts[i * n : (i + 1) * n] for i in range(replays)]
 
 
+def graph_launches(trace: dict) -> list[int]:
+    """The correlation ids of the graph launches a Chrome trace's runtime calls made
+    (`cudaGraphLaunch`, the driver's `cuGraphLaunch`), in the order they were called."""
+    events = trace.get("traceEvents") if isinstance(trace, dict) else None
+    if not isinstance(events, list):
+        raise ProfileError("not a Chrome trace: no traceEvents list")
+    calls = []
+    for ev in events:
+        if not isinstance(ev, dict) or ev.get("ph") != "X":
+            continue
+        if ev.get("cat") not in ("cuda_runtime", "cuda_driver"):
+            continue
+        name = str(ev.get("name", ""))
+        args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
+        corr = _int(args.get("correlation"))
+        if corr is not None and name.lstrip("_").startswith(("cudaGraphLaunch", "cuGraphLaunch")):
+            calls.append((float(ev.get("ts", 0.0)), corr))
+    return [c for _, c in sorted(calls)]
+
+
+@dataclass(frozen=True)
+class Calls:
+    """One window of calls of a step that launches several graphs (or eager work between
+    them): each call's graph activities, and how many activities ran outside its graphs
+    (eager kernels and copies: Inductor's copies of inputs into its graphs, code between
+    partitions), per call."""
+
+    replays: list[list[Activity]]
+    outside: list[int]
+
+
+def split_calls(trace: dict, calls: int, launches: int) -> Calls:
+    """A window of `calls` back-to-back calls, each launching `launches` graphs: the device
+    activities of each call's graph launches (by the launches' correlation ids, which
+    every activity of a graph carries), in start order; the rest counted as outside the
+    graphs. ProfileError where the trace does not name `calls * launches` launches."""
+    if calls < 1 or launches < 1:
+        raise ValueError(f"calls and launches must be >= 1, got {calls} and {launches}")
+    order = graph_launches(trace)
+    if len(order) != calls * launches:
+        raise ProfileError(
+            f"the trace names {len(order)} graph launches (cudaGraphLaunch calls) for "
+            f"{calls} calls of a step that launches {launches} graphs per call: its graph "
+            "activities cannot be told from its eager ones"
+            + (" (this profiler recorded no runtime calls)" if not order else "")
+        )
+    launch = {c: i for i, c in enumerate(order)}  # correlation -> its launch
+    acts = activities_from_trace(trace)
+    out: list[list[Activity]] = [[] for _ in range(calls)]
+    starts = [math.inf] * len(order)
+    for a in acts:
+        i = launch.get(a.correlation) if a.correlation is not None else None
+        if i is not None:
+            out[i // launches].append(a)
+            starts[i] = min(starts[i], a.start_us)
+    # what ran outside the graphs goes to the call of the next graph launch to start
+    # (an input copied in, code between partitions); after the last, to the last call
+    firsts = sorted((s, i // launches) for i, s in enumerate(starts) if s < math.inf)
+    at = [s for s, _ in firsts]
+    outside = [0] * calls
+    for a in acts:
+        if a.correlation is None or a.correlation not in launch:
+            k = bisect.bisect_right(at, a.start_us)
+            outside[firsts[k][1] if k < len(firsts) else calls - 1] += 1
+    return Calls(out, outside)
+
+
 def record_replays(
     graph: torch.cuda.CUDAGraph | Replayer,
     replays: int,
     *,
     warmup: int = 5,
     what: str = "a profiled window",
+    outside: list[int] | None = None,
 ) -> list[list[Activity]]:
     """Replay `graph` (a torch.cuda.CUDAGraph, or a capture/replay/guard.py Replayer of
     one) `warmup` times, then `replays` times back to back under torch.profiler (CUDA
     activities only: CUPTI), and return what ran, one list per replay. Each run is a
     window: a step with a reset is reset before it, a CUDA error in it is one line.
-    Syncs the device."""
+    A step's calls (capture/record/steps.py StepCalls: `graph_launches` per replay) are
+    split by their graph launches (split_calls), the activities outside their graphs
+    counted per call into `outside`, where given. Syncs the device."""
     r = as_replayer(graph, "the graph")
     with r.window(f"the warm-up before {what}"):
         r.replay(warmup)  # the first instantiates: outside the profile
     with r.window(what):
         trace = cupti_trace(lambda: r.replay(replays))
+    launches = getattr(r.graph, "graph_launches", 1)
+    if hasattr(r.graph, "graph_launches"):
+        calls = split_calls(trace, replays, launches)
+        if outside is not None:
+            outside += calls.outside
+        return calls.replays
     return split_replays(activities_from_trace(trace), replays)
 
 

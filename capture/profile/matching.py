@@ -94,7 +94,7 @@ def plan_of(nodes: Sequence[Node]) -> MatchPlan:
             return memo[i]
         n = by_index[i]
         out: set[int] = set()
-        for d in n["deps"]:
+        for d in (*n["deps"], *n.get("launch_after", ())):  # launch order too (several graphs)
             out |= before(d)
         if not n["deps"] and n["parent"] is not None:
             out |= waits(n["parent"])

@@ -119,6 +119,7 @@ class Window:
     window: int
     replays: list[list[Activity]]
     local_ids: dict[int, int] | None = None
+    outside: list[int] | None = None  # a step's calls: activities outside its graphs, per call
 
 
 @dataclass
@@ -334,6 +335,9 @@ def profile_windows(
         "unmatched_nodes": sum(row[9] for row in rows),
         "out_of_order": sum(row[10] for row in rows),
     }
+    outside = [x for w in windows if w.outside is not None for x in w.outside[1:]]
+    if outside:  # a step's calls: what ran outside its graphs, per sampled call
+        matching["outside_graphs_per_call"] = sorted(set(outside))
     if use_ids:
         pairs = [(o, i) for (_, orders), ids in zip(by_order, by_id) for o, i in zip(orders, ids)]
         matching["agreement"] = min(agreement(o, i) for o, i in pairs)

@@ -7,6 +7,7 @@ Everything here syncs the device and needs CUDA.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Sequence
 
 import pandas as pd
@@ -21,6 +22,7 @@ from graph_harness.capture.profile.document import ProfileResult
 from graph_harness.capture.profile.fit import with_bases
 from graph_harness.capture.profile.nodes import Window, profile_windows
 from graph_harness.capture.profile.settings import ProfileSettings
+from graph_harness.capture.record.steps import StepCalls
 from graph_harness.capture.replay.guard import Replayer, as_replayer
 from graph_harness.capture.replay.timing import time_replays_us
 from graph_harness.capture.round.count import CountedRound, count_round
@@ -36,6 +38,8 @@ Progress = Callable[[str], None] | None  # called with each phase's name as it s
 def local_ids(graph: torch.cuda.CUDAGraph, export: NodeExport) -> dict[int, int] | None:
     """Node index -> the node's tools id (graph id << 32 | local id), read from the kept
     graph that `export` was read from (same order); None where the driver lacks it."""
+    if isinstance(graph, StepCalls):  # several graphs, by order only
+        return None
     raw = read_graph(graph.raw_cuda_graph())
     if [r.kind for r in raw] != [n["type"] for n in export.nodes]:
         raise ProfileError("the graph's nodes are not the export's: read another graph")
@@ -68,8 +72,18 @@ def profile_window(
     warmup = settings.warmup if window == 0 else 1
     what = f"profiled window {window + 1} of {settings.windows}"
     what += f" (build {build + 1} of {builds})" if builds > 1 else ""
-    acts = record_replays(graph, settings.replays + 1, warmup=warmup, what=what)
-    return Window(build, window, acts, ids)
+    if not is_calls(graph):
+        acts = record_replays(graph, settings.replays + 1, warmup=warmup, what=what)
+        return Window(build, window, acts, ids)
+    outside: list[int] = []  # a step's calls: what ran outside its graphs, per call
+    acts = record_replays(graph, settings.replays + 1, warmup=warmup, what=what, outside=outside)
+    return Window(build, window, acts, ids, outside)
+
+
+def is_calls(graph: object) -> bool:
+    """Whether `graph` (or the Replayer's graph) is a step's calls: a step that captures
+    its own graphs, each replay a call of it (capture/record/steps.py StepCalls)."""
+    return isinstance(getattr(graph, "graph", graph), StepCalls)
 
 
 def profile_graphs(
@@ -176,33 +190,24 @@ def profile_steps(
     runs = {n: as_replayer(g, n) for n, (_, g) in steps.items()}
     for n, r in runs.items():
         require_repeatable(r.repeatability, n)
-    trials = None
-    if timed:
-        if progress:
-            progress(f"timing {plural(len(names), 'step')}")
+    with contextlib.ExitStack() as steady:
+        for n, r in runs.items():
+            if is_calls(r):
+                steady.enter_context(r.graph.steady(f"the profile of {n}"))
+        trials = _timed_steps(runs, settings, progress) if timed else None
+        graphs = {n: (runs[n], export) for n, (export, _) in steps.items()}
+        windows = profile_graphs(graphs, settings, progress=progress)
         for r in runs.values():
-            with r.window("the first replay (it instantiates the graph)"):
-                r.replay()
-        times = time_replays_us(
-            runs,
-            replays=settings.timing().round_replays,
-            trials=settings.trials,
-            warmup=settings.warmup,
-        )
-        trials = pd.DataFrame(
-            [
-                dict(variant=n, build=0, trial=t, us=x)
-                for n, ts in times.items()
-                for t, x in enumerate(ts)
-            ]
-        )
-    graphs = {n: (runs[n], export) for n, (export, _) in steps.items()}
-    windows = profile_graphs(graphs, settings, progress=progress)
-    for r in runs.values():
-        r.finish()
+            r.finish()
     excess = calibrate([export for export, _ in steps.values()], settings, progress)
     profiles = {n: profile_windows(n, export, windows[n]) for n, (export, _) in steps.items()}
-    profiles = with_bases(profiles, trials, excess)
+    # A step's calls are not fitted to their own timing: CUPTI also slows the eager
+    # launches between their graphs, which the fit would lay on the graphs' nodes.
+    fitted = trials
+    calls = [n for n in names if is_calls(runs[n])]
+    if trials is not None and calls:
+        fitted = trials[~trials.variant.isin(calls)]
+    profiles = with_bases(profiles, fitted, excess)
     return ProfileResult(
         profiles=profiles,
         excess=excess,
@@ -212,6 +217,30 @@ def profile_steps(
         env=environment(torch.device("cuda")),
         created=now(),
         options={"timed": timed, **_settings(settings), "builds": 1},
+    )
+
+
+def _timed_steps(
+    runs: dict[str, Replayer], settings: ProfileSettings, progress: Progress
+) -> pd.DataFrame:
+    """Each step's replays (a step's calls) timed, trials interleaved: one row per trial."""
+    if progress:
+        progress(f"timing {plural(len(runs), 'step')}")
+    for r in runs.values():
+        with r.window("the first replay (it instantiates the graph)"):
+            r.replay()
+    times = time_replays_us(
+        runs,
+        replays=settings.timing().round_replays,
+        trials=settings.trials,
+        warmup=settings.warmup,
+    )
+    return pd.DataFrame(
+        [
+            dict(variant=n, build=0, trial=t, us=x)
+            for n, ts in times.items()
+            for t, x in enumerate(ts)
+        ]
     )
 
 

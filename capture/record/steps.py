@@ -11,12 +11,17 @@ counted twice, each node carrying its graph
 and not replayed by that call (a recording Inductor threw away, another shape's) are
 kept apart (`others`). A step still capturing after MAX_SETTLE calls, or one that replays
 nothing (Inductor ran it without graphs), is an error that says so.
+
+What replays a captured step (timing, the profile, the sweep) replays such a step as
+`StepCalls`: each replay one call of the step, which is how it runs, eager code between
+its graphs and Inductor's copies of inputs into them included.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from graph_harness.capture.errors import HarnessError
@@ -137,3 +142,85 @@ def combined_export(step: RecordedStep, *, workload: str, options: dict[str, Any
         rank=first.rank,
         options={**options, "cudagraphs": "inductor", "graphs": len(step.graphs)},
     )
+
+
+@dataclass(eq=False)
+class StepCalls:
+    """A step that captures its own graphs, replayed as a graph is: each `replay()` is one
+    call of the step, which replays its graphs (`recorded.graphs`, each `recorded.replays`
+    times) with what runs eagerly around them; `graph_launches` is how many graph launches
+    a call makes (what a profile splits a call's work by: capture/profile/activities.py).
+    Only a call that captures nothing is the step's steady state: run the calls inside
+    `steady()`, which says so where one was not."""
+
+    step: Callable[[], object]
+    recorded: RecordedStep
+    calls: int = 0
+
+    @property
+    def graph_launches(self) -> int:
+        return sum(self.recorded.replays or [1] * len(self.recorded.graphs))
+
+    def replay(self) -> None:
+        self.calls += 1
+        self.step()
+
+    @contextlib.contextmanager
+    def steady(self, what: str) -> Iterator[StepCalls]:
+        """Calls of the step in this block (`what` names them in the error), each checked to
+        have replayed exactly its graphs and captured none: RecordedStepError at its end
+        where one re-recorded (an input moved, a shape changed) or ran another graph, since
+        then what was measured mixed recording with replay."""
+        sink = _Collect()
+        before = [g.replays for g in self.recorded.graphs]
+        calls = self.calls
+        hooks.listen(sink)
+        try:
+            yield self
+        finally:
+            hooks.unlisten(sink)
+        n = self.calls - calls
+        times = self.recorded.replays or [1] * len(self.recorded.graphs)
+        got = [g.replays - b for g, b in zip(self.recorded.graphs, before)]
+        if sink.records or got != [n * t for t in times]:
+            new = f"captured {len(sink.records)} new graphs" if sink.records else ""
+            moved = (
+                ""
+                if got == [n * t for t in times]
+                else (
+                    f"replayed its graphs {got} times where {n} steady calls replay them "
+                    f"{[n * t for t in times]}"
+                )
+            )
+            raise RecordedStepError(
+                f"the step compiled with mode='reduce-overhead' left its steady state in "
+                f"{what}: over {n} calls it {' and '.join(x for x in (new, moved) if x)}, so "
+                "what was measured mixes recording with replay (each call must see its inputs "
+                "at the same addresses and shapes as the call counted)"
+            )
+
+
+def chained(export: NodeExport, step: RecordedStep) -> NodeExport:
+    """`export` (combined_export's, of `step`) with the order a call launches its graphs
+    in: one after another on one stream, so nothing of one starts before the one before it
+    ends. Each first node of a graph copy lists the last nodes of the copy before in
+    `launch_after`, which a profile matches a call's activities by (capture/profile/
+    matching.py); its edges and count are unchanged. (A graph a call replays twice is
+    laid out twice in a row, as combined_export lays it: a call that interleaves it with
+    another graph matches out of order, which the profile reports.)"""
+    nodes = [dict(n) for n in export.nodes]
+    times = step.replays or [1] * len(step.graphs)
+    sizes = [len(rec.export.nodes) for g, rec in enumerate(step.graphs) for _ in range(times[g])]
+    if sum(sizes) != len(nodes):
+        raise ValueError("chained: `export` is not combined_export's of `step`")
+    sinks_before: list[int] = []
+    base = 0
+    for size in sizes:  # combined_export lays the copies out one after another
+        copy = [n for n in nodes[base : base + size] if n["parent"] is None]
+        base += size
+        waited = {d for n in copy for d in n["deps"]}
+        for n in copy:
+            if not n["deps"] and sinks_before:
+                n["launch_after"] = list(sinks_before)
+        sinks_before = [n["index"] for n in copy if n["index"] not in waited]
+    return replace(export, nodes=nodes)

@@ -8,5 +8,6 @@ nodes, time, graph memory and padding per size, and the sizes worth capturing.
 - document.py: SweepResult, the `graph-harness/sweep` document, its tables and files
 
 May import: capture.count, capture.graph, capture.replay (timing and its guard),
-capture.state, capture.check, capture.export, capture.attribution (the scope tree).
+capture.state, capture.check, capture.export, capture.attribution (the scope tree),
+capture.record (a reduce-overhead step's calls).
 """

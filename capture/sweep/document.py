@@ -99,7 +99,7 @@ class SizeRow:
         leak: tuple[int, int],
         check: CheckResult | None,
     ) -> SizeRow:
-        mem = counted.memory.pool
+        mem = counted.memory.pool if counted.memory is not None else None  # recorded: none
         return cls(
             batch=batch,
             nodes=counted.export.total,
@@ -110,8 +110,8 @@ class SizeRow:
             replay_lo=lo,
             replay_hi=hi,
             trials=tuple(trials),
-            reserved=mem.reserved,
-            allocated=mem.allocated,
+            reserved=None if mem is None else mem.reserved,
+            allocated=None if mem is None else mem.allocated,
             leak=leak[0],
             leak_device=leak[1],
             check=None if check is None else check.status,

@@ -23,6 +23,14 @@ compiled step is compiled anew at each size: Dynamo's recompile limit (8 by defa
 it runs the code eagerly, silently) is raised for the sweep to cover them and restored
 after (recorded in the document's options).
 
+A step compiled with mode="reduce-overhead" captures its own graphs (Inductor's
+cudagraph trees) into the one pool Inductor keeps for every tree of the device, so there
+are no own pools and no second capture: each size is counted by recording its graphs
+(capture/record/steps.py), the pool read after each size is recorded (the shared rows),
+and its replays are calls of the step, checked to be steady calls (StepCalls: each
+replays the size's graphs and records none). Such a step cannot be checked (`check`
+replays graphs of graph-harness's own).
+
 On the CPU there are no graphs: each size's dispatched operations are counted (as
 `count` does), and time and memory are left out, saying why.
 """
@@ -33,7 +41,7 @@ import gc
 import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -43,6 +51,7 @@ from graph_harness.capture.count import Counted, capture_and_keep, default_devic
 from graph_harness.capture.environment import environment, now
 from graph_harness.capture.graph.memory import pool_memory
 from graph_harness.capture.graph.settings import StepSettings
+from graph_harness.capture.record.steps import RecordedStep, StepCalls
 from graph_harness.capture.replay.guard import Replayer, sync
 from graph_harness.capture.replay.timing import time_replays_us
 from graph_harness.capture.state.steps import StateWatch, require_repeatable, start_of
@@ -105,6 +114,8 @@ class _Size:
     watch: TimedWatch
     capture_s: float
     check: CheckResult | None = None
+    calls: StepCalls | None = None  # a step that captures its own graphs: its calls
+    shared: dict[str, int] | None = None  # and Inductor's one pool, read after it
 
 
 def sweep_step(
@@ -164,19 +175,28 @@ def sweep_step(
     with _recompiles(len(sizes)) as limit:
         options.update(limit)
         own = _own_pools(make, sizes, name, module_of, warmup, check_steps, gate, say, stream, tell)
+        recorded = own[0].calls is not None
         say(f"timing {len(own)} sizes, trials interleaved")
-        times = _timed(own, settings)
-        leaks = {s.batch: _leak(s, settings) for s in own}
+        with _steady(own):
+            times = _timed(own, settings)
+            leaks = {s.batch: _leak(s, settings) for s in own}
         rows = [_row(s, times[size_name(s.batch)], leaks[s.batch]) for s in own]
         exports = _by_size({s.batch: s.counted.export for s in own})
         checks = {size_name(s.batch): s.check for s in own if s.check is not None}
-        scopes = {size_name(s.batch): s.counted.memory.by_scope for s in own}
-        steps = [(s.batch, s.step) for s in own]  # largest first
-        del own  # the own-pool graphs, and their pools back to the driver
-        gc.collect()
-        torch.cuda.empty_cache()
-        shared = _shared_pool(steps, name, warmup, say, stream)
-        del steps
+        if recorded:  # its own graphs: Inductor's one pool, read as each size was recorded
+            options["cudagraphs"] = "inductor"
+            shared = [s.shared for s in own]
+            for before, row in zip([None, *shared], shared):
+                row["adds"] = row["total_reserved"] - (before["total_reserved"] if before else 0)
+            scopes = None
+        else:
+            scopes = {size_name(s.batch): s.counted.memory.by_scope for s in own}
+            steps = [(s.batch, s.step) for s in own]  # largest first
+            del own  # the own-pool graphs, and their pools back to the driver
+            gc.collect()
+            torch.cuda.empty_cache()
+            shared = _shared_pool(steps, name, warmup, say, stream)
+            del steps
     return SweepResult(
         rows=sorted(rows, key=lambda r: r.batch),
         exports=exports,
@@ -257,8 +277,12 @@ def _own_pools(
             graph_pool=torch.cuda.graph_pool_handle() if cuda else None,
             memory=cuda,
             stream=stream,
+            own_graphs=check_steps is None,  # a check replays graphs of ours only
         )
         size = _Size(b, step, counted, watch, time.perf_counter() - t0)
+        if counted.recorded is not None:  # Inductor's graphs, in Inductor's one pool
+            size.calls = StepCalls(step, counted.recorded)
+            size.shared = _tree_pool(counted.recorded, b)
         tell(watch, f"{name} batch {b}")
         if cuda:  # replays follow: a step they would run past its end is refused now
             require_repeatable(watch.repeatability, f"{name} batch {b}")
@@ -277,9 +301,39 @@ def _own_pools(
     return out
 
 
+def _tree_pool(recorded: RecordedStep, batch: int) -> dict[str, int]:
+    """The pool of a step's recorded graphs (Inductor keeps one for every graph of a
+    device's cudagraph trees, every size's), read now: a shared-pool row, `adds` filled
+    in by the caller."""
+    mem = [pool_memory(p) for p in {g.pool for g in recorded.graphs if g.pool is not None}]
+    return dict(
+        batch=batch,
+        total_reserved=sum(m.reserved for m in mem),
+        adds=0,
+        total_allocated=sum(m.allocated for m in mem),
+    )
+
+
+def _pool_reserved(s: _Size) -> int:
+    if s.calls is not None:
+        return _tree_pool(s.calls.recorded, s.batch)["total_reserved"]
+    return pool_memory(s.counted.captured.graph.pool()).reserved
+
+
+@contextmanager
+def _steady(own: list[_Size]) -> Iterator[None]:
+    """The replays in this block, of a step that captures its own graphs, checked to be
+    its steady calls (capture/record/steps.py StepCalls.steady)."""
+    with ExitStack() as stack:
+        for s in own:
+            if s.calls is not None:
+                stack.enter_context(s.calls.steady(f"the sweep's replays of batch {s.batch}"))
+        yield
+
+
 def _replayer(s: _Size) -> Replayer:
     return Replayer(
-        s.counted.captured.graph,
+        s.calls if s.calls is not None else s.counted.captured.graph,
         f"batch {s.batch}",
         reset=start_of(s.step),
         repeatability=s.watch.repeatability,
@@ -304,7 +358,7 @@ def _leak(s: _Size, settings: SweepSettings) -> tuple[int, int]:
     r = _replayer(s)
     with r.window("the leak check's first replay"):
         r.replay(1)
-    first = pool_memory(s.counted.captured.graph.pool()).reserved
+    first = _pool_reserved(s)
     device_first = torch.cuda.memory_allocated()
     done = 0
     while done < settings.leak_replays:  # in runs from the reset, as the timing replays
@@ -313,7 +367,7 @@ def _leak(s: _Size, settings: SweepSettings) -> tuple[int, int]:
             r.replay(n)
         done += n
     r.finish()
-    pool = pool_memory(s.counted.captured.graph.pool()).reserved - first
+    pool = _pool_reserved(s) - first
     return pool, torch.cuda.memory_allocated() - device_first
 
 

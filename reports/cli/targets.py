@@ -16,6 +16,7 @@ from graph_harness.reports.text import printable
 if TYPE_CHECKING:
     from graph_harness.capture.export.nodes import NodeExport
     from graph_harness.capture.graph.capture import Captured
+    from graph_harness.capture.record.steps import RecordedStep
     from graph_harness.capture.state.steps import StateWatch
     from graph_harness.reports.cli.target import Target
 
@@ -50,6 +51,7 @@ class CapturedTarget:
     captured: Captured | None  # the kept graph; None on the CPU
     target: Target  # the loaded target, whose step's buffers the graph replays: keep it
     watch: StateWatch  # the StateWatch of its warm-ups: `watch.repeatability`
+    recorded: RecordedStep | None = None  # a step that captures its own graphs: them
 
 
 def load_targets(specs: list[str], io: IO, *, own_graphs: bool = False) -> list:
@@ -134,14 +136,9 @@ def capture_target(
             f" nodes), settled after {r.calls} calls past the warm-ups"
             + (f"; {len(others)} more captured on the way, not replayed" if others else "")
         )
-    return CapturedTarget(export=export, captured=captured, target=target, watch=sw)
-
-
-def own_graphs(targets) -> bool:
-    """Whether any loaded target's step captures its own graphs (reduce-overhead)."""
-    from graph_harness.capture.graph.compiled import find_compiled
-
-    return any(c.cudagraphs for t in targets for c in find_compiled(t.step))
+    return CapturedTarget(
+        export=export, captured=captured, target=target, watch=sw, recorded=kept.recorded
+    )
 
 
 def check_target(got, steps: int):
@@ -211,13 +208,17 @@ def profile_targets(
     targets=None,
 ):
     """Capture each --target's step (its code runs: import, factory, warm-up, capture),
-    keep its graph, and profile them together (the second priced against the first).
+    keep its graph, and profile them together (the second priced against the first). A
+    step compiled with mode="reduce-overhead" is counted by recording its graphs and
+    profiled call by call (capture/record/steps.py StepCalls), unless `check` (which
+    replays graphs of ours only) refuses it.
     A step that does not repeat and has no reset is refused as soon as it is captured,
     before any replay; `check`: each is checked first (check_target, over `check_steps`
     calls), and a check that does not pass stops here. Returns the profile and the checks
     (name -> CheckResult; {} unchecked). `targets`: already loaded (load_targets)."""
     from graph_harness.capture.check.settings import CheckSettings
     from graph_harness.capture.profile.run import profile_steps
+    from graph_harness.capture.record.steps import StepCalls, chained
     from graph_harness.capture.replay.guard import Replayer
     from graph_harness.capture.state.steps import require_repeatable, start_of
     from graph_harness.reports.cli.target import output_names
@@ -225,10 +226,12 @@ def profile_targets(
     names = output_names(specs)
     steps, keep, checks = {}, [], {}
     if targets is None:
-        targets = load_targets(specs, io)  # each checked before any runs
+        targets = load_targets(specs, io, own_graphs=not check)  # each before any runs
     for name, spec, target in zip(names, specs, targets):
         say(f"capturing {spec}")
-        got = capture_target(spec, module_scopes, io, warmup=warmup, target=target)
+        got = capture_target(
+            spec, module_scopes, io, warmup=warmup, target=target, own_graphs=not check
+        )
         rep = got.watch.repeatability
         require_repeatable(rep, spec)
         if got.target.reset is not None:
@@ -240,8 +243,11 @@ def profile_targets(
             say(f"checking {spec}")
             checks[name] = check_target(got, check_steps or CheckSettings().steps)
         start = start_of(got.target.step)  # its reset, then its feed of call 0
-        replayer = Replayer(got.captured.graph, spec, reset=start, repeatability=rep)
-        steps[name] = (got.export, replayer)
+        export, graph = got.export, got.captured and got.captured.graph
+        if got.recorded is not None:  # its own graphs: replayed by calling it
+            export, graph = chained(export, got.recorded), StepCalls(target.step, got.recorded)
+        replayer = Replayer(graph, spec, reset=start, repeatability=rep)
+        steps[name] = (export, replayer)
         keep.append(got.target)  # the step's buffers must outlive its graph
     if checks:
         gate(io, checks)

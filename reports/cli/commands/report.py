@@ -43,7 +43,6 @@ from graph_harness.reports.cli.targets import (
     check_target,
     gate,
     load_targets,
-    own_graphs,
     profile_targets,
     refuse_check_steps,
     refuse_target_only,
@@ -227,15 +226,9 @@ def run_target_report(args, io: IO) -> int:
         banner(io)
         exports, profile, checks = {}, None, {}
         # every target loaded once, before any runs; one that captures its own graphs
-        # (reduce-overhead) is counted by recording them, and nothing is profiled
+        # (reduce-overhead) is counted by recording them and profiled call by call
         targets = load_targets(args.target, io, own_graphs=not args.check)
-        recorded = torch.cuda.is_available() and own_graphs(targets)
-        if recorded:
-            io.note(
-                "a target captures its own graphs (mode='reduce-overhead'): counted by "
-                "recording them; no profile (it replays graph-harness's own capture)"
-            )
-        if torch.cuda.is_available() and not recorded:  # counted from the graphs it profiles
+        if torch.cuda.is_available():  # counted from the graphs it profiles
             from graph_harness.capture.profile.settings import ProfileSettings
 
             profile, checks = profile_targets(

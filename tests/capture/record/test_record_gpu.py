@@ -224,31 +224,6 @@ def test_cli_record_writes_the_recording_and_keeps_the_exit_code(tmp_path):
     assert "never replayed" in r.stdout and "bs=8 piece=0/3" in r.stdout
 
 
-def test_count_and_report_take_a_reduce_overhead_target_and_profile_refuses(tmp_path):
-    spec = f"{EXAMPLES / 'llama_decode.py'}:make_tiny_reduce_overhead_step"
-    gh = [sys.executable, "-m", "graph_harness"]
-    r = subprocess.run(
-        [*gh, "count", "--target", spec, "--module-scopes", "--json"],
-        capture_output=True, text=True, cwd=tmp_path, timeout=300,
-    )  # fmt: skip
-    assert r.returncode == 0, r.stderr
-    export = json.loads(r.stdout)["exports"]["target"]
-    assert export["options"]["cudagraphs"] == "inductor" and export["options"]["graphs"] >= 1
-    assert "captures its own graphs" in r.stderr
-    out = tmp_path / "rep"
-    rep = subprocess.run(
-        [*gh, "report", "--target", spec, "--out", str(out)],
-        capture_output=True, text=True, cwd=tmp_path, timeout=300,
-    )  # fmt: skip
-    assert rep.returncode == 0, rep.stderr
-    (written,) = out.glob("nodes-*.json")
-    assert json.loads(written.read_text())["total_nodes"] == export["total_nodes"]
-    prof = subprocess.run(
-        [*gh, "profile", "--target", spec], capture_output=True, text=True, cwd=tmp_path
-    )
-    assert prof.returncode == 2 and "reduce-overhead" in prof.stderr
-
-
 def _by_scope(export) -> Counter:
     return Counter(tuple(n["scope_path"]) for n in export.nodes)
 
