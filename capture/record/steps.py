@@ -224,3 +224,61 @@ def chained(export: NodeExport, step: RecordedStep) -> NodeExport:
                 n["launch_after"] = list(sinks_before)
         sinks_before = [n["index"] for n in copy if n["index"] not in waited]
     return replace(export, nodes=nodes)
+
+
+SCOPE_KEYS = ("stage", "step", "scope", "scope_path", "fused_modules")
+
+
+@dataclass(frozen=True)
+class Outside:
+    """A step's calls outside module_scopes (outside_scopes): the calls, the export of the
+    graphs they replay, whether those are the counted graphs node for node (`same`: then
+    the export carries the counted scopes), and that in words (`note`)."""
+
+    calls: StepCalls
+    export: NodeExport
+    same: bool
+    note: str
+
+
+def outside_scopes(
+    step: Callable[[], object],
+    scoped: NodeExport,
+    *,
+    start: Callable[[], object] | None = None,
+) -> Outside:
+    """The step's steady calls as the program runs them, outside any module_scopes, for
+    what replays it (a profile, a sweep's timing), after a count under module_scopes
+    (`scoped`, combined_export's).
+
+    Dynamo guards code compiled under module_scopes on its module hooks, so outside them
+    the step compiles again and Inductor records graphs of its own for it: those are what
+    its calls replay. They are recorded here (record_step, from `start`), and where they
+    are the counted graphs node for node (type, kernel, edges), each node takes its
+    counted node's scopes; else they stay unscoped, and the note says why."""
+    got = record_step(step, start=start)
+    export = combined_export(got, workload=scoped.workload, options=dict(scoped.options))
+    export.env = scoped.env
+
+    def shape(e: NodeExport) -> list[tuple]:
+        return [(n["type"], n["kernel"], tuple(n["deps"]), n["parent"]) for n in e.nodes]
+
+    same = shape(export) == shape(scoped)
+    if same:
+        for n, s in zip(export.nodes, scoped.nodes):
+            n.update({k: s[k] for k in SCOPE_KEYS if k in s})
+            n["scope_path"] = list(s["scope_path"])
+        note = (
+            f"outside module_scopes the step compiled again and Inductor recorded "
+            f"{len(got.graphs)} graphs for it, node for node the counted ones: replayed "
+            "as the program runs it, with the counted nodes' modules"
+        )
+    else:
+        export.options["module_depth"] = None
+        note = (
+            f"outside module_scopes the step compiled again and Inductor recorded "
+            f"{len(got.graphs)} graphs for it ({export.total} nodes) that are not the counted "
+            f"ones ({scoped.total} nodes) node for node: replayed as the program runs it, "
+            "its nodes unscoped"
+        )
+    return Outside(StepCalls(step, got), export, same, note)

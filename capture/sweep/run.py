@@ -51,7 +51,7 @@ from graph_harness.capture.count import Counted, capture_and_keep, default_devic
 from graph_harness.capture.environment import environment, now
 from graph_harness.capture.graph.memory import pool_memory
 from graph_harness.capture.graph.settings import StepSettings
-from graph_harness.capture.record.steps import RecordedStep, StepCalls
+from graph_harness.capture.record.steps import RecordedStep, StepCalls, outside_scopes
 from graph_harness.capture.replay.guard import Replayer, sync
 from graph_harness.capture.replay.timing import time_replays_us
 from graph_harness.capture.state.steps import StateWatch, require_repeatable, start_of
@@ -116,6 +116,7 @@ class _Size:
     check: CheckResult | None = None
     calls: StepCalls | None = None  # a step that captures its own graphs: its calls
     shared: dict[str, int] | None = None  # and Inductor's one pool, read after it
+    replayed: str | None = None  # its replays' graphs, where not the counted ones
 
 
 def sweep_step(
@@ -185,6 +186,11 @@ def sweep_step(
         checks = {size_name(s.batch): s.check for s in own if s.check is not None}
         if recorded:  # its own graphs: Inductor's one pool, read as each size was recorded
             options["cudagraphs"] = "inductor"
+            replayed = {size_name(s.batch): s.replayed for s in own if s.replayed}
+            if replayed:  # counted under module scopes, other graphs replayed outside them
+                options["replayed"] = replayed
+                for k, line in replayed.items() if note is not None else ():
+                    note(f"{name} {k}: {line}")
             shared = [s.shared for s in own]
             for before, row in zip([None, *shared], shared):
                 row["adds"] = row["total_reserved"] - (before["total_reserved"] if before else 0)
@@ -282,7 +288,11 @@ def _own_pools(
         size = _Size(b, step, counted, watch, time.perf_counter() - t0)
         if counted.recorded is not None:  # Inductor's graphs, in Inductor's one pool
             size.calls = StepCalls(step, counted.recorded)
-            size.shared = _tree_pool(counted.recorded, b)
+            if module_of is not None:  # outside module scopes, the graphs the program runs
+                say(f"batch {b}: recording outside module scopes")
+                out = outside_scopes(step, counted.export, start=start_of(step))
+                size.calls, size.replayed = out.calls, None if out.same else out.note
+            size.shared = _tree_pool(size.calls.recorded, b)
         tell(watch, f"{name} batch {b}")
         if cuda:  # replays follow: a step they would run past its end is refused now
             require_repeatable(watch.repeatability, f"{name} batch {b}")

@@ -218,7 +218,7 @@ def profile_targets(
     (name -> CheckResult; {} unchecked). `targets`: already loaded (load_targets)."""
     from graph_harness.capture.check.settings import CheckSettings
     from graph_harness.capture.profile.run import profile_steps
-    from graph_harness.capture.record.steps import StepCalls, chained
+    from graph_harness.capture.record.steps import StepCalls, chained, outside_scopes
     from graph_harness.capture.replay.guard import Replayer
     from graph_harness.capture.state.steps import require_repeatable, start_of
     from graph_harness.reports.cli.target import output_names
@@ -245,7 +245,13 @@ def profile_targets(
         start = start_of(got.target.step)  # its reset, then its feed of call 0
         export, graph = got.export, got.captured and got.captured.graph
         if got.recorded is not None:  # its own graphs: replayed by calling it
-            export, graph = chained(export, got.recorded), StepCalls(target.step, got.recorded)
+            graph = StepCalls(target.step, got.recorded)
+            if module_scopes is not False:  # outside them, the graphs the program runs
+                say(f"recording {spec} outside module scopes")
+                out = outside_scopes(target.step, export, start=start)
+                graph, export = out.calls, out.export
+                io.note(f"{spec}: {out.note}")
+            export = chained(export, graph.recorded)
         replayer = Replayer(graph, spec, reset=start, repeatability=rep)
         steps[name] = (export, replayer)
         keep.append(got.target)  # the step's buffers must outlive its graph

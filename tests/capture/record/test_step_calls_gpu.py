@@ -128,6 +128,11 @@ def test_cli_profile_and_report_of_a_reduce_overhead_target(tmp_path):
     (p,) = doc["profiles"].values()
     assert p["matching"]["verified"], p["matching"]
     assert p["export"]["total_nodes"] == counted["total_nodes"]
+    # counted under module scopes; profiled as the program runs it, outside them, where
+    # the step compiles again: the same graphs node for node, carrying the counted modules
+    assert "node for node the counted ones" in prof.stderr, prof.stderr
+    paths = {tuple(n["scope_path"][:2]) for n in p["export"]["nodes"]}
+    assert {("layers", "layers.0"), ("layers", "layers.1")} <= paths, paths
     checked = subprocess.run(
         [*gh, "profile", "--target", SPEC, "--check"],
         capture_output=True, text=True, cwd=tmp_path, timeout=300,
@@ -183,3 +188,23 @@ def test_sweep_of_a_reduce_overhead_step(tmp_path):
     shared = {r["batch"]: r for r in result.shared}
     assert set(shared) == {1, 4} and shared[1]["total_reserved"] >= shared[4]["total_reserved"]
     assert shared[1]["adds"] == shared[1]["total_reserved"] - shared[4]["total_reserved"]
+
+
+def test_cli_sweep_of_a_reduce_overhead_target_by_module(tmp_path):
+    gh = [sys.executable, "-m", "graph_harness"]
+    quick = ["--trials", "3", "--replays", "4", "--leak-replays", "4"]
+    r = subprocess.run(
+        [*gh, "sweep", "--target", SPEC, "--sizes", "1", "2", "--module-scopes", "--json", *quick],
+        capture_output=True, text=True, cwd=tmp_path, timeout=400,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["options"]["cudagraphs"] == "inductor"
+    assert "replayed" not in doc["options"], doc["options"]  # the counted graphs, replayed
+    sizes = {s["batch"]: s for s in doc["sizes"]}
+    assert set(sizes) == {1, 2} and all(s["replay_us"] > 0 for s in sizes.values())
+    assert all(s["reserved"] is None for s in sizes.values())  # no pool of its own
+    assert [row["batch"] for row in doc["shared_pool"]] == [2, 1]
+    for name, export in doc["exports"].items():
+        paths = {tuple(n["scope_path"][:1]) for n in export["nodes"]}
+        assert ("layers",) in paths, (name, paths)
