@@ -290,8 +290,8 @@ def _own_pools(
             size.calls = StepCalls(step, counted.recorded)
             if module_of is not None:  # outside module scopes, the graphs the program runs
                 say(f"batch {b}: recording outside module scopes")
-                out = outside_scopes(step, counted.export, start=start_of(step))
-                size.calls, size.replayed = out.calls, None if out.same else out.note
+                moved = outside_scopes(step, counted.export, start=start_of(step))
+                size.calls, size.replayed = moved.calls, None if moved.same else moved.note
             size.shared = _tree_pool(size.calls.recorded, b)
         tell(watch, f"{name} batch {b}")
         if cuda:  # replays follow: a step they would run past its end is refused now
