@@ -30,6 +30,9 @@
 #     record:  adds bench_record (HF generate recorded against an independent walk, the
 #              llama example with reduce-overhead at three sizes, the engine-like runner,
 #              the recorder's overhead), under record.tgz
+#     stepcalls: adds the llama example compiled with reduce-overhead, profiled call by call
+#              against the same step compiled in the default mode and captured by
+#              graph-harness (a priced pair), and swept at three sizes, under stepcalls.tgz
 #     recompile: adds bench_recompile (the example's compiled step captured under module
 #              scopes three times, beside a plain compile; compiles counted)
 set -u -o pipefail
@@ -68,6 +71,17 @@ case " $* " in *" nosuite "*|*" together "*) ;; *)
     cpu_rc=$?;;
   esac
   echo "suite: gpu rc=$gpu_rc, not-gpu rc=$cpu_rc, $(( $(date +%s) - start )) s" >> "$OUT/env.txt";;
+esac
+case " $* " in *" stepcalls "*)
+  sc=/tmp/stepcalls; mkdir -p $sc; ex=examples/llama_decode.py
+  timeout 240 graph-harness profile --target $ex:make_compiled_step \
+    --target $ex:make_reduce_overhead_step --module-scopes --out $sc/profile \
+    > $sc/profile.txt 2> $sc/profile-stderr.txt
+  echo "stepcalls profile rc=$?" >> "$OUT/env.txt"
+  timeout 240 graph-harness sweep --target $ex:make_reduce_overhead_step --sizes 1 4 16 \
+    --module-scopes --out $sc/sweep > $sc/sweep.txt 2> $sc/sweep-stderr.txt
+  echo "stepcalls sweep rc=$?" >> "$OUT/env.txt"
+  tar czf "$OUT/stepcalls.tgz" -C /tmp stepcalls;;
 esac
 case " $* " in *" seed "*)
   python3 benchmarks/experiments/seed_inductor.py --out "$OUT/seed-inductor.csv" \
