@@ -265,16 +265,23 @@ def attribute_compiled(nodes: list, modules: Any) -> str | None:
     recorded capture's module scopes: capture/scopes/program.py); what was done, in words
     (None: nothing compiled was matched)."""
     from graph_harness.capture.attribution.provenance_match import refine
+    from graph_harness.capture.scopes.provenance_cache import offered
 
     log = _PROVENANCE[0]
-    if log is None or not log.graphs or not nodes:
+    if log is None or not nodes:
+        return None  # no module scopes
+    # compiled in the recording, then compiled before it under module scopes (a count's,
+    # kept: capture/scopes/provenance_cache.py) whose code still runs: a recording that
+    # starts mid-process (record_graphs) replays code compiled before it
+    graphs = [*log.graphs, *offered(None, exclude=log.graphs).graphs]
+    if not graphs:
         return None  # nothing compiled (or no provenance, said once for the process)
     if not modules.names:
         return "enclosing scope (no module was running around the capture to name them)"
-    how = refine(nodes, log.graphs, set(modules.names.values()), set(modules.known))
+    how = refine(nodes, graphs, set(modules.names.values()), set(modules.known))
     matched = how["kernel"] + how["extern"] + how["externs"] + how["edge"]
     if not matched:
-        return f"enclosing scope (none of the {len(log.graphs)} compiled graphs' kernels matched)"
+        return f"enclosing scope (none of the {len(graphs)} compiled graphs' kernels matched)"
     return (
         f"inductor provenance of the program's compiled graphs: {how['kernel']} nodes by "
         f"kernel name, {how['extern'] + how['externs'] + how['edge']} extern-call nodes by "
