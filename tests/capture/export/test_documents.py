@@ -78,7 +78,7 @@ EXPORT_KEYS = (
     "options, total_nodes"
 )
 NODE_KEYS = "index, type, kernel, grid, block, stage, step, deps, parent, programmatic_deps"
-NODE_KEYS += ", fused_modules, graph"
+NODE_KEYS += ", fused_modules, graph, launch_after"
 
 # (case, change to a valid document, exact message). Every one raises ExportError.
 BAD_EXPORTS = [
@@ -187,6 +187,11 @@ BAD_EXPORTS = [
         f"{X}: nodes[1].deps[0]: expected another node's index, got 1",
     ),
     ("deps not a list", edit("nodes.1.deps", 0), f"{X}: nodes[1].deps: expected a list, got 0"),
+    (
+        "launch_after out of range",
+        edit("nodes.1.launch_after", [9]),
+        f"{X}: nodes[1].launch_after[0]: expected an int in [0, 4), got 9",
+    ),
     (
         "programmatic dep out of range",
         edit("nodes.1.programmatic_deps", [9]),
