@@ -213,7 +213,9 @@ def sweep(result, path: Path) -> Path:
         ax_m.plot([r.batch for r in own], [r.reserved / 2**20 for r in own], marker="o",
                   label="own pool")  # fmt: skip
     if result.shared:
-        shared = sorted(result.shared, key=lambda s: s["batch"])
+        shared = sorted(
+            (s for s in result.shared if s["adds"] is not None), key=lambda s: s["batch"]
+        )  # a first size's addition can be unknown (Inductor's pool: capture/sweep/run.py)
         ax_m.plot(
             [s["batch"] for s in shared], [s["adds"] / 2**20 for s in shared],
             marker="s", label="adds to the shared pool (largest first)",

@@ -53,6 +53,14 @@ def sizes_table(result: SweepResult) -> Table:
         t.add_row(*cells)
     if not measured:
         t.caption = result.why_not
+    elif result.options.get("cudagraphs") == "inductor":
+        t.caption = (
+            "each size's own graphs, recorded as Inductor captured them (mode="
+            "'reduce-overhead'); replay: a call of the step, which replays them; pool: none "
+            "of its own (Inductor's one pool, below); leak: what that pool (and the "
+            "device's memory in use) grew by over the leak check's calls from the reset; "
+            "compile: the first warm-up call over the others"
+        )
     else:
         t.caption = (
             "warm-up + capture: as graph-harness captures (its fingerprints, node read and "
@@ -80,8 +88,9 @@ def shared_pool_table(result: SweepResult) -> Table:
         t.caption = (
             f"pool total {mib(total)} MiB; a step compiled with mode='reduce-overhead' "
             "records its graphs into the pool Inductor keeps for every cudagraph tree of "
-            "the device (it holds graphs recorded before the sweep too), so no size has a "
-            "pool of its own"
+            "the device, so no size has a pool of its own; each size adds what its "
+            "recording took (under module scopes, the one outside them), the first size's "
+            "unknown (-: the pool may hold graphs recorded before the sweep)"
         )
         return t
     own = sum(r.reserved or 0 for r in result.rows)

@@ -159,7 +159,8 @@ def split_calls(trace: dict, calls: int, launches: int) -> Calls:
     """A window of `calls` back-to-back calls, each launching `launches` graphs: the device
     activities of each call's graph launches (by the launches' correlation ids, which
     every activity of a graph carries), in start order; the rest counted as outside the
-    graphs. ProfileError where the trace does not name `calls * launches` launches."""
+    graphs (Calls.outside: what ran between the end of one call's graph work and the
+    next's). ProfileError where the trace does not name `calls * launches` launches."""
     if calls < 1 or launches < 1:
         raise ValueError(f"calls and launches must be >= 1, got {calls} and {launches}")
     order = graph_launches(trace)
@@ -173,21 +174,22 @@ def split_calls(trace: dict, calls: int, launches: int) -> Calls:
     launch = {c: i for i, c in enumerate(order)}  # correlation -> its launch
     acts = activities_from_trace(trace)
     out: list[list[Activity]] = [[] for _ in range(calls)]
-    starts = [math.inf] * len(order)
     for a in acts:
         i = launch.get(a.correlation) if a.correlation is not None else None
         if i is not None:
             out[i // launches].append(a)
-            starts[i] = min(starts[i], a.start_us)
-    # what ran outside the graphs goes to the call of the next graph launch to start
-    # (an input copied in, code between partitions); after the last, to the last call
-    firsts = sorted((s, i // launches) for i, s in enumerate(starts) if s < math.inf)
-    at = [s for s, _ in firsts]
+    # What ran outside the graphs, per call: from where the call before's graph work
+    # ended to where this call's ends (the last activity of its graphs to start), so
+    # each call gets one whole cycle (what follows its graphs goes to the next call, what
+    # precedes them is its own); the lead-in call gets what came before it too, and what
+    # ran after the last call's graphs is counted against none.
+    ends = [max((a.start_us for a in call), default=-math.inf) for call in out]
     outside = [0] * calls
     for a in acts:
         if a.correlation is None or a.correlation not in launch:
-            k = bisect.bisect_right(at, a.start_us)
-            outside[firsts[k][1] if k < len(firsts) else calls - 1] += 1
+            k = bisect.bisect_right(ends, a.start_us)
+            if k < calls:
+                outside[k] += 1
     return Calls(out, outside)
 
 
@@ -211,8 +213,8 @@ def record_replays(
         r.replay(warmup)  # the first instantiates: outside the profile
     with r.window(what):
         trace = cupti_trace(lambda: r.replay(replays))
-    launches = getattr(r.graph, "graph_launches", 1)
-    if hasattr(r.graph, "graph_launches"):
+    launches = getattr(r.graph, "graph_launches", None)  # a step's calls
+    if launches is not None:
         calls = split_calls(trace, replays, launches)
         if outside is not None:
             outside += calls.outside

@@ -35,10 +35,11 @@ from graph_harness.capture.text import plural
 Progress = Callable[[str], None] | None  # called with each phase's name as it starts
 
 
-def local_ids(graph: torch.cuda.CUDAGraph, export: NodeExport) -> dict[int, int] | None:
+def local_ids(graph: torch.cuda.CUDAGraph | StepCalls, export: NodeExport) -> dict[int, int] | None:
     """Node index -> the node's tools id (graph id << 32 | local id), read from the kept
-    graph that `export` was read from (same order); None where the driver lacks it."""
-    if isinstance(graph, StepCalls):  # several graphs, by order only
+    graph that `export` was read from (same order); None where the driver lacks it, and
+    for a step's calls (several graphs: matched by order only)."""
+    if is_calls(graph):
         return None
     raw = read_graph(graph.raw_cuda_graph())
     if [r.kind for r in raw] != [n["type"] for n in export.nodes]:
@@ -82,8 +83,9 @@ def profile_window(
 
 def is_calls(graph: object) -> bool:
     """Whether `graph` (or the Replayer's graph) is a step's calls: a step that captures
-    its own graphs, each replay a call of it (capture/record/steps.py StepCalls)."""
-    return isinstance(getattr(graph, "graph", graph), StepCalls)
+    its own graphs, each replay a call of it (capture/record/steps.py StepCalls), which
+    says how many graphs a call launches (what record_replays splits its work by)."""
+    return getattr(getattr(graph, "graph", graph), "graph_launches", None) is not None
 
 
 def profile_graphs(

@@ -271,9 +271,10 @@ def attribute_compiled(nodes: list, modules: Any) -> str | None:
     if log is None or not nodes:
         return None  # no module scopes
     # compiled in the recording, then compiled before it under module scopes (a count's,
-    # kept: capture/scopes/provenance_cache.py) whose code still runs: a recording that
-    # starts mid-process (record_graphs) replays code compiled before it
-    graphs = [*log.graphs, *offered(None, exclude=log.graphs).graphs]
+    # kept: capture/scopes/provenance_cache.py) from the forward of a module of this
+    # capture's model, whose code still runs: a recording that starts mid-process
+    # (record_graphs) replays code compiled before it
+    graphs = [*log.graphs, *offered(_forwards(modules.names), exclude=log.graphs).graphs]
     if not graphs:
         return None  # nothing compiled (or no provenance, said once for the process)
     if not modules.names:
@@ -287,6 +288,21 @@ def attribute_compiled(nodes: list, modules: Any) -> str | None:
         f"kernel name, {how['extern'] + how['externs'] + how['edge']} extern-call nodes by "
         f"position, {how['fused']} fused across modules"
     )
+
+
+def _forwards(modules: Any) -> set:
+    """The code objects of the modules' `forward`s (a decorator's and the function it
+    wraps): the frames Dynamo compiles for a model."""
+    import inspect
+
+    out = set()
+    for cls in {type(m) for m in modules}:
+        fn = getattr(cls, "forward", None)
+        for f in (fn, inspect.unwrap(fn) if callable(fn) else None):
+            code = getattr(f, "__code__", None)
+            if code is not None:
+                out.add(code)
+    return out
 
 
 def process_info() -> dict[str, Any]:

@@ -61,13 +61,17 @@ def record_step(
     warm_up: Callable[[], object] | None = None,
     start: Callable[[], object] | None = None,
     attribute: Callable[[list, Any], str | None] | None = None,
+    known: list[GraphRecord] | None = None,
 ) -> RecordedStep:
     """Run `warm_up` (the step's warm-up calls), then call `call` from `start` (the step's
     reset and first feed, if it has them) until it settles (see the module's notes),
     recording the graphs captured all along (Inductor records a tree node in a warm-up
     call already). `attribute(nodes, module_scopes)`: moves compiled nodes into their
-    modules under an open module_scopes (count.py's)."""
+    modules under an open module_scopes (count.py's). `known`: graphs recorded before,
+    which a call may replay without recording anything (the step's steady graphs then)."""
     sink = _Collect()
+    sink.records.extend(known or [])  # told apart from new ones by position
+    first = len(sink.records)
     saved = settings.configure(attribute=attribute or _none)
     hooks.listen(sink)
     try:
@@ -89,7 +93,7 @@ def record_step(
     finally:
         hooks.unlisten(sink)
         settings.restore(saved)
-    if not sink.records:
+    if len(sink.records) == first:
         raise RecordedStepError(
             f"the step is compiled with mode='reduce-overhead', but Inductor captured no CUDA "
             f"graph in {MAX_SETTLE} calls after its warm-ups: it ran the step without graphs "
@@ -98,7 +102,7 @@ def record_step(
         )
     raise RecordedStepError(
         f"the step compiled with mode='reduce-overhead' was still capturing new graphs after "
-        f"{MAX_SETTLE} calls ({len(sink.records)} captured): each call re-records (inputs "
+        f"{MAX_SETTLE} calls ({len(sink.records) - first} captured): each call re-records (inputs "
         "that move, or a shape that changes every call), so no call is the step's steady state"
     )
 
@@ -166,13 +170,18 @@ class StepCalls:
         self.step()
 
     @contextlib.contextmanager
-    def steady(self, what: str) -> Iterator[StepCalls]:
-        """Calls of the step in this block (`what` names them in the error), each checked to
-        have replayed exactly its graphs and captured none: RecordedStepError at its end
-        where one re-recorded (an input moved, a shape changed) or ran another graph, since
-        then what was measured mixed recording with replay."""
+    def steady(self, where: str) -> Iterator[StepCalls]:
+        """Calls of the step in this block (`where` names them in the error), checked at its
+        end, together: that they recorded no graph, replayed each counted graph as many
+        times as that many steady calls do, and replayed none of the graphs the step
+        recorded on the way (`recorded.others`). RecordedStepError where not (an input
+        moved, a shape changed, a recompile), since then what was measured mixed recording
+        with replay. (Replay counts are summed over the block: a call that replayed a graph
+        twice and one that skipped it would pass; no hook sees calls one by one.) What the
+        block raises itself goes through unchanged, the listener removed."""
         sink = _Collect()
         before = [g.replays for g in self.recorded.graphs]
+        others = [g.replays for g in self.recorded.others]
         calls = self.calls
         hooks.listen(sink)
         try:
@@ -182,19 +191,19 @@ class StepCalls:
         n = self.calls - calls
         times = self.recorded.replays or [1] * len(self.recorded.graphs)
         got = [g.replays - b for g, b in zip(self.recorded.graphs, before)]
-        if sink.records or got != [n * t for t in times]:
-            new = f"captured {len(sink.records)} new graphs" if sink.records else ""
-            moved = (
-                ""
-                if got == [n * t for t in times]
-                else (
+        stray = sum(g.replays - b for g, b in zip(self.recorded.others, others))
+        if sink.records or stray or got != [n * t for t in times]:
+            what = [f"captured {len(sink.records)} new graphs"] if sink.records else []
+            if got != [n * t for t in times]:
+                what.append(
                     f"replayed its graphs {got} times where {n} steady calls replay them "
                     f"{[n * t for t in times]}"
                 )
-            )
+            if stray:
+                what.append(f"replayed graphs it recorded on the way but not counted {stray} times")
             raise RecordedStepError(
                 f"the step compiled with mode='reduce-overhead' left its steady state in "
-                f"{what}: over {n} calls it {' and '.join(x for x in (new, moved) if x)}, so "
+                f"{where}: over {n} calls it {' and '.join(what)}, so "
                 "what was measured mixes recording with replay (each call must see its inputs "
                 "at the same addresses and shapes as the call counted)"
             )
@@ -222,7 +231,8 @@ def chained(export: NodeExport, step: RecordedStep) -> NodeExport:
         for n in copy:
             if not n["deps"] and sinks_before:
                 n["launch_after"] = list(sinks_before)
-        sinks_before = [n["index"] for n in copy if n["index"] not in waited]
+        if copy:  # an empty graph orders nothing: the next waits for the one before it
+            sinks_before = [n["index"] for n in copy if n["index"] not in waited]
     return replace(export, nodes=nodes)
 
 
@@ -244,19 +254,24 @@ class Outside:
 def outside_scopes(
     step: Callable[[], object],
     scoped: NodeExport,
+    counted: RecordedStep,
     *,
     start: Callable[[], object] | None = None,
 ) -> Outside:
     """The step's steady calls as the program runs them, outside any module_scopes, for
     what replays it (a profile, a sweep's timing), after a count under module_scopes
-    (`scoped`, combined_export's).
+    (`scoped`, combined_export's of `counted`).
 
     Dynamo guards code compiled under module_scopes on its module hooks, so outside them
     the step compiles again and Inductor records graphs of its own for it: those are what
-    its calls replay. They are recorded here (record_step, from `start`), and where they
-    are the counted graphs node for node (type, kernel, edges), each node takes its
-    counted node's scopes; else they stay unscoped, and the note says why."""
-    got = record_step(step, start=start)
+    its calls replay. They are recorded here (record_step, from `start`; where the step
+    runs the counted graphs after all, those), and where they are the counted graphs node
+    for node (type, kernel, edges), each node takes its counted node's scopes; else they
+    stay unscoped, and the note says why."""
+    got = record_step(step, start=start, known=[*counted.graphs, *counted.others])
+    if [id(g) for g in got.graphs] == [id(g) for g in counted.graphs]:
+        note = "outside module_scopes the step ran the counted graphs (nothing compiled again)"
+        return Outside(StepCalls(step, got), scoped, True, note)
     export = combined_export(got, workload=scoped.workload, options=dict(scoped.options))
     export.env = scoped.env
 
@@ -278,7 +293,7 @@ def outside_scopes(
         note = (
             f"outside module_scopes the step compiled again and Inductor recorded "
             f"{len(got.graphs)} graphs for it ({export.total} nodes) that are not the counted "
-            f"ones ({scoped.total} nodes) node for node: replayed as the program runs it, "
-            "its nodes unscoped"
+            f"ones ({scoped.total} nodes) node for node: replayed and counted as the program "
+            "runs them, their nodes unscoped"
         )
     return Outside(StepCalls(step, got), export, same, note)

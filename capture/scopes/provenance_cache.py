@@ -156,17 +156,16 @@ class Offered:
     unkept: list[str]  # why some compiles of that code were not kept
 
 
-def offered(codes: set[CodeType] | None, exclude: list | None = None) -> Offered:
-    """The kept graphs of frames in `codes` (None: of every frame) whose cache entries
-    still run, newest first, less `exclude` (graphs already in hand); and the reasons of
-    records not kept."""
+def offered(codes: set[CodeType], exclude: list | None = None) -> Offered:
+    """The kept graphs of frames in `codes` whose cache entries still run, newest first,
+    less `exclude` (graphs already in hand); and the reasons of records not kept."""
     with _lock:
         _kept[:] = [k for k in _kept if k.frame() is not None]
         records = list(_kept)
     skip = {id(g) for g in exclude or ()}
     graphs, unkept = [], []
     for k in reversed(records):
-        if codes is not None and not _belongs(k.frame(), codes):
+        if not _belongs(k.frame(), codes):
             continue
         if k.graph is None:
             unkept.append(k.reason)

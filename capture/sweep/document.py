@@ -238,6 +238,13 @@ class SweepResult:
         if not times:
             raise ValueError(f"padding needs replay times, and this sweep has none: {self.why_not}")
         memory = {r.batch: r.reserved for r in self.rows if r.reserved is not None}
+        if budget is not None and len(memory) < len(self.rows):
+            raise ValueError(
+                "a memory budget weighs each size's own pool, and these sizes have none (a "
+                "step compiled with mode='reduce-overhead' records every size into "
+                "Inductor's one pool): leave out the budget, or sweep the step compiled in "
+                "the default mode"
+            )
         chosen = choose(requests, times, most=most, memory=memory, budget=budget)
         how = [f"at most {most} sizes"] * (most is not None)
         how += [f"own pools within {budget} bytes"] * (budget is not None)

@@ -42,7 +42,7 @@ import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import torch
@@ -187,13 +187,12 @@ def sweep_step(
         if recorded:  # its own graphs: Inductor's one pool, read as each size was recorded
             options["cudagraphs"] = "inductor"
             replayed = {size_name(s.batch): s.replayed for s in own if s.replayed}
-            if replayed:  # counted under module scopes, other graphs replayed outside them
+            if replayed:  # under module scopes, graphs not the counted ones node for node
                 options["replayed"] = replayed
-                for k, line in replayed.items() if note is not None else ():
-                    note(f"{name} {k}: {line}")
+                if note is not None:
+                    for k, line in replayed.items():
+                        note(f"{name} {k}: {line}")
             shared = [s.shared for s in own]
-            for before, row in zip([None, *shared], shared):
-                row["adds"] = row["total_reserved"] - (before["total_reserved"] if before else 0)
             scopes = None
         else:
             scopes = {size_name(s.batch): s.counted.memory.by_scope for s in own}
@@ -269,10 +268,14 @@ def _own_pools(
     gate = gate or _default_gate()
     cuda = stream is not None
     out = []
+    known: set[tuple[int, int]] = set()  # Inductor's pools, a step that records its own
     for b in sorted(sizes, reverse=True):
         say(f"batch {b}: " + ("building and capturing (own pool)" if cuda else "counting"))
         step = make(b)
         watch = TimedWatch(step)
+        # Inductor's pool as it was before this size (known from an earlier size's graphs;
+        # before the first, unknown: graphs recorded before the sweep may be in it)
+        before = _read_pools(known)[0] if known else None
         t0 = time.perf_counter()
         counted = capture_and_keep(
             step,
@@ -290,9 +293,21 @@ def _own_pools(
             size.calls = StepCalls(step, counted.recorded)
             if module_of is not None:  # outside module scopes, the graphs the program runs
                 say(f"batch {b}: recording outside module scopes")
-                moved = outside_scopes(step, counted.export, start=start_of(step))
+                before = _read_pools(_tree_pools(counted.recorded))[0]
+                moved = outside_scopes(step, counted.export, counted.recorded, start=start_of(step))
                 size.calls, size.replayed = moved.calls, None if moved.same else moved.note
-            size.shared = _tree_pool(size.calls.recorded, b)
+                # counted and timed alike: the graphs the program runs, scoped where they
+                # are the counted ones node for node
+                size.counted = replace(counted, export=moved.export, recorded=moved.calls.recorded)
+            pools = _tree_pools(size.calls.recorded)
+            total, in_use = _read_pools(pools)
+            size.shared = dict(
+                batch=b,
+                total_reserved=total,
+                adds=None if before is None else total - before,
+                total_allocated=in_use,
+            )
+            known |= pools
         tell(watch, f"{name} batch {b}")
         if cuda:  # replays follow: a step they would run past its end is refused now
             require_repeatable(watch.repeatability, f"{name} batch {b}")
@@ -311,22 +326,21 @@ def _own_pools(
     return out
 
 
-def _tree_pool(recorded: RecordedStep, batch: int) -> dict[str, int]:
-    """The pool of a step's recorded graphs (Inductor keeps one for every graph of a
-    device's cudagraph trees, every size's), read now: a shared-pool row, `adds` filled
-    in by the caller."""
-    mem = [pool_memory(p) for p in {g.pool for g in recorded.graphs if g.pool is not None}]
-    return dict(
-        batch=batch,
-        total_reserved=sum(m.reserved for m in mem),
-        adds=0,
-        total_allocated=sum(m.allocated for m in mem),
-    )
+def _tree_pools(recorded: RecordedStep) -> set[tuple[int, int]]:
+    """The pools of a step's recorded graphs: Inductor keeps one for every graph of a
+    device's cudagraph trees, every size's."""
+    return {g.pool for g in recorded.graphs if g.pool is not None}
+
+
+def _read_pools(pools: set[tuple[int, int]]) -> tuple[int, int]:
+    """Their bytes now: reserved, and in use."""
+    mem = [pool_memory(p) for p in pools]
+    return sum(m.reserved for m in mem), sum(m.allocated for m in mem)
 
 
 def _pool_reserved(s: _Size) -> int:
     if s.calls is not None:
-        return _tree_pool(s.calls.recorded, s.batch)["total_reserved"]
+        return _read_pools(_tree_pools(s.calls.recorded))[0]
     return pool_memory(s.counted.captured.graph.pool()).reserved
 
 

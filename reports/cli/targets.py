@@ -248,7 +248,7 @@ def profile_targets(
             graph = StepCalls(target.step, got.recorded)
             if module_scopes is not False:  # outside them, the graphs the program runs
                 say(f"recording {spec} outside module scopes")
-                out = outside_scopes(target.step, export, start=start)
+                out = outside_scopes(target.step, export, got.recorded, start=start)
                 graph, export = out.calls, out.export
                 io.note(f"{spec}: {out.note}")
             export = chained(export, graph.recorded)

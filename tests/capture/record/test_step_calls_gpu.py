@@ -68,7 +68,6 @@ def test_a_step_of_two_graphs_profiled_call_by_call():
     assert export_counts(kept.export)[0] == kinds
     export = chained(kept.export, rec)
     calls = StepCalls(step, rec)
-    before = [g.replays for g in rec.graphs]
     result = profile_steps({"two": (export, Replayer(calls, "two"))}, QUICK)
     p = result.profiles["two"]
     assert p.matching["verified"], p.matching
@@ -81,10 +80,7 @@ def test_a_step_of_two_graphs_profiled_call_by_call():
     # the call's time was measured on its own timing, the net figures on the chains
     assert result.round_trials.variant.eq("two").sum() == QUICK.trials
     assert p.excess_basis != "timing"
-    # the calls replayed the recorded graphs, each once a call, and recorded nothing
-    assert calls.calls > sampled and [g.replays for g in rec.graphs] == [
-        b + calls.calls for b in before
-    ]
+    assert calls.calls > sampled  # timed and profiled: steady() held them (above)
 
 
 def test_a_call_that_records_again_is_not_measured():
@@ -192,8 +188,10 @@ def test_sweep_of_a_reduce_overhead_step(tmp_path):
         assert row.nodes == export.total and row.replay_us > 0
         assert row.reserved is None and row.leak == 0, row  # one pool, and it holds
     shared = {r["batch"]: r for r in result.shared}
-    assert set(shared) == {1, 4} and shared[1]["total_reserved"] >= shared[4]["total_reserved"]
-    assert shared[1]["adds"] == shared[1]["total_reserved"] - shared[4]["total_reserved"]
+    assert [r["batch"] for r in result.shared] == [4, 1]  # largest first
+    assert shared[4]["total_reserved"] > 0
+    # before the first size's graphs no pool of Inductor's was known: its addition unknown
+    assert shared[4]["adds"] is None and shared[1]["adds"] is not None
 
 
 def test_cli_sweep_of_a_reduce_overhead_target_by_module(tmp_path):

@@ -118,6 +118,24 @@ def test_a_calls_work_is_split_by_its_graph_launches():
         split_calls(no_runtime, 1, 2)
 
 
+def test_work_after_a_calls_graphs_goes_to_the_next_call_and_the_last_calls_to_none():
+    # one graph, then an eager kernel after it (a sample copied out), every call: each
+    # sampled call gets one cycle's worth; the lead-in call none (nothing came before it)
+    tr = Trace()
+    for _ in range(4):
+        tr.graph(["norm", "mlp"])
+        tr.eager("sample")
+    got = split_calls(tr.doc(), 4, 1)
+    assert got.outside == [0, 1, 1, 1]
+    # and with an input copied in before the graph as well: two per call, one for call 0
+    tr = Trace()
+    for _ in range(4):
+        tr.eager("copy_inputs")
+        tr.graph(["norm", "mlp"])
+        tr.eager("sample")
+    assert split_calls(tr.doc(), 4, 1).outside == [1, 2, 2, 2]
+
+
 def test_chained_orders_the_graphs_without_touching_their_edges_or_count():
     step = two_graphs()
     export = combined_export(step, workload="w", options={})
@@ -135,6 +153,13 @@ def test_chained_orders_the_graphs_without_touching_their_edges_or_count():
     assert [n.get("launch_after") for n in ch2.nodes if "launch_after" in n] == [[2], [2], [5]]
     with pytest.raises(ValueError, match="not combined_export's"):
         chained(export, twice)
+    # an empty graph between two (Inductor's tree keeps one for its pool) orders nothing:
+    # the third waits for the first
+    empty = RecordedStep(
+        graphs=[record(0, FIRST), record(1, []), record(2, SECOND)], replays=[1, 1, 1]
+    )
+    ch3 = chained(combined_export(empty, workload="w", options={}), empty)
+    assert [n.get("launch_after") for n in ch3.nodes] == [None, None, None, [2], None]
 
 
 def test_a_calls_profile_matches_every_node_and_its_gaps_hold_the_eager_code():
@@ -209,5 +234,24 @@ def test_steady_calls_pass_and_a_call_that_records_or_skips_a_graph_does_not():
     recorded = pytest.raises(RecordedStepError, match="in the sweep: over 1 calls it captured 1")
     with recorded, calls.steady("the sweep"):
         calls.replay()
+    # a graph the step recorded on the way and that was not counted, replayed: caught
+    drop["record"] = False
+    thrown = record(5, SECOND)
+    step.others.append(thrown)
+    extra = FakeGraph(thrown)
+    stray = StepCalls(lambda: (call(), extra.replay()), step)
+    with (
+        pytest.raises(RecordedStepError, match="on the way but not counted 2 times"),
+        stray.steady("the timing"),
+    ):
+        stray.replay()
+        stray.replay()
+    # what the calls raise themselves goes through as it is, the listener removed
+
+    def fails():
+        raise KeyError("the step's own")
+
+    with pytest.raises(KeyError, match="the step's own"), StepCalls(fails, step).steady("x") as c:
+        c.replay()
     # the check's listener is gone, whatever the calls did
     assert not any(type(x).__name__ == "_Collect" for x in settings.listeners)

@@ -283,6 +283,30 @@ def test_padding_sections_tables_and_plots_from_a_sweep(tmp_path):
     assert sizes_table(r).row_count == 4 and ladders_tables(r)[0].row_count == 3
 
 
+def test_a_sweep_of_inductors_graphs_has_no_own_pools_to_budget_and_still_renders(tmp_path):
+    from dataclasses import replace
+
+    from graph_harness.reports import plots
+    from graph_harness.reports.sweep_tables import shared_pool_table, sizes_table
+
+    fake = _fake_sweep()
+    rows = [replace(r, reserved=None, allocated=None) for r in fake.rows]
+    shared = [  # largest first; the first size's addition unknown
+        dict(batch=8, total_reserved=16 << 20, adds=None, total_allocated=0),
+        dict(batch=4, total_reserved=24 << 20, adds=8 << 20, total_allocated=0),
+    ]
+    r = replace(fake, rows=rows, shared=shared, options={"cudagraphs": "inductor"})
+    with pytest.raises(ValueError, match="reduce-overhead"):
+        r.with_padding({3: 0.5, 6: 0.5}, "mine", budget=9 << 21)
+    padded = r.with_padding({3: 0.5, 6: 0.5}, "mine", most=2)  # time alone: as before
+    assert padded.padding[0].chosen == (4, 8) and padded.padding[0].ladders[0].memory is None
+    assert "Inductor's one pool" in shared_pool_table(r).title
+    assert "none of its own" in sizes_table(r).caption
+    json.dumps(r.to_dict(), allow_nan=False)
+    plots.sweep(r, tmp_path / "inductor.png")
+    assert (tmp_path / "inductor.png").stat().st_size > 0
+
+
 @pytest.mark.gpu
 def test_sweep_on_a_gpu_times_each_size_and_reads_its_pools(tmp_path):
     spec = f"{REPO / 'examples' / 'llama_decode.py'}:make_tiny_step"
