@@ -2,11 +2,30 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import platform
+import sys
 from datetime import datetime, timezone
 from typing import Any
 
 import torch
+
+
+def triton_version() -> str | None:
+    """Triton's version, without importing it where it is not yet imported: its installed
+    metadata. Importing triton starts its C++ extension (nanobind), which calls back into
+    Python; a Ctrl-C's KeyboardInterrupt raised in such a callback aborts the process
+    (exit -6, a core) instead of stopping it, so nothing imports triton just to name it.
+    None where it is not installed."""
+    mod = sys.modules.get("triton")
+    if mod is not None:
+        return getattr(mod, "__version__", None)
+    for dist in ("triton", "pytorch-triton"):
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
 
 
 def environment(device: torch.device) -> dict[str, Any]:
@@ -15,12 +34,7 @@ def environment(device: torch.device) -> dict[str, Any]:
         "python": platform.python_version(),
         "device": "cpu" if device.type == "cpu" else torch.cuda.get_device_name(device),
     }
-    try:
-        import triton
-
-        env["triton"] = triton.__version__
-    except ImportError:
-        env["triton"] = None
+    env["triton"] = triton_version()
     if device.type == "cuda":
         env["cuda_runtime"] = torch.version.cuda
         try:

@@ -116,13 +116,9 @@ def banner(io: IO) -> None:
     import torch
 
     from graph_harness.capture import default_device
+    from graph_harness.capture.environment import triton_version
 
-    try:
-        import triton
-
-        tv = triton.__version__
-    except ImportError:
-        tv = "absent"
+    tv = triton_version() or "absent"  # not imported for it (capture/environment.py)
     if default_device().type == "cuda":
         where = f"GPU {torch.cuda.get_device_name()} (CUDA {torch.version.cuda})"
         source = "cuda-graph: nodes read from the captured graph"

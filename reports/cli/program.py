@@ -174,11 +174,16 @@ def main(argv: list[str] | None = None) -> int:
                 stream.reconfigure(errors="backslashreplace")
         parser = build_parser()
         args = parser.parse_args(argv)
-        # Every command imports torch (reading an export does). Its import runs C++ that
-        # calls back into Python, and a KeyboardInterrupt raised inside such a callback
-        # aborts the process (pybind11 cannot unwind it: SIGABRT, not 130). Imported here,
-        # while a signal still ends the start-up at once: nothing has been written yet.
+        # Every command imports torch (reading an export does), and counting imports
+        # Triton (graph-harness's kernels). Their imports run C++ that calls back into
+        # Python, and a KeyboardInterrupt raised inside such a callback aborts the process
+        # (pybind11 and nanobind cannot unwind it: SIGABRT, not 130; seen with Triton's
+        # nanobind enums on the CPU suite). Imported here, while a signal still ends the
+        # start-up at once: nothing has been written yet.
         import torch  # noqa: F401
+
+        with contextlib.suppress(ImportError):
+            import triton  # noqa: F401
 
         from graph_harness.capture.results import results_aside
         from graph_harness.reports.cli.console import make_io
