@@ -162,7 +162,7 @@ def per_stage_table(export: NodeExport) -> Table:
 def delta_tables(d, depth: int | None = None) -> list[Table]:
     """Tables of a NodeDelta: by step (a round) or by scope (any other workload: the
     scope tree to `depth`, rows that differ and every top-level one), by type, by kernel
-    (the rows that differ)."""
+    family (graph nodes), by kernel (the rows that differ)."""
     a, b = d.label(d.a), d.label(d.b)
     names = short_names(d.by_kernel.kernel)
     out = []
@@ -184,11 +184,11 @@ def delta_tables(d, depth: int | None = None) -> list[Table]:
             tree,
             ["scope"],
         )
-    for title, df, keys in (
-        first,
-        ("by node type", d.by_type, ["type"]),
-        ("by kernel (rows that differ)", d.by_kernel, ["type", "kernel"]),
-    ):
+    parts = [first, ("by node type", d.by_type, ["type"])]
+    if d.by_family is not None:
+        parts.append(("by kernel family", d.by_family, ["family"]))
+    parts.append(("by kernel (rows that differ)", d.by_kernel, ["type", "kernel"]))
+    for title, df, keys in parts:
         t = Table(title=f"{a} -> {b}: {title}")
         for k in keys:
             t.add_column(k, no_wrap=k == "scope", overflow="fold")

@@ -118,6 +118,10 @@ def target_delta_section(folder: Path, exports: dict[str, NodeExport]) -> list[s
     names = short_names(d.by_kernel.kernel)
     kernels = d.by_kernel.assign(kernel=d.by_kernel.kernel.map(lambda k: names.get(k, k)))
     differ = d.by_scope[(d.by_scope.delta != 0) | (d.by_scope.depth <= 1)]
+    family_lines = []
+    if d.by_family is not None:  # graph nodes (docs/families.md)
+        write_csv(folder / "delta_by_family.csv", d.by_family)
+        family_lines = ["By kernel family (docs/families.md):", "", _md(d.by_family), ""]
     return [
         f"## Delta, {a_name} -> {b_name} (B - A)",
         "",
@@ -131,6 +135,7 @@ def target_delta_section(folder: Path, exports: dict[str, NodeExport]) -> list[s
         "",
         _md(d.by_type),
         "",
+        *family_lines,
         "By kernel (rows that differ):",
         "",
         _md(kernels),

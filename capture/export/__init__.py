@@ -5,8 +5,10 @@ work it counts), reading checked documents back, the delta between two, and DOT.
 - workload.py: what an export says about its work (the round's steps, the unit)
 - documents.py: reading versioned JSON documents, checked field by field; plain JSON values
 - delta.py: node deltas between two exports
+- families.py: kernel families (GEMM libraries, attention, Triton, ATen, NCCL, copies):
+  the rules, a user's in front
 - dot.py: Graphviz DOT of an export
 
-May import: capture.attribution, capture.graph (node kinds), capture.scopes. Never the
+May import: capture.attribution, capture.graph (node kinds, demangled names), capture.scopes. Never the
 built-in round: its knowledge reaches the export's readers through workload.py.
 """

@@ -14,6 +14,7 @@ import pandas as pd
 from graph_harness.capture.attribution.rollup import scope_tree, tree_order
 from graph_harness.capture.errors import UsageError
 from graph_harness.capture.export.documents import frame_records
+from graph_harness.capture.export.families import OTHER, RULES, Rule, families
 from graph_harness.capture.export.nodes import NodeExport
 
 
@@ -30,6 +31,8 @@ class NodeDelta:
     by_step: pd.DataFrame  # step, a, b, delta (per round)
     by_stage_step: pd.DataFrame  # stage, step, a, b, delta (rows that differ)
     by_scope: pd.DataFrame  # depth, scope, a, b, delta: the scope tree, every depth
+    # family, a, b, delta (capture/export/families.py); None for CPU dispatch counts
+    by_family: pd.DataFrame | None = None
 
     @property
     def is_round(self) -> bool:
@@ -83,6 +86,7 @@ class NodeDelta:
             "by_kernel": frame_records(self.by_kernel),
             "by_stage_step": frame_records(self.by_stage_step),
             "by_scope": frame_records(self.by_scope),
+            "by_family": frame_records(self.by_family),
         }
 
     def headline(self) -> str:
@@ -129,8 +133,9 @@ def _side_by_side(a: pd.Series, b: pd.Series, names: list[str]) -> pd.DataFrame:
     return df.reset_index()
 
 
-def node_delta(a: NodeExport, b: NodeExport) -> NodeDelta:
-    """B minus A. Refuses exports of different sources, or rounds of different shapes."""
+def node_delta(a: NodeExport, b: NodeExport, rules: tuple[Rule, ...] = RULES) -> NodeDelta:
+    """B minus A. Refuses exports of different sources, or rounds of different shapes.
+    `rules`: the kernel families' (a user's in front of the built-in ones: read_rules)."""
     if a.source != b.source:
         raise DeltaError(
             f"cannot compare a {a.source} export with a {b.source} one: graph nodes and "
@@ -165,9 +170,27 @@ def node_delta(a: NodeExport, b: NodeExport) -> NodeDelta:
         ["stage", "step"],
     )
     by_stage_step = by_stage_step[by_stage_step.delta != 0].reset_index(drop=True)
+    by_family = _by_family(fa, fb, rules) if a.source == "cuda-graph" else None
     return NodeDelta(
-        a, b, by_type, by_kernel, by_step.reset_index(drop=True), by_stage_step, _by_scope(fa, fb)
+        a,
+        b,
+        by_type,
+        by_kernel,
+        by_step.reset_index(drop=True),
+        by_stage_step,
+        _by_scope(fa, fb),
+        by_family,
     )
+
+
+def _by_family(fa: pd.DataFrame, fb: pd.DataFrame, rules: tuple[Rule, ...]) -> pd.DataFrame:
+    """Nodes by kernel family, side by side, in the rules' order (graph nodes only: a CPU
+    dispatch count names operators, not kernels)."""
+    df = _side_by_side(
+        fa.groupby(families(fa, rules)).size(), fb.groupby(families(fb, rules)).size(), ["family"]
+    )
+    order = {f: i for i, f in enumerate(dict.fromkeys([*(r.family for r in rules), OTHER]))}
+    return df.sort_values("family", key=lambda s: s.map(order)).reset_index(drop=True)
 
 
 def _by_scope(fa: pd.DataFrame, fb: pd.DataFrame) -> pd.DataFrame:

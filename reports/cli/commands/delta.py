@@ -28,8 +28,10 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
         common,
         help="node delta between two exports or variants",
         description="The nodes B has that A has not, and the other way (B - A): in total, per "
-        "scope at every depth (per step of the round), by node type and by kernel. A and B "
-        "are each a variant of the built-in round, counted here, or an export file.",
+        "scope at every depth (per step of the round), by node type, by kernel family "
+        "(GEMM libraries, attention, Triton, ATen, NCCL, copies: docs/families.md) and by "
+        "kernel. A and B are each a variant of the built-in round, counted here, or an "
+        "export file.",
         examples=[
             "graph-harness delta shipped fused",
             "graph-harness delta eager/nodes-target.json compiled/nodes-target.json --csv -",
@@ -51,6 +53,13 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     )
     round_args(d)
     d.add_argument("--csv", help="write the by-kernel delta as CSV here ('-' for stdout)")
+    d.add_argument(
+        "--families",
+        metavar="FILE",
+        help="kernel-family rules of your own, put in front of the built-in ones: a CSV "
+        "with the header `family,pattern` (a regular expression searched in demangled "
+        "kernel names; docs/families.md)",
+    )
     json_arg(d, "the delta")
 
 
@@ -75,6 +84,8 @@ def check_flags(args) -> None:
         if is_export_path(r):
             # a FIFO or folder refused now, never waited on
             check_input(split_ref(r)[0], "export file")
+    if args.families is not None:
+        check_input(args.families, "rules file")
 
 
 def export_for(ref: str, args, io: IO):
@@ -96,12 +107,16 @@ def export_for(ref: str, args, io: IO):
 
 def run(args, io: IO) -> int:
     from graph_harness.capture.export.delta import node_delta
+    from graph_harness.capture.export.families import RULES, read_rules
     from graph_harness.capture.files import write_output
     from graph_harness.reports.tables import delta_tables
 
     check_flags(args)
+    rules = RULES
+    if args.families is not None:  # read (and refused, if it must be) before any count
+        rules = read_rules(args.families)
     banner(io)
-    d = node_delta(export_for(args.a, args, io), export_for(args.b, args, io))
+    d = node_delta(export_for(args.a, args, io), export_for(args.b, args, io), rules)
     if d.scoped_differently:
         io.note(d.scoped_differently)
     if io.json:

@@ -1,0 +1,207 @@
+"""Kernel families: what library or generator a graph node's work comes from, so that two
+engines that name their kernels differently (cuBLAS against nvjet against CUTLASS GEMMs,
+FlashAttention against FlashInfer) are compared by what their nodes do.
+
+One table of rules, read top to bottom, the first that matches a node naming its family:
+a rule matches a node type (memcpy and memset nodes are their own families) or a regular
+expression searched in the kernel's demangled name (capture/graph/reader.py `demangle`).
+Users put rules of their own in front (`read_rules`: a CSV of `family,pattern`), so a
+kernel the built-in rules file under "other", or under the wrong family, is theirs to
+name. `families_table` is the table as documented (docs/families.md).
+
+What a name cannot tell: a Triton kernel a user wrote is named as its function is (only
+Inductor's generated kernels carry `triton_`); a GEMM library's kernel that a vendor
+renames moves to "other" until a rule names it. The rules are a reading of names, not of
+code.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import pandas as pd
+
+from graph_harness.capture.errors import UsageError
+from graph_harness.capture.graph.reader import demangle
+from graph_harness.capture.paths import read_input
+
+OTHER = "other"
+MAX_RULES = 1000  # a user's file: far above any sensible table, below a denial of service
+MAX_PATTERN = 500
+
+
+class FamilyRulesError(UsageError, ValueError):
+    """A rules file that cannot be read as `family,pattern` rows (exit 2)."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    family: str
+    pattern: str  # searched in the demangled kernel name; "" with node_type
+    node_type: str | None = None  # matches every node of this type instead
+    note: str = ""  # what it covers, for the documented table
+    source: str = "built-in"  # or the user's file
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_re", re.compile(self.pattern) if self.pattern else None)
+
+    def matches(self, node_type: str, name: str) -> bool:
+        if self.node_type is not None:
+            return node_type == self.node_type
+        return node_type == "kernel" and self._re.search(name) is not None
+
+
+# In order: the first rule that matches names the family. Specific before general: the
+# attention and GEMM libraries before the generic "gemm" and ATen patterns, Inductor's
+# Triton kernels (whose names say what they fuse: `triton_tem_fused_mm`) before both.
+RULES: tuple[Rule, ...] = (
+    Rule("memcpy", "", "memcpy", "every memcpy node (a copy the driver runs as a kernel too)"),
+    Rule("memset", "", "memset", "every memset node"),
+    Rule("NCCL", r"^nccl|ncclDevKernel|ncclKernel", note="collectives (NCCL)"),
+    Rule(
+        "Triton (Inductor)",
+        r"^triton_",
+        note="Inductor's generated kernels: triton_poi_, triton_per_, triton_red_, triton_tem_",
+    ),
+    Rule(
+        "attention: FlashInfer",
+        r"flashinfer|Batch(Decode|Prefill)With|Single(Decode|Prefill)"
+        r"With|MergeStates",
+        note="FlashInfer's decode, prefill and merge kernels",
+    ),
+    Rule(
+        "attention: FlashAttention",
+        r"flash_fwd|flash_bwd|flash::|FlashAttn|flash_attn|"
+        r"pytorch_flash",
+        note="FlashAttention 2 and 3 (vLLM's and PyTorch's builds)",
+    ),
+    Rule(
+        "attention: SDPA",
+        r"fmha|efficient_attention|mem_efficient|sdpa|cudnn_generated_fort_"
+        r"native_sdpa|_scaled_dot_product",
+        note="PyTorch's memory-efficient and cuDNN attention kernels",
+    ),
+    Rule("GEMM: nvjet", r"^nvjet", note="cuBLAS's nvjet kernels (Hopper and later)"),
+    Rule("GEMM: CUTLASS", r"cutlass", note="CUTLASS kernels (vLLM's, TensorRT-LLM's, ...)"),
+    Rule(
+        "GEMM: cuBLAS",
+        r"gemm|gemv|Gemm|Gemv|cublas|splitKreduce",
+        note="cuBLAS and cuBLASLt (ampere_*gemm_*, sm90_xmma_gemm_*, gemv2T_kernel, split-K "
+        "reductions): the same kernels serve both, so a name cannot tell which launched it",
+    ),
+    Rule(
+        "ATen indexing",
+        r"index_elementwise_kernel|indexSelect|index_select|index_put|index_copy|indexFunc|"
+        r"gather|scatter|embedding|take_kernel|masked_(?:fill|scatter|select)",
+        note="ATen's indexing, gather, scatter and embedding kernels",
+    ),
+    Rule(
+        "ATen elementwise",
+        r"elementwise_kernel|vectorized_elementwise|unrolled_elementwise|"
+        r"at::native::.*(?:fill|copy)_kernel|CatArrayBatchedCopy",
+        note="ATen's elementwise, fill, copy and cat kernels",
+    ),
+    Rule(
+        "ATen reduction",
+        r"reduce_kernel|[Ss]oft[Mm]ax|norm_kernel|layer_norm|rms_norm|"
+        r"cunn_|argmax|argmin|cumsum|scan_kernel|topk|sort",
+        note="ATen's reductions, softmax, norms, scans, top-k and sorts",
+    ),
+)
+
+
+def family_of(node_type: str, kernel: str | None, rules: tuple[Rule, ...] = RULES) -> str:
+    """The family of a node (its type, its kernel's name, mangled or not): the first rule
+    that matches, else "other"."""
+    name = demangle(kernel) if kernel else ""
+    for r in rules:
+        if r.matches(node_type, name):
+            return r.family
+    return OTHER
+
+
+def families(frame: pd.DataFrame, rules: tuple[Rule, ...] = RULES) -> pd.Series:
+    """Each row's family (an export's frame: `type` and `kernel` columns)."""
+    memo: dict[tuple[str, str], str] = {}
+
+    def one(t: str, k: object) -> str:
+        key = (t, k if isinstance(k, str) else "")
+        if key not in memo:
+            memo[key] = family_of(t, key[1], rules)
+        return memo[key]
+
+    return pd.Series(
+        [one(t, k) for t, k in zip(frame["type"], frame["kernel"])],
+        index=frame.index,
+        name="family",
+        dtype=object,
+    )
+
+
+def read_rules(path: str | Path) -> tuple[Rule, ...]:
+    """A user's rules (a CSV with the header `family,pattern`: a Python regular expression
+    searched in demangled kernel names), put in front of the built-in ones. Refused whole,
+    saying where, if any row cannot be read: no rule is ever half taken."""
+    try:
+        text = read_input(path, "rules file").decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise FamilyRulesError(
+            f"{path}: not UTF-8 text (byte {e.start}): a CSV was expected"
+        ) from None
+    return (*parse_rules(text, str(path)), *RULES)
+
+
+def parse_rules(text: str, where: str = "rules") -> tuple[Rule, ...]:
+    rows = list(csv.reader(io.StringIO(text)))
+    if not rows or [c.strip() for c in rows[0]] != ["family", "pattern"]:
+        raise FamilyRulesError(
+            f"{where}: expected a CSV whose first line is the header `family,pattern`, got "
+            f"{(','.join(rows[0]) if rows else 'an empty file')[:80]!r}"
+        )
+    out = []
+    for n, row in enumerate(rows[1:], start=2):
+        if not any(c.strip() for c in row):
+            continue
+        if len(row) != 2:
+            raise FamilyRulesError(
+                f"{where}: line {n}: expected 2 fields (family,pattern), got {len(row)}"
+            )
+        family, pattern = row[0].strip(), row[1]
+        if not family or not pattern:
+            raise FamilyRulesError(f"{where}: line {n}: a family and a pattern, both non-empty")
+        if not family.isprintable() or len(family) > 80:
+            raise FamilyRulesError(
+                f"{where}: line {n}: a family name of printable text, at most 80 characters"
+            )
+        if len(pattern) > MAX_PATTERN:
+            raise FamilyRulesError(
+                f"{where}: line {n}: a pattern of at most {MAX_PATTERN} characters"
+            )
+        try:
+            out.append(Rule(family, pattern, source=where))
+        except re.error as e:
+            raise FamilyRulesError(f"{where}: line {n}: not a regular expression: {e}") from None
+        if len(out) > MAX_RULES:
+            raise FamilyRulesError(f"{where}: more than {MAX_RULES} rules")
+    return tuple(out)
+
+
+@lru_cache(maxsize=1)
+def families_table() -> pd.DataFrame:
+    """The built-in rules in order: family, what it matches, what it covers."""
+    return pd.DataFrame(
+        [
+            dict(
+                order=i + 1,
+                family=r.family,
+                matches=f"every {r.node_type} node" if r.node_type else f"/{r.pattern}/",
+                covers=r.note,
+            )
+            for i, r in enumerate(RULES)
+        ]
+    )
