@@ -9,6 +9,7 @@ work it counts), reading checked documents back, the delta between two, and DOT.
   the rules, a user's in front
 - dot.py: Graphviz DOT of an export
 
-May import: capture.attribution, capture.graph (node kinds, demangled names), capture.scopes. Never the
-built-in round: its knowledge reaches the export's readers through workload.py.
+May import: capture.attribution, capture.graph (node kinds, demangled names),
+capture.scopes. Never the built-in round: its knowledge reaches the export's readers
+through workload.py.
 """
