@@ -33,6 +33,8 @@
 #     stepcalls: adds the llama example compiled with reduce-overhead, profiled call by call
 #              against the same step compiled in the default mode and captured by
 #              graph-harness (a priced pair), and swept at three sizes, under stepcalls.tgz
+#     dot:     benchmarks/experiments/dot_probe.py (real cudaGraphDebugDotPrint dumps of every
+#              node kind under each flag, beside an independent walk), under dot.tgz
 #     recompile: adds bench_recompile (the example's compiled step captured under module
 #              scopes three times, beside a plain compile; compiles counted)
 set -u -o pipefail
@@ -71,6 +73,11 @@ case " $* " in *" nosuite "*|*" together "*) ;; *)
     cpu_rc=$?;;
   esac
   echo "suite: gpu rc=$gpu_rc, not-gpu rc=$cpu_rc, $(( $(date +%s) - start )) s" >> "$OUT/env.txt";;
+esac
+case " $* " in *" dot "*)
+  python3 benchmarks/experiments/dot_probe.py --out /tmp/dot > "$OUT/dot.log" 2>&1
+  echo "dot_probe rc=$?" >> "$OUT/env.txt"
+  tar czf "$OUT/dot.tgz" -C /tmp dot;;
 esac
 case " $* " in *" stepcalls "*)
   sc=/tmp/stepcalls; mkdir -p $sc; ex=examples/llama_decode.py

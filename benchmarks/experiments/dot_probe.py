@@ -1,0 +1,130 @@
+"""Real `cudaGraphDebugDotPrint` dumps for issue 41's DOT reader: one graph of every node
+kind graph-harness counts, dumped under each debug flag alone and all together, beside the
+counts an independent walk of the same graph gives (tests/independent.py). The reader is
+written and tested against these files, not against a guess at the format.
+
+    python benchmarks/experiments/dot_probe.py --out DIR     (needs a GPU and cuda-bindings)
+
+Writes DIR/<graph>-<flags>.dot, DIR/counts.json ({graph: {"kinds": ..., "kernels": ...}})
+and DIR/flags.json (each flag's name and value on this driver).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from tests.independent import walk  # noqa: E402
+
+
+def check(result):
+    err, *rest = result if isinstance(result, tuple) else (result,)
+    if int(err) != 0:
+        raise RuntimeError(f"CUDA error {err}")
+    return rest[0] if len(rest) == 1 else rest
+
+
+def captured(fn) -> torch.cuda.CUDAGraph:
+    """`fn` warmed up on a side stream, then captured into a kept graph."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        fn()
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph(keep_graph=True)
+    with torch.cuda.graph(g):
+        fn()
+    return g
+
+
+def graphs() -> dict[str, int]:
+    """Name -> raw cudaGraph_t of each probe graph (kept alive in KEEP)."""
+    from cuda.bindings import runtime as rt
+
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def grid3(x_ptr):
+        i = tl.program_id(0) + 2 * tl.program_id(1) + 6 * tl.program_id(2)
+        tl.store(x_ptr + i, tl.load(x_ptr + i) + 1.0)
+
+    x = torch.randn(1024, device="cuda")
+    y = torch.empty_like(x)
+    a = torch.randn(64, 64, device="cuda")
+    pinned = torch.randn(1024, pin_memory=True)
+    back = torch.empty(1024, pin_memory=True)
+    ev = torch.cuda.Event(external=True)
+
+    def kernels():  # 1D elementwise, a cuBLAS GEMM, a Triton kernel on a 3D grid
+        x.add_(1.0)
+        torch.mm(a, a)
+        grid3[(2, 3, 4)](x)
+
+    def copies():  # DtoD, HtoD from pinned, DtoH to pinned, a memset
+        y.copy_(x)
+        x.copy_(pinned, non_blocking=True)
+        back.copy_(y, non_blocking=True)
+        stream = torch.cuda.current_stream().cuda_stream
+        check(rt.cudaMemsetAsync(y.data_ptr(), 0, y.numel() * 4, stream))
+
+    def events():  # an external event recorded and waited on
+        x.mul_(2.0)
+        ev.record()
+        torch.cuda.current_stream().wait_event(ev)
+        x.add_(3.0)
+
+    out = {}
+    for name, fn in (("kernels", kernels), ("copies", copies), ("events", events)):
+        g = captured(fn)
+        KEEP.append(g)
+        out[name] = int(g.raw_cuda_graph())
+    # built by hand: the kernels graph as a child twice (a child launched twice runs
+    # twice), an empty node joining them, and a kernel-less parent around them
+    parent = check(rt.cudaGraphCreate(0))
+    c1 = check(rt.cudaGraphAddChildGraphNode(parent, None, 0, out["kernels"]))
+    c2 = check(rt.cudaGraphAddChildGraphNode(parent, None, 0, out["kernels"]))
+    check(rt.cudaGraphAddEmptyNode(parent, [c1, c2], 2))
+    KEEP.append(parent)
+    out["children"] = int(parent)
+    return out
+
+
+KEEP: list = []
+
+
+def main() -> int:
+    from cuda.bindings import runtime as rt
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, required=True)
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    flags = {f.name: int(f.value) for f in rt.cudaGraphDebugDotFlags}
+    (args.out / "flags.json").write_text(json.dumps(flags, indent=1) + "\n")
+    everything = 0
+    for v in flags.values():
+        everything |= v
+    counts = {}
+    for name, raw in graphs().items():
+        kinds, kernels = walk(raw)
+        counts[name] = {"kinds": dict(kinds), "kernels": dict(kernels)}
+        for fname, value in [("none", 0), *flags.items(), ("all", everything)]:
+            path = args.out / f"{name}-{fname}.dot"
+            err = rt.cudaGraphDebugDotPrint(raw, str(path).encode(), value)
+            err = err[0] if isinstance(err, tuple) else err
+            print(f"{name} {fname}: {err} {path.stat().st_size if path.exists() else '-'} B")
+    (args.out / "counts.json").write_text(json.dumps(counts, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
