@@ -47,10 +47,9 @@ def captured(fn) -> torch.cuda.CUDAGraph:
 
 def graphs() -> dict[str, int]:
     """Name -> raw cudaGraph_t of each probe graph (kept alive in KEEP)."""
-    from cuda.bindings import runtime as rt
-
     import triton
     import triton.language as tl
+    from cuda.bindings import runtime as rt
 
     @triton.jit
     def grid3(x_ptr):
