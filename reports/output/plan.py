@@ -110,14 +110,10 @@ def plan_output(out: Path, force: bool) -> Plan:
             f"--out {shown} is {kind}; graph-harness writes a folder there and never "
             "replaces a file: give a new path"
         )
-    try:
-        entries = os.listdir(real)
-    except OSError as e:
-        raise OutputRefused(f"--out {shown}: {os_reason(e)}; give another path") from e
+    entries, foreign, m = _read_folder(real, shown)
     _check_parent(real.parent, shown)
     if not entries:
         return Plan(shown, real, "empty", force)
-    foreign = foreign_entries(real)
     if foreign is None:
         raise OutputRefused(
             f"--out {shown} is a folder graph-harness did not write (it has no {MANIFEST}); "
@@ -131,7 +127,6 @@ def plan_output(out: Path, force: bool) -> Plan:
             "write; move those out or give a new path"
         )
     if not force:
-        m = read_manifest(real)
         raise OutputRefused(
             f"--out {shown} holds an earlier output ({m.command!r}, {m.created}); pass "
             "--force to replace it, or give a new path"
@@ -142,6 +137,39 @@ def plan_output(out: Path, force: bool) -> Plan:
             f"to write in it); make it writable (chmod u+w {shown}) or give a new path"
         )
     return Plan(shown, real, "ours", force)
+
+
+def _read_folder(real: Path, shown: str) -> tuple[list[str], list[str] | None, object]:
+    """The folder at `real`, read through one descriptor: its entries, what its manifest
+    does not list (None: no manifest of ours) and the manifest. Read by path, a run
+    replacing the folder between two reads would pair one folder's manifest with
+    another's files; read through a descriptor of a folder swapped out meanwhile (a run
+    replacing it empties the old one), it would be the one going away: read again, until
+    the folder read is the one at the path."""
+    for _ in range(1000):
+        try:
+            fd = os.open(real, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError as e:
+            raise OutputRefused(f"--out {shown}: {os_reason(e)}; give another path") from e
+        try:
+            entries = os.listdir(fd)
+            foreign = foreign_entries(real, dir_fd=fd) if entries else []
+            m = read_manifest(real, dir_fd=fd) if entries else None
+            there = os.fstat(fd)
+        except OSError as e:
+            raise OutputRefused(f"--out {shown}: {os_reason(e)}; give another path") from e
+        finally:
+            os.close(fd)
+        try:
+            here = os.stat(real, follow_symlinks=True)
+        except OSError:
+            continue  # swapped right now: look again
+        if (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino):
+            return entries, foreign, m
+    raise OutputRefused(
+        f"--out {shown} kept changing while graph-harness read it (other runs replacing it "
+        "all the while); give another path, or try again"
+    )
 
 
 def _check_parent(parent: Path, shown: str) -> None:
