@@ -122,13 +122,21 @@ def nodes_section(folder: Path, exports: dict[str, NodeExport]) -> list[str]:
 def delta_section(folder: Path, exports: dict[str, NodeExport]) -> list[str]:
     lines = ["## Node deltas", ""]
     base = "shipped" if "shipped" in exports else next(iter(exports))
-    rows = []
+    rows, fams = [], []
     for v, e in exports.items():
         if v == base:
             continue
         d = node_delta(exports[base], e)
         lines.append(f"- `{d.headline()}`")
         rows.append(d.by_kernel.assign(a_variant=base, b_variant=v))
+        if d.by_family is not None:  # graph nodes (docs/families.md)
+            fams.append(d.by_family.assign(a_variant=base, b_variant=v))
+    if fams:
+        families = pd.concat(fams)[["a_variant", "b_variant", "family", "a", "b", "delta"]]
+        write_csv(folder / "delta_by_family.csv", families)
+        changed = families[families.delta != 0]
+        lines += ["", "By kernel family (B - A), per round, the families that differ:", ""]
+        lines += [_md(changed), ""]
     if rows:
         kernels = pd.concat(rows)
         write_csv(folder / "delta_by_kernel.csv", kernels)  # full kernel names

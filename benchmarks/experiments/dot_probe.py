@@ -6,7 +6,7 @@ written and tested against these files, not against a guess at the format.
     python benchmarks/experiments/dot_probe.py --out DIR     (needs a GPU and cuda-bindings)
 
 Writes DIR/<graph>-<flags>.dot, DIR/counts.json ({graph: {"kinds": ..., "kernels": ...}})
-and DIR/flags.json (each flag's name and value on this driver).
+and DIR/flags.json (each flag of the bindings' cudaGraphDebugDotFlags: name and value).
 """
 
 from __future__ import annotations
@@ -83,17 +83,27 @@ def graphs() -> dict[str, int]:
 
     out = {}
     for name, fn in (("kernels", kernels), ("copies", copies), ("events", events)):
-        g = captured(fn)
+        try:  # one device run: a graph that fails is said, the others go on
+            g = captured(fn)
+        except Exception as e:
+            print(f"{name}: not captured: {type(e).__name__}: {e}")
+            continue
         KEEP.append(g)
         out[name] = int(g.raw_cuda_graph())
+    if "kernels" not in out:
+        return out
     # built by hand: the kernels graph as a child twice (a child launched twice runs
     # twice), an empty node joining them, and a kernel-less parent around them
-    parent = check(rt.cudaGraphCreate(0))
-    c1 = check(rt.cudaGraphAddChildGraphNode(parent, None, 0, out["kernels"]))
-    c2 = check(rt.cudaGraphAddChildGraphNode(parent, None, 0, out["kernels"]))
-    check(rt.cudaGraphAddEmptyNode(parent, [c1, c2], 2))
-    KEEP.append(parent)
-    out["children"] = int(parent)
+    try:
+        parent = check(rt.cudaGraphCreate(0))
+        child = rt.cudaGraph_t(out["kernels"])
+        c1 = check(rt.cudaGraphAddChildGraphNode(parent, None, 0, child))
+        c2 = check(rt.cudaGraphAddChildGraphNode(parent, None, 0, child))
+        check(rt.cudaGraphAddEmptyNode(parent, [c1, c2], 2))
+        KEEP.append(parent)
+        out["children"] = int(parent)
+    except Exception as e:
+        print(f"children: not built: {type(e).__name__}: {e}")
     return out
 
 
@@ -114,14 +124,21 @@ def main() -> int:
         everything |= v
     counts = {}
     for name, raw in graphs().items():
-        kinds, kernels = walk(raw)
-        counts[name] = {"kinds": dict(kinds), "kernels": dict(kernels)}
+        try:
+            kinds, kernels = walk(raw)
+            counts[name] = {"kinds": dict(kinds), "kernels": dict(kernels)}
+        except Exception as e:
+            counts[name] = {"error": f"{type(e).__name__}: {e}"}
+        # written after each graph: a later failure keeps what was read
+        (args.out / "counts.json").write_text(json.dumps(counts, indent=1) + "\n")
         for fname, value in [("none", 0), *flags.items(), ("all", everything)]:
             path = args.out / f"{name}-{fname}.dot"
-            err = rt.cudaGraphDebugDotPrint(raw, str(path).encode(), value)
+            try:
+                err = rt.cudaGraphDebugDotPrint(rt.cudaGraph_t(raw), str(path).encode(), value)
+            except Exception as e:
+                err = f"{type(e).__name__}: {e}"
             err = err[0] if isinstance(err, tuple) else err
             print(f"{name} {fname}: {err} {path.stat().st_size if path.exists() else '-'} B")
-    (args.out / "counts.json").write_text(json.dumps(counts, indent=1) + "\n")
     return 0
 
 

@@ -33,6 +33,7 @@ from graph_harness.capture.paths import read_input
 OTHER = "other"
 MAX_RULES = 1000  # a user's file: far above any sensible table, below a denial of service
 MAX_PATTERN = 500
+MAX_FILE = 1 << 20  # bytes
 
 
 class FamilyRulesError(UsageError, ValueError):
@@ -70,59 +71,79 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "attention: FlashInfer",
-        r"flashinfer|Batch(Decode|Prefill)With|Single(Decode|Prefill)"
-        r"With|MergeStates",
+        r"flashinfer::.*(?:Decode|Prefill|MergeState|Attention)|Batch(?:Decode|Prefill)With|"
+        r"Single(?:Decode|Prefill)With|MergeStates",
         note="FlashInfer's decode, prefill and merge kernels",
     ),
     Rule(
+        "FlashInfer (other)",
+        r"flashinfer::",
+        note="FlashInfer's norms, activations and sampling",
+    ),
+    Rule(
         "attention: FlashAttention",
-        r"flash_fwd|flash_bwd|flash::|FlashAttn|flash_attn|"
-        r"pytorch_flash",
+        r"flash_fwd|flash_bwd|flash::|FlashAttn|flash_attn|pytorch_flash",
         note="FlashAttention 2 and 3 (vLLM's and PyTorch's builds)",
     ),
     Rule(
         "attention: SDPA",
-        r"fmha|efficient_attention|mem_efficient|sdpa|cudnn_generated_fort_"
-        r"native_sdpa|_scaled_dot_product",
+        r"fmha_cutlass|efficient_attention|mem_efficient|cudnn_generated_fort_native_sdpa|"
+        r"at::native::.*(?:sdp|scaled_dot_product)",
         note="PyTorch's memory-efficient and cuDNN attention kernels",
     ),
+    Rule(
+        "attention: other",
+        r"fmha|[Aa]ttention|paged_attention|mha_",
+        note="other attention kernels (TensorRT-LLM's fmha, vLLM's paged attention, ...)",
+    ),
     Rule("GEMM: nvjet", r"^nvjet", note="cuBLAS's nvjet kernels (Hopper and later)"),
-    Rule("GEMM: CUTLASS", r"cutlass", note="CUTLASS kernels (vLLM's, TensorRT-LLM's, ...)"),
     Rule(
         "GEMM: cuBLAS",
-        r"gemm|gemv|Gemm|Gemv|cublas|splitKreduce",
+        r"^(?:ampere|volta|turing|hopper|sm\d+)_\w*gemm|xmma_gemm|gemv2[NT]_kernel|gemvx|"
+        r"gemmSN|gemmk1|splitKreduce|cublas|cutlass::Kernel2?<cutlass_\d+_|^cutlass_\d+_",
         note="cuBLAS and cuBLASLt (ampere_*gemm_*, sm90_xmma_gemm_*, gemv2T_kernel, split-K "
-        "reductions): the same kernels serve both, so a name cannot tell which launched it",
+        "reductions, the CUTLASS-built kernels it ships): the same kernels serve both, so a "
+        "name cannot tell which launched it",
+    ),
+    Rule("GEMM: CUTLASS", r"cutlass", note="CUTLASS kernels (vLLM's, TensorRT-LLM's, ...)"),
+    Rule("GEMM: other", r"gemm|Gemm|gemv|Gemv", note="other GEMMs (DeepGEMM, Marlin, ...)"),
+    Rule(
+        "sort, scan, top-k",
+        r"[Ss]ort|[Tt]op[Kk]|topk|DeviceScan|[Ss]can_|cumsum",
+        note="sorts, top-k and scans (ATen's and CUB's: a decode step's sampling)",
     ),
     Rule(
         "ATen indexing",
-        r"index_elementwise_kernel|indexSelect|index_select|index_put|index_copy|indexFunc|"
-        r"gather|scatter|embedding|take_kernel|masked_(?:fill|scatter|select)",
+        r"at::native::.*(?:index_elementwise_kernel|indexSelect|index_select|index_put|"
+        r"index_copy|indexFunc|gather|scatter|embedding|take_kernel|masked_(?:fill|scatter|"
+        r"select))",
         note="ATen's indexing, gather, scatter and embedding kernels",
     ),
     Rule(
         "ATen elementwise",
-        r"elementwise_kernel|vectorized_elementwise|unrolled_elementwise|"
-        r"at::native::.*(?:fill|copy)_kernel|CatArrayBatchedCopy",
+        r"at::native::.*(?:elementwise_kernel|fill_kernel|copy_kernel|CatArrayBatchedCopy)",
         note="ATen's elementwise, fill, copy and cat kernels",
     ),
     Rule(
         "ATen reduction",
-        r"reduce_kernel|[Ss]oft[Mm]ax|norm_kernel|layer_norm|rms_norm|"
-        r"cunn_|argmax|argmin|cumsum|scan_kernel|topk|sort",
-        note="ATen's reductions, softmax, norms, scans, top-k and sorts",
+        r"at::native::.*(?:reduce_kernel|[Ss]oft[Mm]ax|norm_kernel|layer_norm|rms_norm|cunn_|"
+        r"argmax|argmin)",
+        note="ATen's reductions, softmax and norms",
     ),
 )
+NOT_A_KERNEL = "the node's type"  # a node of any other type: its type names its family
 
 
 def family_of(node_type: str, kernel: str | None, rules: tuple[Rule, ...] = RULES) -> str:
     """The family of a node (its type, its kernel's name, mangled or not): the first rule
-    that matches, else "other"."""
+    that matches; else, for a kernel, "other", and for a node of another type (an event, an
+    empty or child-graph node, a host function) its type, so that "other" holds only
+    kernels no rule names."""
     name = demangle(kernel) if kernel else ""
     for r in rules:
         if r.matches(node_type, name):
             return r.family
-    return OTHER
+    return OTHER if node_type == "kernel" else node_type
 
 
 def families(frame: pd.DataFrame, rules: tuple[Rule, ...] = RULES) -> pd.Series:
@@ -145,10 +166,16 @@ def families(frame: pd.DataFrame, rules: tuple[Rule, ...] = RULES) -> pd.Series:
 
 def read_rules(path: str | Path) -> tuple[Rule, ...]:
     """A user's rules (a CSV with the header `family,pattern`: a Python regular expression
-    searched in demangled kernel names), put in front of the built-in ones. Refused whole,
-    saying where, if any row cannot be read: no rule is ever half taken."""
+    searched in demangled kernel names, spaces around either field ignored), put in front
+    of the built-in ones. Refused whole, saying where, if any row cannot be read: no rule
+    is ever half taken."""
+    from graph_harness.capture.paths import check_input
+
+    check_input(path, "rules file")
+    if Path(path).stat().st_size > MAX_FILE:
+        raise FamilyRulesError(f"{path}: larger than {MAX_FILE >> 20} MiB: not a rules file")
     try:
-        text = read_input(path, "rules file").decode("utf-8")
+        text = read_input(path, "rules file").decode("utf-8-sig")  # an editor's BOM too
     except UnicodeDecodeError as e:
         raise FamilyRulesError(
             f"{path}: not UTF-8 text (byte {e.start}): a CSV was expected"
@@ -157,38 +184,42 @@ def read_rules(path: str | Path) -> tuple[Rule, ...]:
 
 
 def parse_rules(text: str, where: str = "rules") -> tuple[Rule, ...]:
-    rows = list(csv.reader(io.StringIO(text)))
-    if not rows or [c.strip() for c in rows[0]] != ["family", "pattern"]:
-        raise FamilyRulesError(
-            f"{where}: expected a CSV whose first line is the header `family,pattern`, got "
-            f"{(','.join(rows[0]) if rows else 'an empty file')[:80]!r}"
-        )
+    reader = csv.reader(io.StringIO(text, newline=""))
     out = []
-    for n, row in enumerate(rows[1:], start=2):
-        if not any(c.strip() for c in row):
-            continue
-        if len(row) != 2:
+    try:
+        header = next(reader, None)
+        if header is None or [c.strip() for c in header] != ["family", "pattern"]:
+            got = ",".join(header)[:80] if header else "an empty file"
             raise FamilyRulesError(
-                f"{where}: line {n}: expected 2 fields (family,pattern), got {len(row)}"
+                f"{where}: expected a CSV whose first line is the header `family,pattern`, "
+                f"got {got!r}"
             )
-        family, pattern = row[0].strip(), row[1]
-        if not family or not pattern:
-            raise FamilyRulesError(f"{where}: line {n}: a family and a pattern, both non-empty")
-        if not family.isprintable() or len(family) > 80:
-            raise FamilyRulesError(
-                f"{where}: line {n}: a family name of printable text, at most 80 characters"
-            )
-        if len(pattern) > MAX_PATTERN:
-            raise FamilyRulesError(
-                f"{where}: line {n}: a pattern of at most {MAX_PATTERN} characters"
-            )
-        try:
-            out.append(Rule(family, pattern, source=where))
-        except re.error as e:
-            raise FamilyRulesError(f"{where}: line {n}: not a regular expression: {e}") from None
-        if len(out) > MAX_RULES:
-            raise FamilyRulesError(f"{where}: more than {MAX_RULES} rules")
+        for row in reader:
+            n = reader.line_num
+            if not any(c.strip() for c in row):
+                continue
+            out.append(_rule(row, f"{where}: line {n}", where))
+            if len(out) > MAX_RULES:
+                raise FamilyRulesError(f"{where}: more than {MAX_RULES} rules")
+    except csv.Error as e:
+        raise FamilyRulesError(f"{where}: line {reader.line_num}: not CSV: {e}") from None
     return tuple(out)
+
+
+def _rule(row: list[str], at: str, source: str) -> Rule:
+    if len(row) != 2:
+        raise FamilyRulesError(f"{at}: expected 2 fields (family,pattern), got {len(row)}")
+    family, pattern = row[0].strip(), row[1].strip()
+    if not family or not pattern:
+        raise FamilyRulesError(f"{at}: a family and a pattern, both non-empty")
+    if not family.isprintable() or len(family) > 80:
+        raise FamilyRulesError(f"{at}: a family name of printable text, at most 80 characters")
+    if len(pattern) > MAX_PATTERN:
+        raise FamilyRulesError(f"{at}: a pattern of at most {MAX_PATTERN} characters")
+    try:
+        return Rule(family, pattern, source=source)
+    except (re.error, OverflowError, RecursionError) as e:
+        raise FamilyRulesError(f"{at}: not a regular expression: {e}") from None
 
 
 @lru_cache(maxsize=1)

@@ -153,18 +153,19 @@ def _read_folder(real: Path, shown: str) -> tuple[list[str], list[str] | None, o
             raise OutputRefused(f"--out {shown}: {os_reason(e)}; give another path") from e
         try:
             entries = os.listdir(fd)
-            foreign = foreign_entries(real, dir_fd=fd) if entries else []
             m = read_manifest(real, dir_fd=fd) if entries else None
+            foreign = foreign_entries(real, dir_fd=fd) if entries else []
             there = os.fstat(fd)
+            try:  # while the descriptor holds the folder: its inode cannot be reused
+                here = os.stat(real, follow_symlinks=True)
+            except OSError:
+                continue  # swapped right now: look again
         except OSError as e:
             raise OutputRefused(f"--out {shown}: {os_reason(e)}; give another path") from e
         finally:
             os.close(fd)
-        try:
-            here = os.stat(real, follow_symlinks=True)
-        except OSError:
-            continue  # swapped right now: look again
-        if (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino):
+        same = (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
+        if same and (m is None) == (foreign is None):  # one manifest read, both times
             return entries, foreign, m
     raise OutputRefused(
         f"--out {shown} kept changing while graph-harness read it (other runs replacing it "

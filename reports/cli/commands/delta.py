@@ -85,7 +85,7 @@ def check_flags(args) -> None:
             # a FIFO or folder refused now, never waited on
             check_input(split_ref(r)[0], "export file")
     if args.families is not None:
-        check_input(args.families, "rules file")
+        check_input(args.families, "rules file")  # read, and refused if it must be, in run
 
 
 def export_for(ref: str, args, io: IO):
@@ -119,6 +119,11 @@ def run(args, io: IO) -> int:
     d = node_delta(export_for(args.a, args, io), export_for(args.b, args, io), rules)
     if d.scoped_differently:
         io.note(d.scoped_differently)
+    if args.families is not None and d.by_family is None:
+        io.note(
+            "--families not used: these are CPU dispatch counts, which name operators, not "
+            "kernels (count both on a GPU for a delta by kernel family)"
+        )
     if io.json:
         io.print_json(d.to_dict())
     else:

@@ -33,9 +33,22 @@ BY_FAMILY = {
         "void cublasLt::splitKreduce_kernel<32, 16, int, float, __nv_bfloat16>()",
         "ampere_bf16_s16816gemm_bf16_128x64_ldg8_f2f_stages_64x4_tn",
         "void gemv2T_kernel_val<int, int, float, float, float, 128, 16, 4, 4, false>()",
+        # the CUTLASS-built kernels cuBLAS ships: the same torch.mm may run either
+        "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_32x6_tn>()",
     ],
     "GEMM: CUTLASS": [
-        "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_32x6_tn>()"
+        "void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<int, int>>(Params)"
+    ],
+    "GEMM: other": ["void deep_gemm::sm90_fp8_gemm_1d2d_impl<128u, 1u>(float*)"],
+    "sort, scan, top-k": [
+        "void at_cuda_detail::cub::DeviceRadixSortOnesweepKernel<int, float>()",
+        "void at::native::sbtopk::gatherTopK<float, unsigned int, 2>()",  # not indexing
+        "void at_cuda_detail::cub::DeviceScanKernel<int>()",
+    ],
+    "FlashInfer (other)": ["void flashinfer::norm::RMSNormKernel<8u, __nv_bfloat16>()"],
+    "attention: other": [
+        "void vllm::paged_attention_v2_kernel<__nv_bfloat16, 128, 16>()",
+        "fmha_v2_flash_attention_bf16_64_32_S_qkv_128_sm90_kernel",
     ],
     "attention: FlashAttention": [
         "void flash::flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4>>()",
@@ -61,7 +74,10 @@ BY_FAMILY = {
         "void at::native::(anonymous namespace)::indexSelectSmallIndex<float, long, int, 2>()",
     ],
     "NCCL": ["ncclDevKernel_AllReduce_Sum_bf16_RING_LL"],
-    OTHER: ["_Z8mykernelPf"],
+    OTHER: [
+        "_Z8mykernelPf",
+        "void vllm::rms_norm_kernel<__nv_bfloat16>()",  # not ATen's: no namespace, no rule
+    ],
 }
 NAMES = [(name, family) for family, names in BY_FAMILY.items() for name in names]
 
@@ -73,8 +89,9 @@ def test_each_library_name_reads_to_its_family(name, family):
 
 def test_node_types_and_names_that_say_nothing():
     assert family_of("memcpy", None) == "memcpy" and family_of("memset", None) == "memset"
-    # a kernel-less node of another type, and a kernel named like a library but not one
-    assert family_of("event_record", None) == OTHER
+    # a node that launches no kernel is its type's family: "other" holds unknown kernels only
+    assert family_of("event_record", None) == "event_record"
+    assert family_of("graph", None) == "graph" and family_of("empty", None) == "empty"
     assert family_of("kernel", None) == OTHER
     assert family_of("kernel", "my_triton_kernel") == OTHER  # a user's Triton: its own name
 
@@ -94,11 +111,17 @@ def test_a_users_rules_go_in_front_and_a_bad_file_is_refused_whole(tmp_path):
         "empty pattern": ("family,pattern\na,\n", "line 2: a family and a pattern"),
         "bad regex": ("family,pattern\na,(unclosed\n", "line 2: not a regular expression"),
         "control in name": ('family,pattern\n"a\x1bb",x\n', "printable text"),
+        "huge repeat": ("family,pattern\na,x{99999999999999999999}\n", "not a regular"),
+        "a field past csv's limit": ("family,pattern\na," + "x" * 200_000 + "\n", "not CSV"),
     }
     for case, (text, message) in bad.items():
         with pytest.raises(FamilyRulesError, match=re.escape(message)):
             parse_rules(text, "mine.csv")
         assert case
+    # what editors write: a BOM, CR line ends, spaces after the comma
+    ok = tmp_path / "excel.csv"
+    ok.write_bytes("\ufefffamily,pattern\rmine, ^paged \r".encode())
+    assert family_of("kernel", "paged_x", read_rules(ok)) == "mine"
     binary = tmp_path / "binary.csv"
     binary.write_bytes(b"family,pattern\n\xff\xfe,x\n")
     with pytest.raises(FamilyRulesError, match="not UTF-8"):
