@@ -165,7 +165,8 @@ def _read_folder(real: Path, shown: str) -> tuple[list[str], list[str] | None, o
         finally:
             os.close(fd)
         same = (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
-        if same and (m is None) == (foreign is None):  # one manifest read, both times
+        # one manifest read both times (an empty folder has none, and nothing foreign)
+        if same and (not entries or (m is None) == (foreign is None)):
             return entries, foreign, m
     raise OutputRefused(
         f"--out {shown} kept changing while graph-harness read it (other runs replacing it "
