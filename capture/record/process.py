@@ -274,7 +274,7 @@ def attribute_compiled(nodes: list, modules: Any) -> str | None:
     # kept: capture/scopes/provenance_cache.py) from the forward of a module of this
     # capture's model, whose code still runs: a recording that starts mid-process
     # (record_graphs) replays code compiled before it
-    graphs = [*log.graphs, *offered(_forwards(modules.names), exclude=log.graphs).graphs]
+    graphs = [*log.graphs, *offered(_forwards(_model_of(modules)), exclude=log.graphs).graphs]
     if not graphs:
         return None  # nothing compiled (or no provenance, said once for the process)
     if not modules.names:
@@ -288,6 +288,17 @@ def attribute_compiled(nodes: list, modules: Any) -> str | None:
         f"kernel name, {how['extern'] + how['externs'] + how['edge']} extern-call nodes by "
         f"position, {how['fused']} fused across modules"
     )
+
+
+def _model_of(modules: Any) -> list:
+    """Every module of the capture's model, its root included: `names` leaves the root
+    out (its scope is the enclosing one), yet the root's forward is the frame Dynamo
+    compiles for `torch.compile(model)` (the wrapper's `_orig_mod`, or HF's model under
+    its own generate()); a wrapper's `_orig_mod` stands for it."""
+    root = getattr(modules, "root", None)
+    root = getattr(modules, "module", None) if root is None else root
+    out = [*modules.names, *([root] if root is not None else [])]
+    return [*out, *(m._orig_mod for m in out if getattr(m, "_orig_mod", None) is not None)]
 
 
 def _forwards(modules: Any) -> set:
