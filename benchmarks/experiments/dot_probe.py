@@ -81,8 +81,19 @@ def graphs() -> dict[str, int]:
         torch.cuda.current_stream().wait_event(ev)
         x.add_(3.0)
 
+    def allocs():  # stream-ordered allocation: a mem-alloc and a mem-free node
+        stream = torch.cuda.current_stream().cuda_stream
+        p = check(rt.cudaMallocAsync(4096, stream))
+        check(rt.cudaMemsetAsync(p, 7, 4096, stream))
+        check(rt.cudaFreeAsync(p, stream))
+
     out = {}
-    for name, fn in (("kernels", kernels), ("copies", copies), ("events", events)):
+    for name, fn in (
+        ("kernels", kernels),
+        ("copies", copies),
+        ("events", events),
+        ("allocs", allocs),
+    ):
         try:  # one device run: a graph that fails is said, the others go on
             g = captured(fn)
         except Exception as e:
@@ -104,6 +115,21 @@ def graphs() -> dict[str, int]:
         out["children"] = int(parent)
     except Exception as e:
         print(f"children: not built: {type(e).__name__}: {e}")
+    try:  # a conditional (if) node whose body holds one empty node
+        g = check(rt.cudaGraphCreate(0))
+        h = check(rt.cudaGraphConditionalHandleCreate(g, 1, 1))
+        params = rt.cudaGraphNodeParams()
+        params.type = rt.cudaGraphNodeType.cudaGraphNodeTypeConditional
+        params.conditional.handle = h
+        params.conditional.type = rt.cudaGraphConditionalNodeType.cudaGraphCondTypeIf
+        params.conditional.size = 1
+        check(rt.cudaGraphAddNode(g, None, 0, params))
+        body = params.conditional.phGraph_out[0]
+        check(rt.cudaGraphAddEmptyNode(body, None, 0))
+        KEEP.append(g)
+        out["conditional"] = int(g)
+    except Exception as e:
+        print(f"conditional: not built: {type(e).__name__}: {e}")
     return out
 
 

@@ -1,0 +1,316 @@
+"""The DOT language, read as data: a Graphviz file's nodes, edges and subgraphs with their
+attributes, and record labels (`{KERNEL | {ID | 0 | name}}`) split into their fields.
+
+Nothing is executed or looked up: a file is text, tokenized by one regular expression and
+parsed with an explicit stack (no recursion, so no nesting depth can exhaust Python's),
+its nesting and size bounded. Whatever cannot be read is one `DotSyntaxError` naming the
+line, never a partial result. What the statements mean for a CUDA graph is
+capture/graph/dot_reader.py's.
+
+The subset read is what any DOT writer puts out: `strict`, `graph`/`digraph`, `subgraph`,
+node, edge (`->`, `--`, chains) and attribute statements, quoted, bare and numeral IDs,
+ports (`a:p`), `//`, `/* */` and `#` comments. HTML-like labels (`<...>`) are refused:
+cudaGraphDebugDotPrint never writes one."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from graph_harness.capture.errors import UsageError
+
+MAX_DEPTH = 64  # subgraphs inside subgraphs, and braces inside a record label
+
+
+class DotSyntaxError(UsageError, ValueError):
+    """A file that is not DOT this reader can read; the message names the line."""
+
+
+_TOKEN = re.compile(
+    r"""
+    (?P<space>[ \t\r\n\f\v]+)
+  | (?P<comment>//[^\n]*|/\*.*?\*/|(?<![^\n])\#[^\n]*)
+  | (?P<string>"(?:[^"\\]|\\.)*")
+  | (?P<edge>->|--)
+  | (?P<punct>[{}\[\];,=:+])
+  | (?P<number>-?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?))
+  | (?P<id>[A-Za-z_\x80-\U0010ffff][A-Za-z_0-9\x80-\U0010ffff]*)
+  """,
+    re.VERBOSE | re.DOTALL,
+)
+
+
+@dataclass
+class Token:
+    kind: str  # "string", "id" (numbers too), "edge", or the punctuation itself
+    text: str  # a string's value (its quotes off, \" and line continuations undone)
+    line: int
+
+
+def tokens(text: str) -> list[Token]:
+    out: list[Token] = []
+    pos, line, n = 0, 1, len(text)
+    while pos < n:
+        m = _TOKEN.match(text, pos)
+        if m is None:
+            c = text[pos]
+            if c == '"':
+                raise DotSyntaxError(f"line {line}: a quoted string that never ends")
+            if c == "<":
+                raise DotSyntaxError(
+                    f"line {line}: an HTML-like label (<...>), which cudaGraphDebugDotPrint "
+                    "never writes"
+                )
+            raise DotSyntaxError(f"line {line}: {c!r} is not DOT")
+        kind, got = m.lastgroup, m.group()
+        if kind == "string":
+            value = got[1:-1].replace("\\\r\n", "").replace("\\\n", "").replace('\\"', '"')
+            out.append(Token("string", value, line))
+        elif kind in ("id", "number"):
+            out.append(Token("id", got, line))
+        elif kind == "edge":
+            out.append(Token("edge", got, line))
+        elif kind == "punct":
+            out.append(Token(got, got, line))
+        line += got.count("\n")
+        pos = m.end()
+    return out
+
+
+@dataclass
+class Subgraph:
+    name: str | None  # None: the file's graph itself
+    attrs: dict[str, str] = field(default_factory=dict)  # its graph attributes (label=...)
+    parent: int | None = None  # index of the subgraph around it
+
+
+@dataclass
+class DotGraph:
+    """A DOT file's statements: every node once, in the order first named, with its
+    attributes and the subgraph it was first named in; edges in file order."""
+
+    directed: bool
+    subgraphs: list[Subgraph]
+    nodes: dict[str, dict[str, str]]  # id -> attributes
+    node_line: dict[str, int]  # id -> the line it was first named on
+    node_subgraph: dict[str, int]  # id -> index into subgraphs
+    edges: list[tuple[str, str, dict[str, str]]]
+
+
+def parse(text: str) -> DotGraph:
+    """The statements of one DOT graph. A second graph in the same file is refused (a
+    graph dump holds one)."""
+    toks = tokens(text)
+    i, n = 0, len(toks)
+
+    def peek(k: int = 0) -> Token | None:
+        return toks[i + k] if i + k < n else None
+
+    def fail(msg: str, at: Token | None = None) -> DotSyntaxError:
+        at = at or peek() or (toks[-1] if toks else None)
+        where = f"line {at.line}" if at is not None else "the file"
+        return DotSyntaxError(f"{where}: {msg}")
+
+    def take(kind: str) -> Token:
+        nonlocal i
+        t = peek()
+        if t is None or t.kind != kind:
+            seen = "the end of the file" if t is None else repr(t.text[:40])
+            raise fail(f"expected {kind!r}, found {seen}", t)
+        i += 1
+        return t
+
+    def ident() -> str:
+        nonlocal i
+        t = peek()
+        if t is None or t.kind not in ("id", "string"):
+            seen = "the end of the file" if t is None else repr(t.text[:40])
+            raise fail(f"expected a name, found {seen}", t)
+        i += 1
+        value = t.text
+        while t.kind == "string" and peek() is not None and peek().kind == "+":  # "a" + "b"
+            i += 1
+            t = take("string")
+            value += t.text
+        return value
+
+    def attr_lists() -> dict[str, str]:
+        nonlocal i
+        attrs: dict[str, str] = {}
+        while peek() is not None and peek().kind == "[":
+            i += 1
+            while peek() is not None and peek().kind != "]":
+                key = ident()
+                if peek() is not None and peek().kind == "=":
+                    i += 1
+                    attrs[key] = ident()
+                else:
+                    attrs[key] = "true"
+                if peek() is not None and peek().kind in (",", ";"):
+                    i += 1
+            take("]")
+        return attrs
+
+    def node_id() -> str:
+        nonlocal i
+        name = ident()
+        if peek() is not None and peek().kind == ":":  # a port (and compass point): not ours
+            i += 1
+            ident()
+            if peek() is not None and peek().kind == ":":
+                i += 1
+                ident()
+        return name
+
+    if peek() is not None and peek().kind == "id" and peek().text.lower() == "strict":
+        i += 1
+    head = peek()
+    if head is None or head.kind != "id" or head.text.lower() not in ("graph", "digraph"):
+        raise fail("not a DOT graph: it does not start with `graph` or `digraph`", head)
+    directed = head.text.lower() == "digraph"
+    i += 1
+    if peek() is not None and peek().kind in ("id", "string"):
+        ident()
+    take("{")
+    subgraphs = [Subgraph(None)]
+    nodes: dict[str, dict[str, str]] = {}
+    node_line: dict[str, int] = {}
+    node_subgraph: dict[str, int] = {}
+    edges: list[tuple[str, str, dict[str, str]]] = []
+    stack = [0]  # the open subgraphs, innermost last
+
+    def named(name: str, at: Token) -> None:
+        if name not in nodes:
+            nodes[name] = {}
+            node_line[name] = at.line
+            node_subgraph[name] = stack[-1]
+
+    while stack:
+        t = peek()
+        if t is None:
+            raise fail("the file ends inside a graph (a '}' is missing)")
+        if t.kind == ";":
+            i += 1
+            continue
+        if t.kind == "}":
+            i += 1
+            stack.pop()
+            continue
+        if t.kind == "{" or (t.kind == "id" and t.text.lower() == "subgraph"):
+            name = None
+            if t.kind == "id":
+                i += 1
+                if peek() is not None and peek().kind in ("id", "string"):
+                    name = ident()
+            take("{")
+            if len(stack) >= MAX_DEPTH:
+                raise fail(f"subgraphs nested more than {MAX_DEPTH} deep", t)
+            subgraphs.append(Subgraph(name, parent=stack[-1]))
+            stack.append(len(subgraphs) - 1)
+            continue
+        if t.kind == "id" and t.text.lower() in ("graph", "node", "edge"):
+            i += 1
+            attrs = attr_lists()
+            if t.text.lower() == "graph":
+                subgraphs[stack[-1]].attrs.update(attrs)
+            continue
+        if t.kind not in ("id", "string"):
+            raise fail(f"a statement cannot start with {t.text[:40]!r}", t)
+        first = node_id()
+        if peek() is not None and peek().kind == "=":  # label="graph_1": the subgraph's
+            i += 1
+            subgraphs[stack[-1]].attrs[first] = ident()
+            continue
+        chain = [first]
+        while peek() is not None and peek().kind == "edge":
+            arrow = take("edge")
+            if peek() is not None and peek().kind == "{" or (
+                peek() is not None and peek().kind == "id" and peek().text.lower() == "subgraph"
+            ):
+                raise fail("an edge to a subgraph, which a graph dump never writes", arrow)
+            if (arrow.text == "->") != directed:
+                raise fail(f"{arrow.text!r} in a {'digraph' if directed else 'graph'}", arrow)
+            chain.append(node_id())
+        attrs = attr_lists()
+        for name in chain:
+            named(name, t)
+        if len(chain) == 1:
+            nodes[first].update(attrs)
+        else:
+            edges.extend((a, b, attrs) for a, b in zip(chain, chain[1:]))
+    if peek() is not None:
+        raise fail("more after the graph's closing '}' (one graph per file)")
+    return DotGraph(directed, subgraphs, nodes, node_line, node_subgraph, edges)
+
+
+# A record label: fields split by '|', nested in braces, with the label escapes \{ \} \|
+# \< \> \\ and line breaks \n \l \r (and raw line breaks) read as text.
+_LABEL_ESCAPES = {"n": "\n", "l": "\n", "r": "\n"}
+
+
+def record_fields(label: str) -> list:
+    """A record label's fields as nested lists of stripped strings:
+    `{KERNEL | {ID | 0 | k}}` is `[["KERNEL", ["ID", "0", "k"]]]`. Text outside a record
+    is one field. Unbalanced braces raise DotSyntaxError."""
+    root: list = []
+    stack = [root]
+    grouped = [False]  # per level: its last field was a {group} (no text field after it)
+    buf: list[str] = []
+
+    def end_field() -> None:
+        text = "".join(buf).strip()
+        if text or not grouped[-1]:
+            stack[-1].append(text)
+        buf.clear()
+        grouped[-1] = False
+
+    i, n = 0, len(label)
+    while i < n:
+        c = label[i]
+        if c == "\\" and i + 1 < n:
+            buf.append(_LABEL_ESCAPES.get(label[i + 1], label[i + 1]))
+            i += 2
+            continue
+        if c == "{":
+            if len(stack) > MAX_DEPTH:
+                raise DotSyntaxError(f"a record label nested more than {MAX_DEPTH} deep")
+            if "".join(buf).strip():
+                end_field()
+            buf.clear()
+            group: list = []
+            stack[-1].append(group)
+            stack.append(group)
+            grouped.append(False)
+        elif c == "}":
+            if len(stack) == 1:
+                raise DotSyntaxError("a record label closes a '}' it never opened")
+            end_field()
+            stack.pop()
+            grouped.pop()
+            grouped[-1] = True
+        elif c == "|":
+            end_field()
+        else:
+            buf.append(c)
+        i += 1
+    if len(stack) != 1:
+        raise DotSyntaxError("a record label leaves a '{' open")
+    if "".join(buf).strip() or not root:
+        end_field()
+    return root
+
+
+def leaves(fields: list) -> list[str]:
+    """Every text of a record's fields, in order, empty ones dropped (no recursion)."""
+    out: list[str] = []
+    stack = [iter(fields)]
+    while stack:
+        for f in stack[-1]:
+            if isinstance(f, list):
+                stack.append(iter(f))
+                break
+            if f:
+                out.append(f)
+        else:
+            stack.pop()
+    return out
