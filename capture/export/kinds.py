@@ -157,12 +157,21 @@ def split_ref(ref: str | Path) -> tuple[str | Path, str | None]:
 
 
 def read_export(ref: str | Path) -> NodeExport:
-    """The NodeExport at `ref`: a node export file, or one export of count's output
-    (`PATH#NAME`; the name may be left out when it holds one). ExportError in one line
+    """The NodeExport at `ref`: a node export file, one export of count's output
+    (`PATH#NAME`; the name may be left out when it holds one), or a graph dump (a .dot
+    file cudaGraphDebugDotPrint wrote: capture/export/dump.py). ExportError in one line
     otherwise, naming the file and what to pass."""
+    from graph_harness.capture.export.dump import export_of_dump, is_dump_path
     from graph_harness.capture.export.nodes import NodeExport
 
     path, name = split_ref(ref)
+    if is_dump_path(path):
+        if name is not None:
+            raise ExportError(
+                f"{ref}: #{name} names an export of count's output or of a sweep, and {path} "
+                f"is a graph dump (one graph): drop #{name}"
+            )
+        return export_of_dump(path)
     doc = load_document(path, "export")
     schema = schema_of(doc)
     if schema not in (COUNT, SWEEP):

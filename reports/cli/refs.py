@@ -11,12 +11,13 @@ from graph_harness.reports.cli.console import UsageError
 
 
 def is_export_path(ref: str) -> bool:
-    """The rule for `delta A B`: a path holds a separator or ends in .json; anything else
-    is a variant name (so a file named `shipped` in the current folder is `./shipped`).
+    """The rule for `delta A B`: a path holds a separator or ends in .json (or .dot, .gv:
+    a graph dump); anything else is a variant name (so a file named `shipped` in the
+    current folder is `./shipped`).
     `c.json#fused` is one export of count's output (capture/export/kinds.py)."""
 
     def looks(p: str) -> bool:
-        return p.endswith(".json") or "/" in p or os.sep in p or (os.altsep or "/") in p
+        return p.endswith((".json", ".dot", ".gv")) or "/" in p or os.sep in p or (os.altsep or "/") in p
 
     # the file as named (`c.json#fused` may be a file's whole name), or what comes before a '#'
     return looks(str(split_ref(ref)[0])) or looks(ref.partition("#")[0])

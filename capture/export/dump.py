@@ -1,0 +1,47 @@
+"""A node export of a graph dump (`cudaGraphDebugDotPrint`'s DOT, capture/graph/dot_reader.py):
+what `count`, `delta`, `advise` and `report` take where they take an export, so a graph
+dumped by any program (a C++ engine's, a colleague's file) is counted and compared as a
+capture is. Its nodes have no scopes (a dump names no modules) and no environment."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from graph_harness.capture.attribution.records import nodes_from_graph
+from graph_harness.capture.environment import now
+from graph_harness.capture.export.nodes import NodeExport
+from graph_harness.capture.export.documents import ExportError
+from graph_harness.capture.graph.dot_reader import DotDumpError, read_dump
+from graph_harness.capture.text import printable
+
+DUMP_SUFFIXES = (".dot", ".gv")
+DUMP_WORKLOAD = "dump:"  # an export's workload names the dump it was read from
+
+
+def is_dump_path(path: str | Path) -> bool:
+    """Whether a file is taken as a graph dump: by its name (.dot, .gv)."""
+    return Path(path).suffix.lower() in DUMP_SUFFIXES
+
+
+def export_of_dump(path: str | Path) -> NodeExport:
+    """The export of the graph dumped at `path`; ExportError in one line otherwise."""
+    try:
+        dump = read_dump(path)
+    except DotDumpError as e:
+        raise ExportError(str(e)) from None
+    return NodeExport(
+        source="cuda-graph",
+        workload=DUMP_WORKLOAD + printable(Path(path).name),
+        variant=None,
+        params=None,
+        nodes=nodes_from_graph(dump.nodes, []),
+        created=now(),
+        options={
+            "dump": {
+                "file": printable(str(path)),
+                "launch_geometry": dump.verbose,
+                "graphs": dump.graphs,
+            },
+            "module_depth": None,
+        },
+    )

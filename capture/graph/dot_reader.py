@@ -1,0 +1,256 @@
+"""A CUDA graph read back from the DOT file `cudaGraphDebugDotPrint` writes (torch's
+`CUDAGraph.debug_dump`, TensorRT-LLM's and any C++ engine's dumps): the same `RawNode`s
+capture/graph/reader.py reads from a live graph, so a dump is counted, attributed and
+compared as a capture is.
+
+What a dump holds, as the driver writes it (read from real dumps of every node kind:
+benchmarks/experiments/dot_probe.py):
+- one `subgraph cluster_N` per graph, labelled `graph_N`: the graph itself and each child
+  graph (a child graph node owns its own copy, so a child held twice is two clusters);
+- one node statement per node, `"graph_N_node_K"`, its label a record whose first field
+  is the node's type (`KERNEL`, `MEMCPY`, ...); a kernel's symbol (mangled) follows with
+  its launch geometry, `name<<<grid,block,smem>>>`, in verbose mode;
+- one edge statement per dependency.
+
+Reading executes nothing and trusts nothing: the file is parsed as data
+(capture/graph/dot_syntax.py), every name is text, and whatever does not read as a
+graph dump (a missing cluster, a node of no known type, a child graph that contains
+itself) is one `DotDumpError` naming the file and the line; no partial count is ever
+returned.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from graph_harness.capture.graph.dot_syntax import (
+    DotGraph,
+    DotSyntaxError,
+    leaves,
+    parse,
+    record_fields,
+)
+from graph_harness.capture.graph.reader import RawNode
+from graph_harness.capture.paths import InputPathError, read_input
+
+MAX_NODES = 4_000_000  # nodes after child graphs are expanded: far above any real step
+
+# the dump's name of each node type -> the export's (capture/graph/reader.py's _NODE_KINDS)
+DOT_KINDS = {
+    "KERNEL": "kernel",
+    "MEMCPY": "memcpy",
+    "MEMSET": "memset",
+    "HOST": "host",
+    "CHILD_GRAPH": "graph",
+    "GRAPH": "graph",
+    "EMPTY": "empty",
+    "WAIT_EVENT": "wait_event",
+    "EVENT_WAIT": "wait_event",
+    "EVENT_RECORD": "event_record",
+    "RECORD_EVENT": "event_record",
+    "EXT_SEMAS_SIGNAL": "ext_semaphore_signal",
+    "EXT_SEMAS_WAIT": "ext_semaphore_wait",
+    "MEM_ALLOC": "mem_alloc",
+    "MEM_FREE": "mem_free",
+    "CONDITIONAL": "conditional",
+    "MEMCPY_BATCH": "memcpy_batch",
+    "BATCH_MEMOP": "batch_mem_op",
+}
+
+_GEOMETRY = re.compile(r"^(?P<name>.*?)<<<(?P<geometry>[^<>]*)>>>$", re.S)
+_CLUSTER_LABEL = re.compile(r"^graph_(\d+)$")
+_NODE_ID = re.compile(r"^graph_(\d+)_node_(\d+)$")
+
+
+class DotDumpError(DotSyntaxError):
+    """A file that does not read as a CUDA graph dump; the message names it."""
+
+
+@dataclass(frozen=True)
+class DotDump:
+    """A dump read back: its nodes as a live read gives them (child graphs' after their
+    parent), the flags it was evidently written with, and what it held."""
+
+    nodes: list[RawNode]
+    verbose: bool  # kernel launch geometry was in the dump
+    graphs: int  # clusters (the graph and each child graph)
+
+
+def _geometry(text: str) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    """`{16,10,4},128,0` (grid, block, shared memory; a dimension of one alone) as grid
+    and block."""
+    parts, depth, cur = [], 0, ""
+    for c in text:
+        depth += (c == "{") - (c == "}")
+        if c == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += c
+    parts.append(cur)
+    if len(parts) != 3 or not parts[2].strip().isdigit():
+        raise ValueError(text)
+    return _dims(parts[0]), _dims(parts[1])
+
+
+def _dims(text: str) -> tuple[int, int, int]:
+    """`1`, `{16,10,4}` or `{32,4}` as three dimensions."""
+    parts = [p.strip() for p in text.strip().strip("{}").split(",")]
+    if not 1 <= len(parts) <= 3 or not all(p.isdigit() for p in parts):
+        raise ValueError(text)
+    dims = [int(p) for p in parts] + [1] * (3 - len(parts))
+    return dims[0], dims[1], dims[2]
+
+
+@dataclass
+class _Node:
+    id: str
+    graph: str  # the cluster's graph name, graph_N
+    kind: str
+    kernel: str = ""
+    grid: tuple[int, int, int] | None = None
+    block: tuple[int, int, int] | None = None
+    child: str | None = None  # the graph a child-graph (or conditional) node holds
+
+
+def read_dump(path: str | Path) -> DotDump:
+    """The graph dumped at `path`; DotDumpError (one line, naming the file) otherwise."""
+    try:
+        data = read_input(path, "graph dump")
+    except InputPathError as e:
+        raise DotDumpError(str(e)) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise DotDumpError(
+            f"cannot read graph dump {path}: not UTF-8 text (byte {data[e.start]:#04x} at "
+            f"offset {e.start})"
+        ) from None
+    try:
+        return dump_of(text)
+    except DotSyntaxError as e:
+        raise DotDumpError(f"cannot read graph dump {path}: {e}") from None
+
+
+def dump_of(text: str) -> DotDump:
+    g = parse(text)
+    clusters = _clusters(g)
+    nodes: dict[str, list[_Node]] = {name: [] for name in clusters.values()}
+    for nid, attrs in g.nodes.items():
+        sub = g.node_subgraph[nid]
+        while sub is not None and sub not in clusters:
+            sub = g.subgraphs[sub].parent
+        if sub is None:
+            raise DotSyntaxError(f"line {g.node_line[nid]}: node {nid!r} is in no graph's cluster")
+        nodes[clusters[sub]].append(_node(nid, clusters[sub], attrs, g.node_line[nid]))
+    ids = {n.id for ns in nodes.values() for n in ns}
+    for a, b, _ in g.edges:
+        for end in (a, b):
+            if end not in ids:
+                raise DotSyntaxError(f"an edge names {end!r}, which is no node of a graph")
+    held = [n.child for ns in nodes.values() for n in ns if n.child is not None]
+    for child in held:
+        if child not in nodes:
+            raise DotSyntaxError(f"a child graph node holds {child}, which the dump does not have")
+    roots = [name for name in nodes if name not in held]
+    if len(roots) != 1:
+        which = ", ".join(roots) if roots else "none (every graph is held by another)"
+        raise DotSyntaxError(f"a dump holds one graph with its children; this has roots {which}")
+    deps: dict[str, list[str]] = {}
+    for a, b, _ in g.edges:
+        deps.setdefault(b, []).append(a)
+    out = _expand(roots[0], nodes, deps)
+    verbose = any(n.grid is not None for ns in nodes.values() for n in ns)
+    return DotDump(out, verbose, len(nodes))
+
+
+def _clusters(g: DotGraph) -> dict[int, str]:
+    """Subgraph index -> graph name, for each graph cluster (`label="graph_N"`)."""
+    out: dict[int, str] = {}
+    for i, sub in enumerate(g.subgraphs):
+        label = sub.attrs.get("label", "")
+        if _CLUSTER_LABEL.match(label):
+            if label in out.values():
+                raise DotSyntaxError(f"two clusters are labelled {label}")
+            out[i] = label
+    if not out:
+        raise DotSyntaxError(
+            "no graph cluster (`subgraph cluster_N { label=\"graph_N\" ... }`): not a dump "
+            "cudaGraphDebugDotPrint wrote"
+        )
+    return out
+
+
+def _node(nid: str, graph: str, attrs: dict[str, str], line: int) -> _Node:
+    label = attrs.get("label")
+    if label is None:
+        raise DotSyntaxError(f"line {line}: node {nid!r} has no label (its type)")
+    texts = leaves(record_fields(label))
+    words = [w for t in texts for w in t.split()]
+    kind_word = next((w for w in words if w in DOT_KINDS), None)
+    if kind_word is None:
+        raise DotSyntaxError(
+            f"line {line}: node {nid!r} has no node type this reader knows "
+            f"({', '.join(sorted(DOT_KINDS))}) in its label"
+        )
+    node = _Node(nid, graph, DOT_KINDS[kind_word])
+    if node.kind == "kernel":
+        node.kernel, node.grid, node.block = _kernel(texts, nid, line)
+    elif node.kind in ("graph", "conditional"):
+        held = [t for t in texts if _CLUSTER_LABEL.match(t)]
+        if node.kind == "graph" and len(held) != 1:
+            raise DotSyntaxError(f"line {line}: child graph node {nid!r} names no one graph it holds")
+        node.child = held[0] if held else None
+    return node
+
+
+def _kernel(texts: list[str], nid: str, line: int):
+    for t in texts:
+        m = _GEOMETRY.match(t)
+        if m:
+            try:
+                return (m["name"].strip(), *_geometry(m["geometry"]))
+            except ValueError:
+                raise DotSyntaxError(
+                    f"line {line}: kernel node {nid!r}: launch geometry {t[len(m['name']):]!r} "
+                    "is not <<<grid,block,smem>>>"
+                ) from None
+    # without geometry (a dump without verbose flags): the symbol follows the type
+    names = [t for t in texts[1:] if not re.match(r"^(ID|\d+( \(topoId: \d+\))?)$", t)]
+    if not names:
+        raise DotSyntaxError(f"line {line}: kernel node {nid!r} names no kernel")
+    return names[0].strip(), None, None
+
+
+def _expand(root: str, nodes: dict[str, list[_Node]], deps: dict[str, list[str]]) -> list[RawNode]:
+    """The root graph's nodes, each child-graph node followed by its graph's nodes (a
+    child held twice, twice), without recursion and with the total bounded."""
+    out: list[RawNode] = []
+    handle = iter(range(1, 1 << 62))
+    # each frame: (graph name, position in it, handles of this expansion's nodes, parent, path)
+    stack: list[tuple[str, int, dict[str, int], int | None, tuple[str, ...]]] = [
+        (root, 0, {}, None, (root,))
+    ]
+    while stack:
+        name, pos, handles, parent, path = stack.pop()
+        members = nodes[name]
+        if pos == 0:
+            for n in members:
+                handles[n.id] = next(handle)
+        while pos < len(members):
+            n = members[pos]
+            pos += 1
+            rec = RawNode(handles[n.id], n.kind, n.kernel, n.grid, n.block, parent=parent)
+            rec.deps = [handles[d] for d in deps.get(n.id, ()) if d in handles]
+            out.append(rec)
+            if len(out) > MAX_NODES:
+                raise DotSyntaxError(f"its child graphs expand past {MAX_NODES:,} nodes")
+            if n.kind == "graph" and n.child is not None:
+                if n.child in path:
+                    raise DotSyntaxError(f"{n.child} holds itself through its child graphs")
+                stack.append((name, pos, handles, parent, path))
+                stack.append((n.child, 0, {}, rec.handle, (*path, n.child)))
+                break
+    return out
