@@ -13,7 +13,10 @@ from graph_harness.reports.kernel_names import short_names
 
 def source_note(export: NodeExport) -> str:
     if export.source == "cuda-graph":
-        return f"CUDA graph nodes on {export.env.get('device')}"
+        if "dump" in export.options:
+            return "CUDA graph nodes read from a graph dump"
+        device = export.env.get("device")
+        return f"CUDA graph nodes on {device}" if device else "CUDA graph nodes"
     return "CPU dispatch count (no GPU: ATen ops + Triton launches, not graph nodes)"
 
 
@@ -141,6 +144,23 @@ def per_kernel_table(export: NodeExport, *, top: int = 30) -> Table:
     if len(grouped) > top:
         rest = grouped.iloc[top:]
         t.add_row("", f"... {len(rest)} more kernels", str(int(rest.nodes.sum())), "")
+    return t
+
+
+def per_family_table(export: NodeExport, rules=None) -> Table:
+    """Nodes by kernel family (capture/export/families.py; docs/families.md): what a
+    graph with no scopes (a dump) is best read by."""
+    from graph_harness.capture.export.families import RULES, families
+
+    df = export.frame()
+    per = families(df, rules or RULES).value_counts()
+    total = int(per.sum())
+    t = Table(title=f"{export.name}: nodes by kernel family")
+    t.add_column("family", no_wrap=True)
+    t.add_column("nodes", justify="right", no_wrap=True)
+    t.add_column("share", justify="right", no_wrap=True)
+    for fam, n in per.items():
+        t.add_row(str(fam), str(int(n)), f"{100 * n / total:.1f}%")
     return t
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from graph_harness.capture.attribution.records import nodes_from_graph
 from graph_harness.capture.environment import now
-from graph_harness.capture.export.nodes import NodeExport
 from graph_harness.capture.export.documents import ExportError
+from graph_harness.capture.export.nodes import NodeExport
 from graph_harness.capture.graph.dot_reader import DotDumpError, read_dump
 from graph_harness.capture.text import printable
 

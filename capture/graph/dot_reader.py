@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from graph_harness.capture.graph.dot_syntax import (
     DotGraph,
@@ -34,8 +35,9 @@ from graph_harness.capture.graph.dot_syntax import (
 )
 from graph_harness.capture.graph.reader import RawNode
 from graph_harness.capture.paths import InputPathError, read_input
+from graph_harness.capture.text import printable
 
-MAX_NODES = 4_000_000  # nodes after child graphs are expanded: far above any real step
+MAX_NODES = 1_000_000  # nodes after child graphs are expanded: far above any real step
 
 # the dump's name of each node type -> the export's (capture/graph/reader.py's _NODE_KINDS)
 DOT_KINDS = {
@@ -161,6 +163,9 @@ def dump_of(text: str) -> DotDump:
     deps: dict[str, list[str]] = {}
     for a, b, _ in g.edges:
         deps.setdefault(b, []).append(a)
+    total = _expanded_size(roots[0], nodes)
+    if total > MAX_NODES:
+        raise DotSyntaxError(f"its child graphs expand to {total:,} nodes, past {MAX_NODES:,}")
     out = _expand(roots[0], nodes, deps)
     verbose = any(n.grid is not None for ns in nodes.values() for n in ns)
     return DotDump(out, verbose, len(nodes))
@@ -177,7 +182,7 @@ def _clusters(g: DotGraph) -> dict[int, str]:
             out[i] = label
     if not out:
         raise DotSyntaxError(
-            "no graph cluster (`subgraph cluster_N { label=\"graph_N\" ... }`): not a dump "
+            'no graph cluster (`subgraph cluster_N { label="graph_N" ... }`): not a dump '
             "cudaGraphDebugDotPrint wrote"
         )
     return out
@@ -197,16 +202,19 @@ def _node(nid: str, graph: str, attrs: dict[str, str], line: int) -> _Node:
         )
     node = _Node(nid, graph, DOT_KINDS[kind_word])
     if node.kind == "kernel":
-        node.kernel, node.grid, node.block = _kernel(texts, nid, line)
+        name, node.grid, node.block = _kernel(texts, nid, line)
+        node.kernel = printable(name)  # text: a control character is kept as its escape
     elif node.kind in ("graph", "conditional"):
         held = [t for t in texts if _CLUSTER_LABEL.match(t)]
         if node.kind == "graph" and len(held) != 1:
-            raise DotSyntaxError(f"line {line}: child graph node {nid!r} names no one graph it holds")
+            raise DotSyntaxError(
+                f"line {line}: child graph node {nid!r} names no one graph it holds"
+            )
         node.child = held[0] if held else None
     return node
 
 
-def _kernel(texts: list[str], nid: str, line: int):
+def _kernel(texts: list[str], nid: str, line: int) -> tuple[str, Any, Any]:
     for t in texts:
         m = _GEOMETRY.match(t)
         if m:
@@ -214,7 +222,7 @@ def _kernel(texts: list[str], nid: str, line: int):
                 return (m["name"].strip(), *_geometry(m["geometry"]))
             except ValueError:
                 raise DotSyntaxError(
-                    f"line {line}: kernel node {nid!r}: launch geometry {t[len(m['name']):]!r} "
+                    f"line {line}: kernel node {nid!r}: launch geometry {t[len(m['name']) :]!r} "
                     "is not <<<grid,block,smem>>>"
                 ) from None
     # without geometry (a dump without verbose flags): the symbol follows the type
@@ -224,17 +232,44 @@ def _kernel(texts: list[str], nid: str, line: int):
     return names[0].strip(), None, None
 
 
+def _expanded_size(root: str, nodes: dict[str, list[_Node]]) -> int:
+    """The nodes the root expands to, each child graph counted once per node holding it,
+    without recursion; a graph that holds itself is refused."""
+    size: dict[str, int] = {}
+    on_path: set[str] = set()
+    stack: list[tuple[str, bool]] = [(root, False)]
+    while stack:
+        name, done = stack.pop()
+        if done:
+            on_path.discard(name)
+            size[name] = len(nodes[name]) + sum(
+                size[n.child] for n in nodes[name] if n.kind == "graph" and n.child
+            )
+            continue
+        if name in size:
+            continue
+        if name in on_path:
+            raise DotSyntaxError(f"{name} holds itself through its child graphs")
+        on_path.add(name)
+        stack.append((name, True))
+        for n in nodes[name]:
+            if n.kind == "graph" and n.child:
+                if n.child in on_path:
+                    raise DotSyntaxError(f"{n.child} holds itself through its child graphs")
+                if n.child not in size:
+                    stack.append((n.child, False))
+    return size[root]
+
+
 def _expand(root: str, nodes: dict[str, list[_Node]], deps: dict[str, list[str]]) -> list[RawNode]:
     """The root graph's nodes, each child-graph node followed by its graph's nodes (a
     child held twice, twice), without recursion and with the total bounded."""
     out: list[RawNode] = []
     handle = iter(range(1, 1 << 62))
-    # each frame: (graph name, position in it, handles of this expansion's nodes, parent, path)
-    stack: list[tuple[str, int, dict[str, int], int | None, tuple[str, ...]]] = [
-        (root, 0, {}, None, (root,))
-    ]
+    # each frame: (graph name, position in it, handles of this expansion's nodes, parent)
+    stack: list[tuple[str, int, dict[str, int], int | None]] = [(root, 0, {}, None)]
     while stack:
-        name, pos, handles, parent, path = stack.pop()
+        name, pos, handles, parent = stack.pop()
         members = nodes[name]
         if pos == 0:
             for n in members:
@@ -245,12 +280,8 @@ def _expand(root: str, nodes: dict[str, list[_Node]], deps: dict[str, list[str]]
             rec = RawNode(handles[n.id], n.kind, n.kernel, n.grid, n.block, parent=parent)
             rec.deps = [handles[d] for d in deps.get(n.id, ()) if d in handles]
             out.append(rec)
-            if len(out) > MAX_NODES:
-                raise DotSyntaxError(f"its child graphs expand past {MAX_NODES:,} nodes")
             if n.kind == "graph" and n.child is not None:
-                if n.child in path:
-                    raise DotSyntaxError(f"{n.child} holds itself through its child graphs")
-                stack.append((name, pos, handles, parent, path))
-                stack.append((n.child, 0, {}, rec.handle, (*path, n.child)))
+                stack.append((name, pos, handles, parent))
+                stack.append((n.child, 0, {}, rec.handle))
                 break
     return out

@@ -14,6 +14,7 @@ cudaGraphDebugDotPrint never writes one."""
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass, field
 
@@ -224,7 +225,7 @@ def parse(text: str) -> DotGraph:
         chain = [first]
         while peek() is not None and peek().kind == "edge":
             arrow = take("edge")
-            if peek() is not None and peek().kind == "{" or (
+            if (peek() is not None and peek().kind == "{") or (
                 peek() is not None and peek().kind == "id" and peek().text.lower() == "subgraph"
             ):
                 raise fail("an edge to a subgraph, which a graph dump never writes", arrow)
@@ -237,7 +238,7 @@ def parse(text: str) -> DotGraph:
         if len(chain) == 1:
             nodes[first].update(attrs)
         else:
-            edges.extend((a, b, attrs) for a, b in zip(chain, chain[1:]))
+            edges.extend((a, b, attrs) for a, b in itertools.pairwise(chain))
     if peek() is not None:
         raise fail("more after the graph's closing '}' (one graph per file)")
     return DotGraph(directed, subgraphs, nodes, node_line, node_subgraph, edges)

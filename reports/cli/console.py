@@ -112,14 +112,19 @@ class IO:
         self.out.file.flush()
 
 
-def banner(io: IO) -> None:
+def banner(io: IO, *, files: bool = False) -> None:
+    """The first line on stderr: where this runs and what its counts are (`files`: the
+    counts are read from files given, not made here)."""
     import torch
 
     from graph_harness.capture import default_device
     from graph_harness.capture.environment import triton_version
 
     tv = triton_version() or "absent"  # not imported for it (capture/environment.py)
-    if default_device().type == "cuda":
+    if files:
+        where = "files"
+        source = "read from the files given (a dump's nodes as the driver wrote them)"
+    elif default_device().type == "cuda":
         where = f"GPU {torch.cuda.get_device_name()} (CUDA {torch.version.cuda})"
         source = "cuda-graph: nodes read from the captured graph"
     else:

@@ -17,7 +17,8 @@ def is_export_path(ref: str) -> bool:
     `c.json#fused` is one export of count's output (capture/export/kinds.py)."""
 
     def looks(p: str) -> bool:
-        return p.endswith((".json", ".dot", ".gv")) or "/" in p or os.sep in p or (os.altsep or "/") in p
+        seps = ("/", os.sep, os.altsep or "/")
+        return p.endswith((".json", ".dot", ".gv")) or any(c in p for c in seps)
 
     # the file as named (`c.json#fused` may be a file's whole name), or what comes before a '#'
     return looks(str(split_ref(ref)[0])) or looks(ref.partition("#")[0])

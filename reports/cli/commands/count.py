@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from contextlib import nullcontext
 
 from graph_harness.capture.export.kinds import COUNT, COUNT_SCHEMA_VERSION
@@ -58,8 +59,17 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
             "graph-harness count --variant shipped --variant fused --per-stage",
             "graph-harness count --target examples/llama_decode.py:make_step --module-scopes",
             "graph-harness count --json --out counts",
+            "graph-harness count vllm-decode.dot",
         ],
         variants=True,
+    )
+    c.add_argument(
+        "files",
+        nargs="*",
+        metavar="FILE",
+        help="count these instead of capturing: a graph dump (.dot: cudaGraphDebugDotPrint's, "
+        "torch's CUDAGraph.debug_dump, any engine's, C++ included; read as text, nothing run) "
+        "or a node export (.json); repeat for several",
     )
     round_args(c)
     c.add_argument(
@@ -102,7 +112,13 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
 def check_flags(args) -> None:
     if args.json and args.per_stage:
         raise UsageError("--per-stage shapes the tables, which --json replaces: drop one")
-    if args.target:
+    if args.files:
+        flags = given_round_flags(args) + ["--target"] * bool(args.target)
+        flags += ["--variant"] * bool(args.variant) + ["--pdl"] * args.pdl
+        flags += ["--per-stage"] * args.per_stage + ["--distributed"] * args.distributed
+        refuse(flags, "apply to a capture, not to the files given: drop them")
+        refuse_target_only(args)
+    elif args.target:
         flags = given_round_flags(args)
         flags += ["--variant"] * bool(args.variant) + ["--pdl"] * args.pdl
         flags += ["--per-stage"] * args.per_stage + ["--distributed"] * args.distributed
@@ -118,7 +134,10 @@ def run(args, io: IO) -> int:
         return run_distributed(args, io)
     from graph_harness.capture import count_round
 
-    if args.target:
+    exports: list = []
+    if args.files:
+        names, exports = read_files(args.files)  # every file read before anything is written
+    elif args.target:
         names, params = ["target"], None
     else:
         names, params = args.variant or list(VARIANTS), round_params(args)
@@ -126,8 +145,7 @@ def run(args, io: IO) -> int:
         io.note("--pdl changes nothing here: without a CUDA GPU the kernels run interpreted")
     checks: dict = {}
     with staged(args, io) as tmp:
-        banner(io)
-        exports = []
+        banner(io, files=bool(args.files))
         if args.target:
             got = capture_target(
                 args.target,
@@ -143,7 +161,7 @@ def run(args, io: IO) -> int:
                 gate(io, checks)
                 if tmp is not None:
                     write_checks(tmp, checks)
-        else:
+        elif not args.files:
             with progress(io) as say:  # each variant's line says how long it took
                 for v in names:
                     say(f"capturing {v}")
@@ -159,6 +177,25 @@ def run(args, io: IO) -> int:
     return 0
 
 
+def read_files(files: list[str]) -> tuple[list[str], list]:
+    """Each file's export (a graph dump or a node export: capture/export/kinds.py's
+    read_export) and a name for it, unique and safe as part of a file name (its stem)."""
+    import re
+
+    from graph_harness.capture.export.kinds import read_export
+
+    exports = [read_export(f) for f in files]
+    names: list[str] = []
+    for f in files:
+        stem = re.sub(r"[^A-Za-z0-9._-]+", "_", os.path.basename(str(f).partition("#")[0]))
+        stem = stem.rsplit(".", 1)[0] or "file"
+        name, k = stem, 2
+        while name in names:
+            name, k = f"{stem}-{k}", k + 1
+        names.append(name)
+    return names, exports
+
+
 def _cuda() -> bool:
     import torch
 
@@ -168,6 +205,7 @@ def _cuda() -> bool:
 def show(io: IO, exports: dict, *, per_stage: bool, depth: int | None = None, checks=None) -> None:
     from graph_harness.reports.tables import (
         deeper_note,
+        per_family_table,
         per_kernel_table,
         per_stage_table,
         scope_tree_table,
@@ -185,20 +223,21 @@ def show(io: IO, exports: dict, *, per_stage: bool, depth: int | None = None, ch
         io.print_json(doc)
         return
     io.out.print(totals_table(list(exports.values())))
-    listed = list(exports.values())
-    if not listed[0].is_round:  # a user's step: its scope tree and kernels
-        for e in listed:
+    for e in exports.values():
+        if e.is_round:  # the round's totals above; each variant's stages only when asked
+            if per_stage:
+                io.out.print(per_stage_table(e))
+            continue
+        if "dump" in e.options:  # no scopes in a dump: its kernel families instead
+            io.out.print(per_family_table(e))
+        else:  # a step: its scope tree
             io.out.print(scope_tree_table(e, depth))
             note = deeper_note(e.frame(), depth)
             if note:
                 io.out.print(note, soft_wrap=True, markup=False)
-            io.out.print(per_kernel_table(e))
-        if checks:
-            show_checks(io, checks)
-        return
-    if per_stage:  # the round's totals above; each variant's stages only when asked
-        for e in listed:
-            io.out.print(per_stage_table(e))
+        io.out.print(per_kernel_table(e))
+    if checks:
+        show_checks(io, checks)
 
 
 def run_distributed(args, io: IO) -> int:
