@@ -142,3 +142,58 @@ def process_lines(rec: Recording) -> list[str]:
     out += sorted(notes)
     out += rec.notes
     return out
+
+
+def _n(v) -> str:
+    """A count cell: '-' where the side has none."""
+    return "-" if v is None or str(v) == "<NA>" else str(int(v))
+
+
+def _d(v) -> str:
+    return "-" if v is None or str(v) == "<NA>" else f"{int(v):+d}"
+
+
+def recording_delta_tables(d, *, top: int = 40) -> list[Table]:
+    """A RecordingDelta's tables: its graphs paired by name, its steps (with a step key),
+    then every graph's nodes joined, by type, kernel family and kernel
+    (reports/tables.py's delta tables of the total)."""
+    a, b = d.a.label, d.b.label
+    out = []
+    if d.steps is not None:
+        t = Table(title=f"{a} -> {b}: nodes per step (its graphs summed)")
+        t.add_column("step", overflow="fold")
+        for c in (f"{a} graphs", f"{a} nodes", f"{b} graphs", f"{b} nodes", "delta"):
+            t.add_column(c, justify="right", no_wrap=True)
+        t.add_column("most of it", overflow="fold")
+        for r in d.steps.itertuples():
+            t.add_row(
+                r.step, _n(r.a_graphs), _n(r.a_nodes), _n(r.b_graphs), _n(r.b_nodes),
+                _d(r.delta), r.family if isinstance(r.family, str) else "",
+            )  # fmt: skip
+        out.append(t)
+    if d.steps is not None and not d.pairs:
+        return [*out, *_total_tables(d)]  # no graph name on both sides: the steps say it
+    t = Table(title=f"{a} -> {b}: graphs paired by name")
+    t.add_column("graph", overflow="fold")
+    for c in (f"{a} nodes", f"{b} nodes", "delta", f"{a} replays", f"{b} replays"):
+        t.add_column(c, justify="right", no_wrap=True)
+    t.add_column("most of it", overflow="fold")
+    rows = list(d.graphs.itertuples())
+    for r in rows[:top]:
+        t.add_row(
+            r.graph, _n(r.a_nodes), _n(r.b_nodes), _d(r.delta), _n(r.a_replays),
+            _n(r.b_replays), r.family if isinstance(r.family, str) else "",
+        )  # fmt: skip
+    if len(rows) > top:
+        t.add_row(f"... {len(rows) - top} more graphs (--json lists them all)", *[""] * 6)
+    out.append(t)
+    return [*out, *_total_tables(d)]
+
+
+def _total_tables(d) -> list[Table]:
+    from graph_harness.reports.tables import delta_tables
+
+    out = delta_tables(d.total)
+    for table in out:
+        table.title = f"{table.title}, over every graph"
+    return out

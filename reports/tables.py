@@ -181,8 +181,9 @@ def per_stage_table(export: NodeExport) -> Table:
 
 def delta_tables(d, depth: int | None = None) -> list[Table]:
     """Tables of a NodeDelta: by step (a round) or by scope (any other workload: the
-    scope tree to `depth`, rows that differ and every top-level one), by type, by kernel
-    family (graph nodes), by kernel (the rows that differ)."""
+    scope tree to `depth`, rows that differ and every top-level one; none where neither
+    side has scopes), by type, by kernel family (graph nodes), by kernel (the rows that
+    differ)."""
     a, b = d.label(d.a), d.label(d.b)
     names = short_names(d.by_kernel.kernel)
     out = []
@@ -204,7 +205,10 @@ def delta_tables(d, depth: int | None = None) -> list[Table]:
             tree,
             ["scope"],
         )
-    parts = [first, ("by node type", d.by_type, ["type"])]
+    # no scope on either side (graph dumps, recordings without module scopes): no tree
+    scoped = d.is_round or bool((d.by_scope.depth > 0).any())
+    parts = [first] if scoped else []
+    parts.append(("by node type", d.by_type, ["type"]))
     if d.by_family is not None:
         parts.append(("by kernel family", d.by_family, ["family"]))
     parts.append(("by kernel (rows that differ)", d.by_kernel, ["type", "kernel"]))

@@ -63,6 +63,26 @@ DOC_KEYS += ("env", "created", "nodes")
 DOC_OPTIONAL = ("options", "total_nodes")
 
 
+def joined_nodes(parts: list[tuple[int, list[Node]]]) -> list[Node]:
+    """Several graphs' nodes as one list (a step run as several graphs, or every graph of
+    a recording): each part's nodes in order, indices and edges renumbered, each node's
+    `graph` the number given with its part."""
+    out: list[Node] = []
+    for graph, nodes in parts:
+        base = len(out)
+        for n in nodes:
+            m = dict(n)
+            m["index"] = n["index"] + base
+            m["deps"] = [d + base for d in n["deps"]]
+            m["parent"] = None if n["parent"] is None else n["parent"] + base
+            if "programmatic_deps" in n:
+                m["programmatic_deps"] = [d + base for d in n["programmatic_deps"]]
+            m["scope_path"] = list(n["scope_path"])
+            m["graph"] = graph
+            out.append(m)  # type: ignore[arg-type]
+    return out
+
+
 @dataclass(kw_only=True)
 class NodeExport:
     source: str  # "cuda-graph" | "cpu-dispatch"

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from graph_harness.capture.errors import HarnessError
-from graph_harness.capture.export.nodes import NodeExport
+from graph_harness.capture.export.nodes import NodeExport, joined_nodes
 from graph_harness.capture.record import hooks, settings
 from graph_harness.capture.record.graphs import GraphRecord
 
@@ -116,24 +116,11 @@ def combined_export(step: RecordedStep, *, workload: str, options: dict[str, Any
     steady call replayed it (the nodes one call launches, as a capture of the call would
     hold them), indices and edges renumbered, each node's `graph` its graph's place in
     `step.graphs`."""
-    nodes: list[dict] = []
-    env: dict = {}
     times = step.replays or [1] * len(step.graphs)  # none given: each graph once
     copies = [(g, rec) for g, rec in enumerate(step.graphs) for _ in range(times[g])]
-    for g, rec in copies:
-        assert rec.export is not None
-        base = len(nodes)
-        env = env or rec.export.env
-        for n in rec.export.nodes:
-            m = dict(n)
-            m["index"] = n["index"] + base
-            m["deps"] = [d + base for d in n["deps"]]
-            m["parent"] = None if n["parent"] is None else n["parent"] + base
-            if "programmatic_deps" in n:
-                m["programmatic_deps"] = [d + base for d in n["programmatic_deps"]]
-            m["scope_path"] = list(n["scope_path"])
-            m["graph"] = g
-            nodes.append(m)
+    assert all(rec.export is not None for _, rec in copies)
+    nodes = joined_nodes([(g, rec.export.nodes) for g, rec in copies])
+    env = next((rec.export.env for _, rec in copies if rec.export.env), {})
     first = step.graphs[0].export
     return NodeExport(
         source="cuda-graph",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from graph_harness.capture.export.kinds import split_ref
@@ -30,21 +31,34 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
         description="The nodes B has that A has not, and the other way (B - A): in total, per "
         "scope at every depth (per step of the round), by node type, by kernel family "
         "(GEMM libraries, attention, Triton, ATen, NCCL, copies: docs/families.md) and by "
-        "kernel. A and B are each a variant of the built-in round, counted here, or an "
-        "export file.",
+        "kernel. A and B are each a variant of the built-in round, counted here, an "
+        "export file, a graph dump (.dot), or both a recording (`graph-harness record "
+        "--out DIR`): then graph by graph, step by step (--step-key) and over every graph.",
         examples=[
             "graph-harness delta shipped fused",
             "graph-harness delta eager/nodes-target.json compiled/nodes-target.json --csv -",
+            "graph-harness delta before.dot after.dot",
+            "graph-harness delta vllm-rec sglang-rec --step-key 'bs=(\\d+)' 'batch (\\d+)'",
         ],
         variants=True,
     )
     for side in ("a", "b"):
         d.add_argument(
             side,
-            help="a variant by name (shipped, fused, ...) or an export file by path (a path "
-            "holds a '/' or ends in .json: ./shipped is a file, shipped the variant); of "
-            "`count --json`'s output, one export as FILE#NAME (c.json#fused)",
+            help="a variant by name (shipped, fused, ...), an export file or graph dump by "
+            "path (a path holds a '/' or ends in .json or .dot: ./shipped is a file, shipped "
+            "the variant; of `count --json`'s output, one export as FILE#NAME: c.json#fused), "
+            "or a recording's folder",
         )
+    d.add_argument(
+        "--step-key",
+        nargs="+",
+        metavar="REGEX",
+        help="recordings: which graphs make one step, by a regular expression searched in "
+        "each graph's name (its first group, or the whole match, names the step; "
+        "`bs=(\\d+)` makes `bs=4 piece=1/3` and `bs=4 piece=2/3` one step `4`); one for both, "
+        "or A's and B's",
+    )
     d.add_argument(
         "--from",
         dest="from_dir",
@@ -63,7 +77,32 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     json_arg(d, "the delta")
 
 
+def is_recording(ref: str) -> bool:
+    """A recording's folder (it holds recording.json), or its recording.json."""
+    return (os.path.isdir(ref) and os.path.isfile(os.path.join(ref, "recording.json"))) or (
+        os.path.basename(ref) == "recording.json"
+    )
+
+
 def check_flags(args) -> None:
+    recordings = [is_recording(r) for r in (args.a, args.b)]
+    if any(recordings):
+        if not all(recordings):
+            which = "A" if recordings[0] else "B"
+            raise UsageError(
+                f"{which} is a recording and the other is not: compare two recordings, or one "
+                "graph of the recording (its folder's graph-N.json, an export) with the other"
+            )
+        flags = given_round_flags(args) + ["--from"] * (args.from_dir is not None)
+        refuse(flags, "apply to variants, not to recordings: drop them")
+        if args.step_key is not None and len(args.step_key) > 2:
+            raise UsageError("--step-key takes one key for both recordings, or A's and B's")
+        _check_outputs(args)
+        return
+    if args.step_key is not None:
+        raise UsageError(
+            "--step-key groups a recording's graphs into steps: it needs two recordings"
+        )
     variants = [r for r in (args.a, args.b) if not is_export_path(r)]
     for r in variants:
         if r not in VARIANTS:
@@ -76,14 +115,18 @@ def check_flags(args) -> None:
             given_round_flags(args),
             "apply to counting, and the exports in --from carry their own round: drop them",
         )
-    if args.csv == "-" and args.json:
-        raise UsageError("--csv - and --json both write to stdout: give --csv a file")
-    if args.csv and args.csv != "-":
-        check_output(args.csv)  # refused now, not after counting
+    _check_outputs(args)
     for r in (args.a, args.b):
         if is_export_path(r):
             # a FIFO or folder refused now, never waited on
             check_input(split_ref(r)[0], "export file")
+
+
+def _check_outputs(args) -> None:
+    if args.csv == "-" and args.json:
+        raise UsageError("--csv - and --json both write to stdout: give --csv a file")
+    if args.csv and args.csv != "-":
+        check_output(args.csv)  # refused now, not after counting
     if args.families is not None:
         check_input(args.families, "rules file")  # read, and refused if it must be, in run
 
@@ -115,6 +158,8 @@ def run(args, io: IO) -> int:
     rules = RULES
     if args.families is not None:  # read (and refused, if it must be) before any count
         rules = read_rules(args.families)
+    if is_recording(args.a):
+        return run_recordings(args, io, rules)
     banner(io)
     d = node_delta(export_for(args.a, args, io), export_for(args.b, args, io), rules)
     if d.scoped_differently:
@@ -135,3 +180,35 @@ def run(args, io: IO) -> int:
         if where != "stdout":
             io.err.print(f"wrote the by-kernel delta to {where}", markup=False)
     return 0
+
+
+def run_recordings(args, io: IO, rules) -> int:
+    from graph_harness.capture.files import write_output
+    from graph_harness.capture.record.delta import recording_delta
+    from graph_harness.capture.record.recording import Recording
+    from graph_harness.reports.record_tables import recording_delta_tables
+
+    keys = list(args.step_key or [None])
+    keys = (keys[0], keys[-1])
+    a, b = Recording.read(args.a), Recording.read(args.b)  # both checked before any output
+    labels = (_label(args.a), _label(args.b))
+    if labels[0] == labels[1]:
+        labels = (labels[0] + " (A)", labels[1] + " (B)")
+    d = recording_delta(a, b, labels=labels, step_keys=keys, rules=rules)
+    if io.json:
+        io.print_json(d.to_dict())
+    else:
+        io.out.print(d.headline(), style="bold", markup=False)
+        for t in recording_delta_tables(d):
+            io.out.print(t)
+    if args.csv:
+        where = write_output(args.csv, d.total.by_kernel.to_csv(index=False))
+        if where != "stdout":
+            io.err.print(f"wrote the by-kernel delta over every graph to {where}", markup=False)
+    return 0
+
+
+def _label(ref: str) -> str:
+    """A recording's name in tables: its folder's name."""
+    p = Path(ref)
+    return (p.parent if p.name == "recording.json" else p).resolve().name or str(p)

@@ -106,9 +106,9 @@ def test_nesting_past_any_stack_is_refused_not_a_crash():
 def test_a_child_graph_expansion_past_the_bound_is_refused_before_it_is_built():
     # graph_k holds graph_{k+1} twice: 2**40 nodes from 80 lines
     levels = 40
-    parts = [
-        cluster(k, child(k, 0, k + 1) + child(k, 1, k + 1)) for k in range(1, levels)
-    ] + [cluster(levels, kernel(levels, 0, "k"))]
+    parts = [cluster(k, child(k, 0, k + 1) + child(k, 1, k + 1)) for k in range(1, levels)] + [
+        cluster(levels, kernel(levels, 0, "k"))
+    ]
     t0 = time.perf_counter()
     with pytest.raises(DotSyntaxError, match=f"past {MAX_NODES:,}"):
         dump_of(dump(*parts))

@@ -1,0 +1,257 @@
+"""What one recording holds that another does not (`delta RECORDING_A RECORDING_B`): two
+releases of an engine, two engines, a program before and after a change.
+
+No one keys two engines' graphs alike, and an engine may run one decode step as several
+graphs (vLLM's piecewise graphs, a graph per piece split at attention). So three views,
+each B - A:
+- **graphs**, paired by name (the key the recording gave each: capture/record/sites.py),
+  a graph only one side has shown as such;
+- **steps**, where a `step_key` says which graphs make one step: a regular expression
+  searched in each graph's name, its first group (or whole match) the step's name, so
+  `bs=(\\d+)` makes `bs=4 piece=1/3`, `bs=4 piece=2/3` and `bs=4 piece=3/3` one step `4`
+  of three graphs, and matches an engine whose graph for the same size is `batch 4`
+  under `batch (\\d+)`. A step's nodes are its graphs' summed (each run once per step);
+  a graph the key does not match is a step of its own, named as the graph;
+- **in total**, over every graph each side captured, by type, kernel, kernel family
+  (capture/export/families.py) and module: node_delta of the two recordings' graphs
+  joined.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from graph_harness.capture.errors import UsageError
+from graph_harness.capture.export.delta import NodeDelta, node_delta
+from graph_harness.capture.export.documents import frame_records
+from graph_harness.capture.export.families import RULES, Rule
+from graph_harness.capture.export.nodes import NodeExport, joined_nodes
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from graph_harness.capture.record.recording import Recording
+
+SCHEMA = "graph-harness/recording-delta"
+SCHEMA_VERSION = 1
+MAX_KEY = 500  # characters of a step key: a pattern, not a program
+
+
+class StepKeyError(UsageError, ValueError):
+    """A step key that is not a regular expression this can use."""
+
+
+def step_pattern(text: str) -> re.Pattern:
+    if not text or len(text) > MAX_KEY:
+        raise StepKeyError(f"--step-key: a regular expression of 1 to {MAX_KEY} characters")
+    try:
+        pattern = re.compile(text)
+    except (re.error, OverflowError, RecursionError) as e:
+        raise StepKeyError(f"--step-key {text!r}: not a regular expression: {e}") from None
+    if pattern.groups > 1:
+        raise StepKeyError(
+            f"--step-key {text!r} has {pattern.groups} groups: the first group (or the whole "
+            "match, with none) names the step; make the others (?:...)"
+        )
+    return pattern
+
+
+def step_of(name: str, pattern: re.Pattern | None) -> str:
+    """The step a graph named `name` belongs to (itself, where nothing matches)."""
+    if pattern is None:
+        return name
+    m = pattern.search(name)
+    if m is None:
+        return name
+    got = m.group(1) if pattern.groups else m.group(0)
+    return name if got is None else got
+
+
+@dataclass
+class Side:
+    """One recording's graphs by name (a process's rank or pid in front where the
+    recording holds several processes), their exports, replays and steps."""
+
+    label: str
+    names: list[str]
+    exports: dict[str, NodeExport]
+    replays: dict[str, int]
+    steps: dict[str, list[str]]  # step -> its graphs' names, in capture order
+
+    @classmethod
+    def of(cls, rec: Recording, label: str, pattern: re.Pattern | None) -> Side:
+        several = len({g.pid for g in rec.graphs}) > 1
+        names, exports, replays = [], {}, {}
+        for g, name in zip(rec.graphs, rec.names()):
+            if g.export is None:  # a failed capture whose graph could not be read
+                continue
+            full = f"{rec.process_label(g)}: {name}" if several else name
+            names.append(full)
+            exports[full], replays[full] = g.export, g.replays
+        steps: dict[str, list[str]] = {}
+        for n in names:
+            steps.setdefault(step_of(n, pattern), []).append(n)
+        return cls(label, names, exports, replays, steps)
+
+    def joined(self, names: list[str], what: str | None = None) -> NodeExport:
+        """One export of the named graphs, each once (a step's `what`, or all of them)."""
+        first = next((self.exports[n] for n in names), None)
+        return NodeExport(
+            source="cuda-graph",
+            workload=self.label if what is None else f"{self.label}: {what}",
+            variant=None,
+            params=None,
+            nodes=joined_nodes([(i, self.exports[n].nodes) for i, n in enumerate(names)]),
+            env=first.env if first is not None else {},
+            created=first.created if first is not None else "",
+            options={
+                "graphs": len(names),
+                "module_depth": first.options.get("module_depth") if first else None,
+            },
+        )
+
+
+@dataclass
+class RecordingDelta:
+    """B - A over two recordings: `graphs` (one row per name either side has), `steps`
+    (one row per step, with a step key; else None), `total` (every graph joined, each
+    side), and the per-pair deltas behind the rows that both sides have."""
+
+    a: Side
+    b: Side
+    graphs: pd.DataFrame  # graph, a_nodes, b_nodes, delta, a_replays, b_replays, family
+    steps: pd.DataFrame | None  # step, a_graphs, a_nodes, b_graphs, b_nodes, delta, family
+    total: NodeDelta
+    pairs: dict[str, NodeDelta] = field(default_factory=dict)
+    step_pairs: dict[str, NodeDelta] = field(default_factory=dict)
+    step_keys: tuple[str | None, str | None] = (None, None)
+
+    @property
+    def only_a(self) -> list[str]:
+        return [n for n in self.a.names if n not in self.b.exports]
+
+    @property
+    def only_b(self) -> list[str]:
+        return [n for n in self.b.names if n not in self.a.exports]
+
+    def headline(self) -> str:
+        a, b = self.a, self.b
+        parts = [
+            f"{a.label} -> {b.label}: {len(a.names)} graphs against {len(b.names)}",
+            f"{len(self.pairs)} paired, {len(self.only_a)} only in A, {len(self.only_b)} only in B",
+        ]
+        if self.steps is not None:
+            both = self.steps.dropna(subset=["a_nodes", "b_nodes"])
+            parts.append(f"{len(both)} steps on both sides")
+        parts.append(f"{self.total.total_delta:+d} nodes over every graph")
+        return "; ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "schema_version": SCHEMA_VERSION,
+            "a": self.a.label,
+            "b": self.b.label,
+            "sign": "b - a",
+            "step_key": {"a": self.step_keys[0], "b": self.step_keys[1]},
+            "headline": self.headline(),
+            "only_a": self.only_a,
+            "only_b": self.only_b,
+            "graphs": frame_records(self.graphs),
+            "steps": frame_records(self.steps),
+            "total": self.total.to_dict(),
+            "pairs": {k: _pair(d) for k, d in self.pairs.items()},
+            "step_pairs": {k: _pair(d) for k, d in self.step_pairs.items()},
+        }
+
+
+def _pair(d: NodeDelta) -> dict[str, Any]:
+    return {
+        "total_a": d.a.total,
+        "total_b": d.b.total,
+        "total_delta": d.total_delta,
+        "by_type": frame_records(d.by_type),
+        "by_family": frame_records(d.by_family),
+        "by_kernel": frame_records(d.by_kernel),
+    }
+
+
+def gap_families(d: NodeDelta | None, most: int = 2) -> str | None:
+    """The kernel families that carry most of a pair's difference, largest change first
+    (`GEMM: nvjet +3, GEMM: cuBLAS -3`); None where nothing differs."""
+    if d is None or d.by_family is None:
+        return None
+    fams = d.by_family[d.by_family.delta != 0]
+    if fams.empty:
+        return None
+    fams = fams.assign(size=fams.delta.abs()).sort_values("size", ascending=False, kind="stable")
+    return ", ".join(f"{r.family} {int(r.delta):+d}" for r in fams.head(most).itertuples())
+
+
+def recording_delta(
+    a: Recording,
+    b: Recording,
+    *,
+    labels: tuple[str, str] = ("A", "B"),
+    step_keys: tuple[str | None, str | None] = (None, None),
+    rules: tuple[Rule, ...] = RULES,
+) -> RecordingDelta:
+    """B - A (see the module's notes). `step_keys`: A's and B's step keys (regular
+    expressions; None for none)."""
+    import pandas as pd
+
+    patterns = [step_pattern(k) if k is not None else None for k in step_keys]
+    sa = Side.of(a, labels[0], patterns[0])
+    sb = Side.of(b, labels[1], patterns[1])
+    if not sa.names or not sb.names:
+        empty = labels[0] if not sa.names else labels[1]
+        raise UsageError(f"{empty} holds no graph that was read: nothing to compare")
+    pairs: dict[str, NodeDelta] = {}
+    rows = []
+    for name in [*sa.names, *(n for n in sb.names if n not in sa.exports)]:
+        ea, eb = sa.exports.get(name), sb.exports.get(name)
+        d = node_delta(ea, eb, rules) if ea is not None and eb is not None else None
+        if d is not None:
+            pairs[name] = d
+        rows.append(
+            {
+                "graph": name,
+                "a_nodes": None if ea is None else ea.total,
+                "b_nodes": None if eb is None else eb.total,
+                "delta": None if d is None else d.total_delta,
+                "a_replays": sa.replays.get(name),
+                "b_replays": sb.replays.get(name),
+                "family": gap_families(d),
+            }
+        )
+    graphs = pd.DataFrame(rows).astype(
+        {c: "Int64" for c in ("a_nodes", "b_nodes", "delta", "a_replays", "b_replays")}
+    )
+    steps, step_pairs = None, {}
+    if any(p is not None for p in patterns):
+        srows = []
+        for step in [*sa.steps, *(s for s in sb.steps if s not in sa.steps)]:
+            ga, gb = sa.steps.get(step), sb.steps.get(step)
+            ja = sa.joined(ga, f"step {step}") if ga else None
+            jb = sb.joined(gb, f"step {step}") if gb else None
+            d = node_delta(ja, jb, rules) if ja is not None and jb is not None else None
+            if d is not None:
+                step_pairs[step] = d
+            srows.append(
+                {
+                    "step": step,
+                    "a_graphs": len(ga) if ga else None,
+                    "a_nodes": None if ja is None else ja.total,
+                    "b_graphs": len(gb) if gb else None,
+                    "b_nodes": None if jb is None else jb.total,
+                    "delta": None if d is None else d.total_delta,
+                    "family": gap_families(d),
+                }
+            )
+        steps = pd.DataFrame(srows).astype(
+            {c: "Int64" for c in ("a_graphs", "a_nodes", "b_graphs", "b_nodes", "delta")}
+        )
+    total = node_delta(sa.joined(sa.names), sb.joined(sb.names), rules)
+    return RecordingDelta(sa, sb, graphs, steps, total, pairs, step_pairs, tuple(step_keys))

@@ -1,0 +1,168 @@
+"""Two recordings compared (capture/record/delta.py, `delta REC_A REC_B`), on the CPU: an
+engine that runs each step as three graphs against one that runs it as one, keyed
+differently. The expected figures are the engines' construction (kernels per piece,
+pieces per step), counted here by hand, not read back from the delta."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from graph_harness.capture.export.nodes import NodeExport
+from graph_harness.capture.record.delta import StepKeyError, recording_delta
+from graph_harness.capture.record.graphs import GraphRecord
+from graph_harness.capture.record.recording import Recording
+from graph_harness.capture.record.sites import CaptureSite
+from graph_harness.reports.cli.program import main
+
+GEMM = "_Z17cublasLt_gemm_kernelv"  # cuBLAS family by name
+NVJET = "nvjet_tst_128x64_64x4_1x2_h_bz_TNT"
+ADD = "_ZN2at6native29vectorized_elementwise_kernelILi4EEEvv"
+TRITON = "triton_poi_fused_add_0"
+
+
+def export(kernels: list[str], key: str, memcpy: int = 0) -> NodeExport:
+    kinds = [("kernel", k) for k in kernels] + [("memcpy", "")] * memcpy
+    nodes = [
+        {
+            "index": i, "type": t, "kernel": k, "grid": None, "block": None, "stage": None,
+            "step": "unscoped", "scope": "unscoped", "scope_path": [],
+            "deps": [i - 1] if i else [], "parent": None,
+        }
+        for i, (t, k) in enumerate(kinds)
+    ]  # fmt: skip
+    return NodeExport(
+        source="cuda-graph", workload=key, variant=None, params=None, nodes=nodes,
+        env={"device": "test"}, created="now", options={"recorded": True, "module_depth": None},
+    )  # fmt: skip
+
+
+def recording(graphs: list[tuple[str, NodeExport, int]]) -> Recording:
+    site = CaptureSite(user="engine.py:1 in capture", library=None, stack=("engine.py:1",))
+    return Recording(
+        graphs=[
+            GraphRecord(
+                index=i,
+                pid=1,
+                rank=None,
+                key=key,
+                key_source="engine",
+                site=site,
+                export=e,
+                replays=replays,
+            )
+            for i, (key, e, replays) in enumerate(graphs)
+        ]
+    )
+
+
+# engine X: each size as 3 pieces; piece 1 two GEMMs and an add, piece 2 (attention's
+# neighbours) a Triton kernel, piece 3 a GEMM and a copy. Size 8 only in X.
+def engine_x() -> Recording:
+    graphs = []
+    for bs in (1, 4, 8):
+        graphs += [
+            (f"bs={bs} piece=1/3", export([GEMM, GEMM, ADD], "x"), 10),
+            (f"bs={bs} piece=2/3", export([TRITON], "x"), 10),
+            (f"bs={bs} piece=3/3", export([GEMM], "x", memcpy=1), 10),
+        ]
+    return recording(graphs)
+
+
+# engine Y: one graph per size; nvjet GEMMs (3) and two Triton kernels, no copy. Size 2
+# only in Y.
+def engine_y() -> Recording:
+    return recording(
+        [(f"batch {bs}", export([NVJET] * 3 + [TRITON] * 2, "y"), 5) for bs in (1, 2, 4)]
+    )
+
+
+def test_steps_of_three_graphs_against_steps_of_one():
+    d = recording_delta(
+        engine_x(), engine_y(), labels=("X", "Y"), step_keys=(r"bs=(\d+)", r"batch (\d+)")
+    )
+    steps = d.steps.set_index("step")
+    # X's step: 3 + 1 + 2 = 6 nodes in 3 graphs; Y's: 5 nodes in 1 graph
+    assert steps.loc["1"].to_dict() | {} == {
+        "a_graphs": 3, "a_nodes": 6, "b_graphs": 1, "b_nodes": 5, "delta": -1,
+        "family": steps.loc["1", "family"],
+    }  # fmt: skip
+    assert steps.loc["4", "delta"] == -1
+    assert steps.loc["8", "b_nodes"] is pd_na() and steps.loc["8", "a_nodes"] == 6
+    assert steps.loc["2", "a_nodes"] is pd_na() and steps.loc["2", "b_nodes"] == 5
+    # a step's families: cuBLAS 3 -> 0, nvjet 0 -> 3, Triton 1 -> 2, ATen add 1 -> 0,
+    # memcpy 1 -> 0
+    fam = d.step_pairs["1"].by_family.set_index("family").delta.to_dict()
+    assert {k: v for k, v in fam.items() if v} == {
+        "GEMM: cuBLAS": -3,
+        "GEMM: nvjet": 3,
+        "Triton (Inductor)": 1,
+        "ATen elementwise": -1,
+        "memcpy": -1,
+    }
+    # no graph name is shared: every graph is one side's only
+    assert not d.pairs and len(d.only_a) == 9 and len(d.only_b) == 3
+    # over every graph: X 3 sizes x 6 nodes, Y 3 sizes x 5
+    assert (d.total.a.total, d.total.b.total) == (18, 15)
+
+
+def pd_na():
+    import pandas as pd
+
+    return pd.NA
+
+
+def test_graphs_paired_by_name_and_the_family_that_carries_the_gap():
+    a = recording([("bs=1", export([GEMM, ADD, ADD], "a"), 3), ("bs=2", export([GEMM], "a"), 1)])
+    b = recording([("bs=1", export([GEMM, TRITON], "b"), 4), ("bs=4", export([GEMM], "b"), 2)])
+    d = recording_delta(a, b)
+    rows = d.graphs.set_index("graph")
+    assert rows.loc["bs=1", ["a_nodes", "b_nodes", "delta"]].tolist() == [3, 2, -1]
+    assert rows.loc["bs=1", "family"] == "ATen elementwise -2, Triton (Inductor) +1"
+    assert d.only_a == ["bs=2"] and d.only_b == ["bs=4"]
+    assert d.steps is None  # no step key: graphs only
+
+
+def test_cli_delta_of_two_recordings(tmp_path, capsys):
+    x, y = tmp_path / "x", tmp_path / "y"
+    x.mkdir(), y.mkdir()
+    engine_x().write(x)
+    engine_y().write(y)
+    assert main(["delta", str(x), str(y), "--step-key", r"(\d+)", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["schema"] == "graph-harness/recording-delta"
+    steps = {r["step"]: r for r in doc["steps"]}
+    assert steps["1"]["a_nodes"] == 6 and steps["1"]["b_nodes"] == 5
+    assert main(["delta", str(x), str(y), "--step-key", r"bs=(\d+)", r"batch (\d+)"]) == 0
+    out = capsys.readouterr().out
+    # no graph name on both sides: the steps and the totals, no table of unpaired graphs
+    assert "nodes per step" in out and "graphs paired by name" not in out
+    assert "by kernel family" in out and "GEMM: nvjet +3, GEMM: cuBLAS -3" in out
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--step-key", "("], "not a regular expression"),
+        (["--step-key", "(a)(b)"], "2 groups"),
+        (["--step-key", "a", "b", "c"], "one key for both"),
+    ],
+)
+def test_bad_step_keys_are_one_line(tmp_path, capsys, argv, message):
+    x = tmp_path / "x"
+    x.mkdir()
+    engine_x().write(x)
+    assert main(["delta", str(x), str(x), *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err
+
+
+def test_a_recording_against_an_export_is_refused(tmp_path, capsys):
+    x = tmp_path / "x"
+    x.mkdir()
+    engine_x().write(x)
+    assert main(["delta", str(x), str(x / "graph-0.json")]) == 2
+    assert "is a recording and the other is not" in capsys.readouterr().err
+    with pytest.raises(StepKeyError):
+        recording_delta(engine_x(), engine_y(), step_keys=("", None))
