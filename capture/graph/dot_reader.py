@@ -39,26 +39,25 @@ from graph_harness.capture.text import printable
 
 MAX_NODES = 1_000_000  # nodes after child graphs are expanded: far above any real step
 
-# the dump's name of each node type -> the export's (capture/graph/reader.py's _NODE_KINDS)
+# the dump's name of each node type -> the export's (capture/graph/reader.py's _NODE_KINDS).
+# Seen in real dumps (benchmarks/experiments/dot_probe.py on the H200): KERNEL (verbose),
+# MEMCPY, MEMSET, EMPTY, EVENT_RECORD, EVENT_WAIT, MEM_ALLOC, MEM_FREE. Not yet seen, named
+# as the driver's flags name them: HOST, EXT_SEMAS_SIGNAL, EXT_SEMAS_WAIT, CONDITIONAL. A
+# kernel outside verbose mode is an octagon named by its symbol alone, a child graph node
+# names the graph it holds (`graph_N`); a word not here is refused, never guessed.
 DOT_KINDS = {
     "KERNEL": "kernel",
     "MEMCPY": "memcpy",
     "MEMSET": "memset",
-    "HOST": "host",
-    "CHILD_GRAPH": "graph",
-    "GRAPH": "graph",
     "EMPTY": "empty",
-    "WAIT_EVENT": "wait_event",
-    "EVENT_WAIT": "wait_event",
     "EVENT_RECORD": "event_record",
-    "RECORD_EVENT": "event_record",
-    "EXT_SEMAS_SIGNAL": "ext_semaphore_signal",
-    "EXT_SEMAS_WAIT": "ext_semaphore_wait",
+    "EVENT_WAIT": "wait_event",
     "MEM_ALLOC": "mem_alloc",
     "MEM_FREE": "mem_free",
+    "HOST": "host",
+    "EXT_SEMAS_SIGNAL": "ext_semaphore_signal",
+    "EXT_SEMAS_WAIT": "ext_semaphore_wait",
     "CONDITIONAL": "conditional",
-    "MEMCPY_BATCH": "memcpy_batch",
-    "BATCH_MEMOP": "batch_mem_op",
 }
 
 _GEOMETRY = re.compile(r"^(?P<name>.*?)<<<(?P<geometry>[^<>]*)>>>$", re.S)
@@ -188,48 +187,71 @@ def _clusters(g: DotGraph) -> dict[int, str]:
     return out
 
 
+_INDEX = re.compile(r"^\d+( \(topoId: \d+\))?$")  # a node's ID line or field
+
+
 def _node(nid: str, graph: str, attrs: dict[str, str], line: int) -> _Node:
+    """One node statement read: a record (verbose flags: `{TYPE | {ID | n | name...}}`)
+    or lines (`n`, then the type, the kernel's symbol or the child graph, then details)."""
     label = attrs.get("label")
     if label is None:
         raise DotSyntaxError(f"line {line}: node {nid!r} has no label (its type)")
-    texts = leaves(record_fields(label))
-    words = [w for t in texts for w in t.split()]
-    kind_word = next((w for w in words if w in DOT_KINDS), None)
-    if kind_word is None:
+    where = f"line {line}: node {nid!r}"
+    if attrs.get("shape") == "record":
+        texts = leaves(record_fields(label))
+        word = texts[0] if texts else ""
+        kind = DOT_KINDS.get(word)
+        if kind is None:
+            raise DotSyntaxError(f"{where}: {word[:40]!r} is no node type this reader knows")
+        node = _Node(nid, graph, kind)
+        if kind == "kernel":
+            at = next((i for i, t in enumerate(texts) if t == "ID"), None)
+            if at is None or at + 2 >= len(texts) or not _INDEX.match(texts[at + 1]):
+                raise DotSyntaxError(f"{where}: a kernel record without {{ID | n | name}}")
+            node.kernel, node.grid, node.block = _kernel(texts[at + 2], where)
+        return node
+    lines = [x.strip() for x in label_text(label).split("\n")]
+    lines = [x for x in lines if x]
+    if len(lines) < 2 or not _INDEX.match(lines[0]):
+        raise DotSyntaxError(f"{where}: its label is not `n`, then its type or kernel")
+    second = lines[1]
+    if attrs.get("shape") == "octagon":  # a kernel: its symbol, then perhaps <<<...>>>
+        node = _Node(nid, graph, "kernel")
+        geometry = next((x for x in lines[2:] if x.startswith("<<<")), "")
+        node.kernel, node.grid, node.block = _kernel(second + geometry, where)
+        return node
+    if _CLUSTER_LABEL.match(second):
+        return _Node(nid, graph, "graph", child=second)
+    kind = DOT_KINDS.get(second)
+    if kind is None or kind == "kernel":
+        raise DotSyntaxError(f"{where}: {second[:40]!r} is no node type this reader knows")
+    return _Node(nid, graph, kind)
+
+
+def label_text(label: str) -> str:
+    """A label's text with DOT's escapes read: \\n, \\l, \\r line breaks, any other
+    escaped character itself."""
+    return re.sub(r"\\(.)", lambda m: "\n" if m[1] in "nlr" else m[1], label, flags=re.S)
+
+
+def _kernel(text: str, where: str) -> tuple[str, Any, Any]:
+    """`name` or `name<<<grid,block,smem>>>`: the symbol, and the grid and block where
+    given."""
+    m = _GEOMETRY.match(text)
+    if m is None:
+        if "<<<" in text or not text.strip():
+            raise DotSyntaxError(f"{where}: kernel {text[:60]!r} is not name<<<grid,block,smem>>>")
+        return printable(text.strip()), None, None
+    try:
+        grid, block = _geometry(m["geometry"])
+    except ValueError:
         raise DotSyntaxError(
-            f"line {line}: node {nid!r} has no node type this reader knows "
-            f"({', '.join(sorted(DOT_KINDS))}) in its label"
-        )
-    node = _Node(nid, graph, DOT_KINDS[kind_word])
-    if node.kind == "kernel":
-        name, node.grid, node.block = _kernel(texts, nid, line)
-        node.kernel = printable(name)  # text: a control character is kept as its escape
-    elif node.kind in ("graph", "conditional"):
-        held = [t for t in texts if _CLUSTER_LABEL.match(t)]
-        if node.kind == "graph" and len(held) != 1:
-            raise DotSyntaxError(
-                f"line {line}: child graph node {nid!r} names no one graph it holds"
-            )
-        node.child = held[0] if held else None
-    return node
-
-
-def _kernel(texts: list[str], nid: str, line: int) -> tuple[str, Any, Any]:
-    for t in texts:
-        m = _GEOMETRY.match(t)
-        if m:
-            try:
-                return (m["name"].strip(), *_geometry(m["geometry"]))
-            except ValueError:
-                raise DotSyntaxError(
-                    f"line {line}: kernel node {nid!r}: launch geometry {t[len(m['name']) :]!r} "
-                    "is not <<<grid,block,smem>>>"
-                ) from None
-    # without geometry (a dump without verbose flags): the symbol follows the type
-    names = [t for t in texts[1:] if not re.match(r"^(ID|\d+( \(topoId: \d+\))?)$", t)]
-    if not names:
-        raise DotSyntaxError(f"line {line}: kernel node {nid!r} names no kernel")
-    return names[0].strip(), None, None
+            f"{where}: launch geometry <<<{m['geometry'][:40]}>>> is not <<<grid,block,smem>>>"
+        ) from None
+    name = m["name"].strip()
+    if not name:
+        raise DotSyntaxError(f"{where}: a kernel without a name")
+    return printable(name), grid, block
 
 
 def _expanded_size(root: str, nodes: dict[str, list[_Node]]) -> int:

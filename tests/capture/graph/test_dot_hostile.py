@@ -27,10 +27,9 @@ def kernel(graph: int, k: int, name: str, geometry: str = "1,128,0") -> str:
 
 
 def child(graph: int, k: int, held: int) -> str:
-    return (
-        f'"graph_{graph}_node_{k}"[style="solid" shape="record" label="{{CHILD_GRAPH\n'
-        f'| {{ID | {k} (topoId: {k})}} | graph_{held}\n}}"];\n'
-    )
+    """A child graph node as a dump writes one (any flags)."""
+    label = f"{k}\ngraph_{held}\n"
+    return f'"graph_{graph}_node_{k}"[style="solid" shape="rectangle" label="{label}"];\n'
 
 
 def cluster(graph: int, body: str) -> str:
@@ -83,7 +82,11 @@ def test_garbled_bytes_and_other_files_are_refused(tmp_path):
         "html.dot": b'digraph d { subgraph cluster_1 { label="graph_1"; a [label=<b>]; } }',
         "two.dot": (GOOD + GOOD).encode(),
         "nocluster.dot": b'digraph d { a [label="{KERNEL | k}"]; }',
-        "notype.dot": dump(cluster(1, '"graph_1_node_0"[label="{WHATEVER | x}"];\n')).encode(),
+        "notype.dot": dump(cluster(1, '"graph_1_node_0"[label="0\nWHATEVER\n"];\n')).encode(),
+        "record.dot": dump(
+            cluster(1, '"graph_1_node_0"[shape="record" label="{WHATEVER | x}"];\n')
+        ).encode(),
+        "geometry.dot": dump(cluster(1, kernel(1, 0, "k", "1,2"))).encode(),
         "edge.dot": dump(cluster(1, kernel(1, 0, "k") + '"graph_1_node_0" -> "x";\n')).encode(),
         "quote.dot": b'digraph d { subgraph cluster_1 { label="graph_1 } }',
     }

@@ -1,0 +1,113 @@
+"""Real graph dumps read back (capture/graph/dot_reader.py), on the CPU, against counts
+made by other routes on the H200 (2026-12-02, driver 580.159.04, torch 2.11.0+cu130):
+
+- tests/capture/graph/dumps/: benchmarks/experiments/dot_probe.py's graphs (kernels on 1-,
+  2- and 3-D grids, every copy direction and a memset, events, stream-ordered allocation,
+  a child graph held twice beside an empty node), each dumped under no flag, each flag
+  alone and all of them; counts.json is an independent walk of each live graph
+  (tests/independent.py's cuda-bindings calls);
+- docs/data/dot-2026-12-02/: the HF example's step captured by graph-harness (its export)
+  and that same capture dumped; the llama example, eager and compiled, captured by a plain
+  torch.cuda.graph in a program `graph-harness record` ran (the recording) and dumped.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from graph_harness.capture.export.delta import node_delta
+from graph_harness.capture.export.kinds import read_export
+from graph_harness.capture.graph.dot_reader import read_dump
+from graph_harness.reports.cli.program import main
+
+REPO = Path(__file__).resolve().parents[3]
+DUMPS = Path(__file__).parent / "dumps"
+DATA = REPO / "docs" / "data" / "dot-2026-12-02"
+WALKED = json.loads((DUMPS / "counts.json").read_text())
+PROBES = sorted(DUMPS.glob("*.dot"))
+
+
+def counters(nodes) -> tuple[Counter, Counter]:
+    kinds = Counter(n["type"] for n in nodes)
+    kernels = Counter(n["kernel"] for n in nodes if n["type"] == "kernel")
+    return kinds, kernels
+
+
+def test_every_probe_graph_was_dumped_under_every_flag():
+    flags = json.loads((DUMPS / "flags.json").read_text())
+    assert len(PROBES) == len(WALKED) * (len(flags) + 2)  # each flag, none and all
+
+
+@pytest.mark.parametrize("path", PROBES, ids=[p.stem for p in PROBES])
+def test_a_probe_dump_reads_as_the_independent_walk_counted(path):
+    graph = path.stem.split("-", 1)[0]
+    d = read_dump(path)
+    kinds = Counter(n.kind for n in d.nodes)
+    kernels = Counter(n.kernel for n in d.nodes if n.kind == "kernel")
+    assert dict(kinds) == WALKED[graph]["kinds"]
+    assert dict(kernels) == WALKED[graph]["kernels"]
+
+
+def test_launch_geometry_where_the_dump_has_it():
+    # grid3 was launched on a (2, 3, 4) grid of 128 threads; the 64x64 GEMM on (2, 2)
+    for flags in ("all", "cudaGraphDebugDotFlagsKernelNodeParams"):
+        d = read_dump(DUMPS / f"kernels-{flags}.dot")
+        shapes = {n.kernel: (n.grid, n.block) for n in d.nodes}
+        assert shapes["grid3"] == ((2, 3, 4), (128, 1, 1))
+        gemm = next(k for k in shapes if "gemm" in k)
+        assert shapes[gemm] == ((2, 2, 1), (64, 1, 1))
+    assert all(n.grid is None for n in read_dump(DUMPS / "kernels-none.dot").nodes)
+
+
+def test_a_child_held_twice_is_counted_twice_under_its_parent():
+    d = read_dump(DUMPS / "children-none.dot")
+    kinds = [n.kind for n in d.nodes]
+    assert kinds == ["graph", "kernel", "kernel", "kernel"] * 2 + ["empty"]
+    children = [n for n in d.nodes if n.kind == "graph"]
+    assert all(n.parent in {c.handle for c in children} for n in d.nodes if n.kind == "kernel")
+    empty = d.nodes[-1]
+    assert sorted(empty.deps) == sorted(c.handle for c in children)  # joins both children
+
+
+@pytest.mark.parametrize("flags", ["none", "verbose"])
+def test_the_hf_steps_dump_reads_back_as_count_of_the_same_capture(flags):
+    counted = read_export(DATA / "dumps" / "hf_decode-eager-export.json")
+    dumped = read_export(DATA / "dumps" / f"hf_decode-eager-{flags}.dot")
+    assert dumped.total == counted.total == 221
+    assert counters(dumped.nodes) == counters(counted.nodes)
+    # node for node: types, kernels and every edge; geometry where the dump has it
+    assert [(t, k, d) for t, k, _, d in dumped.structure()] == [
+        (t, k, d) for t, k, _, d in counted.structure()
+    ]
+    if flags == "verbose":
+        assert [(n["grid"], n["block"]) for n in dumped.nodes] == [
+            (n["grid"], n["block"]) for n in counted.nodes
+        ]
+
+
+def test_the_llama_examples_delta_is_the_same_from_dumps_and_from_recordings():
+    plain = [DATA / "dumps" / f"llama_decode-{k}-plain-verbose.dot" for k in ("eager", "compiled")]
+    dumps = [read_export(p) for p in plain]
+    recorded = [read_export(DATA / r / "graph-0.json") for r in ("rec-llama", "rec-llama-compiled")]
+    for d, r in zip(dumps, recorded):
+        assert counters(d.nodes) == counters(r.nodes)
+    by_dump, by_record = node_delta(*dumps), node_delta(*recorded)
+    # the counts the two recordings hold: 436 nodes eager, 116 compiled
+    assert [r.total for r in recorded] == [436, 116]
+    assert by_dump.total_delta == by_record.total_delta == 116 - 436
+    for table in ("by_type", "by_family"):
+        assert getattr(by_dump, table).equals(getattr(by_record, table)), table
+    cols = ["type", "kernel", "a", "b", "delta"]
+    assert by_dump.by_kernel[cols].equals(by_record.by_kernel[cols])
+
+
+def test_cli_count_of_a_dump_by_family(capsys):
+    dump = DATA / "dumps" / "llama_decode-compiled-plain-none.dot"
+    assert main(["count", str(dump), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    (export,) = doc["exports"].values()
+    assert export["total_nodes"] == 116 and export["options"]["dump"]["launch_geometry"] is False
