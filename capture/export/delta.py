@@ -118,6 +118,15 @@ def scoping_difference(a: NodeExport, b: NodeExport) -> str | None:
     if "module_depth" not in a.options or "module_depth" not in b.options:
         return None  # an export older than schema 3 does not record it
     if a.options["module_depth"] == b.options["module_depth"]:
+        scoped = [any(n["scope_path"] for n in e.nodes) for e in (a, b)]
+        if a.options["module_depth"] is not None and scoped[0] != scoped[1]:
+            bare = "B" if scoped[0] else "A"
+            return (
+                f"{bare}'s nodes sit in no module although it was recorded with module "
+                "scopes (no module of a model ran around its captures: an engine that calls "
+                "submodules from outside any forward), so the per-module rows compare a tree "
+                "with nothing"
+            )
         return None
     return (
         f"A was scoped {_scoping(a)}, B {_scoping(b)}: their per-module rows compare "

@@ -157,6 +157,7 @@ class RecordingDelta:
             "sign": "b - a",
             "step_key": {"a": self.step_keys[0], "b": self.step_keys[1]},
             "headline": self.headline(),
+            "scoped_differently": self.total.scoped_differently,
             "only_a": self.only_a,
             "only_b": self.only_b,
             "graphs": frame_records(self.graphs),

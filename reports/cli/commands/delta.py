@@ -195,6 +195,8 @@ def run_recordings(args, io: IO, rules) -> int:
     if labels[0] == labels[1]:
         labels = (labels[0] + " (A)", labels[1] + " (B)")
     d = recording_delta(a, b, labels=labels, step_keys=keys, rules=rules)
+    if d.total.scoped_differently:
+        io.note(d.total.scoped_differently)
     if io.json:
         io.print_json(d.to_dict())
     else:
