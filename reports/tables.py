@@ -190,14 +190,20 @@ def delta_tables(d, depth: int | None = None) -> list[Table]:
     if d.is_round:
         first = ("by step (per round)", d.by_step, ["step"])
     else:
+        from graph_harness.capture.attribution.repeats import fold_scopes
+
         tree = d.by_scope
         keep = (tree.depth <= 1) | (tree.delta != 0)
         if depth is not None:
             keep &= tree.depth <= depth
-        tree = tree[keep].assign(
+        # repeated layers that agree row for row: one row, its values per layer
+        tree = fold_scopes(tree[keep], ["a", "b", "delta"])
+        tree = tree.assign(
             scope=[
-                ("  " * (r.depth - 1) + r.scope) if r.depth else "(all)"
-                for r in tree[keep].itertuples()
+                ("  " * (r.depth - 1) + r.scope + (f" (x{r.times}, each)" if r.times > 1 else ""))
+                if r.depth
+                else "(all)"
+                for r in tree.itertuples()
             ]
         )
         first = (
@@ -211,6 +217,8 @@ def delta_tables(d, depth: int | None = None) -> list[Table]:
     parts.append(("by node type", d.by_type, ["type"]))
     if d.by_family is not None:
         parts.append(("by kernel family", d.by_family, ["family"]))
+    if d.by_family_per_block is not None:  # graphs no one scoped: one repeated block each
+        parts.append(("one repeated block, by kernel family", d.by_family_per_block, ["family"]))
     parts.append(("by kernel (rows that differ)", d.by_kernel, ["type", "kernel"]))
     for title, df, keys in parts:
         t = Table(title=f"{a} -> {b}: {title}")

@@ -7,10 +7,11 @@ One sign convention everywhere: delta = B - A (a change that removes nodes is ne
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import pandas as pd
 
+from graph_harness.capture.attribution.repeats import Repeat, repeating_block
 from graph_harness.capture.attribution.rollup import scope_tree, tree_order
 from graph_harness.capture.errors import UsageError
 from graph_harness.capture.export.documents import frame_records
@@ -33,6 +34,10 @@ class NodeDelta:
     by_scope: pd.DataFrame  # depth, scope, a, b, delta: the scope tree, every depth
     # family, a, b, delta (capture/export/families.py); None for CPU dispatch counts
     by_family: pd.DataFrame | None = None
+    # graphs no one scoped (dumps): each side's block repeated back to back (a layer,
+    # capture/attribution/repeats.py), and one block of each by family; None otherwise
+    blocks: tuple[Repeat | None, Repeat | None] | None = None
+    by_family_per_block: pd.DataFrame | None = None
 
     @property
     def is_round(self) -> bool:
@@ -87,7 +92,25 @@ class NodeDelta:
             "by_stage_step": frame_records(self.by_stage_step),
             "by_scope": frame_records(self.by_scope),
             "by_family": frame_records(self.by_family),
+            "blocks": None
+            if self.blocks is None
+            else [None if r is None else asdict(r) for r in self.blocks],
+            "by_family_per_block": frame_records(self.by_family_per_block),
         }
+
+    def blocks_line(self) -> str | None:
+        """`repeated block: A 53 nodes x 8, B 48 nodes x 8` (graphs no one scoped)."""
+        if self.blocks is None:
+            return None
+
+        def one(e: NodeExport, r: Repeat | None) -> str:
+            if r is None:
+                return f"{self.label(e)} none"
+            return f"{self.label(e)} {r.period} nodes x {r.times} (from node {r.start})"
+
+        return "repeated block: " + ", ".join(
+            one(e, r) for e, r in zip((self.a, self.b), self.blocks)
+        )
 
     def headline(self) -> str:
         """e.g. `shipped -> fused: -264 nodes/round (pack -216, copy -48)`; for any other
@@ -180,6 +203,17 @@ def node_delta(a: NodeExport, b: NodeExport, rules: tuple[Rule, ...] = RULES) ->
     )
     by_stage_step = by_stage_step[by_stage_step.delta != 0].reset_index(drop=True)
     by_family = _by_family(fa, fb, rules) if a.source == "cuda-graph" else None
+    blocks, per_block = None, None
+    unscoped = not any(n["scope_path"] for e in (a, b) for n in e.nodes)
+    if a.source == "cuda-graph" and unscoped:
+        blocks = (_block(fa), _block(fb))
+        if None not in blocks:
+            ra, rb = blocks
+            per_block = _by_family(
+                fa.iloc[ra.start : ra.start + ra.period],
+                fb.iloc[rb.start : rb.start + rb.period],
+                rules,
+            )
     return NodeDelta(
         a,
         b,
@@ -189,7 +223,14 @@ def node_delta(a: NodeExport, b: NodeExport, rules: tuple[Rule, ...] = RULES) ->
         by_stage_step,
         _by_scope(fa, fb),
         by_family,
+        blocks,
+        per_block,
     )
+
+
+def _block(frame: pd.DataFrame) -> Repeat | None:
+    """The block a graph's nodes repeat back to back, by type and kernel in capture order."""
+    return repeating_block(list(zip(frame["type"], frame["kernel"])))
 
 
 def _by_family(fa: pd.DataFrame, fb: pd.DataFrame, rules: tuple[Rule, ...]) -> pd.DataFrame:

@@ -203,6 +203,7 @@ def _cuda() -> bool:
 
 
 def show(io: IO, exports: dict, *, per_stage: bool, depth: int | None = None, checks=None) -> None:
+    from graph_harness.capture.attribution.repeats import repeating_block
     from graph_harness.reports.tables import (
         deeper_note,
         per_family_table,
@@ -230,6 +231,13 @@ def show(io: IO, exports: dict, *, per_stage: bool, depth: int | None = None, ch
             continue
         if "dump" in e.options:  # no scopes in a dump: its kernel families instead
             io.out.print(per_family_table(e))
+            r = repeating_block([(n["type"], n["kernel"]) for n in e.nodes])
+            if r is not None:  # a model's layers, seen from the node sequence alone
+                io.out.print(
+                    f"{e.name}: a block of {r.period} nodes repeats {r.times} times from node "
+                    f"{r.start} ({r.nodes} of {e.total} nodes)",
+                    markup=False,
+                )
         else:  # a step: its scope tree
             io.out.print(scope_tree_table(e, depth))
             note = deeper_note(e.frame(), depth)

@@ -160,7 +160,7 @@ def run(args, io: IO) -> int:
         rules = read_rules(args.families)
     if is_recording(args.a):
         return run_recordings(args, io, rules)
-    banner(io)
+    banner(io, files=is_export_path(args.a) and is_export_path(args.b))
     d = node_delta(export_for(args.a, args, io), export_for(args.b, args, io), rules)
     if d.scoped_differently:
         io.note(d.scoped_differently)
@@ -173,6 +173,8 @@ def run(args, io: IO) -> int:
         io.print_json(d.to_dict())
     else:
         io.out.print(d.headline(), style="bold")
+        if d.blocks_line():
+            io.out.print(d.blocks_line(), markup=False)
         for t in delta_tables(d):
             io.out.print(t)
     if args.csv:
