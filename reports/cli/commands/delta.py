@@ -68,6 +68,12 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     round_args(d)
     d.add_argument("--csv", help="write the by-kernel delta as CSV here ('-' for stdout)")
     d.add_argument(
+        "--costs",
+        metavar="REPLAY_JSON",
+        help="price graph nodes with this replay document's per-node costs (`graph-harness "
+        "replay --out DIR` writes DIR/replay.json) instead of the built-in H200 costs",
+    )
+    d.add_argument(
         "--families",
         metavar="FILE",
         help="kernel-family rules of your own, put in front of the built-in ones: a CSV "
@@ -123,6 +129,8 @@ def check_flags(args) -> None:
 
 
 def _check_outputs(args) -> None:
+    if args.costs is not None:
+        check_input(args.costs, "--costs file")
     if args.csv == "-" and args.json:
         raise UsageError("--csv - and --json both write to stdout: give --csv a file")
     if args.csv and args.csv != "-":
@@ -149,6 +157,8 @@ def export_for(ref: str, args, io: IO):
 
 
 def run(args, io: IO) -> int:
+    from graph_harness.capture.advise.costs import Costs, builtin_costs
+    from graph_harness.capture.advise.delta_price import price_delta
     from graph_harness.capture.export.delta import node_delta
     from graph_harness.capture.export.families import RULES, read_rules
     from graph_harness.capture.files import write_output
@@ -158,8 +168,9 @@ def run(args, io: IO) -> int:
     rules = RULES
     if args.families is not None:  # read (and refused, if it must be) before any count
         rules = read_rules(args.families)
+    costs = Costs.read(args.costs) if args.costs is not None else builtin_costs()
     if is_recording(args.a):
-        return run_recordings(args, io, rules)
+        return run_recordings(args, io, rules, costs)
     banner(io, files=is_export_path(args.a) and is_export_path(args.b))
     d = node_delta(export_for(args.a, args, io), export_for(args.b, args, io), rules)
     if d.scoped_differently:
@@ -169,14 +180,20 @@ def run(args, io: IO) -> int:
             "--families not used: these are CPU dispatch counts, which name operators, not "
             "kernels (count both on a GPU for a delta by kernel family)"
         )
+    # graph nodes are priced (dispatch per node); a CPU dispatch count is no graph's
+    price = price_delta(d, costs, rules) if d.by_family is not None else None
+    if price is None and args.costs is not None:
+        io.note("--costs not used: these are CPU dispatch counts, not graph nodes")
     if io.json:
-        io.print_json(d.to_dict())
+        io.print_json({**d.to_dict(), "price": None if price is None else price.to_dict()})
     else:
         io.out.print(d.headline(), style="bold")
         if d.blocks_line():
             io.out.print(d.blocks_line(), markup=False)
         for t in delta_tables(d):
             io.out.print(t)
+        if price is not None:
+            io.out.print(price.line(d.a.unit), markup=False, soft_wrap=True)
     if args.csv:
         where = write_output(args.csv, d.by_kernel.to_csv(index=False))
         if where != "stdout":
@@ -184,7 +201,7 @@ def run(args, io: IO) -> int:
     return 0
 
 
-def run_recordings(args, io: IO, rules) -> int:
+def run_recordings(args, io: IO, rules, costs) -> int:
     from graph_harness.capture.files import write_output
     from graph_harness.capture.record.delta import recording_delta
     from graph_harness.capture.record.recording import Recording
@@ -196,7 +213,7 @@ def run_recordings(args, io: IO, rules) -> int:
     labels = (_label(args.a), _label(args.b))
     if labels[0] == labels[1]:
         labels = (labels[0] + " (A)", labels[1] + " (B)")
-    d = recording_delta(a, b, labels=labels, step_keys=keys, rules=rules)
+    d = recording_delta(a, b, labels=labels, step_keys=keys, rules=rules, costs=costs)
     if d.total.scoped_differently:
         io.note(d.total.scoped_differently)
     if io.json:
@@ -205,6 +222,8 @@ def run_recordings(args, io: IO, rules) -> int:
         io.out.print(d.headline(), style="bold", markup=False)
         for t in recording_delta_tables(d):
             io.out.print(t)
+        for line in d.price_lines():
+            io.out.print(line, markup=False, soft_wrap=True)
     if args.csv:
         where = write_output(args.csv, d.total.by_kernel.to_csv(index=False))
         if where != "stdout":

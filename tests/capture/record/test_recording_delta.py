@@ -107,6 +107,20 @@ def test_steps_of_three_graphs_against_steps_of_one():
     assert (d.total.a.total, d.total.b.total) == (18, 15)
 
 
+def test_steps_priced():
+    from tests.capture.advise.test_delta_price import COSTS
+
+    d = recording_delta(
+        engine_x(), engine_y(), step_keys=(r"bs=(\d+)", r"batch (\d+)"), costs=COSTS
+    )
+    # a step: kernels 5 -> 5 (0 us), one copy 1 -> 0 at 3 us
+    assert set(d.step_prices) == {"1", "4"}
+    assert d.step_prices["1"].us == pytest.approx(-3.0)
+    # every graph: kernels 15 -> 15, copies 3 -> 0
+    assert d.total_price.us == pytest.approx(-9.0)
+    assert len(d.price_lines()) == 1 + 2 + 1
+
+
 def pd_na():
     import pandas as pd
 

@@ -1,0 +1,119 @@
+"""What a node delta buys: B - A priced per replay of the graph with per-node costs
+(capture/advise/costs.py: a replay document's chain slopes, or the built-in H200 table),
+each node at the slope of its type's chain (capture/replay/kinds.py's TYPE_CHAIN: kernel
+nodes at torch-add's, memcpy and memset at theirs), and split by kernel family to say
+which families carry most of the gap.
+
+A node of a type no chain measures (an event, an empty or child-graph node, a host
+function) is not priced: it is counted, and said, never guessed at a kernel's price.
+What this prices is dispatch: the per-node cost of a graph's launch, not the kernels'
+own work (a GEMM that moves from cuBLAS to nvjet costs the same node).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from graph_harness.capture.export.documents import frame_records
+from graph_harness.capture.export.families import RULES, Rule, families
+from graph_harness.capture.replay.kinds import TYPE_CHAIN
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from graph_harness.capture.advise.costs import Costs
+    from graph_harness.capture.export.delta import NodeDelta
+
+
+@dataclass(frozen=True)
+class DeltaPrice:
+    """B - A in microseconds per replay (negative: B dispatches less)."""
+
+    label: str  # where the costs came from
+    us: float  # the priced nodes' total
+    by_type: pd.DataFrame  # type, delta, chain, us_per_node, us (priced types)
+    by_family: pd.DataFrame  # family, delta, us, share (of the priced gap), largest first
+    unpriced: dict[str, int]  # node type -> delta, types no chain prices
+
+    def line(self, unit: str = "replay", *, named: bool = True) -> str:
+        """In words: the price per `unit`, by type, the families that carry most of it, and
+        what was not priced; `named`: the costs' source first."""
+        parts = [
+            f"{r.type} {int(r.delta):+d} x {r.us_per_node:.3f} us"
+            for r in self.by_type.itertuples()
+            if r.delta
+        ]
+        text = f"priced by {self.label}: " if named else ""
+        text += f"{self.us:+.1f} us per {unit}"
+        if parts:
+            text += f" ({', '.join(parts)})"
+        fams = [f"{r.family} {r.us:+.1f} us" for r in self.by_family.head(3).itertuples() if r.us]
+        if fams:
+            text += f"; most of it: {', '.join(fams)}"
+        if self.unpriced:
+            left = ", ".join(f"{t} {d:+d}" for t, d in self.unpriced.items())
+            text += f"; not priced (no chain measures these types): {left}"
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "costs": self.label,
+            "us": self.us,
+            "by_type": frame_records(self.by_type),
+            "by_family": frame_records(self.by_family),
+            "unpriced": self.unpriced,
+        }
+
+
+def price_delta(d: NodeDelta, costs: Costs, rules: tuple[Rule, ...] = RULES) -> DeltaPrice:
+    """`d` priced with `costs` (see the module's notes)."""
+    import pandas as pd
+
+    slope = {t: costs.slope(chain) for t, chain in TYPE_CHAIN.items()}
+    rows, unpriced = [], {}
+    for r in d.by_type.itertuples():
+        s = slope.get(r.type)
+        if s is None:
+            if r.delta:
+                unpriced[r.type] = int(r.delta)
+            continue
+        rows.append(
+            {
+                "type": r.type,
+                "delta": int(r.delta),
+                "chain": TYPE_CHAIN[r.type],
+                "us_per_node": s,
+                "us": r.delta * s,
+            }
+        )
+    by_type = pd.DataFrame(rows, columns=["type", "delta", "chain", "us_per_node", "us"])
+    fa, fb = d.a.frame(), d.b.frame()
+    per = []
+    for side, f in ((-1, fa), (1, fb)):
+        if f.empty:
+            continue
+        g = f.assign(family=families(f, rules)).groupby(["family", "type"]).size()
+        per.append(side * g)
+    both = pd.concat(per, axis=1).fillna(0).sum(axis=1) if per else pd.Series(dtype=float)
+    fam_rows: dict[str, dict[str, float]] = {}
+    for (fam, typ), n in both.items():
+        s = slope.get(typ)
+        row = fam_rows.setdefault(fam, {"delta": 0, "us": 0.0})
+        row["delta"] += int(n)
+        if s is not None:
+            row["us"] += n * s
+    by_family = pd.DataFrame(
+        [{"family": f, "delta": int(v["delta"]), "us": v["us"]} for f, v in fam_rows.items()],
+        columns=["family", "delta", "us"],
+    )
+    total = float(by_type["us"].sum()) if not by_type.empty else 0.0
+    gap = float(by_family["us"].abs().sum()) or 1.0
+    by_family["share"] = by_family["us"].abs() / gap
+    by_family = by_family[by_family.delta != 0]
+    by_family = by_family.assign(size=by_family.us.abs()).sort_values(
+        ["size", "family"], ascending=[False, True], kind="stable"
+    )
+    return DeltaPrice(
+        costs.label, total, by_type, by_family.drop(columns="size").reset_index(drop=True), unpriced
+    )
