@@ -68,12 +68,17 @@ def header(exports: dict[str, NodeExport], command: str) -> list[str]:
     source = f"- counts: **{first.source}**"
     if first.source != "cuda-graph":
         source += " (no GPU: dispatched ATen ops and Triton launches, not graph nodes)"
+    device = (
+        f"- device: {env.get('device')} | torch {env.get('torch')} | triton {env.get('triton')}"
+        + driver
+        if env
+        else "- device: not recorded (read from files: a graph dump names no device or versions)"
+    )
     return [
         "# graph-harness report",
         "",
         f"- created: {first.created}",
-        f"- device: {env.get('device')} | torch {env.get('torch')} | triton {env.get('triton')}"
-        + driver,
+        device,
         source,
         *params_lines(first.params),
         f"- reproduce: `{command}`",

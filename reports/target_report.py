@@ -46,6 +46,8 @@ def write_target_report(
     if checks:
         lines += check_section(checks)
     lines += modules_section(folder, exports, depth)
+    if any("dump" in e.options for e in exports.values()):
+        lines += dump_section(folder, exports)
     if len(exports) == 2:
         lines += target_delta_section(folder, exports)
     if profile is not None:
@@ -108,6 +110,32 @@ def modules_section(folder: Path, exports: dict[str, NodeExport], depth: int | N
         "![own nodes per module](nodes_per_module.png)",
         "",
     ]
+
+
+def dump_section(folder: Path, exports: dict[str, NodeExport]) -> list[str]:
+    """A graph no one scoped (a dump), read by kernel family (families-NAME.csv) and by
+    the block its nodes repeat back to back (capture/attribution/repeats.py)."""
+    from graph_harness.capture.attribution.repeats import repeating_block
+    from graph_harness.capture.export.families import families
+
+    lines = ["## By kernel family (docs/families.md), and the repeated block", ""]
+    for n, e in exports.items():
+        df = e.frame()
+        per = families(df).value_counts().rename_axis("family").reset_index(name="nodes")
+        write_csv(folder / f"families-{n}.csv", per)
+        lines += [f"### {n}", "", _md(per), ""]
+        r = repeating_block(list(zip(df["type"], df["kernel"])))
+        lines += [
+            (
+                f"A block of {r.period} nodes repeats {r.times} times from node {r.start} "
+                f"({r.nodes} of {e.total} nodes): a model's layers, read from the node "
+                "sequence alone."
+            )
+            if r is not None
+            else "No block of nodes repeats back to back.",
+            "",
+        ]
+    return lines
 
 
 def target_delta_section(folder: Path, exports: dict[str, NodeExport]) -> list[str]:

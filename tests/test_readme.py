@@ -19,8 +19,8 @@ either run here or says why it is not. How a block runs:
 - python: a block that defines `test_` functions is a test file, run by pytest in a child
   process (the node_budget plugin loaded as installed); any other block is executed.
 - sh: one `graph-harness` command per line (`#` comments, `\\` continuations), run in
-  order through the command line's `main` in a scratch folder holding a link to
-  examples/; each must exit 0. The sh blocks of one page share one scratch folder, in the
+  order through the command line's `main` in a scratch folder holding links to
+  examples/ and docs/data/; each must exit 0. The sh blocks of one page share one scratch folder, in the
   page's order, so a later block may read what an earlier one wrote; under pytest-xdist
   each worker has its own folder, so commands that must see each other's output stay in
   one block (`count --out model` then `advise model/...` in docs/advise.md). Outputs
@@ -207,13 +207,16 @@ SH = [b for b in RUN if b["lang"] == "sh"]
 @pytest.fixture(scope="module")
 def scratch(tmp_path_factory):
     """One folder per page for its sh blocks, in the page's order: a later block may read
-    what an earlier one wrote. examples/ is linked in, as in the repository's root."""
+    what an earlier one wrote. examples/ and docs/data/ are linked in, as in the
+    repository's root."""
     folders = {}
 
     def folder(page: str) -> Path:
         if page not in folders:
             where = tmp_path_factory.mktemp(page.replace("/", "-").removesuffix(".md"))
             (where / "examples").symlink_to(REPO / "examples")
+            (where / "docs").mkdir()  # the records a guide's example reads (graph dumps)
+            (where / "docs" / "data").symlink_to(REPO / "docs" / "data")
             folders[page] = where
         return folders[page]
 

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
     from graph_harness.capture.advise.costs import Costs
     from graph_harness.capture.export.delta import NodeDelta
+    from graph_harness.capture.record.delta import RecordingDelta
 
 
 @dataclass(frozen=True)
@@ -116,4 +117,38 @@ def price_delta(d: NodeDelta, costs: Costs, rules: tuple[Rule, ...] = RULES) -> 
     )
     return DeltaPrice(
         costs.label, total, by_type, by_family.drop(columns="size").reset_index(drop=True), unpriced
+    )
+
+
+@dataclass(frozen=True)
+class RecordingPrice:
+    """A recording delta priced: each step both sides have, and every graph once each."""
+
+    steps: dict[str, DeltaPrice]
+    total: DeltaPrice
+
+    def lines(self) -> list[str]:
+        """The costs' source, then each step's price and the total's, in words."""
+        out = [
+            f"priced by {self.total.label}: the graphs' nodes only (what an engine runs "
+            "between its graphs, and each graph's own launch, are in no recording)"
+        ]
+        out += [f"step {k}: {p.line('step', named=False)}" for k, p in self.steps.items()]
+        out.append(f"every graph, once each: {self.total.line('pass', named=False)}")
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "steps": {k: p.to_dict() for k, p in self.steps.items()},
+            "total": self.total.to_dict(),
+        }
+
+
+def price_recording(
+    d: RecordingDelta, costs: Costs, rules: tuple[Rule, ...] = RULES
+) -> RecordingPrice:
+    """`d`'s steps (with a step key) and its total priced with `costs`."""
+    return RecordingPrice(
+        {k: price_delta(p, costs, rules) for k, p in d.step_pairs.items()},
+        price_delta(d.total, costs, rules),
     )

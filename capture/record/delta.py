@@ -32,8 +32,6 @@ from graph_harness.capture.export.nodes import NodeExport, joined_nodes
 if TYPE_CHECKING:
     import pandas as pd
 
-    from graph_harness.capture.advise.costs import Costs
-    from graph_harness.capture.advise.delta_price import DeltaPrice
     from graph_harness.capture.record.recording import Recording
 
 SCHEMA = "graph-harness/recording-delta"
@@ -129,21 +127,6 @@ class RecordingDelta:
     pairs: dict[str, NodeDelta] = field(default_factory=dict)
     step_pairs: dict[str, NodeDelta] = field(default_factory=dict)
     step_keys: tuple[str | None, str | None] = (None, None)
-    # priced (capture/advise/delta_price.py): each step on both sides, and every graph
-    step_prices: dict[str, DeltaPrice] = field(default_factory=dict)
-    total_price: DeltaPrice | None = None
-
-    def price_lines(self) -> list[str]:
-        """The costs' source, then each step's price and the total's, in words."""
-        if self.total_price is None:
-            return []
-        out = [
-            f"priced by {self.total_price.label}: the graphs' nodes only (what an engine "
-            "runs between its graphs, and each graph's own launch, are in no recording)"
-        ]
-        out += [f"step {k}: {p.line('step', named=False)}" for k, p in self.step_prices.items()]
-        out.append(f"every graph, once each: {self.total_price.line('pass', named=False)}")
-        return out
 
     @property
     def only_a(self) -> list[str]:
@@ -182,8 +165,6 @@ class RecordingDelta:
             "total": self.total.to_dict(),
             "pairs": {k: _pair(d) for k, d in self.pairs.items()},
             "step_pairs": {k: _pair(d) for k, d in self.step_pairs.items()},
-            "step_prices": {k: p.to_dict() for k, p in self.step_prices.items()},
-            "total_price": None if self.total_price is None else self.total_price.to_dict(),
         }
 
 
@@ -217,11 +198,10 @@ def recording_delta(
     labels: tuple[str, str] = ("A", "B"),
     step_keys: tuple[str | None, str | None] = (None, None),
     rules: tuple[Rule, ...] = RULES,
-    costs: Costs | None = None,
 ) -> RecordingDelta:
     """B - A (see the module's notes). `step_keys`: A's and B's step keys (regular
-    expressions; None for none). `costs`: price each step and the total (None: not
-    priced)."""
+    expressions; None for none). Priced by capture/advise/delta_price.py's
+    price_recording."""
     import pandas as pd
 
     patterns = [step_pattern(k) if k is not None else None for k in step_keys]
@@ -276,10 +256,4 @@ def recording_delta(
             {c: "Int64" for c in ("a_graphs", "a_nodes", "b_graphs", "b_nodes", "delta")}
         )
     total = node_delta(sa.joined(sa.names), sb.joined(sb.names), rules)
-    out = RecordingDelta(sa, sb, graphs, steps, total, pairs, step_pairs, tuple(step_keys))
-    if costs is not None:
-        from graph_harness.capture.advise.delta_price import price_delta
-
-        out.step_prices = {k: price_delta(d, costs, rules) for k, d in step_pairs.items()}
-        out.total_price = price_delta(total, costs, rules)
-    return out
+    return RecordingDelta(sa, sb, graphs, steps, total, pairs, step_pairs, tuple(step_keys))

@@ -4,6 +4,7 @@ built-in round, or an export file (`c.json#fused`: one export of count's output)
 from __future__ import annotations
 
 import os
+import re
 
 from graph_harness.capture.export.kinds import split_ref
 from graph_harness.capture.round.params import VARIANTS
@@ -38,3 +39,20 @@ def neither(ref: str) -> UsageError:
 
         return UsageError(f"{what}: {ref} is a folder; give a file{documents_in(ref)}")
     return UsageError(f"{what} (a path holds a '/' or ends in .json: ./{ref} for a file here)")
+
+
+def read_files(files: list[str]) -> tuple[list[str], list]:
+    """Each file's export (a graph dump or a node export: capture/export/kinds.py's
+    read_export) and a name for it, unique and safe as part of a file name (its stem)."""
+    from graph_harness.capture.export.kinds import read_export
+
+    exports = [read_export(f) for f in files]
+    names: list[str] = []
+    for f in files:
+        stem = re.sub(r"[^A-Za-z0-9._-]+", "_", os.path.basename(str(f).partition("#")[0]))
+        stem = stem.rsplit(".", 1)[0] or "file"
+        name, k = stem, 2
+        while name in names:
+            name, k = f"{stem}-{k}", k + 1
+        names.append(name)
+    return names, exports

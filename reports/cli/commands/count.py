@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 from contextlib import nullcontext
 
 from graph_harness.capture.export.kinds import COUNT, COUNT_SCHEMA_VERSION
@@ -31,6 +30,7 @@ from graph_harness.reports.cli.console import (
     staged,
     wrote,
 )
+from graph_harness.reports.cli.refs import read_files
 from graph_harness.reports.cli.target import target_arg
 from graph_harness.reports.cli.targets import (
     capture_target,
@@ -175,25 +175,6 @@ def run(args, io: IO) -> int:
         show(io, dict(zip(names, exports)), per_stage=args.per_stage, depth=depth, checks=checks)
     wrote(io, args, plural(len(exports), "export"))
     return 0
-
-
-def read_files(files: list[str]) -> tuple[list[str], list]:
-    """Each file's export (a graph dump or a node export: capture/export/kinds.py's
-    read_export) and a name for it, unique and safe as part of a file name (its stem)."""
-    import re
-
-    from graph_harness.capture.export.kinds import read_export
-
-    exports = [read_export(f) for f in files]
-    names: list[str] = []
-    for f in files:
-        stem = re.sub(r"[^A-Za-z0-9._-]+", "_", os.path.basename(str(f).partition("#")[0]))
-        stem = stem.rsplit(".", 1)[0] or "file"
-        name, k = stem, 2
-        while name in names:
-            name, k = f"{stem}-{k}", k + 1
-        names.append(name)
-    return names, exports
 
 
 def _cuda() -> bool:

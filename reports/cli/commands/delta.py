@@ -202,6 +202,7 @@ def run(args, io: IO) -> int:
 
 
 def run_recordings(args, io: IO, rules, costs) -> int:
+    from graph_harness.capture.advise.delta_price import price_recording
     from graph_harness.capture.files import write_output
     from graph_harness.capture.record.delta import recording_delta
     from graph_harness.capture.record.recording import Recording
@@ -213,16 +214,17 @@ def run_recordings(args, io: IO, rules, costs) -> int:
     labels = (_label(args.a), _label(args.b))
     if labels[0] == labels[1]:
         labels = (labels[0] + " (A)", labels[1] + " (B)")
-    d = recording_delta(a, b, labels=labels, step_keys=keys, rules=rules, costs=costs)
+    d = recording_delta(a, b, labels=labels, step_keys=keys, rules=rules)
+    price = price_recording(d, costs, rules)
     if d.total.scoped_differently:
         io.note(d.total.scoped_differently)
     if io.json:
-        io.print_json(d.to_dict())
+        io.print_json({**d.to_dict(), "price": price.to_dict()})
     else:
         io.out.print(d.headline(), style="bold", markup=False)
         for t in recording_delta_tables(d):
             io.out.print(t)
-        for line in d.price_lines():
+        for line in price.lines():
             io.out.print(line, markup=False, soft_wrap=True)
     if args.csv:
         where = write_output(args.csv, d.total.by_kernel.to_csv(index=False))

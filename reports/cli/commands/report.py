@@ -64,6 +64,7 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
         examples=[
             "graph-harness report --out report",
             "graph-harness report --recording rec --out rec-report",
+            "graph-harness report --graph before.dot --graph after.dot --out change",
             "graph-harness report --target examples/llama_decode.py:make_step --check "
             "--module-scopes --out llama",
         ],
@@ -92,6 +93,14 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
         "with nodes, replays and pool memory, those never replayed, by module, and plots",
     )
     p.add_argument(
+        "--graph",
+        action="append",
+        metavar="FILE",
+        help="report on a graph dump (.dot: cudaGraphDebugDotPrint's, any program's) or a "
+        "node export instead: nodes by type, kernel family and kernel, the block its nodes "
+        "repeat; give two for their delta (the first is A)",
+    )
+    p.add_argument(
         "--sizes",
         nargs="+",
         type=positive(1),
@@ -115,6 +124,8 @@ def run(args, io: IO) -> int:
 
     if args.recording is not None:
         return run_recording_report(args, io)
+    if args.graph:
+        return run_graph_report(args, io)
     if (
         args.target
         or args.module_scopes is not False
@@ -175,6 +186,34 @@ def run(args, io: IO) -> int:
     return 0
 
 
+def run_graph_report(args, io: IO) -> int:
+    from graph_harness.reports.cli.refs import read_files
+    from graph_harness.reports.target_report import write_target_report
+
+    flags = given_round_flags(args) + given_timing_flags(args)
+    flags += ["--target"] * bool(args.target) + ["--sizes"] * bool(args.sizes)
+    flags += ["--requests"] * bool(args.requests) + ["--check"] * bool(args.check)
+    flags += ["--warmup"] * (args.step_warmup is not None)
+    flags += ["--module-scopes"] * (args.module_scopes is not False)
+    flags += ["--recording"] * (args.recording is not None)
+    refuse(flags, "apply to a capture, not to --graph files: drop them")
+    if len(args.graph) > 2:
+        raise UsageError(f"report takes one --graph, or two for their delta; got {len(args.graph)}")
+    names, exports = read_files(args.graph)  # every file read before anything is written
+    with staged(args, io) as tmp:
+        banner(io, files=True)
+        write_target_report(tmp, dict(zip(names, exports)), command=command_line(), depth=None)
+        # what the report found, in one line each (before the commit, as every command)
+        for n, e in zip(names, exports):
+            io.out.print(f"{n}: {e.total} nodes", markup=False)
+        if len(exports) == 2:
+            from graph_harness.capture.export.delta import node_delta
+
+            io.out.print(node_delta(*exports).headline(), markup=False)
+    io.err.print(f"wrote {args.out / 'report.md'}", markup=False)
+    return 0
+
+
 def run_recording_report(args, io: IO) -> int:
     from graph_harness.capture.record.recording import Recording
     from graph_harness.reports.recording_report import write_recording
@@ -184,6 +223,7 @@ def run_recording_report(args, io: IO) -> int:
     flags += ["--requests"] * bool(args.requests) + ["--check"] * bool(args.check)
     flags += ["--warmup"] * (args.step_warmup is not None)
     flags += ["--module-scopes"] * (args.module_scopes is not False)
+    flags += ["--graph"] * bool(args.graph)
     refuse(flags, "apply to a step or the round, not to --recording: drop them")
     from graph_harness.reports.record_tables import headline
 

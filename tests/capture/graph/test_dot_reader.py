@@ -111,3 +111,28 @@ def test_cli_count_of_a_dump_by_family(capsys):
     doc = json.loads(capsys.readouterr().out)
     (export,) = doc["exports"].values()
     assert export["total_nodes"] == 116 and export["options"]["dump"]["launch_geometry"] is False
+
+
+def test_cli_report_of_two_dumps(tmp_path, capsys):
+    eager = DATA / "dumps" / "llama_decode-eager-plain-none.dot"
+    compiled = DATA / "dumps" / "llama_decode-compiled-plain-verbose.dot"
+    out = tmp_path / "report"
+    assert main(["report", "--graph", str(eager), "--graph", str(compiled), "--out", str(out)]) == 0
+    md = (out / "report.md").read_text()
+    assert "A block of 53 nodes repeats 8 times from node 3" in md
+    assert "436" in md and "116" in md and "device: not recorded" in md
+    fams = (out / "delta_by_family.csv").read_text()
+    assert "ATen elementwise,351,0,-351" in fams
+    # flags that capture are refused, nothing written
+    assert (
+        main(["report", "--graph", str(eager), "--target", "x:y", "--out", str(tmp_path / "n")])
+        == 2
+    )
+    assert not (tmp_path / "n").exists()
+
+
+def test_cli_count_refuses_capture_flags_with_files(capsys):
+    dump = str(DATA / "dumps" / "hf_decode-eager-none.dot")
+    assert main(["count", dump, "--variant", "fused"]) == 2
+    assert "--variant apply to a capture" in capsys.readouterr().err
+    assert main(["count", dump, "--module-scopes"]) == 2

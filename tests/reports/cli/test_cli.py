@@ -438,7 +438,8 @@ def test_target_with_module_scopes(tmp_path):
     r = run("delta", str(tmp_path / "plain.json"), str(tmp_path / "deep" / "nodes-target.json"))
     assert r.returncode == 0, r.stderr
     assert "+0 nodes" in r.stdout and "by scope" in r.stdout and "(B)" in r.stdout
-    assert "layers.1.feed_forward.w2" in r.stdout
+    # the two layers agree row for row: one row each, folded (capture/attribution/repeats.py)
+    assert "layers.{0..1}.feed_forward.w2 (x2, each)" in r.stdout
     warned = [x for x in r.stderr.splitlines() if "scoped" in x]
     assert len(warned) == 1 and "without module scopes" in warned[0], r.stderr
 
