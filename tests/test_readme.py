@@ -20,11 +20,11 @@ either run here or says why it is not. How a block runs:
   process (the node_budget plugin loaded as installed); any other block is executed.
 - sh: one `graph-harness` command per line (`#` comments, `\\` continuations), run in
   order through the command line's `main` in a scratch folder holding links to
-  examples/ and docs/data/; each must exit 0. The sh blocks of one page share one scratch folder, in the
-  page's order, so a later block may read what an earlier one wrote; under pytest-xdist
-  each worker has its own folder, so commands that must see each other's output stay in
-  one block (`count --out model` then `advise model/...` in docs/advise.md). Outputs
-  with `--out` stay in the scratch folder.
+  examples/ and docs/data/; each must exit 0. The sh blocks of one page share one
+  scratch folder, in the page's order, so a later block may read what an earlier one
+  wrote; under pytest-xdist each worker has its own folder, so commands that must see
+  each other's output stay in one block (`count --out model` then `advise model/...`
+  in docs/advise.md). Outputs with `--out` stay in the scratch folder.
 
 Test ids name the page and the line of the block's opening fence
 (`docs/advise.md-line3-sh-run`). The README's links are the guides' index: every guide is

@@ -57,8 +57,9 @@ def nodes_from_graph(raw: list[RawNode], marks: list[ScopeMark]) -> list[Node]:
     fields_of = [scope_fields(m.stack) for m in marks]
     outside = scope_fields(())
     out = []
+    top_of: dict[int, int] = {}  # a node's top-level owner, each found once (deep nesting)
     for i, n in enumerate(raw):
-        owner = n.handle if n.parent is None else _top_parent(n, raw, index)
+        owner = n.handle if n.parent is None else _top_parent(n, raw, index, top_of)
         at = when.get(owner)
         scoped = outside if at is None else fields_of[at]
         out.append(
@@ -82,10 +83,19 @@ def nodes_from_graph(raw: list[RawNode], marks: list[ScopeMark]) -> list[Node]:
     return out
 
 
-def _top_parent(n: RawNode, raw: list[RawNode], index: dict[int, int]) -> int:
-    while n.parent is not None:
+def _top_parent(
+    n: RawNode, raw: list[RawNode], index: dict[int, int], known: dict[int, int]
+) -> int:
+    """The top-level node a child graph's node is under (its parents' owners memoized
+    in `known`: a parent's owner is its own, found once)."""
+    path = []
+    while n.parent is not None and n.parent not in known:
+        path.append(n.parent)
         n = raw[index[n.parent]]
-    return n.handle
+    top = known[n.parent] if n.parent is not None else n.handle
+    for h in path:
+        known[h] = top
+    return top
 
 
 def nodes_from_dispatch(records: list[Dispatched]) -> list[Node]:

@@ -1,8 +1,8 @@
 """Repeated layers, folded: a model's blocks (`layers.0` ... `layers.31`) are the same work
 N times, so a table shows one row times N where they agree. Two sources:
 
-- **module scopes**: sibling scopes whose last name is an index (`layers.3`) and whose
-  subtrees agree row for row (`fold_scopes`);
+- **module scopes**: sibling scopes whose last name is an index (`layers.3`, not `w1`)
+  and whose subtrees agree row for row (`fold_scopes`);
 - **the node sequence** of a graph no one scoped (a dump): the longest run of one block of
   nodes repeated back to back, by type and kernel in capture order (`repeating_block`).
 
@@ -20,66 +20,72 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import pandas as pd
 
-_INDEXED = re.compile(r"^(?P<stem>.*?)(?P<index>\d+)$")
+_INDEXED = re.compile(r"^(?P<stem>(?:.*\.)?)(?P<index>\d+)$")  # `layers.3`: an index
 MAX_PERIOD = 20_000  # the longest block looked for (a layer of a real model is far shorter)
 MAX_WORK = 200_000_000  # periods tried times nodes: a million-node graph tries blocks to 200
 
 
 def fold_scopes(tree: pd.DataFrame, values: Sequence[str]) -> pd.DataFrame:
     """A scope tree (`depth`, `scope` and the `values` columns, in tree order) with runs
-    of indexed siblings whose subtrees agree (same relative scopes, same values) folded
-    into the first of them, renamed `layers.{0..3}`, with `times` (4) on each folded row
-    (1 elsewhere). The values stay per block."""
+    of sibling layers (names ending in `.N`, consecutive N) whose subtrees agree row for
+    row folded into the first of them, renamed `layers.{0..3}`, with `times` (4) on each
+    folded row (1 elsewhere); a fold inside a fold keeps the outer name
+    (`layers.{0..3}.experts.{0..7}`, times the inner count). The values stay per block.
+    Linear in the rows times the tree's depth."""
     df = tree.reset_index(drop=True)
-    scopes = list(df["scope"])
-    children: dict[str, list[int]] = {}
-    for i, s in enumerate(scopes):
-        parent = s.rsplit(".", 1)[0] if "." in s else ""
-        children.setdefault(parent, []).append(i)
-
-    def subtree(i: int) -> list[int]:
-        root = scopes[i]
-        return [
-            j
-            for j in range(i, len(scopes))
-            if scopes[j] == root or scopes[j].startswith(root + ".")
-        ]
+    scopes, depth = list(df["scope"]), [int(d) for d in df["depth"]]
+    vals = df[list(values)].to_numpy().tolist()
+    n = len(df)
+    end, parent, open_rows = [n] * n, [-1] * n, []
+    for i in range(n):
+        while open_rows and depth[open_rows[-1]] >= depth[i]:
+            end[open_rows.pop()] = i
+        parent[i] = open_rows[-1] if open_rows else -1
+        open_rows.append(i)
+    children: dict[int, list[int]] = {}
+    for i in range(n):
+        children.setdefault(parent[i], []).append(i)
+    sigs: dict[int, tuple] = {}
 
     def signature(i: int) -> tuple:
-        root = scopes[i]
-        return tuple((scopes[j][len(root) :], *(df.at[j, c] for c in values)) for j in subtree(i))
+        if i not in sigs:
+            root = len(scopes[i])
+            sigs[i] = tuple((scopes[j][root:], *vals[j]) for j in range(i, end[i]))
+        return sigs[i]
 
-    rename: dict[int, tuple[str, str, int]] = {}  # first row of a run -> (old, new, times)
-    drop: set[int] = set()
-    for rows in children.values():
-        indexed = [(i, _INDEXED.match(scopes[i].rsplit(".", 1)[-1])) for i in rows]
-        indexed = [(i, m) for i, m in indexed if m is not None]
+    names, times, dropped = list(scopes), [1] * n, [False] * n
+    for p in [-1, *range(n)]:  # parents in tree order: an outer fold before an inner one
+        if p >= 0 and dropped[p]:
+            continue
+        indexed = []
+        for i in children.get(p, ()):
+            m = _INDEXED.match(scopes[i])
+            if m is not None:
+                indexed.append((i, m))
         k = 0
         while k < len(indexed):
-            i, m = indexed[k]
-            sig, run = signature(i), [(i, m)]
+            run = [indexed[k]]
             while k + len(run) < len(indexed):
                 j, mj = indexed[k + len(run)]
-                if mj["stem"] != m["stem"] or int(mj["index"]) != int(run[-1][1]["index"]) + 1:
+                prev = run[-1][1]
+                if mj["stem"] != prev["stem"] or int(mj["index"]) != int(prev["index"]) + 1:
                     break
-                if signature(j) != sig:
+                if signature(j) != signature(run[0][0]):
                     break
                 run.append((j, mj))
             if len(run) > 1:
-                first, last = int(m["index"]), int(run[-1][1]["index"])
-                name = scopes[i]
-                folded = f"{name[: len(name) - len(m['index'])]}{{{first}..{last}}}"
-                rename[i] = (name, folded, len(run))
+                i, m = run[0]
+                cur = names[i]
+                new = f"{cur[: len(cur) - len(m['index'])]}{{{m['index']}..{run[-1][1]['index']}}}"
+                for j in range(i, end[i]):
+                    names[j] = new + names[j][len(cur) :]
+                    times[j] = len(run)
                 for j, _ in run[1:]:
-                    drop.update(subtree(j))
+                    for x in range(j, end[j]):
+                        dropped[x] = True
             k += len(run)
-    out = df.copy()
-    out["times"] = 1
-    for i, (old, new, times) in rename.items():
-        for j in subtree(i):
-            out.at[j, "scope"] = new + scopes[j][len(old) :]
-            out.at[j, "times"] = times
-    return out.drop(index=sorted(drop)).reset_index(drop=True)
+    out = df.assign(scope=names, times=times)
+    return out[[not d for d in dropped]].reset_index(drop=True)
 
 
 @dataclass(frozen=True)

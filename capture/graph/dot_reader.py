@@ -62,7 +62,6 @@ DOT_KINDS = {
 
 _GEOMETRY = re.compile(r"^(?P<name>.*?)<<<(?P<geometry>[^<>]*)>>>$", re.S)
 _CLUSTER_LABEL = re.compile(r"^graph_(\d+)$")
-_NODE_ID = re.compile(r"^graph_(\d+)_node_(\d+)$")
 
 
 class DotDumpError(DotSyntaxError):
@@ -113,7 +112,7 @@ class _Node:
     kernel: str = ""
     grid: tuple[int, int, int] | None = None
     block: tuple[int, int, int] | None = None
-    child: str | None = None  # the graph a child-graph (or conditional) node holds
+    child: str | None = None  # the graph a child-graph node holds
 
 
 def read_dump(path: str | Path) -> DotDump:
@@ -139,50 +138,108 @@ def dump_of(text: str) -> DotDump:
     g = parse(text)
     clusters = _clusters(g)
     nodes: dict[str, list[_Node]] = {name: [] for name in clusters.values()}
+    graph_of: dict[str, str] = {}
     for nid, attrs in g.nodes.items():
         sub = g.node_subgraph[nid]
         while sub is not None and sub not in clusters:
             sub = g.subgraphs[sub].parent
         if sub is None:
             raise DotSyntaxError(f"line {g.node_line[nid]}: node {nid!r} is in no graph's cluster")
+        graph_of[nid] = clusters[sub]
         nodes[clusters[sub]].append(_node(nid, clusters[sub], attrs, g.node_line[nid]))
-    ids = {n.id for ns in nodes.values() for n in ns}
-    for a, b, _ in g.edges:
+    deps: dict[str, list[str]] = {}
+    for a, b, _, line in g.edges:
         for end in (a, b):
-            if end not in ids:
-                raise DotSyntaxError(f"an edge names {end!r}, which is no node of a graph")
-    held = [n.child for ns in nodes.values() for n in ns if n.child is not None]
-    for child in held:
-        if child not in nodes:
-            raise DotSyntaxError(f"a child graph node holds {child}, which the dump does not have")
+            if end not in graph_of:
+                raise DotSyntaxError(f"line {line}: an edge names {end[:60]!r}, which is no node")
+        if a == b:
+            raise DotSyntaxError(f"line {line}: node {a[:60]!r} depends on itself")
+        if graph_of[a] != graph_of[b]:  # a dependency joins two nodes of one graph
+            raise DotSyntaxError(
+                f"line {line}: an edge from {graph_of[a]} to {graph_of[b]} (a dependency is "
+                "within one graph)"
+            )
+        if a not in deps.setdefault(b, []):  # an edge written twice is one dependency
+            deps[b].append(a)
+    for name, members in nodes.items():
+        _acyclic(name, members, deps)
+    held_by = [n for ns in nodes.values() for n in ns if n.child is not None]
+    for n in held_by:
+        if n.child not in nodes:
+            raise DotSyntaxError(f"child graph node {n.id!r} holds {n.child}, which the dump lacks")
+    held = {n.child for n in held_by}
     roots = [name for name in nodes if name not in held]
     if len(roots) != 1:
         which = ", ".join(roots) if roots else "none (every graph is held by another)"
-        raise DotSyntaxError(f"a dump holds one graph with its children; this has roots {which}")
-    deps: dict[str, list[str]] = {}
-    for a, b, _ in g.edges:
-        deps.setdefault(b, []).append(a)
+        conditional = any(n.kind == "conditional" for ns in nodes.values() for n in ns)
+        hint = (
+            "; a conditional node's body graphs are not read yet (none has been seen in a "
+            "real dump)"
+            if conditional
+            else ""
+        )
+        raise DotSyntaxError(
+            f"a dump holds one graph with its children; this has roots {which}{hint}"
+        )
     total = _expanded_size(roots[0], nodes)
     if total > MAX_NODES:
         raise DotSyntaxError(f"its child graphs expand to {total:,} nodes, past {MAX_NODES:,}")
+    reached = _reached(roots[0], nodes)
+    if len(reached) != len(nodes):
+        lost = ", ".join(sorted(set(nodes) - reached)[:5])
+        raise DotSyntaxError(f"graphs no graph of the dump holds, reached from none: {lost}")
     out = _expand(roots[0], nodes, deps)
     verbose = any(n.grid is not None for ns in nodes.values() for n in ns)
     return DotDump(out, verbose, len(nodes))
 
 
+def _acyclic(graph: str, members: list[_Node], deps: dict[str, list[str]]) -> None:
+    """Refuse a graph whose dependencies loop (Kahn's order: a graph is a DAG)."""
+    ids = {n.id for n in members}
+    waiting = {n.id: len(deps.get(n.id, ())) for n in members}
+    users: dict[str, list[str]] = {}
+    for n in members:
+        for d in deps.get(n.id, ()):
+            users.setdefault(d, []).append(n.id)
+    ready = [i for i, k in waiting.items() if k == 0]
+    done = 0
+    while ready:
+        i = ready.pop()
+        done += 1
+        for u in users.get(i, ()):
+            waiting[u] -= 1
+            if waiting[u] == 0:
+                ready.append(u)
+    if done != len(ids):
+        raise DotSyntaxError(f"the dependencies of {graph} loop (a graph has no cycle)")
+
+
+def _reached(root: str, nodes: dict[str, list[_Node]]) -> set[str]:
+    seen, stack = {root}, [root]
+    while stack:
+        for n in nodes[stack.pop()]:
+            if n.child is not None and n.child not in seen:
+                seen.add(n.child)
+                stack.append(n.child)
+    return seen
+
+
 def _clusters(g: DotGraph) -> dict[int, str]:
     """Subgraph index -> graph name, for each graph cluster (`label="graph_N"`)."""
     out: dict[int, str] = {}
+    seen: set[str] = set()
     for i, sub in enumerate(g.subgraphs):
         label = sub.attrs.get("label", "")
         if _CLUSTER_LABEL.match(label):
-            if label in out.values():
+            if label in seen:
                 raise DotSyntaxError(f"two clusters are labelled {label}")
+            seen.add(label)
             out[i] = label
     if not out:
         raise DotSyntaxError(
             'no graph cluster (`subgraph cluster_N { label="graph_N" ... }`): not a dump '
-            "cudaGraphDebugDotPrint wrote"
+            "cudaGraphDebugDotPrint wrote (graph-harness's own graph-NAME.dot is a drawing: "
+            "read its nodes-NAME.json)"
         )
     return out
 
@@ -198,7 +255,10 @@ def _node(nid: str, graph: str, attrs: dict[str, str], line: int) -> _Node:
         raise DotSyntaxError(f"line {line}: node {nid!r} has no label (its type)")
     where = f"line {line}: node {nid!r}"
     if attrs.get("shape") == "record":
-        texts = leaves(record_fields(label))
+        try:
+            texts = leaves(record_fields(label))
+        except DotSyntaxError as e:
+            raise DotSyntaxError(f"{where}: {e}") from None
         word = texts[0] if texts else ""
         kind = DOT_KINDS.get(word)
         if kind is None:

@@ -16,11 +16,15 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from graph_harness.capture.errors import UsageError
 
 MAX_DEPTH = 64  # subgraphs inside subgraphs, and braces inside a record label
+# tokens in one file: a verbose dump writes about 15 per node (a label is one), so this
+# holds a million-node graph; a crafted file stops here, not after minutes
+MAX_TOKENS = 20_000_000
 
 
 class DotSyntaxError(UsageError, ValueError):
@@ -48,9 +52,9 @@ class Token:
     line: int
 
 
-def tokens(text: str) -> list[Token]:
-    out: list[Token] = []
-    pos, line, n = 0, 1, len(text)
+def tokens(text: str) -> Iterator[Token]:
+    """The tokens of `text`, one at a time (a file's worth is never held at once)."""
+    pos, line, n, count = 0, 1, len(text), 0
     while pos < n:
         m = _TOKEN.match(text, pos)
         if m is None:
@@ -64,18 +68,21 @@ def tokens(text: str) -> list[Token]:
                 )
             raise DotSyntaxError(f"line {line}: {c!r} is not DOT")
         kind, got = m.lastgroup, m.group()
+        if kind not in ("space", "comment"):
+            count += 1
+            if count > MAX_TOKENS:
+                raise DotSyntaxError(f"line {line}: more than {MAX_TOKENS:,} tokens")
         if kind == "string":
             value = got[1:-1].replace("\\\r\n", "").replace("\\\n", "").replace('\\"', '"')
-            out.append(Token("string", value, line))
+            yield Token("string", value, line)
         elif kind in ("id", "number"):
-            out.append(Token("id", got, line))
+            yield Token("id", got, line)
         elif kind == "edge":
-            out.append(Token("edge", got, line))
+            yield Token("edge", got, line)
         elif kind == "punct":
-            out.append(Token(got, got, line))
+            yield Token(got, got, line)
         line += got.count("\n")
         pos = m.end()
-    return out
 
 
 @dataclass
@@ -87,89 +94,94 @@ class Subgraph:
 
 @dataclass
 class DotGraph:
-    """A DOT file's statements: every node once, in the order first named, with its
-    attributes and the subgraph it was first named in; edges in file order."""
+    """A DOT file's statements: every node stated once, in file order, with its
+    attributes and the subgraph its statement is in; edges in file order."""
 
     directed: bool
     subgraphs: list[Subgraph]
     nodes: dict[str, dict[str, str]]  # id -> attributes
     node_line: dict[str, int]  # id -> the line it was first named on
     node_subgraph: dict[str, int]  # id -> index into subgraphs
-    edges: list[tuple[str, str, dict[str, str]]]
+    edges: list[tuple[str, str, dict[str, str], int]]  # from, to, attributes, line
 
 
 def parse(text: str) -> DotGraph:
     """The statements of one DOT graph. A second graph in the same file is refused (a
     graph dump holds one)."""
-    toks = tokens(text)
-    i, n = 0, len(toks)
+    stream = tokens(text)
+    ahead: list[Token] = []  # the one token looked at and not yet taken
+    last: list[Token] = []  # the last token taken (where an error at the end points)
 
-    def peek(k: int = 0) -> Token | None:
-        return toks[i + k] if i + k < n else None
+    def advance() -> None:  # take the token looked at
+        if ahead:
+            last[:] = [ahead.pop()]
+
+    def peek() -> Token | None:
+        if not ahead:
+            t = next(stream, None)
+            if t is not None:
+                ahead.append(t)
+        return ahead[0] if ahead else None
 
     def fail(msg: str, at: Token | None = None) -> DotSyntaxError:
-        at = at or peek() or (toks[-1] if toks else None)
+        at = at or peek() or (last[0] if last else None)
         where = f"line {at.line}" if at is not None else "the file"
         return DotSyntaxError(f"{where}: {msg}")
 
     def take(kind: str) -> Token:
-        nonlocal i
         t = peek()
         if t is None or t.kind != kind:
             seen = "the end of the file" if t is None else repr(t.text[:40])
             raise fail(f"expected {kind!r}, found {seen}", t)
-        i += 1
+        advance()
         return t
 
     def ident() -> str:
-        nonlocal i
         t = peek()
         if t is None or t.kind not in ("id", "string"):
             seen = "the end of the file" if t is None else repr(t.text[:40])
             raise fail(f"expected a name, found {seen}", t)
-        i += 1
+        advance()
         value = t.text
         while t.kind == "string" and peek() is not None and peek().kind == "+":  # "a" + "b"
-            i += 1
+            advance()
             t = take("string")
             value += t.text
         return value
 
     def attr_lists() -> dict[str, str]:
-        nonlocal i
         attrs: dict[str, str] = {}
         while peek() is not None and peek().kind == "[":
-            i += 1
+            advance()
             while peek() is not None and peek().kind != "]":
                 key = ident()
                 if peek() is not None and peek().kind == "=":
-                    i += 1
+                    advance()
                     attrs[key] = ident()
                 else:
                     attrs[key] = "true"
                 if peek() is not None and peek().kind in (",", ";"):
-                    i += 1
+                    advance()
             take("]")
         return attrs
 
     def node_id() -> str:
-        nonlocal i
         name = ident()
         if peek() is not None and peek().kind == ":":  # a port (and compass point): not ours
-            i += 1
+            advance()
             ident()
             if peek() is not None and peek().kind == ":":
-                i += 1
+                advance()
                 ident()
         return name
 
     if peek() is not None and peek().kind == "id" and peek().text.lower() == "strict":
-        i += 1
+        advance()
     head = peek()
     if head is None or head.kind != "id" or head.text.lower() not in ("graph", "digraph"):
         raise fail("not a DOT graph: it does not start with `graph` or `digraph`", head)
     directed = head.text.lower() == "digraph"
-    i += 1
+    advance()
     if peek() is not None and peek().kind in ("id", "string"):
         ident()
     take("{")
@@ -177,30 +189,33 @@ def parse(text: str) -> DotGraph:
     nodes: dict[str, dict[str, str]] = {}
     node_line: dict[str, int] = {}
     node_subgraph: dict[str, int] = {}
-    edges: list[tuple[str, str, dict[str, str]]] = []
+    edges: list[tuple[str, str, dict[str, str], int]] = []  # from, to, attributes, line
     stack = [0]  # the open subgraphs, innermost last
 
-    def named(name: str, at: Token) -> None:
-        if name not in nodes:
-            nodes[name] = {}
-            node_line[name] = at.line
-            node_subgraph[name] = stack[-1]
+    def declared(name: str, at: Token, attrs: dict[str, str]) -> None:
+        # a node belongs where its own statement is, never where an edge first named it;
+        # a graph dump states each node once
+        if name in nodes:
+            raise fail(f"node {name[:60]!r} is stated twice (first on line {node_line[name]})", at)
+        nodes[name] = attrs
+        node_line[name] = at.line
+        node_subgraph[name] = stack[-1]
 
     while stack:
         t = peek()
         if t is None:
             raise fail("the file ends inside a graph (a '}' is missing)")
         if t.kind == ";":
-            i += 1
+            advance()
             continue
         if t.kind == "}":
-            i += 1
+            advance()
             stack.pop()
             continue
         if t.kind == "{" or (t.kind == "id" and t.text.lower() == "subgraph"):
             name = None
             if t.kind == "id":
-                i += 1
+                advance()
                 if peek() is not None and peek().kind in ("id", "string"):
                     name = ident()
             take("{")
@@ -210,7 +225,7 @@ def parse(text: str) -> DotGraph:
             stack.append(len(subgraphs) - 1)
             continue
         if t.kind == "id" and t.text.lower() in ("graph", "node", "edge"):
-            i += 1
+            advance()
             attrs = attr_lists()
             if t.text.lower() == "graph":
                 subgraphs[stack[-1]].attrs.update(attrs)
@@ -219,7 +234,7 @@ def parse(text: str) -> DotGraph:
             raise fail(f"a statement cannot start with {t.text[:40]!r}", t)
         first = node_id()
         if peek() is not None and peek().kind == "=":  # label="graph_1": the subgraph's
-            i += 1
+            advance()
             subgraphs[stack[-1]].attrs[first] = ident()
             continue
         chain = [first]
@@ -233,12 +248,10 @@ def parse(text: str) -> DotGraph:
                 raise fail(f"{arrow.text!r} in a {'digraph' if directed else 'graph'}", arrow)
             chain.append(node_id())
         attrs = attr_lists()
-        for name in chain:
-            named(name, t)
         if len(chain) == 1:
-            nodes[first].update(attrs)
+            declared(first, t, attrs)
         else:
-            edges.extend((a, b, attrs) for a, b in itertools.pairwise(chain))
+            edges.extend((a, b, attrs, t.line) for a, b in itertools.pairwise(chain))
     if peek() is not None:
         raise fail("more after the graph's closing '}' (one graph per file)")
     return DotGraph(directed, subgraphs, nodes, node_line, node_subgraph, edges)

@@ -82,3 +82,31 @@ def test_a_recorded_delta_folds_the_eight_layers():
         per = [sum("layers.3" in n["scope_path"] for n in export.nodes)]
         assert per == [row[side]]
     assert d.blocks is None  # scoped exports: the modules fold them, not the node sequence
+
+
+def test_a_fold_inside_a_fold_keeps_the_outer_name_and_names_with_digits_stay():
+    rows = [(0, "", 20, 10, -10), (1, "layers", 20, 10, -10)]
+    for i in range(2):
+        rows += [(2, f"layers.{i}", 10, 5, -5), (3, f"layers.{i}.w1", 1, 1, 0)]
+        rows += [(3, f"layers.{i}.w2", 1, 1, 0), (3, f"layers.{i}.experts", 8, 3, -5)]
+        rows += [(4, f"layers.{i}.experts.{e}", 4, 1, -3) for e in range(2)]
+    got = fold_scopes(tree(rows), ["a", "b", "delta"])
+    assert got[["scope", "times"]].values.tolist() == [
+        ["", 1],
+        ["layers", 1],
+        ["layers.{0..1}", 2],
+        ["layers.{0..1}.w1", 2],  # w1 and w2: names, not indices
+        ["layers.{0..1}.w2", 2],
+        ["layers.{0..1}.experts", 2],
+        ["layers.{0..1}.experts.{0..1}", 2],
+    ]
+
+
+def test_twenty_thousand_siblings_fold_into_one():
+    # (the quadratic first version took minutes here; the rows are the tree's own)
+    n = 20_000
+    rows = [(0, "", n, 0, -n), (1, "m", n, 0, -n)]
+    rows += [(2, f"m.{i}", 1, 0, -1) for i in range(n)]
+    got = fold_scopes(tree(rows), ["a", "b", "delta"])
+    assert got.scope.tolist() == ["", "m", f"m.{{0..{n - 1}}}"]
+    assert got.times.tolist() == [1, 1, n]

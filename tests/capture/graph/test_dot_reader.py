@@ -134,5 +134,5 @@ def test_cli_report_of_two_dumps(tmp_path, capsys):
 def test_cli_count_refuses_capture_flags_with_files(capsys):
     dump = str(DATA / "dumps" / "hf_decode-eager-none.dot")
     assert main(["count", dump, "--variant", "fused"]) == 2
-    assert "--variant apply to a capture" in capsys.readouterr().err
+    assert "--variant applies to a capture" in capsys.readouterr().err
     assert main(["count", dump, "--module-scopes"]) == 2
