@@ -8,12 +8,13 @@ from rich.table import Table
 
 from graph_harness.capture import NodeExport
 from graph_harness.capture.attribution.rollup import deeper_than, scope_tree
+from graph_harness.capture.export.dump import is_dump
 from graph_harness.reports.kernel_names import short_names
 
 
 def source_note(export: NodeExport) -> str:
     if export.source == "cuda-graph":
-        if "dump" in export.options:
+        if is_dump(export):
             return "CUDA graph nodes read from a graph dump"
         device = export.env.get("device")
         return f"CUDA graph nodes on {device}" if device else "CUDA graph nodes"

@@ -12,6 +12,7 @@ import pandas as pd
 from graph_harness.capture import NodeExport
 from graph_harness.capture.attribution.rollup import scope_tree
 from graph_harness.capture.export.delta import node_delta
+from graph_harness.capture.export.dump import is_dump
 from graph_harness.capture.files import write_csv, write_output
 from graph_harness.reports import plots
 from graph_harness.reports.kernel_names import short_names
@@ -46,7 +47,7 @@ def write_target_report(
     if checks:
         lines += check_section(checks)
     lines += modules_section(folder, exports, depth)
-    if any("dump" in e.options for e in exports.values()):
+    if any(is_dump(e) for e in exports.values()):
         lines += dump_section(folder, exports)
     if len(exports) == 2:
         lines += target_delta_section(folder, exports)

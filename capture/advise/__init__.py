@@ -6,10 +6,11 @@ ranked, and set against measured savings where the costs hold them.
 - groups.py: identical candidates grouped and priced
 - measured.py: predictions against measured savings
 - costs.py: per-node costs, from a replay document or the built-in table
+- delta_price.py: a node delta (of two exports, or two recordings) priced
 
 May import: capture.export, capture.attribution, capture.replay (its documents and
 pricing), capture.round's params (the variants a measured saving is of), capture.graph
-(node kinds).
+(node kinds), capture.record (a delta of two recordings, priced).
 """
 
 from __future__ import annotations

@@ -36,12 +36,16 @@ def export_of_dump(path: str | Path) -> NodeExport:
         params=None,
         nodes=nodes_from_graph(dump.nodes, []),
         created=now(),
+        # flat, as every export's options are (a document's options hold plain values)
         options={
-            "dump": {
-                "file": printable(str(path)),
-                "launch_geometry": dump.verbose,
-                "graphs": dump.graphs,
-            },
+            "dump_file": printable(str(path)),
+            "dump_launch_geometry": dump.verbose,
+            "dump_graphs": dump.graphs,
             "module_depth": None,
         },
     )
+
+
+def is_dump(export: NodeExport) -> bool:
+    """Whether an export was read from a graph dump (no scopes, no environment)."""
+    return "dump_file" in export.options

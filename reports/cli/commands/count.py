@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from contextlib import nullcontext
 
+from graph_harness.capture.export.dump import is_dump
 from graph_harness.capture.export.kinds import COUNT, COUNT_SCHEMA_VERSION
 from graph_harness.capture.round.params import VARIANTS
 from graph_harness.reports.cli.args import (
@@ -210,7 +211,7 @@ def show(io: IO, exports: dict, *, per_stage: bool, depth: int | None = None, ch
             if per_stage:
                 io.out.print(per_stage_table(e))
             continue
-        if "dump" in e.options:  # no scopes in a dump: its kernel families instead
+        if is_dump(e):  # no scopes in a dump: its kernel families instead
             io.out.print(per_family_table(e))
             r = repeating_block([(n["type"], n["kernel"]) for n in e.nodes])
             if r is not None:  # a model's layers, seen from the node sequence alone

@@ -110,7 +110,18 @@ def test_cli_count_of_a_dump_by_family(capsys):
     assert main(["count", str(dump), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     (export,) = doc["exports"].values()
-    assert export["total_nodes"] == 116 and export["options"]["dump"]["launch_geometry"] is False
+    assert export["total_nodes"] == 116 and export["options"]["dump_launch_geometry"] is False
+
+
+def test_a_dumps_export_reads_back(tmp_path, capsys):
+    dump = DATA / "dumps" / "hf_decode-eager-verbose.dot"
+    assert main(["count", str(dump), "--out", str(tmp_path / "o")]) == 0
+    (written,) = (tmp_path / "o").glob("nodes-*.json")
+    back = read_export(written)  # what count wrote, read as any export
+    assert back.to_dict()["nodes"] == read_export(dump).to_dict()["nodes"]
+    assert back.options["dump_launch_geometry"] is True and back.options["dump_graphs"] == 1
+    capsys.readouterr()
+    assert main(["count", str(written)]) == 0  # and counted again from the file
 
 
 def test_cli_report_of_two_dumps(tmp_path, capsys):
