@@ -129,8 +129,8 @@ def dump_section(folder: Path, exports: dict[str, NodeExport]) -> list[str]:
         lines += [
             (
                 f"A block of {r.period} nodes repeats {r.times} times from node {r.start} "
-                f"({r.nodes} of {e.total} nodes): a model's layers, read from the node "
-                "sequence alone."
+                f"({r.nodes} of {e.total} nodes), read from the node sequence alone (a "
+                "model's layers, where the graph has them)."
             )
             if r is not None
             else "No block of nodes repeats back to back.",

@@ -123,7 +123,8 @@ def graphs() -> dict[str, int]:
         params.conditional.handle = h
         params.conditional.type = rt.cudaGraphConditionalNodeType.cudaGraphCondTypeIf
         params.conditional.size = 1
-        check(rt.cudaGraphAddNode(g, None, 0, params))
+        # cudaGraphAddNode(graph, dependencies, edge data, count, params): CUDA 12.3's form
+        check(rt.cudaGraphAddNode(g, None, None, 0, params))
         body = params.conditional.phGraph_out[0]
         check(rt.cudaGraphAddEmptyNode(body, None, 0))
         KEEP.append(g)

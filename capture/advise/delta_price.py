@@ -54,7 +54,7 @@ class DeltaPrice:
             text += f"; most of it: {', '.join(fams)}"
         if self.unpriced:
             left = ", ".join(f"{t} {d:+d}" for t, d in self.unpriced.items())
-            text += f"; not priced (no chain measures these types): {left}"
+            text += f"; not priced (these costs hold no chain of these types): {left}"
         return text
 
     def to_dict(self) -> dict[str, Any]:
@@ -109,9 +109,9 @@ def price_delta(d: NodeDelta, costs: Costs, rules: tuple[Rule, ...] = RULES) -> 
         columns=["family", "delta", "us"],
     )
     total = float(by_type["us"].sum()) if not by_type.empty else 0.0
+    by_family = by_family[(by_family.delta != 0) | (by_family.us != 0)]
     gap = float(by_family["us"].abs().sum()) or 1.0
-    by_family["share"] = by_family["us"].abs() / gap
-    by_family = by_family[by_family.delta != 0]
+    by_family = by_family.assign(share=by_family["us"].abs() / gap)
     by_family = by_family.assign(size=by_family.us.abs()).sort_values(
         ["size", "family"], ascending=[False, True], kind="stable"
     )
@@ -122,10 +122,12 @@ def price_delta(d: NodeDelta, costs: Costs, rules: tuple[Rule, ...] = RULES) -> 
 
 @dataclass(frozen=True)
 class RecordingPrice:
-    """A recording delta priced: each step both sides have, and every graph once each."""
+    """A recording delta priced: each step both sides have, and every graph once each;
+    `graphs`: per step, the graphs it runs on each side (their launches not priced)."""
 
     steps: dict[str, DeltaPrice]
     total: DeltaPrice
+    graphs: dict[str, tuple[int, int]]
 
     def lines(self) -> list[str]:
         """The costs' source, then each step's price and the total's, in words."""
@@ -133,7 +135,15 @@ class RecordingPrice:
             f"priced by {self.total.label}: the graphs' nodes only (what an engine runs "
             "between its graphs, and each graph's own launch, are in no recording)"
         ]
-        out += [f"step {k}: {p.line('step', named=False)}" for k, p in self.steps.items()]
+        for k, p in self.steps.items():
+            ga, gb = self.graphs[k]
+            more = ""
+            if ga != gb:
+                more = (
+                    f" [B runs {gb - ga:+d} graphs per step: their launches, and any work "
+                    "between them, not priced]"
+                )
+            out.append(f"step {k}: {p.line('step', named=False)}{more}")
         out.append(f"every graph, once each: {self.total.line('pass', named=False)}")
         return out
 
@@ -141,6 +151,7 @@ class RecordingPrice:
         return {
             "steps": {k: p.to_dict() for k, p in self.steps.items()},
             "total": self.total.to_dict(),
+            "graphs_per_step": {k: list(v) for k, v in self.graphs.items()},
         }
 
 
@@ -148,7 +159,9 @@ def price_recording(
     d: RecordingDelta, costs: Costs, rules: tuple[Rule, ...] = RULES
 ) -> RecordingPrice:
     """`d`'s steps (with a step key) and its total priced with `costs`."""
+    graphs = {k: (len(d.a.steps[k]), len(d.b.steps[k])) for k in d.step_pairs}
     return RecordingPrice(
         {k: price_delta(p, costs, rules) for k, p in d.step_pairs.items()},
         price_delta(d.total, costs, rules),
+        graphs,
     )

@@ -165,9 +165,13 @@ def _side_by_side(a: pd.Series, b: pd.Series, names: list[str]) -> pd.DataFrame:
     return df.reset_index()
 
 
-def node_delta(a: NodeExport, b: NodeExport, rules: tuple[Rule, ...] = RULES) -> NodeDelta:
+def node_delta(
+    a: NodeExport, b: NodeExport, rules: tuple[Rule, ...] = RULES, *, repeats: bool = True
+) -> NodeDelta:
     """B minus A. Refuses exports of different sources, or rounds of different shapes.
-    `rules`: the kernel families' (a user's in front of the built-in ones: read_rules)."""
+    `rules`: the kernel families' (a user's in front of the built-in ones: read_rules).
+    `repeats`: look for the block unscoped graphs repeat (not in several graphs joined
+    end to end, where a block could span two)."""
     if a.source != b.source:
         raise DeltaError(
             f"cannot compare a {a.source} export with a {b.source} one: graph nodes and "
@@ -205,7 +209,7 @@ def node_delta(a: NodeExport, b: NodeExport, rules: tuple[Rule, ...] = RULES) ->
     by_family = _by_family(fa, fb, rules) if a.source == "cuda-graph" else None
     blocks, per_block = None, None
     unscoped = not any(n["scope_path"] for e in (a, b) for n in e.nodes)
-    if a.source == "cuda-graph" and unscoped:
+    if a.source == "cuda-graph" and unscoped and repeats:
         blocks = (_block(fa), _block(fb))
         if None not in blocks:
             ra, rb = blocks

@@ -11,7 +11,8 @@ each B - A:
   `bs=(\\d+)` makes `bs=4 piece=1/3`, `bs=4 piece=2/3` and `bs=4 piece=3/3` one step `4`
   of three graphs, and matches an engine whose graph for the same size is `batch 4`
   under `batch (\\d+)`. A step's nodes are its graphs' summed (each run once per step);
-  a graph the key does not match is a step of its own, named as the graph;
+  a graph the key does not match is a step of its own, named as the graph; with several
+  processes (ranks), a step is a process's;
 - **in total**, over every graph each side captured, by type, kernel, kernel family
   (capture/export/families.py) and module: node_delta of the two recordings' graphs
   joined.
@@ -82,18 +83,43 @@ class Side:
 
     @classmethod
     def of(cls, rec: Recording, label: str, pattern: re.Pattern | None) -> Side:
-        several = len({g.pid for g in rec.graphs}) > 1
+        # several processes: each graph and step named with its process, by rank where
+        # known, else by its place among the recording's processes (a pid never pairs
+        # across two runs)
+        pids = list(dict.fromkeys(g.pid for g in rec.graphs))
+        several = len(pids) > 1
         names, exports, replays = [], {}, {}
+        steps: dict[str, list[str]] = {}
         for g, name in zip(rec.graphs, rec.names()):
             if g.export is None:  # a failed capture whose graph could not be read
                 continue
-            full = f"{rec.process_label(g)}: {name}" if several else name
+            proc = None
+            if several:
+                proc = f"rank {g.rank}" if g.rank is not None else f"process {pids.index(g.pid)}"
+            full = f"{proc}: {name}" if proc else name
+            if full in exports:  # two processes of one rank
+                full = f"{full} (pid {g.pid})"
             names.append(full)
             exports[full], replays[full] = g.export, g.replays
-        steps: dict[str, list[str]] = {}
-        for n in names:
-            steps.setdefault(step_of(n, pattern), []).append(n)
+            step = step_of(name, pattern)  # the key is the graph's own name's
+            steps.setdefault(f"{proc}: {step}" if proc else step, []).append(full)
         return cls(label, names, exports, replays, steps)
+
+    def step_notes(self) -> list[str]:
+        """Steps whose graphs may not all run once per step: replayed unequally often, or
+        several under one key (`#2`), which summing would count twice."""
+        out = []
+        for step, names in self.steps.items():
+            if len(names) < 2:
+                continue
+            counts = [self.replays[n] for n in names]
+            if len(set(counts)) > 1:
+                out.append(
+                    f"{self.label}, step {step}: its {len(names)} graphs were replayed "
+                    f"{', '.join(map(str, counts))} times, not once each per step (an "
+                    "alternative graph, or one captured twice, is summed into the step)"
+                )
+        return out
 
     def joined(self, names: list[str], what: str | None = None) -> NodeExport:
         """One export of the named graphs, each once (a step's `what`, or all of them)."""
@@ -129,6 +155,10 @@ class RecordingDelta:
     step_keys: tuple[str | None, str | None] = (None, None)
 
     @property
+    def notes(self) -> list[str]:
+        return [*self.a.step_notes(), *self.b.step_notes()] if self.steps is not None else []
+
+    @property
     def only_a(self) -> list[str]:
         return [n for n in self.a.names if n not in self.b.exports]
 
@@ -157,6 +187,7 @@ class RecordingDelta:
             "sign": "b - a",
             "step_key": {"a": self.step_keys[0], "b": self.step_keys[1]},
             "headline": self.headline(),
+            "notes": self.notes,
             "scoped_differently": self.total.scoped_differently,
             "only_a": self.only_a,
             "only_b": self.only_b,
@@ -238,7 +269,9 @@ def recording_delta(
             ga, gb = sa.steps.get(step), sb.steps.get(step)
             ja = sa.joined(ga, f"step {step}") if ga else None
             jb = sb.joined(gb, f"step {step}") if gb else None
-            d = node_delta(ja, jb, rules) if ja is not None and jb is not None else None
+            d = None
+            if ja is not None and jb is not None:  # one graph a side: its repeated block
+                d = node_delta(ja, jb, rules, repeats=len(ga) == len(gb) == 1)
             if d is not None:
                 step_pairs[step] = d
             srows.append(
@@ -255,5 +288,5 @@ def recording_delta(
         steps = pd.DataFrame(srows).astype(
             {c: "Int64" for c in ("a_graphs", "a_nodes", "b_graphs", "b_nodes", "delta")}
         )
-    total = node_delta(sa.joined(sa.names), sb.joined(sb.names), rules)
+    total = node_delta(sa.joined(sa.names), sb.joined(sb.names), rules, repeats=False)
     return RecordingDelta(sa, sb, graphs, steps, total, pairs, step_pairs, tuple(step_keys))

@@ -123,7 +123,7 @@ def banner(io: IO, *, files: bool = False) -> None:
     tv = triton_version() or "absent"  # not imported for it (capture/environment.py)
     if files:
         where = "files"
-        source = "read from the files given (a dump's nodes as the driver wrote them)"
+        source = "read from the files given"
     elif default_device().type == "cuda":
         where = f"GPU {torch.cuda.get_device_name()} (CUDA {torch.version.cuda})"
         source = "cuda-graph: nodes read from the captured graph"

@@ -19,7 +19,7 @@ def is_export_path(ref: str) -> bool:
 
     def looks(p: str) -> bool:
         seps = ("/", os.sep, os.altsep or "/")
-        return p.endswith((".json", ".dot", ".gv")) or any(c in p for c in seps)
+        return p.lower().endswith((".json", ".dot", ".gv")) or any(c in p for c in seps)
 
     # the file as named (`c.json#fused` may be a file's whole name), or what comes before a '#'
     return looks(str(split_ref(ref)[0])) or looks(ref.partition("#")[0])
@@ -27,7 +27,7 @@ def is_export_path(ref: str) -> bool:
 
 def neither(ref: str) -> UsageError:
     """The refusal of a reference that is neither a variant nor an export file path."""
-    what = f"{ref!r} is neither a variant ({', '.join(VARIANTS)}) nor an export file path"
+    what = f"{ref!r} is neither a variant ({', '.join(VARIANTS)}) nor an export or dump path"
     if "#" in ref:  # FILE#NAME whose FILE is no path: ./ would not help
         path = split_ref(ref)[0]
         return UsageError(
@@ -38,7 +38,9 @@ def neither(ref: str) -> UsageError:
         from graph_harness.capture.paths import documents_in
 
         return UsageError(f"{what}: {ref} is a folder; give a file{documents_in(ref)}")
-    return UsageError(f"{what} (a path holds a '/' or ends in .json: ./{ref} for a file here)")
+    return UsageError(
+        f"{what} (a path holds a '/' or ends in .json or .dot: ./{ref} for a file here)"
+    )
 
 
 def read_files(files: list[str]) -> tuple[list[str], list]:

@@ -214,7 +214,7 @@ def show(io: IO, exports: dict, *, per_stage: bool, depth: int | None = None, ch
         if is_dump(e):  # no scopes in a dump: its kernel families instead
             io.out.print(per_family_table(e))
             r = repeating_block([(n["type"], n["kernel"]) for n in e.nodes])
-            if r is not None:  # a model's layers, seen from the node sequence alone
+            if r is not None:  # a model's layers, where it has them, from the nodes alone
                 io.out.print(
                     f"{e.name}: a block of {r.period} nodes repeats {r.times} times from node "
                     f"{r.start} ({r.nodes} of {e.total} nodes)",

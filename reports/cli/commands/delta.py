@@ -218,6 +218,8 @@ def run_recordings(args, io: IO, rules, costs) -> int:
     price = price_recording(d, costs, rules)
     if d.total.scoped_differently:
         io.note(d.total.scoped_differently)
+    for note in d.notes:
+        io.note(note)
     if io.json:
         io.print_json({**d.to_dict(), "price": price.to_dict()})
     else:

@@ -84,10 +84,9 @@ def test_steps_of_three_graphs_against_steps_of_one():
     )
     steps = d.steps.set_index("step")
     # X's step: 3 + 1 + 2 = 6 nodes in 3 graphs; Y's: 5 nodes in 1 graph
-    assert steps.loc["1"].to_dict() | {} == {
-        "a_graphs": 3, "a_nodes": 6, "b_graphs": 1, "b_nodes": 5, "delta": -1,
-        "family": steps.loc["1", "family"],
-    }  # fmt: skip
+    row = steps.loc["1"]
+    assert [row.a_graphs, row.a_nodes, row.b_graphs, row.b_nodes, row.delta] == [3, 6, 1, 5, -1]
+    assert row.family == "GEMM: nvjet +3, GEMM: cuBLAS -3"  # ties: in the rules' order
     assert steps.loc["4", "delta"] == -1
     assert steps.loc["8", "b_nodes"] is pd_na() and steps.loc["8", "a_nodes"] == 6
     assert steps.loc["2", "a_nodes"] is pd_na() and steps.loc["2", "b_nodes"] == 5
@@ -180,3 +179,33 @@ def test_a_recording_against_an_export_is_refused(tmp_path, capsys):
     assert "is a recording and the other is not" in capsys.readouterr().err
     with pytest.raises(StepKeyError):
         recording_delta(engine_x(), engine_y(), step_keys=("", None))
+
+
+def test_ranks_keep_their_own_graphs_and_steps():
+    site = CaptureSite(user="e.py:1 in c", library=None, stack=("e.py:1",))
+
+    def rec(rank_kernels):
+        return Recording(
+            graphs=[
+                GraphRecord(
+                    index=0, pid=100 + r, rank=r, key="bs=4", key_source="engine", site=site,
+                    export=export([GEMM] * k, "x"), replays=3,
+                )
+                for r, k in rank_kernels
+            ]
+        )  # fmt: skip
+
+    d = recording_delta(rec([(0, 2), (1, 3)]), rec([(0, 1), (1, 1)]), step_keys=(r"(\d+)", None))
+    # the key is searched in the graph's own name (never "rank 1"), and a step is a rank's
+    steps = d.steps.set_index("step")
+    assert steps.loc["rank 0: 4", "a_nodes"] == 2 and steps.loc["rank 1: 4", "a_nodes"] == 3
+    assert d.pairs["rank 1: bs=4"].total_delta == -2
+    assert (d.total.a.total, d.total.b.total) == (5, 2)
+
+
+def test_a_step_whose_graphs_ran_unequally_is_said():
+    x = engine_x()
+    x.graphs[1].replays = 3  # bs=1 piece=2/3 ran 3 times, its siblings 10
+    d = recording_delta(x, engine_y(), step_keys=(r"bs=(\d+)", r"batch (\d+)"))
+    (note,) = d.notes
+    assert "step 1" in note and "10, 3, 10 times" in note
