@@ -93,13 +93,16 @@ def modules_section(folder: Path, exports: dict[str, NodeExport], depth: int | N
         write_csv(folder / f"nodes-{n}.csv", df)
         tree = scope_tree(df, depth)
         write_csv(folder / f"scopes-{n}.csv", tree)
-        lines += [f"### {n}: nodes by scope (each level sums to its parent)", "", _md(tree), ""]
+        if not is_dump(e):  # a dump has no scopes: its families follow (dump_section)
+            lines += [f"### {n}: nodes by scope (each level sums to its parent)", "", _md(tree), ""]
         note = deeper_note(df, depth)
         lines += [note, ""] if note else []
         owned = tree[tree.own > 0]
         rows.append(pd.DataFrame(dict(name=n, scope=owned.scope, own=owned.own)))
     per_module = pd.concat(rows, ignore_index=True)
     write_csv(folder / "nodes_per_module.csv", per_module)
+    if all(is_dump(e) for e in exports.values()):  # no module to plot
+        return lines
     source = next(iter(exports.values())).source
     plots.nodes_per_module(per_module, depth, folder / "nodes_per_module.png", source)
     return [
