@@ -1,4 +1,5 @@
-"""The `node_budget` pytest fixture: a test fails when a change brings nodes back.
+"""The `node_budget` and `graph_check` pytest fixtures: a test fails when a change brings
+nodes back, or when a step's graph computes something else than the step.
 
 Registered through the `pytest11` entry point (pyproject.toml), so installing
 graph-harness makes it available to every test, no conftest needed:
@@ -254,3 +255,72 @@ def _check_step_and_options(step, module, options: dict) -> None:
     warmup = options.get("warmup", 0)
     if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
         raise BudgetError(f"warmup= is a number of calls, an int >= 0, got {warmup!r}")
+
+
+@pytest.fixture
+def graph_check(request: pytest.FixtureRequest) -> GraphCheck:
+    """Check that a step's CUDA graph computes what the step computes, call after call:
+    `graph_check(step, steps=4, module=model)`; see GraphCheck."""
+    return GraphCheck(request.node.nodeid)
+
+
+class GraphCheck:
+    """The `graph_check` fixture's value: `graph_check(step, ...)` runs `graph-harness
+    check`'s trajectory on `step` (capture/check/step.py: warm-ups, one capture, `steps`
+    calls from the step's start, fed by `step.feed(i)` where it has one, twice eagerly and
+    twice replayed with freed memory and outputs poisoned, compared after every call) and
+    fails the test with check's verdict and findings (the call, the tensor, the node and
+    its module, the host value a graph froze). It does not pass vacuously
+    (capture/check/gate.py): a step that captures no node is an error, a trajectory that
+    compares nothing fails, "not verified" fails unless `accept_unverified=True` (a static
+    output buffer the graph never writes is not caught yet: gate.py says why). Without
+    CUDA the test is skipped with the reason, unless the CPU part already found a defect.
+    Returns check's CheckResult for a test to look further.
+
+        def test_my_kernel_graph(graph_check):
+            graph_check(lambda: my_op(x, out=y))  # x, y static: made once, outside
+
+    The step runs `warmup` + 1 times to be captured, then 2 x `steps` times eagerly and
+    is replayed 2 x `steps` times; with `step.reset` it is reset before each run."""
+
+    def __init__(self, nodeid: str) -> None:
+        self.nodeid = nodeid
+
+    def __call__(
+        self,
+        step,
+        *,
+        steps: int | None = None,
+        warmup: int | None = None,
+        module: torch.nn.Module | None = None,
+        depth: int | None = None,
+        accept_unverified: bool = False,
+        name: str | None = None,
+    ):
+        __tracebackhide__ = True
+        from graph_harness.capture.check.gate import GraphCheckFailed, gate
+        from graph_harness.capture.check.step import STEPS, check_step
+        from graph_harness.capture.graph.settings import StepSettings
+        from graph_harness.capture.state.steps import StepStateError
+
+        if not callable(step):
+            raise TypeError(f"graph_check takes the step (a callable), got {type(step).__name__}")
+        if depth is not None and module is None:
+            raise ValueError("depth= is the depth of module scopes: give module= too")
+        try:
+            result = check_step(
+                step,
+                warmup=StepSettings.warmup if warmup is None else warmup,
+                steps=STEPS if steps is None else steps,
+                module=module,
+                depth=depth,
+                name=name or self.nodeid,
+            )
+        except StepStateError as e:  # the CPU part found it: the step cannot be replayed
+            raise GraphCheckFailed(str(e)).with_traceback(None) from None
+        verdict = gate(result, accept_unverified=accept_unverified)
+        if verdict.outcome == "skip":
+            pytest.skip(verdict.message)
+        if verdict.outcome == "fail":
+            raise GraphCheckFailed(verdict.message).with_traceback(None) from None
+        return result

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 from contextlib import nullcontext
 
-from graph_harness.capture.export.dump import is_dump
 from graph_harness.capture.export.kinds import COUNT, COUNT_SCHEMA_VERSION
 from graph_harness.capture.round.params import VARIANTS
 from graph_harness.reports.cli.args import (
@@ -186,6 +185,7 @@ def _cuda() -> bool:
 
 def show(io: IO, exports: dict, *, per_stage: bool, depth: int | None = None, checks=None) -> None:
     from graph_harness.capture.attribution.repeats import repeating_block
+    from graph_harness.capture.export.dump import is_dump
     from graph_harness.reports.tables import (
         deeper_note,
         per_family_table,
