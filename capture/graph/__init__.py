@@ -4,6 +4,8 @@ be captured) and reading the graph back; on the CPU, counting dispatched operati
 - capture.py: capture_graph and warm_up, as torch/cuda/graphs.py does; CaptureError
 - settings.py: StepSettings (warm-ups), the one source of its defaults
 - reader.py: the captured graph's nodes, kinds, kernels and edges (cuda-bindings)
+- dot_syntax.py, dot_labels.py, dot_reader.py: the same nodes read from a DOT dump
+  (cudaGraphDebugDotPrint's, any program's), executing nothing
 - dispatch.py: the CPU's count of dispatched operations
 - compiled.py: torch.compile'd code in a step, found and refused where it cannot be counted
 - diagnose/: why a capture failed, in one line

@@ -24,18 +24,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from graph_harness.capture.graph.dot_syntax import (
-    DotGraph,
-    DotSyntaxError,
-    leaves,
-    parse,
-    record_fields,
-)
+from graph_harness.capture.graph.dot_labels import kernel_of, label_text, leaves, record_fields
+from graph_harness.capture.graph.dot_syntax import DotGraph, DotSyntaxError, parse
 from graph_harness.capture.graph.reader import RawNode
 from graph_harness.capture.paths import InputPathError, read_input
-from graph_harness.capture.text import printable
 
 MAX_NODES = 1_000_000  # nodes after child graphs are expanded: far above any real step
 
@@ -60,7 +53,6 @@ DOT_KINDS = {
     "CONDITIONAL": "conditional",
 }
 
-_GEOMETRY = re.compile(r"^(?P<name>.*?)<<<(?P<geometry>[^<>]*)>>>$", re.S)
 _CLUSTER_LABEL = re.compile(r"^graph_(\d+)$")
 
 
@@ -76,32 +68,6 @@ class DotDump:
     nodes: list[RawNode]
     verbose: bool  # kernel launch geometry was in the dump
     graphs: int  # clusters (the graph and each child graph)
-
-
-def _geometry(text: str) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
-    """`{16,10,4},128,0` (grid, block, shared memory; a dimension of one alone) as grid
-    and block."""
-    parts, depth, cur = [], 0, ""
-    for c in text:
-        depth += (c == "{") - (c == "}")
-        if c == "," and depth == 0:
-            parts.append(cur)
-            cur = ""
-        else:
-            cur += c
-    parts.append(cur)
-    if len(parts) != 3 or not parts[2].strip().isdigit():
-        raise ValueError(text)
-    return _dims(parts[0]), _dims(parts[1])
-
-
-def _dims(text: str) -> tuple[int, int, int]:
-    """`1`, `{16,10,4}` or `{32,4}` as three dimensions."""
-    parts = [p.strip() for p in text.strip().strip("{}").split(",")]
-    if not 1 <= len(parts) <= 3 or not all(p.isdigit() for p in parts):
-        raise ValueError(text)
-    dims = [int(p) for p in parts] + [1] * (3 - len(parts))
-    return dims[0], dims[1], dims[2]
 
 
 @dataclass
@@ -268,7 +234,7 @@ def _node(nid: str, graph: str, attrs: dict[str, str], line: int) -> _Node:
             at = next((i for i, t in enumerate(texts) if t == "ID"), None)
             if at is None or at + 2 >= len(texts) or not _INDEX.match(texts[at + 1]):
                 raise DotSyntaxError(f"{where}: a kernel record without {{ID | n | name}}")
-            node.kernel, node.grid, node.block = _kernel(texts[at + 2], where)
+            node.kernel, node.grid, node.block = kernel_of(texts[at + 2], where)
         return node
     lines = [x.strip() for x in label_text(label).split("\n")]
     lines = [x for x in lines if x]
@@ -278,7 +244,7 @@ def _node(nid: str, graph: str, attrs: dict[str, str], line: int) -> _Node:
     if attrs.get("shape") == "octagon":  # a kernel: its symbol, then perhaps <<<...>>>
         node = _Node(nid, graph, "kernel")
         geometry = next((x for x in lines[2:] if x.startswith("<<<")), "")
-        node.kernel, node.grid, node.block = _kernel(second + geometry, where)
+        node.kernel, node.grid, node.block = kernel_of(second + geometry, where)
         return node
     if _CLUSTER_LABEL.match(second):
         return _Node(nid, graph, "graph", child=second)
@@ -286,32 +252,6 @@ def _node(nid: str, graph: str, attrs: dict[str, str], line: int) -> _Node:
     if kind is None or kind == "kernel":
         raise DotSyntaxError(f"{where}: {second[:40]!r} is no node type this reader knows")
     return _Node(nid, graph, kind)
-
-
-def label_text(label: str) -> str:
-    """A label's text with DOT's escapes read: \\n, \\l, \\r line breaks, any other
-    escaped character itself."""
-    return re.sub(r"\\(.)", lambda m: "\n" if m[1] in "nlr" else m[1], label, flags=re.S)
-
-
-def _kernel(text: str, where: str) -> tuple[str, Any, Any]:
-    """`name` or `name<<<grid,block,smem>>>`: the symbol, and the grid and block where
-    given."""
-    m = _GEOMETRY.match(text)
-    if m is None:
-        if "<<<" in text or not text.strip():
-            raise DotSyntaxError(f"{where}: kernel {text[:60]!r} is not name<<<grid,block,smem>>>")
-        return printable(text.strip()), None, None
-    try:
-        grid, block = _geometry(m["geometry"])
-    except ValueError:
-        raise DotSyntaxError(
-            f"{where}: launch geometry <<<{m['geometry'][:40]}>>> is not <<<grid,block,smem>>>"
-        ) from None
-    name = m["name"].strip()
-    if not name:
-        raise DotSyntaxError(f"{where}: a kernel without a name")
-    return printable(name), grid, block
 
 
 def _expanded_size(root: str, nodes: dict[str, list[_Node]]) -> int:

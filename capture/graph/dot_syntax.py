@@ -1,5 +1,5 @@
 """The DOT language, read as data: a Graphviz file's nodes, edges and subgraphs with their
-attributes, and record labels (`{KERNEL | {ID | 0 | name}}`) split into their fields.
+attributes (what a label says is capture/graph/dot_labels.py's).
 
 Nothing is executed or looked up: a file is text, tokenized by one regular expression and
 parsed with an explicit stack (no recursion, so no nesting depth can exhaust Python's),
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from graph_harness.capture.errors import UsageError
 
-MAX_DEPTH = 64  # subgraphs inside subgraphs, and braces inside a record label
+MAX_DEPTH = 64  # subgraphs inside subgraphs (and braces inside a record label: dot_labels)
 # tokens in one file: a verbose dump writes about 15 per node (a label is one), so this
 # holds a million-node graph; a crafted file stops here, not after minutes
 MAX_TOKENS = 20_000_000
@@ -255,76 +255,3 @@ def parse(text: str) -> DotGraph:
     if peek() is not None:
         raise fail("more after the graph's closing '}' (one graph per file)")
     return DotGraph(directed, subgraphs, nodes, node_line, node_subgraph, edges)
-
-
-# A record label: fields split by '|', nested in braces, with the label escapes \{ \} \|
-# \< \> \\ and line breaks \n \l \r (and raw line breaks) read as text.
-_LABEL_ESCAPES = {"n": "\n", "l": "\n", "r": "\n"}
-
-
-def record_fields(label: str) -> list:
-    """A record label's fields as nested lists of stripped strings:
-    `{KERNEL | {ID | 0 | k}}` is `[["KERNEL", ["ID", "0", "k"]]]`. Text outside a record
-    is one field. Unbalanced braces raise DotSyntaxError."""
-    root: list = []
-    stack = [root]
-    grouped = [False]  # per level: its last field was a {group} (no text field after it)
-    buf: list[str] = []
-
-    def end_field() -> None:
-        text = "".join(buf).strip()
-        if text or not grouped[-1]:
-            stack[-1].append(text)
-        buf.clear()
-        grouped[-1] = False
-
-    i, n = 0, len(label)
-    while i < n:
-        c = label[i]
-        if c == "\\" and i + 1 < n:
-            buf.append(_LABEL_ESCAPES.get(label[i + 1], label[i + 1]))
-            i += 2
-            continue
-        if c == "{":
-            if len(stack) > MAX_DEPTH:
-                raise DotSyntaxError(f"a record label nested more than {MAX_DEPTH} deep")
-            if "".join(buf).strip():
-                end_field()
-            buf.clear()
-            group: list = []
-            stack[-1].append(group)
-            stack.append(group)
-            grouped.append(False)
-        elif c == "}":
-            if len(stack) == 1:
-                raise DotSyntaxError("a record label closes a '}' it never opened")
-            end_field()
-            stack.pop()
-            grouped.pop()
-            grouped[-1] = True
-        elif c == "|":
-            end_field()
-        else:
-            buf.append(c)
-        i += 1
-    if len(stack) != 1:
-        raise DotSyntaxError("a record label leaves a '{' open")
-    if "".join(buf).strip() or not root:
-        end_field()
-    return root
-
-
-def leaves(fields: list) -> list[str]:
-    """Every text of a record's fields, in order, empty ones dropped (no recursion)."""
-    out: list[str] = []
-    stack = [iter(fields)]
-    while stack:
-        for f in stack[-1]:
-            if isinstance(f, list):
-                stack.append(iter(f))
-                break
-            if f:
-                out.append(f)
-        else:
-            stack.pop()
-    return out

@@ -11,8 +11,9 @@ import pytest
 from graph_harness.capture.export.documents import ExportError
 from graph_harness.capture.export.kinds import read_export
 from graph_harness.capture.graph import dot_reader
+from graph_harness.capture.graph.dot_labels import record_fields
 from graph_harness.capture.graph.dot_reader import MAX_NODES, dump_of
-from graph_harness.capture.graph.dot_syntax import DotSyntaxError, record_fields
+from graph_harness.capture.graph.dot_syntax import DotSyntaxError
 from graph_harness.reports.cli.program import main
 
 
