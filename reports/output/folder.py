@@ -191,9 +191,12 @@ def _take_current(plan: Plan) -> tuple[int, str] | None:
     deadline = time.monotonic() + LOCK_WAIT_S
     while True:
         try:
-            fd = os.open(plan.real, os.O_RDONLY | os.O_DIRECTORY)
+            # never through a link: a link put at the path meanwhile is not the folder the
+            # plan found (plan_output resolved any link there before), and the commit
+            # keeps this run's result beside it
+            fd = os.open(plan.real, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         except OSError:
-            return None  # gone, or not a folder now: the commit sees to it
+            return None  # gone, a link, or not a folder now: the commit sees to it
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -207,7 +210,10 @@ def _take_current(plan: Plan) -> tuple[int, str] | None:
         except FileNotFoundError:
             here = there = None
         if here is None or (here.st_dev, here.st_ino) != (there.st_dev, there.st_ino):
-            os.close(fd)  # swapped meanwhile: take the one there now
+            os.close(fd)  # swapped meanwhile: take the one there now, for a while
+            if time.monotonic() > deadline:
+                return None  # it keeps changing: the commit keeps the result beside
+            time.sleep(0.002)
             continue
         state = _state(plan.real, fd)
         if state is None or (state == "ours" and not plan.force):

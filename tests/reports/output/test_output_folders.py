@@ -346,3 +346,34 @@ def test_dot_dot_after_a_link_is_where_the_os_puts_it(tmp_path, monkeypatch):
     assert (tmp_path / "deep" / "x" / "a.txt").read_text() == "here"
     assert listing(tmp_path / "work") == ["link"] and listing(tmp_path / "deep") == ["inner", "x"]
     assert Path("link/../x/a.txt").read_text() == "here"  # the same place the OS finds
+
+
+def test_a_path_that_becomes_a_link_to_a_folder_mid_run_keeps_the_result_beside(tmp_path):
+    # The bug (issue 44, 1): the commit opened the path through the link and compared it
+    # with the link itself; they never matched, and it spun at full CPU forever.
+    out, elsewhere = tmp_path / "o", tmp_path / "users-folder"
+    commit(out, "old")
+    elsewhere.mkdir()
+    (elsewhere / "theirs.txt").write_text("keep me")
+    done: list = []
+
+    def run():
+        try:
+            with output.staged_output(out, True, command="test") as t:
+                write_output(t / "a.txt", "new")
+                for p in out.iterdir():  # the old output goes, a link takes its place
+                    p.unlink()
+                out.rmdir()
+                out.symlink_to(elsewhere, target_is_directory=True)
+        except Exception as e:  # what the run says
+            done.append(e)
+
+    th = threading.Thread(target=run, daemon=True)
+    th.start()
+    th.join(30)
+    assert not th.is_alive(), "the commit spun"
+    (err,) = done
+    assert "changed while this run was going" in str(err) and "this run's result is in" in str(err)
+    assert out.is_symlink() and listing(elsewhere) == ["theirs.txt"]  # the user's, untouched
+    kept = [p for p in tmp_path.iterdir() if p.name.startswith("o.graph-harness-")]
+    assert len(kept) == 1 and (kept[0] / "a.txt").read_text() == "new"
