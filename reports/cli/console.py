@@ -48,8 +48,12 @@ def _console_class() -> type[Console]:
 def make_console(file=None, *, stderr: bool = False, width: int | None = None) -> Console:
     """The one kind of console graph-harness prints with: text is text. Names from
     documents, models and kernels (`[/]`, `:smile:`) print as they are, never as rich
-    markup or emoji codes; style comes from `style=` alone."""
-    return _console_class()(file=file, stderr=stderr, width=width, markup=False, emoji=False)
+    markup or emoji codes, nor coloured by rich's highlighter (whose repr rules are
+    quadratic in a long word: a 64,000-character name took 26 s); style comes from
+    `style=` alone."""
+    return _console_class()(
+        file=file, stderr=stderr, width=width, markup=False, emoji=False, highlight=False
+    )
 
 
 class _Closed:

@@ -354,3 +354,14 @@ def test_a_cost_document_with_two_fits_of_one_kind_is_refused(tmp_path):
     kind = doc["fits"][0]["kind"]
     assert f"fits[{len(doc['fits']) - 1}].kind: expected each chain kind once" in err, err
     assert repr(kind) in err and "500 us/node" in err
+
+
+def test_names_are_never_highlighted():
+    # issue 44, 3: rich's default highlighter coloured parts of names (numbers, quotes,
+    # addresses), and its repr rules are quadratic on a long word (26 s for 64,000
+    # characters in `delta`'s tables)
+    import io
+
+    console = make_console(io.StringIO(), width=80)
+    for name in ("layers.12 'attention' 0x1f True", "x" * 64_000):
+        assert console.render_str(name).spans == [], name[:40]
