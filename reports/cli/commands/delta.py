@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 from pathlib import Path
 
@@ -135,8 +136,43 @@ def _check_outputs(args) -> None:
         raise UsageError("--csv - and --json both write to stdout: give --csv a file")
     if args.csv and args.csv != "-":
         check_output(args.csv)  # refused now, not after counting
+        _not_an_input(args)
     if args.families is not None:
         check_input(args.families, "rules file")  # read, and refused if it must be, in run
+
+
+def _not_an_input(args) -> None:
+    """--csv must not replace what this run reads (an export, a dump, a recording's
+    files, the rules or costs given) nor an output folder's manifest, which would disown
+    the folder: refused before anything runs."""
+    from graph_harness.reports.output.manifest import MANIFEST
+
+    csv = Path(args.csv)
+    if csv.name == MANIFEST:
+        raise UsageError(
+            f"--csv {args.csv} is an output folder's manifest (graph-harness's record of what "
+            "it wrote there): give --csv another file"
+        )
+    if not csv.exists():
+        return
+    given = [split_ref(r)[0] for r in (args.a, args.b) if is_export_path(r) or is_recording(r)]
+    given += [f for f in (args.families, args.costs) if f is not None]
+    for ref in given:
+        for f in [ref, *_recording_files(ref)]:
+            with contextlib.suppress(OSError):
+                if os.path.samefile(csv, f):
+                    raise UsageError(
+                        f"--csv {args.csv} is {f}, which this run reads: give --csv another file"
+                    )
+
+
+def _recording_files(ref) -> list[Path]:
+    """A recording's own files (its document and each graph's export), where `ref` is one."""
+    p = Path(ref)
+    folder = p if p.is_dir() else p.parent
+    if not (folder / "recording.json").is_file():
+        return []
+    return [folder / "recording.json", *folder.glob("graph-*.json")]
 
 
 def export_for(ref: str, args, io: IO):

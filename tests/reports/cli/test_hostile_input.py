@@ -7,6 +7,7 @@ import json
 import os
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 from rich.table import Table
@@ -16,6 +17,7 @@ from graph_harness.reports.output.manifest import foreign_entries, read_manifest
 from tests.capture.export.test_documents import export_doc_v2, replay_doc
 from tests.capture.export.test_documents_property import _run
 
+REPO = Path(__file__).resolve().parents[3]
 NAMES = ["[/]", "[bold]b[/bold]", "\udc80:smile:", "$x$ and $"]
 SHOWN = ["[/]", "[bold]b[/bold]", "\\udc80:smile:", "$x$ and $"]  # as printed
 
@@ -365,3 +367,22 @@ def test_names_are_never_highlighted():
     console = make_console(io.StringIO(), width=80)
     for name in ("layers.12 'attention' 0x1f True", "x" * 64_000):
         assert console.render_str(name).spans == [], name[:40]
+
+
+def test_csv_never_replaces_an_input_or_a_manifest(tmp_path, capsys):
+    # issue 44, 6: `delta A.json B.json --csv A.json` replaced the export with CSV
+    from graph_harness.reports.cli.program import main
+    from graph_harness.reports.output.manifest import MANIFEST
+
+    dump = REPO / "docs" / "data" / "dot-2026-12-02" / "dumps" / "hf_decode-eager-none.dot"
+    a, b = tmp_path / "a.dot", tmp_path / "b.dot"
+    a.write_bytes(dump.read_bytes())
+    b.write_bytes(dump.read_bytes())
+    before = a.read_bytes()
+    for target in (a, tmp_path / "." / "b.dot"):
+        assert main(["delta", str(a), str(b), "--csv", str(target)]) == 2
+        assert "which this run reads" in capsys.readouterr().err
+    assert a.read_bytes() == before and b.read_bytes() == before
+    assert main(["delta", str(a), str(b), "--csv", str(tmp_path / MANIFEST)]) == 2
+    assert "manifest" in capsys.readouterr().err and not (tmp_path / MANIFEST).exists()
+    assert main(["delta", str(a), str(b), "--csv", str(tmp_path / "d.csv")]) == 0
