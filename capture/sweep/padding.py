@@ -73,6 +73,11 @@ def builtin_requests(spec: str, largest: int) -> Distribution:
             lo_i, hi_i = int(lo), int(hi)
             if not 1 <= lo_i <= hi_i:
                 raise ValueError
+            if hi_i > largest:  # said before a batch is made (a slip of 1-6400000000 for 1-64)
+                raise RequestsError(
+                    f"{where}: batches reach {hi_i}, above the largest size swept ({largest}): "
+                    "add a size that covers them to --sizes"
+                )
             return _normalized({b: 1.0 for b in range(lo_i, hi_i + 1)}, where)
         if kind == "poisson":
             mean = float(arg)
@@ -87,6 +92,8 @@ def builtin_requests(spec: str, largest: int) -> Distribution:
             if not 0 <= a <= 10:
                 raise ValueError
             return _normalized({b: b**-a for b in range(1, largest + 1)}, where)
+    except RequestsError:
+        raise
     except ValueError:
         pass
     forms = "; ".join(f"{k} ({v})" for k, v in BUILTIN.items())

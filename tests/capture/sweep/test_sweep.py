@@ -54,6 +54,18 @@ def test_the_built_in_distributions_sum_to_one_over_their_support():
             builtin_requests(bad, 64)
 
 
+def test_a_uniform_range_past_the_sizes_is_refused_before_it_is_built(monkeypatch):
+    # issue 44, 2: uniform:1-6400000000 (a slip for 1-64) built 6.4e9 entries first
+    import graph_harness.capture.sweep.padding as P
+
+    def never(*args, **kwargs):
+        raise AssertionError("the range was built")
+
+    monkeypatch.setattr(P, "_normalized", never)
+    with pytest.raises(RequestsError, match="batches reach 6400000000, above the largest"):
+        builtin_requests("uniform:1-6400000000", 64)
+
+
 def test_replay_time_is_measured_or_linear_between_and_says_which():
     t = {2: 100.0, 6: 140.0}
     assert replay_time(t, 2) == (100.0, False)
