@@ -40,7 +40,13 @@ class Phases:
         return self
 
     def __call__(self, name: str) -> None:
+        from graph_harness.capture.text import printable
+
         self._finish()
+        # a phase names user things (a --target file's name): a control character in one
+        # is shown as its escape, here too (the spinner's column makes its own Text, past
+        # the console's render_str)
+        name = printable(name)
         self._current, self._started = name, time.monotonic()
         if self._bar is not None:
             if self._task is None:

@@ -87,6 +87,21 @@ def test_plain_lines_start_and_finish_each_phase():
     assert len(lines) == 4
 
 
+def test_a_spinner_shows_a_control_character_in_a_name_as_its_escape():
+    # issue 44, 5: a --target file named with ESC reached the terminal through the spinner
+    buf = io.StringIO()
+    console = make_console(buf, width=200)
+    console._force_terminal = True  # rich's own switches: a terminal, and a live display
+    console.is_interactive = True
+    assert console.is_terminal
+    with Phases(console) as say:
+        say("capturing evil\x1b]0;owned\x07.py:make_step")
+        say._bar.refresh()  # draw it now (the live display draws on its own timer)
+    out = buf.getvalue()
+    assert "\\x1b]0;owned\\x07" in out  # the name's escapes, as text
+    assert "\x1b]0;owned" not in out and "\x07" not in out  # never the raw controls
+
+
 def test_a_phase_cut_short_is_not_done():
     buf = io.StringIO()
     with pytest.raises(ValueError), Phases(make_console(buf, width=200)) as say:
