@@ -90,7 +90,9 @@ def load_json(path: str | Path, what: str, error: type[ExportError] = ExportErro
 # bidirectional controls (capture/text.py): a document holding none needs no pass
 _UNPRINTABLE = re.compile(
     r"\\u[dD][89a-fA-F]|\\u00[01]|\\u007[fF]|\\u00[89]|\\u202[a-eA-E]|\\u206[6-9]|\\[bfnrt]"
-    "|[\u202a-\u202e\u2066-\u2069]"
+    # raw: DEL and the C1 controls (JSON allows them unescaped; U+009B is a CSI to a
+    # terminal that reads 8-bit controls) and the bidirectional overrides
+    "|[\x7f-\x9f\u202a-\u202e\u2066-\u2069]"
 )
 
 

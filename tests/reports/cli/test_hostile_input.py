@@ -386,3 +386,22 @@ def test_csv_never_replaces_an_input_or_a_manifest(tmp_path, capsys):
     assert main(["delta", str(a), str(b), "--csv", str(tmp_path / MANIFEST)]) == 2
     assert "manifest" in capsys.readouterr().err and not (tmp_path / MANIFEST).exists()
     assert main(["delta", str(a), str(b), "--csv", str(tmp_path / "d.csv")]) == 0
+
+
+def test_raw_c1_controls_in_a_document_never_reach_a_csv(tmp_path, capsys):
+    # issue 44, 4: JSON allows U+0080-U+009F unescaped; U+009B is CSI to a terminal that
+    # reads 8-bit controls, and `delta --csv -` wrote it raw
+    import json
+
+    from graph_harness.reports.cli.program import main
+
+    doc = export_doc_v2()
+    doc["nodes"][0]["kernel"] = "evil\u009b31mname\u009d0;t"  # no C0: its escape is caught
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
+    b.write_text(json.dumps(export_doc_v2()), encoding="utf-8")
+    assert "\u009b" in a.read_text(encoding="utf-8")  # raw in the file, as JSON allows
+    for where in ("-", str(tmp_path / "d.csv")):
+        assert main(["delta", str(a), str(b), "--csv", where]) == 0
+        out = capsys.readouterr().out if where == "-" else (tmp_path / "d.csv").read_text()
+        assert "\u009b" not in out and "\u009d" not in out and "\\x9b31mname" in out, where
