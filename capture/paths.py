@@ -123,6 +123,19 @@ def documents_in(folder: str | Path) -> str:
     return f" in it, such as {shown}" + (" ..." if len(nodes) > 4 else "")
 
 
+def read_text_input(path: str | Path, what: str = "file") -> str:
+    """The UTF-8 text of the regular file at `path` (read_input's checks); InputPathError
+    (`cannot read WHAT PATH: not UTF-8 text (byte 0xff at offset 3)`) otherwise."""
+    data = read_input(path, what)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputPathError(
+            f"cannot read {what} {os.fspath(path)}: not UTF-8 text (byte "
+            f"{data[e.start]:#04x} at offset {e.start})"
+        ) from None
+
+
 def read_input(path: str | Path, what: str = "file") -> bytes:
     """The bytes of the regular file at `path` (through links), at most MAX_READ;
     InputPathError (`cannot read WHAT PATH: why`) otherwise."""

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from graph_harness.capture.errors import UsageError
-from graph_harness.capture.paths import InputPathError, read_input
+from graph_harness.capture.paths import InputPathError, read_text_input
 from graph_harness.capture.text import printable_all
 
 if TYPE_CHECKING:
@@ -59,15 +59,9 @@ def load_json(path: str | Path, what: str, error: type[ExportError] = ExportErro
     """Parse `path` as UTF-8 JSON; any failure is `error` naming the file and the cause."""
     prefix = f"cannot read {what} {path}"
     try:
-        data = read_input(path, what)  # a regular file only, and bounded
+        text = read_text_input(path, what)  # a regular file only, bounded, UTF-8
     except InputPathError as e:
         raise error(str(e)) from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise error(
-            f"{prefix}: not UTF-8 text (byte {data[e.start]:#04x} at offset {e.start})"
-        ) from None
     try:
         doc = json.loads(text)
         # no real name holds a lone surrogate or a control character; one from an escape

@@ -28,7 +28,7 @@ from pathlib import Path
 from graph_harness.capture.graph.dot_labels import kernel_of, label_text, leaves, record_fields
 from graph_harness.capture.graph.dot_syntax import DotGraph, DotSyntaxError, parse
 from graph_harness.capture.graph.reader import RawNode
-from graph_harness.capture.paths import InputPathError, read_input
+from graph_harness.capture.paths import InputPathError, read_text_input
 
 MAX_NODES = 1_000_000  # nodes after child graphs are expanded: far above any real step
 
@@ -84,16 +84,9 @@ class _Node:
 def read_dump(path: str | Path) -> DotDump:
     """The graph dumped at `path`; DotDumpError (one line, naming the file) otherwise."""
     try:
-        data = read_input(path, "graph dump")
+        text = read_text_input(path, "graph dump")  # a regular file only, bounded, UTF-8
     except InputPathError as e:
         raise DotDumpError(str(e)) from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise DotDumpError(
-            f"cannot read graph dump {path}: not UTF-8 text (byte {data[e.start]:#04x} at "
-            f"offset {e.start})"
-        ) from None
     try:
         return dump_of(text)
     except DotSyntaxError as e:

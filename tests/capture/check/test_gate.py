@@ -12,16 +12,8 @@ import torch
 from graph_harness.capture import check_step
 from graph_harness.capture.check.gate import gate
 from tests import targets as T
+from tests.capture.budget.test_budget import PLUGIN  # the plugin alone, as its tests run it
 from tests.capture.check.test_check import _check, no_gpu_parts  # noqa: F401 - the fixture
-
-PLUGIN = (
-    "-p",
-    "graph_harness.pytest_plugin",
-    "-p",
-    "no:cacheprovider",
-    "-p",
-    "no:hypothesispytest",
-)
 
 
 def test_a_right_graph_passes(no_gpu_parts):  # noqa: F811

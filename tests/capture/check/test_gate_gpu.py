@@ -8,16 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.capture.budget.test_budget import PLUGIN
+
 pytestmark = pytest.mark.gpu
 
-PLUGIN = (
-    "-p",
-    "graph_harness.pytest_plugin",
-    "-p",
-    "no:cacheprovider",
-    "-p",
-    "no:hypothesispytest",
-)
 REPO = Path(__file__).resolve().parents[3]
 
 
