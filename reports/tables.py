@@ -231,6 +231,8 @@ def delta_tables(d, depth: int | None = None) -> list[Table]:
             r = row._asdict()
             shown = [names.get(r[k], r[k]) if k == "kernel" else str(r[k]) for k in keys]
             t.add_row(*shown, str(r["a"]), str(r["b"]), f"{r['delta']:+d}")
+        if df.empty:  # say it, rather than print a table with no rows
+            t.add_row("(none differs)", *[""] * (len(keys) - 1), "", "", "")
         out.append(t)
     return out
 
