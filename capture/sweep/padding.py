@@ -29,6 +29,9 @@ class RequestsError(ValueError):
     """A request distribution that cannot be read; the message names where and what."""
 
 
+MAX_DIGITS = 18  # a size or count in a request file (counts to a quintillion)
+
+
 def read_requests(text: str, where: str) -> Distribution:
     """One batch size per line (each line one step), or `SIZE COUNT` (a histogram); `#`
     starts a comment. RequestsError naming the line otherwise."""
@@ -41,6 +44,11 @@ def read_requests(text: str, where: str) -> Distribution:
             raise RequestsError(
                 f"{where} line {n}: expected a batch size, or a size and its count "
                 f"(whole numbers), got {line.strip()!r}"
+            )
+        if any(len(f.lstrip("0")) > MAX_DIGITS for f in fields):  # past int() and float()
+            raise RequestsError(
+                f"{where} line {n}: a size or count of at most {MAX_DIGITS} digits, got "
+                f"{max(len(f) for f in fields)} digits"
             )
         size, count = int(fields[0]), int(fields[1]) if len(fields) == 2 else 1
         if size < 1:

@@ -42,6 +42,14 @@ def test_a_request_file_is_sizes_or_a_histogram():
         read_requests("# nothing\n", "r.txt")
 
 
+def test_numbers_past_what_a_request_file_holds_are_its_error():
+    # issue 44, 7: 5,000 digits passed int()'s limit, 400 overflowed float(): exit 1
+    for line in ("9" * 5000, "4 " + "9" * 400):
+        with pytest.raises(RequestsError, match=r"r.txt line 2: a size or count of at most 18"):
+            read_requests("1\n" + line + "\n", "r.txt")
+    assert read_requests("4 000000000000000000000007\n", "r.txt") == {4: 1.0}  # zeros are none
+
+
 def test_the_built_in_distributions_sum_to_one_over_their_support():
     u = builtin_requests("uniform:3-6", 64)
     assert u == {3: 0.25, 4: 0.25, 5: 0.25, 6: 0.25}
