@@ -186,16 +186,21 @@ def run(args, io: IO) -> int:
     return 0
 
 
-def run_graph_report(args, io: IO) -> int:
-    from graph_harness.reports.cli.refs import read_files
-    from graph_harness.reports.target_report import write_target_report
-
+def capture_flags(args) -> list[str]:
+    """The flags given that only a capture (the round, or --target) uses: what a report
+    read from files (--graph, --recording) refuses."""
     flags = given_round_flags(args) + given_timing_flags(args)
     flags += ["--target"] * bool(args.target) + ["--sizes"] * bool(args.sizes)
     flags += ["--requests"] * bool(args.requests) + ["--check"] * bool(args.check)
     flags += ["--warmup"] * (args.step_warmup is not None)
-    flags += ["--module-scopes"] * (args.module_scopes is not False)
-    flags += ["--recording"] * (args.recording is not None)
+    return flags + ["--module-scopes"] * (args.module_scopes is not False)
+
+
+def run_graph_report(args, io: IO) -> int:
+    from graph_harness.reports.cli.refs import read_files
+    from graph_harness.reports.target_report import write_target_report
+
+    flags = capture_flags(args) + ["--recording"] * (args.recording is not None)
     refuse(flags, "apply to a capture, not to --graph files: drop them")
     if len(args.graph) > 2:
         raise UsageError(f"report takes one --graph, or two for their delta; got {len(args.graph)}")
@@ -218,12 +223,7 @@ def run_recording_report(args, io: IO) -> int:
     from graph_harness.capture.record.recording import Recording
     from graph_harness.reports.recording_report import write_recording
 
-    flags = given_round_flags(args) + given_timing_flags(args)
-    flags += ["--target"] * bool(args.target) + ["--sizes"] * bool(args.sizes)
-    flags += ["--requests"] * bool(args.requests) + ["--check"] * bool(args.check)
-    flags += ["--warmup"] * (args.step_warmup is not None)
-    flags += ["--module-scopes"] * (args.module_scopes is not False)
-    flags += ["--graph"] * bool(args.graph)
+    flags = capture_flags(args) + ["--graph"] * bool(args.graph)
     refuse(flags, "apply to a step or the round, not to --recording: drop them")
     from graph_harness.reports.record_tables import headline
 
