@@ -61,6 +61,9 @@ class CheckResult:
     fed: bool = False  # step.feed wrote each call's inputs
     nondeterministic: int = 0  # tensors two eager runs from one state disagree on
     poisoned: list[dict] = field(default_factory=list)
+    # the graph's outputs filled before every call (capture/check/outputs.py): pattern,
+    # filled, left
+    poisoned_outputs: dict | None = None
 
     @property
     def status(self) -> str:
@@ -120,4 +123,5 @@ class CheckResult:
             "repeatability": self.repeatability.to_dict(),
             "findings": [f.to_dict() for f in self.findings],
             "poisoned": self.poisoned,
+            "poisoned_outputs": self.poisoned_outputs,
         }

@@ -5,9 +5,10 @@ passes vacuously:
 - a step that captures no node is an error (EmptyStepError, from the capture);
 - a trajectory that compared nothing the step writes (no output tensor returned, no
   state tensor a call changes) fails, saying what to return;
-- not yet: a static output buffer the graph never writes, left holding the eager run's
-  values, reads as a match (check poisons free memory around its replays, not the
-  step's outputs); issue 42 builds the output poisoning that catches it;
+- a static output the graph never writes, left holding what the warm-up or an eager
+  call wrote, cannot match: check fills the graph's outputs with a pattern before every
+  call (capture/check/outputs.py), so the replay leaves the pattern where the step left
+  its result, and the failure says the graph never wrote it;
 - "not verified" fails unless the test accepts it, naming what could not be verified;
 - without CUDA there is no graph: the test is skipped with the reason, unless the CPU
   part already found a defect (a step that does not repeat, a host value that moves),

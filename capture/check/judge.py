@@ -29,6 +29,7 @@ from graph_harness.capture.check.messages import (
     host_fail,
     host_undecided,
     host_unverified,
+    left_unfilled,
     measured,
     mismatch,
     reset_misses,
@@ -79,6 +80,10 @@ def judge(t: Trajectories, result: CheckResult, export: NodeExport, copies: list
     result.nondeterministic = len({n for s in spreads for n in s})
     if result.nondeterministic:
         result.findings.append(measured(spreads))
+    if t.outputs is not None:
+        result.poisoned_outputs = t.outputs.to_dict()
+        if t.outputs.left:
+            result.findings.append(left_unfilled(t.outputs.left))
     if t.c is None:  # the CPU: what cannot be verified without a graph to replay
         if moved:
             result.findings.append(host_unverified(moved, start_host))

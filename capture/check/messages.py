@@ -6,7 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import torch
+
 from graph_harness.capture.check.findings import Finding
+from graph_harness.capture.check.outputs import OUTPUT_POISON
 from graph_harness.capture.state.changes import Change, names
 
 if TYPE_CHECKING:
@@ -70,6 +73,11 @@ def mismatch(
         why.append(f"node {copies[0].node} copies host memory at every replay")
     if freed:
         why.append("the graph reads freed memory")
+    if c.output and _holds_pattern(t, i, c):
+        why.append(
+            f"the graph never wrote it: after the replay it still holds {OUTPUT_POISON:#04x} in "
+            "every byte, the pattern check filled it with before the call"
+        )
     hint = f" ({'; '.join(why)})" if why else ""
     first = " (its first call)" if i == 0 else ""
     return Finding(
@@ -79,6 +87,26 @@ def mismatch(
         f"the eager call: {c.detail}{module_of(c.name, export)}{hint}",
         tensor=c.name,
         step=i,
+    )
+
+
+def _holds_pattern(t: Trajectories, i: int, c: Change) -> bool:
+    """The replayed run's `c` after call i holds the outputs' pattern in every byte."""
+    s = t.c.after[i].seen.get(c.name) if t.c is not None else None
+    if s is None or s.hashed or not isinstance(s.value, torch.Tensor) or not s.value.numel():
+        return False
+    raw = s.value.contiguous().view(-1).view(torch.uint8)
+    return bool((raw == OUTPUT_POISON).all())
+
+
+def left_unfilled(left: dict[str, str]) -> Finding:
+    shown = "; ".join(f"{n} ({why})" for n, why in list(left.items())[:3])
+    return Finding(
+        kind="output-unfilled",
+        severity="info",
+        message=f"not filled before each call: {shown}; a graph that never writes it reads "
+        "as a match wherever its value repeats from call to call",
+        tensor=next(iter(left)),
     )
 
 

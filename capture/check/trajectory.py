@@ -15,7 +15,10 @@ twice replayed, its outputs and reachable state fingerprinted after every call
 So A against B measures what the step itself does not repeat (kernels that are not
 deterministic, or a reset that misses some state: the two starts tell which), A against
 C is the graph against the step, and C against D is the graph against itself with other
-free memory. The step runs 2 x `steps` times eagerly and its graph 2 x `steps` times.
+free memory. Before every call of every run (before its inputs are fed) the graph's
+outputs are filled with one pattern (capture/check/outputs.py), so an output the graph
+never writes cannot match by holding what an earlier eager call left there. The step
+runs 2 x `steps` times eagerly and its graph 2 x `steps` times.
 
 **One start for every run.** Where the reset leaves a watched tensor other than it was at
 A's start (an output buffer it need not touch, a position tensor a call overwrites, or a
@@ -32,6 +35,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from graph_harness.capture.check.outputs import OutputPoison, outputs_to_poison
 from graph_harness.capture.check.poison import poisoned
 from graph_harness.capture.replay.guard import Replayer, sync
 from graph_harness.capture.state.changes import compare
@@ -70,6 +74,7 @@ class Trajectories:
     poisoned: list[dict] = field(default_factory=list)
     restored: list[str] = field(default_factory=list)  # put back to A's start (docstring)
     unrestorable: list[str] = field(default_factory=list)
+    outputs: OutputPoison | None = None  # the graph's outputs filled before each call
 
 
 class _Runner:
@@ -82,6 +87,7 @@ class _Runner:
         self.feed = feed_of(step)
         self.r = replayer
         self.output = output  # the graph's output tensor(s), read after a replay
+        self.outputs = outputs_to_poison(step, output) if replayer is not None else None
         self.rngs: list[dict[str, torch.Tensor]] = []
         self.drawn: list[str] = []
         self.poisoned: list[dict] = []
@@ -89,7 +95,14 @@ class _Runner:
         self.restored: list[str] = []
         self.unrestorable: list[str] = []
 
+    def fill_outputs(self) -> None:
+        """The graph's outputs to the pattern (before a call's feed: module docstring)."""
+        if self.outputs is not None:
+            self.outputs.fill()
+
     def _before(self, i: int, *, record: bool, fed: bool) -> None:
+        if not fed:  # a fed call 0 was filled before its reset and feed (run_trajectories)
+            self.fill_outputs()
         if self.feed is not None and not fed:
             self.feed(i)
         if record:
@@ -186,14 +199,17 @@ def run_trajectories(
     run = _Runner(step, steps, replayer, output)
     t = Trajectories(steps, sequential, Run(), Run())
     if sequential:
+        run.fill_outputs()  # before the reset and feed(0) of each run: call 0 is fed there
         t.a.start = run.begin()
         t.a.after = [run.eager(i, record=True, fed=i == 0) for i in range(steps)]
+        run.fill_outputs()
         t.b.start = run.begin(t.a.start)
         t.b.after = [run.eager(i, fed=i == 0) for i in range(steps)]
         if replayer is not None:
             t.c, t.d = Run(), Run()
             for r, pattern in zip((t.c, t.d), POISONS):
                 what = f"check's replays with free memory filled with {pattern:#04x}"
+                run.fill_outputs()
                 with replayer.window(what):  # resets, and feeds call 0
                     r.start = run.begin(t.a.start, reset=False)
                     r.after = [run.replayed(i, pattern, fed=i == 0) for i in range(steps)]
@@ -216,4 +232,5 @@ def run_trajectories(
         sync()
     t.drawn, t.poisoned = run.drawn, run.poisoned
     t.restored, t.unrestorable = run.restored, run.unrestorable
+    t.outputs = run.outputs
     return t
