@@ -146,9 +146,9 @@ def scoping_difference(a: NodeExport, b: NodeExport) -> str | None:
             bare = "B" if scoped[0] else "A"
             return (
                 f"{bare}'s nodes sit in no module although it was recorded with module "
-                "scopes (no module of a model ran around its captures: an engine that calls "
-                "submodules from outside any forward), so the per-module rows compare a tree "
-                "with nothing"
+                "scopes (no module of a model ran around its captures, and no object on the "
+                "stack held a model containing the modules it called), so the per-module rows "
+                "compare a tree with nothing"
             )
         return None
     return (

@@ -8,9 +8,12 @@ moment (HF's `LlamaForCausalLM` under `generate()`, vLLM's model under its graph
 is the root, and every module is named by its path in it (`model.layers.3.self_attn`),
 the same names Inductor's provenance gives compiled code traced from that root. The root
 is the outermost module any frame is a method of, running or not (`generate()` is a
-method of the model it runs). Where no module is on the stack when the capture begins, the
-first module called inside it is the root (its own work lands outside every module, as
-module_scopes' root's does).
+method of the model it runs). Where no module is on the stack when the capture begins (an
+engine that captures its model piece by piece, calling blocks from its own methods), the
+root is the model an object on the stack holds that contains the first module called
+inside the capture: an `nn.Module` attribute of a method's `self` (the engine's
+`self.model`); failing that, the first module called is the root (its own work lands
+outside every module, as module_scopes' root's does).
 
 Nothing is tracked outside captures. The global forward hooks (capture/scopes/modules.py's,
 installed once for the whole program, so that Dynamo's guards on them see the same hooks
@@ -66,6 +69,26 @@ def running_modules(frames: list[types.FrameType]) -> tuple[nn.Module | None, li
     return root, out
 
 
+def held_models(frames: list[types.FrameType]) -> list[nn.Module]:
+    """The `nn.Module` attributes of the objects whose methods are running in `frames`
+    (innermost first), outermost first, each once: an engine's `self.model`. Only a
+    method's `self` is read (as running_modules reads it), and only its own attributes."""
+    out: list[nn.Module] = []
+    for f in reversed(frames):
+        code = f.f_code
+        if not (code.co_argcount and code.co_varnames[0] == "self"):
+            continue
+        me = f.f_locals.get("self")
+        if isinstance(me, nn.Module):
+            continue
+        try:
+            attrs = list(vars(me).values())
+        except TypeError:  # no __dict__ (slots, builtins)
+            continue
+        out += [v for v in attrs if isinstance(v, nn.Module) and not any(v is m for m in out)]
+    return out
+
+
 class CaptureModules:
     """One capture's module scopes (the object modules.py's global hooks call while the
     capture is recorded): opens a scope per module called inside it, named in `root`."""
@@ -75,6 +98,7 @@ class CaptureModules:
         root, running = running_modules(frames)
         self.root: nn.Module | None = root
         self.names = names_of(root) if root is not None else {}
+        self._held = held_models(frames) if root is None else []
         self._calls: list[tuple[nn.Module, list[ScopeKey]]] = []
         self._base: list[ScopeKey] = []
         for m in running:  # already inside them: their scopes open at the start
@@ -111,8 +135,9 @@ class CaptureModules:
         if self.broken is not None:
             return
         try:
-            if self.root is None:  # nothing ran around the capture: the first is root
-                self.root, self.names = mod, names_of(mod)
+            if self.root is None:  # nothing ran around the capture (module docstring)
+                self.root = next((m for m in self._held if mod in names_of(m)), mod)
+                self.names, self._held = names_of(self.root), []
             self._calls.append((mod, self._open(mod)))
         except Exception as e:
             self.broken = f"{type(e).__name__}: {e}"

@@ -251,3 +251,26 @@ def test_module_scopes_in_a_model_nobody_named(compiled):
     assert _by_scope(graph.export) == _by_scope(counted), graph.export.options
     layers = {p[1] for p in _by_scope(graph.export) if len(p) > 1 and p[0] == "layers"}
     assert layers == {f"layers.{i}" for i in range(ex.PRESETS["tiny"].n_layer)}
+
+
+def test_module_scopes_in_an_engines_pieces():
+    """An engine that captures its model piece by piece calls blocks from its own methods:
+    no module runs around a capture, so the recorder names the modules in the model the
+    engine holds (capture/scopes/program.py), checked against count's own scoping of the
+    same pieces under module_scopes(engine.model)."""
+    eng = _load("tiny_engine")
+    engine = eng.Engine([1, 2], piecewise=True, layers=2, dim=128)
+    with record_graphs(module_scopes=True, children=False) as rec:
+        engine.capture()
+        torch.cuda.synchronize()
+    n = engine.n_pieces()
+    assert len(rec.graphs) == 2 * n
+    ones = rec.graphs[n:]  # largest first: batch 1's pieces are the last
+    for i, g in enumerate(ones):
+        carry = None if i == 0 else (engine.outputs[1][i - 1][0], engine.carries[1][i - 1])
+        with module_scopes(engine.model):
+            piece = torch.no_grad()(lambda i=i, carry=carry: engine.piece(i, 1, carry))
+            counted = capture_and_count(piece)
+        assert _by_scope(g.export) == _by_scope(counted), (i, _by_scope(g.export))
+    tops = {p[0] for p in _by_scope(ones[1].export) if p}
+    assert {"layers"} <= tops and ("layers", "layers.1") in _by_scope(ones[1].export)
