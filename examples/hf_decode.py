@@ -139,6 +139,7 @@ def make_step(
         cache.reset()  # keys, values and positions zeroed in place: same addresses
 
     step.reset, step.feed = reset, feed
+    step.max_steps = n  # calls from the reset until the cache is full (check --steps to-end)
     step.module = model  # what --module-scopes attributes by (the eager model)
     step.cache = cache
     step.token = token

@@ -240,6 +240,7 @@ def make_step(
     step.module = model  # what --module-scopes attributes by (the eager model)
     step.inputs = (idx, input_pos)
     step.feed, step.reset = feed, reset
+    step.max_steps = tokens.shape[0]  # from the middle to the cache's end (--steps to-end)
     return step
 
 

@@ -272,10 +272,16 @@ class GraphCheck:
     fails the test with check's verdict and findings (the call, the tensor, the node and
     its module, the host value a graph froze). It does not pass vacuously
     (capture/check/gate.py): a step that captures no node is an error, a trajectory that
-    compares nothing fails, "not verified" fails unless `accept_unverified=True` (a static
-    output buffer the graph never writes is not caught yet: gate.py says why). Without
-    CUDA the test is skipped with the reason, unless the CPU part already found a defect.
-    Returns check's CheckResult for a test to look further.
+    compares nothing fails, "not verified" fails unless `accept_unverified=True`, and an
+    output the graph never writes fails (check fills the outputs with a pattern before
+    every call). Without CUDA the test is skipped with the reason, unless the CPU part
+    already found a defect. Returns check's CheckResult for a test to look further.
+
+    `steps="to-end"` runs the trajectory until the step's static cache is full, by its
+    `step.max_steps`, compared at a sample of its calls (capture/check/sample.py);
+    `soak=N` adds N replays along it under a watchdog (capture/check/soak.py). A soak
+    that finds a hang fails the test at once; the device is still running the hung
+    replay, so the session's later GPU work waits behind it (stop the session).
 
         def test_my_kernel_graph(graph_check):
             graph_check(lambda: my_op(x, out=y))  # x, y static: made once, outside
@@ -290,12 +296,14 @@ class GraphCheck:
         self,
         step,
         *,
-        steps: int | None = None,
+        steps: int | str | None = None,
         warmup: int | None = None,
         module: torch.nn.Module | None = None,
         depth: int | None = None,
         accept_unverified: bool = False,
         name: str | None = None,
+        soak: int = 0,
+        soak_deadline: float | None = None,
     ):
         __tracebackhide__ = True
         from graph_harness.capture.check.gate import GraphCheckFailed, gate
@@ -315,6 +323,8 @@ class GraphCheck:
                 module=module,
                 depth=depth,
                 name=name or self.nodeid,
+                soak=soak,
+                soak_deadline=soak_deadline,
             )
         except StepStateError as e:  # the CPU part found it: the step cannot be replayed
             raise GraphCheckFailed(str(e)).with_traceback(None) from None

@@ -2,12 +2,18 @@
 bit for bit, with free memory poisoned; host copies in the graph; the findings.
 
 - step.py: check_step, check_captured, the gate of `--check`
-- settings.py: CheckSettings, the trajectory's length (no torch: the parser reads it)
+- settings.py: CheckSettings, the trajectory's length and the soak (no torch: the
+  parser reads it)
+- sample.py: the calls a long trajectory compares (`--steps to-end`), and its length
+- soak.py: many more replays along the trajectory, under a watchdog (`--soak N`)
 - trajectory.py: the step's calls, eager and replayed, fingerprinted after each
 - judge.py: what differs, from which step, and why
 - messages.py: the words of each finding
 - findings.py: Finding, CheckResult, CheckFailed, CheckUnverified (plain data)
 - host_copies.py: memcpy nodes from or to host memory
+- interleaved.py: several sizes' graphs from one shared pool replayed in turns, in a
+  seeded serving order, each replay against its size's eager call
+- interleaved_verdict.py: one replayed call judged, and the interleaved check's result
 - poison.py: free memory filled with a pattern around replays
 
 May import: capture.count, capture.state, capture.graph, capture.replay (its guard),

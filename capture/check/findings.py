@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from graph_harness.capture.check.sample import FIRST
 from graph_harness.capture.errors import HarnessError
 from graph_harness.capture.state.steps import Repeatability
 
@@ -57,7 +58,11 @@ class CheckResult:
     why_not: str | None = None
     outputs: int = 0  # output tensors compared
     state: int = 0  # state tensors compared
-    steps: int = 1  # calls in the trajectory compared
+    steps: int = 1  # calls in the trajectory (each run)
+    to_end: bool = False  # `steps` is the step's own length (step.max_steps)
+    compared_calls: list[int] = field(default_factory=list)  # the calls compared (sample.py)
+    seconds: dict[str, float] = field(default_factory=dict)  # each run's wall time
+    soak: dict | None = None  # the soak after the check (capture/check/soak.py)
     fed: bool = False  # step.feed wrote each call's inputs
     nondeterministic: int = 0  # tensors two eager runs from one state disagree on
     poisoned: list[dict] = field(default_factory=list)
@@ -100,11 +105,27 @@ class CheckResult:
             if self.nondeterministic
             else ""
         )
+        soak = ""
+        if self.soak:
+            soak = (
+                f"; then {self.soak['replays']} more replays agreed at "
+                f"{self.soak['compared']} compared calls, none past its deadline"
+            )
         return (
             f"check passed for {self.name}: over {self.steps} step(s) from its start"
-            f"{inputs}, its graph's replays agree with the eager calls on {self.outputs} "
-            f"output and {self.state} state tensors after every step{nd}"
+            f"{self._extent()}{inputs}, its graph's replays agree with the eager calls on "
+            f"{self.outputs} output and {self.state} state tensors after {self._after()}"
+            f"{nd}{soak}"
         )
+
+    def _extent(self) -> str:
+        return " (to the end of its cache, by its step.max_steps)" if self.to_end else ""
+
+    def _after(self) -> str:
+        n = len(self.compared_calls)
+        if not n or n == self.steps:
+            return "every step"
+        return f"each of {n} compared steps (every step to {FIRST}, then a geometric sample)"
 
     def to_dict(self) -> dict:
         return {
@@ -114,6 +135,10 @@ class CheckResult:
             "verdict": self.verdict(),
             "warmup": self.warmup,
             "steps": self.steps,
+            "to_end": self.to_end,
+            "compared_calls": self.compared_calls,
+            "seconds": self.seconds,
+            "soak": self.soak,
             "fed": self.fed,
             "compared": self.compared,
             "why_not": self.why_not,

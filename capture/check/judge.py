@@ -49,12 +49,15 @@ LISTED = 12  # mismatching tensors listed one finding each; the rest in one line
 def judge(t: Trajectories, result: CheckResult, export: NodeExport, copies: list[Finding]) -> None:
     """Fill `result` (findings, counts) from the trajectories."""
     result.steps, result.compared = t.steps, t.c is not None
+    result.compared_calls = list(t.at)
+    result.seconds = dict(t.seconds)
     last = t.a.after[-1]
     result.outputs = sum(not s.host and s.output for s in last.seen.values())
     result.state = sum(not s.host and not s.output for s in last.seen.values())
     moved = _host_moves(t)
     start_host, start_tensors = _starts(t)
-    eager = [_spread(t, i) for i in range(t.steps)]  # A against B
+    # the lists below follow t.at, the calls compared: position k is call t.at[k]
+    eager = [_spread(t, k) for k in range(len(t.at))]  # A against B
     differ = any(eager)
     out_addrs = {s.meta[0] for s in last.seen.values() if s.output and not s.host}
     buffers = [n for n in t.restored if _addr(last, n) in out_addrs]  # the step's output
@@ -90,7 +93,8 @@ def judge(t: Trajectories, result: CheckResult, export: NodeExport, copies: list
         return
     freed = _freed(t, spreads)
     if freed:
-        i, c = freed[0]
+        k, c = freed[0]
+        i = t.at[k]
         result.findings.append(
             Finding(
                 kind="freed-memory",
@@ -105,8 +109,8 @@ def judge(t: Trajectories, result: CheckResult, export: NodeExport, copies: list
             )
         )
     bad, unjudged, within = _against_eager(t, spreads)
-    for i, c in bad[:LISTED]:
-        result.findings.append(mismatch(i, c, t, export, moved, copies, bool(freed)))
+    for k, c in bad[:LISTED]:
+        result.findings.append(mismatch(k, c, t, export, moved, copies, bool(freed)))
     if len(bad) > LISTED:
         result.findings.append(
             Finding(
@@ -117,21 +121,24 @@ def judge(t: Trajectories, result: CheckResult, export: NodeExport, copies: list
             )
         )
     if depends or (bad and moved):
-        result.findings.append(host_fail(moved, start_host, bad[0] if bad else None))
-    for i, c in unjudged:
+        first = (t.at[bad[0][0]], bad[0][1]) if bad else None
+        result.findings.append(host_fail(moved, start_host, first))
+    for k, c in unjudged:
+        i = t.at[k]
         result.findings.append(
             Finding(
                 kind="unjudged",
                 severity="unverified",
                 message=f"{what(c)} {c.name}: after step {i} the graph's replay differs from "
                 f"the eager call ({c.detail}), and two eager runs from one state already "
-                f"disagree there ({_exact_kind(_seen(t, i, c))}): the step itself cannot be "
+                f"disagree there ({_exact_kind(_seen(t, k, c))}): the step itself cannot be "
                 "told from its graph here",
                 tensor=c.name,
                 step=i,
             )
         )
-    for i, c, own in within:
+    for k, c, own in within:
+        i = t.at[k]
         result.findings.append(
             Finding(
                 kind="nondeterministic",
@@ -173,17 +180,18 @@ def _host_moves(t: Trajectories) -> dict[str, list]:
     return {n: v for n, v in out.items() if len(set(map(repr, v))) > 1}
 
 
-def _spread(t: Trajectories, i: int) -> dict[str, Change]:
-    """The tensors the two eager runs disagree on after call i (both from one state)."""
-    return {c.name: c for c in compare(t.a.after[i], t.b.after[i]) if not c.host}
+def _spread(t: Trajectories, k: int) -> dict[str, Change]:
+    """The tensors the two eager runs disagree on after compared call k (both from one
+    state)."""
+    return {c.name: c for c in compare(t.a.after[k], t.b.after[k]) if not c.host}
 
 
-def _seen(t: Trajectories, i: int, c: Change) -> Seen:
-    fp: Fingerprint = t.a.after[i]
-    return fp.seen.get(c.name) or t.c.after[i].seen[c.name]
+def _seen(t: Trajectories, k: int, c: Change) -> Seen:
+    fp: Fingerprint = t.a.after[k]
+    return fp.seen.get(c.name) or t.c.after[k].seen[c.name]
 
 
-def _exact_only(s: Seen) -> bool:
+def exact_only(s: Seen) -> bool:
     """Compared by its bits alone: an integer or boolean tensor, or one held as a digest."""
     v = s.value
     return (
@@ -195,7 +203,7 @@ def _exact_kind(s: Seen) -> str:
     return "compared by digest" if s.hashed else "an integer or boolean tensor"
 
 
-def _within(c: Change, own: Change | None) -> bool:
+def within_spread(c: Change, own: Change | None) -> bool:
     return (
         own is not None
         and own.max_diff is not None
@@ -205,17 +213,17 @@ def _within(c: Change, own: Change | None) -> bool:
 
 
 def _freed(t: Trajectories, spreads: Sequence[dict[str, Change]]) -> list[tuple[int, Change]]:
-    """(step, change) for what differs between the two replayed runs, at its first step,
-    beyond what the step itself does not repeat."""
+    """(compared call's position, change) for what differs between the two replayed runs,
+    at its first compared call, beyond what the step itself does not repeat."""
     first: dict[str, tuple[int, Change]] = {}
-    for i in range(t.steps):
-        for c in compare(t.c.after[i], t.d.after[i]):
+    for k in range(len(t.at)):
+        for c in compare(t.c.after[k], t.d.after[k]):
             if c.host or c.name in first:
                 continue
-            own = spreads[i].get(c.name)
-            if own is not None and (_within(c, own) or _exact_only(_seen(t, i, c))):
+            own = spreads[k].get(c.name)
+            if own is not None and (within_spread(c, own) or exact_only(_seen(t, k, c))):
                 continue
-            first[c.name] = (i, c)
+            first[c.name] = (k, c)
     return sorted(first.values(), key=order)
 
 
@@ -226,24 +234,25 @@ def order(x: tuple) -> int:
 def _against_eager(
     t: Trajectories, spreads: Sequence[dict[str, Change]]
 ) -> tuple[list[tuple[int, Change]], list[tuple[int, Change]], list[tuple[int, Change, float]]]:
-    """The graph (C) against the step (A), call by call, each tensor at its first step:
-    (mismatches, ones that cannot be judged, ones within the measured spread)."""
+    """The graph (C) against the step (A), compared call by compared call (positions in
+    t.at), each tensor at its first: (mismatches, ones that cannot be judged, ones within
+    the measured spread)."""
     bad: dict[str, tuple[int, Change]] = {}
     unjudged: dict[str, tuple[int, Change]] = {}
     within: dict[str, tuple[int, Change, float]] = {}
-    for i in range(t.steps):
-        for c in compare(t.a.after[i], t.c.after[i]):
+    for k in range(len(t.at)):
+        for c in compare(t.a.after[k], t.c.after[k]):
             if c.host or c.name in bad:
                 continue
-            own = spreads[i].get(c.name)
+            own = spreads[k].get(c.name)
             if own is None:
-                bad[c.name] = (i, c)
-            elif _exact_only(_seen(t, i, c)):
-                unjudged.setdefault(c.name, (i, c))
-            elif _within(c, own):
-                within.setdefault(c.name, (i, c, own.max_diff))
+                bad[c.name] = (k, c)
+            elif exact_only(_seen(t, k, c)):
+                unjudged.setdefault(c.name, (k, c))
+            elif within_spread(c, own):
+                within.setdefault(c.name, (k, c, own.max_diff))
             else:
-                bad[c.name] = (i, c)
+                bad[c.name] = (k, c)
     return (
         sorted(bad.values(), key=order),
         sorted((v for k, v in unjudged.items() if k not in bad), key=order),
@@ -252,7 +261,9 @@ def _against_eager(
 
 
 def _replays_differ(t: Trajectories) -> bool:
-    return any(c for i in range(t.steps) for c in compare(t.c.after[i], t.d.after[i]) if not c.host)
+    return any(
+        c for k in range(len(t.at)) for c in compare(t.c.after[k], t.d.after[k]) if not c.host
+    )
 
 
 def _addr(fp: Fingerprint, name: str) -> int | None:

@@ -58,7 +58,7 @@ def module_of(name: str, export: NodeExport) -> str:
 
 
 def mismatch(
-    i: int,
+    k: int,
     c: Change,
     t: Trajectories,
     export: NodeExport,
@@ -73,7 +73,8 @@ def mismatch(
         why.append(f"node {copies[0].node} copies host memory at every replay")
     if freed:
         why.append("the graph reads freed memory")
-    if c.output and _holds_pattern(t, i, c):
+    i = t.at[k]  # k: the position among the calls compared
+    if c.output and _holds_pattern(t, k, c):
         why.append(
             f"the graph never wrote it: after the replay it still holds {OUTPUT_POISON:#04x} in "
             "every byte, the pattern check filled it with before the call"
@@ -90,9 +91,10 @@ def mismatch(
     )
 
 
-def _holds_pattern(t: Trajectories, i: int, c: Change) -> bool:
-    """The replayed run's `c` after call i holds the outputs' pattern in every byte."""
-    s = t.c.after[i].seen.get(c.name) if t.c is not None else None
+def _holds_pattern(t: Trajectories, k: int, c: Change) -> bool:
+    """The replayed run's `c` after compared call k holds the outputs' pattern in every
+    byte."""
+    s = t.c.after[k].seen.get(c.name) if t.c is not None else None
     if s is None or s.hashed or not isinstance(s.value, torch.Tensor) or not s.value.numel():
         return False
     raw = s.value.contiguous().view(-1).view(torch.uint8)

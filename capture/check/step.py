@@ -41,8 +41,10 @@ from graph_harness.capture.check.findings import (
 )
 from graph_harness.capture.check.host_copies import host_copies
 from graph_harness.capture.check.judge import judge
-from graph_harness.capture.check.settings import CheckSettings
-from graph_harness.capture.check.trajectory import run_trajectories
+from graph_harness.capture.check.sample import compared_calls, trajectory_length
+from graph_harness.capture.check.settings import TO_END, CheckSettings
+from graph_harness.capture.check.soak import soak
+from graph_harness.capture.check.trajectory import Trajectories, run_trajectories
 from graph_harness.capture.count import capture_and_keep
 from graph_harness.capture.graph.diagnose.classes import DATA_DEPENDENT_OPS
 from graph_harness.capture.graph.settings import StepSettings
@@ -85,25 +87,31 @@ def check_step(
     step: Callable[[], object],
     *,
     warmup: int = StepSettings.warmup,
-    steps: int = STEPS,
+    steps: int | str = STEPS,
     module: torch.nn.Module | None = None,
     depth: int | None = None,
     device: torch.device | str | None = None,
     name: str = "the step",
+    soak: int = 0,
+    soak_deadline: float | None = None,
 ) -> CheckResult:
     """Capture `step` (`warmup` warm-ups; with `module`, by its modules as
-    `module_scopes(module, depth)` does) and check its graph over `steps` calls
-    (check_captured)."""
-    steps = check_steps(steps)
+    `module_scopes(module, depth)` does) and check its graph over `steps` calls, or to
+    the end of its cache (`steps="to-end"`), then soak it `soak` replays (check_captured)."""
+    settings = CheckSettings(steps=steps, soak=soak, soak_deadline=soak_deadline)
+    trajectory_length(step, settings.steps)  # a step with no length refused before capture
     watch = StateWatch(step)
     kept = capture_and_keep(
         step, warmup=warmup, device=device, watch=watch, module=module, depth=depth
     )
     export, captured = kept.export, kept.captured
-    return check_captured(step, export, captured, watch.repeatability, name=name, steps=steps)
+    return check_captured(
+        step, export, captured, watch.repeatability, name=name, steps=steps, soak=soak,
+        soak_deadline=soak_deadline,
+    )  # fmt: skip
 
 
-def check_steps(steps: int) -> int:
+def check_steps(steps: int | str) -> int | str:
     return CheckSettings(steps=steps).steps  # checked where the default lives
 
 
@@ -114,16 +122,22 @@ def check_captured(
     rep: Repeatability,
     *,
     name: str = "the step",
-    steps: int = STEPS,
+    steps: int | str = STEPS,
+    soak: int = 0,
+    soak_deadline: float | None = None,
 ) -> CheckResult:
     """Check a graph already captured from `step` (capture_and_keep with a StateWatch,
-    whose `repeatability` is `rep`) over `steps` calls; `captured` None (the CPU): the
-    two eager runs and the warm-ups' findings. StepStateError before anything runs if the
-    step cannot be replayed (no reset, and it does not repeat). Syncs."""
-    steps = check_steps(steps)
+    whose `repeatability` is `rep`) over `steps` calls (TO_END: the step's max_steps,
+    compared at a sample: capture/check/sample.py), then soak it `soak` replays
+    (capture/check/soak.py); `captured` None (the CPU): the two eager runs and the
+    warm-ups' findings. StepStateError before anything runs if the step cannot be
+    replayed (no reset, and it does not repeat) or gives no length for TO_END. Syncs."""
+    settings = CheckSettings(steps=steps, soak=soak, soak_deadline=soak_deadline)
+    calls = trajectory_length(step, settings.steps)
     name = printable(name)  # shown and recorded (check.json) as text: capture/text.py
     require_repeatable(rep, name)
     result = CheckResult(name, rep.warmups, rep, from_warmups(rep))
+    result.to_end = settings.steps == TO_END
     result.fed = feed_of(step) is not None
     copies = []
     if captured is None:
@@ -134,12 +148,41 @@ def check_captured(
         result.findings += copies
     graph = captured.graph if captured is not None else None
     output = captured.output if captured is not None else None
-    t = run_trajectories(step, steps, graph, output, result.name, rep)
+    t = run_trajectories(step, calls, graph, output, result.name, rep, compared_calls(calls))
     result.poisoned = t.poisoned
     if t.drawn and not rep.rng:
         result.findings.append(Finding(kind="rng", severity="info", message=_rng_line(t.drawn)))
     judge(t, result, export, copies)
+    if settings.soak:
+        _soak(step, graph, output, t, rep, result, settings)
     return result
+
+
+def _soak(
+    step: Callable[[], object],
+    graph: torch.cuda.CUDAGraph | None,
+    output: object,
+    t: Trajectories,
+    rep: Repeatability,
+    result: CheckResult,
+    settings: CheckSettings,
+) -> None:
+    """The soak after the check (capture/check/soak.py), where there is a graph and the
+    check did not already fail; its findings join the check's."""
+    if graph is None:
+        why = "the soak replays a graph: it needs a GPU (nothing was soaked)"
+        result.findings.append(Finding(kind="soak", severity="info", message=why))
+        return
+    if result.status == "failed":
+        why = "the soak did not run: the check had already failed"
+        result.findings.append(Finding(kind="soak", severity="info", message=why))
+        return
+    s = soak(
+        step, graph, output, t, t.outputs, rep, settings.soak, name=result.name,
+        deadline=settings.soak_deadline,
+    )  # fmt: skip
+    result.soak = s.to_dict()
+    result.findings += s.findings
 
 
 def host_reads(export: NodeExport) -> list[Finding]:

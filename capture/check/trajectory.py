@@ -12,6 +12,18 @@ twice replayed, its outputs and reachable state fingerprinted after every call
   The four calls of step i run one after the other (A, B, C, D), each fed `feed(i)`:
   every call starts from the state the previous call, of the same inputs, left.
 
+**Long trajectories** (`--steps to-end`, capture/check/sample.py): every call runs, in
+every run, but only the calls in `at` are fingerprinted and compared. A step with a
+reset runs each run whole as above, the allocator's free memory filled once for each
+replayed run and held until its end. A step without one runs its four calls only at the
+compared calls; between them one eager call per index carries its state along, as the
+step would.
+
+**What a call costs.** A fingerprint's clones are copied to pinned host memory without
+waiting (capture/state/fingerprint.py), and nothing syncs between calls: each run syncs
+once, at its end, so a run's time grows with its calls (launches, replays) and its
+compared calls' copies overlap the next calls. `seconds` holds each run's wall time.
+
 So A against B measures what the step itself does not repeat (kernels that are not
 deterministic, or a reset that misses some state: the two starts tell which), A against
 C is the graph against the step, and C against D is the graph against itself with other
@@ -30,7 +42,9 @@ back (`unrestorable`). Host values are never put back: only the step knows them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import torch
@@ -64,7 +78,7 @@ class Run:
 
 @dataclass
 class Trajectories:
-    steps: int
+    steps: int  # calls in each run
     sequential: bool  # each run whole from the reset (else call by call)
     a: Run
     b: Run
@@ -75,6 +89,9 @@ class Trajectories:
     restored: list[str] = field(default_factory=list)  # put back to A's start (docstring)
     unrestorable: list[str] = field(default_factory=list)
     outputs: OutputPoison | None = None  # the graph's outputs filled before each call
+    at: list[int] = field(default_factory=list)  # the calls compared; Run.after follows it
+    rngs: list[dict] = field(default_factory=list)  # the generators before each call of A
+    seconds: dict[str, float] = field(default_factory=dict)  # each run's wall time
 
 
 class _Runner:
@@ -110,26 +127,39 @@ class _Runner:
         else:
             set_rng_state(self.rngs[i])
 
-    def eager(self, i: int, *, record: bool = False, fed: bool = False) -> Fingerprint:
+    def eager(
+        self, i: int, *, record: bool = False, fed: bool = False, keep: bool = True
+    ) -> Fingerprint | None:
+        """Call i, eagerly; its fingerprint if `keep` (queued: module docstring)."""
         self._before(i, record=record, fed=fed)
         out = self.step()
-        sync()
         if record and i == 0:
             self.drawn = rng_moved(self.rngs[0], rng_state())
-        fp = fingerprint(self.step, out, clone_to="cpu")
+        fp = _print(self.step, out) if keep else None
         del out
         return fp
 
-    def replayed(self, i: int, pattern: int, *, fed: bool = False) -> Fingerprint:
+    def replayed(
+        self, i: int, pattern: int | None, *, fed: bool = False, keep: bool = True
+    ) -> Fingerprint | None:
+        """Call i, replayed; `pattern`: free memory filled around it (None: the caller
+        holds it filled for the whole run)."""
         self._before(i, record=False, fed=fed)
-        with poisoned(pattern) as p:
+        if pattern is None:
             self.r.replay()
-            sync()
-            fp = fingerprint(self.step, self.output, clone_to="cpu")
+            return _print(self.step, self.output) if keep else None
+        with self.poison(pattern):
+            self.r.replay()
+            return _print(self.step, self.output) if keep else None
+
+    @contextlib.contextmanager
+    def poison(self, pattern: int) -> Iterator[None]:
+        """Free memory filled with `pattern` while open; what the first fill found kept."""
+        with poisoned(pattern) as p:
+            yield
         if pattern not in self._filled:  # what the first fill of each pattern found
             self._filled.add(pattern)
             self.poisoned.append(p.to_dict())
-        return fp
 
     def begin(self, like: Fingerprint | None = None, *, reset: bool = True) -> Fingerprint:
         """Back to the start (reset, feed(0)) unless `reset` is False (a window did it);
@@ -137,7 +167,8 @@ class _Runner:
         if reset and self.start is not None:
             self.start()
         sync()
-        fp = fingerprint(self.step, with_output=False, clone_to="cpu")
+        fp = _print(self.step, None, with_output=False)
+        sync()  # read at once: restore compares it with `like`
         if like is None:
             return fp
         back = restore(self.step, like, fp)
@@ -146,7 +177,14 @@ class _Runner:
         if not back.restored:
             return fp
         sync()
-        return fingerprint(self.step, with_output=False, clone_to="cpu")
+        fp = _print(self.step, None, with_output=False)
+        sync()
+        return fp
+
+
+def _print(step: Callable[[], object], output: object, *, with_output: bool = True) -> Fingerprint:
+    """A fingerprint kept on the host, its copies queued (module docstring)."""
+    return fingerprint(step, output, with_output=with_output, clone_to="cpu", non_blocking=True)
 
 
 @dataclass
@@ -184,10 +222,14 @@ def run_trajectories(
     output: object,
     name: str,
     rep: Repeatability,
+    at: list[int] | None = None,
 ) -> Trajectories:
-    """The four runs (module docstring); `graph` None (the CPU): A and B only. Replays go
-    through one Replayer (capture/replay/guard.py): a CUDA error is one line. Ends with
-    the step at its start. Syncs."""
+    """The four runs (module docstring) of `steps` calls, compared at the calls `at` (all
+    of them by default); `graph` None (the CPU): A and B only. Replays go through one
+    Replayer (capture/replay/guard.py): a CUDA error is one line. Ends with the step at
+    its start. Syncs."""
+    at = list(range(steps)) if at is None else at
+    keep = set(at)
     sequential = reset_of(step) is not None
     replayer = None
     if graph is not None:
@@ -197,40 +239,72 @@ def run_trajectories(
             graph, name, reset=start_of(step) if sequential else None, repeatability=rep
         )
     run = _Runner(step, steps, replayer, output)
-    t = Trajectories(steps, sequential, Run(), Run())
+    t = Trajectories(steps, sequential, Run(), Run(), at=at)
+    clock = _Clock(t.seconds)
     if sequential:
-        run.fill_outputs()  # before the reset and feed(0) of each run: call 0 is fed there
-        t.a.start = run.begin()
-        t.a.after = [run.eager(i, record=True, fed=i == 0) for i in range(steps)]
-        run.fill_outputs()
-        t.b.start = run.begin(t.a.start)
-        t.b.after = [run.eager(i, fed=i == 0) for i in range(steps)]
+        with clock("a"):
+            run.fill_outputs()  # before the reset and feed(0) of each run: call 0 is fed there
+            t.a.start = run.begin()
+            t.a.after = _kept(
+                run.eager(i, record=True, fed=i == 0, keep=i in keep) for i in range(steps)
+            )
+            sync()
+        with clock("b"):
+            run.fill_outputs()
+            t.b.start = run.begin(t.a.start)
+            t.b.after = _kept(run.eager(i, fed=i == 0, keep=i in keep) for i in range(steps))
+            sync()
         if replayer is not None:
             t.c, t.d = Run(), Run()
-            for r, pattern in zip((t.c, t.d), POISONS):
+            for r, pattern, key in zip((t.c, t.d), POISONS, "cd"):
                 what = f"check's replays with free memory filled with {pattern:#04x}"
                 run.fill_outputs()
-                with replayer.window(what):  # resets, and feeds call 0
+                with clock(key), replayer.window(what):  # resets, and feeds call 0
                     r.start = run.begin(t.a.start, reset=False)
-                    r.after = [run.replayed(i, pattern, fed=i == 0) for i in range(steps)]
+                    with run.poison(pattern):  # held for the whole run: module docstring
+                        r.after = _kept(
+                            run.replayed(i, None, fed=i == 0, keep=i in keep) for i in range(steps)
+                        )
     else:
         if replayer is not None:
             t.c, t.d = Run(), Run()
-        for i in range(steps):
-            t.a.after.append(run.eager(i, record=True))
-            t.b.after.append(run.eager(i))
-            if replayer is None:
-                continue
-            for r, pattern in zip((t.c, t.d), POISONS):
-                what = f"check's replay of call {i} with {pattern:#04x} in free memory"
-                with replayer.window(what):
-                    r.after.append(run.replayed(i, pattern))
+        with clock("calls"):
+            for i in range(steps):
+                if i not in keep:  # carried along by one eager call (module docstring)
+                    run.eager(i, record=True, keep=False)
+                    continue
+                t.a.after.append(run.eager(i, record=True))
+                t.b.after.append(run.eager(i))
+                if replayer is None:
+                    continue
+                for r, pattern in zip((t.c, t.d), POISONS):
+                    what = f"check's replay of call {i} with {pattern:#04x} in free memory"
+                    with replayer.window(what):
+                        r.after.append(run.replayed(i, pattern))
+            sync()
     if replayer is not None and sequential:
         replayer.finish()  # the closing reset (and feed(0)), guarded as the replays are
     elif run.start is not None:  # the step as it was found: at its start
         run.start()
         sync()
-    t.drawn, t.poisoned = run.drawn, run.poisoned
+    t.drawn, t.poisoned, t.rngs = run.drawn, run.poisoned, run.rngs
     t.restored, t.unrestorable = run.restored, run.unrestorable
     t.outputs = run.outputs
     return t
+
+
+def _kept(prints: Iterator[Fingerprint | None]) -> list[Fingerprint]:
+    return [fp for fp in prints if fp is not None]
+
+
+class _Clock:
+    """Wall time of a block, synced at its end by the block itself, into `into[key]`."""
+
+    def __init__(self, into: dict[str, float]) -> None:
+        self.into = into
+
+    @contextlib.contextmanager
+    def __call__(self, key: str) -> Iterator[None]:
+        t0 = time.perf_counter()
+        yield
+        self.into[key] = self.into.get(key, 0.0) + time.perf_counter() - t0

@@ -93,7 +93,12 @@ class Replayer:
         except Exception as e:
             if not is_cuda_error(e):
                 raise
-            raise ReplayFailed(self._line(what, first, e), context_lost=cuda_in_use()) from e
+            raise self.error(what, first, e) from e
+
+    def error(self, what: str, first: int, e: BaseException) -> ReplayFailed:
+        """The ReplayFailed a window raises for CUDA error `e` in replays `first` on: for
+        a loop that cannot end in a window's sync (check's soak waits on events)."""
+        return ReplayFailed(self._line(what, first, e), context_lost=cuda_in_use())
 
     def finish(self) -> None:
         """After the last window: the step back in its starting state."""

@@ -42,7 +42,7 @@ MAX_DEPTH = 8  # attribute, item and closure hops from a root
 MAX_OBJECTS = 20_000  # objects visited per walk
 MAX_ITEMS = 1_000  # items read from one list, tuple or dict
 HOST = (bool, int, float)  # host values watched
-_SKIP_ATTRS = {"module", "reset", "feed", "__wrapped__"}  # the protocol's, not state
+_SKIP_ATTRS = {"module", "reset", "feed", "max_steps", "__wrapped__"}  # the protocol's, not state
 
 
 @dataclass
@@ -234,9 +234,13 @@ def fingerprint(
     *,
     with_output: bool = True,
     clone_to: str | None = None,
+    non_blocking: bool = False,
 ) -> Fingerprint:
     """The step's state (and `output`) now; see the module docstring. `clone_to`: where
-    clones are kept ("cpu": off the device, so they take none of its free memory)."""
+    clones are kept ("cpu": off the device, so they take none of its free memory).
+    `non_blocking`: the copies to `clone_to` are queued on the current stream (into
+    pinned memory) instead of waited for: nothing may read the fingerprint's tensors
+    before the stream is synced (check syncs once per run, not once per call)."""
     found, truncated = reachable(step, output, with_output=with_output)
     fp = Fingerprint(truncated=truncated)
     budget = HOST_CLONE_BUDGET_BYTES if clone_to else CLONE_BUDGET_BYTES
@@ -252,11 +256,15 @@ def fingerprint(
             nbytes = v.numel() * v.element_size()
             if nbytes <= cap and nbytes <= budget:
                 budget -= nbytes
-                held = v.detach().to(clone_to, copy=True) if clone_to else v.detach().clone()
+                held = (
+                    v.detach().to(clone_to, copy=True, non_blocking=non_blocking)
+                    if clone_to
+                    else v.detach().clone()
+                )
                 fp.seen[name] = Seen(name, meta, held, output=is_output)
             else:
                 d = digest(v)
-                d = d.to(clone_to) if clone_to else d
+                d = d.to(clone_to, non_blocking=non_blocking) if clone_to else d
                 fp.seen[name] = Seen(name, meta, d, hashed=True, output=is_output)
         except (RuntimeError, TypeError, NotImplementedError, AttributeError):
             fp.truncated = True  # a tensor subclass with no plain storage to read

@@ -26,6 +26,12 @@ handles it in two ways:
   index rather than a list of inputs: an engine's inputs are a few static buffers that
   only the step's author knows, the index keeps the eager calls and the replays on the
   same inputs, and a long trajectory holds nothing in memory.
+- **`step.max_steps`**: the factory may also say how many calls the step takes from its
+  start (after its reset and `feed(0)`) until its static cache is full: an int, or a
+  zero-argument function returning one (`length_of`). `check --steps to-end` runs its
+  trajectory that far (capture/check/sample.py); nothing else reads it. A step that
+  gives none cannot be checked to the end: the check says so and asks for it, rather
+  than guess a length from the step's buffers.
 - **Repeatability, from the warm-ups alone** (no extra calls of your step): after each of
   the last two warm-ups (each after the reset, if any), the step's outputs and reachable
   state are fingerprinted (capture/state/fingerprint.py); equal, the step repeats. The default
@@ -86,6 +92,23 @@ def feed_of(step: Callable[[], object]) -> Callable[[int], object] | None:
             "buffers in place (docs/steps-and-check.md)"
         )
     return f
+
+
+def length_of(step: Callable[[], object]) -> int | None:
+    """The step's `step.max_steps` (module docstring), called if it is a function; None if
+    the step has none. StepStateError if it is not a whole number >= 1."""
+    v = getattr(step, "max_steps", None)
+    if v is None:
+        return None
+    if callable(v):
+        v = v()
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise StepStateError(
+            f"step.max_steps is {a_type(v)} {v!r}, not a whole number >= 1: set it to the "
+            "number of calls from the step's start (after step.reset and feed(0)) until its "
+            "static cache is full (docs/steps-and-check.md)"
+        )
+    return v
 
 
 def start_of(step: Callable[[], object]) -> Callable[[], None] | None:

@@ -202,14 +202,30 @@ def warmup_arg(p: argparse.ArgumentParser) -> None:
     )
 
 
-def check_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--check",
-        action="store_true",
-        help="with --target: also check that the graph computes what the step computes, as "
+def check_arg(p: argparse.ArgumentParser, modes: dict[str, str] | None = None) -> None:
+    """`--check` (and `--check-steps`). With `modes` (mode -> what it runs; the first is
+    what `--check` alone means), `--check [MODE]`: `args.check` is None, or the mode."""
+    what = (
+        "with --target: also check that the graph computes what the step computes, as "
         "`graph-harness check` does; if it does not, print the findings, write nothing, exit 1 "
-        "(3 if it could not verify the graph)",
+        "(3 if it could not verify the graph)"
     )
+    if not modes:
+        p.add_argument("--check", action="store_true", help=what)
+    else:
+        first = next(iter(modes))
+        listed = "; or ".join(
+            f"{m}{' (the default)' if m == first else ''}: {why}" for m, why in modes.items()
+        )
+        p.add_argument(
+            "--check",
+            nargs="?",
+            const=first,
+            default=None,
+            choices=list(modes),
+            metavar="MODE",
+            help=f"{what}. MODE is {listed}",
+        )
     steps_arg(p, "--check-steps", "with --check: ")
 
 
@@ -221,14 +237,63 @@ def steps_arg(p: argparse.ArgumentParser, flag: str = "--steps", lead: str = "")
     p.add_argument(
         flag,
         dest="check_steps",
-        type=positive(f.metadata["min"]),
+        type=steps_or_to_end(f.metadata["min"]),
         default=None,
-        metavar="N",
+        metavar="N|to-end",
         help=f"{lead}{f.metadata['help']} (default {CheckSettings().steps})",
     )
 
 
-def check_steps(args) -> int:
+def steps_or_to_end(minimum: int):
+    """An argparse type: a whole number (as `positive`), or `to-end`."""
+    from graph_harness.capture.check.settings import TO_END
+
+    number = positive(minimum)
+
+    def parse(text: str) -> int | str:
+        if text == TO_END:
+            return TO_END
+        try:
+            return number(text)
+        except argparse.ArgumentTypeError as e:
+            raise argparse.ArgumentTypeError(f"{e}, or {TO_END!r}") from None
+
+    return parse
+
+
+def soak_args(p: argparse.ArgumentParser) -> None:
+    """`--soak N` and `--soak-deadline S` (CheckSettings holds the defaults)."""
+    from graph_harness.capture.check.settings import CheckSettings
+
+    f = {f.name: f for f in dataclasses.fields(CheckSettings)}
+    p.add_argument(
+        "--soak",
+        type=positive(f["soak"].metadata["min"]),
+        default=None,
+        metavar="N",
+        help=f"{f['soak'].metadata['help']} (exit 1 on a hang or a difference)",
+    )
+    p.add_argument(
+        "--soak-deadline",
+        type=seconds_arg,
+        default=None,
+        metavar="S",
+        help=f"with --soak: {f['soak_deadline'].metadata['help']}",
+    )
+
+
+def seconds_arg(text: str) -> float:
+    """An argparse type: a finite number of seconds > 0."""
+    try:
+        v = float(text) if text.isascii() else None
+    except ValueError:
+        v = None
+    if v is None or not 0 < v < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
+    return v
+
+
+def check_steps(args) -> int | str:
     """--steps / --check-steps, or the default."""
     from graph_harness.capture.check.settings import CheckSettings
 

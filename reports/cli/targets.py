@@ -141,8 +141,9 @@ def capture_target(
     )
 
 
-def check_target(got, steps: int):
-    """Check a captured target (capture_target with watch=True) over `steps` calls."""
+def check_target(got, steps: int | str, *, soak: int = 0, soak_deadline: float | None = None):
+    """Check a captured target (capture_target with watch=True) over `steps` calls (or
+    to the end of its cache), then soak it `soak` replays."""
     from graph_harness.capture.check.step import check_captured
 
     return check_captured(
@@ -152,6 +153,8 @@ def check_target(got, steps: int):
         got.watch.repeatability,
         name=got.target.spec,
         steps=steps,
+        soak=soak,
+        soak_deadline=soak_deadline,
     )
 
 

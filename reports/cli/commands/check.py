@@ -7,12 +7,16 @@ numbers drawn. On the CPU, the eager part only. Exit 0 passed, 1 failed, 3 not v
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 
+from graph_harness.capture.errors import UsageError
 from graph_harness.reports.cli.args import (
     check_steps,
     json_arg,
     module_scopes_arg,
     out_args,
+    soak_args,
     step_warmup,
     steps_arg,
     subcommand,
@@ -43,6 +47,8 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
         "not be verified (on the CPU: a host value that changes, a host read).",
         examples=[
             "graph-harness check --target examples/llama_decode.py:make_step --module-scopes 2",
+            "graph-harness check --target examples/hf_decode.py:make_step --steps to-end",
+            "graph-harness check --target examples/llama_decode.py:make_step --soak 10000",
             "graph-harness check --target mypkg.steps:make_step --json --out checked",
         ],
     )
@@ -52,23 +58,31 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
         metavar="MODULE:FUNCTION",
         type=target_arg,
         help="the step to check. IMPORTS AND RUNS your code, as count --target: the module, "
-        "FUNCTION(), its warm-ups and capture, 2 x N eager calls and 2 x N replays (GPU)",
+        "FUNCTION(), its warm-ups and capture, 2 x N eager calls and 2 x N replays (GPU), "
+        "and with --soak, that many more replays",
     )
     module_scopes_arg(c)
     warmup_arg(c)
     steps_arg(c)
+    soak_args(c)
     json_arg(c, "the check")
     out_args(c)
 
 
 def run(args, io: IO) -> int:
+    if args.soak_deadline is not None and not args.soak:
+        raise UsageError("--soak-deadline applies to a soak: give --soak N with it")
     with staged(args, io) as tmp:
         banner(io)
         with progress(io) as say:
             say(f"capturing {args.target}")
             got = capture_target(args.target, args.module_scopes, io, warmup=step_warmup(args))
             say(f"checking {args.target}")
-            results = {"target": check_target(got, check_steps(args))}
+            results = {
+                "target": check_target(
+                    got, check_steps(args), soak=args.soak or 0, soak_deadline=args.soak_deadline
+                )
+            }
         if tmp is not None:
             got.export.write_json(tmp / "nodes-target.json")
             write_checks(tmp, results)
@@ -77,4 +91,10 @@ def run(args, io: IO) -> int:
     r = results["target"]
     if not r.passed:
         io.note(r.verdict())
+    if r.soak and r.soak.get("hang"):
+        # the device still runs the hung replay: an ordinary exit could wait on it (the
+        # CUDA context's teardown); everything is written and committed by now
+        for f in (io.out.file, io.err.file, sys.stdout, sys.stderr):
+            f.flush()
+        os._exit(r.exit_code)
     return r.exit_code
