@@ -18,6 +18,8 @@ import sys
 from collections.abc import Iterator
 from typing import TextIO
 
+from graph_harness.capture.descriptors import hold, release
+
 _state: dict = {"stream": None, "fd": None}
 
 
@@ -51,9 +53,10 @@ def results_aside(*, for_good: bool = False) -> Iterator[object]:
             out.flush()
         try:
             saved_fd = os.dup(1)
+            hold(saved_fd, "the results' copy of stdout")
             os.dup2(2, 1)
         except OSError:  # no stderr to send it to: stdout stays where it is
-            if saved_fd is not None:
+            if saved_fd is not None and release(saved_fd):
                 os.close(saved_fd)
             saved_fd = None
     if saved_fd is not None:
@@ -75,7 +78,9 @@ def results_aside(*, for_good: bool = False) -> Iterator[object]:
         if not for_good:
             sys.stdout = moved
         _state.update(stream=None, fd=None)
-        if saved_fd is not None:
+        # Closed by a target meanwhile (its guard said so: reports/cli/target.py), its
+        # number may hold a file of the target's now: neither flushed into nor closed.
+        if saved_fd is not None and release(saved_fd):
             try:
                 wrapper.flush()
             except OSError:  # the reader went away: what is left goes nowhere

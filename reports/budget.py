@@ -63,8 +63,9 @@ def budget_table(check: BudgetCheck, *, all_lines: bool = False) -> list[str]:
     """The table: each scope over budget (every scope with `all_lines`; for a per-match
     pattern, each matching scope over it, named with the pattern), its budget, its count,
     the difference and the kernels that make it up (one a line, most frequent first); the
-    total line last."""
-    rows = [ln for ln in check.scopes if all_lines or ln.exceeded] + [check.total]
+    total line last, where a total budget was given (or with `all_lines`)."""
+    rows = [ln for ln in check.scopes if all_lines or ln.exceeded]
+    rows += [check.total] * (all_lines or check.total.budget is not None)
     names = short_names((k for ln in rows for k, _ in ln.kernels), width=KERNEL_WIDTH)
     count_width = max(len(str(n)) for ln in rows for _, n in ln.kernels or [("", 0)])
     head = ("scope", "budget", "nodes", "diff")

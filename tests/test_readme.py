@@ -236,3 +236,29 @@ def test_sh_block(block, scratch, monkeypatch, capsys):
         captured = capsys.readouterr()
         assert code == 0, f"{shlex.join(argv)} exited {code}: {captured.err[-2000:]}"
         assert captured.out.strip(), shlex.join(argv)  # every command prints its results
+
+
+def test_the_readme_budget_holds_for_the_example_it_names(monkeypatch):
+    # The bug (issue 44, 13): total=264 in the README's template, where the example it
+    # names counts 354 on the CPU. Its budgets must hold here (and, as measured, on a GPU).
+    (template,) = [b for b in BLOCKS if b["page"] == "README.md" and b["marker"] == "template"]
+    assert "from llama_decode import make_step" in template["text"]
+    call = re.search(
+        r"total=(\d+), per_scope=\{\"layers\.\*\.attention\": (\d+)\}", template["text"]
+    )
+    assert call, _where(template)
+    total, attention = int(call.group(1)), int(call.group(2))
+    monkeypatch.syspath_prepend(str(REPO / "examples"))
+    from llama_decode import make_step
+
+    from graph_harness import capture
+
+    step = make_step()
+    export = capture.capture_and_count(step, module=step.module, depth=3)
+    assert export.total <= total, (export.total, total)
+    layers = {
+        k: v
+        for k, v in export.counts("scope").items()
+        if re.fullmatch(r"layers\.\d+\.attention", str(k))
+    }
+    assert layers and max(layers.values()) <= attention, (layers, attention)

@@ -46,7 +46,7 @@ from graph_harness.capture.check.settings import TO_END, CheckSettings
 from graph_harness.capture.check.soak import soak
 from graph_harness.capture.check.trajectory import Trajectories, run_trajectories
 from graph_harness.capture.count import capture_and_keep
-from graph_harness.capture.graph.diagnose.classes import DATA_DEPENDENT_OPS
+from graph_harness.capture.graph.diagnose.classes import HOST_READ_OPS
 from graph_harness.capture.graph.settings import StepSettings
 from graph_harness.capture.state.changes import Change, names
 from graph_harness.capture.state.steps import (
@@ -68,9 +68,6 @@ NO_GPU = (
     "the replay comparison needs a GPU (a CUDA graph to replay): run check on a CUDA "
     "machine; here, only what the warm-ups and two eager runs show"
 )
-# ops a step may dispatch on the CPU that break its capture on a GPU: a value read back to
-# the host (`.item()`, `.tolist()`, a Python `if` on a tensor), or a data-dependent shape
-HOST_READS = {"aten._local_scalar_dense", "aten.is_nonzero", "aten.equal"} | DATA_DEPENDENT_OPS
 __all__ = [
     "STEPS",
     "CheckFailed",
@@ -191,15 +188,15 @@ def host_reads(export: NodeExport) -> list[Finding]:
     out = []
     for n in export.nodes:
         op = str(n.get("kernel") or "").rsplit(".", 1)[0]
-        if op in HOST_READS:
+        if op in HOST_READ_OPS:
             out.append(
                 Finding(
                     kind="host-read",
                     severity="unverified",
-                    message=f"node {n['index']} ({n['kernel']}, in {n.get('scope')}) reads a "
-                    "value back to the host or makes a data-dependent shape: on a GPU its "
-                    "capture fails there (keep the value on the GPU, or move the read "
-                    "before the step)",
+                    message=f"CPU dispatch {n['index']} ({n['kernel']}, in "
+                    f"{n.get('scope')}) reads a value back to the host or makes a "
+                    "data-dependent shape: on a GPU its capture fails there (keep the value "
+                    "on the GPU, or move the read before the step)",
                     node=n["index"],
                     kernel=n.get("kernel"),
                     scope=n.get("scope"),

@@ -209,11 +209,11 @@ def _run(args, io, debug: bool) -> int:
         return _command(args.command)(args, io)
     except KeyboardInterrupt as e:
         if _signalled:  # our handler saw the Ctrl-C (_raise_where_we_are)
-            return _stopped(io, signal.SIGINT)
+            return _stopped(io, signal.SIGINT, e)
         # no Ctrl-C came: the user's code raised it, and it is an error like any other
         return _report_error(io, args, e)
     except Terminated as e:
-        return _stopped(io, e.signum)
+        return _stopped(io, e.signum, e)
     except BrokenPipeError:
         # The reader of stdout went away (`| head`): stop quietly, as a Unix tool does.
         from graph_harness.capture.results import results_descriptor
@@ -236,7 +236,7 @@ def _run(args, io, debug: bool) -> int:
         return _report_error(io, args, err)
     except BaseException as e:
         if _signalled:  # a signal that surfaced as some other error on its way up
-            return _stopped(io, _signalled[0])
+            return _stopped(io, _signalled[0], e)
         if debug:
             raise
         code = _report_error(io, args, e)
@@ -265,10 +265,18 @@ def _exit_if_cuda_is_lost(e: BaseException, code: int) -> None:
         os._exit(code)
 
 
-def _stopped(io, signum: int) -> int:
+def _stopped(io, signum: int, e: BaseException) -> int:
+    from graph_harness.reports.output.folder import committed_before_stop
+
     what = "interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}"
+    # A signal during the commit waits for it (reports/output/folder.py): say what it did.
+    done = committed_before_stop(e)
     with contextlib.suppress(OSError):
-        io.note(f"{what}; no partial output was left")
+        io.note(
+            f"{what} as the output was committed: {done}"
+            if done
+            else f"{what}; no partial output was left"
+        )
     return 128 + signum
 
 

@@ -26,7 +26,9 @@ wrapper of it, as examples/llama_decode.py does).
 
 Every call into the user's code (the import, the factory, the step, and anything else the
 CLI calls of theirs) goes through `_guard_exit`: `sys.exit()` inside it becomes an error
-that says so, instead of ending graph-harness with nothing written, and what it prints to
+that says so, instead of ending graph-harness with nothing written; closing descriptors
+graph-harness holds (`os.closerange(3, 1024)`) is an error said right after the call, with
+nothing left behind; and what it prints to
 stdout (Python's `print`, or a C library writing to descriptor 1) goes to stderr: stdout
 carries graph-harness's results alone (`count --json | python -m json.tool`).
 """
@@ -45,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+from graph_harness.capture.descriptors import take_lost
 from graph_harness.capture.errors import HarnessError, UsageError
 from graph_harness.capture.paths import InputPathError, check_input
 from graph_harness.capture.text import a_type, printable
@@ -273,8 +276,9 @@ def root_guess(spec: str) -> Path:
 
 
 def _guard_exit(fn, spec: str, where: str):
-    """`fn`, the user's, called with its stdout sent to stderr and its sys.exit() made a
-    TargetError (module docstring)."""
+    """`fn`, the user's, called with its stdout sent to stderr, its sys.exit() made a
+    TargetError, and the descriptors graph-harness holds checked after it (module
+    docstring)."""
 
     def call(*args, **kwargs):
         try:
@@ -285,6 +289,8 @@ def _guard_exit(fn, spec: str, where: str):
                 f"--target {spec!r} called sys.exit({_code(e)}) {where}; a target must "
                 "return (or raise), not exit"
             ) from e
+        finally:
+            _check_descriptors(spec, where)
 
     try:  # its name, docstring and attributes (`module`, `reset`), as functools.wraps does
         with stdout_to_stderr():
@@ -292,6 +298,19 @@ def _guard_exit(fn, spec: str, where: str):
     except (TypeError, AttributeError):  # an object whose attributes answer oddly
         call.__wrapped__ = fn
     return call
+
+
+def _check_descriptors(spec: str, where: str) -> None:
+    """TargetError when the call closed descriptors graph-harness holds (capture/
+    descriptors.py): said here, where it happened, and the run stops before writing into
+    a number the target's own files may have taken."""
+    gone = take_lost()
+    if gone:
+        raise TargetError(
+            f"--target {spec!r} closed descriptors graph-harness holds {where} "
+            f"({', '.join(gone)}); a target must close only the descriptors it opened "
+            "(os.closerange(3, ...) closes everyone's: close yours by name)"
+        )
 
 
 def _code(e: SystemExit) -> str:

@@ -12,6 +12,8 @@ import sys
 import threading
 from collections.abc import Iterator
 
+from graph_harness.capture.descriptors import hold, release
+
 _depth = 0  # nested calls (a step called inside the factory) redirect once
 _lock = threading.Lock()
 
@@ -50,10 +52,14 @@ def stdout_to_stderr() -> Iterator[None]:
     saved_stream = sys.stdout
     _flush(saved_stream)
     _libc_flush()
+    saved_fd = None
     try:
         saved_fd = os.dup(1)
+        hold(saved_fd, "the stdout saved around its call")
         os.dup2(2, 1)
     except OSError:  # no stderr to send it to (2>&-): leave descriptor 1 as it is
+        if saved_fd is not None and release(saved_fd):
+            os.close(saved_fd)
         saved_fd = None
     sys.stdout = sys.stderr
     try:
@@ -62,7 +68,9 @@ def stdout_to_stderr() -> Iterator[None]:
         _flush(sys.stdout)
         _libc_flush()
         sys.stdout = saved_stream
-        if saved_fd is not None:
+        # A target that closed it (os.closerange) is said by its guard (reports/cli/target.py);
+        # descriptor 1 then stays on stderr.
+        if saved_fd is not None and release(saved_fd):
             os.dup2(saved_fd, 1)
             os.close(saved_fd)
         with _lock:

@@ -6,7 +6,8 @@ instant, and every file's name is listed there before the file is made, so anyth
 graph-harness leaves behind is recognisably its own, file by file.
 
 What `--out PATH` accepts, checked before any work is done:
-- a new path; or an existing empty folder, which is simply used;
+- a new path; or an existing empty folder, which is kept and written into (its owner,
+  group, mode and inode are the user's);
 - a folder an earlier graph-harness run wrote (its manifest lists every file in it):
   refused without `--force`, replaced with it (when this user can remove it);
 - a symbolic link to a folder is written through (the link stays), by the rules above.
@@ -24,7 +25,11 @@ Commit, with SIGINT/SIGTERM/SIGHUP held off until it is done:
 - new path: rename with RENAME_NOREPLACE, so a folder that appeared meanwhile is never
   replaced: this run fails and keeps its result beside, visibly named (with `--force`, an
   output of ours that another run put there meanwhile is replaced as below);
-- replace (an earlier output, or an empty folder): lock what is there, then
+- an empty folder: lock it, write into it a manifest listing every file (not complete),
+  move each file in (never over a name there), then the complete manifest: a reader sees
+  a folder recognisably ours at every instant, never a file it does not list. A name taken
+  there meanwhile moves back what went in and keeps the result beside;
+- replace (an earlier output): lock what is there, then
   RENAME_EXCHANGE swaps the new folder in and the old one out in one step (the path never
   lacks a complete output); the old one, now under the hidden name and still locked, is
   checked again and only the files its manifest lists are removed, the folder last.
@@ -46,26 +51,35 @@ import fcntl
 import os
 import signal
 import socket
-import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from graph_harness.capture.descriptors import hold, intact, release
 from graph_harness.capture.errors import HarnessError
 from graph_harness.capture.files import claiming, default_mode
 from graph_harness.capture.paths import os_reason
 from graph_harness.reports.output.leftovers import clean_leftovers, make_partial, stem
 from graph_harness.reports.output.manifest import (
+    MANIFEST,
+    MANIFEST_NEW,
     Manifest,
     foreign_entries,
+    read_manifest,
     remove_listed,
     write_manifest,
 )
 from graph_harness.reports.output.plan import OutputRefused, Plan, plan_output
-from graph_harness.reports.output.renames import exchange, rename_noreplace
+from graph_harness.reports.output.renames import exchange, move_noreplace, rename_noreplace
 
-__all__ = ["OutputConflict", "OutputRefused", "plan_output", "staged_output"]
+__all__ = [
+    "OutputConflict",
+    "OutputRefused",
+    "committed_before_stop",
+    "plan_output",
+    "staged_output",
+]
 
 _HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 LOCK_WAIT_S = 30.0  # how long a replace waits for another run's commit at the same path
@@ -98,6 +112,16 @@ def _signals_deferred() -> Iterator[None]:
             signal.raise_signal(n)  # now, to the handler that was there before
 
 
+_OUTCOME = "graph_harness_output_outcome"
+
+
+def committed_before_stop(e: BaseException) -> str | None:
+    """What the commit did, when `e` is a signal it held off and raised once it was done:
+    the run stopped with its output in place, or kept beside (say so, never "nothing
+    partial"). None when the signal came before the commit: nothing of the run is left."""
+    return getattr(e, _OUTCOME, None)
+
+
 def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S%z")
 
@@ -128,6 +152,8 @@ def staged_output(
         with _signals_deferred():  # no instant at which a signal leaves a bare folder
             _make_parents(plan.real.parent, made)
             tmp, lock = make_partial(plan.real)  # locked until this run ends: a live run's
+            born = os.fstat(lock)
+            hold(lock, "its output folder's lock")
             os.chmod(tmp, default_mode(folder=True))
             manifest = Manifest(command, _now(), socket.gethostname(), os.getpid(), False, ())
             write_manifest(tmp, manifest)
@@ -139,17 +165,35 @@ def staged_output(
 
         with claiming(tmp, record):
             yield tmp
+        if not intact(lock):
+            raise HarnessError(
+                f"the lock on this run's output folder was closed while it ran (by the "
+                f"step's code: os.closerange?), so {plan.shown} was not written"
+            )
         old = _take_current(plan)  # waits (interruptibly) for a commit going on at the path
-        with _signals_deferred():
-            files = tuple(sorted(n for n in claimed if (tmp / n).is_file()))
-            write_manifest(tmp, dataclasses.replace(manifest, complete=True, files=files))
-            committed = True  # from here on tmp is either `out`, kept beside it, or the old one
-            left = _commit(tmp, plan, old)
+        outcome = ""  # what the commit did, for a signal it held off (raised once it is done)
+        try:
+            with _signals_deferred():
+                files = tuple(sorted(n for n in claimed if (tmp / n).is_file()))
+                write_manifest(tmp, dataclasses.replace(manifest, complete=True, files=files))
+                committed = True  # from here on tmp is either `out`, kept beside it, or the old one
+                try:
+                    left = _commit(tmp, plan, old, lock)
+                except OutputConflict as e:
+                    outcome = str(e)
+                    raise
+                outcome = "; ".join(filter(None, [f"{plan.shown} holds its output", left]))
+        except BaseException as e:
+            if outcome and not isinstance(e, OutputConflict):  # the signal, raised now
+                setattr(e, _OUTCOME, outcome)
+            raise
         if left and say:
             say(left)
     finally:
         if old is not None and old is not BUSY:
             os.close(old[0])
+        if lock is not None and not release(lock):
+            lock = _reopen(tmp, born)  # closed by a target: its number is not ours now
         if not committed and tmp is not None and lock is not None:
             # Through the lock's descriptor: whatever its name now, this run's own folder.
             # Its manifest lists every file made (a claim that failed made none); without
@@ -168,6 +212,24 @@ def staged_output(
         for p in reversed(made):
             with contextlib.suppress(OSError):
                 p.rmdir()  # only if still empty: a folder we made for nothing
+
+
+def _reopen(tmp: Path, born: os.stat_result) -> int | None:
+    """This run's folder opened and locked again by its path, if it is still the one
+    made (`born`) and no one else holds it; else None, and it is left."""
+    try:
+        fd = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    st = os.fstat(fd)
+    try:
+        if (st.st_dev, st.st_ino) != (born.st_dev, born.st_ino):
+            raise OSError("another folder")
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
 
 
 def _make_parents(parent: Path, made: list[Path]) -> None:
@@ -231,7 +293,7 @@ def _state(folder: Path, fd: int) -> str | None:
     return "ours" if foreign_entries(folder, dir_fd=fd) == [] else None
 
 
-def _commit(tmp: Path, plan: Plan, old: tuple[int, str] | None) -> str | None:
+def _commit(tmp: Path, plan: Plan, old: tuple[int, str] | None, lock: int) -> str | None:
     """Put `tmp` at `plan.real`; returns a note when the replaced output could not all be
     removed. Nothing here raises after the new output is in place."""
     real = plan.real
@@ -248,8 +310,7 @@ def _commit(tmp: Path, plan: Plan, old: tuple[int, str] | None) -> str | None:
     if old is BUSY:
         _keep(tmp, plan, f"stayed locked by another graph-harness run for {LOCK_WAIT_S:.0f} s")
     if state == "empty":
-        with contextlib.suppress(OSError):  # the output takes the empty folder's permissions
-            os.chmod(tmp, stat.S_IMODE(os.fstat(fd).st_mode))
+        return _fill(tmp, lock, plan, fd)
     try:
         exchange(tmp, real)
     except OSError as e:
@@ -268,6 +329,50 @@ def _commit(tmp: Path, plan: Plan, old: tuple[int, str] | None) -> str | None:
             "graph-harness did not write"
         )
     return None
+
+
+def _fill(tmp: Path, lock: int, plan: Plan, fd: int) -> str | None:
+    """Move this run's files from `tmp` (open and locked at `lock`) into the empty folder
+    open and locked at `fd`, which stays where and what it is (see the module docstring).
+    Returns a note when `tmp` could not be removed after."""
+    try:
+        here, there = os.stat(plan.real, follow_symlinks=False), os.fstat(fd)
+        still = (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
+    except OSError:
+        still = False
+    if not still or _state(plan.real, fd) != "empty":
+        _keep(tmp, plan, "changed while this run was going")
+    done = read_manifest(tmp, dir_fd=lock)  # complete, written by this run a moment ago
+    names = sorted(set(os.listdir(lock)) - {MANIFEST, MANIFEST_NEW})
+    moved: list[str] = []
+    try:
+        write_manifest(plan.real, dataclasses.replace(done, complete=False), dir_fd=fd)
+        for name in names:
+            move_noreplace(name, lock, fd)
+            moved.append(name)
+        os.replace(MANIFEST, MANIFEST, src_dir_fd=lock, dst_dir_fd=fd)
+    except OSError as e:
+        for name in reversed(moved):  # back where they were: this run's, in folders it locks
+            with contextlib.suppress(OSError):
+                move_noreplace(name, fd, lock)
+        for name in (MANIFEST_NEW, MANIFEST):  # what this run wrote there, nothing else
+            with contextlib.suppress(OSError):
+                os.unlink(name, dir_fd=fd)
+        taken = isinstance(e, FileExistsError)
+        _keep(
+            tmp,
+            plan,
+            "changed while this run was going"
+            if taken
+            else f"could not be written into ({os_reason(e)})",
+        )
+    try:
+        left = remove_listed(tmp, lock)  # an empty folder now, with no manifest: it goes
+    except OSError as e:
+        left = [os_reason(e)]
+    return (
+        f"this run's emptied hidden folder is left at {tmp} ({', '.join(left)})" if left else None
+    )
 
 
 def _keep(tmp: Path, plan: Plan, why: str) -> None:

@@ -129,14 +129,19 @@ def _unfinished_first(dir_fd: int) -> bool:
     return raw == _HEAD[: len(raw)]
 
 
-def write_manifest(folder: Path, m: Manifest) -> None:
-    """Write beside (MANIFEST_NEW) and rename in: the manifest is whole at every instant."""
+def write_manifest(folder: Path, m: Manifest, *, dir_fd: int | None = None) -> None:
+    """Write beside (MANIFEST_NEW) and rename in: the manifest is whole at every instant.
+    With `dir_fd` (the folder opened), written through it: whatever it is called now."""
     data = _encode(m)
-    new = folder / MANIFEST_NEW
-    fd = os.open(new, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o666)
+    new, final = (
+        (MANIFEST_NEW, MANIFEST)
+        if dir_fd is not None
+        else (folder / MANIFEST_NEW, folder / MANIFEST)
+    )
+    fd = os.open(new, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o666, dir_fd=dir_fd)
     with os.fdopen(fd, "wb") as f:
         f.write(data)
-    os.replace(new, folder / MANIFEST)
+    os.replace(new, final, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
 
 
 def _ours(m: Manifest) -> set[str]:

@@ -113,6 +113,11 @@ def plan_output(out: Path, force: bool) -> Plan:
     entries, foreign, m = _read_folder(real, shown)
     _check_parent(real.parent, shown)
     if not entries:
+        if not os.access(real, os.W_OK | os.X_OK):  # the run writes into it (folder.py)
+            raise OutputRefused(
+                f"--out {shown} is an empty folder you may not write in; make it writable "
+                f"(chmod u+w {shown}) or give a new path"
+            )
         return Plan(shown, real, "empty", force)
     if foreign is None:
         raise OutputRefused(

@@ -19,13 +19,15 @@ def _libc():
         return None
 
 
-def _renameat2(src: Path, dst: Path, flags: int) -> bool:
+def _renameat2(
+    src: Path | str, dst: Path | str, flags: int, src_fd: int = _AT_FDCWD, dst_fd: int = _AT_FDCWD
+) -> bool:
     """True when done; False when this system or file system has no renameat2."""
     libc = _libc()
     fn = getattr(libc, "renameat2", None) if libc is not None else None
     if fn is None:
         return False
-    if fn(_AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), flags) == 0:
+    if fn(src_fd, os.fsencode(src), dst_fd, os.fsencode(dst), flags) == 0:
         return True
     err = ctypes.get_errno()
     if err in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):
@@ -42,6 +44,19 @@ def rename_noreplace(src: Path, dst: Path) -> None:
     if os.path.lexists(dst):
         raise FileExistsError(errno.EEXIST, "exists", str(dst))
     os.rename(src, dst)
+
+
+def move_noreplace(name: str, src_fd: int, dst_fd: int) -> None:
+    """Move the entry `name` from the folder open at `src_fd` to the one open at `dst_fd`
+    (whatever either is called now); FileExistsError if `name` is taken there."""
+    if _renameat2(name, name, _RENAME_NOREPLACE, src_fd, dst_fd):
+        return
+    try:  # as rename_noreplace: check, then rename
+        os.lstat(name, dir_fd=dst_fd)
+    except FileNotFoundError:
+        os.rename(name, name, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
+        return
+    raise FileExistsError(errno.EEXIST, "exists", name)
 
 
 def exchange(a: Path, b: Path) -> None:

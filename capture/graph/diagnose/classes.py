@@ -156,6 +156,9 @@ DATA_DEPENDENT_OPS = {
     "aten._unique2",
     "aten.bincount",
 }
+# Ops a step may dispatch on the CPU that break its capture on a GPU: a value read back
+# to the host (`.item()`, `.tolist()`, a Python `if` on a tensor), or a data-dependent shape.
+HOST_READ_OPS = {"aten._local_scalar_dense", "aten.is_nonzero", "aten.equal"} | DATA_DEPENDENT_OPS
 _INDEXING = {"aten.index", "aten.index_put", "aten.index_put_", "aten._index_put_impl_"}
 COPY_OPS = {"aten.copy_", "aten._to_copy", "aten._copy_from", "aten._copy_from_and_resize"}
 READBACK_CALLS = {

@@ -36,6 +36,7 @@ from graph_harness.reports.cli.targets import (
     capture_target,
     check_target,
     gate,
+    host_read_note,
     refuse_check_steps,
     refuse_target_only,
     show_checks,
@@ -156,6 +157,8 @@ def run(args, io: IO) -> int:
                 own_graphs=not args.check,  # --check replays the step's graph: ours only
             )
             exports.append(got.export)
+            if not args.check and (line := host_read_note(got.export, args.target)):
+                io.note(line)  # as a check would find it (with --check, it does)
             if args.check:
                 checks = {"target": check_target(got, check_steps(args))}
                 gate(io, checks)

@@ -42,6 +42,7 @@ from graph_harness.reports.cli.targets import (
     capture_target,
     check_target,
     gate,
+    host_read_note,
     load_targets,
     profile_targets,
     refuse_check_steps,
@@ -296,6 +297,8 @@ def run_target_report(args, io: IO) -> int:
                     own_graphs=not args.check,
                 )
                 exports[name] = got.export
+                if not args.check and (line := host_read_note(got.export, spec)):
+                    io.note(line)  # as a check would find it (with --check, it does)
                 if args.check:
                     say(f"checking {spec}")
                     checks[name] = check_target(got, check_steps(args))

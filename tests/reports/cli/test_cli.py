@@ -536,6 +536,26 @@ def test_errors_in_the_users_code_exit_1_and_say_where():
     assert r.returncode == 1 and "issued no work (0 nodes)" in r.stderr, r.stderr
 
 
+@pytest.mark.parametrize("where", ["import", "factory"])
+def test_a_target_that_closes_our_descriptors_is_said_and_leaves_nothing(tmp_path, where):
+    # The bug (issue 44, 7): os.closerange(3, 1024) in a target closed the results' copy
+    # of stdout and the output folder's lock: a raw traceback, and the hidden folder left.
+    close = "    os.closerange(3, 1024)\n"
+    (tmp_path / "closer.py").write_text(
+        "import os\nimport torch\n"
+        + (close.strip() + "\n" if where == "import" else "")
+        + "def make():\n"
+        + (close if where == "factory" else "")
+        + "    x = torch.ones(4)\n    return lambda: x.add_(1)\n"
+    )
+    r = run("count", "--target", "closer.py:make", "--out", "o", cwd=tmp_path)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    (line,) = [x for x in r.stderr.splitlines() if ": error:" in x]
+    assert "closed descriptors graph-harness holds" in line, line
+    assert ("while importing" if where == "import" else "in its factory") in line, line
+    assert set(listing(tmp_path)) <= {"__pycache__", "closer.py"}, listing(tmp_path)
+
+
 # --- runs stopped, killed or raced ----------------------------------------------------
 
 

@@ -110,6 +110,36 @@ def test_every_file_is_listed_before_it_is_made(tmp_path):
     assert "unlisted.txt" in listing(out)
 
 
+def test_an_empty_folder_is_kept_and_written_into(tmp_path):
+    # The bug (issue 44, 7): an empty --out folder was swapped out for a new one, losing
+    # its inode, and with it what a user set on it (a group, a mode, an ACL, a mount).
+    out = tmp_path / "o"
+    out.mkdir(mode=0o750)
+    before = os.stat(out)
+    commit(out, "new", force=False)
+    after = os.stat(out)
+    assert (after.st_ino, after.st_mode, after.st_uid, after.st_gid) == (
+        before.st_ino,
+        before.st_mode,
+        before.st_uid,
+        before.st_gid,
+    )
+    assert (out / "a.txt").read_text() == "new" and read_manifest(out).complete
+    assert listing(tmp_path) == ["o"], "the hidden folder went"
+
+
+def test_a_name_taken_in_the_empty_folder_meanwhile_keeps_the_result_beside(tmp_path):
+    out = tmp_path / "o"
+    out.mkdir()
+    conflict = pytest.raises(output.OutputConflict, match="this run's result is in")
+    with conflict, output.staged_output(out, False, command="test") as t:
+        write_output(t / "a.txt", "new")
+        (out / "a.txt").write_text("theirs")  # a user's file, made while the run went
+    assert listing(out) == ["a.txt"] and (out / "a.txt").read_text() == "theirs"
+    (kept,) = [p for p in tmp_path.iterdir() if p.name.startswith("o.graph-harness-")]
+    assert (kept / "a.txt").read_text() == "new"
+
+
 # --- concurrent replaces ------------------------------------------------------------------------
 
 # A writer process: imports the output code alone (capture's package __init__ would bring
@@ -204,6 +234,56 @@ def test_old_output_stays_locked_until_it_is_gone(tmp_path, monkeypatch):
     commit(out, "new")
     assert cleaned == [], "the cleaner skipped the old output: it is a live run's"
     assert listing(tmp_path) == ["o"] and (out / "a.txt").read_text() == "new"
+
+
+def test_a_ctrl_c_during_the_commit_says_what_the_commit_did(tmp_path, monkeypatch):
+    # The bug (issue 44, 7): a Ctrl-C held off during the commit was raised once the new
+    # output had replaced the old, and the run said "no partial output was left".
+    import signal
+    import types
+
+    from graph_harness.reports.cli import program
+
+    out = tmp_path / "o"
+    commit(out, "old")
+    real_exchange = output.exchange
+
+    def exchange_with_a_ctrl_c(a, b):
+        signal.raise_signal(signal.SIGINT)  # held off until the commit is done
+        return real_exchange(a, b)
+
+    monkeypatch.setattr(output, "exchange", exchange_with_a_ctrl_c)
+    with pytest.raises(KeyboardInterrupt) as got:
+        commit(out, "new")
+    assert (out / "a.txt").read_text() == "new", "the commit was whole"
+    notes: list[str] = []
+    io = types.SimpleNamespace(note=notes.append)
+    assert program._stopped(io, signal.SIGINT, got.value) == 130
+    assert notes == [f"interrupted as the output was committed: {out} holds its output"]
+    # before the commit, nothing of the run is left, and it says so
+    notes.clear()
+    program._stopped(io, signal.SIGINT, KeyboardInterrupt())
+    assert notes == ["interrupted; no partial output was left"]
+
+
+def test_a_ctrl_c_during_a_commit_that_kept_the_result_beside_says_where(tmp_path, monkeypatch):
+    out = tmp_path / "o"
+    real_rename = output.rename_noreplace
+
+    def rename_after_a_folder_appeared(a, b):
+        import signal
+
+        if b == out:
+            b.mkdir()  # another run's folder, made an instant before
+            signal.raise_signal(signal.SIGINT)
+        return real_rename(a, b)
+
+    monkeypatch.setattr(output, "rename_noreplace", rename_after_a_folder_appeared)
+    with pytest.raises(KeyboardInterrupt) as got:
+        commit(out, "new")
+    said = output.committed_before_stop(got.value)
+    assert said and said.startswith(f"output folder {out} appeared while this run was going")
+    assert "this run's result is in" in said
 
 
 # --- permissions ------------------------------------------------------------------------------
@@ -304,6 +384,14 @@ def test_read_only_outputs_and_parents_as_a_non_root_user(shared_dir):
             except output.OutputRefused as e:
                 seen[name] = str(e)
         seen["parent_after"] = sorted(os.listdir(parent))
+        # an empty folder this user may not write in: the run writes into it, so it is
+        # refused before any work (not kept beside after it)
+        empty = shared_dir / "empty-ro"
+        empty.mkdir(mode=0o555)
+        try:
+            commit(empty, "new", force=False)
+        except output.OutputRefused as e:
+            seen["empty"] = str(e)
         seen["shared_after"] = sorted(os.listdir(shared_dir))
         return seen
 
@@ -314,7 +402,8 @@ def test_read_only_outputs_and_parents_as_a_non_root_user(shared_dir):
     assert "may not remove" in seen["ro"] and "chmod u+w" in seen["ro"], seen
     assert seen["ro_after"] == "old"
     assert "no permission to write in" in seen["o"] and "no permission to write in" in seen["new"]
-    assert seen["parent_after"] == ["o"] and seen["shared_after"] == ["parent", "ro"]
+    assert seen["parent_after"] == ["o"] and seen["shared_after"] == ["empty-ro", "parent", "ro"]
+    assert "empty folder you may not write in" in seen.get("empty", ""), seen
 
 
 # --- names ------------------------------------------------------------------------------------
