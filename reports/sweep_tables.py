@@ -1,5 +1,6 @@
-"""Rich tables of a sweep (capture/sweep/document.py): the sizes, the shared pool, memory
-by module, and each request distribution's ladders. Renders; never measures."""
+"""Rich tables of a sweep (capture/sweep/document.py): the sizes, the shared pool, the
+interleaved check, memory by module, and each request distribution's ladders. Renders;
+never measures."""
 
 from __future__ import annotations
 
@@ -37,6 +38,8 @@ def sizes_table(result: SweepResult) -> Table:
         t.add_column("leak B (device)", justify="right")
         if any(r.check for r in result.rows):
             t.add_column("check")
+        if any(r.interleaved for r in result.rows):
+            t.add_column("interleaved")
     for r in result.rows:
         cells = [str(r.batch), str(r.nodes), *(str(r.by_type.get(ty, 0)) for ty in types)]
         cells.append(_s(r.capture_s))
@@ -50,6 +53,8 @@ def sizes_table(result: SweepResult) -> Table:
             ]
             if any(x.check for x in result.rows):
                 cells.append(r.check or "-")
+            if any(x.interleaved for x in result.rows):
+                cells.append(r.interleaved or "-")
         t.add_row(*cells)
     if not measured:
         t.caption = result.why_not
@@ -95,6 +100,21 @@ def shared_pool_table(result: SweepResult) -> Table:
         return t
     own = sum(r.reserved or 0 for r in result.rows)
     t.caption = f"shared total {mib(total)} MiB against {mib(own)} MiB in own pools"
+    return t
+
+
+def interleaved_table(result: SweepResult) -> Table:
+    """The interleaved check (capture/check/interleaved.py): per size, in capture order, its
+    calls replayed and its status; the seed and the replays in the caption (the verdict is
+    a line of its own: a table's caption wraps to its width)."""
+    r = result.interleaved
+    t = Table(title="Sizes interleaved in one pool", min_width=50)
+    t.add_column("batch", justify="right")
+    t.add_column("calls", justify="right")
+    t.add_column("status")
+    for b in r.sizes:
+        t.add_row(str(b), str(r.steps), r.by_size.get(b, "-"))
+    t.caption = f"{r.replays} replays in a serving order dealt with seed {r.seed}"
     return t
 
 

@@ -1,8 +1,10 @@
 """The capture-size ladder: a step captured at every batch size an engine captures, with
 nodes, time, graph memory and padding per size, and the sizes worth capturing.
 
-- settings.py: SweepSettings, the one source of its defaults (plain data: the parser reads it)
-- run.py: sweep_step, each size built, captured, checked and timed, in two pool modes
+- settings.py: SweepSettings, the one source of its defaults, and the check modes (plain
+  data: the parser reads it)
+- run.py: sweep_step, each size built, captured, checked and timed, in two pool modes,
+  and (`--check interleaved`) the shared pool's sizes replayed in turns
 - padding.py: request sizes padded up a ladder, and the ladder that minimizes the time
   per request (plain arithmetic)
 - document.py: SweepResult, the `graph-harness/sweep` document, its tables and files

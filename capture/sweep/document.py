@@ -1,9 +1,10 @@
 """The sweep as one document (`SweepResult`, schema `graph-harness/sweep`): a row per size
 (nodes by type, warm-up + capture and compile seconds, replay time with its 95% interval
-and rows per second, own-pool memory, the leak check, the check's verdict), the shared
-pool's growth, memory by scope, and each size's node export in full, so `delta` and
-`advise` read one size of it as `sweep.json#batch8`. With a request distribution, the
-padding section: each ladder's cost (capture/sweep/padding.py) and the sizes chosen.
+and rows per second, own-pool memory, the leak check, the check's verdicts), the shared
+pool's growth, the interleaved check (its order's seed, replays and findings), memory by
+scope, and each size's node export in full, so `delta` and `advise` read one size of it
+as `sweep.json#batch8`. With a request distribution, the padding section: each ladder's
+cost (capture/sweep/padding.py) and the sizes chosen.
 
 Assembles the tables and writes them; the arithmetic is in padding.py, the measuring in
 run.py.
@@ -31,6 +32,7 @@ from graph_harness.capture.sweep.padding import (
 
 if TYPE_CHECKING:
     from graph_harness.capture.check.findings import CheckResult
+    from graph_harness.capture.check.interleaved_verdict import InterleavedResult
     from graph_harness.capture.count import Counted
     from graph_harness.capture.export.nodes import NodeExport
     from graph_harness.capture.graph.memory import ScopeBytes
@@ -68,6 +70,7 @@ class SizeRow:
     leak: int | None = None  # bytes the pool grew by over the leak check's replays
     leak_device: int | None = None  # bytes in use on the device, grown over the same
     check: str | None = None  # the check's status, when checked
+    interleaved: str | None = None  # its status in the interleaved check, when run
 
     @property
     def rows_per_s(self) -> float | None:
@@ -121,6 +124,7 @@ class SizeRow:
 SIZE_COLUMNS = [
     "batch", "nodes", "by_type", "capture_s", "compile_s", "replay_us", "replay_lo",
     "replay_hi", "rows_per_s", "reserved", "allocated", "leak", "leak_device", "check",
+    "interleaved",
 ]  # fmt: skip
 SHARED_COLUMNS = ["batch", "total_reserved", "adds", "total_allocated"]
 SCOPE_COLUMNS = ["batch", "scope_path", "reserved", "requested", "held"]
@@ -160,6 +164,8 @@ class SweepResult:
     shared: list[dict[str, int]] | None = None  # in capture order, largest first
     memory_by_scope: dict[str, list[ScopeBytes] | None] | None = None
     checks: dict[str, CheckResult] = field(default_factory=dict)
+    # every size replayed in turns from one shared pool (--check interleaved)
+    interleaved: InterleavedResult | None = None
     padding: list[Padding] = field(default_factory=list)  # one per request distribution
     why_not: str | None = None  # why time and memory are not here (the CPU)
 
@@ -305,6 +311,7 @@ class SweepResult:
             "shared_pool": frame_records(self.shared_table()) if self.shared is not None else None,
             "memory_by_scope": frame_records(self.scope_table()),
             "checks": {k: r.to_dict() for k, r in self.checks.items()},
+            "interleaved": None if self.interleaved is None else self.interleaved.to_dict(),
             "padding": pad,
             "exports": {k: e.to_dict() for k, e in self.exports.items()},
         }

@@ -16,9 +16,15 @@
    largest first, into one pool (`torch.cuda.graph_pool_handle()`, as vLLM's runner
    shares one across its sizes), the pool read after each capture: its total, and what
    each size adds to it.
+3. **Interleaved** (`interleaved`, after each size's own check): the shared pool's graphs
+   kept alive, every size replayed in turns, in a serving order shuffled with
+   `settings.seed`, each replay compared with its size's eager call
+   (capture/check/interleaved.py): a size whose buffers another size's capture or
+   replays overwrote fails there, naming both. Then the graphs are freed.
 
 `make` is called once per size; each step runs warm-up + 1 times per capture (two
-captures), plus its check and its replays, and is left at its start (its reset). A
+captures), plus its check (interleaved: 2 x its calls more, and as many replays) and its
+replays, and is left at its start (its reset). A
 compiled step is compiled anew at each size: Dynamo's recompile limit (8 by default, after which
 it runs the code eagerly, silently) is raised for the sweep to cover them and restored
 after (recorded in the document's options).
@@ -32,7 +38,8 @@ replays the size's graphs and records none). Such a step cannot be checked (`che
 replays graphs of graph-harness's own).
 
 On the CPU there are no graphs: each size's dispatched operations are counted (as
-`count` does), and time and memory are left out, saying why.
+`count` does), and time and memory are left out, saying why; the interleaved check, which
+replays graphs, does not run and says so (InterleavedResult.skipped).
 """
 
 from __future__ import annotations
@@ -47,6 +54,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from graph_harness.capture.check.settings import CheckSettings
 from graph_harness.capture.count import Counted, capture_and_keep, default_device
 from graph_harness.capture.environment import environment, now
 from graph_harness.capture.graph.memory import pool_memory
@@ -54,18 +62,29 @@ from graph_harness.capture.graph.settings import StepSettings
 from graph_harness.capture.record.steps import RecordedStep, StepCalls, outside_scopes
 from graph_harness.capture.replay.guard import Replayer, sync
 from graph_harness.capture.replay.timing import time_replays_us
-from graph_harness.capture.state.steps import StateWatch, require_repeatable, start_of
+from graph_harness.capture.state.steps import (
+    Repeatability,
+    StateWatch,
+    require_repeatable,
+    start_of,
+)
 from graph_harness.capture.stats import median_interval
 from graph_harness.capture.sweep.document import SizeRow, SweepResult, size_name
 from graph_harness.capture.sweep.settings import SweepSettings, check_sizes
 
 if TYPE_CHECKING:
     from graph_harness.capture.check.findings import CheckResult
+    from graph_harness.capture.check.interleaved_verdict import InterleavedResult
     from graph_harness.capture.export.nodes import NodeExport
 
 Step = Callable[[], object]
 ModuleOf = Callable[[Step], "torch.nn.Module | None"]
 NO_GPU = "replay time and graph memory need a CUDA GPU: here, dispatched operations per size"
+NO_GPU_INTERLEAVED = (
+    "the interleaved check replays every size's CUDA graph from one shared pool: it needs a "
+    "CUDA GPU; here, each size's eager check alone"
+)
+Gate = Callable[[dict[str, "CheckResult | InterleavedResult"]], None]
 
 
 class TimedWatch(StateWatch):
@@ -128,7 +147,8 @@ def sweep_step(
     module_of: ModuleOf | None = None,
     warmup: int = StepSettings.warmup,
     check_steps: int | None = None,
-    gate: Callable[[dict[str, CheckResult]], None] | None = None,
+    interleaved: bool = False,
+    gate: Gate | None = None,
     progress: Callable[[str], None] | None = None,
     note: Callable[[str], None] | None = None,
 ) -> SweepResult:
@@ -136,10 +156,16 @@ def sweep_step(
     runs). `module_of(step)`: the model to attribute nodes and memory by (module_scopes),
     or None. `check_steps`: check each size's graph over that many calls first; `gate`
     judges each check (default capture/check/step.py's: one that does not pass stops
-    the sweep, CheckFailed or CheckUnverified). `note`: told, once each, what the warm-ups
-    showed of the step that a person should know before it is replayed. Syncs."""
+    the sweep, CheckFailed or CheckUnverified). `interleaved`: after the shared pool's
+    captures, also the interleaved check over `check_steps` calls per size (default
+    CheckSettings.steps; each size checked alone first), its order dealt with
+    `settings.seed`, judged by `gate` as `{"interleaved": result}`. `note`: told, once
+    each, what the warm-ups showed of the step that a person should know before it is
+    replayed. Syncs."""
     sizes = check_sizes(sizes)
     settings = settings or SweepSettings()
+    if interleaved and check_steps is None:  # each size alone first: its reset, its host values
+        check_steps = CheckSettings.steps
     say = progress or (lambda _line: None)
     told: set[str] = set()
 
@@ -151,9 +177,18 @@ def sweep_step(
 
     device = default_device()
     options: dict = {"step_warmup": warmup, "check_steps": check_steps}
+    calls = _interleaved_calls(check_steps)
     if device.type != "cuda":  # counts only, each size's check its eager part
         counted = _own_pools(make, sizes, name, module_of, warmup, check_steps, gate, say,
                              None, tell)  # fmt: skip
+        skipped = None
+        if interleaved:
+            from graph_harness.capture.check.interleaved_verdict import InterleavedResult
+
+            order = sorted(sizes, reverse=True)
+            skipped = InterleavedResult.skipped(
+                name, order, calls, settings.seed, warmup, NO_GPU_INTERLEAVED
+            )
         rows = [
             SizeRow.counted(s.batch, s.counted.export, s.capture_s,
                             check=None if s.check is None else s.check.status)
@@ -167,6 +202,7 @@ def sweep_step(
             created=now(),
             options=options,
             checks={size_name(s.batch): s.check for s in counted if s.check is not None},
+            interleaved=skipped,
             why_not=NO_GPU,
         )
     # One capture stream for every size, as torch.cuda.graph keeps one: the allocator
@@ -184,6 +220,7 @@ def sweep_step(
         rows = [_row(s, times[size_name(s.batch)], leaks[s.batch]) for s in own]
         exports = _by_size({s.batch: s.counted.export for s in own})
         checks = {size_name(s.batch): s.check for s in own if s.check is not None}
+        turns = None  # the interleaved check's result, when it ran (sizes taking turns)
         if recorded:  # its own graphs: Inductor's one pool, read as each size was recorded
             options["cudagraphs"] = "inductor"
             replayed = {size_name(s.batch): s.replayed for s in own if s.replayed}
@@ -196,12 +233,18 @@ def sweep_step(
             scopes = None
         else:
             scopes = {size_name(s.batch): s.counted.memory.by_scope for s in own}
-            steps = [(s.batch, s.step) for s in own]  # largest first
+            steps = [(s.batch, s.step, s.watch.repeatability) for s in own]  # largest first
             del own  # the own-pool graphs, and their pools back to the driver
             gc.collect()
             torch.cuda.empty_cache()
-            shared = _shared_pool(steps, name, warmup, say, stream)
+            interleave = _Interleave(calls, settings.seed, name, warmup) if interleaved else None
+            shared, turns = _shared_pool(steps, name, warmup, say, stream, interleave)
             del steps
+            if turns is not None:  # a check that does not pass stops here, as each size's does
+                (gate or _default_gate())({"interleaved": turns})
+                rows = [replace(r, interleaved=turns.by_size.get(r.batch)) for r in rows]
+    # the seed deals the interleaved check's order, and nothing else: recorded with it alone
+    recorded_settings = {k: v for k, v in settings.__dict__.items() if k != "seed" or interleaved}
     return SweepResult(
         rows=sorted(rows, key=lambda r: r.batch),
         exports=exports,
@@ -210,12 +253,19 @@ def sweep_step(
         created=now(),
         options={
             **options,
-            **{f"replay_{k}" if k == "warmup" else k: v for k, v in settings.__dict__.items()},
+            **{f"replay_{k}" if k == "warmup" else k: v for k, v in recorded_settings.items()},
         },
         shared=shared,
         memory_by_scope=scopes,
         checks=checks,
+        interleaved=turns,
     )
+
+
+def _interleaved_calls(check_steps: int | str | None) -> int:
+    """Calls per size in the interleaved check: check's own count; its default where that is
+    not a number (`--check-steps to-end` is one size's own length: the sizes' differ)."""
+    return check_steps if isinstance(check_steps, int) else CheckSettings.steps
 
 
 def _by_size(exports: dict[int, NodeExport]) -> dict[str, NodeExport]:
@@ -395,29 +445,50 @@ def _leak(s: _Size, settings: SweepSettings) -> tuple[int, int]:
     return pool, torch.cuda.memory_allocated() - device_first
 
 
+@dataclass(frozen=True)
+class _Interleave:
+    """The interleaved check to run on the shared pool's graphs (capture/check/interleaved.py)."""
+
+    calls: int
+    seed: int
+    name: str
+    warmup: int
+
+
 def _shared_pool(
-    steps: list[tuple[int, Step]],
+    steps: list[tuple[int, Step, Repeatability | None]],
     name: str,
     warmup: int,
     say: Callable[[str], None],
     stream: torch.cuda.Stream,
-) -> list[dict[str, int]]:
-    """The same steps captured again, largest first, into one pool: the pool after each."""
+    interleave: _Interleave | None = None,
+) -> tuple[list[dict[str, int]], InterleavedResult | None]:
+    """The same steps captured again, largest first, into one pool: the pool after each;
+    with `interleave`, the interleaved check of their graphs before they are freed."""
+    from graph_harness.capture.check.interleaved import SizeGraph, check_interleaved
+
     pool = torch.cuda.graph_pool_handle()
-    keep, rows, before = [], [], 0
-    for b, step in steps:
+    keep, graphs, rows, before = [], [], [], 0
+    for b, step, rep in steps:
         say(f"batch {b}: capturing again (shared pool)")
         counted = capture_and_keep(
             step, warmup=warmup, name=f"{name} batch {b}", graph_pool=pool, stream=stream
         )
         keep.append((step, counted))  # alive to the end: the pool's blocks are theirs
+        graphs.append(SizeGraph(batch=b, step=step, graph=counted.captured.graph,
+                                output=counted.captured.output, repeatability=rep))  # fmt: skip
         mem = pool_memory(pool)
         rows.append(
             dict(batch=b, total_reserved=mem.reserved, adds=mem.reserved - before,
                  total_allocated=mem.allocated)
         )  # fmt: skip
         before = mem.reserved
-    del keep
+    turns = None
+    if interleave is not None:  # before the graphs go: it replays them
+        i = interleave
+        say(f"interleaved check: {len(graphs)} sizes x {i.calls} calls, order seed {i.seed}")
+        turns = check_interleaved(graphs, steps=i.calls, seed=i.seed, name=i.name, warmup=i.warmup)
+    del keep, graphs
     gc.collect()
     torch.cuda.empty_cache()
-    return rows
+    return rows, turns

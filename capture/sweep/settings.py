@@ -1,5 +1,6 @@
-"""How `sweep` times its sizes and reads their memory: `SweepSettings`, the one source of
-its defaults (the CLI's flags are made from its fields). Plain data, no torch."""
+"""How `sweep` times its sizes, reads their memory and deals its interleaved check's order:
+`SweepSettings`, the one source of its defaults (the CLI's flags are made from its
+fields). Plain data, no torch."""
 
 from __future__ import annotations
 
@@ -8,12 +9,19 @@ from dataclasses import dataclass, field, fields
 from graph_harness.capture.replay.settings import ReplaySettings
 
 POOL_MODES = ("own", "shared", "both")
+# What `sweep --check MODE` runs, the first what `--check` alone means
+CHECK_MODES = {
+    "alone": "each size's graph checked by itself, in its own pool",
+    "interleaved": "that, then every size replayed in turns from one shared pool, in a "
+    "serving order dealt by --seed, each replay against its size's eager step "
+    "(capture/check/interleaved.py)",
+}
 
 
 @dataclass(frozen=True)
 class SweepSettings:
-    """How a sweep times each captured size and reads its memory. Each field's metadata
-    carries its help text."""
+    """How a sweep times each captured size and reads its memory, and the seed of its
+    interleaved check's serving order. Each field's metadata carries its help text."""
 
     trials: int = field(
         default=ReplaySettings.trials,
@@ -29,6 +37,16 @@ class SweepSettings:
     leak_replays: int = field(
         default=100,
         metadata={"help": "replays between the two readings of the leak check", "min": 1},
+    )
+    # `--check interleaved` (capture/check/interleaved.py): the seed of the shuffle that
+    # deals the sizes' calls into one serving order; recorded, so a failure can be replayed
+    seed: int = field(
+        default=0,
+        metadata={
+            "help": "with --check interleaved: the seed of the serving order the sizes' "
+            "replays are shuffled into (recorded in the result)",
+            "min": 0,
+        },
     )
 
     def __post_init__(self) -> None:

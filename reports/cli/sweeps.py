@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from graph_harness.reports.cli.console import IO, UsageError
-from graph_harness.reports.cli.targets import gate
+from graph_harness.reports.cli.targets import gate, host_read_note
 
 if TYPE_CHECKING:
     import torch
@@ -81,12 +81,14 @@ def sweep_target(
     settings: SweepSettings,
     warmup: int,
     check_steps: int | None,
+    interleaved: bool = False,
     requests: list[tuple[dict[int, float], str]],
     most: int | None,
     budget: int | None,
 ) -> SweepResult:
     """`sweep` of one --target (its module imported once, FUNCTION(batch=B) per size), a
-    check that does not pass shown and stopping it; then each --requests distribution's
+    check that does not pass (each size's, or with `interleaved` the sizes' in turns)
+    shown and stopping it; then each --requests distribution's
     padding (on a GPU; else a note that it was not used). `requests`: sweep_inputs'."""
     from graph_harness.capture.sweep.run import sweep_step
     from graph_harness.reports.cli.target import build_target, load_factory, root_guess
@@ -113,10 +115,15 @@ def sweep_target(
         module_of=None if module_scopes is False else module_of,
         warmup=warmup,
         check_steps=check_steps,
+        interleaved=interleaved,
         gate=lambda checks: gate(io, checks),  # findings shown, then it stops
         progress=say,
         note=io.note,
     )
+    if check_steps is None and result.exports:  # a check says it as a finding
+        smallest = next(iter(result.exports.values()))
+        if line := host_read_note(smallest, spec):
+            io.note(line)
     if requests and not result.measured:
         io.note(f"--requests not used: {result.why_not}")
         return result

@@ -6,6 +6,7 @@ kernel test of one op is two lines (the last test); a decode step's, one."""
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -58,6 +59,7 @@ def test_the_compaction_kernels_graph_over_fed_inputs(graph_check):
 def _example(name: str):
     spec = importlib.util.spec_from_file_location(f"{name}_gc", REPO / "examples" / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # a dataclass in it looks its module up there
     spec.loader.exec_module(mod)
     return mod
 

@@ -9,7 +9,7 @@ import argparse
 import re
 
 from graph_harness.capture.sweep.padding import BUILTIN
-from graph_harness.capture.sweep.settings import SweepSettings
+from graph_harness.capture.sweep.settings import CHECK_MODES, SweepSettings
 from graph_harness.reports.cli.args import (
     check_arg,
     check_steps,
@@ -57,12 +57,17 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
         "every size captured again into one shared pool, largest first, with what each adds. "
         "With --requests (the batch sizes your server sees), the time per step each ladder "
         "costs, its padding, and the sizes that minimize it (--choose K, --memory-budget). "
-        "The factory is called as FUNCTION(batch=B). On the CPU: dispatched operations per "
-        "size only.",
+        "With --check interleaved, every size's graph in the shared pool is also replayed in "
+        "turns, in a seeded random serving order, each replay compared with its size's eager "
+        "step: a size whose buffers another size's capture or replays overwrote fails, naming "
+        "both. The factory is called as FUNCTION(batch=B). On the CPU: dispatched operations "
+        "per size only.",
         examples=[
             "graph-harness sweep --target examples/llama_decode.py:make_step --sizes 1 2 4 8",
             "graph-harness sweep --target examples/llama_decode.py:make_step --sizes 1 8 64 "
             "--module-scopes --requests uniform:1-64 --choose 2 --out sweep",
+            "graph-harness sweep --target examples/llama_decode.py:make_step --sizes 1 2 4 8 16 "
+            "--check interleaved --seed 3",
         ],
     )
     s.add_argument(
@@ -72,7 +77,7 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
         type=target_arg,
         help="the step to sweep. IMPORTS AND RUNS your code: the module once, then "
         "FUNCTION(batch=B) once per size, each step warmed up and captured twice (own pool, "
-        "shared pool), then checked (--check) and replayed",
+        "shared pool), then checked (--check) and replayed (--check interleaved: in turns)",
     )
     s.add_argument(
         "--sizes",
@@ -84,7 +89,7 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     )
     module_scopes_arg(s)
     warmup_arg(s)
-    check_arg(s)
+    check_arg(s, CHECK_MODES)
     g = s.add_argument_group("padding and the sizes to capture (GPU)")
     g.add_argument(
         "--requests",
@@ -119,6 +124,10 @@ def check_flags(args: argparse.Namespace) -> list[tuple[dict[int, float], str]]:
             if v is not None:
                 raise UsageError(f"{flag} chooses sizes for --requests: give --requests FILE|DIST")
     refuse_check_steps(args)
+    if args.seed is not None and args.check != "interleaved":
+        raise UsageError(
+            "--seed deals the serving order of --check interleaved: give --check interleaved"
+        )
     twice = sorted({b for b in args.sizes if args.sizes.count(b) > 1})
     if twice:
         raise UsageError(f"--sizes gives {twice[0]} twice: give each batch size once")
@@ -126,7 +135,7 @@ def check_flags(args: argparse.Namespace) -> list[tuple[dict[int, float], str]]:
 
 
 def settings_from(args: argparse.Namespace) -> SweepSettings:
-    given = {f: getattr(args, f) for f in ("trials", "replays", "leak_replays")}
+    given = {f: getattr(args, f) for f in ("trials", "replays", "leak_replays", "seed")}
     return SweepSettings(**{k: v for k, v in given.items() if v is not None})
 
 
@@ -145,12 +154,15 @@ def run(args: argparse.Namespace, io: IO) -> int:
                 settings=settings,
                 warmup=step_warmup(args),
                 check_steps=check_steps(args) if args.check else None,
+                interleaved=args.check == "interleaved",
                 requests=requests,
                 most=args.choose,
                 budget=args.memory_budget,
             )
         if not result.measured:
             io.note(result.why_not)
+        if result.interleaved is not None and result.interleaved.why_not is not None:
+            io.note(result.interleaved.verdict())
         if tmp is not None:
             result.write(tmp)
             _plots(tmp, result)
@@ -171,6 +183,7 @@ def _plots(folder: object, result: object) -> None:
 
 def show(io: IO, result: object, *, depth: int | None) -> None:
     from graph_harness.reports.sweep_tables import (
+        interleaved_table,
         ladders_tables,
         memory_by_module_table,
         shared_pool_table,
@@ -183,6 +196,9 @@ def show(io: IO, result: object, *, depth: int | None) -> None:
     io.out.print(sizes_table(result))
     if result.shared is not None:
         io.out.print(shared_pool_table(result))
+    if result.interleaved is not None and result.interleaved.why_not is None:
+        io.out.print(interleaved_table(result))
+        io.out.print(result.interleaved.verdict(), markup=False, soft_wrap=True)
     table = memory_by_module_table(result, depth)
     if table is not None:
         io.out.print(table)

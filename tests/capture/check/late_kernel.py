@@ -6,7 +6,7 @@ launch), so the counter is read before it is written back."""
 import triton
 import triton.language as tl
 
-INNER = 1_000_000  # spin iterations per unit of `stall`
+INNER = tl.constexpr(1_000_000)  # spin iterations per unit of `stall`
 
 
 @triton.jit

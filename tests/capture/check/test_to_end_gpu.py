@@ -28,6 +28,7 @@ HERE = Path(__file__).resolve()
 def _load(name: str):
     spec = importlib.util.spec_from_file_location(name, REPO / "examples" / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # a dataclass in it looks its module up there
     spec.loader.exec_module(mod)
     return mod
 

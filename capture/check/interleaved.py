@@ -1,0 +1,250 @@
+"""Sizes interleaved in one pool: every size's graph, captured largest first into one shared
+pool (as engines capture their ladders), replayed in a seeded random serving order, each
+replay compared with its own size's eager call right after it.
+
+A graph that is right alone can be wrong beside the others: a buffer or workspace of one
+size freed or re-allocated after its capture (a smaller size built later handed its
+memory) is written by another size's capture or replays, and nothing shows until the
+sizes take turns, as they do in a server. Check's trajectories (capture/check/step.py)
+replay one size alone; this replays them in turns.
+
+- **The eager reference**, per size, in capture order: from its start (`start_of`: the
+  reset, then `feed(0)`), `steps` calls fed `feed(i)`, fingerprinted after each (kept on
+  the host), the default generators' state recorded before each; then a second run from
+  the same start with the same inputs and generator states (what differs between the two
+  is what the step itself does not repeat: capture/check/interleaved_verdict.py judges by
+  it); then the size back at its start. A step without a reset cannot be taken back to a
+  start; it repeats (else the sweep refused it), so each call leaves the state the same
+  call would leave again: its two eager calls of call i run one after the other, each
+  fed `feed(i)`, and its replay of call i runs after its replay of call i-1.
+- **The serving order**: each size's calls, `steps` of them, in their own order (call i
+  before call i+1), the sizes interleaved by `random.Random(seed)` (`serving_order`).
+- **Each replayed call**: the graph's outputs filled with check's pattern
+  (capture/check/outputs.py, before the feed: an output the graph never writes cannot
+  match), `feed(i)`, the generators set to the eager call's state, the replay (in a
+  window of capture/replay/guard.py: a CUDA error is one line), the fingerprint, and the
+  comparison with the eager call i of its size. A size with a reset is reset (and fed
+  call 0) before its first replayed call only, its watched tensors put back to the eager
+  run's start where the reset leaves them otherwise (as check's trajectory does). A size
+  that differs once is not compared again (its later replays still run, so the others
+  see the order they were dealt), and the finding names the other sizes that ran since
+  its previous call.
+
+While the sizes take turns, the allocator's free memory is filled with one pattern and
+held (capture/check/poison.py; on a GPU): a size whose graph still reads a buffer freed
+after its capture (a workspace re-allocated when a later size was built) then reads the
+pattern, not whatever happens to lie there, and differs at once. Every size is left at
+its start. Host values are not judged (its own check does). Cost: per size 2 x `steps`
+eager calls and `steps` replays, each followed by a fingerprint.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from graph_harness.capture.check.interleaved_verdict import (
+    InterleavedResult,
+    judge_call,
+    mismatch,
+    spread,
+    suspects,
+    unjudged,
+    within,
+)
+from graph_harness.capture.check.outputs import OutputPoison, outputs_to_poison
+from graph_harness.capture.check.poison import poisoned
+from graph_harness.capture.check.trajectory import POISONS, restore
+from graph_harness.capture.replay.guard import Replayer, cuda_in_use, sync
+from graph_harness.capture.state.changes import Change
+from graph_harness.capture.state.fingerprint import Fingerprint, fingerprint
+from graph_harness.capture.state.steps import (
+    Repeatability,
+    feed_of,
+    reset_of,
+    rng_state,
+    set_rng_state,
+    start_of,
+)
+
+Step = Callable[[], object]
+FREE_POISON = POISONS[0]  # check's first filling of free memory
+
+
+@dataclass(frozen=True, kw_only=True)
+class SizeGraph:
+    """One size as captured into the shared pool: its step, the graph (anything with
+    `replay()`) and what the capture returned (the graph's outputs)."""
+
+    batch: int
+    step: Step
+    graph: object
+    output: object
+    repeatability: Repeatability | None = None  # what its warm-ups showed, for error lines
+
+
+def serving_order(sizes: Sequence[int], steps: int, seed: int) -> list[tuple[int, int]]:
+    """(batch, call) for every size's `steps` calls: each size's calls in their own order,
+    the sizes interleaved by a shuffle seeded with `seed`. The same sizes, in any order
+    given, and the same seed give the same order."""
+    deck = [b for b in sorted(sizes, reverse=True) for _ in range(steps)]
+    random.Random(seed).shuffle(deck)
+    dealt: dict[int, int] = {}
+    out = []
+    for b in deck:
+        out.append((b, dealt.get(b, 0)))
+        dealt[b] = dealt.get(b, 0) + 1
+    return out
+
+
+@dataclass
+class _Size:
+    """One size's eager reference and its replays' bookkeeping."""
+
+    g: SizeGraph
+    outputs: OutputPoison
+    start: Callable[[], None] | None
+    feed: Callable[[int], object] | None
+    sequential: bool  # a reset: runs start from it (else call after call)
+    replayer: Replayer
+    begun: Fingerprint | None = None  # the state at the eager run's start
+    rngs: list[dict[str, torch.Tensor]] = field(default_factory=list)
+    after: list[Fingerprint] = field(default_factory=list)  # eager run A, after each call
+    spreads: list[dict[str, Change]] = field(default_factory=list)  # A against B
+    status: str = "passed"  # "failed" from its first mismatch on, when it is no longer compared
+
+    def begin(self) -> Fingerprint:
+        """Back to the start, the watched tensors put back to the first run's start."""
+        self.outputs.fill()  # before the reset and feed(0): call 0 is fed there
+        self.start()
+        sync()
+        now = fingerprint(self.g.step, with_output=False, clone_to="cpu")
+        if self.begun is None:
+            return now
+        if restore(self.g.step, self.begun, now).restored:
+            sync()
+        return now
+
+    def eager(self, i: int, *, fed: bool, record: bool) -> Fingerprint:
+        if not fed:
+            self.outputs.fill()
+            if self.feed is not None:
+                self.feed(i)
+        if record:
+            self.rngs.append(rng_state())
+        else:
+            set_rng_state(self.rngs[i])
+        out = self.g.step()
+        sync()
+        fp = fingerprint(self.g.step, out, clone_to="cpu")
+        del out
+        return fp
+
+
+def check_interleaved(
+    sizes: Sequence[SizeGraph],
+    *,
+    steps: int,
+    seed: int,
+    name: str = "the step",
+    warmup: int = 0,
+) -> InterleavedResult:
+    """The interleaved check (module docstring) of `sizes`, given in capture order (largest
+    first), each size's graph captured into one pool on one stream. Ends with every size at
+    its start. Syncs."""
+    captured = [g.batch for g in sizes]
+    result = InterleavedResult(name, captured, steps, seed, warmup)
+    result.fed = any(feed_of(g.step) is not None for g in sizes)
+    runs = {g.batch: _size(g, name) for g in sizes}
+    for s in runs.values():
+        _reference(s, steps)
+    result.order = serving_order(captured, steps, seed)
+    said: set[tuple[int, str]] = set()  # (batch, tensor) told once: unjudged or within
+    with contextlib.ExitStack() as held:
+        if cuda_in_use():  # a stand-in graph on the CPU has no allocator to fill
+            held.enter_context(poisoned(FREE_POISON))  # module docstring
+        _turns(result, runs, captured, said)
+    for s in runs.values():  # every size as it was found: at its start
+        if s.start is not None:
+            s.start()
+    sync()
+    result.by_size = {b: runs[b].status for b in captured}
+    return result
+
+
+def _turns(
+    result: InterleavedResult,
+    runs: dict[int, _Size],
+    captured: list[int],
+    said: set[tuple[int, str]],
+) -> None:
+    """The replays in the serving order, each compared with its size's eager call."""
+    total = len(result.order)
+    for k, (b, i) in enumerate(result.order):
+        s = runs[b]
+        if i == 0 and s.sequential:
+            s.begin()
+        else:
+            s.outputs.fill()
+            if s.feed is not None:
+                s.feed(i)
+        set_rng_state(s.rngs[i])
+        with s.replayer.window(f"the interleaved check's replay {k + 1} of {total} (call {i})"):
+            s.replayer.replay()
+        result.replays += 1
+        if s.status == "failed":  # its first mismatch named; later replays keep the order
+            continue
+        got = fingerprint(s.g.step, s.g.output, clone_to="cpu")
+        judged = judge_call(s.after[i], s.spreads[i], got)
+        result.compared += 1
+        result.tensors += judged.compared
+        if judged.bad:
+            others, how = suspects(result.order, k, captured)
+            result.findings.append(mismatch(b, i, k, total, judged.bad, others, how))
+            s.status = "failed"
+            continue
+        for c in judged.unjudged:
+            s.status = "unverified"
+            if (b, c.name) not in said:
+                said.add((b, c.name))
+                result.findings.append(unjudged(b, i, c))
+        for c, own in judged.within:
+            if (b, c.name) not in said:
+                said.add((b, c.name))
+                result.findings.append(within(b, i, c, own))
+
+
+def _size(g: SizeGraph, name: str) -> _Size:
+    start = start_of(g.step)
+    return _Size(
+        g=g,
+        outputs=outputs_to_poison(g.step, g.output),
+        start=start,
+        feed=feed_of(g.step),
+        sequential=reset_of(g.step) is not None,
+        # no window resets: the size's calls run on from one another between other sizes'
+        replayer=Replayer(
+            g.graph, f"{name} batch {g.batch} (shared pool)", repeatability=g.repeatability
+        ),
+    )
+
+
+def _reference(s: _Size, steps: int) -> None:
+    """The size's eager runs A and B (module docstring); A kept, A against B measured."""
+    if s.sequential:
+        s.begun = s.begin()
+        s.after = [s.eager(i, fed=i == 0, record=True) for i in range(steps)]
+        s.begin()
+        b = [s.eager(i, fed=i == 0, record=False) for i in range(steps)]
+        s.start()  # back at its start for the serving order
+        sync()
+    else:  # call after call: each starts from the state the same call left
+        b = []
+        for i in range(steps):
+            s.after.append(s.eager(i, fed=False, record=True))
+            b.append(s.eager(i, fed=False, record=False))
+    s.spreads = [spread(x, y) for x, y in zip(s.after, b, strict=True)]
