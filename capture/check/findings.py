@@ -96,8 +96,19 @@ class CheckResult:
         if status == "unverified":
             why = [f.message for f in self.findings if f.severity == "unverified"]
             return f"check could NOT verify {self.name}: {why[0]}"
+        taken = [f for f in self.findings if f.kind == "host-accepted"]
+        flag = " WITH ACCEPTED HOST VALUES" if taken else ""
+        accepted = (
+            f"; host value {taken[0].tensor} moves and was accepted by the step "
+            "(step.accept_host), not verified by this check"
+            if taken
+            else ""
+        )
         if not self.compared:
-            return f"check passed for {self.name} as far as the CPU goes; {self.why_not}"
+            return (
+                f"check passed{flag} for {self.name} as far as the CPU goes; {self.why_not}"
+                f"{accepted}"
+            )
         inputs = ", fed a new input at each" if self.fed else ""
         nd = (
             f"; {self.nondeterministic} tensor(s) that two eager runs from one state disagree "
@@ -112,10 +123,11 @@ class CheckResult:
                 f"{self.soak['compared']} compared calls, none past its deadline"
             )
         return (
-            f"check passed for {self.name}: over {self.steps} step(s) from its start"
+            f"check passed{flag} for {self.name}: "
+            f"over {self.steps} step(s) from its start"
             f"{self._extent()}{inputs}, its graph's replays agree with the eager calls on "
             f"{self.outputs} output and {self.state} state tensors after {self._after()}"
-            f"{nd}{soak}"
+            f"{nd}{soak}{accepted}"
         )
 
     def _extent(self) -> str:

@@ -18,12 +18,13 @@ which step, and why, as findings (capture/check/findings.py).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import torch
 
 from graph_harness.capture.check.findings import CheckResult, Finding
+from graph_harness.capture.check.library_hosts import accepted, accepted_finding
 from graph_harness.capture.check.messages import (
     SLACK,
     host_fail,
@@ -46,8 +47,16 @@ if TYPE_CHECKING:
 LISTED = 12  # mismatching tensors listed one finding each; the rest in one line
 
 
-def judge(t: Trajectories, result: CheckResult, export: NodeExport, copies: list[Finding]) -> None:
-    """Fill `result` (findings, counts) from the trajectories."""
+def judge(
+    t: Trajectories,
+    result: CheckResult,
+    export: NodeExport,
+    copies: list[Finding],
+    accept: Mapping[str, str] | None = None,
+) -> None:
+    """Fill `result` (findings, counts) from the trajectories. `accept`: host values the
+    step accepts as harmless (capture/check/library_hosts.py): one that moves is shown as
+    accepted, not judged; a tensor that differs still fails."""
     result.steps, result.compared = t.steps, t.c is not None
     result.compared_calls = list(t.at)
     result.seconds = dict(t.seconds)
@@ -55,7 +64,11 @@ def judge(t: Trajectories, result: CheckResult, export: NodeExport, copies: list
     result.outputs = sum(not s.host and s.output for s in last.seen.values())
     result.state = sum(not s.host and not s.output for s in last.seen.values())
     moved = _host_moves(t)
-    start_host, start_tensors = _starts(t)
+    taken = [n for n in moved if accept and accepted(n, accept) is not None]
+    if taken:
+        result.findings.append(accepted_finding(taken, accept))
+        moved = {n: v for n, v in moved.items() if n not in taken}
+    start_host, start_tensors = _starts(t)  # a host value the reset misses is never accepted
     # the lists below follow t.at, the calls compared: position k is call t.at[k]
     eager = [_spread(t, k) for k in range(len(t.at))]  # A against B
     differ = any(eager)

@@ -30,7 +30,8 @@ The step runs `warmup` + 1 times to be captured, then 2 x `steps` times eagerly.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from graph_harness.capture.check.findings import (
@@ -41,6 +42,7 @@ from graph_harness.capture.check.findings import (
 )
 from graph_harness.capture.check.host_copies import host_copies
 from graph_harness.capture.check.judge import judge
+from graph_harness.capture.check.library_hosts import accepted, accepted_of, library_cause
 from graph_harness.capture.check.sample import compared_calls, trajectory_length
 from graph_harness.capture.check.settings import TO_END, CheckSettings
 from graph_harness.capture.check.soak import soak
@@ -49,6 +51,7 @@ from graph_harness.capture.count import capture_and_keep
 from graph_harness.capture.graph.diagnose.classes import HOST_READ_OPS
 from graph_harness.capture.graph.settings import StepSettings
 from graph_harness.capture.state.changes import Change, names
+from graph_harness.capture.state.fingerprint import host_owners
 from graph_harness.capture.state.steps import (
     Repeatability,
     StateWatch,
@@ -133,7 +136,8 @@ def check_captured(
     calls = trajectory_length(step, settings.steps)
     name = printable(name)  # shown and recorded (check.json) as text: capture/text.py
     require_repeatable(rep, name)
-    result = CheckResult(name, rep.warmups, rep, from_warmups(rep))
+    accept = accepted_of(step)  # a malformed step.accept_host refused before anything runs
+    result = CheckResult(name, rep.warmups, rep, from_warmups(rep, accept))
     result.to_end = settings.steps == TO_END
     result.fed = feed_of(step) is not None
     copies = []
@@ -149,7 +153,8 @@ def check_captured(
     result.poisoned = t.poisoned
     if t.drawn and not rep.rng:
         result.findings.append(Finding(kind="rng", severity="info", message=_rng_line(t.drawn)))
-    judge(t, result, export, copies)
+    judge(t, result, export, copies, accept)
+    result.findings = with_library_causes(step, result.findings)
     if settings.soak:
         _soak(step, graph, output, t, rep, result, settings)
     return result
@@ -205,7 +210,21 @@ def host_reads(export: NodeExport) -> list[Finding]:
     return out
 
 
-def from_warmups(rep: Repeatability) -> list[Finding]:
+def with_library_causes(step: Callable[[], object], findings: list[Finding]) -> list[Finding]:
+    """Host-value findings about a value a library keeps, with the library named as the
+    cause and what a user can do (capture/check/library_hosts.py)."""
+    host = [f for f in findings if f.kind == "host-state" and f.tensor]
+    if not host:
+        return findings
+    owners = host_owners(step)
+    out = []
+    for f in findings:
+        cause = library_cause([f.tensor], owners) if f in host else ""
+        out.append(replace(f, message=f.message + cause) if cause else f)
+    return out
+
+
+def from_warmups(rep: Repeatability, accept: Mapping[str, str] | None = None) -> list[Finding]:
     out = [
         Finding(
             kind="repeatability",
@@ -229,9 +248,10 @@ def from_warmups(rep: Repeatability) -> list[Finding]:
     if state:
         changes = f"one call changes {names(state)}"
         out.append(Finding(kind="state", severity="info", message=changes))
-    host = [c for c in rep.in_a_call if c.host]
+    host = [c for c in rep.in_a_call if c.host and not (accept and accepted(c.name, accept))]
     if host:
-        out.append(Finding(kind="host-state", severity="warn", message=_host_line(host)))
+        line = _host_line(host)
+        out.append(Finding(kind="host-state", severity="warn", message=line, tensor=host[0].name))
     if rep.rebound:
         out.append(
             Finding(

@@ -42,7 +42,14 @@ MAX_DEPTH = 8  # attribute, item and closure hops from a root
 MAX_OBJECTS = 20_000  # objects visited per walk
 MAX_ITEMS = 1_000  # items read from one list, tuple or dict
 HOST = (bool, int, float)  # host values watched
-_SKIP_ATTRS = {"module", "reset", "feed", "max_steps", "__wrapped__"}  # the protocol's, not state
+_SKIP_ATTRS = {
+    "module",
+    "reset",
+    "feed",
+    "max_steps",
+    "accept_host",
+    "__wrapped__",
+}  # the protocol's, not state
 
 
 @dataclass
@@ -72,6 +79,19 @@ class Fingerprint:
 
 
 # --- the walk ---------------------------------------------------------------------------
+
+
+def host_owners(step: Callable[[], object]) -> dict[str, type]:
+    """For each host value reachable from `step`, by its name in a fingerprint, the class
+    of the object that holds it (a transformers cache layer's counter: that layer's
+    class), so that a finding can say whose value it is (capture/check/library_hosts.py)."""
+    walk = _Walk()
+    module = getattr(step, "module", None)
+    if isinstance(module, torch.nn.Module):
+        walk.module("module", module)
+    for prefix, value in _roots(step):
+        walk.visit(prefix, value, 1)
+    return {printable(n): t for n, t in walk.owners.items()}
 
 
 def reachable(
@@ -150,6 +170,7 @@ def _worth(v: object) -> bool:
 class _Walk:
     def __init__(self) -> None:
         self.found: list[tuple[str, object, bool]] = []
+        self.owners: dict[str, type] = {}  # a host value's name -> the class of what holds it
         self.ids: set[int] = set()
         self.objects = 0
         self.truncated = False
@@ -192,6 +213,8 @@ class _Walk:
             self.module(name, v)
             return
         for sub, item in self._items(name, v):
+            if isinstance(item, HOST):
+                self.owners[sub] = type(v)
             self.visit(sub, item, depth + 1, output)
 
     def _items(self, name: str, v: object) -> Iterator[tuple[str, object]]:
