@@ -130,6 +130,20 @@ class CheckResult:
             f"{nd}{soak}{accepted}"
         )
 
+    def headline(self) -> str:
+        """The verdict in one short line, for where the findings are already shown (a
+        table, an error after it): the status, the first finding's cause as far as the
+        evidence settles it, and how many findings there are; details stay in the findings."""
+        status = self.status
+        if status == "passed":
+            return self.verdict()
+        severity = "fail" if status == "failed" else "unverified"
+        bad = [f for f in self.findings if f.severity == severity]
+        first = bad[0]
+        lead = "check FAILED for" if status == "failed" else "check could NOT verify"
+        more = f" ({len(bad)} findings; each is listed with what to do)" if len(bad) > 1 else ""
+        return f"{lead} {self.name}: {_cause(first)}{more}"
+
     def _extent(self) -> str:
         return " (to the end of its cache, by its step.max_steps)" if self.to_end else ""
 
@@ -162,3 +176,37 @@ class CheckResult:
             "poisoned": self.poisoned,
             "poisoned_outputs": self.poisoned_outputs,
         }
+
+
+# What a finding of each kind settles, in the words of a headline (CheckResult.headline).
+_SETTLED = {
+    "mismatch": "the graph's replay differs from the eager call",
+    "host-state": "a host value the step's device work reads moves, and a graph replays "
+    "what its capture saw of it",
+    "freed-memory": "the graph reads memory freed after its capture",
+    "soak-mismatch": "the graph goes wrong after many replays",
+    "hang": "a replay did not finish within its deadline",
+    "interleaved": "another size's capture or replays wrote memory this size's graph reads",
+}
+_UNSETTLED = {
+    "host-state": "whether the step's device work reads a host value that moves is not "
+    "settled without replays",
+    "host-read": "the step reads a value back to the host, which breaks a capture on a GPU; "
+    "not settled without one",
+    "unjudged": "two eager runs from one state already disagree, so the graph cannot be "
+    "told from the step there",
+}
+
+
+def _cause(f: Finding) -> str:
+    where = ", ".join(
+        x
+        for x in (
+            None if f.step is None else f"from step {f.step}",
+            None if f.tensor is None else f.tensor,
+        )
+        if x
+    )
+    table = _SETTLED if f.severity == "fail" else _UNSETTLED
+    said = table.get(f.kind, f.kind)
+    return f"{said}{f' ({where})' if where else ''}"

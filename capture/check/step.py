@@ -35,6 +35,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from graph_harness.capture.check.findings import (
+    SEVERITIES,
     CheckFailed,
     CheckResult,
     CheckUnverified,
@@ -154,7 +155,7 @@ def check_captured(
     if t.drawn and not rep.rng:
         result.findings.append(Finding(kind="rng", severity="info", message=_rng_line(t.drawn)))
     judge(t, result, export, copies, accept)
-    result.findings = with_library_causes(step, result.findings)
+    result.findings = once_each(with_library_causes(step, result.findings))
     if settings.soak:
         _soak(step, graph, output, t, rep, result, settings)
     return result
@@ -208,6 +209,21 @@ def host_reads(export: NodeExport) -> list[Finding]:
                 )
             )
     return out
+
+
+def once_each(findings: list[Finding]) -> list[Finding]:
+    """One finding per kind and value: where the warm-ups' warning and the trajectory's
+    verdict name one host value (or one tensor), only the more severe is kept, so a
+    report says each thing once."""
+    rank = {s: i for i, s in enumerate(SEVERITIES)}
+    best: dict[tuple[str, str], Finding] = {}
+    for f in findings:
+        if f.tensor is None:
+            continue
+        key = (f.kind, f.tensor)
+        if key not in best or rank[f.severity] < rank[best[key].severity]:
+            best[key] = f
+    return [f for f in findings if f.tensor is None or best[(f.kind, f.tensor)] is f]
 
 
 def with_library_causes(step: Callable[[], object], findings: list[Finding]) -> list[Finding]:
@@ -300,4 +316,4 @@ def gate(results: dict[str, CheckResult]) -> None:
     for status, error in (("failed", CheckFailed), ("unverified", CheckUnverified)):
         bad = [r for r in results.values() if r.status == status]
         if bad:
-            raise error(f"{bad[0].verdict()}; nothing was written")
+            raise error(f"{bad[0].headline()}; nothing was written")

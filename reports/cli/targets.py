@@ -208,7 +208,7 @@ def show_checks(io: IO, results: dict, *, json_too: bool = True) -> None:
         return
     for r in results.values():
         io.out.print(findings_table(r))
-        io.out.print(r.verdict(), markup=False)
+        io.out.print(r.headline(), markup=False)  # the table above holds the details
 
 
 def gate(io: IO, results: dict) -> None:

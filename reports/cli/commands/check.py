@@ -89,8 +89,8 @@ def run(args, io: IO) -> int:
         show_checks(io, results)  # before the commit, as count's
     wrote(io, args, "the check")
     r = results["target"]
-    if not r.passed:
-        io.note(r.verdict())
+    if not r.passed and (io.json or not io.out.file.isatty()):
+        io.note(r.headline())  # where stdout is a file or JSON: said where a person reads
     if r.soak and r.soak.get("hang"):
         # the device still runs the hung replay: an ordinary exit could wait on it (the
         # CUDA context's teardown); everything is written and committed by now
