@@ -186,6 +186,10 @@ class InterleavedResult:
     def exit_code(self) -> int:
         return {"passed": 0, "skipped": 0, "failed": 1, "unverified": 3}[self.status]
 
+    def headline(self) -> str:
+        """The verdict in one line (its findings name the sizes and tensors once)."""
+        return self.verdict()
+
     def verdict(self) -> str:
         status = self.status
         if status == "skipped":
