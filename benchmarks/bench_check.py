@@ -16,7 +16,7 @@ call, so about 4 (less, a replay being cheaper than an eager call) is the floor.
 The steps: the HF example (examples/hf_decode.py, fed a new token at every call) and the
 llama example (examples/llama_decode.py, fed a token and a position), each eager and
 compiled; and four steps broken on purpose (tests/targets.py, tests/capture/check/
-test_to_end_gpu.py), the first two in ways a one-step check misses, the last in a way
+planted.py), the first two in ways a one-step check misses, the last in a way
 four steps miss:
 - host_position_rewound: a position written from a Python int that the reset rewinds:
   the graph replays the int its capture saw (0), right at call 0 only;
@@ -77,7 +77,7 @@ def steps(smoke: bool):
     yield "broken: feed rebinds the token", T.rebinding_feed
     yield "broken: host position (issue 30's false pass)", T.host_position
     if not smoke:
-        from tests.capture.check.test_to_end_gpu import split_on_the_host
+        from tests.capture.check.planted import split_on_the_host
 
         yield "broken: a path switched on the host at call 20", split_on_the_host
 

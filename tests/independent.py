@@ -2,7 +2,8 @@
 torch.cuda.CUDAGraph.capture_end written here, outermost, that walks the graph being
 captured with its own cuda-bindings calls (cudaStreamGetCaptureInfo, cudaGraphGetNodes,
 cudaGraphNodeGetType, child graphs recursed) before torch ends the capture. What a
-recording says of each graph is checked against these, capture by capture."""
+recording says of each graph is checked against these, capture by capture; and a walk of a
+graph torch kept (walk_graph), for counts of one capture."""
 
 from __future__ import annotations
 
@@ -43,6 +44,26 @@ def walk(raw_graph: int) -> tuple[Counter, Counter]:
             kinds += k
             kernels += kk
     return kinds, kernels
+
+
+def walk_graph(raw_graph) -> Counter:
+    """Node types of a CUDA graph by our own walk of cudaGraphGetNodes (child graphs
+    included, as their nodes), independent of capture/graph/reader.py."""
+    from cuda.bindings import runtime as rt
+
+    err, _, n = rt.cudaGraphGetNodes(raw_graph)
+    assert int(err) == 0, err
+    err, nodes, n = rt.cudaGraphGetNodes(raw_graph, numNodes=n)
+    assert int(err) == 0, err
+    kinds = Counter()
+    for node in nodes[:n]:
+        err, t = rt.cudaGraphNodeGetType(node)
+        assert int(err) == 0, err
+        kinds[t.name] += 1
+        if t == rt.cudaGraphNodeType.cudaGraphNodeTypeGraph:
+            err, child = rt.cudaGraphChildGraphNodeGetGraph(node)
+            kinds += walk_graph(int(child))
+    return kinds
 
 
 @contextlib.contextmanager

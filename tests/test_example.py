@@ -3,14 +3,11 @@ module. The CPU tests run the tiny preset; the GPU ones the 8-layer example, che
 against counts made by other routes (a walk of cudaGraphGetNodes written here, and what
 CUPTI saw a replay run)."""
 
-import importlib.util
 import json
 import os
-import re
 import subprocess
 import sys
 from collections import Counter
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -18,16 +15,8 @@ import torch
 
 from graph_harness.capture import capture_and_count, capture_graph, module_scopes
 from graph_harness.capture.attribution.rollup import per_scope, scope_tree
-
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "llama_decode.py"
-
-
-def load_example():
-    spec = importlib.util.spec_from_file_location("llama_decode_example", EXAMPLE)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses look their module up by name
-    spec.loader.exec_module(mod)
-    return mod
+from tests.independent import snake, walk_graph
+from tests.llama_example import EXAMPLE, load_example
 
 
 def test_tiny_step_writes_its_kv_at_the_position_only():
@@ -63,31 +52,6 @@ def test_tiny_step_module_scopes_sum_to_the_total():
 
 
 # --- on the GPU ------------------------------------------------------------------
-
-
-def walk_graph(raw_graph) -> Counter:
-    """Node types of a CUDA graph by our own walk of cudaGraphGetNodes (child graphs
-    included, as their nodes), independent of capture/graph/reader.py."""
-    from cuda.bindings import runtime as rt
-
-    err, _, n = rt.cudaGraphGetNodes(raw_graph)
-    assert int(err) == 0, err
-    err, nodes, n = rt.cudaGraphGetNodes(raw_graph, numNodes=n)
-    assert int(err) == 0, err
-    kinds = Counter()
-    for node in nodes[:n]:
-        err, t = rt.cudaGraphNodeGetType(node)
-        assert int(err) == 0, err
-        kinds[t.name] += 1
-        if t == rt.cudaGraphNodeType.cudaGraphNodeTypeGraph:
-            err, child = rt.cudaGraphChildGraphNodeGetGraph(node)
-            kinds += walk_graph(int(child))
-    return kinds
-
-
-def snake(driver_name: str) -> str:
-    """cudaGraphNodeTypeEventRecord -> event_record: the export's names for node kinds."""
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", driver_name.removeprefix("cudaGraphNodeType")).lower()
 
 
 def replay_activities(graph, tmp_path) -> Counter:

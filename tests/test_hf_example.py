@@ -19,9 +19,9 @@ from graph_harness.capture.attribution.rollup import per_scope, scope_tree
 from graph_harness.capture.export.nodes import NodeExport
 from graph_harness.capture.graph.dispatch import NON_LAUNCHING, DispatchCounter
 from graph_harness.capture.scopes.recorder import Recorder, recording
+from tests.command_line import run
 from tests.exact import assert_bits_equal
-from tests.reports.cli.test_cli import run
-from tests.test_example import snake, walk_graph
+from tests.independent import snake, walk_graph
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "hf_decode.py"
 

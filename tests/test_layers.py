@@ -7,6 +7,8 @@ inside functions and under TYPE_CHECKING too).
 - Each package's docstring says what it may import in a "May import:" sentence, and that
   sentence names exactly what the package imports: no more (a stale line), no less.
   The root's shared modules (errors, paths, files, ...) are used by all and not named.
+- Tests and benchmarks import shared helpers from modules of their own under tests/ (not
+  named test_*.py) or get fixtures from a conftest.py, never from another test module.
 """
 
 import ast
@@ -183,3 +185,76 @@ def test_command_modules_never_import_each_other():
             ):
                 bad.append(f"{me} -> {target}")
     assert not bad, "\n".join(bad)
+
+
+# --- tests import helpers, never another test module --------------------------------------
+
+GENERATED_IMPORT = re.compile(r"\b(?:from|import)\s+(tests(?:\.\w+)+)")
+
+
+def is_test(module: str) -> bool:
+    """Whether a dotted name is, or is inside, a test module (test_*.py)."""
+    return any(part.startswith("test_") for part in module.split("."))
+
+
+def imported_test_modules(path: Path) -> list[str]:
+    """The test modules (test_*.py) `path` imports: in its import statements (inside
+    functions too, relative ones included) and in code it writes out as text (a target
+    file it generates)."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names if a.name.split(".")[0] == "tests"]
+        elif isinstance(node, ast.ImportFrom) and (node.level or node.module.startswith("tests")):
+            base = "." * node.level + (node.module or "")
+            names = [base] if is_test(base) else [f"{base}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            names = GENERATED_IMPORT.findall(node.value)
+        out += [n for n in names if is_test(n)]
+    return out
+
+
+def imports_of_tests(root: Path) -> list[str]:
+    """Every import of a test module by a module of tests/ or benchmarks/ under `root`."""
+    return [
+        f"{path.relative_to(root)}: {name}"
+        for top in ("tests", "benchmarks")
+        for path in sorted((root / top).rglob("*.py"))
+        for name in imported_test_modules(path)
+    ]
+
+
+def test_tests_import_helpers_never_another_test_module():
+    """A helper two test modules share lives in a module of its own under tests/ (named
+    for its idea, not test_*.py), or a conftest.py for a fixture; importing it from a
+    test module runs that module's imports and module-level work, and hides the helper."""
+    bad = imports_of_tests(REPO)
+    assert not bad, "\n".join(bad)
+
+
+def test_the_test_import_check_is_not_vacuous(tmp_path):
+    # The sample's imports are spelled `T.` here and written as `tests.`: this file's own
+    # text holds none.
+    (tmp_path / "tests" / "a").mkdir(parents=True)
+    (tmp_path / "benchmarks").mkdir()
+    sample = (
+        "from T.a.test_two import helper\n"
+        "from T.a import test_three\n"
+        "from T.a.helpers import fine\n"
+        "def f():\n"
+        "    from .test_four import x\n"
+        "    import T.a.test_five\n"
+        "TARGET = 'from T.a.test_six import step\\n'\n"
+    )
+    (tmp_path / "tests" / "a" / "test_one.py").write_text(sample.replace("T.", "tests."))
+    bench = "from T.a.test_one import y\n"
+    (tmp_path / "benchmarks" / "bench.py").write_text(bench.replace("T.", "tests."))
+    assert sorted(imports_of_tests(tmp_path)) == [
+        "benchmarks/bench.py: tests.a.test_one",
+        "tests/a/test_one.py: .test_four",
+        "tests/a/test_one.py: tests.a.test_five",
+        "tests/a/test_one.py: tests.a.test_six",
+        "tests/a/test_one.py: tests.a.test_three",
+        "tests/a/test_one.py: tests.a.test_two",
+    ]

@@ -25,19 +25,20 @@ Per graph (a round variant or a step), one process named for it, holding:
 Times are microseconds; 0 is the start of each graph's first traced replay. Each graph's
 replays come from its own profiler session: the processes share an origin, not a moment.
 
-Perfetto's JSON importer (tests/capture/profile/test_trace_import.py replays its rules,
-from its source) reads each ts and dur apart as nanoseconds, std::llround(us * 1000) now
-and truncated before, and needs a track's slices nested or disjoint, or it moves one to
-an overflow track with an import error. CUPTI's times sit on no nanosecond grid (the
-H200's on a 1/1024 us one), and gaps and kernels meet edge to edge: each edge is
-therefore laid out in whole nanoseconds, the nearest to CUPTI's time, neighbours sharing
-the very same edge, and written as `_us(ns)`, which both conversions read back as that
-integer. A gap or replay slice is trimmed by the nanosecond where rounding alone would
-overlap it with its neighbour (a gap that rounds to nothing has no slice), and a node
-slice that overlaps another of its track (parallel branches, a PDL launch) goes on a
-second lane, `label (2)`; every exact value stays in the args. A flow event binds the
-slice open on its track when the importer reads it (the last one begun), so each sits
-inside its node's nanoseconds: a nanosecond after its start or before its end.
+Perfetto's JSON importer (tests/capture/profile/perfetto_import.py models its rules,
+from its source; test_trace_import.py replays them) reads each ts and dur apart as
+nanoseconds, std::llround(us * 1000) now and truncated before, and needs a track's
+slices nested or disjoint, or it moves one to an overflow track with an import error.
+CUPTI's times sit on no nanosecond grid (the H200's on a 1/1024 us one), and gaps and
+kernels meet edge to edge: each edge is therefore laid out in whole nanoseconds, the
+nearest to CUPTI's time, neighbours sharing the very same edge, and written as
+`_us(ns)`, which both conversions read back as that integer. A gap or replay slice is
+trimmed by the nanosecond where rounding alone would overlap it with its neighbour (a
+gap that rounds to nothing has no slice), and a node slice that overlaps another of its
+track (parallel branches, a PDL launch) goes on a second lane, `label (2)`; every exact
+value stays in the args. A flow event binds the slice open on its track when the
+importer reads it (the last one begun), so each sits inside its node's nanoseconds: a
+nanosecond after its start or before its end.
 
 What the importer reads and what it skips: the document's metadata (what the graphs are,
 how they were cut, counts per graph) is in `metadata`, which it keeps as the trace's

@@ -317,7 +317,7 @@ def test_outputs_accepted_where_torch_allows_in_place(device):
 
 
 def test_a_folder_given_for_an_export_names_the_exports_in_it(tmp_path):
-    from tests.reports.cli.test_cli import SMALL, run
+    from tests.command_line import SMALL, run
 
     out = tmp_path / "c"
     assert run("count", *SMALL, "--variant", "fused", "--out", str(out)).returncode == 0

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from graph_harness.kernels import pack_scores_ids, selected_local_records
-from tests.kernels.test_pack import make_indices, make_scores
+from tests.kernels.inputs import make_indices, make_scores
 
 pytestmark = pytest.mark.gpu
 

@@ -20,7 +20,7 @@ from graph_harness.kernels import (
 from graph_harness.kernels.launch import max_element_offset, needs_int64_offsets
 from tests.conftest import DEVICES
 from tests.exact import assert_bits_equal, poison_
-from tests.kernels.test_pack import make_indices, make_scores
+from tests.kernels.inputs import make_indices, make_scores
 from tests.sparse import GiB, require_cuda_free, sparse_cpu_bytes, sparse_cuda_bytes
 
 

@@ -19,7 +19,7 @@ from graph_harness.capture.profile.document import ProfileResult
 from graph_harness.capture.profile.nodes import profile_windows
 from graph_harness.reports.cli.args import BLOCKS, shown_depth
 from graph_harness.reports.target_report import write_target_report
-from tests.capture.profile.test_profile import chain, export_of, windows_of
+from tests.capture.profile.synthetic import chain, export_of, windows_of
 
 REPO = Path(__file__).resolve().parents[2]
 # HF's nesting (`model.layers.N` is depth 3), and a `model` with nodes of its own (the

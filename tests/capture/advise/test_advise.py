@@ -39,7 +39,7 @@ from graph_harness.capture.advise.costs import (
 )
 from graph_harness.capture.export.delta import node_delta
 from graph_harness.capture.graph.dispatch import NON_LAUNCHING
-from tests.reports.cli.test_cli import run
+from tests.command_line import run
 
 REPO = Path(__file__).resolve().parents[3]
 REPLAY_DOC = REPO / "docs" / "data" / "replay-2026-11-30-builds.json"
@@ -478,7 +478,7 @@ def test_the_cpu_round_against_what_its_variants_remove():
 def test_the_tiny_model_on_the_cpu_names_its_norms():
     from graph_harness.capture import capture_and_count, module_scopes
     from graph_harness.capture.attribution.rollup import scope_tree
-    from tests.test_example import load_example
+    from tests.llama_example import load_example
 
     ex = load_example()
     step = ex.make_step(preset="tiny", device="cpu")
@@ -582,7 +582,7 @@ def test_the_shipped_round_on_the_gpu():
 @pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
 def test_the_example_model_on_the_gpu_names_what_to_fuse(compiled):
     from graph_harness.capture import capture_and_count, module_scopes
-    from tests.test_example import load_example
+    from tests.llama_example import load_example
 
     step = load_example().make_step(compiled=compiled)
     with module_scopes(step.module):

@@ -7,16 +7,10 @@ import json
 
 import pytest
 
-from graph_harness.capture.advise.costs import Costs
 from graph_harness.capture.advise.delta_price import price_delta
 from graph_harness.capture.export.delta import node_delta
 from graph_harness.reports.cli.program import main
-from tests.capture.record.test_recording_delta import ADD, GEMM, NVJET, TRITON, export
-
-COSTS = Costs(
-    label="test costs",
-    slopes={"torch-add": (2.0, 1.9, 2.1), "memcpy": (3.0, 2.9, 3.1), "memset": (5.0, 4.9, 5.1)},
-)
+from tests.capture.delta_inputs import ADD, COSTS, GEMM, NVJET, TRITON, export
 
 
 def with_events(e, n: int):

@@ -181,7 +181,7 @@ def test_example_eager_and_compiled_share_their_module_names_at_every_depth():
     it, say), and may hold own nodes in a module where eager has none (the `layers`
     container, the root) only where every such node is a kernel fused across its
     children, marked by `fused_modules`. It may name no module eager does not."""
-    from tests.test_example import load_example
+    from tests.llama_example import load_example
 
     ex = load_example()
     exports = {}
@@ -220,7 +220,7 @@ def test_example_eager_and_compiled_share_their_module_names_at_every_depth():
 def test_a_second_compiled_capture_under_module_scopes_compiles_nothing():
     from torch._dynamo.utils import counters
 
-    from tests.test_example import load_example
+    from tests.llama_example import load_example
 
     torch._dynamo.reset()  # a compile of its own, not a reuse of an earlier test's
     step = load_example().make_step(compiled=True)

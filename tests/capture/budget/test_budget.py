@@ -39,6 +39,7 @@ from graph_harness.capture.budget.limits import (
     counts,
 )
 from graph_harness.reports.budget import budget_failure, budget_table, slack_note
+from tests.plugin_args import PLUGIN
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -687,17 +688,6 @@ def _write(path, doc):
 
 
 # --------------------------------------------------------------- the plugin, in pytest
-
-# Only the plugin under test: hypothesis's plugin would import hypothesis afresh in every
-# run (pytester drops the modules a run imported), a second each.
-PLUGIN = (
-    "-p",
-    "graph_harness.pytest_plugin",
-    "-p",
-    "no:cacheprovider",
-    "-p",
-    "no:hypothesispytest",
-)
 
 
 @pytest.fixture

@@ -23,46 +23,10 @@ from graph_harness.capture.count import capture_and_keep
 from graph_harness.capture.graph.capture import Captured
 from graph_harness.capture.state.steps import StateWatch, StepStateError
 from tests import targets as T
+from tests.capture.check.standin import _check, _fails, _Graph
 
 REPO = Path(__file__).resolve().parents[3]
 PROGRESS_LINE = re.compile(r".+ \.\.\.|.+: done in \d+\.\d s")
-
-
-class _Graph:
-    def __init__(self, replay):
-        self.replay = replay
-
-
-@pytest.fixture
-def no_gpu_parts(monkeypatch):
-    """Free memory 'filled' (FREE[0] says with what) and no memcpy nodes to read."""
-    import graph_harness.capture.check.step as C
-    import graph_harness.capture.check.trajectory as TR
-
-    free = []
-
-    @contextlib.contextmanager
-    def poisoned(pattern):
-        free.append(pattern)
-        yield type("Poisoned", (), {"to_dict": lambda self: {"pattern": pattern}})()
-
-    monkeypatch.setattr(TR, "poisoned", poisoned)
-    monkeypatch.setattr(C, "host_copies", lambda graph, export: [])
-    return free
-
-
-def _check(step, replay, output, steps=4, **kw):
-    watch = StateWatch(step)
-    kept = capture_and_keep(step, device="cpu", watch=watch)
-    export = kept.export
-    captured = Captured(_Graph(replay), [], output)
-    return check_captured(
-        step, export, captured, watch.repeatability, name="toy", steps=steps, **kw
-    )
-
-
-def _fails(result):
-    return [f for f in result.findings if f.severity == "fail"]
 
 
 def test_a_graph_that_computes_what_the_step_computes_passes(no_gpu_parts):
@@ -356,7 +320,7 @@ def test_the_findings_table_shows_style_never_markup():
 
 
 def test_the_cli_on_the_cpu_says_not_verified_with_exit_3(tmp_path):
-    from tests.reports.cli.test_cli import run
+    from tests.command_line import run
 
     r = run("check", "--target", "tests.targets:host_position")
     assert r.returncode == 3, r.stderr
@@ -377,7 +341,7 @@ def test_the_cli_on_the_cpu_says_not_verified_with_exit_3(tmp_path):
 
 
 def test_report_check_puts_the_verdict_in_the_report(tmp_path):
-    from tests.reports.cli.test_cli import run
+    from tests.command_line import run
 
     out = tmp_path / "r"
     r = run("report", "--target", "tests.targets:fed_stateful", "--check", "--out", str(out))
@@ -392,7 +356,7 @@ def test_report_check_puts_the_verdict_in_the_report(tmp_path):
 
 
 def test_the_cli_refuses_a_feed_that_is_not_a_function(tmp_path):
-    from tests.reports.cli.test_cli import run
+    from tests.command_line import run
 
     (tmp_path / "t.py").write_text(
         "import torch\nx = torch.ones(2)\ndef f():\n    s = lambda: x.mul_(1.0)\n"

@@ -1,6 +1,6 @@
 """What the `graph_check` fixture makes of a check (capture/check/gate.py,
 graph_harness/pytest_plugin.py), on the CPU: check's comparison run with a stand-in graph
-(test_check.py's), each verdict turned into a pass, a failure or a skip; and the fixture
+(standin.py's), each verdict turned into a pass, a failure or a skip; and the fixture
 itself in pytest (pytester). The GPU side, real graphs right and wrong, is
 test_gate_gpu.py's."""
 
@@ -12,11 +12,11 @@ import torch
 from graph_harness.capture import check_step
 from graph_harness.capture.check.gate import gate
 from tests import targets as T
-from tests.capture.budget.test_budget import PLUGIN  # the plugin alone, as its tests run it
-from tests.capture.check.test_check import _check, no_gpu_parts  # noqa: F401 - the fixture
+from tests.capture.check.standin import _check
+from tests.plugin_args import PLUGIN  # the plugin alone, as its tests run it
 
 
-def test_a_right_graph_passes(no_gpu_parts):  # noqa: F811
+def test_a_right_graph_passes(no_gpu_parts):
     step = T.stateful(device="cpu")
     out = step()
     step.reset()
@@ -24,7 +24,7 @@ def test_a_right_graph_passes(no_gpu_parts):  # noqa: F811
     assert g.outcome == "pass" and "agree with the eager calls" in g.message
 
 
-def test_a_frozen_host_value_fails_naming_the_call_and_the_tensor(no_gpu_parts):  # noqa: F811
+def test_a_frozen_host_value_fails_naming_the_call_and_the_tensor(no_gpu_parts):
     step = T.frozen_counter()
     out = step()
     step.reset()
@@ -35,7 +35,7 @@ def test_a_frozen_host_value_fails_naming_the_call_and_the_tensor(no_gpu_parts):
     assert "[host-state]" in g.message and "closure state.t" in g.message
 
 
-def test_a_trajectory_that_compares_nothing_fails(no_gpu_parts):  # noqa: F811
+def test_a_trajectory_that_compares_nothing_fails(no_gpu_parts):
     x = torch.ones(4)
 
     def step():  # touches nothing the check can see, returns nothing

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.capture.budget.test_budget import PLUGIN
+from tests.plugin_args import PLUGIN
 
 pytestmark = pytest.mark.gpu
 

@@ -1,14 +1,14 @@
 """Host values a library keeps (transformers' sliding-window counter named as the cause, with
 what a user can do) and host values a step accepts (`step.accept_host`: shown as
 accepted, never a plain pass, hiding no tensor that differs), on the CPU: the eager part,
-and test_check.py's stand-in graph for the replays."""
+and standin.py's stand-in graph for the replays."""
 
 import pytest
 import torch
 
 from graph_harness.capture import check_step
 from graph_harness.capture.state.steps import StepStateError
-from tests.capture.check.test_check import _check, _fails, no_gpu_parts  # noqa: F401
+from tests.capture.check.standin import _check, _fails
 
 cache_utils = pytest.importorskip("transformers.cache_utils")
 
@@ -43,7 +43,7 @@ def test_a_transformers_window_counter_is_named_as_the_cause_on_the_cpu():
     assert "What you can do: check no further than the window" in text
 
 
-def test_a_transformers_window_counter_is_named_where_the_replays_diverge(no_gpu_parts):  # noqa: F811
+def test_a_transformers_window_counter_is_named_where_the_replays_diverge(no_gpu_parts):
     step, table, out = _window_step()
     o = step()
     step.reset()
@@ -84,7 +84,7 @@ def test_an_accepted_host_value_is_shown_as_accepted_never_as_a_plain_pass():
     assert "closure state.calls" in f.message
 
 
-def test_accepting_a_host_value_hides_no_tensor_that_differs(no_gpu_parts):  # noqa: F811
+def test_accepting_a_host_value_hides_no_tensor_that_differs(no_gpu_parts):
     step, table, out = _window_step()
     step.accept_host = ["*.cumulative_length_int"]  # a pattern, as check names values
     o = step()

@@ -1,5 +1,5 @@
 """The graph's outputs filled before every call (capture/check/outputs.py), on the CPU with
-check's stand-in graph (test_check.py's): an output the graph never writes fails where it
+check's stand-in graph (standin.py's): an output the graph never writes fails where it
 used to match, a step that reads what it returns still passes, and what is left unfilled
 is said. The same on real graphs is test_gate_gpu.py's."""
 
@@ -10,7 +10,7 @@ import torch
 
 from graph_harness.capture.check.gate import gate
 from graph_harness.capture.check.outputs import OUTPUT_POISON, OutputPoison, outputs_to_poison
-from tests.capture.check.test_check import _check, no_gpu_parts  # noqa: F401 - the fixture
+from tests.capture.check.standin import _check
 
 
 def _doubling():
@@ -23,7 +23,7 @@ def _doubling():
     return step, x, out
 
 
-def test_an_output_the_graph_never_writes_fails(no_gpu_parts):  # noqa: F811
+def test_an_output_the_graph_never_writes_fails(no_gpu_parts):
     step, x, out = _doubling()
     step()  # the warm-up wrote the buffer: a graph that skips the write would still match
     for graph in (lambda: None, lambda: x * 2.0):  # nothing, or the product left in a temporary
@@ -37,7 +37,7 @@ def test_an_output_the_graph_never_writes_fails(no_gpu_parts):  # noqa: F811
     assert gate(right).outcome == "pass" and torch.equal(out, x * 2.0)
 
 
-def test_a_step_that_reads_what_it_returns_still_passes(no_gpu_parts):  # noqa: F811
+def test_a_step_that_reads_what_it_returns_still_passes(no_gpu_parts):
     x, acc = torch.randn(32), torch.empty(32)
     state = {"n": torch.zeros((), dtype=torch.int64)}
 
@@ -53,7 +53,7 @@ def test_a_step_that_reads_what_it_returns_still_passes(no_gpu_parts):  # noqa: 
     assert result.poisoned_outputs["filled"] == ["output"]
 
 
-def test_an_integer_output_that_is_state_is_left_and_said(no_gpu_parts):  # noqa: F811
+def test_an_integer_output_that_is_state_is_left_and_said(no_gpu_parts):
     pos = torch.zeros(1, dtype=torch.int64)
     logits = torch.empty(8)
     w = torch.randn(16, 8)

@@ -1,6 +1,6 @@
 """`check --steps to-end` and `--soak`: the calls a long trajectory compares, the step's own
 length, and the soak's laps, comparisons and watchdog, on the CPU with a stand-in graph
-(test_check.py's: its replay() does what a graph captured from the step would). The
+(standin.py's: its replay() does what a graph captured from the step would). The
 gpu-marked tests in test_to_end_gpu.py run real graphs."""
 
 import math
@@ -13,7 +13,7 @@ from graph_harness.capture.check.sample import FIRST, RATIO, compared_calls, tra
 from graph_harness.capture.check.settings import TO_END, CheckSettings
 from graph_harness.capture.state.steps import StepStateError
 from tests import targets as T
-from tests.capture.check.test_check import _check, _fails, no_gpu_parts  # noqa: F401
+from tests.capture.check.standin import _check, _fails
 
 SLOTS = 40  # a cache long enough that a sample skips calls
 
@@ -79,7 +79,7 @@ def test_settings_say_what_was_expected(kw):
 # --- to the end --------------------------------------------------------------------------
 
 
-def test_to_the_end_runs_every_call_and_compares_the_sample(no_gpu_parts):  # noqa: F811
+def test_to_the_end_runs_every_call_and_compares_the_sample(no_gpu_parts):
     step = _long()
     inner = step
 
@@ -117,7 +117,7 @@ def _wrong_from(step, first_bad):
     return replay
 
 
-def test_a_graph_wrong_only_past_the_first_calls_is_caught_by_running_to_the_end(no_gpu_parts):  # noqa: F811
+def test_a_graph_wrong_only_past_the_first_calls_is_caught_by_running_to_the_end(no_gpu_parts):
     first_bad = 25  # not a compared call: the cache carries it to the next one
     assert first_bad not in compared_calls(SLOTS)
     step = _long()
@@ -133,7 +133,7 @@ def test_a_graph_wrong_only_past_the_first_calls_is_caught_by_running_to_the_end
     assert min(steps) == after, (steps, after)  # the first compared call after the defect
 
 
-def test_to_the_end_without_a_reset_carries_the_state_by_one_call_per_index(no_gpu_parts):  # noqa: F811
+def test_to_the_end_without_a_reset_carries_the_state_by_one_call_per_index(no_gpu_parts):
     x = torch.randn(16)
     out = torch.empty(16)
 
@@ -172,7 +172,7 @@ def _counting_graph(step, wrong_after=None):
     return replay, n
 
 
-def test_a_soak_replays_as_many_times_as_asked_and_passes_a_right_graph(no_gpu_parts):  # noqa: F811
+def test_a_soak_replays_as_many_times_as_asked_and_passes_a_right_graph(no_gpu_parts):
     step = T.stateful(device="cpu")
     out = step()
     step.reset()
@@ -190,7 +190,7 @@ def test_a_soak_replays_as_many_times_as_asked_and_passes_a_right_graph(no_gpu_p
     assert int(step.state["pos"]) == 0  # left at its start
 
 
-def test_a_graph_that_goes_wrong_after_many_replays_fails_the_soak(no_gpu_parts):  # noqa: F811
+def test_a_graph_that_goes_wrong_after_many_replays_fails_the_soak(no_gpu_parts):
     step = T.stateful(device="cpu")
     out = step()
     step.reset()
@@ -205,7 +205,7 @@ def test_a_graph_that_goes_wrong_after_many_replays_fails_the_soak(no_gpu_parts)
 
 
 def test_a_replay_past_its_deadline_is_reported_as_a_hang_and_never_waited_for(
-    no_gpu_parts,  # noqa: F811
+    no_gpu_parts,
     monkeypatch,
 ):
     class Never:

@@ -25,9 +25,9 @@ from graph_harness.capture.errors import UsageError
 from graph_harness.capture.export.kinds import KINDS, schema_of
 from graph_harness.capture.profile.document import ProfileResult
 from graph_harness.capture.replay.document import ReplayResult
-from tests.capture.export.test_documents import replay_doc
-from tests.capture.export.test_documents_property import _run
-from tests.capture.profile.test_profile_trace import _model
+from tests.capture.export.valid_documents import replay_doc
+from tests.capture.profile.synthetic import _model
+from tests.in_process import _run
 
 REPO = Path(__file__).resolve().parents[3]
 SMALL = ["--stages", "2", "--rows", "2", "--k", "32", "--world", "2", "--shard", "64"]

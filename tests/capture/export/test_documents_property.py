@@ -6,9 +6,7 @@ its streams captured): each run exits 0 with output, or 2 with one line naming w
 wrong; never 1, never a traceback, and nothing is written anywhere.
 """
 
-import contextlib
 import copy
-import io
 import json
 import os
 import tempfile
@@ -17,8 +15,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from graph_harness.reports.cli.program import main
-from tests.capture.export.test_documents import export_doc, export_doc_v2, replay_doc
+from tests.capture.export.valid_documents import export_doc, export_doc_v2, replay_doc
+from tests.in_process import _run
 
 # Values a careless user, a bug elsewhere or an attacker might leave in a field.
 ODD = [
@@ -88,23 +86,6 @@ def mutated(draw, base):
         else:
             parent[path[-1]] = copy.deepcopy(draw(st.sampled_from(ODD)))
     return doc
-
-
-def _run(argv, folder: Path):
-    """main(argv) in this process: (exit code, stdout, stderr), stdout a strict UTF-8
-    stream as a terminal's or a pipe's would be."""
-    raw = io.BytesIO()
-    out = io.TextIOWrapper(raw, encoding="utf-8", errors="strict", write_through=True)
-    err = io.StringIO()
-    cwd = os.getcwd()
-    os.chdir(folder)
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = main(argv)
-    finally:
-        os.chdir(cwd)
-    out.flush()
-    return code, raw.getvalue().decode("utf-8"), err.getvalue()
 
 
 def _listing(folder: Path) -> dict:

@@ -415,7 +415,7 @@ def test_an_inductor_failure_on_the_shipped_pack_is_one_line(monkeypatch, tmp_pa
     from torch._inductor.exc import InductorError
 
     from graph_harness.capture.round.decode import compiled_shipped_pack
-    from tests.capture.export.test_documents_property import _run
+    from tests.in_process import _run
 
     class Failed(InductorError):
         def __init__(self, message):

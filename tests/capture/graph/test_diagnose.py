@@ -653,7 +653,7 @@ def test_a_failure_inside_a_whole_compiled_model_is_read_off_its_eager_code():
 
 @pytest.mark.gpu
 def test_the_cli_prints_the_named_failure_in_one_line_with_the_users_line():
-    from tests.reports.cli.test_cli import run
+    from tests.command_line import run
 
     r = run("count", "--target", "tests.targets:item_in_step", cpu=False)
     assert r.returncode == 1, r.stderr

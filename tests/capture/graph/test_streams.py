@@ -21,9 +21,10 @@ import pytest
 from graph_harness.capture.files import OutputPathError, write_output
 from graph_harness.capture.paths import InputPathError, check_input, read_input
 from graph_harness.reports.output.manifest import foreign_entries, read_manifest
-from tests.capture.export.test_documents import export_doc_v2
-from tests.capture.export.test_documents_property import _run
-from tests.reports.cli.test_cli import REPO, _cmd, _env, snapshot
+from tests.capture.export.valid_documents import export_doc_v2
+from tests.command_line import REPO, _cmd, _env
+from tests.in_process import _run
+from tests.snapshot import snapshot
 
 # --- writing through descriptors, in this process ----------------------------------------------
 
@@ -492,7 +493,7 @@ def odd_exit():
 
 
 def test_whatever_the_targets_code_prints_never_reaches_the_results(tmp_path):
-    from tests.reports.cli.test_cli import run
+    from tests.command_line import run
 
     (tmp_path / "noisy.py").write_text(NOISY)
     for fn in ("noisy", "odd"):
@@ -511,7 +512,7 @@ def test_whatever_the_targets_code_prints_never_reaches_the_results(tmp_path):
 def test_a_closed_stderr_still_gives_the_results_and_the_exit_codes(tmp_path):
     # started with descriptor 2 closed (`2>&-`), Python's sys.stderr is None: the results
     # still print and the exit codes still say what happened
-    from tests.reports.cli.test_cli import SMALL, _cmd, _env
+    from tests.command_line import SMALL, _cmd, _env
 
     def closed_stderr(*argv):
         return subprocess.run(

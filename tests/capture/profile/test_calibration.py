@@ -21,7 +21,7 @@ from graph_harness.capture.profile.calibration import (
 from graph_harness.capture.profile.document import ProfileResult
 from graph_harness.capture.profile.nodes import profile_windows
 from graph_harness.capture.profile.pairs import price_pair
-from tests.capture.profile.test_profile import export_of, node, windows_of
+from tests.capture.profile.synthetic import export_of, node, windows_of
 
 gpu = pytest.mark.gpu
 

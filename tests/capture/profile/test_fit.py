@@ -13,8 +13,9 @@ import pytest
 
 from graph_harness.capture.profile.calibration import EXCESS_COLUMNS, Excess
 from graph_harness.capture.profile.fit import fit_to_timing, with_bases
+from graph_harness.capture.profile.nodes import profile_windows
 from graph_harness.capture.profile.pairs import price_pair
-from tests.capture.profile.test_profile import export_of, node, profile_windows, windows_of
+from tests.capture.profile.synthetic import export_of, node, windows_of
 
 GAP = 0.5  # every gap as the synthetic CUPTI shows it
 
@@ -189,7 +190,7 @@ def test_the_report_gives_each_graph_its_basis_and_no_zero_as_a_match(tmp_path):
     from graph_harness.capture.profile.document import ProfileResult
     from graph_harness.capture.round.params import RoundParams
     from graph_harness.reports.report import write_report
-    from tests.capture.profile.test_profile import A, B, _variant
+    from tests.capture.profile.variants import A, B, _variant
 
     p = RoundParams(stages=2, rows=2, k=32, world=2, rank=1, shard=64)
     exports = {v: count_round(p, v, "cpu").export for v in ("shipped", "fused")}

@@ -20,7 +20,6 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graph_harness.capture.export.nodes import NodeExport
 from graph_harness.capture.profile.activities import (
     Activity,
     ProfileError,
@@ -42,75 +41,27 @@ from graph_harness.capture.profile.rollup import group_costs, scope_costs
 from graph_harness.capture.profile.settings import ProfileSettings
 from graph_harness.capture.round.params import RoundParams
 from graph_harness.capture.stats import median_interval
+from tests.capture.profile.stand_in import (
+    STAND_IN_EXCESS,
+    _fake_record,
+    _FakeGraph,
+    _stand_in_for_the_gpu,
+)
+from tests.capture.profile.synthetic import (
+    MODEL_PATHS,
+    chain,
+    export_of,
+    node,
+    run_serially,
+    windows_of,
+)
+from tests.capture.profile.variants import A, B, _trials, _variant
 
 REPO = Path(__file__).resolve().parents[3]
 MANGLED = "_ZN2at6native29vectorized_elementwise_kernelILi4EEEviT_"  # a C++ kernel symbol
 
 
 # --- synthetic graphs and what CUPTI would record of them ----------------------------------
-
-
-def node(i, type_="kernel", kernel="k", deps=(), scope_path=(), parent=None, stage=None):
-    path = list(scope_path)
-    return dict(
-        index=i,
-        type=type_,
-        kernel=kernel if type_ == "kernel" else "",
-        grid=None,
-        block=None,
-        stage=stage,
-        step=path[-1].split("/")[-1] if path else "unscoped",
-        scope=path[-1] if path else "unscoped",
-        scope_path=path,
-        deps=list(deps),
-        parent=parent,
-    )
-
-
-def export_of(nodes, workload="callable:step"):
-    return NodeExport(
-        source="cuda-graph", workload=workload, variant=None, params=None, nodes=nodes
-    )
-
-
-def chain(names, scopes=None):
-    """A serial graph: node i depends on node i - 1."""
-    scopes = scopes or [()] * len(names)
-    return [
-        node(i, "kernel", k, [i - 1] if i else [], s) for i, (k, s) in enumerate(zip(names, scopes))
-    ]
-
-
-def cupti_name(n) -> str:
-    if n["type"] == "kernel":
-        return torch._C._demangle(n["kernel"]) if n["kernel"].startswith("_Z") else n["kernel"]
-    return {"memcpy": "Memcpy DtoD (Device -> Device)", "memset": "Memset (Device)"}[n["type"]]
-
-
-def run_serially(nodes, order, dur, gap, t0=0.0, correlation=None, names=None):
-    """One replay on one stream: the nodes of `order` one after another, node n starting
-    gap[n] after the previous activity ended and lasting dur[n]. Returns the activities
-    and the time the replay ended."""
-    acts, t = [], t0
-    kinds = {"kernel": "kernel", "memcpy": "memcpy", "memset": "memset"}
-    for n in order:
-        s = t + gap[n]
-        name = (names or {}).get(n, cupti_name(nodes[n]))
-        kind = "kernel" if name == "memcpy32_post" else kinds[nodes[n]["type"]]
-        acts.append(Activity(kind, name, s, s + dur[n], stream=7, correlation=correlation))
-        t = s + dur[n]
-    return acts, t
-
-
-def windows_of(nodes, order, dur, gap, *, replays=5, windows=2, names=None):
-    out = []
-    for w in range(windows):
-        t, reps = 1000.0 * w, []
-        for r in range(replays + 1):
-            acts, t = run_serially(nodes, order, dur, gap, t, correlation=r, names=names)
-            reps.append(acts)
-        out.append(Window(0, w, reps))
-    return out
 
 
 # --- reading the trace ------------------------------------------------------------------
@@ -479,20 +430,6 @@ def test_profile_uses_the_id_route_where_complete_and_says_when_they_disagree():
 # --- scopes ---------------------------------------------------------------------------------
 
 
-# A model step's scope paths, node by node (also the trace tests' step).
-MODEL_PATHS = [
-    (),
-    ("layers.0", "layers.0.attention"),
-    ("layers.0", "layers.0.attention"),
-    ("layers.0", "layers.0.feed_forward"),
-    ("layers.0",),
-    ("layers.1", "layers.1.attention"),
-    ("layers.1", "layers.1.feed_forward"),
-    ("layers.1", "layers.1.feed_forward", "sample"),  # a user's scope inside a module
-    ("norm",),
-]
-
-
 def _model_profile():
     paths = MODEL_PATHS
     nodes = chain([f"k{i}" for i in range(len(paths))], paths)
@@ -538,38 +475,6 @@ def test_groups_fold_repeats_and_sum_to_the_whole():
 
 
 # --- pricing --------------------------------------------------------------------------------
-
-
-def _variant(name, costs, builds=3, shift=None):
-    """A round-like profile: a chain of kernels whose durations are `costs` (us), gaps 0.5,
-    over `builds` builds, build b shifted by shift[b] us on its first node."""
-    nodes = [
-        node(i, "kernel", k, [i - 1] if i else [], [f"stage0/{s}"], stage=0)
-        for i, (k, s, _) in enumerate(costs)
-    ]
-    ws = []
-    for b in range(builds):
-        dur = {i: c + (shift[b] if shift and i == 0 else 0) for i, (_, _, c) in enumerate(costs)}
-        for w in windows_of(nodes, range(len(costs)), dur, dict.fromkeys(range(len(costs)), 0.5)):
-            w.build = b
-            ws.append(w)
-    return profile_windows(name, export_of(nodes, "decode-round"), ws)
-
-
-A = [("topk", "topk", 70.0), ("fill", "pack", 1.0), ("where", "pack", 1.0), ("copy_", "copy", 1.2)]
-B = [("topk", "topk", 70.0), ("fused", "pack", 1.1), ("copy_", "copy", 1.5)]
-
-
-def _trials(a_us, b_us, builds=3, n=20, noise=0.05, seed=0):
-    rng = np.random.default_rng(seed)
-    return pd.DataFrame(
-        [
-            dict(variant=v, build=bi, trial=t, us=m + rng.normal(0, noise))
-            for v, m in (("a", a_us), ("b", b_us))
-            for bi in range(builds)
-            for t in range(n)
-        ]
-    )
 
 
 def test_a_pair_is_priced_from_its_profiles_and_judged_against_measured():
@@ -987,96 +892,6 @@ def test_bench_profile_smoke(tmp_path):
 
 
 # --- the GPU path's wiring, with the GPU parts stood in for ---------------------------------
-
-
-class _FakeGraph:
-    """Stands in for a captured graph: 'replaying' it under CUPTI gives a serial schedule
-    of its export's nodes with the durations `dur` (gaps 0.5 us)."""
-
-    def __init__(self, export, dur):
-        self.export, self.dur = export, dur
-        self.replays = 0
-
-    def replay(self):
-        self.replays += 1
-
-
-def _fake_record(graph, replays, warmup=5, what=""):
-    graph = getattr(graph, "graph", graph)  # a Replayer's graph
-    nodes = graph.export.nodes
-    order = [n["index"] for n in nodes if n["type"] in ("kernel", "memcpy", "memset")]
-    gap = dict.fromkeys(order, 0.5)
-    t, out = 0.0, []
-    for r in range(replays):
-        acts, t = run_serially(nodes, order, graph.dur, gap, t, correlation=r)
-        out.append(acts)
-    return out
-
-
-STAND_IN_EXCESS = 0.1  # us per node: what the stand-in's profiler adds to every gap
-
-
-def _stand_in_calibration(types, rounds, *, progress=None):
-    """measure_excess on the stand-in: calibration rows whose chains run STAND_IN_EXCESS
-    per node (plus a fixed 2 us per replay) longer profiled than timed, through the real
-    arithmetic (excess_per_node)."""
-    from graph_harness.capture.profile.calibration import (
-        CALIBRATED_TYPES,
-        CHAIN_NODES,
-        excess_per_node,
-    )
-
-    rows = [
-        dict(type=t, round=r, nodes=n, timed_us=n * 1.0, period_us=n * (1.0 + STAND_IN_EXCESS) + 2)
-        for t in CALIBRATED_TYPES
-        if t in types
-        for r in range(rounds)
-        for n in CHAIN_NODES
-    ]
-    return excess_per_node(pd.DataFrame(rows))
-
-
-def _stand_in_for_the_gpu(monkeypatch):
-    from types import SimpleNamespace
-
-    import graph_harness.capture.profile.run as R
-
-    exports = {
-        "shipped": export_of(_variant("shipped", A).export.nodes, "decode-round"),
-        "fused": export_of(_variant("fused", B).export.nodes, "decode-round"),
-    }
-    durs = {"shipped": {i: c for i, (_, _, c) in enumerate(A)}}
-    durs["fused"] = {i: c for i, (_, _, c) in enumerate(B)}
-    seen = []
-
-    def measure_rounds(params, variants, settings, *, pdl=False, after_build=None):
-        for build in range(settings.builds):
-            rounds = {
-                v: SimpleNamespace(
-                    export=exports[v],
-                    captured=SimpleNamespace(graph=_FakeGraph(exports[v], durs[v])),
-                )
-                for v in variants
-            }
-            after_build(build, rounds)
-            seen.append(build)
-        # timed without the profiler: each node's gap STAND_IN_EXCESS shorter
-        cost = {v: sum(durs[v].values()) + (0.5 - STAND_IN_EXCESS) * len(durs[v]) for v in variants}
-        trials = _trials(cost["shipped"], cost["fused"], settings.builds, settings.trials, 0.001)
-        return trials.assign(
-            variant=lambda d: d.variant.map({"a": "shipped", "b": "fused"})
-        ), exports
-
-    def time_replays_us(graphs, *, replays, trials, warmup):
-        return {n: [10.0 + i] * trials for i, n in enumerate(graphs)}
-
-    monkeypatch.setattr(R, "measure_rounds", measure_rounds)
-    monkeypatch.setattr(R, "record_replays", _fake_record)
-    monkeypatch.setattr(R, "local_ids", lambda graph, export: None)
-    monkeypatch.setattr(R, "time_replays_us", time_replays_us)
-    monkeypatch.setattr(R, "environment", lambda device: {"device": "stand-in"})
-    monkeypatch.setattr(R, "measure_excess", _stand_in_calibration)
-    return exports, durs, seen
 
 
 def test_profile_rounds_profiles_every_build_and_prices_the_pair(monkeypatch):

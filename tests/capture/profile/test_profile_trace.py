@@ -4,11 +4,11 @@ chrome://tracing).
 `check_trace` holds the format to what Perfetto's JSON importer needs (the fields of each
 phase, finite numbers, one pid per tid, names and sort indices for every process and
 thread, flows paired) and then replays the importer itself on the text
-(tests/capture/profile/test_trace_import.py, from Perfetto's source): every track's
+(tests/capture/profile/perfetto_import.py, from Perfetto's source): every track's
 slices side by side and every flow end bound to its node, under the importer's rounding
 (std::llround(us * 1000) ns) and its older truncation alike, nothing kept where the
 importer does not read it. The CPU tests build profiles from synthetic CUPTI activities
-through the real matching and costing (tests/capture/profile/test_profile.py's
+through the real matching and costing (tests/capture/profile/synthetic.py's
 simulator), so the right timeline is known; the gpu tests run `profile --out` on real
 CUPTI data and hold its trace.json to the same checks and sums."""
 
@@ -30,7 +30,15 @@ from graph_harness.capture.profile.settings import ProfileSettings
 from graph_harness.capture.profile.trace import profile_trace, trace_text, track_of
 from graph_harness.capture.round.params import STEPS
 from graph_harness.reports.kernel_names import short_names
-from tests.capture.profile.test_profile import MODEL_PATHS, chain, export_of, node, run_serially
+from tests.capture.profile.synthetic import (
+    MODEL_PATHS,
+    _model,
+    _times,
+    _windows,
+    chain,
+    export_of,
+    node,
+)
 
 REPO = Path(__file__).resolve().parents[3]
 META = {"process_name", "process_sort_index", "thread_name", "thread_sort_index"}
@@ -64,7 +72,7 @@ def _finite(value, where="document"):
 def check_trace(doc):
     """The format checks; returns (slices by (pid, tid), flows as (source, target)
     slices, process names by pid, thread names by (pid, tid) in sort order)."""
-    from tests.capture.profile.test_trace_import import RULES, check_clean, imported
+    from tests.capture.profile.perfetto_import import RULES, check_clean, imported
 
     text = trace_text(doc)  # as the file is written; NaN or an infinity raises here
     assert json.loads(text) == doc
@@ -168,38 +176,6 @@ def drawn_gaps(row) -> float:
 # --- synthetic profiles --------------------------------------------------------------
 
 PATHS = MODEL_PATHS
-
-
-def _times(n):
-    """Durations and gaps as CUPTI gives them (ns or finer, not on any grid)."""
-    dur = {i: random.uniform(0.5, 40.0) for i in range(n)}
-    gap = {i: random.uniform(0.2, 6.0) for i in range(n)}
-    return dur, gap
-
-
-def _windows(nodes, dur, gap, replays=5, windows=2):
-    """Windows of back-to-back serial replays, each starting at an odd time (a CUPTI
-    clock reads anything); returns them and each window's origin (its lead-in's end)."""
-    out, origins = [], []
-    order = [n["index"] for n in nodes]
-    for w in range(windows):
-        t, reps = random.uniform(1e6, 5e6), []
-        for r in range(replays + 1):
-            acts, t = run_serially(nodes, order, dur, gap, t, correlation=r)
-            reps.append(acts)
-            if r == 0:
-                origins.append(t)
-        out.append(Window(0, w, reps))
-    return out, origins
-
-
-def _model(kernels=None):
-    """A serial step of PATHS' scopes, profiled from synthetic CUPTI activities; returns
-    the profile, its windows, their origins and the simulated durations and gaps."""
-    nodes = chain(kernels or [f"k{i}" for i in range(len(PATHS))], PATHS)
-    dur, gap = _times(len(nodes))
-    ws, origins = _windows(nodes, dur, gap)
-    return profile_windows("model", export_of(nodes), ws), ws, origins, dur, gap
 
 
 def test_a_steps_trace_is_what_the_gpu_ran_and_each_replay_sums_to_its_period(tmp_path):
@@ -318,7 +294,7 @@ def test_rounded_nanoseconds_never_overlap_a_gap_with_its_node():
     # (ts, dur) it reads llround(227.5390625) + llround(1.953125) = 230 ns, and b starts
     # at llround(229.4921875) = 229: inside the gap. Edges laid out in whole nanoseconds
     # share one: the gap is [228, 229) and b starts at 229.
-    from tests.capture.profile.test_trace_import import RULES, round_ns
+    from tests.capture.profile.perfetto_import import RULES, round_ns
 
     a_end, b_start = 233 / 1024, 235 / 1024
     assert round_ns(repr(a_end)) + round_ns(repr(b_start - a_end)) > round_ns(repr(b_start))
@@ -469,7 +445,7 @@ def test_profile_out_writes_the_trace_with_the_gpu_stood_in_for(monkeypatch, tmp
     import torch
 
     from graph_harness.reports import cli
-    from tests.capture.profile.test_profile import _stand_in_for_the_gpu
+    from tests.capture.profile.stand_in import _stand_in_for_the_gpu
 
     _stand_in_for_the_gpu(monkeypatch)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)

@@ -15,27 +15,7 @@ from graph_harness.capture.record.graphs import GraphRecord
 from graph_harness.capture.record.recording import Recording
 from graph_harness.capture.record.sites import CaptureSite
 from graph_harness.reports.cli.program import main
-
-GEMM = "_Z17cublasLt_gemm_kernelv"  # cuBLAS family by name
-NVJET = "nvjet_tst_128x64_64x4_1x2_h_bz_TNT"
-ADD = "_ZN2at6native29vectorized_elementwise_kernelILi4EEEvv"
-TRITON = "triton_poi_fused_add_0"
-
-
-def export(kernels: list[str], key: str, memcpy: int = 0) -> NodeExport:
-    kinds = [("kernel", k) for k in kernels] + [("memcpy", "")] * memcpy
-    nodes = [
-        {
-            "index": i, "type": t, "kernel": k, "grid": None, "block": None, "stage": None,
-            "step": "unscoped", "scope": "unscoped", "scope_path": [],
-            "deps": [i - 1] if i else [], "parent": None,
-        }
-        for i, (t, k) in enumerate(kinds)
-    ]  # fmt: skip
-    return NodeExport(
-        source="cuda-graph", workload=key, variant=None, params=None, nodes=nodes,
-        env={"device": "test"}, created="now", options={"recorded": True, "module_depth": None},
-    )  # fmt: skip
+from tests.capture.delta_inputs import ADD, GEMM, NVJET, TRITON, export
 
 
 def recording(graphs: list[tuple[str, NodeExport, int]]) -> Recording:
@@ -108,7 +88,7 @@ def test_steps_of_three_graphs_against_steps_of_one():
 
 def test_steps_priced():
     from graph_harness.capture.advise.delta_price import price_recording
-    from tests.capture.advise.test_delta_price import COSTS
+    from tests.capture.delta_inputs import COSTS
 
     d = recording_delta(engine_x(), engine_y(), step_keys=(r"bs=(\d+)", r"batch (\d+)"))
     p = price_recording(d, COSTS)

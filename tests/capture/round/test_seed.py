@@ -15,7 +15,7 @@ from graph_harness.capture.round.params import VARIANTS, RoundParams
 from graph_harness.capture.round.side_by_side import NOT_MEASURED, side_by_side
 from graph_harness.kernels import pack_scores_ids_shipped
 from graph_harness.reports.report import seed_section
-from tests.capture.export.test_documents import replay_doc
+from tests.capture.export.valid_documents import replay_doc
 
 P = RoundParams(stages=2, rows=2, k=32, world=2, rank=1, shard=64)
 

@@ -13,6 +13,7 @@ from graph_harness.capture.scopes.provenance import (
     collecting,
     module_path,
 )
+from tests.capture.scopes.provenance_inputs import Net, node
 
 
 @pytest.mark.parametrize(
@@ -37,26 +38,6 @@ def test_deepest_common():
     assert deepest_common(["layers.3", "layers.30"]) == "layers"  # by parts, not characters
     assert deepest_common(["norm", "layers.1"]) == ""
     assert deepest_common(["a.b"]) == "a.b"
-
-
-class Block(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc2 = nn.Linear(16, 16)
-        self.norm = nn.LayerNorm(16)
-
-    def forward(self, x):
-        return self.norm(torch.relu(self.fc2(x)) + x)
-
-
-class Net(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc1 = nn.Linear(16, 16)
-        self.block = Block()
-
-    def forward(self, x):
-        return self.block(torch.sigmoid(self.fc1(x)))
 
 
 def test_a_real_compile_leaves_its_kernels_modules_and_restores_everything():
@@ -142,23 +123,6 @@ def test_a_compile_is_never_paired_with_an_older_post_grad_graph():
     assert [g.entries for g in log.graphs] == [
         [ProvenanceEntry("extern_kernels.mm", ("block.fc2",))]
     ]
-
-
-def node(i, kernel, scope_path=(), type_="kernel"):
-    path = list(scope_path)
-    return {
-        "index": i,
-        "type": type_,
-        "kernel": kernel,
-        "grid": None,
-        "block": None,
-        "scope": path[-1] if path else "unscoped",
-        "step": path[-1] if path else "unscoped",
-        "stage": None,
-        "scope_path": path,
-        "deps": [i - 1] if i else [],
-        "parent": None,
-    }
 
 
 NAMES = {"layers", "layers.0", "layers.1", "layers.0.attn", "layers.1.attn", "norm"}

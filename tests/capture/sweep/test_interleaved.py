@@ -267,7 +267,7 @@ def test_a_sweep_shows_its_interleaved_check_in_its_tables_and_files(tmp_path):
     from dataclasses import replace
 
     from graph_harness.reports.sweep_tables import interleaved_table, sizes_table
-    from tests.capture.sweep.test_sweep import _fake_sweep
+    from tests.capture.sweep.fake_sweep import _fake_sweep
 
     checked = check_interleaved(_sizes(S.clean, (8, 4, 2, 1)), steps=2, seed=3, name="f")
     fake = _fake_sweep()

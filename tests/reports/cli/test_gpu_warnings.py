@@ -4,7 +4,7 @@ itself, as a finding."""
 
 import pytest
 
-from tests.reports.cli.test_cli import run
+from tests.command_line import run
 
 HOST_READ = (
     "import torch\n"

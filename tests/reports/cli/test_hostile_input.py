@@ -14,8 +14,8 @@ from rich.table import Table
 
 from graph_harness.reports.cli.console import make_console
 from graph_harness.reports.output.manifest import foreign_entries, read_manifest
-from tests.capture.export.test_documents import export_doc_v2, replay_doc
-from tests.capture.export.test_documents_property import _run
+from tests.capture.export.valid_documents import export_doc_v2, replay_doc
+from tests.in_process import _run
 
 REPO = Path(__file__).resolve().parents[3]
 NAMES = ["[/]", "[bold]b[/bold]", "\udc80:smile:", "$x$ and $"]
@@ -302,7 +302,7 @@ def test_a_document_cannot_drive_the_terminal(tmp_path):
     erase-and-rewrite sequences and a bidirectional override, printed by `delta` and
     `advise` on a real terminal (a pseudo-terminal), and into a CSV: every one shows as its
     escape; no byte of it reaches the terminal raw (rich's own styles still do)."""
-    from tests.reports.cli.test_progress import _cmd, _env
+    from tests.command_line import _cmd, terminal_env
 
     doc = export_doc_v2()
     for n in doc["nodes"]:
@@ -321,7 +321,7 @@ def test_a_document_cannot_drive_the_terminal(tmp_path):
         try:
             p = subprocess.run(
                 _cmd() + argv, stdin=slave, stdout=slave, stderr=slave, timeout=300,
-                env=_env(cpu=True),
+                env=terminal_env(cpu=True),
             )  # fmt: skip
         finally:
             os.close(slave)

@@ -6,9 +6,7 @@ either way."""
 import io
 import os
 import re
-import shutil
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -16,30 +14,18 @@ import pytest
 
 from graph_harness.reports.cli.console import make_console
 from graph_harness.reports.progress import Phases
+from tests.command_line import _cmd, terminal_env
 
 REPO = Path(__file__).resolve().parents[3]
 LLAMA_TINY = f"{REPO}/examples/llama_decode.py:make_tiny_step"
 SMALL = ["--stages", "2", "--rows", "2", "--k", "32", "--world", "2", "--shard", "64"]
 
 
-def _cmd():
-    exe = shutil.which("graph-harness")
-    return [exe] if exe else [sys.executable, "-m", "graph_harness"]
-
-
-def _env(cpu=True):
-    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "FORCE_COLOR")}
-    env.update(PYTHONPATH=str(REPO), TERM="xterm-256color", COLUMNS="120")
-    if cpu:
-        env["CUDA_VISIBLE_DEVICES"] = ""
-    return env
-
-
 def run(argv, *, stderr_tty: bool, cpu=True) -> tuple[int, bytes, bytes]:
     """The command with stdout on a pipe and stderr on a pseudo-terminal or a pipe:
     (exit code, stdout bytes, stderr bytes)."""
     if not stderr_tty:
-        r = subprocess.run(_cmd() + argv, capture_output=True, timeout=600, env=_env(cpu))
+        r = subprocess.run(_cmd() + argv, capture_output=True, timeout=600, env=terminal_env(cpu))
         return r.returncode, r.stdout, r.stderr
     master, slave = os.openpty()
     got = bytearray()
@@ -58,7 +44,7 @@ def run(argv, *, stderr_tty: bool, cpu=True) -> tuple[int, bytes, bytes]:
     reader.start()
     try:
         p = subprocess.run(
-            _cmd() + argv, stdout=subprocess.PIPE, stderr=slave, timeout=600, env=_env(cpu)
+            _cmd() + argv, stdout=subprocess.PIPE, stderr=slave, timeout=600, env=terminal_env(cpu)
         )
     finally:
         os.close(slave)

@@ -22,7 +22,8 @@ from graph_harness.reports.output.manifest import (
     Manifest,
     write_manifest,
 )
-from tests.reports.cli.test_cli import SMALL, _env, snapshot
+from tests.command_line import SMALL, _env
+from tests.snapshot import snapshot
 
 COUNT = ["count", *SMALL, "--variant", "fused"]
 ENOSPC = "OSError: [Errno 28] No space left on device"

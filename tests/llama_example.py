@@ -1,0 +1,16 @@
+"""examples/llama_decode.py loaded as a module (it is a script, not a package), for the
+tests that build its steps."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "llama_decode.py"
+
+
+def load_example():
+    spec = importlib.util.spec_from_file_location("llama_decode_example", EXAMPLE)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up by name
+    spec.loader.exec_module(mod)
+    return mod
