@@ -140,11 +140,12 @@ def capture_and_keep(
     one that issued no work). Returns the export and, on CUDA, the kept graph it was read
     from (Counted).
 
-    `name` names the workload in the export and its tables (the CLI passes the target,
-    `llama_decode.py:make_step`); without it, `callable:` and the callable's qualified
-    name. The export's options record `warmup` and, under module_scopes, the depth it was
-    scoped to (`module_depth`: an int, or "every level") and the model's repeated blocks
-    (`blocks`, `block_depth`: the default depth of the tables).
+    `name` names the workload in the export and its tables (the CLI passes the target
+    as typed, `examples/llama_decode.py:make_step`); without it, `callable:` and the
+    callable's qualified name. The export's options record `warmup` and, under
+    module_scopes, the depth it was scoped to (`module_depth`: an int, or "every level")
+    and the model's repeated blocks (`blocks`, `block_depth`: the default depth of the
+    tables).
 
     `memory=True` (CUDA): also read the graph's memory from its pool, and tag each
     allocation of the capture with the scopes open (GraphMemory). The tagging records the

@@ -22,7 +22,11 @@ from graph_harness.reports.kernel_names import short_names
 from graph_harness.reports.text import counted
 
 
-def _md(df: pd.DataFrame, floatfmt: str = ".4g") -> str:
+def _md(df: pd.DataFrame, floatfmt: str = ".4g", *, none: str | None = None) -> str:
+    """A markdown table of `df`; `none`: what to say instead when it has no row (a table
+    of the rows that differ, where none does), rather than a header over nothing."""
+    if none is not None and df.empty:
+        return none
     cols = list(df.columns)
     lines = ["| " + " | ".join(map(str, cols)) + " |", "|" + "---|" * len(cols)]
     for row in df.itertuples(index=False):
@@ -141,14 +145,15 @@ def delta_section(folder: Path, exports: dict[str, NodeExport]) -> list[str]:
         write_csv(folder / "delta_by_family.csv", families)
         changed = families[families.delta != 0]
         lines += ["", "By kernel family (B - A), per round, the families that differ:", ""]
-        lines += [_md(changed), ""]
+        lines += [_md(changed, none="None differs."), ""]
     if rows:
         kernels = pd.concat(rows)
         write_csv(folder / "delta_by_kernel.csv", kernels)  # full kernel names
         names = short_names(kernels.kernel)
         shown = kernels[["a_variant", "b_variant", "type", "kernel", "a", "b", "delta"]]
         shown = shown.assign(kernel=shown.kernel.map(lambda k: names.get(k, k)))
-        lines += ["", "Removed and added nodes by kernel (B - A), per round:", "", _md(shown), ""]
+        lines += ["", "Removed and added nodes by kernel (B - A), per round:", ""]
+        lines += [_md(shown, none="None differs."), ""]
     if {"shipped", "fused"} <= set(exports):
         d = node_delta(exports["shipped"], exports["fused"])
         word = counted(exports["shipped"].source)

@@ -139,26 +139,31 @@ def memory_by_module_table(result: SweepResult, depth: int | None) -> Table | No
 
 
 def ladders_tables(result: SweepResult) -> list[Table]:
+    """Per request distribution, its ladders; with no replay times (the CPU), their
+    padded rows alone (capture/sweep/document.py `_by_rows`)."""
     out = []
+    timed = result.measured
     for p in result.padding:
-        t = Table(title=f"Requests {p.requests}: time per step by ladder")
-        for c in ("ladder", "sizes", "graphs", "own pools MiB", "us/step", "exact us",
-                  "lost to padding us", "padding rows"):  # fmt: skip
+        what = "time per step" if timed else "padded rows"
+        t = Table(title=f"Requests {p.requests}: {what} by ladder")
+        cols = ["ladder", "sizes", "graphs"]
+        cols += ["own pools MiB", "us/step", "exact us", "lost to padding us"] * timed
+        for c in (*cols, "padding rows"):
             t.add_column(c, justify="right" if c not in ("ladder", "sizes") else "left")
         for c in p.ladders:
-            t.add_row(
-                c.name + (" *" if c.interpolated else ""),
-                " ".join(map(str, c.sizes)),
-                str(c.graphs),
-                mib(c.memory),
-                f"{c.expected_us:.1f}",
-                f"{c.exact_us:.1f}",
-                f"{c.lost_us:.1f}",
-                f"{100 * c.padding_share:.1f}%",
-            )
+            cells = [c.name + (" *" if c.interpolated else ""), " ".join(map(str, c.sizes))]
+            cells.append(str(c.graphs))
+            if timed:
+                cells += [mib(c.memory), f"{c.expected_us:.1f}", f"{c.exact_us:.1f}"]
+                cells.append(f"{c.lost_us:.1f}")
+            cells.append(f"{100 * c.padding_share:.1f}%")
+            t.add_row(*cells)
         t.caption = (
             f"chosen: {list(p.chosen)} ({p.how}); * rests on a size not swept (times and "
             "memory interpolated between the sizes swept, the smallest's below it)"
+            if timed
+            else f"chosen: {list(p.chosen)} ({p.how}); padding rows: the share of the rows "
+            "replayed that are padding"
         )
         out.append(t)
     return out

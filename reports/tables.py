@@ -225,8 +225,9 @@ def delta_tables(d, depth: int | None = None) -> list[Table]:
         t = Table(title=f"{a} -> {b}: {title}")
         for k in keys:
             t.add_column(k, no_wrap=k == "scope", overflow="fold")
-        for c in (a, b, "delta"):
-            t.add_column(c, justify="right", no_wrap=True)
+        for c in (a, b):  # a long name (a --target's path) folds, and never crops a scope
+            t.add_column(c, justify="right", overflow="fold")
+        t.add_column("delta", justify="right", no_wrap=True)
         for row in df.itertuples(index=False):
             r = row._asdict()
             shown = [names.get(r[k], r[k]) if k == "kernel" else str(r[k]) for k in keys]

@@ -170,7 +170,7 @@ def target_delta_section(folder: Path, exports: dict[str, NodeExport]) -> list[s
         *family_lines,
         "By kernel (rows that differ):",
         "",
-        _md(kernels),
+        _md(kernels, none="None differs."),
         "",
     ]
 
@@ -182,7 +182,8 @@ def sweep_section(folder: Path, sweep, depth: int | None) -> list[str]:
     sizes = sweep.sizes_table().drop(columns=["by_type"])
     lines = [f"## One graph per batch size (sweep of {sweep.name})", ""]
     if not sweep.measured:
-        return [*lines, sweep.why_not + ".", "", _md(sizes[["batch", "nodes", "capture_s"]]), ""]
+        lines += [sweep.why_not + ".", "", _md(sizes[["batch", "nodes", "capture_s"]]), ""]
+        return lines + _padding_lines(folder, sweep)
     plots.sweep(sweep, folder / "sweep.png")
     lines += [
         "Replay time is the median of interleaved trials with its 95% interval; memory is "
@@ -207,11 +208,22 @@ def sweep_section(folder: Path, sweep, depth: int | None) -> list[str]:
             _md(wide.fillna(0).astype(int).reset_index()),
             "",
         ]
-    if sweep.padding:
+    return lines + _padding_lines(folder, sweep)
+
+
+def _padding_lines(folder: Path, sweep) -> list[str]:
+    """Each request distribution's ladders; with no replay times (the CPU), their padded
+    rows alone, and no plot (it draws times)."""
+    if not sweep.padding:
+        return []
+    if not sweep.measured:
+        table = sweep.ladder_table()[["requests", "ladder", "sizes", "graphs", "padding_share"]]
+        lines = ["Padding: each ladder's share of padded rows for the requests given (time "
+                 "per step needs a GPU)", "", _md(table), ""]  # fmt: skip
+    else:
         plots.padding(sweep, folder / "padding.png")
-        lines += ["Padding: each ladder's time per step for the requests given", ""]
+        lines = ["Padding: each ladder's time per step for the requests given", ""]
         lines += [_md(sweep.ladder_table()), "", "![padding](padding.png)", ""]
-        for p in sweep.padding:
-            lines += [f"- {p.requests}: capture {list(p.chosen)} ({p.how})"]
-        lines += [""]
-    return lines
+    for p in sweep.padding:
+        lines += [f"- {p.requests}: capture {list(p.chosen)} ({p.how})"]
+    return [*lines, ""]

@@ -80,3 +80,22 @@ def test_advise_is_the_function_and_its_package():
     from graph_harness.capture.advise.advice import advise as defined
 
     assert advise is defined and advise_package.advise is defined
+
+
+def test_a_missing_target_file_is_said_before_torch_with_the_near_name(tmp_path):
+    # issue 44, 14: said only after torch was imported, and with no near name suggested
+    (tmp_path / "llama_decode.py").write_text("def make_step(): ...\n")
+    code = (
+        "import contextlib, io, runpy, sys\n"
+        "sys.argv = ['graph-harness', 'count', '--target', 'lama_decode.py:make_step']\n"
+        "err = io.StringIO()\n"
+        "with contextlib.redirect_stderr(err):\n"
+        "    try:\n"
+        "        runpy.run_module('graph_harness', run_name='__main__', alter_sys=True)\n"
+        "    except SystemExit as e:\n"
+        "        assert e.code == 2, e.code\n"
+        "last = err.getvalue().splitlines()[-1]\n"
+        "said = 'no such file: lama_decode.py; did you mean llama_decode.py?'\n"
+        "assert last.endswith(said), last\n"
+    )
+    assert loaded_after(code, tmp_path) == set()

@@ -26,6 +26,7 @@ from graph_harness.capture.sweep.padding import (
     Distribution,
     LadderCost,
     choose,
+    fewest_padded,
     ladder_cost,
     vllm_ladder,
 )
@@ -239,10 +240,16 @@ class SweepResult:
     ) -> SweepResult:
         """This sweep with a padding section added for `requests` (from `source`): the ladder of
         measured sizes chosen (capture/sweep/padding.py `choose`), every size measured,
-        and vLLM's default ladder, each costed. Needs the replay times (a GPU sweep)."""
+        and vLLM's default ladder, each costed. A sweep with no replay times (the CPU):
+        their padded rows alone, the ladder chosen the one with the fewest (`_by_rows`)."""
         times = self.times()
         if not times:
-            raise ValueError(f"padding needs replay times, and this sweep has none: {self.why_not}")
+            if budget is not None:
+                raise ValueError(
+                    "a memory budget weighs each size's own pool, and this sweep measured "
+                    f"none ({self.why_not}): leave out the budget, or sweep on a GPU"
+                )
+            return _replace(self, padding=[*self.padding, self._by_rows(requests, source, most)])
         memory = {r.batch: r.reserved for r in self.rows if r.reserved is not None}
         if budget is not None and len(memory) < len(self.rows):
             raise ValueError(
@@ -281,6 +288,27 @@ class SweepResult:
             ladders=ladders,
         )
         return _replace(self, padding=[*self.padding, padding])
+
+    def _by_rows(self, requests: Distribution, source: str, most: int | None) -> Padding:
+        """Padding with no replay times: what needs none (each ladder's padded rows, the
+        ladder of swept sizes with the fewest, vLLM's default whole, since pricing no size
+        above the sweep's needs no cut); the times None."""
+        sizes = sorted(r.batch for r in self.rows)
+        largest = max(requests)
+        chosen = fewest_padded(requests, sizes, most=most)
+        every = [s for s in sizes if s <= min(s2 for s2 in sizes if s2 >= largest)]
+        limit = f"at most {most} sizes" if most is not None else "no limit"
+        return Padding(
+            requests=source,
+            distribution=requests,
+            chosen=chosen,
+            how=f"{limit}, by padded rows: time per step needs a GPU",
+            ladders=[
+                ladder_cost("fewest padded rows", chosen, requests, None),
+                ladder_cost("every size swept", every, requests, None),
+                ladder_cost("vLLM default", vllm_ladder(largest), requests, None),
+            ],
+        )
 
     def to_dict(self) -> dict[str, Any]:
         pad = [

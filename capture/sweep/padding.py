@@ -13,6 +13,10 @@ figure that rests on a size not measured says so (`interpolated`).
 `choose` finds the ladder of measured sizes that minimizes the expected time per step,
 with at most K sizes and/or within a memory budget (each size's own-pool bytes summed: a
 shared pool holds no more than that), by dynamic programming over the sorted sizes.
+
+Padding itself is counting: with no replay times (a sweep on the CPU), `ladder_cost`
+gives each ladder's padded rows and leaves the times None, and `fewest_padded` is the
+ladder of swept sizes that pads the fewest rows.
 """
 
 from __future__ import annotations
@@ -131,20 +135,21 @@ def replay_time(times: Mapping[int, float], batch: int) -> tuple[float, bool]:
 class LadderCost:
     """What a ladder costs for a request distribution. Per step: `expected_us`, the replay
     time of the size it pads to; `exact_us`, of a graph of each exact size; `lost_us`,
-    their difference (the time lost to padding); `padding_share`, the share of replayed
-    rows that are padding. `uncovered`: the share of steps above the ladder's largest
-    size (not in the figures: an engine runs those eagerly). `interpolated`: some figure
-    rests on a size not measured. `graphs`: how many sizes it captures; `memory`: their
-    own pools' bytes summed (interpolated like the times where a size was not measured;
-    None without memory figures), what the ladder holds at most (a shared pool less)."""
+    their difference (the time lost to padding), each None without replay times (the
+    CPU); `padding_share`, the share of replayed rows that are padding. `uncovered`: the
+    share of steps above the ladder's largest size (not in the figures: an engine runs
+    those eagerly). `interpolated`: some figure rests on a size not measured. `graphs`:
+    how many sizes it captures; `memory`: their own pools' bytes summed (interpolated like
+    the times where a size was not measured; None without memory figures), what the
+    ladder holds at most (a shared pool less)."""
 
     name: str
     sizes: tuple[int, ...]
     graphs: int
     memory: int | None
-    expected_us: float
-    exact_us: float
-    lost_us: float
+    expected_us: float | None
+    exact_us: float | None
+    lost_us: float | None
     padding_share: float
     uncovered: float
     interpolated: bool
@@ -154,9 +159,11 @@ def ladder_cost(
     name: str,
     ladder: Sequence[int],
     requests: Distribution,
-    times: Mapping[int, float],
+    times: Mapping[int, float] | None,
     memory: Mapping[int, int] | None = None,
 ) -> LadderCost:
+    """`ladder`'s cost for `requests`; `times` None (no replay measured): its padding
+    alone, the time figures None."""
     sizes = tuple(sorted(set(ladder)))
     expected = exact = rows = padded = uncovered = covered = 0.0
     interpolated = False
@@ -170,12 +177,13 @@ def ladder_cost(
         if i == len(sizes):
             uncovered += w
             continue
-        t_pad, i_pad = replay_time(times, sizes[i])
-        t_exact, i_exact = replay_time(times, b)
-        interpolated |= i_pad or i_exact
+        if times is not None:
+            t_pad, i_pad = replay_time(times, sizes[i])
+            t_exact, i_exact = replay_time(times, b)
+            interpolated |= i_pad or i_exact
+            expected += w * t_pad
+            exact += w * t_exact
         covered += w
-        expected += w * t_pad
-        exact += w * t_exact
         rows += w * sizes[i]
         padded += w * (sizes[i] - b)
     if not covered:
@@ -185,9 +193,9 @@ def ladder_cost(
         sizes=sizes,
         graphs=len(sizes),
         memory=held,
-        expected_us=expected / covered,
-        exact_us=exact / covered,
-        lost_us=(expected - exact) / covered,
+        expected_us=None if times is None else expected / covered,
+        exact_us=None if times is None else exact / covered,
+        lost_us=None if times is None else (expected - exact) / covered,
         padding_share=padded / rows,
         uncovered=uncovered,
         interpolated=interpolated,
@@ -256,6 +264,15 @@ def choose(
             + (f" (a budget of {budget} bytes; {why})" if why else "")
         )
     return min(best)[3]
+
+
+def fewest_padded(
+    requests: Distribution, sizes: Sequence[int], *, most: int | None = None
+) -> tuple[int, ...]:
+    """The ladder of `sizes` (at most `most` of them) that pads the fewest rows per step:
+    `choose` with each size's rows standing in for its time (the rows a step replays,
+    less the requests' own, are its padded rows). Needs no timing."""
+    return choose(requests, {s: float(s) for s in sizes}, most=most)
 
 
 def _pareto(states: list, *, counts: bool) -> list:

@@ -3,6 +3,7 @@ into RoundParams, and the staged output folder."""
 
 from __future__ import annotations
 
+import copy
 import errno
 import functools
 import json
@@ -28,6 +29,46 @@ ROUND_FIELDS = tuple(f.name for f in fields(RoundParams))
 def _console_class() -> type[Console]:
     # Made on first use: the parser (and --help) is built without importing rich.
     from rich.console import Console
+    from rich.segment import Segment
+    from rich.style import Style
+    from rich.table import Table
+
+    class _Annotated:
+        """A table printed with its title above it and its caption below it, each a
+        line of the console's width (its own lines where longer), not of the table's."""
+
+        def __init__(self, table: Table) -> None:
+            self.table = table
+
+        def __rich_console__(self, console, options):
+            bare = copy.copy(self.table)
+            bare.title = bare.caption = None
+            lines = console.render_lines(bare, options, pad=False)
+            width = max((Segment.get_line_length(line) for line in lines), default=0)
+
+            def annotation(text, style, justify):
+                if isinstance(text, str):
+                    text = console.render_str(text, style=style)
+                fits = text.cell_len <= width
+                where = options.update(
+                    width=width if fits else options.max_width,
+                    justify=justify if fits else "default",  # unpadded
+                    height=None,
+                )
+                return console.render(text, where)
+
+            t = self.table
+            if t.title:
+                yield from annotation(
+                    t.title, Style.pick_first(t.title_style, "table.title"), t.title_justify
+                )
+            for line in lines:
+                yield from line
+                yield Segment.line()
+            if t.caption:
+                yield from annotation(
+                    t.caption, Style.pick_first(t.caption_style, "table.caption"), t.caption_justify
+                )
 
     class _Console(Console):
         def render_str(self, text: str, **kwargs):
@@ -35,6 +76,14 @@ def _console_class() -> type[Console]:
             # a control character from a name is shown as its escape, never obeyed; our
             # own line breaks stay.
             return super().render_str(printable(text, keep="\n"), **kwargs)
+
+        def render(self, renderable, options=None):
+            # rich wraps a table's title and caption at the table's own width: a narrow
+            # table broke its title over three lines in a 160-column terminal. Here they
+            # wrap at the console's width (centred over the table where they fit it).
+            if isinstance(renderable, Table) and (renderable.title or renderable.caption):
+                renderable = _Annotated(renderable)
+            return super().render(renderable, options)
 
         def on_broken_pipe(self) -> None:
             # rich's own ends the program with SystemExit(1); a reader that went away is

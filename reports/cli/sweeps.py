@@ -88,8 +88,8 @@ def sweep_target(
 ) -> SweepResult:
     """`sweep` of one --target (its module imported once, FUNCTION(batch=B) per size), a
     check that does not pass (each size's, or with `interleaved` the sizes' in turns)
-    shown and stopping it; then each --requests distribution's
-    padding (on a GPU; else a note that it was not used). `requests`: sweep_inputs'."""
+    shown and stopping it; then each --requests distribution's padding (on the CPU its
+    padded rows alone, and one line saying what needs a GPU). `requests`: sweep_inputs'."""
     from graph_harness.capture.sweep.run import sweep_step
     from graph_harness.reports.cli.target import build_target, load_factory, root_guess
 
@@ -124,9 +124,17 @@ def sweep_target(
         smallest = next(iter(result.exports.values()))
         if line := host_read_note(smallest, spec):
             io.note(line)
-    if requests and not result.measured:
-        io.note(f"--requests not used: {result.why_not}")
-        return result
+    if requests and not result.measured:  # padding is counting: only its time needs a GPU
+        io.note(
+            "--requests on the CPU: each ladder's padded rows and the ladder with the fewest; "
+            + (
+                "time per step, time lost to padding and --memory-budget (each size's pool)"
+                if budget is not None
+                else "time per step and time lost to padding"
+            )
+            + " need a GPU"
+        )
+        budget = None  # said just above; the rows need no pool
     for dist, source in requests:
         try:
             result = result.with_padding(dist, source, most=most, budget=budget)

@@ -74,10 +74,10 @@ class Target:
 
     @property
     def name(self) -> str:
-        """The workload's name in exports and tables: `llama_decode.py:make_step` for
-        `path/to/llama_decode.py:make_step`, the spec itself for `mypkg.steps:make_step`."""
-        module, _, func = self.spec.rpartition(":")
-        return f"{Path(module).name}:{func}" if _is_file_spec(module) else self.spec
+        """The workload's name in exports, tables, documents and report.md: the spec as
+        the user typed it (`examples/llama_decode.py:make_step`), as text
+        (capture/text.py), the one name every output and message gives a --target."""
+        return printable(self.spec)
 
     def model(self):
         """The step's model for --module-scopes; TargetUsageError saying how otherwise."""
@@ -150,11 +150,32 @@ def spec_problem(spec: str) -> str | None:
     return None
 
 
+def missing_file(spec: str) -> str | None:
+    """For `path/to/file.py:FUNCTION` whose file is not there (nor a link by that name):
+    "no such file: PATH", with the nearest name in its folder where one is near
+    (`examples/lama_decode.py` -> `examples/llama_decode.py`); else None. Decided
+    before anything is imported: a typo costs no torch start-up."""
+    import difflib
+
+    module_name = spec.rpartition(":")[0]
+    if not module_name or not _is_file_spec(module_name) or os.path.lexists(module_name):
+        return None
+    folder, name = os.path.split(module_name)
+    try:
+        names = [e.name for e in os.scandir(folder or ".") if e.name.endswith(".py")]
+    except OSError:  # no such folder either: nothing to suggest from
+        names = []
+    near = difflib.get_close_matches(name, names, n=1)
+    hint = f"; did you mean {printable(os.path.join(folder, near[0]))}?" if near else ""
+    return f"no such file: {printable(module_name)}{hint}"
+
+
 def target_arg(text: str) -> str:
-    """The argparse type of --target: its form checked (spec_problem), the text kept."""
+    """The argparse type of --target: its form checked (spec_problem), and its file there
+    (missing_file), the text kept."""
     import argparse
 
-    problem = spec_problem(text)
+    problem = spec_problem(text) or missing_file(text)
     if problem is not None:
         raise argparse.ArgumentTypeError(problem.removeprefix("--target "))
     return text

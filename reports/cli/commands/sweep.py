@@ -61,7 +61,8 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
         "turns, in a seeded random serving order, each replay compared with its size's eager "
         "step: a size whose buffers another size's capture or replays overwrote fails, naming "
         "both. The factory is called as FUNCTION(batch=B). On the CPU: dispatched operations "
-        "per size only.",
+        "per size, and with --requests each ladder's padded rows and the ladder with the "
+        "fewest (times and memory need a GPU).",
         examples=[
             "graph-harness sweep --target examples/llama_decode.py:make_step --sizes 1 2 4 8",
             "graph-harness sweep --target examples/llama_decode.py:make_step --sizes 1 8 64 "
@@ -90,7 +91,7 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     module_scopes_arg(s)
     warmup_arg(s)
     check_arg(s, CHECK_MODES)
-    g = s.add_argument_group("padding and the sizes to capture (GPU)")
+    g = s.add_argument_group("padding and the sizes to capture (times and memory: GPU)")
     g.add_argument(
         "--requests",
         action="append",

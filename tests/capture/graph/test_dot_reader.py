@@ -142,6 +142,15 @@ def test_cli_report_of_two_dumps(tmp_path, capsys):
     assert not (tmp_path / "n").exists()
 
 
+def test_a_reports_rows_that_differ_with_none_says_so(tmp_path, capsys):
+    # issue 44, 14: report.md printed a table's header over no row
+    dump = DATA / "dumps" / "hf_decode-eager-none.dot"
+    out = tmp_path / "report"
+    assert main(["report", "--graph", str(dump), "--graph", str(dump), "--out", str(out)]) == 0
+    md = (out / "report.md").read_text()
+    assert "By kernel (rows that differ):\n\nNone differs.\n" in md
+
+
 def test_cli_count_refuses_capture_flags_with_files(capsys):
     dump = str(DATA / "dumps" / "hf_decode-eager-none.dot")
     assert main(["count", dump, "--variant", "fused"]) == 2

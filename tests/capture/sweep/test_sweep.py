@@ -23,6 +23,7 @@ from graph_harness.capture.sweep.padding import (
     vllm_ladder,
 )
 from graph_harness.capture.sweep.settings import check_sizes
+from tests.capture.sweep.fake_sweep import _fake_sweep
 
 REPO = Path(__file__).resolve().parents[3]
 TARGET = "tests.targets:batched_mlp"
@@ -177,10 +178,12 @@ def test_sweep_on_the_cpu_counts_each_size_and_says_what_needs_a_gpu(tmp_path):
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert "replay time and graph memory need a CUDA GPU" in r.stderr
-    assert "--requests not used: replay time and graph memory need a CUDA GPU" in r.stderr
+    assert "--requests on the CPU: each ladder's padded rows" in r.stderr  # issue 44, 11
+    assert "time per step and time lost to padding need a GPU" in r.stderr
     doc = json.loads((tmp_path / "s" / "sweep.json").read_text())
     assert doc["schema"] == "graph-harness/sweep" and [s["batch"] for s in doc["sizes"]] == [1, 4]
     assert list(doc["exports"]) == ["batch1", "batch4"]
+    assert doc["padding"][0]["ladders"][0]["name"] == "fewest padded rows"
     # another route: count --target calls the factory with its default, batch 1
     c = subprocess.run(
         [sys.executable, "-m", "graph_harness", "count", "--target", TARGET, "--json"],
@@ -246,29 +249,6 @@ def test_a_bad_request_distribution_is_refused_before_anything_runs(tmp_path, re
         assert "imported" not in r.stderr and not (tmp_path / "r").exists()
 
 
-def _fake_sweep(sizes=(1, 2, 4, 8)):
-    """A GPU sweep's result made by hand, for what is computed and drawn from it: replay
-    time 100 + 10 * batch us, own pools 2 MiB x batch."""
-    from graph_harness.capture.export.nodes import NodeExport
-    from graph_harness.capture.sweep.document import SizeRow, SweepResult, size_name
-
-    node = dict(index=0, type="kernel", kernel="k", grid=None, block=None, stage=None,
-                step="unscoped", scope="unscoped", scope_path=[], deps=[], parent=None)  # fmt: skip
-    rows, exports = [], {}
-    for b in sizes:
-        us = 100.0 + 10 * b
-        rows.append(SizeRow(batch=b, nodes=1, by_type={"kernel": 1}, capture_s=0.1,
-                            replay_us=us, replay_lo=us - 1, replay_hi=us + 1,
-                            trials=(us - 1, us, us + 1), reserved=b << 21,
-                            allocated=b << 10, leak=0, leak_device=0))  # fmt: skip
-        exports[size_name(b)] = NodeExport(
-            source="cuda-graph", workload="callable:f", variant=None, params=None,
-            nodes=[dict(node)],
-        )  # fmt: skip
-    shared = [dict(batch=8, total_reserved=16 << 20, adds=16 << 20, total_allocated=8 << 10)]
-    return SweepResult(rows=rows, exports=exports, name="f", shared=shared)
-
-
 def test_padding_sections_tables_and_plots_from_a_sweep(tmp_path):
     from graph_harness.reports import plots
     from graph_harness.reports.sweep_tables import ladders_tables, sizes_table
@@ -325,6 +305,39 @@ def test_a_sweep_of_inductors_graphs_has_no_own_pools_to_budget_and_still_render
     json.dumps(r.to_dict(), allow_nan=False)
     plots.sweep(r, tmp_path / "inductor.png")
     assert (tmp_path / "inductor.png").stat().st_size > 0
+
+
+def test_padding_on_the_cpu_counts_rows_and_leaves_the_times_to_a_gpu(tmp_path):
+    # issue 44, 11: with no replay times, with_padding raised and --requests was dropped,
+    # though padded rows, the ladder with the fewest and vLLM's beside it need no timing
+    from dataclasses import replace
+
+    from graph_harness.reports.sweep_tables import ladders_tables
+    from graph_harness.reports.target_report import sweep_section
+
+    fake = _fake_sweep()
+    rows = [replace(r, replay_us=None, replay_lo=None, replay_hi=None, trials=(),
+                    reserved=None, allocated=None) for r in fake.rows]  # fmt: skip
+    cpu = replace(fake, rows=rows, shared=None, why_not="replay time needs a CUDA GPU")
+    (p,) = cpu.with_padding({3: 0.5, 6: 0.5}, "mine", most=2).padding
+    # 3 pads to 4 and 6 to 8: 1.5 of 6 rows a step; [8] alone would pad 3.5 of 8
+    assert p.chosen == (4, 8) and "by padded rows" in p.how
+    fewest, every, vllm = p.ladders
+    assert fewest.padding_share == pytest.approx(0.25) and fewest.expected_us is None
+    assert every.sizes == (1, 2, 4, 8) and vllm.sizes == (1, 2, 4, 8)
+    assert (fewest.lost_us, fewest.memory, fewest.interpolated) == (None, None, False)
+    three = replace(cpu, rows=[*rows[:2], replace(rows[2], batch=3)])  # sizes 1 2 3
+    (padded,) = three.with_padding({3: 1.0}, "three").padding  # vLLM's whole: 4, unswept
+    assert padded.ladders[2].name == "vLLM default" and padded.ladders[2].sizes == (1, 2, 4)
+    assert padded.ladders[2].padding_share == pytest.approx(0.25)
+    with pytest.raises(ValueError, match="own pool"):
+        cpu.with_padding({3: 1.0}, "mine", budget=1 << 30)
+    r = cpu.with_padding({3: 0.5, 6: 0.5}, "mine", most=2)
+    json.dumps(r.to_dict(), allow_nan=False)
+    (t,) = ladders_tables(r)
+    assert t.row_count == 3 and "padded rows" in t.title
+    lines = sweep_section(tmp_path, r, None)
+    assert any("capture [4, 8]" in x for x in lines) and not (tmp_path / "padding.png").exists()
 
 
 @pytest.mark.gpu

@@ -19,54 +19,14 @@ from pathlib import Path
 import pytest
 
 from graph_harness.capture.files import write_output
+from tests.command_line import REPO, SMALL, _cmd, _env, run
+from tests.snapshot import snapshot
 
-SMALL = ["--stages", "2", "--rows", "2", "--k", "32", "--world", "2", "--shard", "64"]
-REPO = Path(__file__).resolve().parents[3]
 MANIFEST = ".graph-harness-manifest.json"
-
-
-def _cmd():
-    exe = shutil.which("graph-harness")
-    return [exe] if exe else [sys.executable, "-m", "graph_harness"]
-
-
-def _env(cpu=True, **extra):
-    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}  # output is piped
-    env["PYTHONPATH"] = str(REPO)  # tests.targets, from any folder
-    if cpu:
-        env["CUDA_VISIBLE_DEVICES"] = ""
-    env.update(extra)
-    return env
-
-
-def run(*args, cpu=True, cwd=None, umask=None, **extra):
-    return subprocess.run(
-        _cmd() + list(args),
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=_env(cpu, **extra),
-        cwd=cwd,
-        preexec_fn=None if umask is None else (lambda: os.umask(umask)),
-    )
 
 
 def listing(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir())
-
-
-def snapshot(root: Path) -> dict[str, bytes | str]:
-    """Every path under root with its bytes (files) or link target: to prove nothing moved."""
-    out = {}
-    for p in sorted(root.rglob("*")):
-        rel = str(p.relative_to(root))
-        if p.is_symlink():
-            out[rel] = "-> " + os.readlink(p)
-        elif p.is_file():
-            out[rel] = p.read_bytes()
-        else:
-            out[rel] = "dir"
-    return out
 
 
 # --- counting, streams, exit codes --------------------------------------------------------
@@ -402,7 +362,7 @@ def test_target_with_module_scopes(tmp_path):
     (export,) = json.loads(r.stdout)["exports"].values()
     nodes = [n for n in export["nodes"] if n["type"] not in ("view", "alloc")]
     assert export["schema_version"] == 3 and len(nodes) == export["total_nodes"]
-    assert export["workload"] == "llama_decode.py:make_tiny_step"  # by the target
+    assert export["workload"] == f"{LLAMA}:make_tiny_step"  # the target as typed (issue 44)
     opts = export["options"]
     assert opts["target"] == f"{LLAMA}:make_tiny_step" and opts["warmup"] == 3
     assert (opts["module_depth"], opts["blocks"], opts["block_depth"]) == (
