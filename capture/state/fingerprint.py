@@ -85,13 +85,19 @@ def host_owners(step: Callable[[], object]) -> dict[str, type]:
     """For each host value reachable from `step`, by its name in a fingerprint, the class
     of the object that holds it (a transformers cache layer's counter: that layer's
     class), so that a finding can say whose value it is (capture/check/library_hosts.py)."""
+    walk = _state_walk(step)
+    return {printable(n): t for n, t in walk.owners.items()}
+
+
+def _state_walk(step: Callable[[], object]) -> _Walk:
+    """The walk over the step's state (its module, then its roots), the output left out."""
     walk = _Walk()
     module = getattr(step, "module", None)
     if isinstance(module, torch.nn.Module):
         walk.module("module", module)
     for prefix, value in _roots(step):
         walk.visit(prefix, value, 1)
-    return {printable(n): t for n, t in walk.owners.items()}
+    return walk
 
 
 def reachable(
@@ -101,12 +107,7 @@ def reachable(
     (and, last, its `output`), in a stable order; and whether a bound stopped the walk.
     The state's names do not depend on the output: an output that is also state (a
     static buffer the step returns) is listed twice, once under each name."""
-    walk = _Walk()
-    module = getattr(step, "module", None)
-    if isinstance(module, torch.nn.Module):
-        walk.module("module", module)
-    for prefix, value in _roots(step):
-        walk.visit(prefix, value, 1)
+    walk = _state_walk(step)
     if with_output:
         walk.ids = set()  # the output is walked afresh
         walk.visit("output", output, 0, output=True)
