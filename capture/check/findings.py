@@ -48,6 +48,19 @@ class Finding:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
+EXIT_CODES = {"passed": 0, "failed": 1, "unverified": 3}  # a verdict's, on the command line
+
+
+def status_of(findings: list[Finding]) -> str:
+    """ "failed" if any finding fails, else "unverified" if any could not be verified, else
+    "passed" (module docstring): the one rule every check's result follows."""
+    if any(f.severity == "fail" for f in findings):
+        return "failed"
+    if any(f.severity == "unverified" for f in findings):
+        return "unverified"
+    return "passed"
+
+
 @dataclass
 class CheckResult:
     name: str
@@ -73,11 +86,7 @@ class CheckResult:
     @property
     def status(self) -> str:
         """ "failed", "unverified" or "passed" (module docstring)."""
-        if any(f.severity == "fail" for f in self.findings):
-            return "failed"
-        if any(f.severity == "unverified" for f in self.findings):
-            return "unverified"
-        return "passed"
+        return status_of(self.findings)
 
     @property
     def passed(self) -> bool:
@@ -85,7 +94,7 @@ class CheckResult:
 
     @property
     def exit_code(self) -> int:
-        return {"passed": 0, "failed": 1, "unverified": 3}[self.status]
+        return EXIT_CODES[self.status]
 
     def verdict(self) -> str:
         status = self.status

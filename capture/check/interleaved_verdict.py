@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from graph_harness.capture.check.findings import Finding
+from graph_harness.capture.check.findings import EXIT_CODES, Finding, status_of
 from graph_harness.capture.check.judge import exact_only, within_spread
 from graph_harness.capture.check.messages import SLACK, what
 from graph_harness.capture.state.changes import Change, compare, names
@@ -170,13 +170,7 @@ class InterleavedResult:
     @property
     def status(self) -> str:
         """ "failed", "unverified", "passed", or "skipped" (it needs a GPU)."""
-        if self.why_not is not None:
-            return "skipped"
-        if any(f.severity == "fail" for f in self.findings):
-            return "failed"
-        if any(f.severity == "unverified" for f in self.findings):
-            return "unverified"
-        return "passed"
+        return "skipped" if self.why_not is not None else status_of(self.findings)
 
     @property
     def passed(self) -> bool:
@@ -184,7 +178,7 @@ class InterleavedResult:
 
     @property
     def exit_code(self) -> int:
-        return {"passed": 0, "skipped": 0, "failed": 1, "unverified": 3}[self.status]
+        return {**EXIT_CODES, "skipped": 0}[self.status]
 
     def headline(self) -> str:
         """The verdict in one line (its findings name the sizes and tensors once)."""
