@@ -89,6 +89,12 @@ def host_owners(step: Callable[[], object]) -> dict[str, type]:
     return {printable(n): t for n, t in walk.owners.items()}
 
 
+def host_values(step: Callable[[], object]) -> dict[str, object]:
+    """The host values reachable from `step`, by name (the walk alone: no tensor read)."""
+    walk = _state_walk(step)
+    return {printable(n): v for n, v, _ in walk.found if isinstance(v, HOST)}
+
+
 def _state_walk(step: Callable[[], object]) -> _Walk:
     """The walk over the step's state (its module, then its roots), the output left out."""
     walk = _Walk()

@@ -51,7 +51,7 @@ import torch
 
 from graph_harness.capture.errors import UsageError
 from graph_harness.capture.state.changes import Change, compare, names, replaced_by
-from graph_harness.capture.state.fingerprint import Fingerprint, fingerprint
+from graph_harness.capture.state.fingerprint import Fingerprint, fingerprint, host_values
 from graph_harness.capture.text import a_type
 
 GROWN_FIX = (
@@ -248,6 +248,9 @@ class Repeatability:
                 f"{name}'s reset rebound {', '.join(self.replaced_by_reset[:3])} to new tensors "
                 "instead of resetting them in place: its graph keeps reading the ones it captured"
             )
+        host = [c for c in self.in_a_call if c.host]
+        if host:
+            out.append(host_note(name, host))
         if self.truncated:
             out.append(f"the walk over {name}'s state stopped at a bound: some is not watched")
         return out
@@ -276,13 +279,41 @@ def require_repeatable(rep: Repeatability | None, name: str) -> None:
         raise StepStateError(line)
 
 
+def host_note(name: str, host: list[Change]) -> str:
+    """The line count, sweep and report give for host values a call changes (check makes a
+    finding of it instead)."""
+    shown = "; ".join(f"{c.name}: {c.detail}" for c in host[:3])
+    return (
+        f"{name}: a call changes host values ({shown}); a graph replays what its capture saw "
+        "of them, so if the step's device work reads one its replays are wrong: `graph-harness "
+        "check` on a GPU tells"
+    )
+
+
+def host_changes(before: dict[str, object], after: dict[str, object]) -> list[Change]:
+    """Host values that differ between two readings (`host_values`), as Changes."""
+    return [
+        Change(n, f"{before[n]!r} then {after.get(n)!r}", host=True)
+        for n in before
+        if repr(before[n]) != repr(after.get(n))
+    ]
+
+
 class StateWatch:
     """The warm-up hooks (capture/graph/capture.py `warm_up`): the step reset before each
     call; with `watch`, the last two fingerprinted and judged (`repeatability`). `finish`
     ends a capture: the verdict if the warm-ups gave none, and the closing reset."""
 
-    def __init__(self, step: Callable[[], object], *, watch: bool = True) -> None:
+    def __init__(
+        self, step: Callable[[], object], *, watch: bool = True, hosts: bool = False
+    ) -> None:
+        """`hosts`: where the state is not watched, still read the step's host values
+        around the last warm-up (a walk alone: no tensor is copied or hashed), so that
+        `host_moved` can say which a call changes."""
         self.step = step
+        self.hosts = hosts and not watch
+        self.host_moved: list[Change] = []
+        self._hosts: dict[str, object] = {}
         self.reset = reset_of(step)
         self.start = start_of(step)  # the reset, then feed(0)
         self.watch = watch
@@ -297,6 +328,8 @@ class StateWatch:
     def before(self, i: int, n: int) -> None:
         if self.start is not None:
             self.start()
+        if self.hosts and i == n - 1:
+            self._hosts = host_values(self.step)
         if not self._watched(i, n):
             return
         if i == n - 2:
@@ -314,6 +347,8 @@ class StateWatch:
             self.start()
 
     def after(self, i: int, n: int, output: object) -> None:
+        if self.hosts and i == n - 1:
+            self.host_moved = host_changes(self._hosts, host_values(self.step))
         if not self._watched(i, n):
             return
         self._drawn = rng_moved(self._before, rng_state())

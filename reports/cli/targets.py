@@ -83,6 +83,7 @@ def capture_target(
     watch: bool | None = True,
     target=None,
     own_graphs: bool = False,
+    host_notes: bool = True,
 ) -> CapturedTarget:
     """Import and run the target (its code) and capture its step, keeping what was
     captured (see CapturedTarget); with `module_scopes` (the flag's value) not False, by
@@ -92,10 +93,12 @@ def capture_target(
     None: only where the step has no reset (so count can say that what replays it will
     refuse it). `target`: already loaded (load_targets), else loaded here. `own_graphs`: a
     step compiled with mode="reduce-overhead" is counted by recording its graphs (then
-    `captured` is None: nothing here can replay it)."""
+    `captured` is None: nothing here can replay it). `host_notes`: say which host values a
+    call changes (a graph freezes them); False where a check follows, which makes a
+    finding of them."""
     from graph_harness.capture.count import EmptyStepError, capture_and_keep
     from graph_harness.capture.graph.settings import StepSettings
-    from graph_harness.capture.state.steps import StateWatch
+    from graph_harness.capture.state.steps import StateWatch, host_note
     from graph_harness.reports.cli.target import TargetError
 
     if target is None:
@@ -103,7 +106,7 @@ def capture_target(
     io.target_root = target.root
     if watch is None:  # two fingerprints, for a step nothing will take back to its start
         watch = target.reset is None
-    sw = StateWatch(target.step, watch=watch)
+    sw = StateWatch(target.step, watch=watch, hosts=host_notes)
     warmup = StepSettings().warmup if warmup is None else warmup
     model = None if module_scopes is False else target.model()
     try:
@@ -121,10 +124,13 @@ def capture_target(
     export.options["target"] = printable(spec)  # as text, as the workload's name is
     if watch:
         for line in sw.repeatability.notes(spec):
-            io.note(line)
+            if host_notes or not line.startswith(f"{spec}: a call changes host values"):
+                io.note(line)
         refusal = sw.repeatability.refusal(spec)
         if refusal:  # counted all the same: a count replays nothing
             io.note(f"profile, check and report (on a GPU) will refuse it: {refusal}")
+    elif sw.host_moved:  # a step with a reset, its host values read around a warm-up
+        io.note(host_note(spec, sw.host_moved))
     if "compiled_attribution" in export.options:
         io.note(f"compiled code's nodes: {export.options['compiled_attribution']}")
     if kept.recorded is not None:
@@ -256,8 +262,9 @@ def profile_targets(
     for name, spec, target in zip(names, specs, targets):
         say(f"capturing {spec}")
         got = capture_target(
-            spec, module_scopes, io, warmup=warmup, target=target, own_graphs=not check
-        )
+            spec, module_scopes, io, warmup=warmup, target=target, own_graphs=not check,
+            host_notes=not check,
+        )  # fmt: skip
         rep = got.watch.repeatability
         require_repeatable(rep, spec)
         if got.target.reset is not None:

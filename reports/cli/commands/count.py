@@ -155,6 +155,7 @@ def run(args, io: IO) -> int:
                 warmup=step_warmup(args),
                 watch=True if args.check else None,
                 own_graphs=not args.check,  # --check replays the step's graph: ours only
+                host_notes=not args.check,  # the check makes a finding of them
             )
             exports.append(got.export)
             if not args.check and (line := host_read_note(got.export, args.target)):

@@ -295,6 +295,7 @@ def run_target_report(args, io: IO) -> int:
                     watch=args.check,
                     target=target,
                     own_graphs=not args.check,
+                    host_notes=not args.check,  # the check makes a finding of them
                 )
                 exports[name] = got.export
                 if not args.check and (line := host_read_note(got.export, spec)):

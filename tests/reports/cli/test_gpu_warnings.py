@@ -30,3 +30,42 @@ def test_a_host_read_is_said_once(tmp_path, command):
     # the index is the CPU's dispatch, not a graph node
     assert "aten._local_scalar_dense" in lines[0] and "CPU dispatch 1" in lines[0], lines
     assert "a GPU cannot capture" in lines[0], lines
+
+
+HOST_VALUE = (
+    "import torch\n"
+    "def make(batch: int = 1):\n"
+    "    table = torch.arange(64.0 * 4).view(64, 4)\n"
+    "    out = torch.empty(batch, 4)\n"
+    "    state = {'t': 0}\n"
+    "    def step():  # a Python int picks the row: a graph keeps the row its capture saw\n"
+    "        out.copy_(table[state['t']].expand(batch, 4))\n"
+    "        state['t'] += 1\n"
+    "        return out\n"
+    "    step.reset = lambda: state.update(t=0)\n"
+    "    return step\n"
+)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["count"], ["sweep", "--sizes", "1", "2"], ["report", "--out", "rep"]],
+    ids=["count", "sweep", "report"],
+)
+def test_a_host_value_a_call_moves_is_said_once(tmp_path, command):
+    # a step with a reset: count did not watch it before, and said nothing
+    (tmp_path / "moves.py").write_text(HOST_VALUE)
+    r = run(*command, "--target", "moves.py:make", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    lines = [x for x in r.stderr.splitlines() if "a call changes host values" in x]
+    sizes = 2 if command[0] == "sweep" else 1  # the sweep says it of each size's step
+    assert len(lines) <= sizes and lines, r.stderr
+    assert "closure state.t: 0 then 1" in lines[0] and "graph-harness check" in lines[0]
+
+
+def test_with_check_the_host_value_is_the_checks_finding_not_a_note(tmp_path):
+    (tmp_path / "moves.py").write_text(HOST_VALUE)
+    r = run("count", "--target", "moves.py:make", "--check", cwd=tmp_path)
+    assert r.returncode == 3, r.stderr  # on the CPU: a moving host value is not verified
+    assert "a call changes host values" not in r.stderr
+    assert "closure state.t" in r.stdout  # the check's own finding, in its table
