@@ -156,7 +156,7 @@ if HAS_TRITON:
     # Parameters bare (noqa): Triton reads an annotation as the type to compile for;
     # `int` would pin a stride to i32 and wrap it past 2**31.
     @triton_kernel
-    def _compaction_kernel(
+    def _compaction_kernel(  # noqa: PLR0913 - a kernel's pointers, strides and constexprs
         ids_ptr,  # [rows, K] int32  # noqa: ANN001
         rank_ptr,  # 0-d integer tensor (read only when RANK_FROM_MEMORY)  # noqa: ANN001
         slot_map_ptr,  # [width] int32 (read only when HAS_SLOT_MAP)  # noqa: ANN001

@@ -122,7 +122,7 @@ if HAS_TRITON:
     # Parameters bare (noqa): Triton reads an annotation as the type to compile for;
     # `int` would pin a stride to i32 and wrap it past 2**31.
     @triton_kernel
-    def _pack_kernel(
+    def _pack_kernel(  # noqa: PLR0913 - a kernel's pointers, strides and constexprs
         idx_ptr,  # [rows, k] int64 or int32  # noqa: ANN001
         score_ptr,  # [rows, k] float32  # noqa: ANN001
         rank_ptr,  # 0-d integer tensor (read only when RANK_FROM_MEMORY)  # noqa: ANN001

@@ -105,7 +105,7 @@ class DotGraph:
     edges: list[tuple[str, str, dict[str, str], int]]  # from, to, attributes, line
 
 
-def parse(text: str) -> DotGraph:
+def parse(text: str) -> DotGraph:  # noqa: C901, PLR0912, PLR0915 - one loop over statements
     """The statements of one DOT graph. A second graph in the same file is refused (a
     graph dump holds one)."""
     stream = tokens(text)
