@@ -25,7 +25,8 @@ path is, reading one), stats.py (fits and intervals), environment.py (what a mea
 ran on), errors.py (the error classes the command line sorts by exit code), text.py (names
 as text: a lone surrogate or a control character kept as its escape where it comes in),
 results.py (where stdout went while a command keeps descriptor 1 on stderr),
-descriptors.py (the descriptors graph-harness holds while a user's code runs).
+descriptors.py (the descriptors graph-harness holds while a user's code runs),
+settings.py (the settings classes' one check of their fields).
 
 Uses `pools` and `kernels`; knows nothing of `reports`. Importing this package loads
 nothing: each name below is imported on first use, so `from graph_harness.capture import

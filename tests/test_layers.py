@@ -22,7 +22,17 @@ REPO = Path(__file__).resolve().parents[1]
 # capture/__init__.py's order: each may import itself and what comes before it. The root's
 # shared modules come first; record/ sits between export/ and state/ (count.py counts a
 # step that captures its own graphs by recording them); count.py between state/ and replay/.
-SHARED = {"errors", "paths", "files", "stats", "environment", "text", "results", "descriptors"}
+SHARED = {
+    "errors",
+    "paths",
+    "files",
+    "stats",
+    "environment",
+    "text",
+    "results",
+    "descriptors",
+    "settings",
+}
 ORDER = [
     SHARED,
     {"scopes"},

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from graph_harness.capture.settings import check_whole_numbers
+
 
 @dataclass(frozen=True)
 class StepSettings:
@@ -29,6 +31,4 @@ class StepSettings:
     )
 
     def __post_init__(self) -> None:
-        v = self.warmup
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-            raise ValueError(f"warmup must be a whole number >= 0, got {v!r}")
+        check_whole_numbers(self)

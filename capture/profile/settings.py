@@ -3,9 +3,10 @@ source of its defaults (its timing defaults are ReplaySettings'). Plain data, no
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 from graph_harness.capture.replay.settings import ReplaySettings
+from graph_harness.capture.settings import check_whole_numbers
 
 
 @dataclass(frozen=True)
@@ -53,11 +54,7 @@ class ProfileSettings:
     trace_replays: int = field(default=3, metadata={"min": 1})
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            v = getattr(self, f.name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < f.metadata["min"]:
-                want = f"a whole number >= {f.metadata['min']}"
-                raise ValueError(f"{f.name} must be {want}, got {v!r}")
+        check_whole_numbers(self)
 
     def timing(self) -> ReplaySettings:
         """The ReplaySettings that time rounds alongside the profile."""

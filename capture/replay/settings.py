@@ -3,7 +3,9 @@ torch: the command line's parser reads it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
+
+from graph_harness.capture.settings import check_whole_numbers
 
 
 @dataclass(frozen=True)
@@ -33,12 +35,6 @@ class ReplaySettings:
     warmup: int = field(default=5, metadata={"min": 0})
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            v = getattr(self, f.name)
-            values = v if isinstance(v, tuple) else (v,)
-            if f.name == "lengths" and len(set(values)) < 2:
-                raise ValueError(f"lengths needs at least two distinct lengths, got {v!r}")
-            what = "whole numbers" if isinstance(v, tuple) else "a whole number"
-            for x in values:
-                if isinstance(x, bool) or not isinstance(x, int) or x < f.metadata["min"]:
-                    raise ValueError(f"{f.name} must be {what} >= {f.metadata['min']}, got {v!r}")
+        check_whole_numbers(self)
+        if len(set(self.lengths)) < 2:  # the per-node fit needs two lengths at least
+            raise ValueError(f"lengths needs at least two distinct lengths, got {self.lengths!r}")

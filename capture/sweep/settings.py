@@ -4,9 +4,10 @@ fields). Plain data, no torch."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 from graph_harness.capture.replay.settings import ReplaySettings
+from graph_harness.capture.settings import check_whole_numbers
 
 POOL_MODES = ("own", "shared", "both")
 # What `sweep --check MODE` runs, the first what `--check` alone means
@@ -50,11 +51,7 @@ class SweepSettings:
     )
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            v = getattr(self, f.name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < f.metadata["min"]:
-                want = f"a whole number >= {f.metadata['min']}"
-                raise ValueError(f"{f.name} must be {want}, got {v!r}")
+        check_whole_numbers(self)
 
 
 def check_sizes(sizes: object) -> tuple[int, ...]:

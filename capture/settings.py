@@ -1,0 +1,22 @@
+"""The settings classes' one check (StepSettings, ReplaySettings, ProfileSettings,
+SweepSettings): every field whose metadata has a "min" holds a whole number, or a tuple of
+whole numbers, of at least that, else ValueError naming the field and what was expected.
+No torch here: the command line's parser reads the settings."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+
+
+def check_whole_numbers(settings: object) -> None:
+    """ValueError for the first field with a "min" that does not hold whole numbers >= it
+    (a bool is not a number here, though Python counts it an int)."""
+    for f in fields(settings):
+        if "min" not in f.metadata:
+            continue
+        v = getattr(settings, f.name)
+        values = v if isinstance(v, tuple) else (v,)
+        what = "whole numbers" if isinstance(v, tuple) else "a whole number"
+        for x in values:
+            if isinstance(x, bool) or not isinstance(x, int) or x < f.metadata["min"]:
+                raise ValueError(f"{f.name} must be {what} >= {f.metadata['min']}, got {v!r}")
