@@ -281,7 +281,7 @@ class GraphCheck:
     `step.max_steps`, compared at a sample of its calls (capture/check/sample.py);
     `soak=N` adds N replays along it under a watchdog (capture/check/soak.py). A soak
     that finds a hang fails the test at once; the device is still running the hung
-    replay, so the session's later GPU work waits behind it (stop the session).
+    replay, so the session stops there (pytest.exit, exit 1), saying why.
 
         def test_my_kernel_graph(graph_check):
             graph_check(lambda: my_op(x, out=y))  # x, y static: made once, outside
@@ -328,6 +328,10 @@ class GraphCheck:
             )
         except StepStateError as e:  # the CPU part found it: the step cannot be replayed
             raise GraphCheckFailed(str(e)).with_traceback(None) from None
+        if result.soak and result.soak.get("hang"):
+            # the device still runs the hung replay: any later GPU work of the session
+            # would wait behind it, so the session stops here, saying why
+            pytest.exit(f"{self.nodeid}: {result.headline()}; the session stops", returncode=1)
         verdict = gate(result, accept_unverified=accept_unverified)
         if verdict.outcome == "skip":
             pytest.skip(verdict.message)

@@ -208,10 +208,11 @@ _UNSETTLED = {
 
 
 def _cause(f: Finding) -> str:
+    in_soak = f.kind in ("hang", "soak-mismatch")  # its step is a call within a lap
     where = ", ".join(
         x
         for x in (
-            None if f.step is None else f"from step {f.step}",
+            None if f.step is None or in_soak else f"from step {f.step}",
             None if f.tensor is None else f.tensor,
         )
         if x

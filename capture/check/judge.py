@@ -70,7 +70,7 @@ def judge(
         moved = {n: v for n, v in moved.items() if n not in taken}
     start_host, start_tensors = _starts(t)  # a host value the reset misses is never accepted
     # the lists below follow t.at, the calls compared: position k is call t.at[k]
-    eager = [_spread(t, k) for k in range(len(t.at))]  # A against B
+    eager = [spread(t, k) for k in range(len(t.at))]  # A against B
     differ = any(eager)
     out_addrs = {s.meta[0] for s in last.seen.values() if s.output and not s.host}
     buffers = [n for n in t.restored if _addr(last, n) in out_addrs]  # the step's output
@@ -95,7 +95,7 @@ def judge(
         depends = differ  # the replays repeat bit for bit: only the host value can differ
     result.nondeterministic = len({n for s in spreads for n in s})
     if result.nondeterministic:
-        result.findings.append(measured(spreads))
+        result.findings.append(measured(spreads, t.at))
     if t.outputs is not None:
         result.poisoned_outputs = t.outputs.to_dict()
         if t.outputs.left:
@@ -144,7 +144,7 @@ def judge(
                 severity="unverified",
                 message=f"{what(c)} {c.name}: after step {i} the graph's replay differs from "
                 f"the eager call ({c.detail}), and two eager runs from one state already "
-                f"disagree there ({_exact_kind(_seen(t, k, c))}): the step itself cannot be "
+                f"disagree there ({exact_kind(_seen(t, k, c))}): the step itself cannot be "
                 "told from its graph here",
                 tensor=c.name,
                 step=i,
@@ -193,7 +193,7 @@ def _host_moves(t: Trajectories) -> dict[str, list]:
     return {n: v for n, v in out.items() if len(set(map(repr, v))) > 1}
 
 
-def _spread(t: Trajectories, k: int) -> dict[str, Change]:
+def spread(t: Trajectories, k: int) -> dict[str, Change]:  # also the soak's
     """The tensors the two eager runs disagree on after compared call k (both from one
     state)."""
     return {c.name: c for c in compare(t.a.after[k], t.b.after[k]) if not c.host}
@@ -212,7 +212,7 @@ def exact_only(s: Seen) -> bool:
     )
 
 
-def _exact_kind(s: Seen) -> str:
+def exact_kind(s: Seen) -> str:
     return "compared by digest" if s.hashed else "an integer or boolean tensor"
 
 

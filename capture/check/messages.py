@@ -196,11 +196,12 @@ def reset_misses(tensors: list[Change]) -> Finding:
     )
 
 
-def measured(spreads: Sequence[dict[str, Change]]) -> Finding:
+def measured(spreads: Sequence[dict[str, Change]], at: Sequence[int]) -> Finding:
+    """`spreads` follow `at`, the calls compared (position k is call at[k])."""
     first: dict[str, tuple[int, Change]] = {}
-    for i, s in enumerate(spreads):
+    for k, s in enumerate(spreads):
         for n, c in s.items():
-            first.setdefault(n, (i, c))
+            first.setdefault(n, (at[k], c))
     worst = max((c.max_diff for _, c in first.values() if c.max_diff is not None), default=None)
     by = f", by up to {worst:.3g}" if worst is not None else ""
     i0 = min(i for i, _ in first.values())

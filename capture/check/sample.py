@@ -2,7 +2,8 @@
 sample, and the last. Also how long the trajectory is (`trajectory_length`): a number of
 calls, or `to-end`, the step's own account of when its static cache is full.
 
-Why a sample and not every call: a comparison fingerprints the step's whole state (its
+Only `--steps to-end` of a step with a reset is sampled (capture/check/step.py says why
+a step without one is not). Why a sample and not every call: a comparison fingerprints the step's whole state (its
 KV cache among it) and copies it off the device; a replay alone is one launch. To the
 end of a cache of a few thousand positions, comparing every call would cost thousands
 of fingerprints; a sample keeps the cost growing with the replays. What a sample can
@@ -12,9 +13,8 @@ wrong cache row, which every later comparison reads (the cache is compared whole
 graph wrong in one call's output alone, with no state left behind, shows only if that
 call is compared.
 
-- FIRST: every call up to here is compared (check's default trajectory, 4 calls, and a
-  few more: the start of a trajectory is where frozen host values and stale metadata
-  show);
+- FIRST: calls 0 to FIRST are compared (check's default trajectory, 4 calls, and a few
+  more: the start of a trajectory is where frozen host values and stale metadata show);
 - then calls at FIRST x RATIO^k, rounded up, and the last call: about 1.7 log2(n / FIRST)
   more (23 of 2,048 calls, 28 of 16,384).
 """

@@ -24,8 +24,8 @@ class CheckSettings:
         metadata={
             "help": "calls in the trajectory compared, from the step's start: the step runs "
             "2 x N times eagerly and its graph replays 2 x N times; 'to-end': until its "
-            "static cache is full, by the step's own step.max_steps (every call compared "
-            "for the first 8, then a geometric sample and the last)",
+            "static cache is full, by the step's own step.max_steps (a step with a reset "
+            "compared at calls 0-8, then a geometric sample and the last)",
             "min": 1,
         },
     )

@@ -31,19 +31,19 @@ check's four runs give a few.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
 
 from graph_harness.capture.check.findings import Finding
-from graph_harness.capture.check.judge import exact_only, within_spread
+from graph_harness.capture.check.judge import exact_kind, exact_only, spread, within_spread
 from graph_harness.capture.check.messages import what
 from graph_harness.capture.check.outputs import OutputPoison
-from graph_harness.capture.check.trajectory import Trajectories
+from graph_harness.capture.check.trajectory import Trajectories, put_back
 from graph_harness.capture.replay.guard import Replayer, cuda_in_use, is_cuda_error, sync
-from graph_harness.capture.state.changes import Change, compare
-from graph_harness.capture.state.fingerprint import Fingerprint, fingerprint
+from graph_harness.capture.state.changes import compare
+from graph_harness.capture.state.fingerprint import fingerprint
 from graph_harness.capture.state.steps import Repeatability, feed_of, set_rng_state, start_of
 
 IN_FLIGHT = 2  # replays queued ahead of the one waited on
@@ -123,65 +123,120 @@ def soak(
     Syncs and leaves the step at its start, unless a replay hangs."""
     res = SoakResult(replays)
     res.deadline_s, res.deadline_from = deadline_of(t, deadline)
-    sequential = t.sequential
-    start = start_of(step)
-    feed = feed_of(step)
-    r = Replayer(graph, name, reset=start if sequential else None, repeatability=rep)
-    spreads = [
-        {c.name: c for c in compare(t.a.after[k], t.b.after[k]) if not c.host}
-        for k in range(len(t.at))
-    ]
-    position = {i: k for k, i in enumerate(t.at)}
-    laps = -(-replays // t.steps)
-    check_laps = compared_laps(laps)
-    queue: list[tuple[int, int, int, torch.cuda.Event]] = []  # (replay, lap, call, event)
-    pending: list[tuple[int, int, int, Fingerprint]] = []  # compared once synced
-    failed: set[str] = set()
+    s = _Soak(step, graph, output, t, outputs, rep, name, res)
     t0 = time.perf_counter()
-    first = r.replays + 1
+    first = s.r.replays + 1
     try:
-        for n in range(replays):
-            lap, i = divmod(n, t.steps)
-            if i == 0:
-                res.laps += 1
-                if sequential and start is not None:
-                    # the lap's replays waited for first, under the watchdog: a reset that
-                    # syncs (an .item(), a copy from pageable memory) would otherwise wait
-                    # behind a hung replay with no deadline
-                    _drain(queue, res)
-                    start()  # reset, feed(0)
-                    r.since_reset = 0
-            if outputs is not None:
-                outputs.fill()
-            if feed is not None and not (sequential and i == 0):
-                feed(i)
-            if t.rngs:
-                set_rng_state(t.rngs[i])
-            r.replay()
-            if lap in check_laps and i in position:
-                fp = fingerprint(step, output, clone_to="cpu", non_blocking=True)
-                pending.append((n + 1, lap, i, fp))
-            queue.append((n + 1, lap, i, event()))
-            while len(queue) > IN_FLIGHT:
-                _wait(queue.pop(0), res)
-            if pending and res.done >= pending[0][0]:  # its copies have landed
-                _compare(pending, res, t, spreads, position, failed)
-            if res.findings:
-                break
-        _drain(queue, res)
-        _compare(pending, res, t, spreads, position, failed, every=True)
+        s.run(replays)
     except Hang:
         res.seconds = time.perf_counter() - t0
         return res  # no sync, no reset: both would wait behind the hang
     except Exception as e:
         if not is_cuda_error(e):
             raise
-        raise r.error(f"check's soak of {replays} replays", first, e) from e
-    if start is not None:
-        start()
+        raise s.r.error(f"check's soak of {replays} replays", first, e) from e
+    if s.start is not None:
+        s.start()
     sync()
     res.seconds = time.perf_counter() - t0
     return res
+
+
+class _Soak:
+    """The soak's loop and what it keeps (module docstring)."""
+
+    def __init__(
+        self,
+        step: Callable[[], object],
+        graph: object,
+        output: object,
+        t: Trajectories,
+        outputs: OutputPoison | None,
+        rep: Repeatability,
+        name: str,
+        res: SoakResult,
+    ) -> None:
+        self.step, self.output, self.t, self.outputs, self.res = step, output, t, outputs, res
+        self.start = start_of(step)
+        self.feed = feed_of(step)
+        self.r = Replayer(
+            graph, name, reset=self.start if t.sequential else None, repeatability=rep
+        )
+        self.spreads = [spread(t, k) for k in range(len(t.at))]
+        self.position = {i: k for k, i in enumerate(t.at)}
+        self.queue: list[tuple[int, int, int, object]] = []  # (replay, lap, call, event)
+        self.said: set[str] = set()  # tensors with a finding: each said once
+
+    def run(self, replays: int) -> None:
+        t, res = self.t, self.res
+        laps = compared_laps(-(-replays // t.steps))
+        for n in range(1, replays + 1):
+            lap, i = divmod(n - 1, t.steps)
+            if i == 0:
+                res.laps += 1
+                if t.sequential and self.start is not None:
+                    self._drain()  # a reset that syncs must not wait behind a hung replay
+                    self.start()  # reset, feed(0)
+                    self.r.since_reset = 0
+                    put_back(self.step, t.a.start, t.restored)  # as the check's runs began
+            if self.feed is not None and not (t.sequential and i == 0):
+                # a feed may sync (a tensor made from a Python value, a copy from pageable
+                # memory): the replays before it waited for first, under the watchdog
+                self._drain()
+            if self.outputs is not None:
+                self.outputs.fill()
+            if self.feed is not None and not (t.sequential and i == 0):
+                self.feed(i)
+            if t.rngs:
+                set_rng_state(t.rngs[i])
+            self.r.replay()
+            self.queue.append((n, lap, i, event()))
+            if lap in laps and i in self.position:
+                self._drain()  # this replay finished, under its deadline, then read
+                self._compare(n, lap, i)
+            while len(self.queue) > IN_FLIGHT:
+                _wait(self.queue.pop(0), res)
+            if any(f.severity == "fail" for f in res.findings):
+                break
+        self._drain()
+
+    def _drain(self) -> None:
+        while self.queue:
+            _wait(self.queue.pop(0), self.res)
+
+    def _compare(self, n: int, lap: int, i: int) -> None:
+        """Replay n (call i of lap `lap`), finished, against eager run A's call i."""
+        k = self.position[i]
+        fp = fingerprint(self.step, self.output, clone_to="cpu", non_blocking=True)
+        ev = event()
+        _wait((n, lap, i, ev), self.res)  # the copies landed (its own deadline)
+        self.res.compared += 1
+        ref = self.t.a.after[k]
+        for c in compare(ref, fp):
+            if c.host or c.name in self.said:
+                continue
+            own, seen = self.spreads[k].get(c.name), ref.seen.get(c.name)
+            if own is not None and seen is not None and within_spread(c, own):
+                continue
+            self.said.add(c.name)
+            unjudged = own is not None and seen is not None and exact_only(seen)
+            self.res.findings.append(
+                Finding(
+                    kind="unjudged" if unjudged else "soak-mismatch",
+                    severity="unverified" if unjudged else "fail",
+                    message=f"{what(c)} {c.name}: at soak replay {n} (call {i} of lap {lap}) "
+                    f"the graph's replay differs from the eager call: {c.detail}; "
+                    + (
+                        "two eager runs from one state already disagree there "
+                        f"({exact_kind(seen)}): the step cannot be told from its graph"
+                        if unjudged
+                        else "the check's own runs agreed, so the graph goes wrong only after "
+                        "many replays"
+                    ),
+                    tensor=c.name,
+                    step=i,
+                )
+            )
 
 
 class _Done:
@@ -221,43 +276,3 @@ def _wait(item: tuple[int, int, int, torch.cuda.Event], res: SoakResult) -> None
             raise Hang
         time.sleep(POLL_S)
     res.done = n
-
-
-def _drain(queue: list, res: SoakResult) -> None:
-    while queue:
-        _wait(queue.pop(0), res)
-
-
-def _compare(
-    pending: list[tuple[int, int, int, Fingerprint]],
-    res: SoakResult,
-    t: Trajectories,
-    spreads: Sequence[dict[str, Change]],
-    position: dict[int, int],
-    failed: set[str],
-    *,
-    every: bool = False,
-) -> None:
-    """Compare the fingerprints whose replays have finished (all of them with `every`)."""
-    while pending and (every or res.done >= pending[0][0]):
-        n, lap, i, fp = pending.pop(0)
-        k = position[i]
-        res.compared += 1
-        for c in compare(t.a.after[k], fp):
-            if c.host or c.name in failed:
-                continue
-            own, seen = spreads[k].get(c.name), t.a.after[k].seen.get(c.name)
-            if own is not None and seen is not None and (exact_only(seen) or within_spread(c, own)):
-                continue  # judged by the check's own verdict, or within the measured spread
-            failed.add(c.name)
-            res.findings.append(
-                Finding(
-                    kind="soak-mismatch",
-                    severity="fail",
-                    message=f"{what(c)} {c.name}: at soak replay {n} (call {i} of lap {lap}) "
-                    f"the graph's replay differs from the eager call: {c.detail}; the check's "
-                    "own runs agreed, so the graph goes wrong only after many replays",
-                    tensor=c.name,
-                    step=i,
-                )
-            )

@@ -58,6 +58,7 @@ from graph_harness.capture.state.steps import (
     StateWatch,
     feed_of,
     require_repeatable,
+    reset_of,
 )
 from graph_harness.capture.text import printable
 
@@ -150,7 +151,10 @@ def check_captured(
         result.findings += copies
     graph = captured.graph if captured is not None else None
     output = captured.output if captured is not None else None
-    t = run_trajectories(step, calls, graph, output, result.name, rep, compared_calls(calls))
+    t = run_trajectories(
+        step, calls, graph, output, result.name, rep, _compared(step, calls, settings),
+        sync_each=bool(copies),
+    )  # fmt: skip
     result.poisoned = t.poisoned
     if t.drawn and not rep.rng:
         result.findings.append(Finding(kind="rng", severity="info", message=_rng_line(t.drawn)))
@@ -159,6 +163,17 @@ def check_captured(
     if settings.soak:
         _soak(step, graph, output, t, rep, result, settings)
     return result
+
+
+def _compared(step: Callable[[], object], calls: int, settings: CheckSettings) -> list[int]:
+    """The calls compared: every one, except to the end of a step with a reset, which is
+    compared at a sample (capture/check/sample.py). A step without a reset is compared at
+    every call: its four runs take turns call by call, each starting from the state the
+    last left, so a wrong write between two compared calls would be shared by all four
+    and never seen."""
+    if settings.steps == TO_END and reset_of(step) is not None:
+        return compared_calls(calls)
+    return list(range(calls))
 
 
 def _soak(

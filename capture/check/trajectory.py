@@ -23,6 +23,10 @@ step would.
 waiting (capture/state/fingerprint.py), and nothing syncs between calls: each run syncs
 once, at its end, so a run's time grows with its calls (launches, replays) and its
 compared calls' copies overlap the next calls. `seconds` holds each run's wall time.
+Where the host takes part in a call (the graph copies host memory at every replay, or
+the step's state holds CPU tensors a queued copy may write), each call waits for the
+last before its inputs are fed, as before: a feed writing a host buffer must not race
+the copy of the call before.
 
 So A against B measures what the step itself does not repeat (kernels that are not
 deterministic, or a reset that misses some state: the two starts tell which), A against
@@ -96,9 +100,15 @@ class Trajectories:
 
 class _Runner:
     def __init__(
-        self, step: Callable[[], object], steps: int, replayer: Replayer | None, output: object
+        self,
+        step: Callable[[], object],
+        steps: int,
+        replayer: Replayer | None,
+        output: object,
+        sync_each: bool = False,
     ) -> None:
         self.step = step
+        self.sync_each = sync_each or _holds_host_tensors(step, output)
         self.steps = steps
         self.start = start_of(step)
         self.feed = feed_of(step)
@@ -118,6 +128,8 @@ class _Runner:
             self.outputs.fill()
 
     def _before(self, i: int, *, record: bool, fed: bool) -> None:
+        if self.sync_each:
+            sync()  # the call before, its copies from or to the host, landed (docstring)
         if not fed:  # a fed call 0 was filled before its reset and feed (run_trajectories)
             self.fill_outputs()
         if self.feed is not None and not fed:
@@ -182,6 +194,11 @@ class _Runner:
         return fp
 
 
+def _holds_host_tensors(step: Callable[[], object], output: object) -> bool:
+    found, _ = reachable(step, output)
+    return any(isinstance(v, torch.Tensor) and v.device.type == "cpu" for _, v, _ in found)
+
+
 def _print(step: Callable[[], object], output: object, *, with_output: bool = True) -> Fingerprint:
     """A fingerprint kept on the host, its copies queued (module docstring)."""
     return fingerprint(step, output, with_output=with_output, clone_to="cpu", non_blocking=True)
@@ -215,6 +232,20 @@ def restore(step: Callable[[], object], like: Fingerprint, now: Fingerprint) -> 
     return out
 
 
+def put_back(step: Callable[[], object], like: Fingerprint | None, names: list[str]) -> None:
+    """The watched tensors `names` back to their values in `like`, in place: the soak's
+    laps start from the state the check's runs started from (restore's, by name)."""
+    if not names or like is None:
+        return
+    live = {n: v for n, v, o in reachable(step, with_output=False)[0] if not o}
+    with torch.no_grad():
+        for name in names:
+            was, t = like.seen.get(name), live.get(name)
+            if was is None or was.hashed or was.host or not isinstance(t, torch.Tensor):
+                continue
+            t.copy_(was.value.to(t.device))
+
+
 def run_trajectories(
     step: Callable[[], object],
     steps: int,
@@ -223,6 +254,8 @@ def run_trajectories(
     name: str,
     rep: Repeatability,
     at: list[int] | None = None,
+    *,
+    sync_each: bool = False,
 ) -> Trajectories:
     """The four runs (module docstring) of `steps` calls, compared at the calls `at` (all
     of them by default); `graph` None (the CPU): A and B only. Replays go through one
@@ -238,7 +271,7 @@ def run_trajectories(
         replayer = Replayer(
             graph, name, reset=start_of(step) if sequential else None, repeatability=rep
         )
-    run = _Runner(step, steps, replayer, output)
+    run = _Runner(step, steps, replayer, output, sync_each and graph is not None)
     t = Trajectories(steps, sequential, Run(), Run(), at=at)
     clock = _Clock(t.seconds)
     if sequential:

@@ -273,6 +273,7 @@ def fingerprint(
     before the stream is synced (check syncs once per run, not once per call)."""
     found, truncated = reachable(step, output, with_output=with_output)
     fp = Fingerprint(truncated=truncated)
+    synced = not non_blocking  # a host tensor is read now: queued work must land first
     budget = HOST_CLONE_BUDGET_BYTES if clone_to else CLONE_BUDGET_BYTES
     cap = budget if clone_to else CLONE_MAX_BYTES
     for name, v, is_output in found:
@@ -282,6 +283,10 @@ def fingerprint(
         try:
             if v.layout != torch.strided or v.device.type == "meta":
                 continue
+            if not synced and v.device.type == "cpu":  # a copy queued into it, not yet done
+                if torch.cuda.is_available() and torch.cuda.is_initialized():
+                    torch.cuda.synchronize()
+                synced = True
             meta = (v.data_ptr(), tuple(v.shape), v.stride(), v.dtype, v.device)
             nbytes = v.numel() * v.element_size()
             if nbytes <= cap and nbytes <= budget:

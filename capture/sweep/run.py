@@ -178,6 +178,11 @@ def sweep_step(
     device = default_device()
     options: dict = {"step_warmup": warmup, "check_steps": check_steps}
     calls = _interleaved_calls(check_steps)
+    if interleaved and calls != check_steps and note is not None:
+        note(
+            f"the interleaved check takes {calls} calls per size: --check-steps {check_steps} "
+            "is one size's own length, and the sizes' differ (each size's own check runs it)"
+        )
     if device.type != "cuda":  # counts only, each size's check its eager part
         counted = _own_pools(make, sizes, name, module_of, warmup, check_steps, gate, say,
                              None, tell)  # fmt: skip

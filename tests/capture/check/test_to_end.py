@@ -133,24 +133,33 @@ def test_a_graph_wrong_only_past_the_first_calls_is_caught_by_running_to_the_end
     assert min(steps) == after, (steps, after)  # the first compared call after the defect
 
 
-def test_to_the_end_without_a_reset_carries_the_state_by_one_call_per_index(no_gpu_parts):
+def test_to_the_end_without_a_reset_compares_every_call(no_gpu_parts):
+    # its four runs take turns call by call, each from the state the last left: a wrong
+    # write between two compared calls would be shared by all four, so none is skipped
     x = torch.randn(16)
     out = torch.empty(16)
 
     def step():  # repeats: each call leaves what it found
         _tick()
-        torch.mul(x, 2, out=out)
+        torch.mul(x, 2.0, out=out)
         return out
 
     step.max_steps = 30
     _CALLS.clear()
     result = _check(step, lambda: torch.mul(x, 2, out=out), out, steps=TO_END)
     calls = list(_CALLS)
-    at = compared_calls(30)
-    assert result.passed and result.compared_calls == at, result.findings
-    # two eager calls at each compared call, one to carry the state at the others
-    assert len(calls) >= 2 * len(at) + (30 - len(at))
-    assert len(no_gpu_parts) == 2 * len(at)  # replays only at the compared calls
+    assert result.passed and result.compared_calls == list(range(30)), result.findings
+    assert len(calls) == result.warmup + 1 + 2 * 30  # two eager calls at every call
+    assert len(no_gpu_parts) == 2 * 30  # and two replays
+
+
+def test_a_number_of_steps_is_compared_at_every_call(no_gpu_parts):
+    # only --steps to-end samples: --steps 12 compares all twelve, as it always did
+    step = _long()
+    out = step()
+    step.reset()
+    result = _check(step, step, out, steps=12)
+    assert result.passed and result.compared_calls == list(range(12)), result.findings
 
 
 # --- the soak ----------------------------------------------------------------------------
@@ -224,7 +233,9 @@ def test_a_replay_past_its_deadline_is_reported_as_a_hang_and_never_waited_for(
     hang = result.soak["hang"]
     assert hang is not None and hang["replay"] == 1 and hang["waited_s"] >= 0.05
     assert result.soak["done"] == 0
-    assert n[0] == 2 * 4 + S.IN_FLIGHT + 1  # queued no further than IN_FLIGHT ahead
+    # lap 0 is compared: its first replay is waited for (under the deadline) before the
+    # state is read, so nothing more was queued behind it
+    assert n[0] == 2 * 4 + 1
     f = next(f for f in _fails(result) if f.kind == "hang")
     assert "did not finish within 0.05 s" in f.message and "must exit" in f.message
 
@@ -247,3 +258,18 @@ def test_the_soak_needs_a_graph_on_the_cpu_and_says_so():
     result = check_step(step, device="cpu", soak=10)
     assert result.soak is None
     assert any(f.kind == "soak" and "needs a GPU" in f.message for f in result.findings)
+
+
+def test_a_soak_starts_each_lap_as_the_checks_runs_started(no_gpu_parts):
+    # a reset that misses the cache: the check puts it back before each run (and says
+    # so); the soak's laps must start from that same state, or a right graph fails
+    step = T.stateful(device="cpu")
+    pos = step.state["pos"]
+    step.reset = lambda: pos.zero_()  # the cache is left as the last call left it
+    out = step()
+    step.reset()
+    replay, _ = _counting_graph(step)
+    result = _check(step, replay, out, steps=4, soak=20)
+    assert any(f.kind == "reset" for f in result.findings)  # the check put the cache back
+    assert result.status == "passed", result.verdict()
+    assert result.soak["compared"] > 4
