@@ -30,7 +30,7 @@ The step runs `warmup` + 1 times to be captured, then 2 x `steps` times eagerly.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -43,15 +43,14 @@ from graph_harness.capture.check.findings import (
 )
 from graph_harness.capture.check.host_copies import host_copies
 from graph_harness.capture.check.judge import judge
-from graph_harness.capture.check.library_hosts import accepted, accepted_of, library_cause
+from graph_harness.capture.check.library_hosts import accepted_of, library_cause
 from graph_harness.capture.check.sample import compared_calls, trajectory_length
 from graph_harness.capture.check.settings import TO_END, CheckSettings
 from graph_harness.capture.check.soak import soak
 from graph_harness.capture.check.trajectory import Trajectories, run_trajectories
+from graph_harness.capture.check.warmups import from_warmups, host_reads, rng_line
 from graph_harness.capture.count import capture_and_keep
-from graph_harness.capture.graph.diagnose.classes import HOST_READ_OPS
 from graph_harness.capture.graph.settings import StepSettings
-from graph_harness.capture.state.changes import Change, names
 from graph_harness.capture.state.fingerprint import host_owners
 from graph_harness.capture.state.steps import (
     Repeatability,
@@ -157,7 +156,7 @@ def check_captured(
     )  # fmt: skip
     result.poisoned = t.poisoned
     if t.drawn and not rep.rng:
-        result.findings.append(Finding(kind="rng", severity="info", message=_rng_line(t.drawn)))
+        result.findings.append(Finding(kind="rng", severity="info", message=rng_line(t.drawn)))
     judge(t, result, export, copies, accept)
     result.findings = once_each(with_library_causes(step, result.findings))
     if settings.soak:
@@ -203,29 +202,6 @@ def _soak(
     result.findings += s.findings
 
 
-def host_reads(export: NodeExport) -> list[Finding]:
-    """On the CPU: each counted op that reads a value back to the host or makes a
-    data-dependent shape; on a GPU it breaks the capture (capture/graph/diagnose/failure.py)."""
-    out = []
-    for n in export.nodes:
-        op = str(n.get("kernel") or "").rsplit(".", 1)[0]
-        if op in HOST_READ_OPS:
-            out.append(
-                Finding(
-                    kind="host-read",
-                    severity="unverified",
-                    message=f"CPU dispatch {n['index']} ({n['kernel']}, in "
-                    f"{n.get('scope')}) reads a value back to the host or makes a "
-                    "data-dependent shape: on a GPU its capture fails there (keep the value "
-                    "on the GPU, or move the read before the step)",
-                    node=n["index"],
-                    kernel=n.get("kernel"),
-                    scope=n.get("scope"),
-                )
-            )
-    return out
-
-
 def once_each(findings: list[Finding]) -> list[Finding]:
     """One finding per kind and value: where the warm-ups' warning and the trajectory's
     verdict name one host value (or one tensor), only the more severe is kept, so a
@@ -253,76 +229,6 @@ def with_library_causes(step: Callable[[], object], findings: list[Finding]) -> 
         cause = library_cause([f.tensor], owners) if f in host else ""
         out.append(replace(f, message=f.message + cause) if cause else f)
     return out
-
-
-def from_warmups(rep: Repeatability, accept: Mapping[str, str] | None = None) -> list[Finding]:
-    out = [
-        Finding(
-            kind="repeatability",
-            severity="warn" if rep.repeatable is None else "info",
-            message=f"whether the step repeats is {rep.summary()}"
-            if rep.repeatable is None
-            else f"the step {rep.summary()}",
-        )
-    ]
-    if rep.nondeterministic:  # measured by the trajectory's two eager runs, not inferred here
-        out.append(
-            Finding(
-                kind="repeatability",
-                severity="info",
-                message=f"two warm-ups from its reset differ ({names(list(rep.changed))}): "
-                "kernels that are not deterministic, or a reset that misses some state; the "
-                "trajectory's two eager runs tell which",
-            )
-        )
-    state = [c for c in rep.in_a_call if not c.host]
-    if state:
-        changes = f"one call changes {names(state)}"
-        out.append(Finding(kind="state", severity="info", message=changes))
-    host = [c for c in rep.in_a_call if c.host and not (accept and accepted(c.name, accept))]
-    if host:
-        line = _host_line(host)
-        out.append(Finding(kind="host-state", severity="warn", message=line, tensor=host[0].name))
-    if rep.rebound:
-        out.append(
-            Finding(
-                kind="rebound",
-                severity="warn",
-                message=f"a call rebinds {', '.join(rep.rebound[:3])} to new tensors; a graph "
-                "keeps reading the ones its capture saw",
-            )
-        )
-    if rep.replaced_by_reset:
-        out.append(
-            Finding(
-                kind="reset",
-                severity="warn",
-                message=f"the reset rebinds {', '.join(rep.replaced_by_reset[:3])} to new tensors; "
-                "a graph keeps reading the ones it captured: reset them in place",
-            )
-        )
-    if rep.rng:
-        out.append(Finding(kind="rng", severity="info", message=_rng_line(rep.rng)))
-    if rep.truncated:
-        bound = "the walk over the step's state stopped at a bound"
-        out.append(Finding(kind="walk", severity="info", message=bound))
-    return out
-
-
-def _host_line(host: list[Change]) -> str:
-    shown = "; ".join(f"{c.name}: {c.detail}" for c in host[:3])
-    return (
-        f"a call changes host values ({shown}): a graph replays what its capture saw of "
-        "them and never reads them again"
-    )
-
-
-def _rng_line(drawn: Sequence[str]) -> str:
-    return (
-        f"the step draws random numbers ({'; '.join(drawn)}); torch registers the generator "
-        "with a graph, so each replay draws anew as an eager call would; check runs its "
-        "eager call and replays from one generator state"
-    )
 
 
 def gate(results: dict[str, CheckResult]) -> None:
