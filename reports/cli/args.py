@@ -9,6 +9,7 @@ import dataclasses
 import textwrap
 from pathlib import Path
 
+from graph_harness.capture.errors import UsageError
 from graph_harness.capture.graph.settings import StepSettings
 from graph_harness.capture.replay.settings import ReplaySettings
 from graph_harness.capture.round.params import VARIANT_HELP, RoundParams
@@ -135,6 +136,22 @@ def timing_args(
             default=None,
             help=f"{f.metadata['help']} (default {shown})",
         )
+
+
+def settings_from(settings: type, args: argparse.Namespace):
+    """A settings class (ReplaySettings, ProfileSettings, SweepSettings) from the flags
+    `timing_args` made of its fields: those given, the class's defaults for the rest (a
+    list the parser gathered becomes the tuple the field holds); its ValueError a usage
+    error. The one way back from flags to settings."""
+    given = {
+        f.name: tuple(v) if isinstance(v, list) else v
+        for f in dataclasses.fields(settings)
+        if (v := getattr(args, f.name, None)) is not None
+    }
+    try:
+        return settings(**given)
+    except ValueError as e:
+        raise UsageError(str(e)) from e
 
 
 BLOCKS = "blocks"  # --module-scopes without DEPTH: one row per repeated block (layer)

@@ -246,12 +246,6 @@ def given_timing_flags(args) -> list[str]:
 
 def replay_settings(args) -> ReplaySettings:
     """ReplaySettings from the flags given (the dataclass holds every default)."""
-    given = {
-        f.name: tuple(v) if isinstance(v, list) else v
-        for f in fields(ReplaySettings)
-        if (v := getattr(args, f.name, None)) is not None
-    }
-    try:
-        return ReplaySettings(**given)
-    except ValueError as e:
-        raise UsageError(str(e)) from e
+    from graph_harness.reports.cli.args import settings_from
+
+    return settings_from(ReplaySettings, args)

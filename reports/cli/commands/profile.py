@@ -5,7 +5,6 @@ measured ones. Needs a GPU: CUPTI records what the GPU ran."""
 from __future__ import annotations
 
 import argparse
-from dataclasses import fields
 
 from graph_harness.capture.errors import require_gpu
 from graph_harness.capture.profile.settings import ProfileSettings
@@ -23,6 +22,9 @@ from graph_harness.reports.cli.args import (
     subcommand,
     timing_args,
     warmup_arg,
+)
+from graph_harness.reports.cli.args import (
+    settings_from as flags_to_settings,
 )
 from graph_harness.reports.cli.console import (
     IO,
@@ -90,13 +92,7 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
 
 
 def settings_from(args) -> ProfileSettings:
-    given = {
-        f.name: v for f in fields(ProfileSettings) if (v := getattr(args, f.name, None)) is not None
-    }
-    try:
-        return ProfileSettings(**given)
-    except ValueError as e:
-        raise UsageError(str(e)) from e
+    return flags_to_settings(ProfileSettings, args)
 
 
 def check_flags(args) -> None:

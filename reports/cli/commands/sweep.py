@@ -23,6 +23,9 @@ from graph_harness.reports.cli.args import (
     timing_args,
     warmup_arg,
 )
+from graph_harness.reports.cli.args import (
+    settings_from as flags_to_settings,
+)
 from graph_harness.reports.cli.console import IO, UsageError, banner, progress, staged, wrote
 from graph_harness.reports.cli.sweeps import sweep_inputs, sweep_target
 from graph_harness.reports.cli.target import target_arg
@@ -136,8 +139,7 @@ def check_flags(args: argparse.Namespace) -> list[tuple[dict[int, float], str]]:
 
 
 def settings_from(args: argparse.Namespace) -> SweepSettings:
-    given = {f: getattr(args, f) for f in ("trials", "replays", "leak_replays", "seed")}
-    return SweepSettings(**{k: v for k, v in given.items() if v is not None})
+    return flags_to_settings(SweepSettings, args)
 
 
 def run(args: argparse.Namespace, io: IO) -> int:
