@@ -33,8 +33,9 @@ from bench_model import load_example  # noqa: E402  (this folder: scripts run fr
 
 from graph_harness.capture import VARIANTS, RoundParams, module_scopes  # noqa: E402
 from graph_harness.capture.count import capture_and_keep  # noqa: E402
-from graph_harness.capture.profile.run import profile_rounds, profile_steps  # noqa: E402
+from graph_harness.capture.profile.run import profile_steps  # noqa: E402
 from graph_harness.capture.profile.settings import ProfileSettings  # noqa: E402
+from graph_harness.capture.round.profile import profile_rounds  # noqa: E402
 from graph_harness.reports.cli.commands.profile import show, write_plot  # noqa: E402
 from graph_harness.reports.cli.console import IO  # noqa: E402
 from graph_harness.reports.kernel_names import short_names  # noqa: E402

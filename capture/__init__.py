@@ -14,11 +14,13 @@ The sub-packages, in pipeline order (each may import only those before it):
     replay/       guarded replays of any graph, timing, chain kinds, the replay document
     check/        does the graph compute what the step computes
     sweep/        the capture-size ladder: a step at every batch size, padding, sizes to capture
-    round/        the built-in decode round: parameters, count_round, its chains, rounds
-                  timed, savings priced, run_replays, distributed
     profile/      the in-round profile under CUPTI
     advise/       the fusion advisor
     budget/       node budgets and their file
+    round/        the built-in decode round, at the top: parameters, count_round, its
+                  chains, rounds timed, savings priced, run_replays, profile_rounds,
+                  distributed; it registers what it adds to replay and advise, which
+                  know nothing of it
 
 Shared by all, at the root: files.py (writing the paths a user names), paths.py (what a
 path is, reading one), stats.py (fits and intervals), environment.py (what a measurement

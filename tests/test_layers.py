@@ -45,10 +45,10 @@ ORDER = [
     {"replay"},
     {"check"},
     {"sweep"},
-    {"round"},
     {"profile"},
     {"advise"},
     {"budget"},
+    {"round"},
 ]
 RANK = {name: i for i, names in enumerate(ORDER) for name in names}
 
@@ -109,6 +109,21 @@ def test_imports_flow_one_way(top):
             if theirs is not None and RANK[theirs] > RANK[mine]:
                 bad.append(f"{me} -> {target}")
     assert not bad, "\n".join(bad)
+
+
+def round_imports(path: Path, module: str) -> list[str]:
+    return [f"{module} -> {t}" for t in imports(path, module) if capture_part(t) == "round"]
+
+
+@pytest.mark.parametrize("part", ["replay", "profile", "advise", "budget"])
+def test_generic_measurement_imports_nothing_of_the_round(part, tmp_path):
+    # The round sits at the top and registers what it adds (round/chains.py, advice.py).
+    found = [x for path, me in modules(f"capture/{part}") for x in round_imports(path, me)]
+    assert found == []
+    # Not vacuous: the old order (advise pricing through the round's chains) is caught.
+    old = tmp_path / "groups.py"
+    old.write_text("from graph_harness.capture.round.pricing import step_chain\n")
+    assert round_imports(old, f"graph_harness.capture.{part}.groups") != []
 
 
 def test_the_check_sees_a_forbidden_import(tmp_path):

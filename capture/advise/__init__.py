@@ -4,13 +4,14 @@ ranked, and set against measured savings where the costs hold them.
 - advice.py: advise() and its document, Advice (`capture.advise.advise`)
 - candidates.py: where nodes could become one (chains, copies after a kernel)
 - groups.py: identical candidates grouped and priced
-- measured.py: predictions against measured savings
+- measured.py: predictions against measured savings, as workloads register them
+- hooks.py: what a workload registers (its own chains, its measured savings)
 - costs.py: per-node costs, from a replay document or the built-in table
 - delta_price.py: a node delta (of two exports, or two recordings) priced
 
 May import: capture.export, capture.attribution, capture.replay (its documents and
-pricing), capture.round's params (the variants a measured saving is of), capture.graph
-(node kinds), capture.record (a delta of two recordings, priced).
+pricing), capture.graph (node kinds), capture.record (a delta of two recordings, priced).
+Nothing of the built-in round: it registers what it adds (capture/advise/hooks.py).
 """
 
 from __future__ import annotations

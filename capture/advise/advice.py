@@ -6,8 +6,9 @@ document (`Advice`). Composes the three steps, each in its own module:
 - capture/advise/groups.py groups identical candidates, prices each group per replay of
   the export's graph (per round for the built-in round, per step for a callable) and
   ranks them;
-- capture/advise/measured.py sets the predictions beside the measured savings of the
-  round's variant pairs, where the costs hold them.
+- capture/advise/measured.py sets the predictions beside measured savings, where a
+  workload registered them and the costs hold them (the built-in round's variant pairs:
+  capture/round/advice.py).
 
 Computes only: the `advise` command and reports/tables.py render the document.
 """

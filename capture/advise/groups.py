@@ -8,10 +8,11 @@ saving is the sum over its occurrences, per replay of the export's graph: per ro
 the built-in round, per step for a callable.
 
 Pricing (capture/advise/costs.py: a replay document's fits, or the built-in H200 table): each
-removed node at the slope of its type's chain (pricing.TYPE_CHAIN: kernel nodes at
+removed node at the slope of its type's chain (replay.kinds.TYPE_CHAIN: kernel nodes at
 torch-add's, memcpy and memset at theirs); or, where a chain replays the candidate's own
-nodes (the built-in round's pack call and compaction copies, at the round's default
-shape: pricing.step_chain), at that chain's slope, work included.
+nodes (a workload registers which, capture/advise/hooks.py: the built-in round's pack call
+and compaction copies, at the round's default shape), at that chain's slope, work
+included.
 """
 
 from __future__ import annotations
@@ -22,11 +23,11 @@ from typing import Any
 
 from graph_harness.capture.advise.candidates import Candidate, find_candidates, node_role
 from graph_harness.capture.advise.costs import Costs
+from graph_harness.capture.advise.hooks import step_chains
 from graph_harness.capture.attribution.labels import generalize
 from graph_harness.capture.export.nodes import NodeExport
 from graph_harness.capture.graph.dispatch import NON_LAUNCHING
 from graph_harness.capture.replay.kinds import TYPE_CHAIN
-from graph_harness.capture.round.pricing import chains_replay_its_calls, step_chain
 
 # The node type a removed node of each role is priced as, where its own type has no chain
 # (the CPU source's ATen ops).
@@ -83,10 +84,12 @@ def _price_type(node: dict[str, Any]) -> str:
 
 def _own_chains(export: NodeExport, cands: list[Candidate], costs: Costs) -> list[str | None]:
     """For each candidate, the chain kind that replays exactly its nodes with their real
-    shapes, if the costs hold one: on the built-in round's graph, at the default shape the
-    chains run at, a candidate that is a whole step's call (the shipped pack's ten
-    kernels, the allocating compaction's two copies). None elsewhere."""
-    if not chains_replay_its_calls(export):
+    shapes, if the costs hold one: where a workload registered which chain replays a step's
+    call (capture/advise/hooks.py), a candidate that is a whole step's call (on the
+    built-in round: the shipped pack's ten kernels, the allocating compaction's two
+    copies). None elsewhere."""
+    chain_of = step_chains(export)
+    if chain_of is None:
         return [None] * len(cands)
     nodes = export.nodes
     calls: dict[tuple, list[int]] = defaultdict(list)  # (stage, step) -> its nodes
@@ -98,7 +101,7 @@ def _own_chains(export: NodeExport, cands: list[Candidate], costs: Costs) -> lis
         first = nodes[c.run[0]]
         kind = None
         if tuple(calls[(first["stage"], first["step"])]) == c.run:
-            kind = step_chain(export.variant, first["step"])
+            kind = chain_of(first["step"])
         out.append(kind if kind is not None and costs.slope(kind) is not None else None)
     return out
 

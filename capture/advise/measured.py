@@ -1,26 +1,27 @@
-"""The advisor's predictions against measured savings: where the costs hold a measured
-saving of a variant pair of the built-in round (same shape), the groups whose steps the
-pair changes, predicted against it, with whether the prediction lies in its 95% interval
-and, if not, the per-node figures that say why. Neither finds nor prices candidates
-(capture/advise/candidates.py, capture/advise/groups.py).
+"""The advisor's predictions against measured savings: each comparison a workload
+registers (capture/advise/hooks.py; the built-in round's variant pairs,
+capture/round/advice.py) of the groups a measured change touches, predicted against what
+it saved, with whether the prediction lies in its 95% interval and, if not, the per-node
+figures that say why. Neither finds nor prices candidates (capture/advise/candidates.py,
+capture/advise/groups.py).
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from graph_harness.capture.advise.costs import Costs, MeasuredSaving
-from graph_harness.capture.advise.groups import Group
-from graph_harness.capture.export.nodes import NodeExport
-from graph_harness.capture.replay.kinds import TYPE_CHAIN
-from graph_harness.capture.round.params import VARIANTS, steps_changed
-from graph_harness.capture.round.pricing import step_chain
+from graph_harness.capture.advise.hooks import measured_comparers
+
+if TYPE_CHECKING:
+    from graph_harness.capture.advise.costs import Costs
+    from graph_harness.capture.advise.groups import Group
+    from graph_harness.capture.export.nodes import NodeExport
 
 
 @dataclass(frozen=True)
 class Comparison:
-    """Groups whose change a variant pair of the round makes, predicted against measured."""
+    """Groups whose change a measured pair (A -> B) makes, predicted against measured."""
 
     a: str
     b: str
@@ -40,147 +41,12 @@ class Comparison:
 def compare_measured(
     export: NodeExport, groups: list[Group], costs: Costs
 ) -> tuple[list[Comparison], list[str]]:
-    """Each measured variant pair A -> B of the costs, A being this export's variant,
-    against the groups in the steps B changes. Notes say why there are none, when the
-    costs hold pairs of this variant that cannot be compared."""
-    pairs = [s for s in costs.savings if s.a == export.variant]
-    if not export.is_round or export.variant not in VARIANTS or not pairs:
-        return [], []
-    if export.source != "cuda-graph":
-        return [], [
-            "no measured savings beside the predictions: the costs' rounds were timed as "
-            "CUDA graphs, and this export counts CPU dispatches"
-        ]
-    if export.params != costs.params:
-        diff = {
-            k: (costs.params or {}).get(k)
-            for k in export.params or {}
-            if (costs.params or {}).get(k) != export.params.get(k)
-        }
-        return [], [
-            f"no measured savings beside the predictions: the costs' rounds have {diff}, "
-            "this export's differ; count the round with those parameters to compare"
-        ]
-    out = []
-    for s in pairs:
-        if s.b not in VARIANTS:
-            continue
-        steps = steps_changed(s.a, s.b)
-        members = [g for g in groups if g.steps and set(g.steps) <= steps]
-        if members:
-            out.append(_compare(export, s, members, costs))
-    return out, []
-
-
-def _nonzero(d: dict[str, int]) -> dict[str, int]:
-    return {k: v for k, v in d.items() if v}
-
-
-def _compare(
-    export: NodeExport, s: MeasuredSaving, members: list[Group], costs: Costs
-) -> Comparison:
-    removed: dict[str, int] = defaultdict(int)
-    for g in members:
-        for t, n in g.removed_by_type.items():
-            removed[t] += n
-    n = sum(removed.values())
-    predicted = sum(g.saving_us for g in members)
-    by_type = sum(g.saving_by_type_us for g in members)
-    with_b = predicted + _kept_change(export, s, members, costs)
-    ranks = tuple(g.rank for g in members)
-    if _nonzero(removed) != _nonzero(s.removed_by_type):
-        within, note = (
-            None,
-            (
-                f"not the same change: {s.a} -> {s.b} removes {_nonzero(s.removed_by_type)}, "
-                f"these candidates {_nonzero(removed)}"
-            ),
-        )
-    elif s.lo <= predicted <= s.hi:
-        within, note = True, f"within the measured interval [{s.lo:.1f}, {s.hi:.1f}]"
-    else:
-        within, note = False, _why_not(predicted, by_type, with_b, n, s, members, costs)
-    return Comparison(
-        s.a,
-        s.b,
-        ranks,
-        n,
-        s.removed_nodes,
-        predicted,
-        by_type,
-        with_b,
-        s.measured_us,
-        s.lo,
-        s.hi,
-        within,
-        note,
-    )
-
-
-def _kept_change(
-    export: NodeExport, s: MeasuredSaving, members: list[Group], costs: Costs
-) -> float:
-    """What the node that stays saves when B makes it: for groups priced by their own
-    chain, the kept node at A's chain less the one node B makes there at B's chain (the
-    shipped pack's node at pack-shipped against the fused pack at pack-fused); 0 where
-    either chain is missing (the node that stays is then priced unchanged)."""
-    total = 0.0
-    for g in members:
-        if g.own_chain is None:
-            continue
-        for k in g.kept:
-            step = export.nodes[k]["step"]
-            ka, kb = step_chain(s.a, step), step_chain(s.b, step)
-            if ka and kb and costs.slope(ka) is not None and costs.slope(kb) is not None:
-                total += costs.slope(ka) - costs.slope(kb)
-    return total
-
-
-def _why_not(
-    predicted: float,
-    by_type: float,
-    with_b: float,
-    n: int,
-    s: MeasuredSaving,
-    members: list[Group],
-    costs: Costs,
-) -> str:
-    """Why a prediction misses its measured interval, in the figures that make it up."""
-    lo, hi, m = s.lo / n, s.hi / n, s.measured_us / n
-    side = "below" if predicted < s.lo else "above"
-    text = (
-        f"{side} the measured [{s.lo:.1f}, {s.hi:.1f}]. Per removed node the round saved "
-        f"{m:.3f} us [{lo:.3f}, {hi:.3f}]; priced here at {predicted / n:.3f}"
-    )
-    chains = sorted({g.own_chain for g in members if g.own_chain})
-    if chains:
-        text += (
-            f" ({', '.join(chains)}: the candidate's own nodes replayed in a chain, the "
-            f"work each carries included; by node type alone {by_type / n:.3f})"
-        )
-    else:
-        kernel = costs.slope(TYPE_CHAIN["kernel"])
-        text += f" (by node type: a one-element kernel node costs {kernel:.3f})"
-    best = predicted
-    if with_b != predicted:
-        best = with_b
-        inside = s.lo <= with_b <= s.hi
-        text += (
-            f". With the node that stays priced at {s.b}'s own chain as well, "
-            f"{with_b:.1f}: {'within the interval' if inside else 'still ' + side}"
-        )
-        if inside:
-            return text
-    if side == "below":
-        text += (
-            f". The rest, {s.lo - best:.1f} to {s.hi - best:.1f} us ({(s.lo - best) / n:.3f} "
-            f"to {(s.hi - best) / n:.3f} per node), is what the nodes cost in the round "
-            "beyond a chain replayed back to back, which chains cannot see"
-        )
-    else:
-        text += (
-            f". The round saves {best - s.hi:.1f} to {best - s.lo:.1f} us less than "
-            "priced: the node that stays takes on work the prediction counts as gone "
-            "with the removed nodes"
-        )
-    return text
+    """Every registered workload's comparisons of `export`'s groups with the measured
+    savings in `costs`, and its notes on what could not be compared."""
+    comparisons: list[Comparison] = []
+    notes: list[str] = []
+    for compare in measured_comparers():
+        c, n = compare(export, groups, costs)
+        comparisons += c
+        notes += n
+    return comparisons, notes

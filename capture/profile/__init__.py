@@ -11,9 +11,9 @@ each node's duration and the gap before it, rolled up and priced.
 - rollup.py: node costs by scope and by group
 - pairs.py: a change priced from two profiles
 - document.py: ProfileResult, the one document
-- run.py: profiling on a GPU
+- run.py: profiling on a GPU (the built-in round's variants: capture/round/profile.py)
 
-May import: capture.replay, capture.round (its rounds, profiled), capture.export,
+May import: capture.replay, capture.export,
 capture.attribution, capture.graph, capture.scopes, capture.state, capture.record (a
 reduce-overhead step's calls, profiled).
 """

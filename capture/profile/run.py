@@ -1,6 +1,7 @@
 """Profiling on a GPU: replay captured graphs under CUPTI and cost every node
-(capture/profile/nodes.py does the arithmetic), the built-in round's variants over fresh builds
-timed as `replay` times them, or any captured step.
+(capture/profile/nodes.py does the arithmetic): any captured graphs, or captured steps
+with their resets (the built-in round's variants, over fresh builds, are profiled in
+capture/round/profile.py).
 
 Everything here syncs the device and needs CUDA.
 """
@@ -25,10 +26,6 @@ from graph_harness.capture.profile.settings import ProfileSettings
 from graph_harness.capture.record.steps import StepCalls
 from graph_harness.capture.replay.guard import Replayer, as_replayer
 from graph_harness.capture.replay.timing import time_replays_us
-from graph_harness.capture.round.count import CountedRound, count_round
-from graph_harness.capture.round.params import RoundParams
-from graph_harness.capture.round.pricing import saving_pairs
-from graph_harness.capture.round.timing import measure_rounds
 from graph_harness.capture.state.steps import require_repeatable
 from graph_harness.capture.text import plural
 
@@ -115,61 +112,6 @@ def profile_graphs(
     return out
 
 
-def profile_rounds(
-    params: RoundParams,
-    variants: Sequence[str],
-    settings: ProfileSettings | None = None,
-    *,
-    timed: bool = True,
-    pdl: bool = False,
-    progress: Progress = None,
-) -> ProfileResult:
-    """Profile each variant's round in every build. `timed`: the builds are also timed as
-    `replay` times rounds (measure_rounds: interleaved trials), which gives the measured
-    round times and, for two or more variants, the measured savings the profiles'
-    predictions are set against (pricing.saving_pairs). Syncs."""
-    settings = settings or ProfileSettings()
-    variants = list(variants)
-    windows: dict[str, list[Window]] = {v: [] for v in variants}
-    first: dict[str, NodeExport] = {}
-
-    def profile_build(build: int, rounds: dict[str, CountedRound]) -> None:
-        for v, counted in rounds.items():
-            first.setdefault(v, counted.export)
-            if first[v].structure() != counted.export.structure():
-                raise ProfileError(f"{v}: build {build} captured another graph than build 0")
-        graphs = {v: (c.captured.graph, c.export) for v, c in rounds.items()}
-        for v, ws in profile_graphs(graphs, settings, build, settings.builds, progress).items():
-            windows[v] += ws
-
-    trials = None
-    if timed:
-        if progress:
-            progress(f"timing and profiling {plural(len(variants), 'round')}")
-        trials, _ = measure_rounds(
-            params, variants, settings.timing(), pdl=pdl, after_build=profile_build
-        )
-    else:
-        for build in range(settings.builds):
-            pool = torch.cuda.graph_pool_handle()
-            rounds = {v: count_round(params, v, "cuda", graph_pool=pool, pdl=pdl) for v in variants}
-            profile_build(build, rounds)
-            del rounds
-    excess = calibrate(first.values(), settings, progress)
-    profiles = {v: profile_windows(v, first[v], windows[v]) for v in variants}
-    profiles = with_bases(profiles, trials, excess)
-    return ProfileResult(
-        profiles=profiles,
-        excess=excess,
-        round_trials=trials,
-        pairs=saving_pairs(variants) if len(variants) > 1 else [],
-        params=params.as_dict(),
-        env=environment(torch.device("cuda")),
-        created=now(),
-        options={"pdl": pdl, "timed": timed, **_settings(settings)},
-    )
-
-
 def profile_steps(
     steps: dict[str, tuple[NodeExport, torch.cuda.CUDAGraph | Replayer]],
     settings: ProfileSettings | None = None,
@@ -218,7 +160,7 @@ def profile_steps(
         params=None,
         env=environment(torch.device("cuda")),
         created=now(),
-        options={"timed": timed, **_settings(settings), "builds": 1},
+        options={"timed": timed, **settings_options(settings), "builds": 1},
     )
 
 
@@ -262,7 +204,7 @@ def calibrate(
         return Excess({}, pd.DataFrame(columns=EXCESS_COLUMNS), note=str(e))
 
 
-def _settings(s: ProfileSettings) -> dict[str, int]:
+def settings_options(s: ProfileSettings) -> dict[str, int]:
     keys = ("trials", "builds", "windows", "replays", "warmup", "trace_replays")
     keys += ("calibration_rounds",)
     return {k: getattr(s, k) for k in keys}

@@ -9,7 +9,18 @@ and running it on several processes.
 - timing.py: the round's variants timed, interleaved, over fresh builds
 - pricing.py: each variant change's saving priced against the one measured
 - replays.py: run_replays, the replay document of the round
+- profile.py: profile_rounds, the round's variants profiled in every build
+- advice.py: the round's own chains and measured savings, registered with the advisor
+
+The round sits at the top of capture: generic measurement (replay, profile, advise) knows
+nothing of it, and the round registers what it adds to each (its chain kinds, what the
+advisor prices its calls with and compares its predictions against). Importing this
+package registers the advisor's part (plain data; chains.py registers its kinds when first
+asked for).
 
 May import: capture.count, capture.export, capture.graph, capture.scopes, capture.replay
-(its timing, chains and document), kernels, pools.
+(its timing, chains and document), capture.profile (its rounds profiled), capture.advise
+(what it registers), kernels, pools.
 """
+
+from graph_harness.capture.round import advice as _advice  # noqa: F401  (registers)

@@ -3,18 +3,21 @@ and the allocating compaction's two copies, at the round's default shape, so a c
 them prices a round step's call with its work, not its dispatch alone.
 
 Importing this module registers them; what lists or measures the round's kinds imports
-it (capture/round/replays.py, the `replay` command).
+it (capture/round/replays.py, the `replay` command), and what prices the round's calls
+with them (capture/round/pricing.py, capture/round/advice.py).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from graph_harness.capture.replay.kinds import Call, chain_kind
-from graph_harness.capture.round.params import RoundParams
+from graph_harness.capture.replay.kinds import Call, chain_kind, kind_replaying
+from graph_harness.capture.round.params import VARIANTS, RoundParams
 
 if TYPE_CHECKING:
     import torch
+
+    from graph_harness.capture.export.nodes import NodeExport
 
 
 def _pack_inputs(device: torch.device) -> tuple:
@@ -78,3 +81,31 @@ def _pack_fused_pdl(device: torch.device) -> Call:
 
     args = _pack_inputs(device)
     return lambda: pack_scores_ids(*args, pdl=True)
+
+
+# --- which chain replays which of the round's calls ------------------------------------------
+
+# The round's parameters that set the shapes of its calls, which the chains above take at
+# their defaults.
+_SHAPE = ("rows", "k", "shard")
+
+
+def chains_replay_its_calls(export: NodeExport) -> bool:
+    """Whether the chains replay `export`'s own calls with their real shapes: a graph of
+    one of the built-in round's variants, at the default shape the chains run at."""
+    d = RoundParams()
+    return (
+        export.is_round
+        and export.source == "cuda-graph"
+        and export.variant in VARIANTS
+        and bool(export.params)
+        and all(export.params.get(k) == getattr(d, k) for k in _SHAPE)
+    )
+
+
+def step_chain(variant: str, step: str) -> str | None:
+    """The chain kind that replays this round step's own call at the round's default
+    shape (the kinds above): the variant's pack, or the allocating compaction's two
+    copies; None for the other steps."""
+    pack, compaction = VARIANTS[variant]
+    return kind_replaying(step, pack if step == "pack" else compaction)

@@ -12,13 +12,12 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-import graph_harness.capture.round.chains  # noqa: F401  (registers the round's chain kinds)
 from graph_harness.capture.export.delta import NodeDelta, node_delta
 from graph_harness.capture.export.nodes import NodeExport
 from graph_harness.capture.replay.document import SAVING_COLUMNS, ReplayResult
-from graph_harness.capture.replay.kinds import TYPE_CHAIN, kind_replaying
+from graph_harness.capture.replay.kinds import TYPE_CHAIN
 from graph_harness.capture.replay.pricing import per_call_us, predicted_saving_us
-from graph_harness.capture.round.params import VARIANTS, RoundParams
+from graph_harness.capture.round.chains import step_chain  # (registers the round's chain kinds)
 from graph_harness.capture.stats import round_series, saving_interval, saving_point
 
 # The chains savings() prices removed nodes with, measured whenever rounds are timed: the
@@ -50,32 +49,6 @@ def waterfall_us(delta: NodeDelta, replay: ReplayResult) -> list[tuple[str, floa
     a, b = delta.label(delta.a), delta.label(delta.b)
     bars.append(("kernel work (residual)", float(med[b] - med[a]) - sum(us for _, us in bars)))
     return bars
-
-
-# The round's parameters that set the shapes of its calls, which its chains' own calls
-# take at their defaults (capture/round/chains.py).
-_SHAPE = ("rows", "k", "shard")
-
-
-def chains_replay_its_calls(export: NodeExport) -> bool:
-    """Whether the chains replay `export`'s own calls with their real shapes: a graph of
-    one of the built-in round's variants, at the default shape the chains run at."""
-    d = RoundParams()
-    return (
-        export.is_round
-        and export.source == "cuda-graph"
-        and export.variant in VARIANTS
-        and bool(export.params)
-        and all(export.params.get(k) == getattr(d, k) for k in _SHAPE)
-    )
-
-
-def step_chain(variant: str, step: str) -> str | None:
-    """The chain kind that replays this round step's own call at the round's default
-    shape (capture/round/chains.py): the variant's pack, or the allocating compaction's two
-    copies; None for the other steps."""
-    pack, compaction = VARIANTS[variant]
-    return kind_replaying(step, pack if step == "pack" else compaction)
 
 
 def shapes_prediction_us(a: str, b: str, stages: int, call_us: dict[str, float]) -> float:

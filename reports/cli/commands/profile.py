@@ -132,7 +132,7 @@ def run(args, io: IO) -> int:
                     check_steps=check_steps(args),
                 )
             else:
-                from graph_harness.capture.profile.run import profile_rounds
+                from graph_harness.capture.round.profile import profile_rounds
 
                 variants = args.variant or list(VARIANTS)
                 say(f"capturing {plural(len(variants), 'round')}")

@@ -162,8 +162,8 @@ def run(args, io: IO) -> int:
             del counted  # their graphs and buffers, before anything is timed
             replay, profile, skipped = None, None, "no CUDA device on this machine"
             if cuda:
-                from graph_harness.capture.profile.run import profile_rounds
                 from graph_harness.capture.profile.settings import ProfileSettings
+                from graph_harness.capture.round.profile import profile_rounds
 
                 replay = run_replays(params, list(VARIANTS), settings=settings, progress=say)
                 say(f"profiling {len(VARIANTS)} rounds")

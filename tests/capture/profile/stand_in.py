@@ -60,6 +60,7 @@ def _stand_in_for_the_gpu(monkeypatch):
     from types import SimpleNamespace
 
     import graph_harness.capture.profile.run as R
+    import graph_harness.capture.round.profile as RP
 
     exports = {
         "shipped": export_of(_variant("shipped", A).export.nodes, "decode-round"),
@@ -90,10 +91,11 @@ def _stand_in_for_the_gpu(monkeypatch):
     def time_replays_us(graphs, *, replays, trials, warmup):
         return {n: [10.0 + i] * trials for i, n in enumerate(graphs)}
 
-    monkeypatch.setattr(R, "measure_rounds", measure_rounds)
+    monkeypatch.setattr(RP, "measure_rounds", measure_rounds)
     monkeypatch.setattr(R, "record_replays", _fake_record)
     monkeypatch.setattr(R, "local_ids", lambda graph, export: None)
     monkeypatch.setattr(R, "time_replays_us", time_replays_us)
-    monkeypatch.setattr(R, "environment", lambda device: {"device": "stand-in"})
+    for module in (R, RP):
+        monkeypatch.setattr(module, "environment", lambda device: {"device": "stand-in"})
     monkeypatch.setattr(R, "measure_excess", _stand_in_calibration)
     return exports, durs, seen

@@ -686,7 +686,7 @@ def _activity_nodes_by_driver(graph) -> int:
 
 @pytest.mark.gpu
 def test_profiled_round_matches_every_node_once_and_sums_to_its_replay():
-    from graph_harness.capture.profile.run import profile_rounds
+    from graph_harness.capture.round.profile import profile_rounds
 
     result = profile_rounds(SMALL, ["shipped", "fused"], QUICK)
     summary = result.summary().set_index("name")
@@ -895,7 +895,7 @@ def test_bench_profile_smoke(tmp_path):
 
 
 def test_profile_rounds_profiles_every_build_and_prices_the_pair(monkeypatch):
-    from graph_harness.capture.profile.run import profile_rounds
+    from graph_harness.capture.round.profile import profile_rounds
 
     _, durs, seen = _stand_in_for_the_gpu(monkeypatch)
     s = ProfileSettings(trials=5, builds=2, windows=2, replays=3)
@@ -934,6 +934,7 @@ def test_windows_are_interleaved_across_graphs():
 
 def test_profile_rounds_interleaves_the_variants_windows(monkeypatch):
     import graph_harness.capture.profile.run as R
+    from graph_harness.capture.round.profile import profile_rounds
 
     _stand_in_for_the_gpu(monkeypatch)
     order = []
@@ -945,7 +946,7 @@ def test_profile_rounds_interleaves_the_variants_windows(monkeypatch):
     monkeypatch.setattr(R, "record_replays", record)
     s = ProfileSettings(trials=3, builds=2, windows=3, replays=2, warmup=4)
     said = []
-    result = R.profile_rounds(RoundParams(), ["shipped", "fused"], s, progress=said.append)
+    result = profile_rounds(RoundParams(), ["shipped", "fused"], s, progress=said.append)
     windows = [m for m in said if "window" in m]  # one line as each window starts
     assert windows == [
         f"profiling 2 graphs, window {w} of 3 (build {b} of 2)" for b in (1, 2) for w in (1, 2, 3)

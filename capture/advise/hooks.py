@@ -1,0 +1,55 @@
+"""What a workload adds to the advisor, registered where the workload is defined (as chain
+kinds are, capture/replay/kinds.py): the advisor itself knows no workload.
+
+- `@own_chains`: given an export, a function from one of its steps to the chain kind that
+  replays that step's own call with its real shapes (its nodes are then priced at that
+  chain's slope, work included), or None where no chain replays this export's calls;
+- `@measured_savings`: given an export, its ranked groups and the costs, the measured
+  savings the predictions are set against (capture/advise/measured.py Comparison) and
+  notes on what could not be compared; ([], []) for an export of another workload.
+
+The built-in round registers both (capture/round/advice.py) when graph_harness.capture.round
+is imported, as every use of the round does (its RoundParams included). Plain data at
+import: nothing here loads torch or pandas.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from graph_harness.capture.advise.costs import Costs
+    from graph_harness.capture.advise.groups import Group
+    from graph_harness.capture.advise.measured import Comparison
+    from graph_harness.capture.export.nodes import NodeExport
+
+StepChain = Callable[[str], "str | None"]  # a step -> the chain kind replaying its call
+OwnChains = Callable[["NodeExport"], "StepChain | None"]
+MeasuredSavings = Callable[
+    ["NodeExport", "list[Group]", "Costs"], "tuple[list[Comparison], list[str]]"
+]
+
+_OWN_CHAINS: list[OwnChains] = []
+_MEASURED: list[MeasuredSavings] = []
+
+
+def own_chains(fn: OwnChains) -> OwnChains:
+    """Register `fn` (see the module docstring)."""
+    _OWN_CHAINS.append(fn)
+    return fn
+
+
+def measured_savings(fn: MeasuredSavings) -> MeasuredSavings:
+    """Register `fn` (see the module docstring)."""
+    _MEASURED.append(fn)
+    return fn
+
+
+def step_chains(export: NodeExport) -> StepChain | None:
+    """The first registered answer for `export`: which chain replays each step's call."""
+    return next((f for f in (g(export) for g in _OWN_CHAINS) if f is not None), None)
+
+
+def measured_comparers() -> tuple[MeasuredSavings, ...]:
+    return tuple(_MEASURED)
