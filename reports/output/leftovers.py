@@ -13,6 +13,7 @@ import fcntl
 import os
 import re
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -77,6 +78,19 @@ def _still_at(path: Path, fd: int) -> bool:
     return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino) and there.st_nlink > 0
 
 
+FRESH_S = 10.0  # a bare hidden folder younger than this may be a live run's, not yet locked
+
+
+def _just_made(fd: int) -> bool:
+    """Whether the folder open at `fd` is bare (nothing in it) and made in the last FRESH_S
+    seconds: a run that is about to lock it, not one killed the instant after making it
+    (that one is removed by a later run)."""
+    if time.time() - os.fstat(fd).st_mtime >= FRESH_S:
+        return False
+    with os.scandir(fd) as it:
+        return next(it, None) is None
+
+
 def is_partial_of(name: str, real: Path) -> bool:
     # mkdtemp's random part has no dot, so `.o.x.abc.gh-partial` (of --out o.x) is not o's.
     pattern = rf"\.{re.escape(stem(real.name))}\.[A-Za-z0-9_]+{re.escape(PARTIAL)}"
@@ -89,8 +103,11 @@ def clean_leftovers(real: Path, say: Callable[[str], None] | None, shown: str) -
     run killed while building, which listed each file before making it), then the folder
     if that empties it. An empty one goes too (a run killed the instant after making it),
     and one holding only a first manifest never finished (a full disk, a kill before its
-    rename: reports/output/manifest.py). Anything else is left as it is, and each is
-    reported with its path; nothing here raises."""
+    rename: reports/output/manifest.py); a bare one made in the last FRESH_S seconds is
+    left for a later run (a live run may be about to lock it). A folder that is no
+    longer at its hidden name once locked is another run's committed output, and left.
+    Anything else is left as it is, and each is reported with its path; nothing here
+    raises."""
     try:
         entries = [e for e in os.scandir(real.parent) if is_partial_of(e.name, real)]
     except OSError:
@@ -106,6 +123,12 @@ def clean_leftovers(real: Path, say: Callable[[str], None] | None, shown: str) -
             continue  # another run cleaned it first, or it is not ours to open
         if fd is None:
             continue  # a run going on now
+        if not _still_at(path, fd) or _just_made(fd):
+            # Opened under its hidden name, locked only after its run committed it and let
+            # go: it is that run's output now (at --out, or kept beside), not a leftover.
+            # Or bare and new: a live run's, in the instant before it locks it.
+            os.close(fd)
+            continue
         try:
             m = read_manifest(path, dir_fd=fd)
             try:

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import warnings
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import pytest
 
 from graph_harness.capture.files import write_output
 from graph_harness.reports.output import folder as output
+from graph_harness.reports.output import leftovers
 from graph_harness.reports.output.manifest import MANIFEST, read_manifest
 
 REPO = Path(__file__).resolve().parents[3]
@@ -81,12 +83,43 @@ def test_cleanup_removes_only_listed_files(tmp_path, complete):
 def test_a_listed_leftover_goes_whole_and_an_empty_one_too(tmp_path):
     out = tmp_path / "o"
     listed = plant(tmp_path, ".o.abc123.gh-partial", complete=False, files=["a.json", "b.dot"])
-    (tmp_path / ".o.empty1.gh-partial").mkdir()  # a run killed the instant after mkdtemp
+    bare = tmp_path / ".o.empty1.gh-partial"
+    bare.mkdir()  # a run killed the instant after mkdtemp ...
+    fresh = tmp_path / ".o.fresh2.gh-partial"
+    fresh.mkdir()  # ... and one a live run has just made and is about to lock
+    old = time.time() - 2 * leftovers.FRESH_S
+    os.utime(bare, (old, old))
     notes = []
     commit(out, notes=notes)
-    assert listing(tmp_path) == ["o"], "both leftovers removed, nothing else touched"
+    assert listing(tmp_path) == [fresh.name, "o"], "both leftovers removed, the new one left"
     assert len(notes) == 2 and all("removed it" in n for n in notes), notes
     assert not listed.exists()
+
+
+def test_a_hidden_folder_committed_before_the_cleanup_locks_it_is_left_whole(tmp_path, monkeypatch):
+    # The bug behind CI's "incomplete: []" (test_concurrent_force_runs_...): a cleanup
+    # opened another run's hidden folder by its name, that run committed it to the output
+    # path and let go of its lock, and the cleanup then locked it and removed what its
+    # manifest lists, emptying the output. Here the run's commit lands in that instant.
+    out = tmp_path / "o"
+    hidden = plant(tmp_path, ".o.live42.gh-partial", complete=True, files=["a.json"])
+    opened = leftovers.lock_folder
+
+    def commit_between_open_and_lock(folder):
+        fd = opened(folder)  # open and lock, as the cleanup does ...
+        if folder == hidden:
+            os.rename(hidden, out)  # ... with the run's commit taking the moment between
+        return fd
+
+    monkeypatch.setattr(leftovers, "lock_folder", commit_between_open_and_lock)
+    notes = []
+    leftovers.clean_leftovers(out, notes.append, str(out))
+    assert listing(out) == [MANIFEST, "a.json"] and notes == []
+    assert read_manifest(out).complete
+    # Not vacuous: a true leftover beside it still goes.
+    plant(tmp_path, ".o.dead7.gh-partial", complete=True, files=["b.json"])
+    leftovers.clean_leftovers(out, notes.append, str(out))
+    assert listing(tmp_path) == ["o"] and len(notes) == 1 and "removed it" in notes[0]
 
 
 def test_every_file_is_listed_before_it_is_made(tmp_path):
