@@ -11,6 +11,7 @@ The sub-packages, in pipeline order (each may import only those before it):
     record/       the graphs a program captures itself, recorded in every process
     state/        steps with state: reset, repeatability, fingerprints
     count.py      capture_and_count, capture_and_keep: graph + attribution + export
+    step.py       capture_step: a user's step captured as every command does, with its notes
     replay/       guarded replays of any graph, timing, chain kinds, the replay document
     check/        does the graph compute what the step computes
     sweep/        the capture-size ladder: a step at every batch size, padding, sizes to capture
@@ -67,6 +68,9 @@ _LAZY = {
     "CheckResult": "check.findings",
     "Finding": "check.findings",
     "check_captured": "check.step",
+    "capture_step": "step",
+    "CapturedStep": "step",
+    "profile_step": "profile.step",
     "check_step": "check.step",
     "Counted": "count",
     "EmptyStepError": "count",
@@ -84,6 +88,7 @@ __all__ = [
     "STEPS",
     "VARIANTS",
     "CaptureError",
+    "CapturedStep",
     "CheckFailed",
     "CheckResult",
     "CompiledStepError",
@@ -108,11 +113,13 @@ __all__ = [
     "capture_and_count",
     "capture_and_keep",
     "capture_graph",
+    "capture_step",
     "check_captured",
     "check_step",
     "count_round",
     "default_device",
     "module_scopes",
+    "profile_step",
     "record_graphs",
     "run_program",
     "scope",
@@ -134,6 +141,7 @@ if TYPE_CHECKING:  # what a reader (and a type checker) sees; at run time, __get
     from graph_harness.capture.graph.capture import CaptureError, capture_graph
     from graph_harness.capture.graph.compiled import CompiledStepError
     from graph_harness.capture.graph.settings import StepSettings
+    from graph_harness.capture.profile.step import profile_step
     from graph_harness.capture.record.graphs import GraphRecord
     from graph_harness.capture.record.process import RecordOptions
     from graph_harness.capture.record.program import record_graphs, run_program
@@ -146,6 +154,7 @@ if TYPE_CHECKING:  # what a reader (and a type checker) sees; at run time, __get
     from graph_harness.capture.scopes.modules import module_scopes
     from graph_harness.capture.scopes.recorder import scope
     from graph_harness.capture.state.steps import StateWatch, StepStateError
+    from graph_harness.capture.step import CapturedStep, capture_step
     from graph_harness.capture.sweep.document import SweepResult
     from graph_harness.capture.sweep.run import sweep_step
     from graph_harness.capture.sweep.settings import SweepSettings

@@ -41,7 +41,7 @@ ORDER = [
     {"export"},
     {"record"},
     {"state"},
-    {"count"},
+    {"count", "step"},
     {"replay"},
     {"check"},
     {"sweep"},

@@ -233,8 +233,11 @@ def with_library_causes(step: Callable[[], object], findings: list[Finding]) -> 
 
 def gate(results: dict[str, CheckResult]) -> None:
     """`--check` on count, profile and report: CheckFailed if any check failed,
-    CheckUnverified (exit 3) if one could not verify its graph."""
+    CheckUnverified (exit 3) if one could not verify its graph; the error's `results` are
+    `results`."""
     for status, error in (("failed", CheckFailed), ("unverified", CheckUnverified)):
         bad = [r for r in results.values() if r.status == status]
         if bad:
-            raise error(f"{bad[0].headline()}; nothing was written")
+            e = error(f"{bad[0].headline()}; nothing was written")
+            e.results = results  # every check, for whoever shows them
+            raise e

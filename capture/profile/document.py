@@ -54,6 +54,9 @@ class ProfileResult:
     env: dict[str, Any] = field(default_factory=dict)
     created: str = ""
     options: dict[str, Any] = field(default_factory=dict)
+    # The checks run before the profile (name -> capture/check CheckResult: profile_step's
+    # `check`); not in the profile's files (check.json is their document).
+    checks: dict[str, Any] = field(default_factory=dict)
 
     def summary(self) -> pd.DataFrame:
         return self._summary.copy()

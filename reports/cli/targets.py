@@ -85,65 +85,40 @@ def capture_target(
     own_graphs: bool = False,
     host_notes: bool = True,
 ) -> CapturedTarget:
-    """Import and run the target (its code) and capture its step, keeping what was
-    captured (see CapturedTarget); with `module_scopes` (the flag's value) not False, by
-    the modules of its `step.module`, every level recorded (the tables choose the depth
-    they show). `watch`: tell from the warm-ups whether the step repeats (anything that
-    replays it needs to know), and note what a person should know before it is replayed;
-    None: only where the step has no reset (so count can say that what replays it will
-    refuse it). `target`: already loaded (load_targets), else loaded here. `own_graphs`: a
-    step compiled with mode="reduce-overhead" is counted by recording its graphs (then
-    `captured` is None: nothing here can replay it). `host_notes`: say which host values a
-    call changes (a graph freezes them); False where a check follows, which makes a
-    finding of them."""
-    from graph_harness.capture.count import EmptyStepError, capture_and_keep
+    """Import and run the target (its code) and capture its step (capture/step.py
+    capture_step, whose keywords these are), saying its notes; with `module_scopes` (the
+    flag's value) not False, by the modules of its `step.module`. `target`: already loaded
+    (load_targets), else loaded here."""
+    from graph_harness.capture.count import EmptyStepError
     from graph_harness.capture.graph.settings import StepSettings
-    from graph_harness.capture.state.steps import StateWatch, host_note
+    from graph_harness.capture.step import capture_step
     from graph_harness.reports.cli.target import TargetError
 
     if target is None:
         (target,) = load_targets([spec], io, own_graphs=own_graphs)
     io.target_root = target.root
-    if watch is None:  # two fingerprints, for a step nothing will take back to its start
-        watch = target.reset is None
-    sw = StateWatch(target.step, watch=watch, hosts=host_notes)
-    warmup = StepSettings().warmup if warmup is None else warmup
     model = None if module_scopes is False else target.model()
     try:
-        kept = capture_and_keep(
+        got = capture_step(
             target.step,
             name=target.name,
-            warmup=warmup,
-            watch=sw,
+            warmup=StepSettings().warmup if warmup is None else warmup,
             module=model,
+            watch=watch,
             own_graphs=own_graphs,
+            host_notes=host_notes,
         )
     except EmptyStepError as e:  # what issued no work is the target: say which
         raise TargetError(f"--target {spec!r}: {e}") from None
-    export, captured = kept.export, kept.captured
-    export.options["target"] = printable(spec)  # as text, as the workload's name is
-    if watch:
-        for line in sw.repeatability.notes(spec):
-            if host_notes or not line.startswith(f"{spec}: a call changes host values"):
-                io.note(line)
-        refusal = sw.repeatability.refusal(spec)
-        if refusal:  # counted all the same: a count replays nothing
-            io.note(f"profile, check and report (on a GPU) will refuse it: {refusal}")
-    elif sw.host_moved:  # a step with a reset, its host values read around a warm-up
-        io.note(host_note(spec, sw.host_moved))
-    if "compiled_attribution" in export.options:
-        io.note(f"compiled code's nodes: {export.options['compiled_attribution']}")
-    if kept.recorded is not None:
-        r = kept.recorded
-        others = [g for g in r.others if g.nodes]  # not a tree's empty pool graph
-        io.note(
-            f"{spec} captures its own graphs (mode='reduce-overhead'): counted by recording "
-            f"them, {len(r.graphs)} replayed per call ({' + '.join(str(g.nodes) for g in r.graphs)}"
-            f" nodes), settled after {r.calls} calls past the warm-ups"
-            + (f"; {len(others)} more captured on the way, not replayed" if others else "")
-        )
+    got.export.options["target"] = printable(spec)  # as text, as the workload's name is
+    for line in got.notes:
+        io.note(line)
     return CapturedTarget(
-        export=export, captured=captured, target=target, watch=sw, recorded=kept.recorded
+        export=got.export,
+        captured=got.captured,
+        target=target,
+        watch=got.watch,
+        recorded=got.recorded,
     )
 
 
@@ -239,55 +214,41 @@ def profile_targets(
     check_steps=None,
     targets=None,
 ):
-    """Capture each --target's step (its code runs: import, factory, warm-up, capture),
-    keep its graph, and profile them together (the second priced against the first). A
-    step compiled with mode="reduce-overhead" is counted by recording its graphs and
-    profiled call by call (capture/record/steps.py StepCalls), unless `check` (which
-    replays graphs of ours only) refuses it.
-    A step that does not repeat and has no reset is refused as soon as it is captured,
-    before any replay; `check`: each is checked first (check_target, over `check_steps`
-    calls), and a check that does not pass stops here. Returns the profile and the checks
-    (name -> CheckResult; {} unchecked). `targets`: already loaded (load_targets)."""
+    """Load each --target (before any runs), then capture, check (with `check`, over
+    `check_steps` calls) and profile them together (capture/profile/step.py
+    profile_step, the second priced against the first). A check that does not pass
+    prints its findings and stops here (CheckFailed, CheckUnverified). Returns the
+    profile and the checks (name -> CheckResult; {} unchecked). `targets`: already loaded
+    (load_targets)."""
+    from graph_harness.capture.check.findings import CheckFailed, CheckUnverified
     from graph_harness.capture.check.settings import CheckSettings
-    from graph_harness.capture.profile.run import profile_steps
-    from graph_harness.capture.record.steps import StepCalls, chained, outside_scopes
-    from graph_harness.capture.replay.guard import Replayer
-    from graph_harness.capture.state.steps import require_repeatable, start_of
+    from graph_harness.capture.graph.settings import StepSettings
+    from graph_harness.capture.profile.step import profile_step
     from graph_harness.reports.cli.target import output_names
 
     names = output_names(specs)
-    steps, keep, checks = {}, [], {}
     if targets is None:
         targets = load_targets(specs, io, own_graphs=not check)  # each before any runs
-    for name, spec, target in zip(names, specs, targets):
-        say(f"capturing {spec}")
-        got = capture_target(
-            spec, module_scopes, io, warmup=warmup, target=target, own_graphs=not check,
-            host_notes=not check,
-        )  # fmt: skip
-        rep = got.watch.repeatability
-        require_repeatable(rep, spec)
-        if got.target.reset is not None:
-            io.note(
-                f"{spec} has a step.reset: it is reset before every run of replays, each at "
-                f"most {settings.replays_per_reset} replays long, and once at the end"
-            )
-        if check:
-            say(f"checking {spec}")
-            checks[name] = check_target(got, check_steps or CheckSettings().steps)
-        start = start_of(got.target.step)  # its reset, then its feed of call 0
-        export, graph = got.export, got.captured and got.captured.graph
-        if got.recorded is not None:  # its own graphs: replayed by calling it
-            graph = StepCalls(target.step, got.recorded)
-            if module_scopes is not False:  # outside them, the graphs the program runs
-                say(f"recording {spec} outside module scopes")
-                out = outside_scopes(target.step, export, got.recorded, start=start)
-                graph, export = out.calls, out.export
-                io.note(f"{spec}: {out.note}")
-            export = chained(export, graph.recorded)
-        replayer = Replayer(graph, spec, reset=start, repeatability=rep)
-        steps[name] = (export, replayer)
-        keep.append(got.target)  # the step's buffers must outlive its graph
-    if checks:
-        gate(io, checks)
-    return profile_steps(steps, settings, progress=say), checks
+    by_name = dict(zip(names, targets))
+
+    def before(name: str) -> None:
+        io.target_root = by_name[name].root  # errors in its code point at its frames
+
+    try:
+        result = profile_step(
+            {n: t.step for n, t in by_name.items()},
+            settings,
+            warmup=StepSettings().warmup if warmup is None else warmup,
+            module=(None if module_scopes is False else {n: t.model() for n, t in by_name.items()}),
+            check=(check_steps or CheckSettings().steps) if check else None,
+            shown={n: t.name for n, t in by_name.items()},
+            progress=say,
+            note=io.note,
+            before=before,
+        )
+    except (CheckFailed, CheckUnverified) as e:
+        show_checks(io, getattr(e, "results", {}))
+        raise
+    for name, spec in zip(names, specs):
+        result.profiles[name].export.options["target"] = printable(spec)
+    return result, result.checks

@@ -993,3 +993,126 @@ def test_profile_command_end_to_end_with_the_gpu_stood_in_for(monkeypatch, tmp_p
     assert doc["options"]["builds"] == 2 and len(doc["summary"]) == 2
     assert cli.main([*args[:-2], "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["schema"] == "graph-harness/profile"
+
+
+# --- profile_step: a user's step from Python, its capture and the GPU stood in --------------
+
+
+def _stand_in_captures(monkeypatch, exports, durs, repeatable=True):
+    """capture_step stood in: each step 'captured' as a stand-in graph of the export its
+    name picks (`step.which`), warm-ups that showed it repeats (or not)."""
+    from types import SimpleNamespace
+
+    import graph_harness.capture.profile.step as PS
+    from graph_harness.capture.state.steps import Repeatability
+    from graph_harness.capture.step import CapturedStep
+
+    def capture_step(step, *, name, warmup, module, own_graphs, host_notes):
+        rep = Repeatability(warmups=warmup, reset=hasattr(step, "reset"), repeatable=repeatable)
+        export = exports[step.which]
+        graph = _FakeGraph(export, durs[step.which])
+        return CapturedStep(
+            step=step,
+            export=export,
+            captured=SimpleNamespace(graph=graph),
+            watch=SimpleNamespace(repeatability=rep),
+            notes=(f"{name}: a note from its capture",),
+        )
+
+    monkeypatch.setattr(PS, "capture_step", capture_step)
+
+
+def _a_step(which, reset=None):
+    def step():
+        raise AssertionError("the stand-in graph is replayed, never the step")
+
+    step.which = which
+    if reset is not None:
+        step.reset = reset
+    return step
+
+
+def test_profile_step_captures_notes_and_prices_the_second_against_the_first(monkeypatch):
+    from graph_harness.capture.profile.step import profile_step
+
+    exports, durs, _ = _stand_in_for_the_gpu(monkeypatch)
+    _stand_in_captures(monkeypatch, exports, durs)
+    resets, notes, said, before = [], [], [], []
+    steps = {"eager": _a_step("shipped", reset=lambda: resets.append(1)), "fused": _a_step("fused")}
+    result = profile_step(
+        steps,
+        ProfileSettings(trials=4, windows=1, replays=4),
+        shown={"eager": "mod.py:eager"},
+        note=notes.append,
+        progress=said.append,
+        before=before.append,
+    )
+    assert list(result.profiles) == ["eager", "fused"] and result.pairs == [("eager", "fused")]
+    assert result.checks == {} and before == ["eager", "fused"]
+    assert said[:2] == ["capturing mod.py:eager", "capturing fused"]
+    assert notes[0] == "mod.py:eager: a note from its capture"
+    assert any(n.startswith("mod.py:eager has a step.reset") for n in notes), notes
+    assert not any(n.startswith("fused has a step.reset") for n in notes), notes
+    assert resets, "a step with a reset is reset before its runs of replays"
+    for name, which in (("eager", "shipped"), ("fused", "fused")):
+        assert list(result.profiles[name].nodes.dur_us) == pytest.approx(list(durs[which].values()))
+
+
+def test_profile_step_refuses_a_step_that_cannot_take_replays_before_any(monkeypatch):
+    from graph_harness.capture.profile.step import profile_step
+    from graph_harness.capture.state.steps import StepStateError
+
+    exports, durs, _ = _stand_in_for_the_gpu(monkeypatch)
+    _stand_in_captures(monkeypatch, exports, durs, repeatable=False)
+    step = _a_step("shipped")
+    with pytest.raises(StepStateError, match="step"):
+        profile_step(step, ProfileSettings(trials=2, windows=1, replays=2))
+
+
+def test_profile_step_stops_at_a_failed_check_with_every_result(monkeypatch):
+    import graph_harness.capture.profile.step as PS
+    from graph_harness.capture.check.findings import CheckFailed
+    from graph_harness.capture.profile.step import profile_step
+
+    exports, durs, _ = _stand_in_for_the_gpu(monkeypatch)
+    _stand_in_captures(monkeypatch, exports, durs)
+    profiled = []
+    monkeypatch.setattr(PS, "profile_steps", lambda *a, **k: profiled.append(1))
+
+    def check_captured(step, export, captured, rep, *, name, steps):
+        from types import SimpleNamespace
+
+        status = "failed" if step.which == "fused" else "passed"
+        return SimpleNamespace(
+            status=status, passed=status == "passed", headline=lambda: f"{name} {status}"
+        )
+
+    monkeypatch.setattr(PS, "check_captured", check_captured)
+    steps = {"a": _a_step("shipped"), "b": _a_step("fused")}
+    with pytest.raises(CheckFailed, match="b failed") as e:
+        profile_step(steps, ProfileSettings(trials=2, windows=1, replays=2), check=4)
+    assert set(e.value.results) == {"a", "b"} and e.value.results["a"].passed
+    assert profiled == [], "nothing is profiled after a check that did not pass"
+
+
+@pytest.mark.gpu
+def test_profile_step_from_python_matches_every_node():
+    import importlib.util
+
+    from graph_harness.capture import profile_step
+
+    spec = importlib.util.spec_from_file_location(
+        "llama_profile_step", REPO / "examples" / "llama_decode.py"
+    )
+    ex = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = ex
+    spec.loader.exec_module(ex)
+    step = ex.make_tiny_step()
+    result = profile_step(step, QUICK, module=step.module, check=2)
+    (p,) = result.profiles.values()
+    m = p.matching
+    assert m["verified"] and m["unmatched_activities"] == m["unmatched_nodes"] == 0, m
+    assert result.checks["step"].passed
+    # every kernel, copy and set the export holds was found among CUPTI's activities
+    launching = sum(n["type"] in ("kernel", "memcpy", "memset") for n in p.export.nodes)
+    assert m["nodes"] == launching > 0, m
