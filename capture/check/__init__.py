@@ -10,6 +10,7 @@ bit for bit, with free memory poisoned; host copies in the graph; the findings.
 - judge.py: what differs, from which step, and why
 - messages.py: the words of each finding
 - findings.py: Finding, CheckResult, CheckFailed, CheckUnverified (plain data)
+- document.py: the check's document (check.json), every check of a run by name
 - warmups.py: what the warm-ups (and, on the CPU, the counted operations) show
 - library_hosts.py: host values a library keeps, and those a step accepts
 - host_copies.py: memcpy nodes from or to host memory

@@ -21,9 +21,6 @@ if TYPE_CHECKING:
     from graph_harness.reports.cli.target import Target
 
 
-CHECK_SCHEMA = "graph-harness/check"
-
-
 def refuse_target_only(args) -> None:
     """Flags that need --target, given without it."""
     if args.module_scopes is not False:
@@ -162,30 +159,14 @@ def check_target(got, steps: int | str, *, soak: int = 0, soak_deadline: float |
     )
 
 
-def check_doc(results: dict) -> dict:
-    return {
-        "schema": CHECK_SCHEMA,
-        "schema_version": 2,  # 2: trajectories (steps, status, each finding's step)
-        "checks": {name: r.to_dict() for name, r in results.items()},
-    }
-
-
-def write_checks(folder, results: dict) -> None:
-    import json
-
-    from graph_harness.capture.files import write_atomic
-
-    text = json.dumps(check_doc(results), indent=1, allow_nan=False) + "\n"
-    write_atomic(folder / "check.json", text)
-
-
 def show_checks(io: IO, results: dict, *, json_too: bool = True) -> None:
     """The findings tables and verdicts (stdout), or the check document with --json."""
+    from graph_harness.capture.check.document import check_document
     from graph_harness.reports.check_tables import findings_table
 
     if io.json:
         if json_too:
-            io.print_json(check_doc(results))
+            io.print_json(check_document(results))
         return
     for r in results.values():
         io.out.print(findings_table(r))

@@ -28,7 +28,6 @@ from graph_harness.reports.cli.targets import (
     capture_target,
     check_target,
     show_checks,
-    write_checks,
 )
 
 
@@ -87,6 +86,8 @@ def run(args, io: IO) -> int:
             }
         if tmp is not None:
             got.export.write_json(tmp / "nodes-target.json")
+            from graph_harness.capture.check.document import write_checks
+
             write_checks(tmp, results)
         show_checks(io, results)  # before the commit, as count's
     wrote(io, args, "the check")

@@ -40,7 +40,6 @@ from graph_harness.reports.cli.targets import (
     refuse_check_steps,
     refuse_target_only,
     show_checks,
-    write_checks,
 )
 from graph_harness.reports.text import plural
 
@@ -164,6 +163,8 @@ def run(args, io: IO) -> int:
                 checks = {"target": check_target(got, check_steps(args))}
                 gate(io, checks)
                 if tmp is not None:
+                    from graph_harness.capture.check.document import write_checks
+
                     write_checks(tmp, checks)
         elif not args.files:
             with progress(io) as say:  # each variant's line says how long it took

@@ -43,7 +43,6 @@ from graph_harness.reports.cli.targets import (
     refuse_check_steps,
     refuse_target_only,
     show_checks,
-    write_checks,
 )
 from graph_harness.reports.text import plural
 
@@ -146,6 +145,8 @@ def run(args, io: IO) -> int:
                 result.write(tmp, depth, names=short_names)
                 write_plot(tmp, result, depth)
                 if checks:
+                    from graph_harness.capture.check.document import write_checks
+
                     write_checks(tmp, checks)
         show(io, result, depth=depth, top=args.top, checks=checks)  # before the commit, as count's
     wrote(io, args, "the profile")

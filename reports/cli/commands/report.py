@@ -47,7 +47,6 @@ from graph_harness.reports.cli.targets import (
     profile_targets,
     refuse_check_steps,
     refuse_target_only,
-    write_checks,
 )
 
 
@@ -333,6 +332,8 @@ def run_target_report(args, io: IO) -> int:
             sweep=sweep,
         )
         if checks:
+            from graph_harness.capture.check.document import write_checks
+
             write_checks(tmp, checks)
     io.err.print(f"wrote {args.out / 'report.md'}", markup=False)
     return 0
