@@ -32,6 +32,7 @@ SHARED = {
     "results",
     "descriptors",
     "settings",
+    "rows",
 }
 ORDER = [
     SHARED,

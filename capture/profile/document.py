@@ -22,13 +22,14 @@ from graph_harness.capture.profile.calibration import EXCESS_COLUMNS, Excess
 from graph_harness.capture.profile.nodes import TIMING, VariantProfile
 from graph_harness.capture.profile.pairs import (
     BREAKDOWN_COLUMNS,
-    PAIR_COLUMNS,
+    PricedPair,
     pair_breakdown,
     price_pair,
 )
 from graph_harness.capture.profile.rollup import group_costs, scope_costs
 from graph_harness.capture.profile.settings import ProfileSettings
 from graph_harness.capture.profile.trace import Names, profile_trace, trace_text
+from graph_harness.capture.rows import frame
 
 PROFILE_SCHEMA = "graph-harness/profile"
 PROFILE_SCHEMA_VERSION = 3  # 2: net of the profiler, verdicts; 3: excess bases
@@ -123,7 +124,7 @@ class ProfileResult:
         rows = [
             price_pair(self.profiles[a], self.profiles[b], self.round_trials) for a, b in self.pairs
         ]
-        return pd.DataFrame(rows, columns=PAIR_COLUMNS)
+        return frame(rows, PricedPair)
 
     def breakdown(self) -> pd.DataFrame:
         return self._breakdown.copy()

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Literal, get_args
 
 import numpy as np
 import pandas as pd
@@ -19,26 +20,49 @@ from graph_harness.capture.profile.nodes import CHAINS, VariantProfile
 from graph_harness.capture.stats import round_series, saving_interval, saving_point
 
 TOLERANCE = 0.03  # a priced saving must land within 3% of the measured one
-PAIR_COLUMNS = ["a", "b", "removed_nodes", "predicted_us", "predicted_lo", "predicted_hi"]
-PAIR_COLUMNS += ["predicted_net_us", "predicted_net_lo", "predicted_net_hi"]
-PAIR_COLUMNS += ["net_low", "net_high"]  # the net saving at the excess interval's corners
-PAIR_COLUMNS += ["measured_us", "measured_lo", "measured_hi", "error", "error_net", "basis"]
-PAIR_COLUMNS += ["b_net_vs_timed"]  # B's period net of A's excess against B's event-timed one
-PAIR_COLUMNS += ["within_tolerance", "measured_in_interval", "verdict", "why", "passed"]
-
 # The verdicts: only "pass" passes. "cannot tell" where the measurement cannot decide (a
 # prediction NaN, the excess's interval straddling the tolerance, a graph whose net period
 # is off its timed one, a measured saving not known to within the tolerance); "not judged"
 # where there is no net prediction: the raw one runs high by the profiler's own cost by
 # construction, so judging it would be judging that.
-PASS, FAIL, CANNOT_TELL, NOT_JUDGED, NOT_MEASURED = (
-    "pass", "fail", "cannot tell", "not judged", "not measured"
-)  # fmt: skip
+Verdict = Literal["pass", "fail", "cannot tell", "not judged", "not measured"]
+PASS, FAIL, CANNOT_TELL, NOT_JUDGED, NOT_MEASURED = get_args(Verdict)
+Basis = Literal["timing", "chains", "raw"]  # what the net figures take the excess from
+
+
+@dataclass(frozen=True, kw_only=True)
+class PricedPair:
+    """A saving A -> B priced from two profiles, against the measured one: one row of the
+    profile's pair table (price_pair says how each figure is made)."""
+
+    a: str
+    b: str
+    removed_nodes: int
+    predicted_us: float  # raw: with the profiler's own cost in it
+    predicted_lo: float
+    predicted_hi: float
+    predicted_net_us: float  # net of A's excess per node
+    predicted_net_lo: float
+    predicted_net_hi: float
+    net_low: float  # the net saving at the excess interval's corners
+    net_high: float
+    measured_us: float
+    measured_lo: float
+    measured_hi: float
+    error: float
+    error_net: float
+    basis: Basis
+    b_net_vs_timed: float  # B's period net of A's excess against B's event-timed one
+    within_tolerance: bool
+    measured_in_interval: bool
+    verdict: Verdict
+    why: str
+    passed: bool
 
 
 def price_pair(
     a: VariantProfile, b: VariantProfile, round_trials: pd.DataFrame | None = None
-) -> dict[str, Any]:
+) -> PricedPair:
     """The saving A -> B predicted from the profiles (summed node costs per replay: per
     build the difference of medians, median over builds; bootstrap interval), raw and net
     of the profiler, set against the measured one (event-timed interleaved replays,
@@ -71,7 +95,7 @@ def price_pair(
         ]
     else:
         net, corners = (math.nan,) * 3, []
-    row: dict[str, Any] = dict(
+    predictions = dict(
         a=a.name,
         b=b.name,
         removed_nodes=len(a.plan.nodes) - len(b.plan.nodes),
@@ -99,7 +123,8 @@ def price_pair(
     within = abs(predicted - measured) <= TOLERANCE * abs(measured)
     inside = lo <= measured <= hi
     verdict, why = _verdict(basis, measured, (mlo, mhi), net, corners, off)
-    row.update(
+    return PricedPair(
+        **predictions,
         measured_us=measured,
         measured_lo=mlo,
         measured_hi=mhi,
@@ -113,7 +138,6 @@ def price_pair(
         why=why,
         passed=verdict == PASS,
     )
-    return row
 
 
 def _verdict(
@@ -123,7 +147,7 @@ def _verdict(
     net: tuple[float, float, float],
     corners: Sequence[float],
     off: dict[str, float],
-) -> tuple[str, str]:
+) -> tuple[Verdict, str]:
     tol = f"{100 * TOLERANCE:.0f}%"
     if math.isnan(measured):
         return NOT_MEASURED, "no event-timed saving to judge it against"

@@ -129,19 +129,19 @@ def test_a_pair_is_judged_net_of_the_profiler_where_both_were_calibrated():
     # measured without the profiler: every gap X shorter than CUPTI shows it
     timed = _trials(sum(da) + (0.5 - X) * len(da), sum(db) + (0.5 - X) * len(db))
     row = price_pair(a, b, timed)
-    assert row["basis"] == "chains" and row["passed"]
-    assert row["predicted_net_us"] == pytest.approx(row["measured_us"])
-    assert row["predicted_us"] - row["predicted_net_us"] == pytest.approx(2 * X)
-    assert row["error"] == pytest.approx(2 * X / row["measured_us"])
+    assert row.basis == "chains" and row.passed
+    assert row.predicted_net_us == pytest.approx(row.measured_us)
+    assert row.predicted_us - row.predicted_net_us == pytest.approx(2 * X)
+    assert row.error == pytest.approx(2 * X / row.measured_us)
     # B's own calibration is not used: both sides take A's excess
-    assert price_pair(a, _profile("b", db), timed)["predicted_net_us"] == pytest.approx(
-        row["predicted_net_us"]
+    assert price_pair(a, _profile("b", db), timed).predicted_net_us == pytest.approx(
+        row.predicted_net_us
     )
     # A uncalibrated: no net prediction, the raw one shown unjudged (it is off by the
     # excess of the two removed nodes by construction)
     raw = price_pair(_profile("a", da), b, timed)
-    assert raw["basis"] == "raw" and math.isnan(raw["predicted_net_us"])
-    assert not raw["within_tolerance"] and raw["verdict"] == "not judged"
+    assert raw.basis == "raw" and math.isnan(raw.predicted_net_us)
+    assert not raw.within_tolerance and raw.verdict == "not judged"
 
 
 @gpu
@@ -226,15 +226,15 @@ def _pair(timed_a_extra=0.0, lo=X, hi=X):
 
 def test_an_excess_whose_interval_straddles_the_tolerance_cannot_tell():
     ok = _pair()
-    assert ok["verdict"] in ("pass", "fail") and ok["within_tolerance"]
+    assert ok.verdict in ("pass", "fail") and ok.within_tolerance
     wide = _pair(lo=0.0, hi=0.4)  # 2 removed nodes: the saving moves by -0.4 .. +0.4 us
-    assert wide["verdict"] == "cannot tell" and not wide["passed"]
-    assert wide["net_low"] < wide["predicted_net_us"] < wide["net_high"]
+    assert wide.verdict == "cannot tell" and not wide.passed
+    assert wide.net_low < wide.predicted_net_us < wide.net_high
 
 
 def test_a_graph_whose_net_period_misses_its_timed_one_cannot_tell():
     row = _pair(timed_a_extra=-1.0)  # A's timed period 1 us (> 2%) below its net one
-    assert row["verdict"] == "cannot tell" and "a ran more than 2%" in row["why"]
+    assert row.verdict == "cannot tell" and "a ran more than 2%" in row.why
 
 
 def test_profile_excess_csv_and_the_net_tables_are_written_and_shown(tmp_path):

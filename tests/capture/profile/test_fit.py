@@ -119,12 +119,12 @@ def test_a_pair_takes_a_excess_on_both_sides_and_its_error_is_b_net_period_error
     row = price_pair(profiles["a"], profiles["b"], _trials({"a": ta, "b": tb}))
     measured = ta - tb
     nb = len(long_b)
-    assert row["basis"] == "timing" and row["measured_us"] == pytest.approx(measured)
+    assert row.basis == "timing" and row.measured_us == pytest.approx(measured)
     # by hand: B net of A's excess lasts tb + (y - x) nb, so the saving comes out that short
-    assert row["predicted_net_us"] == pytest.approx(measured - (y - x) * nb)
-    assert row["b_net_vs_timed"] == pytest.approx((y - x) * nb / tb)
-    assert row["verdict"] == verdict, row["why"]
-    assert y == x or not row["measured_in_interval"]
+    assert row.predicted_net_us == pytest.approx(measured - (y - x) * nb)
+    assert row.b_net_vs_timed == pytest.approx((y - x) * nb / tb)
+    assert row.verdict == verdict, row.why
+    assert y == x or not row.measured_in_interval
 
 
 def test_a_measured_saving_not_known_to_the_tolerance_cannot_pass_or_fail_inside_it():
@@ -138,15 +138,15 @@ def test_a_measured_saving_not_known_to_the_tolerance_cannot_pass_or_fail_inside
         return price_pair(profiles["a"], profiles["b"], trials)
 
     row = priced(_spread({"a": ta, "b": tb}, 0.6))
-    lo, hi = row["measured_lo"], row["measured_hi"]
-    assert hi - lo > 0.06 * row["measured_us"]  # wider than the tolerance either side
-    assert row["predicted_net_us"] == pytest.approx(row["measured_us"])
-    assert row["verdict"] == "cannot tell" and "not known to 3%" in row["why"]
+    lo, hi = row.measured_lo, row.measured_hi
+    assert hi - lo > 0.06 * row.measured_us  # wider than the tolerance either side
+    assert row.predicted_net_us == pytest.approx(row.measured_us)
+    assert row.verdict == "cannot tell" and "not known to 3%" in row.why
     # a prediction far outside even that interval still fails: B's timed period 2 us
     # shorter (0.6% of it, within the period check; 2 us more saved than predicted)
     far = priced(_spread({"a": ta, "b": tb - 2.0}, 0.6))
-    assert not far["measured_lo"] <= far["predicted_net_us"] <= far["measured_hi"]
-    assert far["verdict"] == "fail", far["why"]
+    assert not far.measured_lo <= far.predicted_net_us <= far.measured_hi
+    assert far.verdict == "fail", far.why
 
 
 def test_a_timing_basis_says_its_net_period_matches_by_construction(tmp_path):

@@ -481,13 +481,13 @@ def test_a_pair_is_priced_from_its_profiles_and_judged_against_measured():
     a, b = _variant("a", A), _variant("b", B)
     cost_a, cost_b = 70 + 1 + 1 + 1.2 + 4 * 0.5, 70 + 1.1 + 1.5 + 3 * 0.5
     row = price_pair(a, b)
-    assert row["predicted_us"] == pytest.approx(cost_a - cost_b)
-    assert row["removed_nodes"] == 1 and math.isnan(row["measured_us"]) and not row["passed"]
+    assert row.predicted_us == pytest.approx(cost_a - cost_b)
+    assert row.removed_nodes == 1 and math.isnan(row.measured_us) and not row.passed
     good = price_pair(a, b, _trials(cost_a + 10, cost_b + 10))  # the same saving, timed
-    assert good["measured_us"] == pytest.approx(cost_a - cost_b, abs=0.1)
-    assert good["within_tolerance"] and abs(good["error"]) < 0.05
+    assert good.measured_us == pytest.approx(cost_a - cost_b, abs=0.1)
+    assert good.within_tolerance and abs(good.error) < 0.05
     off = price_pair(a, b, _trials(cost_a + 10, cost_b + 10 - 0.5))  # 0.5 us more saved
-    assert not off["within_tolerance"] and not off["passed"]
+    assert not off.within_tolerance and not off.passed
 
 
 def test_the_predicted_interval_pools_builds():
@@ -495,14 +495,14 @@ def test_the_predicted_interval_pools_builds():
     a, b = _variant("a", A, shift=shift), _variant("b", B)
     row = price_pair(a, b)
     base = (70 + 1 + 1 + 1.2 + 2.0) - (70 + 1.1 + 1.5 + 1.5)
-    assert row["predicted_us"] == pytest.approx(base)  # the median build
-    assert row["predicted_lo"] < base - 0.5 and row["predicted_hi"] > base + 1.5
+    assert row.predicted_us == pytest.approx(base)  # the median build
+    assert row.predicted_lo < base - 0.5 and row.predicted_hi > base + 1.5
 
 
 def test_breakdown_names_the_nodes_whose_cost_moved():
     a, b = _variant("a", A), _variant("b", B)
     bd = pair_breakdown(a, b)
-    assert bd.saving_us.sum() == pytest.approx(price_pair(a, b)["predicted_us"])
+    assert bd.saving_us.sum() == pytest.approx(price_pair(a, b).predicted_us)
     common = bd[bd.part == "common"].set_index("kernel")
     assert common.loc["copy_", "saving_us"] == pytest.approx(1.2 - 1.5)  # the copy got dearer
     assert common.loc["topk", "saving_us"] == pytest.approx(0.0)

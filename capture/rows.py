@@ -1,0 +1,32 @@
+"""Wide records as frozen dataclasses: their fields are their columns, in order, so a
+table's columns are written once (as Node's are, capture/attribution/node.py).
+
+    @dataclass(frozen=True)
+    class Saving:
+        a: str
+        ...
+
+    SAVING_COLUMNS = columns(Saving)
+    frame(rows, Saving)  # one row per record, those columns, also when there are none
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def columns(cls: type) -> list[str]:
+    """A record class's fields, in order: its table's columns."""
+    return [f.name for f in dataclasses.fields(cls)]
+
+
+def frame(rows: Iterable[Any], cls: type) -> pd.DataFrame:
+    """The records (instances of `cls`) as a table with `cls`'s columns."""
+    import pandas as pd
+
+    return pd.DataFrame([dataclasses.asdict(r) for r in rows], columns=columns(cls))
