@@ -529,6 +529,9 @@ def _start_waiting(tmp_path, out, *extra):
         stderr=subprocess.PIPE,
         text=True,
         env=_env(GH_TEST_READY=str(ready), GH_TEST_GO=str(go)),
+        # a suite run under nohup passes its ignored SIGHUP on, which graph-harness keeps
+        # ignored (as it should): the run under test starts with the default
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 120
     while not ready.exists():
