@@ -35,6 +35,8 @@
 #              graph-harness (a priced pair), and swept at three sizes, under stepcalls.tgz
 #     dot:     benchmarks/experiments/dot_probe.py (real cudaGraphDebugDotPrint dumps of every
 #              node kind under each flag, beside an independent walk), under dot.tgz
+#     host:    adds bench_host (the host side of a launch per node, three graph shapes,
+#              against the device side), under host.tgz
 #     recompile: adds bench_recompile (the example's compiled step captured under module
 #              scopes three times, beside a plain compile; compiles counted)
 set -u -o pipefail
@@ -149,6 +151,11 @@ case " $* " in *" record "*)
   python3 benchmarks/bench_record.py --out /tmp/record > "$OUT/bench-record.log" 2>&1
   echo "bench_record rc=$?" >> "$OUT/env.txt"
   tar czf "$OUT/record.tgz" -C /tmp record;;
+esac
+case " $* " in *" host "*)
+  python3 benchmarks/bench_host.py --out /tmp/host > "$OUT/bench-host.log" 2>&1
+  echo "bench_host rc=$?" >> "$OUT/env.txt"
+  tar czf "$OUT/host.tgz" -C /tmp host;;
 esac
 case " $* " in *" recompile "*)
   # after: this checkout; before: the tree in .old (a copy of an earlier commit's code,

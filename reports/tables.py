@@ -253,6 +253,23 @@ def fits_table(fits) -> Table:
     return t
 
 
+def host_fits_table(fits) -> Table:
+    t = Table(title="Host launch: CPU time of one replay() from an idle device")
+    for c in ("kind", "shape", "us/node", "95% interval", "fixed us", "95% interval ", "R^2"):
+        t.add_column(c, justify="left" if c in ("kind", "shape") else "right", no_wrap=True)
+    for f in fits.itertuples():
+        t.add_row(
+            f.kind,
+            f.shape,
+            f"{f.slope:.4f}",
+            f"[{f.slope_lo:.4f}, {f.slope_hi:.4f}]",
+            f"{f.intercept:.2f}",
+            f"[{f.intercept_lo:.2f}, {f.intercept_hi:.2f}]",
+            f"{f.r2:.4f}",
+        )
+    return t
+
+
 def _interval(s) -> str:
     return f"[{s.measured_lo:.1f}, {s.measured_hi:.1f}]"
 

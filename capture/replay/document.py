@@ -16,6 +16,7 @@ import pandas as pd
 from graph_harness.capture.export.documents import ExportError, Fields, frame_records, show
 from graph_harness.capture.export.kinds import load_document
 from graph_harness.capture.files import write_atomic
+from graph_harness.capture.rows import columns
 from graph_harness.capture.stats import ROUND_TRIAL_COLUMNS, Fit
 
 REPLAY_SCHEMA = "graph-harness/replay"
@@ -31,26 +32,39 @@ REPLAY_SCHEMA_VERSION = 2
 
 CHAIN_TRIAL_COLUMNS = ["kind", "calls", "nodes", "trial", "us"]
 FIT_COLUMNS = ["kind", *Fit.__dataclass_fields__]
+# The host side of a launch (capture/replay/host.py): a trial's median launch of a graph of
+# one kind and shape, and one fit per kind and shape.
+HOST_TRIAL_COLUMNS = ["kind", "shape", "branches", "calls", "nodes", "trial", "us"]
+HOST_FIT_COLUMNS = ["kind", "shape", *Fit.__dataclass_fields__]
 # run_replays adds the ratio of measured to the real-shape prediction.
 SAVING_OPTIONAL = ["ratio_shapes"]
 REPLAY_KEYS = ("schema", "schema_version", "env", "created", "params", "options")
 REPLAY_KEYS += ("chain_trials", "fits", "round_trials", "savings")
-# A saving of the round (capture/round/pricing.py savings()): A -> B, the nodes it removes,
-# each round's median, the saving measured with its interval, and the predictions.
-SAVING_COLUMNS = [
-    "a",
-    "b",
-    "removed_nodes",
-    "removed_by_type",
-    "round_a_us",
-    "round_b_us",
-    "measured_us",
-    "measured_lo",
-    "measured_hi",
-    "predicted_us",
-    "ratio",
-    "predicted_shapes_us",
-]
+# The host side of a launch (capture/replay/host.py); absent from documents written before.
+REPLAY_OPTIONAL_KEYS = ("host_trials", "host_fits")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Saving:
+    """A saving of the round (capture/round/pricing.py savings()): A -> B, the nodes it
+    removes, each round's median, the saving measured with its interval, and the
+    predictions. One row of the document's `savings`."""
+
+    a: str
+    b: str
+    removed_nodes: int
+    removed_by_type: str  # JSON: node type -> nodes removed
+    round_a_us: float
+    round_b_us: float
+    measured_us: float
+    measured_lo: float
+    measured_hi: float
+    predicted_us: float  # removed nodes x per-node cost of their type
+    ratio: float  # measured / predicted
+    predicted_shapes_us: float  # the real-shape chains' calls (NaN where not measured)
+
+
+SAVING_COLUMNS = columns(Saving)
 
 
 class ReplayDocumentError(ExportError):
@@ -67,6 +81,10 @@ class ReplayResult:
     env: dict[str, Any] = field(default_factory=dict)
     created: str = ""
     options: dict[str, Any] = field(default_factory=dict)
+    # The host side of a launch: HOST_TRIAL_COLUMNS and HOST_FIT_COLUMNS
+    # (capture/replay/host.py); None where not measured.
+    host_trials: pd.DataFrame | None = None
+    host_fits: pd.DataFrame | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -80,6 +98,8 @@ class ReplayResult:
             "fits": frame_records(self.fits),
             "round_trials": frame_records(self.round_trials),
             "savings": frame_records(self.savings),
+            "host_trials": frame_records(self.host_trials),
+            "host_fits": frame_records(self.host_fits),
         }
 
     def write_json(self, path: str | Path) -> Path:
@@ -123,7 +143,7 @@ class ReplayResult:
 
     @classmethod
     def _from_checked(cls, f: Fields, doc: dict) -> ReplayResult:
-        f.keys("", doc, REPLAY_KEYS)
+        f.keys("", doc, REPLAY_KEYS, REPLAY_OPTIONAL_KEYS)
         f.scalars("env", doc["env"])
         f.string("created", doc["created"])
         f.ints("params", doc["params"], none=True)
@@ -141,6 +161,10 @@ class ReplayResult:
                     for r in rows
                 ]
             savings = read_frame(f, "savings", rows, SAVING_COLUMNS, SAVING_OPTIONAL)
+        host = {}
+        for key, cols in (("host_trials", HOST_TRIAL_COLUMNS), ("host_fits", HOST_FIT_COLUMNS)):
+            if doc.get(key) is not None:
+                host[key] = read_frame(f, key, doc[key], cols)
         return cls(
             chain_trials=chain_trials,
             fits=fits,
@@ -150,6 +174,7 @@ class ReplayResult:
             env=doc["env"],
             created=doc["created"],
             options=doc["options"],
+            **host,
         )
 
     @classmethod
@@ -159,10 +184,10 @@ class ReplayResult:
         return cls.from_dict(doc, where=str(path))
 
 
-_TEXT_COLUMNS = {"kind", "variant", "a", "b", "removed_by_type"}
+_TEXT_COLUMNS = {"kind", "variant", "a", "b", "removed_by_type", "shape"}
 # Version 1 named the savings' removed nodes as deltas (same values, A - B).
 _V1_NAMES = {"delta_nodes": "removed_nodes", "delta_by_type": "removed_by_type"}
-_COUNT_COLUMNS = {"calls": 1, "nodes": 0, "trial": 0, "build": 0, "points": 0}
+_COUNT_COLUMNS = {"calls": 1, "nodes": 0, "trial": 0, "build": 0, "points": 0, "branches": 1}
 
 
 def read_frame(

@@ -30,11 +30,24 @@ class ReplaySettings:
     )
     # A chain replay lasts 1-700 us: 20 back-to-back replays per trial keep the two events'
     # own cost under 1% of the shortest timed span. A round lasts ~5 ms: 10 are plenty.
+    host_lengths: tuple[int, ...] = field(
+        default=(64, 256, 1024, 2048, 4096),
+        metadata={
+            "help": "graph sizes in nodes for the host launch fits (a chain, a fork-join over "
+            "8 streams, one over 64)",
+            "min": 1,
+        },
+    )
+    # Single launches per trial for the host side, each from an idle device: their median.
+    launches: int = field(default=5, metadata={"min": 1})
     chain_replays: int = field(default=20, metadata={"min": 1})
     round_replays: int = field(default=10, metadata={"min": 1})
     warmup: int = field(default=5, metadata={"min": 0})
 
     def __post_init__(self) -> None:
         check_whole_numbers(self)
-        if len(set(self.lengths)) < 2:  # the per-node fit needs two lengths at least
-            raise ValueError(f"lengths needs at least two distinct lengths, got {self.lengths!r}")
+        for name in ("lengths", "host_lengths"):  # each per-node fit needs two lengths at least
+            if len(set(getattr(self, name))) < 2:
+                raise ValueError(
+                    f"{name} needs at least two distinct lengths, got {getattr(self, name)!r}"
+                )

@@ -14,10 +14,11 @@ import pandas as pd
 
 from graph_harness.capture.export.delta import NodeDelta, node_delta
 from graph_harness.capture.export.nodes import NodeExport
-from graph_harness.capture.replay.document import SAVING_COLUMNS, ReplayResult
+from graph_harness.capture.replay.document import ReplayResult, Saving
 from graph_harness.capture.replay.kinds import TYPE_CHAIN
 from graph_harness.capture.replay.pricing import per_call_us, predicted_saving_us
 from graph_harness.capture.round.chains import step_chain  # (registers the round's chain kinds)
+from graph_harness.capture.rows import frame
 from graph_harness.capture.stats import round_series, saving_interval, saving_point
 
 # The chains savings() prices removed nodes with, measured whenever rounds are timed: the
@@ -100,7 +101,7 @@ def savings(
         measured = saving_point(series[a], series[b])
         lo, hi = saving_interval(series[a], series[b])
         rows.append(
-            dict(
+            Saving(
                 a=a,
                 b=b,
                 removed_nodes=-change.total_delta,
@@ -119,7 +120,7 @@ def savings(
                 else math.nan,
             )
         )
-    return pd.DataFrame(rows, columns=SAVING_COLUMNS)
+    return frame(rows, Saving)
 
 
 def saving_pairs(variants: Sequence[str]) -> list[tuple[str, str]]:

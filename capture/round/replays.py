@@ -13,6 +13,7 @@ import graph_harness.capture.round.chains  # noqa: F401  (registers the round's 
 from graph_harness.capture.environment import environment, now
 from graph_harness.capture.replay.chains import measure_chains
 from graph_harness.capture.replay.document import ReplayResult
+from graph_harness.capture.replay.host import measure_host_launch
 from graph_harness.capture.replay.kinds import chain_kinds
 from graph_harness.capture.replay.settings import ReplaySettings
 from graph_harness.capture.round.params import RoundParams
@@ -30,7 +31,8 @@ def run_replays(
     pdl: bool = False,
     progress: Callable[[str], None] | None = None,
 ) -> ReplayResult:
-    """Chains, fits, round timing and savings in one document (syncs; needs CUDA).
+    """Chains, fits, the host side of a launch (capture/replay/host.py), round timing and
+    savings in one document (syncs; needs CUDA).
 
     `kinds` defaults to every registered kind without PDL, the round's included. When
     rounds are timed, the chains their predictions price nodes with (PRICE_KINDS) are
@@ -40,6 +42,13 @@ def run_replays(
     if variants:
         kinds += [k for k in PRICE_KINDS if k not in kinds]
     chain_trials, fits = measure_chains(kinds, settings, progress=progress)
+    host_trials, host_fits = measure_host_launch(
+        lengths=settings.host_lengths,
+        trials=settings.trials,
+        launches=settings.launches,
+        warmup=settings.warmup,
+        progress=progress,
+    )
     round_trials = sav = None
     if variants:
         if progress:  # each phase named as it starts
@@ -58,5 +67,10 @@ def run_replays(
         env=environment(torch.device("cuda")),
         created=now(),
         # The settings that shaped the timings (the lengths are in chain_trials).
-        options={"pdl": pdl, **{k: v for k, v in asdict(settings).items() if k != "lengths"}},
+        options={
+            "pdl": pdl,
+            **{k: v for k, v in asdict(settings).items() if k not in ("lengths", "host_lengths")},
+        },
+        host_trials=host_trials,
+        host_fits=host_fits,
     )

@@ -35,8 +35,10 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
         help="per-node dispatch cost and before/after round timing",
         description="Time graphs of chains of 1 to N nodes of each kind and fit replay time "
         "against length: the slope is what one node costs to dispatch (with a 95% "
-        "interval). Then time every variant of the round over several fresh builds, "
-        "interleaved, and set each change's measured saving beside the one its removed "
+        "interval). Time the host side of a launch the same way (the CPU time of one "
+        "replay() from an idle device, for a chain and two fork-join shapes). Then time "
+        "every variant of the round over several fresh builds, interleaved, and set each "
+        "change's measured saving beside the one its removed "
         "nodes predict. Needs a CUDA GPU.",
         examples=[
             "graph-harness replay --out replay",
@@ -63,7 +65,7 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
 
 def run(args, io: IO) -> int:
     from graph_harness.capture.round.replays import run_replays
-    from graph_harness.reports.tables import fits_table, savings_table
+    from graph_harness.reports.tables import fits_table, host_fits_table, savings_table
 
     params, settings = round_params(args), replay_settings(args)
     require_gpu("replay times CUDA graph replays, which run on a CUDA GPU")
@@ -84,6 +86,8 @@ def run(args, io: IO) -> int:
             io.print_json(result.to_dict())
         else:
             io.out.print(fits_table(result.fits))
+            if result.host_fits is not None:
+                io.out.print(host_fits_table(result.host_fits))
             if result.savings is not None:
                 io.out.print(savings_table(result))
     wrote(io, args, "replay.json")

@@ -419,7 +419,7 @@ V1_HINT = (
 )
 REPLAY_KEYS = (
     "schema, schema_version, env, created, params, options, chain_trials, fits, round_trials, "
-    "savings"
+    "savings, host_trials, host_fits"
 )
 
 BAD_REPLAYS = [

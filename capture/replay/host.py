@@ -1,0 +1,161 @@
+"""The host side of a graph launch: the CPU time of one `replay()`, with no synchronize
+inside the timed span, against the graph's node count, fitted as the device side is
+(capture/stats.py fit_chain): a slope per node with its 95% interval, and the fixed cost.
+
+Graphs of three shapes, each of N calls of one chain kind (capture/replay/kinds.py):
+- "chain": one stream, each node waiting for the one before;
+- "fork-join": the capture stream forks to 8 streams, each runs its share serially, and
+  waits for all of them at the end;
+- "wide": the same over 64 streams (64 roots' worth of independent work).
+
+Each timed launch starts from an idle device (synchronized before it, outside the timed
+span): launches are asynchronous only until the driver's queue fills, and back-to-back
+launches of a long graph would time the GPU, not the host. So this is a launch's cost
+where nothing hides it; whether a decode loop hides it behind the previous step's work is
+the profile's question. Python's garbage collector is held off while a trial is timed.
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+from collections.abc import Callable, Sequence
+
+import pandas as pd
+import torch
+
+from graph_harness.capture.graph.capture import capture_graph
+from graph_harness.capture.graph.reader import read_graph
+from graph_harness.capture.replay.chains import chain_calls
+from graph_harness.capture.replay.document import HOST_FIT_COLUMNS, HOST_TRIAL_COLUMNS
+from graph_harness.capture.replay.kinds import get_kind
+from graph_harness.capture.replay.settings import ReplaySettings
+from graph_harness.capture.stats import fit_chain
+from graph_harness.capture.text import plural
+
+# Shape -> branches (streams the calls are spread over).
+SHAPES = {"chain": 1, "fork-join": 8, "wide": 64}
+HOST_KINDS = ("triton-empty", "torch-add")
+HOST_LENGTHS = ReplaySettings().host_lengths  # nodes: up to the size of a large decode step
+
+
+def shaped(call: Callable[[], object], calls: int, branches: int) -> Callable[[], None]:
+    """`calls` calls of `call` spread over `branches` streams forked from the current one
+    and joined back into it (one branch: serial on the current stream)."""
+    streams = [torch.cuda.Stream() for _ in range(branches)] if branches > 1 else []
+
+    def run() -> None:
+        if not streams:
+            for _ in range(calls):
+                call()
+            return
+        main = torch.cuda.current_stream()
+        share = [calls // branches + (k < calls % branches) for k in range(branches)]
+        for s, n in zip(streams, share):
+            s.wait_stream(main)
+            with torch.cuda.stream(s):
+                for _ in range(n):
+                    call()
+        for s in streams:
+            main.wait_stream(s)
+
+    return run
+
+
+def time_launches_us(
+    graphs: dict[str, torch.cuda.CUDAGraph], *, trials: int, launches: int, warmup: int
+) -> dict[str, list[float]]:
+    """Per trial, the median CPU time (us) of `launches` single `replay()` calls of each
+    graph, each from an idle device; trials interleaved across graphs (A B C, C B A, ...)
+    so that drift hits all alike (syncs the device)."""
+    names = list(graphs)
+    for g in graphs.values():
+        for _ in range(max(warmup, 1)):  # the first replay instantiates and uploads
+            g.replay()
+    torch.cuda.synchronize()
+    out: dict[str, list[float]] = {n: [] for n in names}
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        for t in range(trials):
+            for name in names if t % 2 == 0 else names[::-1]:
+                g, samples = graphs[name], []
+                for _ in range(launches):
+                    torch.cuda.synchronize()
+                    t0 = time.perf_counter_ns()
+                    g.replay()
+                    samples.append((time.perf_counter_ns() - t0) / 1e3)
+                torch.cuda.synchronize()
+                out[name].append(statistics.median(samples))
+    finally:
+        if collecting:
+            gc.enable()
+    return out
+
+
+def measure_host_launch(
+    kinds: Sequence[str] = HOST_KINDS,
+    shapes: Sequence[str] = tuple(SHAPES),
+    lengths: Sequence[int] = HOST_LENGTHS,
+    *,
+    trials: int = 30,
+    launches: int = 5,
+    warmup: int = 3,
+    device: torch.device | str = "cuda",
+    progress: Callable[[str], None] | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(trial rows, fits): the host launch time of graphs of each kind and shape at about
+    `lengths` nodes (syncs; needs CUDA). Trial rows: HOST_TRIAL_COLUMNS, `us` a trial's
+    median launch. Fits: one per kind and shape (HOST_FIT_COLUMNS): `slope` us per node,
+    `intercept` the fixed cost of a launch, each with its 95% bootstrap interval."""
+    unknown = [s for s in shapes if s not in SHAPES]
+    if unknown:
+        raise ValueError(f"unknown graph shape(s) {unknown}; choose from {', '.join(SHAPES)}")
+    device = torch.device(device)
+    if device.type != "cuda":
+        raise RuntimeError("host launch times are of CUDA graph launches: they need a CUDA device")
+    graph_pool = torch.cuda.graph_pool_handle()
+    graphs: dict[str, torch.cuda.CUDAGraph] = {}
+    meta: dict[str, tuple[str, str, int, int]] = {}
+    for kind in kinds:
+        if progress:
+            progress(f"capturing {kind} graphs for host launch times")
+        call = get_kind(kind).make(device)
+        per_call = len(
+            read_graph(capture_graph(call, graph_pool=graph_pool).graph.raw_cuda_graph())
+        )
+        for shape in shapes:
+            for calls in chain_calls(lengths, max(per_call, 1)):
+                g = capture_graph(shaped(call, calls, SHAPES[shape]), graph_pool=graph_pool).graph
+                key = f"{kind}|{shape}|{calls}"
+                graphs[key] = g
+                meta[key] = (kind, shape, calls, len(read_graph(g.raw_cuda_graph())))
+    if progress:
+        progress(f"timing the launches of {plural(len(graphs), 'graph')}")
+    times = time_launches_us(graphs, trials=trials, launches=launches, warmup=warmup)
+    rows = [
+        dict(kind=k, shape=s, branches=SHAPES[s], calls=c, nodes=n, trial=t, us=us)
+        for key, ts in times.items()
+        for (k, s, c, n) in [meta[key]]
+        for t, us in enumerate(ts)
+    ]
+    trials_df = pd.DataFrame(rows, columns=HOST_TRIAL_COLUMNS)
+    return trials_df, host_fits(trials_df)
+
+
+def host_fits(trials_df: pd.DataFrame) -> pd.DataFrame:
+    """One fit of launch time against nodes per kind and shape (HOST_FIT_COLUMNS)."""
+    out = []
+    for (kind, shape), g in trials_df.groupby(["kind", "shape"], sort=False):
+        wide = g.pivot_table(index="nodes", columns="trial", values="us")
+        f = fit_chain(wide.index.to_numpy(), wide.to_numpy())
+        out.append(dict(kind=kind, shape=shape, **f.__dict__))
+    return pd.DataFrame(out, columns=HOST_FIT_COLUMNS)
+
+
+def launch_us(graph: torch.cuda.CUDAGraph, *, trials: int = 30, launches: int = 5) -> float:
+    """One graph's host launch time (us): the median over trials (syncs)."""
+    return statistics.median(
+        time_launches_us({"g": graph}, trials=trials, launches=launches, warmup=3)["g"]
+    )
