@@ -9,6 +9,8 @@ be captured) and reading the graph back; on the CPU, counting dispatched operati
 - dispatch.py: the CPU's count of dispatched operations
 - compiled.py: torch.compile'd code in a step, found and refused where it cannot be counted
 - diagnose/: why a capture failed, in one line
+- lifecycle.py: a graph's capture, instantiate, upload and update in place, and the
+  device memory its executable holds outside the caching allocator
 
 May import: capture.scopes, kernels (Triton launches count as one), torch.
 """

@@ -1,0 +1,174 @@
+"""What a graph costs beyond its replays: capture, instantiate, upload, update in place,
+and the device memory its executable holds outside the caching allocator.
+
+For a callable (its buffers static, as for any capture), after `warmup` calls on a side
+stream, `repeats` rounds of:
+- capture: capture_begin .. capture_end of one call (the graph kept, nothing
+  instantiated), host time;
+- instantiate: `graph.instantiate()` (cudaGraphInstantiate), host time;
+- upload: cudaGraphUpload on the capture stream, host time to that stream's synchronize;
+- update: a second capture of the same callable (an equal topology), then
+  cudaGraphExecUpdate of the first executable from it, host time, beside that second
+  graph's capture + instantiate (what re-capturing costs instead); the driver's result
+  is kept ("success", or why it refused), and the updated executable is replayed once;
+- executable memory: the device's free memory (cudaMemGetInfo) before instantiate and
+  after upload, nothing allocated between (the capture's blocks are already the
+  allocator's), and after the graph is destroyed: what the executable holds, and whether
+  destroying it gives it back. The driver maps memory in pages of 2 MiB: a figure below
+  that reads as 0 or a page, and is said as such.
+
+Every time is the host's (time.perf_counter_ns) from an idle device. Needs CUDA; syncs.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import ModuleType
+
+import torch
+
+from graph_harness.capture.graph.capture import warm_up
+from graph_harness.capture.graph.reader import read_graph
+from graph_harness.capture.graph.settings import StepSettings
+
+PAGE = 2 << 20  # the driver's mapping granularity for device memory (bytes)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Lifecycle:
+    """One callable's graph, from capture to destroy: medians over `samples`' rounds
+    (microseconds; bytes)."""
+
+    nodes: int
+    capture_us: float
+    instantiate_us: float
+    upload_us: float
+    update_us: float  # cudaGraphExecUpdate from an equal-topology re-capture
+    recapture_us: float  # that re-capture's capture + instantiate: what update replaces
+    update_result: str  # "success", or the driver's reason for refusing
+    exec_bytes: int  # free device memory lost across instantiate + upload
+    returned_bytes: int  # free device memory back once the graph is destroyed
+    samples: dict[str, list[float]] = field(default_factory=dict)
+
+    @property
+    def below_a_page(self) -> bool:
+        """The executable's memory is under the driver's 2 MiB page: not resolved here."""
+        return self.exec_bytes < PAGE
+
+
+def _runtime() -> ModuleType:
+    from cuda.bindings import runtime as rt
+
+    return rt
+
+
+def _ok(got: tuple, what: str) -> tuple:
+    err, *rest = got
+    if int(err) != 0:
+        raise RuntimeError(f"{what} failed: {err!r}")
+    return tuple(rest)
+
+
+def _timed(fn: Callable[[], object]) -> tuple[float, object]:
+    torch.cuda.synchronize()
+    t0 = time.perf_counter_ns()
+    out = fn()
+    return (time.perf_counter_ns() - t0) / 1e3, out
+
+
+def _capture(
+    fn: Callable[[], object], stream: torch.cuda.Stream, pool: tuple[int, int]
+) -> torch.cuda.CUDAGraph:
+    graph = torch.cuda.CUDAGraph(keep_graph=True)
+    with torch.cuda.stream(stream):
+        graph.capture_begin(pool=pool)
+        try:
+            fn()
+        finally:
+            graph.capture_end()
+    return graph
+
+
+def _update_result(rt: ModuleType, got: tuple) -> str:
+    """ "success", or why the driver refused the update (the executable is then left as
+    it was). A refusal's error is cleared, so that no later launch check reports it."""
+    err, *rest = got
+    if int(err) == 0:
+        return "success"
+    rt.cudaGetLastError()
+    result = getattr(rest[0], "result", None) if rest else None
+    name = getattr(result, "name", None) or getattr(err, "name", str(err))
+    return name.removeprefix("cudaGraphExecUpdate")
+
+
+def measure_lifecycle(
+    fn: Callable[[], object], *, repeats: int = 5, warmup: int = StepSettings.warmup
+) -> Lifecycle:
+    """`fn`'s graph from capture to destroy (module docstring), over `repeats` rounds.
+    `fn` is called `warmup` times, and captured 2 x `repeats` times (never run by a
+    capture); the updated executable is replayed once per round."""
+    if not torch.cuda.is_available():
+        raise RuntimeError(
+            "a graph's instantiate, upload and update are the driver's: they need CUDA"
+        )
+    if repeats < 1:
+        raise ValueError(f"repeats must be at least 1, got {repeats}")
+    rt = _runtime()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        warm_up(fn, warmup, None)
+    torch.cuda.synchronize()
+    pool = torch.cuda.graph_pool_handle()
+    keys = ("capture", "instantiate", "upload", "update", "recapture", "exec", "returned")
+    s: dict[str, list[float]] = {k: [] for k in keys}
+    results, nodes = [], 0
+    for _ in range(repeats):
+        us, graph = _timed(lambda: _capture(fn, stream, pool))
+        s["capture"].append(us)
+        nodes = len(read_graph(graph.raw_cuda_graph()))
+        torch.cuda.synchronize()
+        free0 = torch.cuda.mem_get_info()[0]
+        s["instantiate"].append(_timed(graph.instantiate)[0])
+
+        def upload(graph: torch.cuda.CUDAGraph = graph) -> None:
+            got = rt.cudaGraphUpload(graph.raw_cuda_graph_exec(), stream.cuda_stream)
+            _ok(got, "cudaGraphUpload")
+            stream.synchronize()
+
+        s["upload"].append(_timed(upload)[0])
+        torch.cuda.synchronize()
+        free1 = torch.cuda.mem_get_info()[0]
+        s["exec"].append(free0 - free1)
+        capture_us, again = _timed(lambda: _capture(fn, stream, pool))
+        update_us, got = _timed(
+            lambda g=graph, a=again: rt.cudaGraphExecUpdate(
+                g.raw_cuda_graph_exec(), a.raw_cuda_graph()
+            )
+        )
+        results.append(_update_result(rt, got))
+        s["update"].append(update_us)
+        s["recapture"].append(capture_us + _timed(again.instantiate)[0])
+        with torch.cuda.stream(stream):
+            graph.replay()  # the updated executable runs
+        torch.cuda.synchronize()
+        again.reset()
+        graph.reset()
+        torch.cuda.synchronize()
+        s["returned"].append(torch.cuda.mem_get_info()[0] - free1)
+    med = {k: statistics.median(v) for k, v in s.items()}
+    return Lifecycle(
+        nodes=nodes,
+        capture_us=med["capture"],
+        instantiate_us=med["instantiate"],
+        upload_us=med["upload"],
+        update_us=med["update"],
+        recapture_us=med["recapture"],
+        update_result=statistics.mode(results),
+        exec_bytes=int(med["exec"]),
+        returned_bytes=int(med["returned"]),
+        samples=s,
+    )
