@@ -215,7 +215,7 @@ def sweep(result, path: Path) -> Path:
     if result.shared:
         shared = sorted(
             (s for s in result.shared if s["adds"] is not None), key=lambda s: s["batch"]
-        )  # a first size's addition can be unknown (Inductor's pool: capture/sweep/run.py)
+        )  # a first size's addition can be unknown (Inductor's pool: capture/sweep/sizes.py)
         ax_m.plot(
             [s["batch"] for s in shared], [s["adds"] / 2**20 for s in shared],
             marker="s", label="adds to the shared pool (largest first)",

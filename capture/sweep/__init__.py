@@ -3,8 +3,11 @@ nodes, time, graph memory and padding per size, and the sizes worth capturing.
 
 - settings.py: SweepSettings, the one source of its defaults, and the check modes (plain
   data: the parser reads it)
-- run.py: sweep_step, each size built, captured, checked and timed, in two pool modes,
-  and (`--check interleaved`) the shared pool's sizes replayed in turns
+- run.py: sweep_step, the order of it all, and its document
+- sizes.py: each size built and captured into a pool of its own, warm-ups timed, checked
+- replays.py: every size's graph timed, trials interleaved, and its leak check
+- shared.py: the sizes captured again into one shared pool, and (`--check interleaved`)
+  replayed in turns
 - padding.py: request sizes padded up a ladder, and the ladder that minimizes the time
   per request (plain arithmetic)
 - document.py: SweepResult, the `graph-harness/sweep` document, its tables and files

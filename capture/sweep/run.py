@@ -45,97 +45,44 @@ replays graphs, does not run and says so (InterleavedResult.skipped).
 from __future__ import annotations
 
 import gc
-import statistics
-import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import torch
 
 from graph_harness.capture.check.settings import CheckSettings
-from graph_harness.capture.count import Counted, capture_and_keep, default_device
+from graph_harness.capture.count import default_device
 from graph_harness.capture.environment import environment, now
-from graph_harness.capture.graph.memory import pool_memory
 from graph_harness.capture.graph.settings import StepSettings
-from graph_harness.capture.record.steps import RecordedStep, StepCalls, outside_scopes
-from graph_harness.capture.replay.guard import Replayer, sync
-from graph_harness.capture.replay.timing import time_replays_us
 from graph_harness.capture.state.steps import (
-    Repeatability,
     StateWatch,
-    require_repeatable,
-    start_of,
 )
 from graph_harness.capture.stats import median_interval
 from graph_harness.capture.sweep.document import SizeRow, SweepResult, size_name
+from graph_harness.capture.sweep.replays import leak, steady, timed
 from graph_harness.capture.sweep.settings import SweepSettings, check_sizes
+from graph_harness.capture.sweep.shared import Interleave, shared_pool
+from graph_harness.capture.sweep.sizes import (
+    ModuleOf,
+    Size,
+    Step,
+    default_gate,
+    own_pools,
+    recompiles,
+)
 
 if TYPE_CHECKING:
     from graph_harness.capture.check.findings import CheckResult
     from graph_harness.capture.check.interleaved_verdict import InterleavedResult
     from graph_harness.capture.export.nodes import NodeExport
 
-Step = Callable[[], object]
-ModuleOf = Callable[[Step], "torch.nn.Module | None"]
 NO_GPU = "replay time and graph memory need a CUDA GPU: here, dispatched operations per size"
 NO_GPU_INTERLEAVED = (
     "the interleaved check replays every size's CUDA graph from one shared pool: it needs a "
     "CUDA GPU; here, each size's eager check alone"
 )
 Gate = Callable[[dict[str, "CheckResult | InterleavedResult"]], None]
-
-
-class TimedWatch(StateWatch):
-    """A StateWatch that also times each warm-up call (synced, so a call's device work is
-    in its time): the first call's excess over the median of the others is where lazy
-    initialization and, in a compiled step, compilation happen."""
-
-    def __init__(self, step: Step) -> None:
-        super().__init__(step, watch=True)
-        self.seconds: list[float] = []
-
-    def before(self, i: int, n: int) -> None:
-        super().before(i, n)
-        sync()
-        self._t0 = time.perf_counter()
-
-    def after(self, i: int, n: int, output: object) -> None:
-        sync()
-        self.seconds.append(time.perf_counter() - self._t0)
-        super().after(i, n, output)
-
-    def first_call_excess(self) -> float | None:
-        if len(self.seconds) < 2:
-            return None
-        return max(0.0, self.seconds[0] - statistics.median(self.seconds[1:]))
-
-
-@contextmanager
-def _recompiles(sizes: int) -> Iterator[dict[str, list[int]]]:
-    """Dynamo's recompile limit raised to cover a compile per size, restored after."""
-    cfg = torch._dynamo.config
-    name = "recompile_limit" if hasattr(cfg, "recompile_limit") else "cache_size_limit"
-    before = getattr(cfg, name)
-    setattr(cfg, name, max(before, 2 * sizes + 8))
-    try:
-        yield {"dynamo_recompile_limit": [before, getattr(cfg, name)]}
-    finally:
-        setattr(cfg, name, before)
-
-
-@dataclass
-class _Size:
-    batch: int
-    step: Step
-    counted: Counted
-    watch: TimedWatch
-    capture_s: float
-    check: CheckResult | None = None
-    calls: StepCalls | None = None  # a step that captures its own graphs: its calls
-    shared: dict[str, int] | None = None  # and Inductor's one pool, read after it
-    replayed: str | None = None  # its replays' graphs, where not the counted ones
 
 
 def sweep_step(
@@ -184,7 +131,7 @@ def sweep_step(
             "is one size's own length, and the sizes' differ (each size's own check runs it)"
         )
     if device.type != "cuda":  # counts only, each size's check its eager part
-        counted = _own_pools(make, sizes, name, module_of, warmup, check_steps, gate, say,
+        counted = own_pools(make, sizes, name, module_of, warmup, check_steps, gate, say,
                              None, tell)  # fmt: skip
         skipped = None
         if interleaved:
@@ -214,14 +161,14 @@ def sweep_step(
     # hands a freed block back only on the stream it was freed on, so a pool shared by
     # captures on fresh streams reuses nothing (measured on the H200: BENCHMARKS.md).
     stream = torch.cuda.Stream()
-    with _recompiles(len(sizes)) as limit:
+    with recompiles(len(sizes)) as limit:
         options.update(limit)
-        own = _own_pools(make, sizes, name, module_of, warmup, check_steps, gate, say, stream, tell)
+        own = own_pools(make, sizes, name, module_of, warmup, check_steps, gate, say, stream, tell)
         recorded = own[0].calls is not None
         say(f"timing {len(own)} sizes, trials interleaved")
-        with _steady(own):
-            times = _timed(own, settings)
-            leaks = {s.batch: _leak(s, settings) for s in own}
+        with steady(own):
+            times = timed(own, settings)
+            leaks = {s.batch: leak(s, settings) for s in own}
         rows = [_row(s, times[size_name(s.batch)], leaks[s.batch]) for s in own]
         exports = _by_size({s.batch: s.counted.export for s in own})
         checks = {size_name(s.batch): s.check for s in own if s.check is not None}
@@ -242,11 +189,11 @@ def sweep_step(
             del own  # the own-pool graphs, and their pools back to the driver
             gc.collect()
             torch.cuda.empty_cache()
-            interleave = _Interleave(calls, settings.seed, name, warmup) if interleaved else None
-            shared, turns = _shared_pool(steps, name, warmup, say, stream, interleave)
+            interleave = Interleave(calls, settings.seed, name, warmup) if interleaved else None
+            shared, turns = shared_pool(steps, name, warmup, say, stream, interleave)
             del steps
             if turns is not None:  # a check that does not pass stops here, as each size's does
-                (gate or _default_gate())({"interleaved": turns})
+                (gate or default_gate())({"interleaved": turns})
                 rows = [replace(r, interleaved=turns.by_size.get(r.batch)) for r in rows]
     # the seed deals the interleaved check's order, and nothing else: recorded with it alone
     recorded_settings = {k: v for k, v in settings.__dict__.items() if k != "seed" or interleaved}
@@ -278,13 +225,7 @@ def _by_size(exports: dict[int, NodeExport]) -> dict[str, NodeExport]:
     return {size_name(b): exports[b] for b in sorted(exports)}
 
 
-def _default_gate() -> Callable[[dict[str, CheckResult]], None]:
-    from graph_harness.capture.check.step import gate
-
-    return gate
-
-
-def _row(s: _Size, us: list[float], leak: tuple[int, int]) -> SizeRow:
+def _row(s: Size, us: list[float], leak: tuple[int, int]) -> SizeRow:
     lo, hi = median_interval(us)
     compiled = s.counted.export.options.get("compiled")
     return SizeRow.measured(
@@ -298,202 +239,3 @@ def _row(s: _Size, us: list[float], leak: tuple[int, int]) -> SizeRow:
         leak=leak,
         check=s.check,
     )
-
-
-def _module(module_of: ModuleOf | None, step: Step) -> torch.nn.Module | None:
-    return module_of(step) if module_of is not None else None
-
-
-def _own_pools(
-    make: Callable[[int], Step],
-    sizes: Sequence[int],
-    name: str,
-    module_of: ModuleOf | None,
-    warmup: int,
-    check_steps: int | None,
-    gate: Callable[[dict[str, CheckResult]], None] | None,
-    say: Callable[[str], None],
-    stream: torch.cuda.Stream | None,
-    tell: Callable[[StateWatch, str], None],
-) -> list[_Size]:
-    """Each size built and captured, largest first, into a pool of its own on `stream`
-    (None: the CPU, each size's dispatched operations counted), then checked."""
-    from graph_harness.capture.check.step import check_captured
-
-    gate = gate or _default_gate()
-    cuda = stream is not None
-    out = []
-    known: set[tuple[int, int]] = set()  # Inductor's pools, a step that records its own
-    for b in sorted(sizes, reverse=True):
-        say(f"batch {b}: " + ("building and capturing (own pool)" if cuda else "counting"))
-        step = make(b)
-        watch = TimedWatch(step)
-        # Inductor's pool as it was before this size (known from an earlier size's graphs;
-        # before the first, unknown: graphs recorded before the sweep may be in it)
-        before = _read_pools(known)[0] if known else None
-        t0 = time.perf_counter()
-        counted = capture_and_keep(
-            step,
-            warmup=warmup,
-            name=f"{name} batch {b}",
-            watch=watch,
-            module=_module(module_of, step),
-            graph_pool=torch.cuda.graph_pool_handle() if cuda else None,
-            memory=cuda,
-            stream=stream,
-            own_graphs=check_steps is None,  # a check replays graphs of ours only
-        )
-        size = _Size(b, step, counted, watch, time.perf_counter() - t0)
-        if counted.recorded is not None:  # Inductor's graphs, in Inductor's one pool
-            size.calls = StepCalls(step, counted.recorded)
-            if module_of is not None:  # outside module scopes, the graphs the program runs
-                say(f"batch {b}: recording outside module scopes")
-                before = _read_pools(_tree_pools(counted.recorded))[0]
-                moved = outside_scopes(step, counted.export, counted.recorded, start=start_of(step))
-                size.calls, size.replayed = moved.calls, None if moved.same else moved.note
-                # counted and timed alike: the graphs the program runs, scoped where they
-                # are the counted ones node for node
-                size.counted = replace(counted, export=moved.export, recorded=moved.calls.recorded)
-            pools = _tree_pools(size.calls.recorded)
-            total, in_use = _read_pools(pools)
-            size.shared = dict(
-                batch=b,
-                total_reserved=total,
-                adds=None if before is None else total - before,
-                total_allocated=in_use,
-            )
-            known |= pools
-        tell(watch, f"{name} batch {b}")
-        if cuda:  # replays follow: a step they would run past its end is refused now
-            require_repeatable(watch.repeatability, f"{name} batch {b}")
-        if check_steps is not None:
-            say(f"batch {b}: checking over {check_steps} calls" + ("" if cuda else " (eager)"))
-            size.check = check_captured(
-                step,
-                counted.export,
-                counted.captured,
-                watch.repeatability,
-                name=f"{name} batch {b}",
-                steps=check_steps,
-            )
-            gate({size_name(b): size.check})
-        out.append(size)
-    return out
-
-
-def _tree_pools(recorded: RecordedStep) -> set[tuple[int, int]]:
-    """The pools of a step's recorded graphs: Inductor keeps one for every graph of a
-    device's cudagraph trees, every size's."""
-    return {g.pool for g in recorded.graphs if g.pool is not None}
-
-
-def _read_pools(pools: set[tuple[int, int]]) -> tuple[int, int]:
-    """Their bytes now: reserved, and in use."""
-    mem = [pool_memory(p) for p in pools]
-    return sum(m.reserved for m in mem), sum(m.allocated for m in mem)
-
-
-def _pool_reserved(s: _Size) -> int:
-    if s.calls is not None:
-        return _read_pools(_tree_pools(s.calls.recorded))[0]
-    return pool_memory(s.counted.captured.graph.pool()).reserved
-
-
-@contextmanager
-def _steady(own: list[_Size]) -> Iterator[None]:
-    """The replays in this block, of a step that captures its own graphs, checked to be
-    its steady calls (capture/record/steps.py StepCalls.steady)."""
-    with ExitStack() as stack:
-        for s in own:
-            if s.calls is not None:
-                stack.enter_context(s.calls.steady(f"the sweep's replays of batch {s.batch}"))
-        yield
-
-
-def _replayer(s: _Size) -> Replayer:
-    return Replayer(
-        s.calls if s.calls is not None else s.counted.captured.graph,
-        f"batch {s.batch}",
-        reset=start_of(s.step),
-        repeatability=s.watch.repeatability,
-    )
-
-
-def _timed(own: list[_Size], settings: SweepSettings) -> dict[str, list[float]]:
-    runs = {size_name(s.batch): _replayer(s) for s in own}
-    times = time_replays_us(
-        runs, replays=settings.replays, trials=settings.trials, warmup=settings.warmup
-    )
-    for r in runs.values():
-        r.finish()
-    return times
-
-
-def _leak(s: _Size, settings: SweepSettings) -> tuple[int, int]:
-    """Bytes the graph's pool, and the device's memory in use, grew by over
-    `leak_replays` replays (in runs from the step's reset and feed) after the first. A
-    replay itself allocates nothing from the pool; what a reset or a feed allocates and
-    keeps shows in the second figure."""
-    r = _replayer(s)
-    with r.window("the leak check's first replay"):
-        r.replay(1)
-    first = _pool_reserved(s)
-    device_first = torch.cuda.memory_allocated()
-    done = 0
-    while done < settings.leak_replays:  # in runs from the reset, as the timing replays
-        n = min(settings.replays, settings.leak_replays - done)
-        with r.window("the leak check's replays"):
-            r.replay(n)
-        done += n
-    r.finish()
-    pool = _pool_reserved(s) - first
-    return pool, torch.cuda.memory_allocated() - device_first
-
-
-@dataclass(frozen=True)
-class _Interleave:
-    """The interleaved check to run on the shared pool's graphs (capture/check/interleaved.py)."""
-
-    calls: int
-    seed: int
-    name: str
-    warmup: int
-
-
-def _shared_pool(
-    steps: list[tuple[int, Step, Repeatability | None]],
-    name: str,
-    warmup: int,
-    say: Callable[[str], None],
-    stream: torch.cuda.Stream,
-    interleave: _Interleave | None = None,
-) -> tuple[list[dict[str, int]], InterleavedResult | None]:
-    """The same steps captured again, largest first, into one pool: the pool after each;
-    with `interleave`, the interleaved check of their graphs before they are freed."""
-    from graph_harness.capture.check.interleaved import SizeGraph, check_interleaved
-
-    pool = torch.cuda.graph_pool_handle()
-    keep, graphs, rows, before = [], [], [], 0
-    for b, step, rep in steps:
-        say(f"batch {b}: capturing again (shared pool)")
-        counted = capture_and_keep(
-            step, warmup=warmup, name=f"{name} batch {b}", graph_pool=pool, stream=stream
-        )
-        keep.append((step, counted))  # alive to the end: the pool's blocks are theirs
-        graphs.append(SizeGraph(batch=b, step=step, graph=counted.captured.graph,
-                                output=counted.captured.output, repeatability=rep))  # fmt: skip
-        mem = pool_memory(pool)
-        rows.append(
-            dict(batch=b, total_reserved=mem.reserved, adds=mem.reserved - before,
-                 total_allocated=mem.allocated)
-        )  # fmt: skip
-        before = mem.reserved
-    turns = None
-    if interleave is not None:  # before the graphs go: it replays them
-        i = interleave
-        say(f"interleaved check: {len(graphs)} sizes x {i.calls} calls, order seed {i.seed}")
-        turns = check_interleaved(graphs, steps=i.calls, seed=i.seed, name=i.name, warmup=i.warmup)
-    del keep, graphs
-    gc.collect()
-    torch.cuda.empty_cache()
-    return rows, turns

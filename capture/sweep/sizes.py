@@ -1,0 +1,184 @@
+"""A sweep's first stage: each size built and captured, largest first, into a pool of its
+own (or, for a step compiled with mode="reduce-overhead", its own graphs recorded in
+Inductor's one pool), warm-ups timed, then checked where asked (capture/sweep/run.py
+says the whole order)."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+import torch
+
+from graph_harness.capture.count import Counted, capture_and_keep
+from graph_harness.capture.graph.memory import pool_memory
+from graph_harness.capture.record.steps import RecordedStep, StepCalls, outside_scopes
+from graph_harness.capture.replay.guard import sync
+from graph_harness.capture.state.steps import StateWatch, require_repeatable, start_of
+from graph_harness.capture.sweep.document import size_name
+
+if TYPE_CHECKING:
+    from graph_harness.capture.check.findings import CheckResult
+
+Step = Callable[[], object]
+ModuleOf = Callable[[Step], "torch.nn.Module | None"]
+
+
+class TimedWatch(StateWatch):
+    """A StateWatch that also times each warm-up call (synced, so a call's device work is
+    in its time): the first call's excess over the median of the others is where lazy
+    initialization and, in a compiled step, compilation happen."""
+
+    def __init__(self, step: Step) -> None:
+        super().__init__(step, watch=True)
+        self.seconds: list[float] = []
+
+    def before(self, i: int, n: int) -> None:
+        super().before(i, n)
+        sync()
+        self._t0 = time.perf_counter()
+
+    def after(self, i: int, n: int, output: object) -> None:
+        sync()
+        self.seconds.append(time.perf_counter() - self._t0)
+        super().after(i, n, output)
+
+    def first_call_excess(self) -> float | None:
+        if len(self.seconds) < 2:
+            return None
+        return max(0.0, self.seconds[0] - statistics.median(self.seconds[1:]))
+
+
+@contextmanager
+def recompiles(sizes: int) -> Iterator[dict[str, list[int]]]:
+    """Dynamo's recompile limit raised to cover a compile per size, restored after."""
+    cfg = torch._dynamo.config
+    name = "recompile_limit" if hasattr(cfg, "recompile_limit") else "cache_size_limit"
+    before = getattr(cfg, name)
+    setattr(cfg, name, max(before, 2 * sizes + 8))
+    try:
+        yield {"dynamo_recompile_limit": [before, getattr(cfg, name)]}
+    finally:
+        setattr(cfg, name, before)
+
+
+@dataclass
+class Size:
+    batch: int
+    step: Step
+    counted: Counted
+    watch: TimedWatch
+    capture_s: float
+    check: CheckResult | None = None
+    calls: StepCalls | None = None  # a step that captures its own graphs: its calls
+    shared: dict[str, int] | None = None  # and Inductor's one pool, read after it
+    replayed: str | None = None  # its replays' graphs, where not the counted ones
+
+
+def default_gate() -> Callable[[dict[str, CheckResult]], None]:
+    from graph_harness.capture.check.step import gate
+
+    return gate
+
+
+def _module(module_of: ModuleOf | None, step: Step) -> torch.nn.Module | None:
+    return module_of(step) if module_of is not None else None
+
+
+def own_pools(
+    make: Callable[[int], Step],
+    sizes: Sequence[int],
+    name: str,
+    module_of: ModuleOf | None,
+    warmup: int,
+    check_steps: int | None,
+    gate: Callable[[dict[str, CheckResult]], None] | None,
+    say: Callable[[str], None],
+    stream: torch.cuda.Stream | None,
+    tell: Callable[[StateWatch, str], None],
+) -> list[Size]:
+    """Each size built and captured, largest first, into a pool of its own on `stream`
+    (None: the CPU, each size's dispatched operations counted), then checked."""
+    from graph_harness.capture.check.step import check_captured
+
+    gate = gate or default_gate()
+    cuda = stream is not None
+    out = []
+    known: set[tuple[int, int]] = set()  # Inductor's pools, a step that records its own
+    for b in sorted(sizes, reverse=True):
+        say(f"batch {b}: " + ("building and capturing (own pool)" if cuda else "counting"))
+        step = make(b)
+        watch = TimedWatch(step)
+        # Inductor's pool as it was before this size (known from an earlier size's graphs;
+        # before the first, unknown: graphs recorded before the sweep may be in it)
+        before = read_pools(known)[0] if known else None
+        t0 = time.perf_counter()
+        counted = capture_and_keep(
+            step,
+            warmup=warmup,
+            name=f"{name} batch {b}",
+            watch=watch,
+            module=_module(module_of, step),
+            graph_pool=torch.cuda.graph_pool_handle() if cuda else None,
+            memory=cuda,
+            stream=stream,
+            own_graphs=check_steps is None,  # a check replays graphs of ours only
+        )
+        size = Size(b, step, counted, watch, time.perf_counter() - t0)
+        if counted.recorded is not None:  # Inductor's graphs, in Inductor's one pool
+            size.calls = StepCalls(step, counted.recorded)
+            if module_of is not None:  # outside module scopes, the graphs the program runs
+                say(f"batch {b}: recording outside module scopes")
+                before = read_pools(tree_pools(counted.recorded))[0]
+                moved = outside_scopes(step, counted.export, counted.recorded, start=start_of(step))
+                size.calls, size.replayed = moved.calls, None if moved.same else moved.note
+                # counted and timed alike: the graphs the program runs, scoped where they
+                # are the counted ones node for node
+                size.counted = replace(counted, export=moved.export, recorded=moved.calls.recorded)
+            pools = tree_pools(size.calls.recorded)
+            total, in_use = read_pools(pools)
+            size.shared = dict(
+                batch=b,
+                total_reserved=total,
+                adds=None if before is None else total - before,
+                total_allocated=in_use,
+            )
+            known |= pools
+        tell(watch, f"{name} batch {b}")
+        if cuda:  # replays follow: a step they would run past its end is refused now
+            require_repeatable(watch.repeatability, f"{name} batch {b}")
+        if check_steps is not None:
+            say(f"batch {b}: checking over {check_steps} calls" + ("" if cuda else " (eager)"))
+            size.check = check_captured(
+                step,
+                counted.export,
+                counted.captured,
+                watch.repeatability,
+                name=f"{name} batch {b}",
+                steps=check_steps,
+            )
+            gate({size_name(b): size.check})
+        out.append(size)
+    return out
+
+
+def tree_pools(recorded: RecordedStep) -> set[tuple[int, int]]:
+    """The pools of a step's recorded graphs: Inductor keeps one for every graph of a
+    device's cudagraph trees, every size's."""
+    return {g.pool for g in recorded.graphs if g.pool is not None}
+
+
+def read_pools(pools: set[tuple[int, int]]) -> tuple[int, int]:
+    """Their bytes now: reserved, and in use."""
+    mem = [pool_memory(p) for p in pools]
+    return sum(m.reserved for m in mem), sum(m.allocated for m in mem)
+
+
+def pool_reserved(s: Size) -> int:
+    if s.calls is not None:
+        return read_pools(tree_pools(s.calls.recorded))[0]
+    return pool_memory(s.counted.captured.graph.pool()).reserved
