@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from graph_harness.capture.check.findings import EXIT_CODES, Finding, status_of
-from graph_harness.capture.check.judge import exact_only, within_spread
+from graph_harness.capture.check.judge import classify
 from graph_harness.capture.check.messages import SLACK, what
 from graph_harness.capture.state.changes import Change, compare, names
 from graph_harness.capture.state.fingerprint import Fingerprint
@@ -51,14 +51,13 @@ def judge_call(reference: Fingerprint, own: dict[str, Change], replayed: Fingerp
         if c.host:
             continue
         mine = own.get(c.name)
-        if mine is None:
+        verdict = classify(c, mine, reference.seen.get(c.name) or replayed.seen[c.name])
+        if verdict == "bad":
             out.bad.append(c)
-        elif exact_only(reference.seen.get(c.name) or replayed.seen[c.name]):
+        elif verdict == "unjudged":
             out.unjudged.append(c)
-        elif within_spread(c, mine):
-            out.within.append((c, mine.max_diff))
         else:
-            out.bad.append(c)
+            out.within.append((c, mine.max_diff))
     return out
 
 

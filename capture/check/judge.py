@@ -19,7 +19,7 @@ which step, and why, as findings (capture/check/findings.py).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import torch
 
@@ -216,6 +216,22 @@ def exact_kind(s: Seen) -> str:
     return "compared by digest" if s.hashed else "an integer or boolean tensor"
 
 
+Verdict = Literal["bad", "unjudged", "within"]
+
+
+def classify(c: Change, own: Change | None, seen: Seen) -> Verdict:
+    """One tensor a replay left other than the eager call did, judged: within the step's
+    own spread there (`own`: what its two eager runs from one state disagree on), so no
+    defect ("within"); an exact-only tensor (`seen`, exact_only) the step itself does not
+    repeat, so the graph cannot be told from the step ("unjudged"); or wrong ("bad"). The
+    one rule for check's runs, its soak and the interleaved check."""
+    if own is None:
+        return "bad"
+    if exact_only(seen):
+        return "unjudged"
+    return "within" if within_spread(c, own) else "bad"
+
+
 def within_spread(c: Change, own: Change | None) -> bool:
     return (
         own is not None
@@ -258,14 +274,13 @@ def _against_eager(
             if c.host or c.name in bad:
                 continue
             own = spreads[k].get(c.name)
-            if own is None:
+            verdict = classify(c, own, _seen(t, k, c))
+            if verdict == "bad":
                 bad[c.name] = (k, c)
-            elif exact_only(_seen(t, k, c)):
+            elif verdict == "unjudged":
                 unjudged.setdefault(c.name, (k, c))
-            elif within_spread(c, own):
-                within.setdefault(c.name, (k, c, own.max_diff))
             else:
-                bad[c.name] = (k, c)
+                within.setdefault(c.name, (k, c, own.max_diff))
     return (
         sorted(bad.values(), key=order),
         sorted((v for k, v in unjudged.items() if k not in bad), key=order),

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import torch
 
 from graph_harness.capture.check.findings import Finding
-from graph_harness.capture.check.judge import exact_kind, exact_only, spread, within_spread
+from graph_harness.capture.check.judge import classify, exact_kind, spread
 from graph_harness.capture.check.messages import what
 from graph_harness.capture.check.outputs import OutputPoison
 from graph_harness.capture.check.trajectory import Trajectories, put_back
@@ -215,11 +215,12 @@ class _Soak:
         for c in compare(ref, fp):
             if c.host or c.name in self.said:
                 continue
-            own, seen = self.spreads[k].get(c.name), ref.seen.get(c.name)
-            if own is not None and seen is not None and within_spread(c, own):
+            seen = ref.seen.get(c.name) or fp.seen[c.name]
+            verdict = classify(c, self.spreads[k].get(c.name), seen)
+            if verdict == "within":
                 continue
             self.said.add(c.name)
-            unjudged = own is not None and seen is not None and exact_only(seen)
+            unjudged = verdict == "unjudged"
             self.res.findings.append(
                 Finding(
                     kind="unjudged" if unjudged else "soak-mismatch",
