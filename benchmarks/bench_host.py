@@ -3,7 +3,7 @@
     python3 benchmarks/bench_host.py --out DIR [--trials 30] [--lengths 64 256 1024 2048 4096]
 
 Host: capture/replay/host.py measure_host_launch: graphs of empty Triton kernels and of
-torch adds, as a chain, a fork-join over 8 streams and one over 64, at each length; each
+torch adds, as a chain, a fork-join over 8 streams and one over 16, at each length; each
 trial the median CPU time of 5 single `replay()` calls from an idle device (no
 synchronize inside the timed span), trials interleaved across graphs; a least-squares fit
 per kind and shape with its 95% bootstrap interval (whole trials resampled).

@@ -8,13 +8,15 @@ kinds are, capture/replay/kinds.py): the advisor itself knows no workload.
   savings the predictions are set against (capture/advise/measured.py Comparison) and
   notes on what could not be compared; ([], []) for an export of another workload.
 
-The built-in round registers both (capture/round/advice.py) when graph_harness.capture.round
-is imported, as every use of the round does (its RoundParams included). Plain data at
-import: nothing here loads torch or pandas.
+The built-in round registers both (capture/round/advice.py). Its registration is loaded
+by name on first use, as a plugin is (BUILTIN), so that a round's export read from a file
+is advised alike in every process, whatever it imported before; the advisor's code names
+nothing of the round. Plain data at import: nothing here loads torch or pandas.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -30,26 +32,40 @@ MeasuredSavings = Callable[
     ["NodeExport", "list[Group]", "Costs"], "tuple[list[Comparison], list[str]]"
 ]
 
-_OWN_CHAINS: list[OwnChains] = []
-_MEASURED: list[MeasuredSavings] = []
+# The registrations that ship with graph-harness, imported on first use.
+BUILTIN = ("graph_harness.capture.round.advice",)
+
+_OWN_CHAINS: dict[str, OwnChains] = {}  # by qualified name: a module imported again
+_MEASURED: dict[str, MeasuredSavings] = {}  # replaces its entries, never doubles them
+
+
+def _key(fn: Callable) -> str:
+    return f"{fn.__module__}.{fn.__qualname__}"
 
 
 def own_chains(fn: OwnChains) -> OwnChains:
     """Register `fn` (see the module docstring)."""
-    _OWN_CHAINS.append(fn)
+    _OWN_CHAINS[_key(fn)] = fn
     return fn
 
 
 def measured_savings(fn: MeasuredSavings) -> MeasuredSavings:
     """Register `fn` (see the module docstring)."""
-    _MEASURED.append(fn)
+    _MEASURED[_key(fn)] = fn
     return fn
+
+
+def _load_builtin() -> None:
+    for name in BUILTIN:
+        importlib.import_module(name)
 
 
 def step_chains(export: NodeExport) -> StepChain | None:
     """The first registered answer for `export`: which chain replays each step's call."""
-    return next((f for f in (g(export) for g in _OWN_CHAINS) if f is not None), None)
+    _load_builtin()
+    return next((f for f in (g(export) for g in _OWN_CHAINS.values()) if f is not None), None)
 
 
 def measured_comparers() -> tuple[MeasuredSavings, ...]:
-    return tuple(_MEASURED)
+    _load_builtin()
+    return tuple(_MEASURED.values())

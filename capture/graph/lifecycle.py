@@ -30,7 +30,7 @@ from types import ModuleType
 
 import torch
 
-from graph_harness.capture.graph.capture import warm_up
+from graph_harness.capture.graph.capture import abandon_capture, warm_up
 from graph_harness.capture.graph.reader import read_graph
 from graph_harness.capture.graph.settings import StepSettings
 
@@ -87,14 +87,17 @@ def _capture(
         graph.capture_begin(pool=pool)
         try:
             fn()
-        finally:
             graph.capture_end()
+        except BaseException:
+            abandon_capture(graph)  # fn's own error goes up, not an invalidated capture's
+            raise
     return graph
 
 
 def _update_result(rt: ModuleType, got: tuple) -> str:
     """ "success", or why the driver refused the update (the executable is then left as
-    it was). A refusal's error is cleared, so that no later launch check reports it."""
+    it was). The refusal is also cleared from the runtime that returned it (cuda-bindings'
+    own: torch's launch checks never see it)."""
     err, *rest = got
     if int(err) == 0:
         return "success"
@@ -122,12 +125,16 @@ def measure_lifecycle(
     with torch.cuda.stream(stream):
         warm_up(fn, warmup, None)
     torch.cuda.synchronize()
-    pool = torch.cuda.graph_pool_handle()
     keys = ("capture", "instantiate", "upload", "update", "recapture", "exec", "returned")
     s: dict[str, list[float]] = {k: [] for k in keys}
     results, nodes = [], 0
     for _ in range(repeats):
-        us, graph = _timed(lambda: _capture(fn, stream, pool))
+        # A pool of its own each round, the cache emptied first (outside every timed span):
+        # a pool whose graphs have all been destroyed cannot be captured into again (the
+        # allocator's `use_count > 0`), and free memory is read against a steady allocator.
+        torch.cuda.empty_cache()
+        pool = torch.cuda.graph_pool_handle()
+        us, graph = _timed(lambda pool=pool: _capture(fn, stream, pool))
         s["capture"].append(us)
         nodes = len(read_graph(graph.raw_cuda_graph()))
         torch.cuda.synchronize()
@@ -143,7 +150,7 @@ def measure_lifecycle(
         torch.cuda.synchronize()
         free1 = torch.cuda.mem_get_info()[0]
         s["exec"].append(free0 - free1)
-        capture_us, again = _timed(lambda: _capture(fn, stream, pool))
+        capture_us, again = _timed(lambda pool=pool: _capture(fn, stream, pool))
         update_us, got = _timed(
             lambda g=graph, a=again: rt.cudaGraphExecUpdate(
                 g.raw_cuda_graph_exec(), a.raw_cuda_graph()
@@ -155,10 +162,12 @@ def measure_lifecycle(
         with torch.cuda.stream(stream):
             graph.replay()  # the updated executable runs
         torch.cuda.synchronize()
-        again.reset()
+        again.reset()  # the re-capture's executable first: the window below is graph's alone
+        torch.cuda.synchronize()
+        held = torch.cuda.mem_get_info()[0]
         graph.reset()
         torch.cuda.synchronize()
-        s["returned"].append(torch.cuda.mem_get_info()[0] - free1)
+        s["returned"].append(torch.cuda.mem_get_info()[0] - held)
     med = {k: statistics.median(v) for k, v in s.items()}
     return Lifecycle(
         nodes=nodes,

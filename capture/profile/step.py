@@ -17,6 +17,7 @@ from dataclasses import replace
 import torch
 
 from graph_harness.capture.check.step import check_captured, gate
+from graph_harness.capture.count import EmptyStepError
 from graph_harness.capture.export.nodes import NodeExport
 from graph_harness.capture.graph.settings import StepSettings
 from graph_harness.capture.profile.document import ProfileResult
@@ -65,14 +66,18 @@ def profile_step(
         if before:
             before(name)
         say(f"capturing {label}")
-        got = capture_step(
-            step,
-            name=label,
-            warmup=warmup,
-            module=models.get(name),
-            own_graphs=check is None,  # a check replays graphs of ours only
-            host_notes=check is None,  # a check makes findings of them
-        )
+        model = models.get(name)
+        try:
+            got = capture_step(
+                step,
+                name=label,
+                warmup=warmup,
+                module=model,
+                own_graphs=check is None,  # a check replays graphs of ours only
+                host_notes=check is None,  # a check makes findings of them
+            )
+        except EmptyStepError as e:  # which of the steps issued no work
+            raise EmptyStepError(f"{label!r}: {e}") from None
         for line in got.notes:
             tell(line)
         require_repeatable(got.watch.repeatability, label)
@@ -87,7 +92,7 @@ def profile_step(
             checks[name] = check_captured(
                 step, got.export, got.captured, got.watch.repeatability, name=label, steps=check
             )
-        ready[name] = _replayable(got, label, module is not None, say, tell)
+        ready[name] = _replayable(got, label, model is not None, say, tell)
         keep.append(got)  # the step's buffers must outlive its graph
     gate(checks)
     result = profile_steps(ready, settings, timed=timed, progress=progress)

@@ -24,8 +24,9 @@ REPLAY_SCHEMA = "graph-harness/replay"
 # interval (`measured_lo`/`measured_hi`) and name what they remove `removed_nodes` and
 # `removed_by_type` (A - B; a delta is B - A everywhere). Version-1 files written after
 # builds landed hold the same content under `delta_nodes`/`delta_by_type` and are read;
-# earlier ones are refused (see ReplayResult.from_dict).
-REPLAY_SCHEMA_VERSION = 2
+# earlier ones are refused (see ReplayResult.from_dict). Version 3 adds the host side of a
+# launch (`host_trials`, `host_fits`); a version-2 file, without them, is read.
+REPLAY_SCHEMA_VERSION = 3
 
 
 # --- the document ------------------------------------------------------------------------
@@ -125,11 +126,11 @@ class ReplayResult:
                 f"not a graph-harness replay document (schema {got}, expected {REPLAY_SCHEMA!r})",
             )
         version = doc.get("schema_version")
-        if type(version) is not int or version not in (1, REPLAY_SCHEMA_VERSION):
+        if type(version) is not int or version not in (1, 2, REPLAY_SCHEMA_VERSION):
             f.fail(
                 "",
                 f"replay schema version {show(version)} is not the supported "
-                f"{REPLAY_SCHEMA_VERSION} (or 1); re-run `graph-harness replay`",
+                f"{REPLAY_SCHEMA_VERSION} (or 1, 2); re-run `graph-harness replay`",
             )
         try:
             return cls._from_checked(f, doc)

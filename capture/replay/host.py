@@ -6,7 +6,11 @@ Graphs of three shapes, each of N calls of one chain kind (capture/replay/kinds.
 - "chain": one stream, each node waiting for the one before;
 - "fork-join": the capture stream forks to 8 streams, each runs its share serially, and
   waits for all of them at the end;
-- "wide": the same over 64 streams (64 roots' worth of independent work).
+- "wide": the same over 16 streams.
+torch hands streams out round-robin from a pool of 32 per device and priority, the
+capture's own among them: more branches than that would share streams, so the widest
+shape stays well under it, and the branches a graph has are counted from its roots (the
+nodes that wait for nothing), never taken from the request.
 
 Each timed launch starts from an idle device (synchronized before it, outside the timed
 span): launches are asynchronous only until the driver's queue fills, and back-to-back
@@ -35,7 +39,7 @@ from graph_harness.capture.stats import fit_chain
 from graph_harness.capture.text import plural
 
 # Shape -> branches (streams the calls are spread over).
-SHAPES = {"chain": 1, "fork-join": 8, "wide": 64}
+SHAPES = {"chain": 1, "fork-join": 8, "wide": 16}
 HOST_KINDS = ("triton-empty", "torch-add")
 HOST_LENGTHS = ReplaySettings().host_lengths  # nodes: up to the size of a large decode step
 
@@ -44,6 +48,8 @@ def shaped(call: Callable[[], object], calls: int, branches: int) -> Callable[[]
     """`calls` calls of `call` spread over `branches` streams forked from the current one
     and joined back into it (one branch: serial on the current stream)."""
     streams = [torch.cuda.Stream() for _ in range(branches)] if branches > 1 else []
+    if len({s.cuda_stream for s in streams}) != len(streams):
+        raise ValueError(f"{branches} branches need {branches} streams; torch gave fewer")
 
     def run() -> None:
         if not streams:
@@ -51,6 +57,8 @@ def shaped(call: Callable[[], object], calls: int, branches: int) -> Callable[[]
                 call()
             return
         main = torch.cuda.current_stream()
+        if main.cuda_stream in {s.cuda_stream for s in streams}:
+            raise RuntimeError("a branch's stream is the capture's own: fewer branches")
         share = [calls // branches + (k < calls % branches) for k in range(branches)]
         for s, n in zip(streams, share):
             s.wait_stream(main)
@@ -117,7 +125,7 @@ def measure_host_launch(
         raise RuntimeError("host launch times are of CUDA graph launches: they need a CUDA device")
     graph_pool = torch.cuda.graph_pool_handle()
     graphs: dict[str, torch.cuda.CUDAGraph] = {}
-    meta: dict[str, tuple[str, str, int, int]] = {}
+    meta: dict[str, tuple[str, str, int, int, int]] = {}
     for kind in kinds:
         if progress:
             progress(f"capturing {kind} graphs for host launch times")
@@ -130,14 +138,16 @@ def measure_host_launch(
                 g = capture_graph(shaped(call, calls, SHAPES[shape]), graph_pool=graph_pool).graph
                 key = f"{kind}|{shape}|{calls}"
                 graphs[key] = g
-                meta[key] = (kind, shape, calls, len(read_graph(g.raw_cuda_graph())))
+                nodes = read_graph(g.raw_cuda_graph())
+                roots = sum(not n.deps and n.parent is None for n in nodes)
+                meta[key] = (kind, shape, roots, calls, len(nodes))
     if progress:
         progress(f"timing the launches of {plural(len(graphs), 'graph')}")
     times = time_launches_us(graphs, trials=trials, launches=launches, warmup=warmup)
     rows = [
-        dict(kind=k, shape=s, branches=SHAPES[s], calls=c, nodes=n, trial=t, us=us)
+        dict(kind=k, shape=s, branches=b, calls=c, nodes=n, trial=t, us=us)
         for key, ts in times.items()
-        for (k, s, c, n) in [meta[key]]
+        for (k, s, b, c, n) in [meta[key]]
         for t, us in enumerate(ts)
     ]
     trials_df = pd.DataFrame(rows, columns=HOST_TRIAL_COLUMNS)

@@ -28,18 +28,18 @@ class ReplaySettings:
         default=(1, 16, 64, 256, 1024),
         metadata={"help": "chain lengths in nodes, for the per-node fits", "min": 1},
     )
-    # A chain replay lasts 1-700 us: 20 back-to-back replays per trial keep the two events'
-    # own cost under 1% of the shortest timed span. A round lasts ~5 ms: 10 are plenty.
     host_lengths: tuple[int, ...] = field(
         default=(64, 256, 1024, 2048, 4096),
         metadata={
             "help": "graph sizes in nodes for the host launch fits (a chain, a fork-join over "
-            "8 streams, one over 64)",
+            "8 streams, one over 16)",
             "min": 1,
         },
     )
     # Single launches per trial for the host side, each from an idle device: their median.
     launches: int = field(default=5, metadata={"min": 1})
+    # A chain replay lasts 1-700 us: 20 back-to-back replays per trial keep the two events'
+    # own cost under 1% of the shortest timed span. A round lasts ~5 ms: 10 are plenty.
     chain_replays: int = field(default=20, metadata={"min": 1})
     round_replays: int = field(default=10, metadata={"min": 1})
     warmup: int = field(default=5, metadata={"min": 0})

@@ -13,7 +13,7 @@ import graph_harness.capture.round.chains  # noqa: F401  (registers the round's 
 from graph_harness.capture.environment import environment, now
 from graph_harness.capture.replay.chains import measure_chains
 from graph_harness.capture.replay.document import ReplayResult
-from graph_harness.capture.replay.host import measure_host_launch
+from graph_harness.capture.replay.host import HOST_KINDS, measure_host_launch
 from graph_harness.capture.replay.kinds import chain_kinds
 from graph_harness.capture.replay.settings import ReplaySettings
 from graph_harness.capture.round.params import RoundParams
@@ -29,10 +29,12 @@ def run_replays(
     kinds: Sequence[str] | None = None,
     settings: ReplaySettings | None = None,
     pdl: bool = False,
+    host: bool = True,
     progress: Callable[[str], None] | None = None,
 ) -> ReplayResult:
-    """Chains, fits, the host side of a launch (capture/replay/host.py), round timing and
-    savings in one document (syncs; needs CUDA).
+    """Chains, fits, the host side of a launch (capture/replay/host.py: `host`, for the
+    measured kinds among HOST_KINDS), round timing and savings in one document (syncs;
+    needs CUDA).
 
     `kinds` defaults to every registered kind without PDL, the round's included. When
     rounds are timed, the chains their predictions price nodes with (PRICE_KINDS) are
@@ -42,13 +44,17 @@ def run_replays(
     if variants:
         kinds += [k for k in PRICE_KINDS if k not in kinds]
     chain_trials, fits = measure_chains(kinds, settings, progress=progress)
-    host_trials, host_fits = measure_host_launch(
-        lengths=settings.host_lengths,
-        trials=settings.trials,
-        launches=settings.launches,
-        warmup=settings.warmup,
-        progress=progress,
-    )
+    host_trials = host_fits = None
+    host_kinds = [k for k in HOST_KINDS if k in kinds]
+    if host and host_kinds:
+        host_trials, host_fits = measure_host_launch(
+            host_kinds,
+            lengths=settings.host_lengths,
+            trials=settings.trials,
+            launches=settings.launches,
+            warmup=settings.warmup,
+            progress=progress,
+        )
     round_trials = sav = None
     if variants:
         if progress:  # each phase named as it starts

@@ -203,9 +203,10 @@ def profile_targets(
     (load_targets)."""
     from graph_harness.capture.check.findings import CheckFailed, CheckUnverified
     from graph_harness.capture.check.settings import CheckSettings
+    from graph_harness.capture.count import EmptyStepError
     from graph_harness.capture.graph.settings import StepSettings
     from graph_harness.capture.profile.step import profile_step
-    from graph_harness.reports.cli.target import output_names
+    from graph_harness.reports.cli.target import TargetError, output_names
 
     names = output_names(specs)
     if targets is None:
@@ -230,6 +231,8 @@ def profile_targets(
     except (CheckFailed, CheckUnverified) as e:
         show_checks(io, getattr(e, "results", {}))
         raise
+    except EmptyStepError as e:  # what issued no work is a target: its message names it
+        raise TargetError(f"--target {e}") from None
     for name, spec in zip(names, specs):
         result.profiles[name].export.options["target"] = printable(spec)
     return result, result.checks

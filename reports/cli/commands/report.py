@@ -164,7 +164,9 @@ def run(args, io: IO) -> int:
                 from graph_harness.capture.profile.settings import ProfileSettings
                 from graph_harness.capture.round.profile import profile_rounds
 
-                replay = run_replays(params, list(VARIANTS), settings=settings, progress=say)
+                replay = run_replays(
+                    params, list(VARIANTS), settings=settings, host=False, progress=say
+                )  # the report shows no host launch figures: not measured for it
                 say(f"profiling {len(VARIANTS)} rounds")
                 # timed too: each graph's net figures then take the excess fitted to its own
                 # event timing (capture/profile/fit.py), not the chains' alone

@@ -617,3 +617,26 @@ def test_bench_advise_smoke(tmp_path):
             assert doc["schema"] == "graph-harness/advice" and doc["groups"]
             assert (tmp_path / f"top5-{name}-{costs}.csv").is_file()
     assert "`stage*/pack`" in (tmp_path / "advise.md").read_text()
+
+
+def test_a_round_read_from_a_file_is_advised_alike_whatever_was_imported_before(tmp_path):
+    # The bug (review, session 17): the round registered its own chains and measured
+    # savings only once graph_harness.capture.round was imported, so advise() of a round
+    # export read from a file dropped them in a process that had not imported it.
+    path = tmp_path / "shipped.json"
+    graph_round().write_json(path)
+    code = (
+        "import json, sys\n"
+        "from graph_harness.capture.advise.advice import advise\n"
+        "from graph_harness.capture.export.nodes import NodeExport\n"
+        f"a = advise(NodeExport.read_json({str(path)!r}))\n"
+        "print(json.dumps([len(a.comparisons), sorted({g.own_chain or '' for g in a.groups})]))\n"
+    )
+    fresh = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert fresh.returncode == 0, fresh.stderr
+    here = advise(NodeExport.read_json(path))
+    assert json.loads(fresh.stdout) == [
+        len(here.comparisons),
+        sorted({g.own_chain or "" for g in here.groups}),
+    ]
+    assert here.comparisons, "not vacuous: the built-in costs hold the round's measured savings"

@@ -424,21 +424,21 @@ REPLAY_KEYS = (
 
 BAD_REPLAYS = [
     (
-        "version 3",
-        edit("schema_version", 3),
-        f"{R}: replay schema version 3 is not the supported 2 (or 1); re-run `graph-harness "
+        "version 4",
+        edit("schema_version", 4),
+        f"{R}: replay schema version 4 is not the supported 3 (or 1, 2); re-run `graph-harness "
         "replay`",
     ),
     (
         "version true",
         edit("schema_version", True),
-        f"{R}: replay schema version true is not the supported 2 (or 1); re-run "
+        f"{R}: replay schema version true is not the supported 3 (or 1, 2); re-run "
         "`graph-harness replay`",
     ),
     (
         "version 2.0",
         edit("schema_version", 2.0),
-        f"{R}: replay schema version 2.0 is not the supported 2 (or 1); re-run "
+        f"{R}: replay schema version 2.0 is not the supported 3 (or 1, 2); re-run "
         "`graph-harness replay`",
     ),
     (
@@ -569,7 +569,7 @@ def test_replay_documents_read():
 def test_replay_round_trip_through_a_file(tmp_path):
     r = ReplayResult.from_dict(replay_doc())
     path = r.write_json(tmp_path / "replay.json")
-    assert json.loads(path.read_text())["schema_version"] == 2
+    assert json.loads(path.read_text())["schema_version"] == 3
     back = ReplayResult.read_json(path)
     for name in ("chain_trials", "fits", "round_trials", "savings"):
         pd.testing.assert_frame_equal(getattr(back, name), getattr(r, name))

@@ -36,7 +36,7 @@ def test_the_drivers_answer_to_an_update_is_said_as_it_is():
 
     assert L._update_result(Runtime, (Err(0), Info())) == "success" and cleared == []
     assert L._update_result(Runtime, (Err(910), Info())) == "ErrorTopologyChanged"
-    assert cleared == [1], "a refusal's error is cleared, for no later check to report"
+    assert cleared == [1], "a refusal is cleared from the runtime that returned it"
     assert L._update_result(Runtime, (Err(910),)) == "cudaErrorGraphExecUpdateFailure"
 
 
@@ -57,8 +57,12 @@ def test_a_graphs_life_on_a_gpu():
     assert life.update_result == "success"
     for k in ("capture", "instantiate", "upload", "update", "recapture"):
         assert len(life.samples[k]) == 3 and min(life.samples[k]) > 0, k
-    # destroying the graph gives back what its executable held (to the driver's page)
-    assert life.returned_bytes >= life.exec_bytes - L.PAGE, life
+    # destroying the graph gives back what its executable held, to the driver's page; an
+    # executable under a page is said to be unresolved, not read as free
+    if life.exec_bytes >= L.PAGE:
+        assert life.returned_bytes >= life.exec_bytes - L.PAGE, life
+    else:
+        assert life.below_a_page, life
 
 
 @pytest.mark.gpu
@@ -71,8 +75,6 @@ def test_an_update_across_a_changed_topology_is_refused_and_the_graph_still_runs
         for _ in range(2 + calls[0]):
             x.add_(1.0)
 
-    life = L.measure_lifecycle(step, repeats=2, warmup=1)
+    life = L.measure_lifecycle(step, repeats=2, warmup=1)  # each round replays the old one
     assert life.update_result != "success", life.update_result
-    torch.cuda.synchronize()  # the refused update left nothing for a later check to find
-    torch.ones(1, device="cuda").add_(1)
-    torch.cuda.synchronize()
+    assert len(life.samples["update"]) == 2, "a second round captures into a pool of its own"

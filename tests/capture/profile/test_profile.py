@@ -1008,6 +1008,11 @@ def _stand_in_captures(monkeypatch, exports, durs, repeatable=True):
     from graph_harness.capture.step import CapturedStep
 
     def capture_step(step, *, name, warmup, module, own_graphs, host_notes):
+        asked.append(dict(name=name, module=module, own_graphs=own_graphs, host_notes=host_notes))
+        if step.which == "nothing":
+            from graph_harness.capture.count import EmptyStepError
+
+            raise EmptyStepError("its step issued no work")
         rep = Repeatability(warmups=warmup, reset=hasattr(step, "reset"), repeatable=repeatable)
         export = exports[step.which]
         graph = _FakeGraph(export, durs[step.which])
@@ -1020,6 +1025,8 @@ def _stand_in_captures(monkeypatch, exports, durs, repeatable=True):
         )
 
     monkeypatch.setattr(PS, "capture_step", capture_step)
+    asked = []
+    return asked
 
 
 def _a_step(which, reset=None):
@@ -1036,7 +1043,7 @@ def test_profile_step_captures_notes_and_prices_the_second_against_the_first(mon
     from graph_harness.capture.profile.step import profile_step
 
     exports, durs, _ = _stand_in_for_the_gpu(monkeypatch)
-    _stand_in_captures(monkeypatch, exports, durs)
+    asked = _stand_in_captures(monkeypatch, exports, durs)
     resets, notes, said, before = [], [], [], []
     steps = {"eager": _a_step("shipped", reset=lambda: resets.append(1)), "fused": _a_step("fused")}
     result = profile_step(
@@ -1054,8 +1061,26 @@ def test_profile_step_captures_notes_and_prices_the_second_against_the_first(mon
     assert any(n.startswith("mod.py:eager has a step.reset") for n in notes), notes
     assert not any(n.startswith("fused has a step.reset") for n in notes), notes
     assert resets, "a step with a reset is reset before its runs of replays"
+    # unchecked: a step's own graphs counted by recording them, its host values noted
+    assert [(a["name"], a["own_graphs"], a["host_notes"]) for a in asked] == [
+        ("mod.py:eager", True, True),
+        ("fused", True, True),
+    ]
     for name, which in (("eager", "shipped"), ("fused", "fused")):
         assert list(result.profiles[name].nodes.dur_us) == pytest.approx(list(durs[which].values()))
+
+
+def test_profile_step_names_the_step_that_issued_no_work(monkeypatch):
+    from graph_harness.capture.count import EmptyStepError
+    from graph_harness.capture.profile.step import profile_step
+
+    exports, durs, _ = _stand_in_for_the_gpu(monkeypatch)
+    _stand_in_captures(monkeypatch, exports, durs)
+    steps = {"a": _a_step("shipped"), "b": _a_step("nothing")}
+    with pytest.raises(EmptyStepError, match=r"^'mod.py:b': its step issued no work"):
+        profile_step(
+            steps, ProfileSettings(trials=2, windows=1, replays=2), shown={"b": "mod.py:b"}
+        )
 
 
 def test_profile_step_refuses_a_step_that_cannot_take_replays_before_any(monkeypatch):
@@ -1075,7 +1100,7 @@ def test_profile_step_stops_at_a_failed_check_with_every_result(monkeypatch):
     from graph_harness.capture.profile.step import profile_step
 
     exports, durs, _ = _stand_in_for_the_gpu(monkeypatch)
-    _stand_in_captures(monkeypatch, exports, durs)
+    asked = _stand_in_captures(monkeypatch, exports, durs)
     profiled = []
     monkeypatch.setattr(PS, "profile_steps", lambda *a, **k: profiled.append(1))
 
@@ -1093,6 +1118,8 @@ def test_profile_step_stops_at_a_failed_check_with_every_result(monkeypatch):
         profile_step(steps, ProfileSettings(trials=2, windows=1, replays=2), check=4)
     assert set(e.value.results) == {"a", "b"} and e.value.results["a"].passed
     assert profiled == [], "nothing is profiled after a check that did not pass"
+    # checked: graphs of graph-harness's own, the host values left to the check's findings
+    assert {(a["own_graphs"], a["host_notes"]) for a in asked} == {(False, False)}
 
 
 @pytest.mark.gpu

@@ -135,3 +135,25 @@ def test_host_launch_figures_round_trip_through_the_replay_document(tmp_path):
     doc["host_trials"][0]["branches"] = 0
     with pytest.raises(ReplayDocumentError, match=r"host_trials\[0\]\.branches"):
         ReplayResult.from_dict(doc)
+
+
+def test_replay_measures_the_host_side_of_the_kinds_it_measures_unless_told_not_to(monkeypatch):
+    import graph_harness.capture.round.replays as R
+    from graph_harness.capture.round.params import RoundParams
+
+    asked = []
+    trials = pd.DataFrame(columns=H.HOST_TRIAL_COLUMNS)
+    monkeypatch.setattr(R, "measure_chains", lambda kinds, settings, **kw: (trials, trials))
+    monkeypatch.setattr(R, "environment", lambda device: {"device": "stand-in"})
+
+    def host(kinds, **kw):
+        asked.append(list(kinds))
+        return trials, H.host_fits(trials)
+
+    monkeypatch.setattr(R, "measure_host_launch", host)
+    p = RoundParams(stages=1)
+    got = R.run_replays(p, [], kinds=["torch-add", "memcpy"])
+    assert asked == [["torch-add"]] and got.host_fits is not None
+    assert R.run_replays(p, [], kinds=["memcpy"]).host_fits is None  # no kind of its own
+    assert R.run_replays(p, [], kinds=["torch-add"], host=False).host_trials is None
+    assert asked == [["torch-add"]], "not measured where not asked for"

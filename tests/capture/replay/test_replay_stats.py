@@ -240,7 +240,7 @@ def test_replay_document_roundtrip(tmp_path):
     back = ReplayResult.from_dict(json.loads(r.write_json(tmp_path / "r.json").read_text()))
     pd.testing.assert_frame_equal(back.chain_trials, r.chain_trials)
     assert back.fits.slope[0] == r.fits.slope[0]  # full precision survives the file
-    assert json.loads((tmp_path / "r.json").read_text())["schema_version"] == 2
+    assert json.loads((tmp_path / "r.json").read_text())["schema_version"] == 3
 
 
 def test_chains_need_cuda():
