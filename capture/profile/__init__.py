@@ -14,8 +14,8 @@ each node's duration and the gap before it, rolled up and priced.
 - run.py: profiling on a GPU (the built-in round's variants: capture/round/profile.py)
 - step.py: profile_step, a user's step captured, checked if asked, and profiled
 
-May import: capture.step and capture.count (a user's step captured, or none), capture.check (checked before its
-profile), capture.replay, capture.export,
+May import: capture.step and capture.count (a user's step captured, or none),
+capture.check (checked before its profile), capture.replay, capture.export,
 capture.attribution, capture.graph, capture.scopes, capture.state, capture.record (a
 reduce-overhead step's calls, profiled).
 """
