@@ -61,8 +61,11 @@ def status_of(findings: list[Finding]) -> str:
     return "passed"
 
 
-@dataclass
+@dataclass(frozen=True)
 class CheckResult:
+    """One check's result, built once (capture/check/step.py check_captured) from the
+    warm-ups, the trajectories' judgement (judge.py) and the soak."""
+
     name: str
     warmup: int
     repeatability: Repeatability

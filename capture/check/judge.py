@@ -19,11 +19,12 @@ which step, and why, as findings (capture/check/findings.py).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 import torch
 
-from graph_harness.capture.check.findings import CheckResult, Finding
+from graph_harness.capture.check.findings import Finding
 from graph_harness.capture.check.library_hosts import accepted, accepted_finding
 from graph_harness.capture.check.messages import (
     SLACK,
@@ -47,22 +48,40 @@ if TYPE_CHECKING:
 LISTED = 12  # mismatching tensors listed one finding each; the rest in one line
 
 
+@dataclass(kw_only=True)
+class Judgement:
+    """What judge() finds, for check_captured to build its CheckResult from once."""
+
+    steps: int
+    compared: bool
+    compared_calls: list[int]
+    seconds: dict[str, float]
+    outputs: int
+    state: int
+    nondeterministic: int = 0
+    poisoned_outputs: dict | None = None
+    findings: list[Finding] = field(default_factory=list)
+
+
 def judge(
     t: Trajectories,
-    result: CheckResult,
     export: NodeExport,
     copies: list[Finding],
     accept: Mapping[str, str] | None = None,
-) -> None:
-    """Fill `result` (findings, counts) from the trajectories. `accept`: host values the
-    step accepts as harmless (capture/check/library_hosts.py): one that moves is shown as
-    accepted, not judged; a tensor that differs still fails."""
-    result.steps, result.compared = t.steps, t.c is not None
-    result.compared_calls = list(t.at)
-    result.seconds = dict(t.seconds)
+) -> Judgement:
+    """What the trajectories show: the findings and the counts a CheckResult is built
+    from. `accept`: host values the step accepts as harmless (capture/check/
+    library_hosts.py): one that moves is shown as accepted, not judged; a tensor that
+    differs still fails."""
     last = t.a.after[-1]
-    result.outputs = sum(not s.host and s.output for s in last.seen.values())
-    result.state = sum(not s.host and not s.output for s in last.seen.values())
+    result = Judgement(
+        steps=t.steps,
+        compared=t.c is not None,
+        compared_calls=list(t.at),
+        seconds=dict(t.seconds),
+        outputs=sum(not s.host and s.output for s in last.seen.values()),
+        state=sum(not s.host and not s.output for s in last.seen.values()),
+    )
     moved = _host_moves(t)
     taken = [n for n in moved if accept and accepted(n, accept) is not None]
     if taken:
@@ -81,17 +100,17 @@ def judge(
         result.findings.append(restored(buffers, "info"))
     if start_tensors and differ:
         result.findings.append(reset_misses(start_tensors))
-        return  # no two runs start alike: nothing can be compared with anything
+        return result  # no two runs start alike: nothing can be compared with anything
     spreads = eager
     depends = False  # the step's device work depends on a host value the reset misses
     if start_host:
         spreads = [{} for _ in eager]  # not non-determinism: the starts differ
         if differ and t.c is None:
             result.findings.append(host_unverified(moved, start_host))
-            return
+            return result
         if differ and _replays_differ(t):
             result.findings.append(host_undecided(start_host))
-            return
+            return result
         depends = differ  # the replays repeat bit for bit: only the host value can differ
     result.nondeterministic = len({n for s in spreads for n in s})
     if result.nondeterministic:
@@ -103,7 +122,7 @@ def judge(
     if t.c is None:  # the CPU: what cannot be verified without a graph to replay
         if moved:
             result.findings.append(host_unverified(moved, start_host))
-        return
+        return result
     freed = _freed(t, spreads)
     if freed:
         k, c = freed[0]
@@ -163,6 +182,7 @@ def judge(
                 step=i,
             )
         )
+    return result
 
 
 # --- what the runs show ------------------------------------------------------------------

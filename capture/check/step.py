@@ -40,6 +40,7 @@ from graph_harness.capture.check.findings import (
     CheckResult,
     CheckUnverified,
     Finding,
+    status_of,
 )
 from graph_harness.capture.check.host_copies import host_copies
 from graph_harness.capture.check.judge import judge
@@ -138,30 +139,46 @@ def check_captured(
     name = printable(name)  # shown and recorded (check.json) as text: capture/text.py
     require_repeatable(rep, name)
     accept = accepted_of(step)  # a malformed step.accept_host refused before anything runs
-    result = CheckResult(name, rep.warmups, rep, from_warmups(rep, accept))
-    result.to_end = settings.steps == TO_END
-    result.fed = feed_of(step) is not None
+    findings = from_warmups(rep, accept)
     copies = []
     if captured is None:
-        result.why_not = NO_GPU
-        result.findings += host_reads(export)
+        findings += host_reads(export)
     else:
         copies = host_copies(captured.graph, export)
-        result.findings += copies
+        findings += copies
     graph = captured.graph if captured is not None else None
     output = captured.output if captured is not None else None
     t = run_trajectories(
-        step, calls, graph, output, result.name, rep, _compared(step, calls, settings),
+        step, calls, graph, output, name, rep, _compared(step, calls, settings),
         sync_each=bool(copies),
     )  # fmt: skip
-    result.poisoned = t.poisoned
     if t.drawn and not rep.rng:
-        result.findings.append(Finding(kind="rng", severity="info", message=rng_line(t.drawn)))
-    judge(t, result, export, copies, accept)
-    result.findings = once_each(with_library_causes(step, result.findings))
+        findings.append(Finding(kind="rng", severity="info", message=rng_line(t.drawn)))
+    j = judge(t, export, copies, accept)
+    findings = once_each(with_library_causes(step, findings + j.findings))
+    soaked = None
     if settings.soak:
-        _soak(step, graph, output, t, rep, result, settings)
-    return result
+        soaked, more = _soak(step, graph, output, t, rep, name, findings, settings)
+        findings += more
+    return CheckResult(
+        name,
+        rep.warmups,
+        rep,
+        findings,
+        compared=j.compared,
+        why_not=NO_GPU if captured is None else None,
+        outputs=j.outputs,
+        state=j.state,
+        steps=j.steps,
+        to_end=settings.steps == TO_END,
+        compared_calls=j.compared_calls,
+        seconds=j.seconds,
+        soak=soaked,
+        fed=feed_of(step) is not None,
+        nondeterministic=j.nondeterministic,
+        poisoned=t.poisoned,
+        poisoned_outputs=j.poisoned_outputs,
+    )
 
 
 def _compared(step: Callable[[], object], calls: int, settings: CheckSettings) -> list[int]:
@@ -181,25 +198,24 @@ def _soak(
     output: object,
     t: Trajectories,
     rep: Repeatability,
-    result: CheckResult,
+    name: str,
+    findings: list[Finding],
     settings: CheckSettings,
-) -> None:
+) -> tuple[dict | None, list[Finding]]:
     """The soak after the check (capture/check/soak.py), where there is a graph and the
-    check did not already fail; its findings join the check's."""
+    check (`findings`) did not already fail: its document, and its findings, which join
+    the check's."""
     if graph is None:
         why = "the soak replays a graph: it needs a GPU (nothing was soaked)"
-        result.findings.append(Finding(kind="soak", severity="info", message=why))
-        return
-    if result.status == "failed":
+        return None, [Finding(kind="soak", severity="info", message=why)]
+    if status_of(findings) == "failed":
         why = "the soak did not run: the check had already failed"
-        result.findings.append(Finding(kind="soak", severity="info", message=why))
-        return
+        return None, [Finding(kind="soak", severity="info", message=why)]
     s = soak(
-        step, graph, output, t, t.outputs, rep, settings.soak, name=result.name,
+        step, graph, output, t, t.outputs, rep, settings.soak, name=name,
         deadline=settings.soak_deadline,
     )  # fmt: skip
-    result.soak = s.to_dict()
-    result.findings += s.findings
+    return s.to_dict(), list(s.findings)
 
 
 def once_each(findings: list[Finding]) -> list[Finding]:

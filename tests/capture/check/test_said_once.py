@@ -34,11 +34,11 @@ def test_once_each_keeps_the_most_severe_of_one_kind_and_value_and_every_other()
 
 
 def test_the_headline_says_the_cause_and_not_the_findings_text_again():
-    r = CheckResult("s", 3, Repeatability(warmups=3, reset=True, repeatable=True))
-    r.findings = [
+    findings = [
         Finding(kind="host-state", severity="fail", message="LONG TEXT", tensor="h", step=1),
         Finding(kind="mismatch", severity="fail", message="MORE", tensor="out", step=1),
     ]
+    r = CheckResult("s", 3, Repeatability(warmups=3, reset=True, repeatable=True), findings)
     line = r.headline()
     assert line.startswith("check FAILED for s: a host value the step's device work reads")
     assert "(from step 1, h)" in line and "2 findings" in line
