@@ -2,7 +2,8 @@
 repeat, which host values a call changes), its graph kept (or, for a step compiled with
 mode="reduce-overhead", the graphs it captures itself recorded), and what a person should
 know before it is replayed, said as notes. The command line's `--target` commands
-(reports/cli/targets.py) and `profile_step` (capture/profile/step.py) share it.
+(reports/cli/targets.py) and `profile_step` (capture/profile/step.py) share it; and, for a
+count on the CPU, the line for ops a GPU's capture would refuse (host_read_note).
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ import torch
 from graph_harness.capture.count import capture_and_keep
 from graph_harness.capture.export.nodes import NodeExport
 from graph_harness.capture.graph.capture import Captured
+from graph_harness.capture.graph.diagnose.classes import HOST_READ_OPS
 from graph_harness.capture.graph.settings import StepSettings
 from graph_harness.capture.record.steps import RecordedStep
 from graph_harness.capture.state.steps import StateWatch, host_note
+from graph_harness.capture.text import printable
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -92,4 +95,26 @@ def _recorded_note(name: str, r: RecordedStep) -> str:
         f"them, {len(r.graphs)} replayed per call ({sizes} nodes), settled after {r.calls} "
         "calls past the warm-ups"
         + (f"; {len(others)} more captured on the way, not replayed" if others else "")
+    )
+
+
+def host_read_note(export: NodeExport, name: str) -> str | None:
+    """One line for the ops in a CPU count that read a value back to the host (or make a
+    data-dependent shape), which a GPU's capture refuses; None when there are none. For
+    count, sweep and report: check says it as a finding of its own."""
+
+    reads = [
+        n for n in export.nodes if str(n.get("kernel") or "").rsplit(".", 1)[0] in HOST_READ_OPS
+    ]
+    if not reads:
+        return None
+    first = reads[0]
+    scope = first.get("scope")
+    where = f", in {printable(str(scope))}" if scope not in (None, "unscoped") else ""
+    more = f", and {len(reads) - 1} more" if len(reads) > 1 else ""
+    return (
+        f"{name} reads a value back to the host ({first['kernel']} at CPU dispatch "
+        f"{first['index']}{where}{more}): a GPU cannot "
+        "capture it there; keep the value on the GPU or move the read out of the step "
+        "(check shows each)"
     )

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from graph_harness.reports.cli.console import IO, UsageError
-from graph_harness.reports.cli.targets import gate, host_read_note
+from graph_harness.reports.cli.targets import gate
 
 if TYPE_CHECKING:
     import torch
@@ -122,6 +122,8 @@ def sweep_target(
     )
     if check_steps is None and result.exports:  # a check says it as a finding
         smallest = next(iter(result.exports.values()))
+        from graph_harness.capture.step import host_read_note
+
         if line := host_read_note(smallest, spec):
             io.note(line)
     if requests and not result.measured:  # padding is counting: only its time needs a GPU

@@ -119,29 +119,6 @@ def capture_target(
     )
 
 
-def host_read_note(export: NodeExport, name: str) -> str | None:
-    """One line for the ops in a CPU count that read a value back to the host (or make a
-    data-dependent shape), which a GPU's capture refuses; None when there are none. For
-    count, sweep and report: check says it as a finding of its own."""
-    from graph_harness.capture.graph.diagnose.classes import HOST_READ_OPS
-
-    reads = [
-        n for n in export.nodes if str(n.get("kernel") or "").rsplit(".", 1)[0] in HOST_READ_OPS
-    ]
-    if not reads:
-        return None
-    first = reads[0]
-    scope = first.get("scope")
-    where = f", in {printable(str(scope))}" if scope not in (None, "unscoped") else ""
-    more = f", and {len(reads) - 1} more" if len(reads) > 1 else ""
-    return (
-        f"{name} reads a value back to the host ({first['kernel']} at CPU dispatch "
-        f"{first['index']}{where}{more}): a GPU cannot "
-        "capture it there; keep the value on the GPU or move the read out of the step "
-        "(check shows each)"
-    )
-
-
 def check_target(got, steps: int | str, *, soak: int = 0, soak_deadline: float | None = None):
     """Check a captured target (capture_target with watch=True) over `steps` calls (or
     to the end of its cache), then soak it `soak` replays."""

@@ -36,7 +36,6 @@ from graph_harness.reports.cli.targets import (
     capture_target,
     check_target,
     gate,
-    host_read_note,
     refuse_check_steps,
     refuse_target_only,
     show_checks,
@@ -157,6 +156,8 @@ def run(args, io: IO) -> int:
                 host_notes=not args.check,  # the check makes a finding of them
             )
             exports.append(got.export)
+            from graph_harness.capture.step import host_read_note
+
             if not args.check and (line := host_read_note(got.export, args.target)):
                 io.note(line)  # as a check would find it (with --check, it does)
             if args.check:

@@ -42,7 +42,6 @@ from graph_harness.reports.cli.targets import (
     capture_target,
     check_target,
     gate,
-    host_read_note,
     load_targets,
     profile_targets,
     refuse_check_steps,
@@ -299,6 +298,8 @@ def run_target_report(args, io: IO) -> int:
                     host_notes=not args.check,  # the check makes a finding of them
                 )
                 exports[name] = got.export
+                from graph_harness.capture.step import host_read_note
+
                 if not args.check and (line := host_read_note(got.export, spec)):
                     io.note(line)  # as a check would find it (with --check, it does)
                 if args.check:
