@@ -1124,17 +1124,10 @@ def test_profile_step_stops_at_a_failed_check_with_every_result(monkeypatch):
 
 @pytest.mark.gpu
 def test_profile_step_from_python_matches_every_node():
-    import importlib.util
-
     from graph_harness.capture import profile_step
+    from tests.llama_example import load_example
 
-    spec = importlib.util.spec_from_file_location(
-        "llama_profile_step", REPO / "examples" / "llama_decode.py"
-    )
-    ex = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = ex
-    spec.loader.exec_module(ex)
-    step = ex.make_tiny_step()
+    step = load_example().make_tiny_step()
     result = profile_step(step, QUICK, module=step.module, check=2)
     (p,) = result.profiles.values()
     m = p.matching
