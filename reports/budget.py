@@ -76,7 +76,7 @@ def budget_table(check: BudgetCheck, *, all_lines: bool = False) -> list[str]:
         cells.append((_scope_cell(ln), budget, str(ln.nodes), diff))
     widths = [max(len(r[i]) for r in cells) for i in range(4)]
 
-    def fixed(r) -> str:
+    def fixed(r: tuple[str, ...]) -> str:
         return "  ".join([r[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(r[1:], widths[1:]))])
 
     out = [f"{fixed(head)}  kernels"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -13,8 +14,18 @@ from graph_harness.capture.files import write_output
 from graph_harness.capture.scopes.recorder import UNSCOPED
 from graph_harness.reports.text import counted, plot_label, plural
 
+if TYPE_CHECKING:
+    from types import ModuleType
+    from typing import Any
 
-def _plt():
+    from matplotlib.axes import Axes
+    from matplotlib.axis import Axis
+    from matplotlib.figure import Figure
+
+    from graph_harness.capture.sweep.document import SweepResult
+
+
+def _plt() -> ModuleType:
     import matplotlib
 
     matplotlib.use("Agg")  # files only, no display
@@ -23,7 +34,7 @@ def _plt():
     return plt
 
 
-def _save(fig, path: Path) -> Path:
+def _save(fig: Figure, path: Path) -> Path:
     # Rendered in memory, then written beside and renamed in (capture/files.py): an
     # interrupted run leaves no half file, and the output folder lists it first.
     png = io.BytesIO()
@@ -33,14 +44,14 @@ def _save(fig, path: Path) -> Path:
     return path
 
 
-def _whole_numbers(axis) -> None:
+def _whole_numbers(axis: Axis) -> None:
     """Ticks at whole numbers only: the axis counts nodes (or dispatches)."""
     from matplotlib.ticker import MaxNLocator
 
     axis.set_major_locator(MaxNLocator(integer=True))
 
 
-def _legend_outside(ax, **kwargs) -> None:
+def _legend_outside(ax: Axes, **kwargs: Any) -> None:
     """The legend right of the plot, never over its bars (_save's tight bounding box
     takes it in)."""
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, **kwargs)
@@ -197,7 +208,7 @@ def dispatch_share(scopes: pd.DataFrame, path: Path) -> Path:
     return _save(fig, path)
 
 
-def sweep(result, path: Path) -> Path:
+def sweep(result: SweepResult, path: Path) -> Path:
     """Replay time (with its 95% interval) and graph memory (own pool) against batch size,
     the sizes chosen for the first request distribution marked."""
     plt = _plt()
@@ -234,7 +245,7 @@ def sweep(result, path: Path) -> Path:
     return _save(fig, path)
 
 
-def padding(result, path: Path) -> Path:
+def padding(result: SweepResult, path: Path) -> Path:
     """Per request distribution, each ladder's time per step: an exact-size graph's part
     and what padding adds."""
     plt = _plt()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import pandas as pd
 from rich.table import Table
@@ -13,6 +14,9 @@ from graph_harness.capture.profile.nodes import TIMING
 from graph_harness.capture.profile.pairs import FAIL, NOT_MEASURED, TOLERANCE
 from graph_harness.reports.kernel_names import short_names
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 
 def _us(x: float, digits: int = 1) -> str:
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
@@ -22,7 +26,7 @@ def _pct(x: float, digits: int = 1) -> str:
     return "-" if x is None or math.isnan(x) else f"{100 * x:.{digits}f}%"
 
 
-def _span(lo: float, hi: float, fmt) -> str:
+def _span(lo: float, hi: float, fmt: Callable[[float], str]) -> str:
     return "-" if math.isnan(lo) or math.isnan(hi) else f"[{fmt(lo)}, {fmt(hi)}]"
 
 

@@ -11,13 +11,19 @@ renders (a terminal).
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from rich.console import Console
 
 
 class Phases:
     """`phases(name)` starts a phase and finishes the one before; leaving the `with`
     finishes the last. `console`: the command's stderr console (reports/cli/console.py)."""
 
-    def __init__(self, console) -> None:
+    def __init__(self, console: Console) -> None:
         self.console = console
         self.live = console.is_terminal
         self._current: str | None = None
@@ -63,7 +69,12 @@ class Phases:
     def _line(self, text: str) -> None:
         self.console.print(text, style="dim", soft_wrap=True, markup=False)
 
-    def __exit__(self, kind, value, tb) -> None:
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         if kind is None:
             self._finish()  # a phase cut short by an error is not "done"
         self._current = None

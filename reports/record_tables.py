@@ -3,10 +3,17 @@ graph, and by module. Renders what the recording holds; never measures."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.table import Table
 
 from graph_harness.capture.record.recording import Recording
 from graph_harness.reports.text import plural
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    from graph_harness.capture.record.delta import RecordingDelta
 
 MIB = 1 << 20
 
@@ -144,16 +151,16 @@ def process_lines(rec: Recording) -> list[str]:
     return out
 
 
-def _n(v) -> str:
+def _n(v: Any) -> str:
     """A count cell: '-' where the side has none."""
     return "-" if v is None or str(v) == "<NA>" else str(int(v))
 
 
-def _d(v) -> str:
+def _d(v: Any) -> str:
     return "-" if v is None or str(v) == "<NA>" else f"{int(v):+d}"
 
 
-def recording_delta_tables(d, *, top: int = 40) -> list[Table]:
+def recording_delta_tables(d: RecordingDelta, *, top: int = 40) -> list[Table]:
     """A RecordingDelta's tables: its graphs paired by name, its steps (with a step key),
     then every graph's nodes joined, by type, kernel family and kernel
     (reports/tables.py's delta tables of the total)."""
@@ -190,7 +197,7 @@ def recording_delta_tables(d, *, top: int = 40) -> list[Table]:
     return [*out, *_total_tables(d)]
 
 
-def _total_tables(d) -> list[Table]:
+def _total_tables(d: RecordingDelta) -> list[Table]:
     from graph_harness.reports.tables import delta_tables
 
     out = delta_tables(d.total)

@@ -8,6 +8,7 @@ figure in the report comes from the exports and the replay document: nothing is 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -20,6 +21,12 @@ from graph_harness.capture.round.pricing import waterfall_us
 from graph_harness.reports import plots
 from graph_harness.reports.kernel_names import short_names
 from graph_harness.reports.text import counted
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from graph_harness.capture.profile.document import ProfileResult
+    from graph_harness.capture.round.exactness import Cell
 
 
 def _md(df: pd.DataFrame, floatfmt: str = ".4g", *, none: str | None = None) -> str:
@@ -42,8 +49,8 @@ def write_report(
     *,
     command: str,
     skipped: str | None = None,
-    profile=None,
-    exact=None,
+    profile: ProfileResult | None = None,
+    exact: Sequence[Cell] | None = None,
 ) -> Path:
     """Write everything into `folder` (which must exist and be empty). `profile`: an
     in-round profile of the variants (capture/profile/document.py), where one was taken;
@@ -227,7 +234,9 @@ def savings_section(
     return lines
 
 
-def dispatch_section(folder: Path, profile, *, depth: int | None = None) -> list[str]:
+def dispatch_section(
+    folder: Path, profile: ProfileResult, *, depth: int | None = None
+) -> list[str]:
     """Per step of the round (or per module of a step, down to `depth`), how much of each
     graph's in-round time is gaps before nodes (CUPTI)."""
     round_ = all(p.export.is_round for p in profile.profiles.values())
@@ -287,7 +296,7 @@ def dispatch_section(folder: Path, profile, *, depth: int | None = None) -> list
 
 
 def seed_section(
-    exports: dict[str, NodeExport], replay: ReplayResult | None, exact=None
+    exports: dict[str, NodeExport], replay: ReplayResult | None, exact: Sequence[Cell] | None = None
 ) -> list[str]:
     """The seed's figures beside this run's (capture/round/side_by_side.py computes ours),
     and the run's bit-exactness matrix (capture/round/exactness.py)."""
@@ -311,7 +320,7 @@ def seed_section(
     ]
 
 
-def _exactness_matrix(cells) -> list[str]:
+def _exactness_matrix(cells: Sequence[Cell] | None) -> list[str]:
     if not cells:
         return []
     frame = pd.DataFrame([(c.variant, c.kind, c.differing, c.words) for c in cells])

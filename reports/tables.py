@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from rich.table import Table
 
@@ -10,6 +11,17 @@ from graph_harness.capture import NodeExport
 from graph_harness.capture.attribution.rollup import deeper_than, scope_tree
 from graph_harness.capture.export.dump import is_dump
 from graph_harness.reports.kernel_names import short_names
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Any
+
+    import pandas as pd
+
+    from graph_harness.capture.advise.advice import Advice
+    from graph_harness.capture.export.delta import NodeDelta
+    from graph_harness.capture.export.families import Rule
+    from graph_harness.capture.replay.document import ReplayResult
 
 
 def source_note(export: NodeExport) -> str:
@@ -77,7 +89,7 @@ def workload_totals_table(exports: list[NodeExport]) -> Table:
 SHOW_ALL = "--module-scopes all shows every level"  # how to see what a cut table hides
 
 
-def default_depth(exports) -> int | None:
+def default_depth(exports: Iterable[NodeExport]) -> int | None:
     """Where a user's step's scope tree is cut when no DEPTH is given (`--module-scopes`
     alone, or no module scopes): one row per decoder layer, the exports' block depth
     (`layers.i` is 2, HF's `model.layers.i` 3); every level (None) where no blocks were
@@ -87,7 +99,7 @@ def default_depth(exports) -> int | None:
     return max((d for d in depths if d is not None), default=None)
 
 
-def deeper_note(frame, depth: int | None, how: str = SHOW_ALL) -> str | None:
+def deeper_note(frame: pd.DataFrame, depth: int | None, how: str = SHOW_ALL) -> str | None:
     """What a table cut at `depth` must say: how many nodes sit deeper (counted in their
     depth-`depth` scope's own) and how to see them; None when none do."""
     n = deeper_than(frame, depth)
@@ -148,7 +160,7 @@ def per_kernel_table(export: NodeExport, *, top: int = 30) -> Table:
     return t
 
 
-def per_family_table(export: NodeExport, rules=None) -> Table:
+def per_family_table(export: NodeExport, rules: tuple[Rule, ...] | None = None) -> Table:
     """Nodes by kernel family (capture/export/families.py; docs/families.md): what a
     graph with no scopes (a dump) is best read by."""
     from graph_harness.capture.export.families import RULES, families
@@ -180,7 +192,7 @@ def per_stage_table(export: NodeExport) -> Table:
     return t
 
 
-def delta_tables(d, depth: int | None = None) -> list[Table]:
+def delta_tables(d: NodeDelta, depth: int | None = None) -> list[Table]:
     """Tables of a NodeDelta: by step (a round) or by scope (any other workload: the
     scope tree to `depth`, rows that differ and every top-level one; none where neither
     side has scopes), by type, by kernel family (graph nodes), by kernel (the rows that
@@ -238,7 +250,7 @@ def delta_tables(d, depth: int | None = None) -> list[Table]:
     return out
 
 
-def fits_table(fits) -> Table:
+def fits_table(fits: pd.DataFrame) -> Table:
     t = Table(title="Per-node dispatch cost (least squares over chain lengths)")
     for c in ("kind", "us/node", "95% interval", "intercept us", "R^2"):
         t.add_column(c, justify="left" if c == "kind" else "right", no_wrap=True)
@@ -253,7 +265,7 @@ def fits_table(fits) -> Table:
     return t
 
 
-def host_fits_table(fits) -> Table:
+def host_fits_table(fits: pd.DataFrame) -> Table:
     t = Table(title="Host launch: CPU time of one replay() from an idle device")
     for c in ("kind", "shape", "us/node", "95% interval", "fixed us", "95% interval ", "R^2"):
         t.add_column(c, justify="left" if c in ("kind", "shape") else "right", no_wrap=True)
@@ -270,11 +282,11 @@ def host_fits_table(fits) -> Table:
     return t
 
 
-def _interval(s) -> str:
+def _interval(s: Any) -> str:
     return f"[{s.measured_lo:.1f}, {s.measured_hi:.1f}]"
 
 
-def savings_table(result) -> Table:
+def savings_table(result: ReplayResult) -> Table:
     med = result.round_trials.groupby("variant").us.median()
     t = Table(title="Round replay: measured vs predicted saving (us per round)")
     for c in (
@@ -318,7 +330,7 @@ def _kernel_list(names: list[str], short: dict[str, str]) -> str:
     return ", ".join(s if k == 1 else f"{s} x{k}" for s, k in out)
 
 
-def advice_table(advice, top: int) -> Table:
+def advice_table(advice: Advice, top: int) -> Table:
     """The ranked groups of an Advice (capture/advise/advice.py): where, what, how many nodes
     before and after, and the saving per replay of the graph."""
     groups = advice.groups[:top]
@@ -360,7 +372,7 @@ def advice_table(advice, top: int) -> Table:
     return t
 
 
-def comparisons_table(advice) -> Table:
+def comparisons_table(advice: Advice) -> Table:
     """Predicted against measured, for the variant pairs the costs timed."""
     unit = advice.unit
     t = Table(title=f"Predicted against measured saving (us per {unit})")

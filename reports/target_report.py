@@ -6,6 +6,7 @@ the exports, nothing typed in."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -19,6 +20,11 @@ from graph_harness.reports.kernel_names import short_names
 from graph_harness.reports.report import _md, dispatch_section, header
 from graph_harness.reports.tables import deeper_note, default_depth
 
+if TYPE_CHECKING:
+    from graph_harness.capture.check.findings import CheckResult
+    from graph_harness.capture.profile.document import ProfileResult
+    from graph_harness.capture.sweep.document import SweepResult
+
 # `depth` not given: tables.default_depth of the exports (--module-scopes without DEPTH)
 BY_BLOCKS = "by blocks"
 
@@ -28,10 +34,10 @@ def write_target_report(
     exports: dict[str, NodeExport],
     *,
     command: str,
-    profile=None,
-    checks=None,
+    profile: ProfileResult | None = None,
+    checks: dict[str, CheckResult] | None = None,
     depth: int | str | None = BY_BLOCKS,
-    sweep=None,
+    sweep: SweepResult | None = None,
 ) -> Path:
     """Write report.md and its files into `folder` (which must exist and be empty).
     `exports`: one or two, by name (the first is A of the delta). `profile`: their
@@ -175,7 +181,7 @@ def target_delta_section(folder: Path, exports: dict[str, NodeExport]) -> list[s
     ]
 
 
-def sweep_section(folder: Path, sweep, depth: int | None) -> list[str]:
+def sweep_section(folder: Path, sweep: SweepResult, depth: int | None) -> list[str]:
     """The capture-size ladder: a row per size, the shared pool, memory by module and each
     request distribution's ladders (sweep.json and its CSVs beside report.md)."""
     sweep.write(folder)
@@ -211,7 +217,7 @@ def sweep_section(folder: Path, sweep, depth: int | None) -> list[str]:
     return lines + _padding_lines(folder, sweep)
 
 
-def _padding_lines(folder: Path, sweep) -> list[str]:
+def _padding_lines(folder: Path, sweep: SweepResult) -> list[str]:
     """Each request distribution's ladders; with no replay times (the CPU), their padded
     rows alone, and no plot (it draws times)."""
     if not sweep.padding:

@@ -8,11 +8,18 @@ import argparse
 import dataclasses
 import textwrap
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from graph_harness.capture.errors import UsageError
 from graph_harness.capture.graph.settings import StepSettings
 from graph_harness.capture.replay.settings import ReplaySettings
 from graph_harness.capture.round.params import VARIANT_HELP, RoundParams
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+    from typing import Any
+
+    from graph_harness.capture import NodeExport
 
 
 def _width() -> int:
@@ -82,7 +89,7 @@ def round_args(p: argparse.ArgumentParser) -> None:
 MAX_COUNT = 100_000  # a count flag's ceiling (calls, replays, trials): past it is a typo
 
 
-def positive(minimum: int, maximum: int = MAX_COUNT):
+def positive(minimum: int, maximum: int = MAX_COUNT) -> Callable[[str], int]:
     """An argparse type: a whole number from `minimum` to `maximum`, written in ASCII
     digits alone (not ' 3', '1_0' or '٣', which int() takes), else a usage error saying so."""
 
@@ -118,7 +125,7 @@ def json_arg(p: argparse.ArgumentParser, what: str) -> None:
 
 
 def timing_args(
-    p: argparse.ArgumentParser, settings=ReplaySettings, title: str = "replay settings"
+    p: argparse.ArgumentParser, settings: type = ReplaySettings, title: str = "replay settings"
 ) -> None:
     """Flags made from the settings' fields that carry help; None means "not given"."""
     d = settings()
@@ -138,7 +145,7 @@ def timing_args(
         )
 
 
-def settings_from(settings: type, args: argparse.Namespace):
+def settings_from(settings: type, args: argparse.Namespace) -> Any:
     """A settings class (ReplaySettings, ProfileSettings, SweepSettings) from the flags
     `timing_args` made of its fields: those given, the class's defaults for the rest (a
     list the parser gathered becomes the tuple the field holds); its ValueError a usage
@@ -194,7 +201,7 @@ def depth(text: str) -> int | str | None:
     return d
 
 
-def shown_depth(flag, exports) -> int | None:
+def shown_depth(flag: int | str | bool | None, exports: Iterable[NodeExport]) -> int | None:
     """The depth the tables cut the scope tree at: --module-scopes' DEPTH; without DEPTH,
     reports/tables.py's default_depth (the exports' block depth: one row per layer; every
     level where no blocks were found), the default report.md's tables, CSVs and plots take
@@ -261,7 +268,7 @@ def steps_arg(p: argparse.ArgumentParser, flag: str = "--steps", lead: str = "")
     )
 
 
-def steps_or_to_end(minimum: int):
+def steps_or_to_end(minimum: int) -> Callable[[str], int | str]:
     """An argparse type: a whole number (as `positive`), or `to-end`."""
     from graph_harness.capture.check.settings import TO_END
 
@@ -310,7 +317,7 @@ def seconds_arg(text: str) -> float:
     return v
 
 
-def check_steps(args) -> int | str:
+def check_steps(args: argparse.Namespace) -> int | str:
     """--steps / --check-steps, or the default."""
     from graph_harness.capture.check.settings import CheckSettings
 
@@ -318,7 +325,7 @@ def check_steps(args) -> int | str:
     return CheckSettings().steps if v is None else v
 
 
-def step_warmup(args) -> int:
+def step_warmup(args: argparse.Namespace) -> int:
     """--warmup, or the default."""
     v = getattr(args, "step_warmup", None)
     return StepSettings().warmup if v is None else v

@@ -20,7 +20,15 @@ from graph_harness.capture.round.params import RoundParams
 from graph_harness.capture.text import printable
 
 if TYPE_CHECKING:
-    from rich.console import Console
+    import argparse
+    from collections.abc import Iterable
+    from contextlib import AbstractContextManager
+    from typing import Any, TextIO
+
+    from rich.console import Console, ConsoleOptions, JustifyMethod, RenderableType, RenderResult
+    from rich.text import Text
+
+    from graph_harness.reports.progress import Phases
 
 ROUND_FIELDS = tuple(f.name for f in fields(RoundParams))
 
@@ -40,13 +48,15 @@ def _console_class() -> type[Console]:
         def __init__(self, table: Table) -> None:
             self.table = table
 
-        def __rich_console__(self, console, options):
+        def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
             bare = copy.copy(self.table)
             bare.title = bare.caption = None
             lines = console.render_lines(bare, options, pad=False)
             width = max((Segment.get_line_length(line) for line in lines), default=0)
 
-            def annotation(text, style, justify):
+            def annotation(
+                text: str | Text, style: Style | str, justify: JustifyMethod | None
+            ) -> Iterable[Segment]:
                 if isinstance(text, str):
                     text = console.render_str(text, style=style)
                 fits = text.cell_len <= width
@@ -71,13 +81,15 @@ def _console_class() -> type[Console]:
                 )
 
     class _Console(Console):
-        def render_str(self, text: str, **kwargs):
+        def render_str(self, text: str, **kwargs: Any) -> Text:
             # Every str printed, a table's cells and titles included, comes through here:
             # a control character from a name is shown as its escape, never obeyed; our
             # own line breaks stay.
             return super().render_str(printable(text, keep="\n"), **kwargs)
 
-        def render(self, renderable, options=None):
+        def render(
+            self, renderable: RenderableType, options: ConsoleOptions | None = None
+        ) -> Iterable[Segment]:
             # rich wraps a table's title and caption at the table's own width: a narrow
             # table broke its title over three lines in a 160-column terminal. Here they
             # wrap at the console's width (centred over the table where they fit it).
@@ -94,7 +106,9 @@ def _console_class() -> type[Console]:
     return _Console
 
 
-def make_console(file=None, *, stderr: bool = False, width: int | None = None) -> Console:
+def make_console(
+    file: TextIO | None = None, *, stderr: bool = False, width: int | None = None
+) -> Console:
     """The one kind of console graph-harness prints with: text is text. Names from
     documents, models and kernels (`[/]`, `:smile:`) print as they are, never as rich
     markup or emoji codes, nor coloured by rich's highlighter (whose repr rules are
@@ -125,7 +139,7 @@ class _Closed:
         return 1
 
 
-def _tty(stream) -> bool:
+def _tty(stream: TextIO | None) -> bool:
     """Whether `stream` is a terminal; False for a stream Python never opened (it starts
     with sys.stderr None when descriptor 2 was closed: `2>&-`)."""
     try:
@@ -134,7 +148,7 @@ def _tty(stream) -> bool:
         return False
 
 
-def make_io(json_: bool, closed: set[int] = frozenset(), out=None) -> IO:
+def make_io(json_: bool, closed: set[int] = frozenset(), out: TextIO | None = None) -> IO:
     """The two streams of a command; `out`: where results go (capture/results.py), else
     sys.stdout. Piped into a log or CI, rich would squeeze tables into 80 columns and cut
     headers and figures to "..."; COLUMNS still wins when set."""
@@ -160,7 +174,7 @@ class IO:
     def note(self, text: str) -> None:
         self.err.print(f"graph-harness: {text}", soft_wrap=True)
 
-    def print_json(self, doc) -> None:
+    def print_json(self, doc: Any) -> None:
         self.out.file.write(json.dumps(doc, indent=1, allow_nan=False) + "\n")
         self.out.file.flush()
 
@@ -192,11 +206,11 @@ def banner(io: IO, *, files: bool = False) -> None:
     )
 
 
-def given_round_flags(args) -> list[str]:
+def given_round_flags(args: argparse.Namespace) -> list[str]:
     return [f"--{n}" for n in ROUND_FIELDS if getattr(args, n, None) is not None]
 
 
-def round_params(args, **override) -> RoundParams:
+def round_params(args: argparse.Namespace, **override: Any) -> RoundParams:
     given = {n: getattr(args, n) for n in ROUND_FIELDS if getattr(args, n, None) is not None}
     try:
         return RoundParams(**{**given, **override})
@@ -219,18 +233,18 @@ def command_line() -> str:
     return printable("graph-harness " + " ".join(shlex.quote(a) for a in sys.argv[1:]))
 
 
-def staged(args, io: IO):
+def staged(args: argparse.Namespace, io: IO) -> AbstractContextManager[Path | None]:
     from graph_harness.reports.output.folder import staged_output
 
     return staged_output(args.out, args.force, command=command_line(), say=io.note)
 
 
-def wrote(io: IO, args, what: str) -> None:
+def wrote(io: IO, args: argparse.Namespace, what: str) -> None:
     if args.out is not None:
         io.err.print(f"wrote {what} to {args.out}", markup=False)
 
 
-def progress(io: IO):
+def progress(io: IO) -> Phases:
     """The command's phases on stderr (reports/progress.py): `with progress(io) as say:`,
     then `say(phase)` as each starts; pass `say` as capture's `progress=`."""
     from graph_harness.reports.progress import Phases
@@ -238,13 +252,13 @@ def progress(io: IO):
     return Phases(io.err)
 
 
-def given_timing_flags(args) -> list[str]:
+def given_timing_flags(args: argparse.Namespace) -> list[str]:
     return [
         f"--{f.name}" for f in fields(ReplaySettings) if getattr(args, f.name, None) is not None
     ]
 
 
-def replay_settings(args) -> ReplaySettings:
+def replay_settings(args: argparse.Namespace) -> ReplaySettings:
     """ReplaySettings from the flags given (the dataclass holds every default)."""
     from graph_harness.reports.cli.args import settings_from
 

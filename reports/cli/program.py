@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from typing import TYPE_CHECKING
 
 # One start-up handler: graph_harness/__init__.py, the first of our code the console script
 # runs, installs it; it is installed again here for `python -m graph_harness`, whose
@@ -44,6 +45,13 @@ if _started_as_the_cli():
 
 import argparse  # noqa: E402 - after the handlers, on purpose
 import contextlib  # noqa: E402
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from types import FrameType
+    from typing import NoReturn
+
+    from graph_harness.reports.cli.console import IO
 
 
 class Terminated(BaseException):
@@ -120,11 +128,11 @@ def build_parser() -> argparse.ArgumentParser:
 # --- main: streams, signals, exit codes ---------------------------------------------------
 
 
-def _command(name: str):
+def _command(name: str) -> Callable[[argparse.Namespace, IO], int]:
     return _commands()[name].run
 
 
-def _raise_where_we_are(signum, frame):
+def _raise_where_we_are(signum: int, frame: FrameType | None) -> NoReturn:
     # Raised where the program is, so that cleanup runs (as Ctrl-C's KeyboardInterrupt).
     _signalled.append(signum)
     if signum == signal.SIGINT:
@@ -132,7 +140,7 @@ def _raise_where_we_are(signum, frame):
     raise Terminated(signum)
 
 
-def _set_handlers(handler) -> dict:
+def _set_handlers(handler: Callable[[int, FrameType | None], object]) -> dict:
     """`handler` for SIGINT, SIGTERM and SIGHUP, but those ignored (nohup's SIGHUP, a
     background job's SIGINT): they stay ignored. The handlers before, to put back."""
     old = {}
@@ -204,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
                 stream.reconfigure(errors=errors)
 
 
-def _run(args, io, debug: bool) -> int:
+def _run(args: argparse.Namespace, io: IO, debug: bool) -> int:
     try:
         return _command(args.command)(args, io)
     except KeyboardInterrupt as e:
@@ -265,7 +273,7 @@ def _exit_if_cuda_is_lost(e: BaseException, code: int) -> None:
         os._exit(code)
 
 
-def _stopped(io, signum: int, e: BaseException) -> int:
+def _stopped(io: IO, signum: int, e: BaseException) -> int:
     from graph_harness.reports.output.folder import committed_before_stop
 
     what = "interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}"
@@ -300,7 +308,7 @@ def _message(e: BaseException) -> str:
     return first if len(first) <= 1000 else first[:997] + "..."
 
 
-def _report_error(io, args, e: BaseException) -> int:
+def _report_error(io: IO, args: argparse.Namespace, e: BaseException) -> int:
     code, text = _error_line(io, e)
     with contextlib.suppress(OSError):  # stderr gone too: the exit code still says it
         io.err.print(f"graph-harness {args.command}: error: ", end="", style="red", soft_wrap=True)
@@ -308,7 +316,7 @@ def _report_error(io, args, e: BaseException) -> int:
     return code
 
 
-def _error_line(io, e: BaseException) -> tuple[int, str]:
+def _error_line(io: IO, e: BaseException) -> tuple[int, str]:
     """The exit code and the one line for an error: a usage error's message (2), or the
     exception's type, message and where in the user's code it came from (1)."""
     from graph_harness.capture.errors import HarnessError, UsageError

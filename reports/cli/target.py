@@ -46,6 +46,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from graph_harness.capture.descriptors import take_lost
 from graph_harness.capture.errors import HarnessError, UsageError
@@ -53,6 +54,11 @@ from graph_harness.capture.paths import InputPathError, check_input
 from graph_harness.capture.text import a_type, printable
 from graph_harness.reports.cli import user_imports
 from graph_harness.reports.cli.user_stdout import stdout_to_stderr
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    import torch
 
 
 class TargetUsageError(UsageError, ValueError):
@@ -79,7 +85,7 @@ class Target:
         (capture/text.py), the one name every output and message gives a --target."""
         return printable(self.spec)
 
-    def model(self):
+    def model(self) -> torch.nn.Module:
         """The step's model for --module-scopes; TargetUsageError saying how otherwise."""
         import torch
 
@@ -296,12 +302,12 @@ def root_guess(spec: str) -> Path:
     return Path(os.getcwd()).resolve()
 
 
-def _guard_exit(fn, spec: str, where: str):
+def _guard_exit(fn: Callable[..., Any], spec: str, where: str) -> Callable[..., Any]:
     """`fn`, the user's, called with its stdout sent to stderr, its sys.exit() made a
     TargetError, and the descriptors graph-harness holds checked after it (module
     docstring)."""
 
-    def call(*args, **kwargs):
+    def call(*args: Any, **kwargs: Any) -> Any:
         try:
             with stdout_to_stderr():
                 return fn(*args, **kwargs)
@@ -355,7 +361,7 @@ def origin(exc: BaseException, root: Path | None) -> str | None:
     # inside the user's project folder) or in the standard library.
     ours = user_imports.library_folders()
 
-    def theirs(f) -> bool:
+    def theirs(f: traceback.FrameSummary) -> bool:
         return not any(user_imports.under(f.filename, o) for o in ours)
 
     pick = None

@@ -14,14 +14,20 @@ from graph_harness.reports.cli.console import IO, UsageError, refuse
 from graph_harness.reports.text import printable
 
 if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Callable
+
+    from graph_harness.capture.check.findings import CheckResult
     from graph_harness.capture.export.nodes import NodeExport
     from graph_harness.capture.graph.capture import Captured
+    from graph_harness.capture.profile.document import ProfileResult
+    from graph_harness.capture.profile.settings import ProfileSettings
     from graph_harness.capture.record.steps import RecordedStep
     from graph_harness.capture.state.steps import StateWatch
     from graph_harness.reports.cli.target import Target
 
 
-def refuse_target_only(args) -> None:
+def refuse_target_only(args: argparse.Namespace) -> None:
     """Flags that need --target, given without it."""
     if args.module_scopes is not False:
         raise UsageError(
@@ -36,7 +42,7 @@ def refuse_target_only(args) -> None:
     refuse_check_steps(args)
 
 
-def refuse_check_steps(args) -> None:
+def refuse_check_steps(args: argparse.Namespace) -> None:
     """--check-steps without --check."""
     if getattr(args, "check_steps", None) is not None and not getattr(args, "check", False):
         raise UsageError("--check-steps sets how long --check runs: give --check too")
@@ -73,12 +79,12 @@ def load_targets(specs: list[str], io: IO, *, own_graphs: bool = False) -> list:
 
 def capture_target(
     spec: str,
-    module_scopes,
+    module_scopes: int | str | bool | None,
     io: IO,
     *,
     warmup: int | None = None,
     watch: bool | None = True,
-    target=None,
+    target: Target | None = None,
     own_graphs: bool = False,
     host_notes: bool = True,
 ) -> CapturedTarget:
@@ -119,7 +125,13 @@ def capture_target(
     )
 
 
-def check_target(got, steps: int | str, *, soak: int = 0, soak_deadline: float | None = None):
+def check_target(
+    got: CapturedTarget,
+    steps: int | str,
+    *,
+    soak: int = 0,
+    soak_deadline: float | None = None,
+) -> CheckResult:
     """Check a captured target (capture_target with watch=True) over `steps` calls (or
     to the end of its cache), then soak it `soak` replays."""
     from graph_harness.capture.check.step import check_captured
@@ -161,17 +173,17 @@ def gate(io: IO, results: dict) -> None:
 
 
 def profile_targets(
-    specs,
-    module_scopes,
-    settings,
+    specs: list[str],
+    module_scopes: int | str | bool | None,
+    settings: ProfileSettings,
     io: IO,
-    say,
+    say: Callable[[str], None],
     *,
-    warmup=None,
-    check=False,
-    check_steps=None,
-    targets=None,
-):
+    warmup: int | None = None,
+    check: bool = False,
+    check_steps: int | str | None = None,
+    targets: list[Target] | None = None,
+) -> tuple[ProfileResult, dict[str, CheckResult]]:
     """Load each --target (before any runs), then capture, check (with `check`, over
     `check_steps` calls) and profile them together (capture/profile/step.py
     profile_step, the second priced against the first). A check that does not pass

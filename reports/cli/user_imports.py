@@ -16,6 +16,11 @@ import os
 import sys
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from types import ModuleType
 
 _MACHINERY = ("<frozen importlib", os.path.dirname(importlib.__file__))
 
@@ -48,7 +53,9 @@ class _UserFolders:
         self.library: list[Path] | None = None
         self.lock = threading.Lock()
 
-    def find_spec(self, name, path=None, target=None):
+    def find_spec(
+        self, name: str, path: Sequence[str] | None = None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
         if path is not None or not self.folders or "." in name:
             return None
         if name not in self.tops and not self._asked_by_user():

@@ -11,8 +11,12 @@ import os
 import sys
 import threading
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from graph_harness.capture.descriptors import hold, release
+
+if TYPE_CHECKING:
+    from typing import TextIO
 
 _depth = 0  # nested calls (a step called inside the factory) redirect once
 _lock = threading.Lock()
@@ -29,7 +33,7 @@ def _libc_flush() -> None:
         _libc[0].fflush(None)
 
 
-def _flush(stream) -> None:
+def _flush(stream: TextIO | None) -> None:
     with contextlib.suppress(AttributeError, OSError, ValueError):
         if stream is not None:
             stream.flush()

@@ -12,7 +12,7 @@ _RENAME_NOREPLACE, _RENAME_EXCHANGE = 1, 2  # linux/fs.h
 _AT_FDCWD = -100
 
 
-def _libc():
+def _libc() -> ctypes.CDLL | None:
     try:
         return ctypes.CDLL(None, use_errno=True)
     except OSError:  # pragma: no cover - no C library to ask

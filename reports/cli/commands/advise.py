@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from graph_harness.capture.round.params import VARIANTS
 from graph_harness.reports.cli.args import json_arg, positive, round_args, subcommand
@@ -15,6 +16,9 @@ from graph_harness.reports.cli.console import (
     round_params,
 )
 from graph_harness.reports.cli.refs import is_export_path, neither
+
+if TYPE_CHECKING:
+    from graph_harness.capture.advise.advice import Advice
 
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -54,7 +58,7 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     json_arg(v, "the advice")
 
 
-def check_flags(args) -> None:
+def check_flags(args: argparse.Namespace) -> None:
     from graph_harness.capture.export.kinds import split_ref
     from graph_harness.capture.paths import check_input
 
@@ -70,7 +74,7 @@ def check_flags(args) -> None:
         raise neither(args.export)
 
 
-def run(args, io: IO) -> int:
+def run(args: argparse.Namespace, io: IO) -> int:
     from graph_harness.capture import NodeExport, count_round
     from graph_harness.capture.advise.advice import advise
     from graph_harness.capture.advise.costs import Costs
@@ -91,7 +95,7 @@ def run(args, io: IO) -> int:
     return 0
 
 
-def show(io: IO, advice, top: int) -> None:
+def show(io: IO, advice: Advice, top: int) -> None:
     from graph_harness.reports.tables import advice_table, comparisons_table
 
     if not advice.groups:

@@ -68,7 +68,7 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     out_args(c)
 
 
-def run(args, io: IO) -> int:
+def run(args: argparse.Namespace, io: IO) -> int:
     if args.soak_deadline is not None and not args.soak:
         raise UsageError("--soak-deadline applies to a soak: give --soak N with it")
     with staged(args, io) as tmp:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from contextlib import nullcontext
+from typing import TYPE_CHECKING
 
 from graph_harness.capture.export.kinds import COUNT, COUNT_SCHEMA_VERSION
 from graph_harness.capture.round.params import VARIANTS
@@ -41,6 +42,10 @@ from graph_harness.reports.cli.targets import (
     show_checks,
 )
 from graph_harness.reports.text import plural
+
+if TYPE_CHECKING:
+    from graph_harness.capture.check.findings import CheckResult
+    from graph_harness.capture.export.nodes import NodeExport
 
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -108,7 +113,7 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     out_args(c)
 
 
-def check_flags(args) -> None:
+def check_flags(args: argparse.Namespace) -> None:
     if args.json and args.per_stage:
         raise UsageError("--per-stage shapes the tables, which --json replaces: drop one")
     if args.files:
@@ -127,7 +132,7 @@ def check_flags(args) -> None:
         refuse_target_only(args)
 
 
-def run(args, io: IO) -> int:
+def run(args: argparse.Namespace, io: IO) -> int:
     check_flags(args)
     if args.distributed:
         return run_distributed(args, io)
@@ -189,7 +194,14 @@ def _cuda() -> bool:
     return torch.cuda.is_available()
 
 
-def show(io: IO, exports: dict, *, per_stage: bool, depth: int | None = None, checks=None) -> None:
+def show(
+    io: IO,
+    exports: dict,
+    *,
+    per_stage: bool,
+    depth: int | None = None,
+    checks: dict[str, CheckResult] | None = None,
+) -> None:
     from graph_harness.capture.attribution.repeats import repeating_block
     from graph_harness.capture.export.dump import is_dump
     from graph_harness.reports.tables import (
@@ -236,7 +248,7 @@ def show(io: IO, exports: dict, *, per_stage: bool, depth: int | None = None, ch
         show_checks(io, checks)
 
 
-def run_distributed(args, io: IO) -> int:
+def run_distributed(args: argparse.Namespace, io: IO) -> int:
     from graph_harness.capture.round.distributed import (
         count_all_ranks,
         init_from_env,
@@ -270,7 +282,7 @@ def run_distributed(args, io: IO) -> int:
     return 0
 
 
-def show_ranks(io: IO, names, per_rank) -> None:
+def show_ranks(io: IO, names: list[str], per_rank: list[list[NodeExport]]) -> None:
     from graph_harness.capture.round.distributed import merge
     from graph_harness.reports.tables import totals_table
 

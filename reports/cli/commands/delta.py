@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from graph_harness.capture.export.kinds import split_ref
 from graph_harness.capture.files import check_output
@@ -21,6 +22,11 @@ from graph_harness.reports.cli.console import (
     round_params,
 )
 from graph_harness.reports.cli.refs import is_export_path, neither
+
+if TYPE_CHECKING:
+    from graph_harness.capture.advise.costs import Costs
+    from graph_harness.capture.export.families import Rule
+    from graph_harness.capture.export.nodes import NodeExport
 
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -91,7 +97,7 @@ def is_recording(ref: str) -> bool:
     )
 
 
-def check_flags(args) -> None:
+def check_flags(args: argparse.Namespace) -> None:
     recordings = [is_recording(r) for r in (args.a, args.b)]
     if any(recordings):
         if not all(recordings):
@@ -129,7 +135,7 @@ def check_flags(args) -> None:
             check_input(split_ref(r)[0], "export file")
 
 
-def _check_outputs(args) -> None:
+def _check_outputs(args: argparse.Namespace) -> None:
     if args.costs is not None:
         check_input(args.costs, "--costs file")
     if args.csv == "-" and args.json:
@@ -141,7 +147,7 @@ def _check_outputs(args) -> None:
         check_input(args.families, "rules file")  # read, and refused if it must be, in run
 
 
-def _not_an_input(args) -> None:
+def _not_an_input(args: argparse.Namespace) -> None:
     """--csv must not replace what this run reads (an export, a dump, a recording's
     files, the rules or costs given) nor an output folder's manifest, which would disown
     the folder: refused before anything runs."""
@@ -166,7 +172,7 @@ def _not_an_input(args) -> None:
                     )
 
 
-def _recording_files(ref) -> list[Path]:
+def _recording_files(ref: str) -> list[Path]:
     """A recording's own files (its document and each graph's export), where `ref` is one."""
     p = Path(ref)
     folder = p if p.is_dir() else p.parent
@@ -175,7 +181,7 @@ def _recording_files(ref) -> list[Path]:
     return [folder / "recording.json", *folder.glob("graph-*.json")]
 
 
-def export_for(ref: str, args, io: IO):
+def export_for(ref: str, args: argparse.Namespace, io: IO) -> NodeExport:
     from graph_harness.capture import NodeExport, count_round
 
     if is_export_path(ref):
@@ -192,7 +198,7 @@ def export_for(ref: str, args, io: IO):
     return count_round(round_params(args), ref).export
 
 
-def run(args, io: IO) -> int:
+def run(args: argparse.Namespace, io: IO) -> int:
     from graph_harness.capture.advise.costs import Costs, builtin_costs
     from graph_harness.capture.advise.delta_price import price_delta
     from graph_harness.capture.export.delta import node_delta
@@ -237,7 +243,7 @@ def run(args, io: IO) -> int:
     return 0
 
 
-def run_recordings(args, io: IO, rules, costs) -> int:
+def run_recordings(args: argparse.Namespace, io: IO, rules: tuple[Rule, ...], costs: Costs) -> int:
     from graph_harness.capture.advise.delta_price import price_recording
     from graph_harness.capture.files import write_output
     from graph_harness.capture.record.delta import recording_delta

@@ -5,6 +5,7 @@ measured ones. Needs a GPU: CUPTI records what the GPU ran."""
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from graph_harness.capture.errors import require_gpu
 from graph_harness.capture.profile.settings import ProfileSettings
@@ -45,6 +46,12 @@ from graph_harness.reports.cli.targets import (
     show_checks,
 )
 from graph_harness.reports.text import plural
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from graph_harness.capture.check.findings import CheckResult
+    from graph_harness.capture.profile.document import ProfileResult
 
 ROUND_ONLY = ("builds",)  # settings that apply to the built-in round, not to --target
 
@@ -90,11 +97,11 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     out_args(pr)
 
 
-def settings_from(args) -> ProfileSettings:
+def settings_from(args: argparse.Namespace) -> ProfileSettings:
     return flags_to_settings(ProfileSettings, args)
 
 
-def check_flags(args) -> None:
+def check_flags(args: argparse.Namespace) -> None:
     if args.target:
         flags = given_round_flags(args)
         flags += ["--variant"] * bool(args.variant) + ["--pdl"] * args.pdl
@@ -110,7 +117,7 @@ def check_flags(args) -> None:
         refuse_target_only(args)
 
 
-def run(args, io: IO) -> int:
+def run(args: argparse.Namespace, io: IO) -> int:
     check_flags(args)
     settings = settings_from(args)
     params = None if args.target else round_params(args)
@@ -153,13 +160,20 @@ def run(args, io: IO) -> int:
     return 0
 
 
-def write_plot(folder, result, depth) -> None:
+def write_plot(folder: Path, result: ProfileResult, depth: int | None) -> None:
     from graph_harness.reports import plots
 
     plots.dispatch_share(result.scope_table(depth), folder / "dispatch_share.png")
 
 
-def show(io: IO, result, *, depth: int | None, top: int, checks=None) -> None:
+def show(
+    io: IO,
+    result: ProfileResult,
+    *,
+    depth: int | None,
+    top: int,
+    checks: dict[str, CheckResult] | None = None,
+) -> None:
     from graph_harness.reports.profile_tables import (
         breakdown_table,
         excess_table,

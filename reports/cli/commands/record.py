@@ -4,6 +4,7 @@ process it starts, recorded without editing the program (capture/record/)."""
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from graph_harness.reports.cli.args import (
     json_arg,
@@ -13,6 +14,9 @@ from graph_harness.reports.cli.args import (
     subcommand,
 )
 from graph_harness.reports.cli.console import IO, staged
+
+if TYPE_CHECKING:
+    from graph_harness.capture.record.recording import Recording
 
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -73,7 +77,7 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     )
 
 
-def check_flags(args) -> list[str]:
+def check_flags(args: argparse.Namespace) -> list[str]:
     """The program's arguments; usage errors for what cannot work, before it runs or
     anything is written (--key made absolute where it names a file)."""
     from graph_harness.capture.record.program import check_program, program_path
@@ -89,7 +93,7 @@ def check_flags(args) -> list[str]:
     return program
 
 
-def run(args, io: IO) -> int:
+def run(args: argparse.Namespace, io: IO) -> int:
     from graph_harness.capture.record.process import RecordOptions
     from graph_harness.capture.record.program import run_program
     from graph_harness.capture.results import results_descriptor
@@ -119,7 +123,7 @@ def _command() -> str:
     return command_line()
 
 
-def _depth(args, rec) -> int | None:
+def _depth(args: argparse.Namespace, rec: Recording) -> int | None:
     from graph_harness.reports.cli.args import shown_depth
 
     exports = [g.export for g in rec.graphs if g.export is not None]
@@ -133,7 +137,7 @@ def exit_status(code: int | None) -> int:
     return 128 - code if code < 0 else code
 
 
-def show(io: IO, rec, *, depth: int | None, top: int | None) -> None:
+def show(io: IO, rec: Recording, *, depth: int | None, top: int | None) -> None:
     from graph_harness.reports.record_tables import (
         graphs_table,
         headline,

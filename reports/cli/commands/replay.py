@@ -63,7 +63,7 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     out_args(r)
 
 
-def run(args, io: IO) -> int:
+def run(args: argparse.Namespace, io: IO) -> int:
     from graph_harness.capture.round.replays import run_replays
     from graph_harness.reports.tables import fits_table, host_fits_table, savings_table
 

@@ -118,7 +118,7 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     out_args(p, required=True)
 
 
-def run(args, io: IO) -> int:
+def run(args: argparse.Namespace, io: IO) -> int:
     import torch
 
     if args.recording is not None:
@@ -187,7 +187,7 @@ def run(args, io: IO) -> int:
     return 0
 
 
-def capture_flags(args) -> list[str]:
+def capture_flags(args: argparse.Namespace) -> list[str]:
     """The flags given that only a capture (the round, or --target) uses: what a report
     read from files (--graph, --recording) refuses."""
     flags = given_round_flags(args) + given_timing_flags(args)
@@ -197,7 +197,7 @@ def capture_flags(args) -> list[str]:
     return flags + ["--module-scopes"] * (args.module_scopes is not False)
 
 
-def run_graph_report(args, io: IO) -> int:
+def run_graph_report(args: argparse.Namespace, io: IO) -> int:
     from graph_harness.reports.cli.refs import read_files
     from graph_harness.reports.target_report import write_target_report
 
@@ -220,7 +220,7 @@ def run_graph_report(args, io: IO) -> int:
     return 0
 
 
-def run_recording_report(args, io: IO) -> int:
+def run_recording_report(args: argparse.Namespace, io: IO) -> int:
     from graph_harness.capture.record.recording import Recording
     from graph_harness.reports.recording_report import write_recording
 
@@ -236,7 +236,7 @@ def run_recording_report(args, io: IO) -> int:
     return 0
 
 
-def run_target_report(args, io: IO) -> int:
+def run_target_report(args: argparse.Namespace, io: IO) -> int:
     import torch
 
     from graph_harness.reports.cli.target import output_names
