@@ -130,9 +130,11 @@ def measure_host_launch(
         if progress:
             progress(f"capturing {kind} graphs for host launch times")
         call = get_kind(kind).make(device)
-        per_call = len(
-            read_graph(capture_graph(call, graph_pool=graph_pool).graph.raw_cuda_graph())
-        )
+        # the graph is held while it is read: a temporary's raw address dangles once
+        # the CUDAGraph behind it is collected (cudaErrorInvalidValue)
+        one = capture_graph(call, graph_pool=graph_pool).graph
+        per_call = len(read_graph(one.raw_cuda_graph()))
+        del one
         for shape in shapes:
             for calls in chain_calls(lengths, max(per_call, 1)):
                 g = capture_graph(shaped(call, calls, SHAPES[shape]), graph_pool=graph_pool).graph

@@ -52,7 +52,8 @@ def test_a_graphs_life_on_a_gpu():
             x.mul_(0.5).add_(1.0)
 
     life = L.measure_lifecycle(step, repeats=3)
-    nodes = len(read_graph(capture_graph(step).graph.raw_cuda_graph()))
+    graph = capture_graph(step).graph  # held while read: a temporary's address dangles
+    nodes = len(read_graph(graph.raw_cuda_graph()))
     assert life.nodes == nodes == 100, (life.nodes, nodes)
     assert life.update_result == "success"
     for k in ("capture", "instantiate", "upload", "update", "recapture"):
