@@ -127,6 +127,40 @@ def net_period_notes(result: ProfileResult) -> list[str]:
     return out
 
 
+def launch_table(result: ProfileResult) -> Table | None:
+    """Per graph, its launch: the host's side of it timed plain (from an idle device) and
+    under the profiler, and whether it is hidden behind the replay before it when the graph
+    is replayed back to back (capture/profile/exposure.py); None where the trace named no
+    launch for any graph."""
+    s = result.summary()
+    if "launch" not in s or (s.launch == "unknown").all():
+        return None
+    t = Table(title="Launches, replayed back to back: median per replay, us")
+    cols = ["graph", "host launch", "launch call (profiled)", "GPU idle before", "slack"]
+    cols += ["waiting on the host", "launch"]
+    for c in cols:
+        t.add_column(c, justify="left" if c in ("graph", "launch") else "right", no_wrap=True)
+    for r in s.itertuples():
+        t.add_row(
+            r.name,
+            _us(r.host_launch_us, 2),
+            _us(r.launch_us, 2),
+            _us(r.lead_gap_us, 2),
+            _us(-r.launch_late_us, 1),
+            _us(r.exposed_us, 2),
+            r.launch,
+        )
+    return t
+
+
+def launch_notes(result: ProfileResult) -> list[str]:
+    """A line per graph: its launch verdict and why."""
+    s = result.summary()
+    if "launch" not in s:
+        return []
+    return [f"{r.name}: launch {r.launch}: {r.launch_why}" for r in s.itertuples()]
+
+
 def excess_table(result: ProfileResult) -> Table | None:
     """CUPTI's own cost per node as this run measured it (None where it did not)."""
     df = result.excess_table()

@@ -20,6 +20,10 @@ def _s(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f}"
 
 
+def _us(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1f}"
+
+
 def sizes_table(result: SweepResult) -> Table:
     measured = result.measured
     where = "CUDA graph nodes" if measured else "CPU dispatch count (not graph nodes)"
@@ -34,6 +38,9 @@ def sizes_table(result: SweepResult) -> Table:
         t.add_column("compile s", justify="right")
         t.add_column("replay us [95%]", justify="right")
         t.add_column("rows/s", justify="right")
+        hosts = any(r.host_launch_us is not None for r in result.rows)
+        if hosts:
+            t.add_column("host launch us", justify="right")
         t.add_column("pool MiB (in use)", justify="right")
         t.add_column("leak B (device)", justify="right")
         if any(r.check for r in result.rows):
@@ -48,6 +55,7 @@ def sizes_table(result: SweepResult) -> Table:
                 _s(r.compile_s),
                 f"{r.replay_us:.1f} [{r.replay_lo:.1f}, {r.replay_hi:.1f}]",
                 f"{r.rows_per_s:,.0f}",
+                *([_us(r.host_launch_us)] if hosts else []),
                 f"{mib(r.reserved)} ({mib(r.allocated)})",
                 f"{r.leak} ({r.leak_device})",
             ]
@@ -74,6 +82,11 @@ def sizes_table(result: SweepResult) -> Table:
             "(reserved, and in use); leak: what the pool (and the device's memory in use) "
             "grew by over the leak check's replays from the reset; compile: a compiled "
             "step's first warm-up call over the others"
+        )
+    if measured and any(r.host_launch_us is not None for r in result.rows):
+        t.caption += (
+            "; host launch: the CPU time of one replay() call from an idle device, median "
+            "(inductor's: a call of the step)"
         )
     return t
 

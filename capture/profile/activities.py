@@ -26,7 +26,7 @@ import math
 import tempfile
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -124,9 +124,19 @@ def split_replays(acts: list[Activity], replays: int) -> list[list[Activity]]:
     return [acts[i * n : (i + 1) * n] for i in range(replays)]
 
 
-def graph_launches(trace: dict) -> list[int]:
-    """The correlation ids of the graph launches a Chrome trace's runtime calls made
-    (`cudaGraphLaunch`, the driver's `cuGraphLaunch`), in the order they were called."""
+@dataclass(frozen=True)
+class Launch:
+    """One graph launch as CUPTI's runtime (or driver) API record has it: the host call's
+    span, on the clock of the device activities (Kineto puts both on one)."""
+
+    correlation: int
+    start_us: float
+    end_us: float
+
+
+def launch_calls(trace: dict) -> list[Launch]:
+    """The graph launches a Chrome trace's runtime calls made (`cudaGraphLaunch`, the
+    driver's `cuGraphLaunch`), in the order they were called."""
     events = trace.get("traceEvents") if isinstance(trace, dict) else None
     if not isinstance(events, list):
         raise ProfileError("not a Chrome trace: no traceEvents list")
@@ -140,8 +150,27 @@ def graph_launches(trace: dict) -> list[int]:
         args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
         corr = _int(args.get("correlation"))
         if corr is not None and name.lstrip("_").startswith(("cudaGraphLaunch", "cuGraphLaunch")):
-            calls.append((float(ev.get("ts", 0.0)), corr))
-    return [c for _, c in sorted(calls)]
+            start = float(ev.get("ts", 0.0))
+            calls.append(Launch(corr, start, start + float(ev.get("dur", 0.0))))
+    return sorted(calls, key=lambda c: c.start_us)
+
+
+def graph_launches(trace: dict) -> list[int]:
+    """The correlation ids of the graph launches a Chrome trace's runtime calls made, in
+    the order they were called."""
+    return [c.correlation for c in launch_calls(trace)]
+
+
+def launch_of(replays: list[list[Activity]], launches: list[Launch]) -> list[Launch | None]:
+    """The host call that launched each replay (None where the trace does not say): by
+    the correlation id its activities carry, else by order where there are as many
+    launches as replays."""
+    by_id = {c.correlation: c for c in launches}
+    out = [by_id.get(r[0].correlation) if r and r[0].correlation is not None else None
+           for r in replays]  # fmt: skip
+    if None in out and len(launches) == len(replays):
+        return list(launches)
+    return out
 
 
 @dataclass(frozen=True)
@@ -153,6 +182,7 @@ class Calls:
 
     replays: list[list[Activity]]
     outside: list[int]
+    launches: list[Launch] = field(default_factory=list)  # each call's first launch
 
 
 def split_calls(trace: dict, calls: int, launches: int) -> Calls:
@@ -163,7 +193,8 @@ def split_calls(trace: dict, calls: int, launches: int) -> Calls:
     next's). ProfileError where the trace does not name `calls * launches` launches."""
     if calls < 1 or launches < 1:
         raise ValueError(f"calls and launches must be >= 1, got {calls} and {launches}")
-    order = graph_launches(trace)
+    made = launch_calls(trace)
+    order = [c.correlation for c in made]
     if len(order) != calls * launches:
         raise ProfileError(
             f"the trace names {len(order)} graph launches (cudaGraphLaunch calls) for "
@@ -190,7 +221,7 @@ def split_calls(trace: dict, calls: int, launches: int) -> Calls:
             k = bisect.bisect_right(ends, a.start_us)
             if k < calls:
                 outside[k] += 1
-    return Calls(out, outside)
+    return Calls(out, outside, [made[k * launches] for k in range(calls)])
 
 
 def record_replays(
@@ -200,6 +231,7 @@ def record_replays(
     warmup: int = 5,
     what: str = "a profiled window",
     outside: list[int] | None = None,
+    launched: list[Launch | None] | None = None,
 ) -> list[list[Activity]]:
     """Replay `graph` (a torch.cuda.CUDAGraph, or a capture/replay/guard.py Replayer of
     one) `warmup` times, then `replays` times back to back under torch.profiler (CUDA
@@ -207,7 +239,8 @@ def record_replays(
     window: a step with a reset is reset before it, a CUDA error in it is one line.
     A step's calls (capture/record/steps.py StepCalls: `graph_launches` per replay) are
     split by their graph launches (split_calls), the activities outside their graphs
-    counted per call into `outside`, where given. Syncs the device."""
+    counted per call into `outside`, where given. `launched`, where given, gets the host
+    call that launched each replay (a call's first; launch_of). Syncs the device."""
     r = as_replayer(graph, "the graph")
     with r.window(f"the warm-up before {what}"):
         r.replay(warmup)  # the first instantiates: outside the profile
@@ -218,8 +251,13 @@ def record_replays(
         calls = split_calls(trace, replays, launches)
         if outside is not None:
             outside += calls.outside
+        if launched is not None:
+            launched += calls.launches
         return calls.replays
-    return split_replays(activities_from_trace(trace), replays)
+    split = split_replays(activities_from_trace(trace), replays)
+    if launched is not None:
+        launched += launch_of(split, launch_calls(trace))
+    return split
 
 
 def cupti_trace(run: Callable[[], object]) -> dict:

@@ -9,6 +9,7 @@ capture/profile/run.py fills the document on a GPU.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -32,7 +33,10 @@ from graph_harness.capture.profile.trace import Names, profile_trace, trace_text
 from graph_harness.capture.rows import frame
 
 PROFILE_SCHEMA = "graph-harness/profile"
-PROFILE_SCHEMA_VERSION = 3  # 2: net of the profiler, verdicts; 3: excess bases
+# 2: net of the profiler, verdicts; 3: excess bases; 4: launches (replays' lead gaps and
+# launch exposure, each graph's host launch: the summary's columns, host_trials)
+PROFILE_SCHEMA_VERSION = 4
+HOST_LAUNCH_COLUMNS = ["variant", "trial", "us"]  # a trial's median single launch, CPU us
 TRACE_FILE = "trace.json"
 
 
@@ -50,6 +54,9 @@ class ProfileResult:
     # None where not measured. Each profile carries the excess its net figures use.
     excess: Excess | None = None
     round_trials: pd.DataFrame | None = None  # variant, build, trial, us: event-timed
+    # HOST_LAUNCH_COLUMNS: each graph's launch timed on the CPU from an idle device
+    # (capture/replay/host.py); None where not measured.
+    host_trials: pd.DataFrame | None = None
     pairs: list[tuple[str, str]] = field(default_factory=list)
     params: dict[str, Any] | None = None
     env: dict[str, Any] = field(default_factory=dict)
@@ -64,7 +71,20 @@ class ProfileResult:
 
     @cached_property
     def _summary(self) -> pd.DataFrame:
-        rows = [p.summary() for p in self.profiles.values()]
+        host = {}
+        if self.host_trials is not None and len(self.host_trials):
+            host = self.host_trials.groupby("variant").us.median().to_dict()
+        rows = []
+        for n, p in self.profiles.items():
+            exposure, why = p.exposure(host.get(n))
+            rows.append(
+                {
+                    **p.summary(),
+                    "host_launch_us": host.get(n, math.nan),
+                    "launch": exposure,
+                    "launch_why": why,
+                }
+            )
         df = pd.DataFrame(rows)
         if self.round_trials is not None and len(self.round_trials):
             timed = self.round_trials.groupby("variant").us.median()
@@ -169,6 +189,7 @@ class ProfileResult:
             "nodes": frame_records(self.node_table()),
             "replays": frame_records(self.replay_table()),
             "round_trials": None if self.round_trials is None else frame_records(self.round_trials),
+            "host_trials": None if self.host_trials is None else frame_records(self.host_trials),
             "pairs": frame_records(self.pair_table()),
             "breakdown": frame_records(self.breakdown()),
         }

@@ -52,7 +52,8 @@ import numpy as np
 import pandas as pd
 
 from graph_harness.capture.export.nodes import NodeExport
-from graph_harness.capture.profile.activities import Activity
+from graph_harness.capture.profile.activities import Activity, Launch
+from graph_harness.capture.profile.exposure import Exposure, exposure_verdict, launch_exposure
 from graph_harness.capture.profile.matching import (
     Match,
     MatchPlan,
@@ -69,6 +70,11 @@ SAMPLE_COLUMNS = ["build", "window", "replay", "node", "dur_us", "gap_us", "star
 REPLAY_COLUMNS = ["build", "window", "replay", "period_us", "exec_us", "gap_us", "cost_us"]
 REPLAY_COLUMNS += ["activities", "unmatched_activities", "unmatched_nodes", "out_of_order"]
 REPLAY_COLUMNS += ["start_us"]
+# The launch of each replay (capture/profile/exposure.py): the GPU idle before its first
+# activity, how late its host call returned after the replay before it ran out of work
+# (negative: that much early, so hidden), the part of the idle spent waiting on the host,
+# and the host call's length under the profiler; NaN where the trace names no launch.
+REPLAY_COLUMNS += ["lead_gap_us", "launch_late_us", "exposed_us", "launch_us"]
 NET_COLUMNS = ["excess_us", "period_net_us", "gap_net_us", "cost_net_us"]
 # Where a graph's excess per node came from (capture/profile/fit.py): its own event timing,
 # or the calibration chains; "" where it has none.
@@ -120,6 +126,7 @@ class Window:
     replays: list[list[Activity]]
     local_ids: dict[int, int] | None = None
     outside: list[int] | None = None  # a step's calls: activities outside its graphs, per call
+    launches: list[Launch | None] | None = None  # the host call that launched each replay
 
 
 @dataclass
@@ -233,6 +240,13 @@ class VariantProfile:
         x = list(self.excess_of_nodes(self.excess if per_type is None else per_type).values())
         return float(np.mean(x)) if x else math.nan
 
+    def exposure(self, host_launch_us: float | None = None) -> tuple[Exposure, str]:
+        """Whether this graph's launch is hidden behind the replay before it, replayed back
+        to back (capture/profile/exposure.py), and why; `host_launch_us` the launch's
+        plain host time, where measured."""
+        r = self.replays
+        return exposure_verdict(r.launch_late_us, self.net.excess_us, r.launch_us, host_launch_us)
+
     def summary(self) -> dict[str, Any]:
         r, net = self.replays, self.net
         share = (r.gap_us / r.period_us).to_numpy()
@@ -262,6 +276,10 @@ class VariantProfile:
             excess_per_node_us=self.excess_per_node() if self.calibrated else math.nan,
             excess_per_node_lo=float(np.min(ends)) if ends else math.nan,
             excess_per_node_hi=float(np.max(ends)) if ends else math.nan,
+            lead_gap_us=_median(r.lead_gap_us),
+            launch_late_us=_median(r.launch_late_us),
+            exposed_us=_median(r.exposed_us),
+            launch_us=_median(r.launch_us),
             excess_us=_median(net.excess_us),
             period_net_us=self.period_net_us(),
             gap_net_us=_median(net.gap_net_us),
@@ -320,7 +338,11 @@ def profile_windows(
             exec_us, gap_us = sum(c[1] for c in costs), sum(c[2] for c in costs)
             counts = (len(acts), len(m.unmatched_activities), len(m.unmatched_nodes))
             timing = (last - prev_end, exec_us, gap_us, exec_us + gap_us)
-            rows.append((w.build, w.window, r, *timing, *counts, m.out_of_order, prev_end - origin))
+            call = w.launches[r] if w.launches and r < len(w.launches) else None
+            launch = launch_exposure(acts, prev_end, call)
+            rows.append(
+                (w.build, w.window, r, *timing, *counts, m.out_of_order, prev_end - origin, *launch)
+            )
             prev_end = last
     sampled_orders = [m for _, orders in by_order for m in orders[1:]]
     matching: dict[str, Any] = {

@@ -17,14 +17,15 @@ import torch
 from graph_harness.capture.environment import environment, now
 from graph_harness.capture.export.nodes import NodeExport
 from graph_harness.capture.graph.reader import read_graph, tools_ids
-from graph_harness.capture.profile.activities import ProfileError, record_replays
+from graph_harness.capture.profile.activities import Launch, ProfileError, record_replays
 from graph_harness.capture.profile.calibration import EXCESS_COLUMNS, Excess, measure_excess
-from graph_harness.capture.profile.document import ProfileResult
+from graph_harness.capture.profile.document import HOST_LAUNCH_COLUMNS, ProfileResult
 from graph_harness.capture.profile.fit import with_bases
 from graph_harness.capture.profile.nodes import Window, profile_windows
 from graph_harness.capture.profile.settings import ProfileSettings
 from graph_harness.capture.record.steps import StepCalls
 from graph_harness.capture.replay.guard import Replayer, as_replayer
+from graph_harness.capture.replay.host import time_launches_us
 from graph_harness.capture.replay.timing import time_replays_us
 from graph_harness.capture.state.steps import require_repeatable
 from graph_harness.capture.text import plural
@@ -70,12 +71,17 @@ def profile_window(
     warmup = settings.warmup if window == 0 else 1
     what = f"profiled window {window + 1} of {settings.windows}"
     what += f" (build {build + 1} of {builds})" if builds > 1 else ""
+    launched: list[Launch | None] = []  # each replay's launch call: is it hidden?
     if not is_calls(graph):
-        acts = record_replays(graph, settings.replays + 1, warmup=warmup, what=what)
-        return Window(build, window, acts, ids)
+        acts = record_replays(
+            graph, settings.replays + 1, warmup=warmup, what=what, launched=launched
+        )
+        return Window(build, window, acts, ids, launches=launched)
     outside: list[int] = []  # a step's calls: what ran outside its graphs, per call
-    acts = record_replays(graph, settings.replays + 1, warmup=warmup, what=what, outside=outside)
-    return Window(build, window, acts, ids, outside)
+    acts = record_replays(
+        graph, settings.replays + 1, warmup=warmup, what=what, outside=outside, launched=launched
+    )
+    return Window(build, window, acts, ids, outside, launched)
 
 
 def is_calls(graph: object) -> bool:
@@ -139,6 +145,7 @@ def profile_steps(
             if is_calls(r):
                 steady.enter_context(r.graph.steady(f"the profile of {n}"))
         trials = _timed_steps(runs, settings, progress) if timed else None
+        host = host_launches(runs, settings, progress) if timed else None
         graphs = {n: (runs[n], export) for n, (export, _) in steps.items()}
         windows = profile_graphs(graphs, settings, progress=progress)
         for r in runs.values():
@@ -156,6 +163,7 @@ def profile_steps(
         profiles=profiles,
         excess=excess,
         round_trials=trials,
+        host_trials=host,
         pairs=[(names[0], n) for n in names[1:]],
         params=None,
         env=environment(torch.device("cuda")),
@@ -188,6 +196,33 @@ def _timed_steps(
     )
 
 
+def host_launches(
+    runs: dict[str, torch.cuda.CUDAGraph | Replayer],
+    settings: ProfileSettings,
+    progress: Progress,
+    first_trial: int = 0,
+) -> pd.DataFrame | None:
+    """Each graph's host launch (capture/replay/host.py: single launches from an idle
+    device, timed on the CPU), trials interleaved: one row per trial (HOST_TRIAL_COLUMNS'
+    variant, trial, us; trials numbered from `first_trial`, so that builds' follow on);
+    None where `settings.host_launches` is 0."""
+    if settings.host_launches < 1:
+        return None
+    if progress:
+        progress(f"timing the host launches of {plural(len(runs), 'graph')}")
+    times = time_launches_us(
+        runs, trials=settings.trials, launches=settings.host_launches, warmup=1
+    )
+    return pd.DataFrame(
+        [
+            dict(variant=n, trial=first_trial + t, us=x)
+            for n, ts in times.items()
+            for t, x in enumerate(ts)
+        ],
+        columns=HOST_LAUNCH_COLUMNS,
+    )
+
+
 def calibrate(
     exports: Iterable[NodeExport], settings: ProfileSettings, progress: Progress = None
 ) -> Excess | None:
@@ -206,5 +241,5 @@ def calibrate(
 
 def settings_options(s: ProfileSettings) -> dict[str, int]:
     keys = ("trials", "builds", "windows", "replays", "warmup", "trace_replays")
-    keys += ("calibration_rounds",)
+    keys += ("calibration_rounds", "host_launches")
     return {k: getattr(s, k) for k in keys}

@@ -48,6 +48,14 @@ class ProfileSettings:
             "min": 0,
         },
     )
+    host_launches: int = field(
+        default=5,
+        metadata={
+            "help": "single launches of each graph timed on the CPU from an idle device per "
+            "trial, for its host launch time (0: not measured)",
+            "min": 0,
+        },
+    )
     # Replays of each graph drawn in trace.json (capture/profile/trace.py): the first of
     # its first window. Three show a replay with a neighbour on each side and keep the
     # file small enough to scroll through.
@@ -64,6 +72,8 @@ class ProfileSettings:
     def replays_per_reset(self) -> int:
         """The most replays in a row a profiled step takes from its reset state (a step
         with `step.reset` is reset before each run of replays): the longest of the first
-        replay (1), the warm-up replays (`warmup`), a timed trial (`round_replays`) and a
-        profiled window (`replays` + its lead-in). Its buffers must hold that many."""
-        return max(1, self.warmup, self.timing().round_replays, self.replays + 1)
+        replay (1), the warm-up replays (`warmup`), a timed trial (`round_replays`), a
+        trial of host launches (`host_launches`) and a profiled window (`replays` + its
+        lead-in). Its buffers must hold that many."""
+        longest = max(self.timing().round_replays, self.host_launches, self.replays + 1)
+        return max(1, self.warmup, longest)

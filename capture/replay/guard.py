@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -74,10 +75,22 @@ class Replayer:
 
     def replay(self, n: int = 1) -> None:
         for _ in range(n):
-            self.replays += 1  # counted as it is asked for: a launch may raise
-            self.since_reset += 1
-            self.most_since_reset = max(self.most_since_reset, self.since_reset)
+            self._count()
             self.graph.replay()
+
+    def replay_host_ns(self) -> int:
+        """One replay, and the CPU time of its launch call in ns: the clock is read around
+        the graph's own `replay()` alone, the counting outside it (capture/replay/host.py
+        syncs before each)."""
+        self._count()
+        t0 = time.perf_counter_ns()
+        self.graph.replay()
+        return time.perf_counter_ns() - t0
+
+    def _count(self) -> None:
+        self.replays += 1  # counted as it is asked for: a launch may raise
+        self.since_reset += 1
+        self.most_since_reset = max(self.most_since_reset, self.since_reset)
 
     @contextlib.contextmanager
     def window(self, what: str) -> Iterator[Replayer]:

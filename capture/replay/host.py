@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import gc
 import statistics
-import time
 from collections.abc import Callable, Sequence
 
 import pandas as pd
@@ -33,6 +32,7 @@ from graph_harness.capture.graph.capture import capture_graph
 from graph_harness.capture.graph.reader import read_graph
 from graph_harness.capture.replay.chains import chain_calls
 from graph_harness.capture.replay.document import HOST_FIT_COLUMNS, HOST_TRIAL_COLUMNS
+from graph_harness.capture.replay.guard import Replayer, as_replayer
 from graph_harness.capture.replay.kinds import get_kind
 from graph_harness.capture.replay.settings import ReplaySettings
 from graph_harness.capture.stats import fit_chain
@@ -72,15 +72,22 @@ def shaped(call: Callable[[], object], calls: int, branches: int) -> Callable[[]
 
 
 def time_launches_us(
-    graphs: dict[str, torch.cuda.CUDAGraph], *, trials: int, launches: int, warmup: int
+    graphs: dict[str, torch.cuda.CUDAGraph | Replayer],
+    *,
+    trials: int,
+    launches: int,
+    warmup: int,
 ) -> dict[str, list[float]]:
     """Per trial, the median CPU time (us) of `launches` single `replay()` calls of each
     graph, each from an idle device; trials interleaved across graphs (A B C, C B A, ...)
-    so that drift hits all alike (syncs the device)."""
-    names = list(graphs)
-    for g in graphs.values():
-        for _ in range(max(warmup, 1)):  # the first replay instantiates and uploads
-            g.replay()
+    so that drift hits all alike (syncs the device). A graph may come as a Replayer
+    (capture/replay/guard.py): a step's, reset before each trial's launches (outside the
+    timed spans), a CUDA error in them one line."""
+    runs = {n: as_replayer(g, n) for n, g in graphs.items()}
+    names = list(runs)
+    for name in names:
+        with runs[name].window("the host launch warm-up") as r:
+            r.replay(max(warmup, 1))  # the first replay instantiates and uploads
     torch.cuda.synchronize()
     out: dict[str, list[float]] = {n: [] for n in names}
     collecting = gc.isenabled()
@@ -88,13 +95,12 @@ def time_launches_us(
     try:
         for t in range(trials):
             for name in names if t % 2 == 0 else names[::-1]:
-                g, samples = graphs[name], []
-                for _ in range(launches):
+                samples = []
+                with runs[name].window(f"host launch trial {t + 1} of {trials}") as r:
+                    for _ in range(launches):
+                        torch.cuda.synchronize()
+                        samples.append(r.replay_host_ns() / 1e3)
                     torch.cuda.synchronize()
-                    t0 = time.perf_counter_ns()
-                    g.replay()
-                    samples.append((time.perf_counter_ns() - t0) / 1e3)
-                torch.cuda.synchronize()
                 out[name].append(statistics.median(samples))
     finally:
         if collecting:
@@ -166,7 +172,9 @@ def host_fits(trials_df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, columns=HOST_FIT_COLUMNS)
 
 
-def launch_us(graph: torch.cuda.CUDAGraph, *, trials: int = 30, launches: int = 5) -> float:
+def launch_us(
+    graph: torch.cuda.CUDAGraph | Replayer, *, trials: int = 30, launches: int = 5
+) -> float:
     """One graph's host launch time (us): the median over trials (syncs)."""
     return statistics.median(
         time_launches_us({"g": graph}, trials=trials, launches=launches, warmup=3)["g"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import pandas as pd
 import torch
 
 from graph_harness.capture.environment import environment, now
@@ -20,6 +21,7 @@ from graph_harness.capture.profile.nodes import Window, profile_windows
 from graph_harness.capture.profile.run import (
     Progress,
     calibrate,
+    host_launches,
     profile_graphs,
     settings_options,
 )
@@ -57,7 +59,11 @@ def profile_rounds(
         graphs = {v: (c.captured.graph, c.export) for v, c in rounds.items()}
         for v, ws in profile_graphs(graphs, settings, build, settings.builds, progress).items():
             windows[v] += ws
+        if timed:  # each build's launches, timed plain from an idle device
+            plain = {v: c.captured.graph for v, c in rounds.items()}
+            host.append(host_launches(plain, settings, progress, build * settings.trials))
 
+    host: list[pd.DataFrame | None] = []
     trials = None
     if timed:
         if progress:
@@ -78,6 +84,9 @@ def profile_rounds(
         profiles=profiles,
         excess=excess,
         round_trials=trials,
+        host_trials=pd.concat(host, ignore_index=True)
+        if any(h is not None for h in host)
+        else None,
         pairs=saving_pairs(variants) if len(variants) > 1 else [],
         params=params.as_dict(),
         env=environment(torch.device("cuda")),

@@ -66,6 +66,7 @@ class SizeRow:
     replay_lo: float | None = None  # its 95% bootstrap interval
     replay_hi: float | None = None
     trials: tuple[float, ...] = ()
+    host_launch_us: float | None = None  # one launch's CPU time from an idle device, median
     reserved: int | None = None  # its own pool's segments just after capture
     allocated: int | None = None  # of those, the blocks in use
     leak: int | None = None  # bytes the pool grew by over the leak check's replays
@@ -102,6 +103,7 @@ class SizeRow:
         hi: float,
         leak: tuple[int, int],
         check: CheckResult | None,
+        host_launch_us: float | None = None,
     ) -> SizeRow:
         mem = counted.memory.pool if counted.memory is not None else None  # recorded: none
         return cls(
@@ -119,13 +121,14 @@ class SizeRow:
             leak=leak[0],
             leak_device=leak[1],
             check=None if check is None else check.status,
+            host_launch_us=host_launch_us,
         )
 
 
 SIZE_COLUMNS = [
     "batch", "nodes", "by_type", "capture_s", "compile_s", "replay_us", "replay_lo",
-    "replay_hi", "rows_per_s", "reserved", "allocated", "leak", "leak_device", "check",
-    "interleaved",
+    "replay_hi", "rows_per_s", "host_launch_us", "reserved", "allocated", "leak",
+    "leak_device", "check", "interleaved",
 ]  # fmt: skip
 SHARED_COLUMNS = ["batch", "total_reserved", "adds", "total_allocated"]
 SCOPE_COLUMNS = ["batch", "scope_path", "reserved", "requested", "held"]

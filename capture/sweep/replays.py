@@ -10,6 +10,7 @@ from contextlib import ExitStack, contextmanager
 import torch
 
 from graph_harness.capture.replay.guard import Replayer
+from graph_harness.capture.replay.host import time_launches_us
 from graph_harness.capture.replay.timing import time_replays_us
 from graph_harness.capture.state.steps import start_of
 from graph_harness.capture.sweep.document import size_name
@@ -37,14 +38,24 @@ def replayer(s: Size) -> Replayer:
     )
 
 
-def timed(own: list[Size], settings: SweepSettings) -> dict[str, list[float]]:
+def timed(
+    own: list[Size], settings: SweepSettings
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Each size's replay time per trial (CUDA events), and its host launch time per trial
+    (capture/replay/host.py: single launches from an idle device; empty where
+    `settings.host_launches` is 0), trials interleaved across sizes."""
     runs = {size_name(s.batch): replayer(s) for s in own}
     times = time_replays_us(
         runs, replays=settings.replays, trials=settings.trials, warmup=settings.warmup
     )
+    host: dict[str, list[float]] = {}
+    if settings.host_launches:
+        host = time_launches_us(
+            runs, trials=settings.trials, launches=settings.host_launches, warmup=1
+        )
     for r in runs.values():
         r.finish()
-    return times
+    return times, host
 
 
 def leak(s: Size, settings: SweepSettings) -> tuple[int, int]:

@@ -45,6 +45,7 @@ replays graphs, does not run and says so (InterleavedResult.skipped).
 from __future__ import annotations
 
 import gc
+import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -167,9 +168,12 @@ def sweep_step(
         recorded = own[0].calls is not None
         say(f"timing {len(own)} sizes, trials interleaved")
         with steady(own):
-            times = timed(own, settings)
+            times, host = timed(own, settings)
             leaks = {s.batch: leak(s, settings) for s in own}
-        rows = [_row(s, times[size_name(s.batch)], leaks[s.batch]) for s in own]
+        rows = [
+            _row(s, times[size_name(s.batch)], leaks[s.batch], host.get(size_name(s.batch)))
+            for s in own
+        ]
         exports = _by_size({s.batch: s.counted.export for s in own})
         checks = {size_name(s.batch): s.check for s in own if s.check is not None}
         turns = None  # the interleaved check's result, when it ran (sizes taking turns)
@@ -225,7 +229,7 @@ def _by_size(exports: dict[int, NodeExport]) -> dict[str, NodeExport]:
     return {size_name(b): exports[b] for b in sorted(exports)}
 
 
-def _row(s: Size, us: list[float], leak: tuple[int, int]) -> SizeRow:
+def _row(s: Size, us: list[float], leak: tuple[int, int], host: list[float] | None) -> SizeRow:
     lo, hi = median_interval(us)
     compiled = s.counted.export.options.get("compiled")
     return SizeRow.measured(
@@ -238,4 +242,5 @@ def _row(s: Size, us: list[float], leak: tuple[int, int]) -> SizeRow:
         hi=float(hi),
         leak=leak,
         check=s.check,
+        host_launch_us=statistics.median(host) if host else None,
     )

@@ -34,6 +34,14 @@ class SweepSettings:
         default=10, metadata={"help": "replays per timed trial (one run from the reset)", "min": 1}
     )
     warmup: int = field(default=ReplaySettings.warmup, metadata={"min": 0})
+    host_launches: int = field(
+        default=5,
+        metadata={
+            "help": "single launches of each size's graph timed on the CPU from an idle "
+            "device per trial, for its host launch time (0: not measured)",
+            "min": 0,
+        },
+    )
     # The leak check: the pool after this many more replays against the pool after one.
     leak_replays: int = field(
         default=100,

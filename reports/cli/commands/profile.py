@@ -166,6 +166,18 @@ def write_plot(folder: Path, result: ProfileResult, depth: int | None) -> None:
     plots.dispatch_share(result.scope_table(depth), folder / "dispatch_share.png")
 
 
+def _show_launches(io: IO, result: ProfileResult) -> None:
+    """Each graph's launch, and whether a decode loop's back-to-back replays hide it."""
+    from graph_harness.reports.profile_tables import launch_notes, launch_table
+
+    table = launch_table(result)
+    if table is None:
+        return
+    io.out.print(table)
+    for line in launch_notes(result):
+        io.out.print(line, soft_wrap=True, markup=False)
+
+
 def show(
     io: IO,
     result: ProfileResult,
@@ -215,6 +227,7 @@ def show(
             io.out.print(t)
     for line in net_period_notes(result):
         io.out.print(line, soft_wrap=True, markup=False)
+    _show_launches(io, result)
     from graph_harness.reports.tables import deeper_note
 
     for t, (name, p) in zip(scope_tables(result, depth), result.profiles.items()):

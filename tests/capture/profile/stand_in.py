@@ -21,18 +21,27 @@ class _FakeGraph:
         self.replays += 1
 
 
-def _fake_record(graph, replays, warmup=5, what=""):
+LAUNCH_EARLY = 100.0  # us: each stand-in launch call returns this long before the GPU runs dry
+
+
+def _fake_record(graph, replays, warmup=5, what="", outside=None, launched=None):
+    from graph_harness.capture.profile.activities import Launch
+
     graph = getattr(graph, "graph", graph)  # a Replayer's graph
     nodes = graph.export.nodes
     order = [n["index"] for n in nodes if n["type"] in ("kernel", "memcpy", "memset")]
     gap = dict.fromkeys(order, 0.5)
     t, out = 0.0, []
     for r in range(replays):
+        end = t - LAUNCH_EARLY  # the launch call returns before the replay before it ends
         acts, t = run_serially(nodes, order, graph.dur, gap, t, correlation=r)
         out.append(acts)
+        if launched is not None:
+            launched.append(Launch(r, end - 4.0, end))
     return out
 
 
+STAND_IN_HOST_US = 4.0  # the stand-in's host launch time of its first graph, us
 STAND_IN_EXCESS = 0.1  # us per node: what the stand-in's profiler adds to every gap
 
 
@@ -95,6 +104,14 @@ def _stand_in_for_the_gpu(monkeypatch):
     monkeypatch.setattr(R, "record_replays", _fake_record)
     monkeypatch.setattr(R, "local_ids", lambda graph, export: None)
     monkeypatch.setattr(R, "time_replays_us", time_replays_us)
+
+    def time_launches_us(graphs, *, trials, launches, warmup):
+        for g in graphs.values():  # each launch a replay of the step, as on the GPU
+            for _ in range(trials * launches):
+                g.replay()
+        return {n: [STAND_IN_HOST_US + i] * trials for i, n in enumerate(graphs)}
+
+    monkeypatch.setattr(R, "time_launches_us", time_launches_us)
     for module in (R, RP):
         monkeypatch.setattr(module, "environment", lambda device: {"device": "stand-in"})
     monkeypatch.setattr(R, "measure_excess", _stand_in_calibration)

@@ -42,6 +42,7 @@ from graph_harness.capture.profile.settings import ProfileSettings
 from graph_harness.capture.round.params import RoundParams
 from graph_harness.capture.stats import median_interval
 from tests.capture.profile.stand_in import (
+    LAUNCH_EARLY,
     STAND_IN_EXCESS,
     _fake_record,
     _FakeGraph,
@@ -939,9 +940,9 @@ def test_profile_rounds_interleaves_the_variants_windows(monkeypatch):
     _stand_in_for_the_gpu(monkeypatch)
     order = []
 
-    def record(graph, replays, warmup=5, what=""):
+    def record(graph, replays, warmup=5, what="", launched=None):
         order.append((len(graph.graph.export.nodes), warmup))
-        return _fake_record(graph, replays, warmup)
+        return _fake_record(graph, replays, warmup, launched=launched)
 
     monkeypatch.setattr(R, "record_replays", record)
     s = ProfileSettings(trials=3, builds=2, windows=3, replays=2, warmup=4)
@@ -971,8 +972,16 @@ def test_profile_steps_times_and_prices_the_second_against_the_first(monkeypatch
     result = profile_steps(steps, ProfileSettings(trials=4, windows=1, replays=4))
     assert result.pairs == [("eager", "compiled")]
     assert set(result.round_trials.variant) == {"eager", "compiled"}
-    assert steps["eager"][1].replays == 1  # instantiated before timing
-    assert result.summary().set_index("name").loc["eager", "timed_us"] == 10.0
+    # instantiated before timing, then each host launch a replay of its own
+    assert steps["eager"][1].replays == 1 + 4 * ProfileSettings().host_launches
+    summary = result.summary().set_index("name")
+    assert summary.loc["eager", "timed_us"] == 10.0
+    assert summary.host_launch_us.to_dict() == {"eager": 4.0, "compiled": 5.0}
+    # the stand-in's launches return 100 us before the GPU runs dry, more than the
+    # profiler's excess on a replay: hidden, and no part of a lead gap waits on the host
+    assert set(summary.launch) == {"hidden"}, summary.launch_why.tolist()
+    assert (summary.launch_late_us == -LAUNCH_EARLY).all() and (summary.exposed_us == 0).all()
+    assert set(result.host_trials.variant) == {"eager", "compiled"}
 
 
 def test_profile_command_end_to_end_with_the_gpu_stood_in_for(monkeypatch, tmp_path, capsys):
@@ -987,10 +996,19 @@ def test_profile_command_end_to_end_with_the_gpu_stood_in_for(monkeypatch, tmp_p
     assert cli.main(args) == 0
     printed = capsys.readouterr().out
     assert "dispatch raw / net" in printed and "shipped -> fused" in printed
+    assert "Launches, replayed back to back" in printed
+    assert "shipped: launch hidden: every launch returned" in printed
     names = {p.name for p in out.iterdir()}
     assert {"profile.json", "profile-pairs.csv", "dispatch_share.png"} <= names
     doc = json.loads((out / "profile.json").read_text())
     assert doc["options"]["builds"] == 2 and len(doc["summary"]) == 2
+    # each build's launches timed: 4 trials a build, numbered on across the 2 builds
+    host = pd.DataFrame(doc["host_trials"])
+    assert sorted(host[host.variant == "fused"].trial) == list(range(8))
+    assert {r["name"]: r["host_launch_us"] for r in doc["summary"]} == {
+        "shipped": 4.0,
+        "fused": 5.0,
+    }
     assert cli.main([*args[:-2], "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["schema"] == "graph-harness/profile"
 
@@ -1136,3 +1154,39 @@ def test_profile_step_from_python_matches_every_node():
     # every kernel, copy and set the export holds was found among CUPTI's activities
     launching = sum(n["type"] in ("kernel", "memcpy", "memset") for n in p.export.nodes)
     assert m["nodes"] == launching > 0, m
+
+
+@pytest.mark.gpu
+def test_a_tiny_graphs_launch_is_exposed_and_a_long_ones_hidden_on_a_gpu():
+    # Two graphs at the ends of the range, replayed back to back under CUPTI: 16 empty
+    # kernels over 16 streams (a few us of GPU work, about 16 us of host launch on the
+    # H200: BENCHMARKS.md, issue 43) and a chain of 200 adds over 16 M floats (about 4 ms
+    # of work). The first's launch cannot hide behind so little work; the second's is
+    # queued long before the GPU runs dry.
+    from graph_harness.capture.count import capture_and_keep
+    from graph_harness.capture.profile.run import profile_steps
+    from graph_harness.capture.replay.host import shaped
+    from graph_harness.capture.replay.kinds import get_kind
+
+    empty = get_kind("triton-empty").make(torch.device("cuda"))
+    x = torch.randn(1 << 24, device="cuda")
+
+    def long():
+        for _ in range(200):
+            x.add_(1e-3)
+
+    tiny = capture_and_keep(shaped(empty, 16, 16))
+    heavy = capture_and_keep(long)
+    result = profile_steps(
+        {"tiny": (tiny.export, tiny.captured.graph), "long": (heavy.export, heavy.captured.graph)},
+        ProfileSettings(trials=6, windows=2, replays=8, calibration_rounds=4),
+    )
+    s = result.summary().set_index("name")
+    cols = ["host_launch_us", "launch_us", "lead_gap_us", "launch_late_us", "exposed_us"]
+    shown = s[[*cols, "launch", "launch_why"]].to_dict("index")
+    assert s.loc["long", "launch"] == "hidden", shown
+    assert s.loc["long", "launch_late_us"] < -1000, shown  # queued milliseconds ahead
+    assert s.loc["tiny", "launch"] == "exposed", shown
+    assert 0 < s.loc["tiny", "exposed_us"] <= s.loc["tiny", "lead_gap_us"], shown
+    # the plain launch of 16 branches, against the chain's few us (host.py's fits)
+    assert s.loc["tiny", "host_launch_us"] > s.loc["long", "host_launch_us"], shown

@@ -4,6 +4,7 @@ fit recovering what the stand-in charges; the real launches on a GPU."""
 
 import gc
 import math
+import time
 
 import pandas as pd
 import pytest
@@ -40,7 +41,7 @@ class StandIn:
 def clock(monkeypatch):
     c = Clock()
     syncs = []
-    monkeypatch.setattr(H.time, "perf_counter_ns", c)
+    monkeypatch.setattr(time, "perf_counter_ns", c)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: syncs.append(c.ns))
     c.syncs = syncs
     return c

@@ -355,6 +355,7 @@ def test_sweep_on_a_gpu_times_each_size_and_reads_its_pools(tmp_path):
         assert s["reserved"] > 0 and 0 < s["allocated"] <= s["reserved"], s
         assert s["leak"] == 0 and s["leak_device"] == 0 and s["check"] == "passed", s
         assert s["rows_per_s"] == pytest.approx(b / (s["replay_us"] * 1e-6))
+        assert s["host_launch_us"] > 0, s  # each size's launch, timed on the CPU
     # another route for the nodes: count --target of the same factory (batch 1)
     c = run("count", "--target", spec, "--json")
     assert c.returncode == 0, c.stderr

@@ -1,0 +1,86 @@
+"""Whether a graph's launch is hidden when it is replayed back to back, as a decode loop
+replays it (issue 43, item 2), measured on CUPTI's one clock: the runtime API record of
+each `cudaGraphLaunch` and the device activities of the replay it launched.
+
+A replay's launch is hidden when the host call that launched it returned before the GPU
+ran out of the replay before it: the GPU never waited on the host. Otherwise it is exposed
+by the part of the GPU's idle between the two replays that came before the call returned.
+That is an upper bound (the driver may hand the work over before its call returns, and
+the idle also holds the device's own latency from one graph to the next).
+
+The profiler slows both sides. CUPTI's callback lengthens each launch call, and its cost
+per node lengthens each replay's device work (the profile's excess). So a launch is called
+hidden only where it returned early by more than the device excess of a replay, in every
+sampled replay; and exposed only where it returned late by more than the launch call's
+own length under the profiler less the same launch's plain host time (capture/replay/
+host.py, where measured; else the whole call's length), in most replays. Between the two
+the verdict is "cannot tell".
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Literal
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from graph_harness.capture.profile.activities import Activity, Launch
+
+Exposure = Literal["hidden", "exposed", "cannot tell", "unknown"]
+
+
+def launch_exposure(
+    acts: Sequence[Activity], prev_end: float, launch: Launch | None
+) -> tuple[float, float, float, float]:
+    """(lead gap, launch late, exposed, launch call's length), us, for one replay whose
+    predecessor's last activity ended at `prev_end`: the GPU's idle before its first
+    activity; how late its launch call returned after `prev_end` (negative: early); the
+    idle spent waiting on that call (0 where it returned in time); NaN where unknown."""
+    lead = min(a.start_us for a in acts) - prev_end if acts else math.nan
+    if launch is None or math.isnan(prev_end):
+        return lead, math.nan, math.nan, math.nan
+    late = launch.end_us - prev_end
+    exposed = min(max(late, 0.0), max(lead, 0.0)) if not math.isnan(lead) else math.nan
+    return lead, late, exposed, launch.end_us - launch.start_us
+
+
+def exposure_verdict(
+    late_us: Sequence[float],
+    excess_us: Sequence[float],
+    launch_us: Sequence[float],
+    host_launch_us: float | None = None,
+) -> tuple[Exposure, str]:
+    """The verdict on one graph's launches over its sampled replays (each replay's launch
+    late, its device excess under the profiler, and its launch call's length under the
+    profiler), and the line that says why. `host_launch_us`: the same launch's plain host
+    time (median), where measured."""
+    late = np.asarray(late_us, dtype=float)
+    known = ~np.isnan(late)
+    if not known.any():
+        return "unknown", "the trace names no launch call for its replays"
+    late = late[known]
+    excess = np.asarray(excess_us, dtype=float)[known]
+    calls = np.asarray(launch_us, dtype=float)[known]
+    # Device side: where the profiler's excess is not measured, the whole of a replay's
+    # work is not known to be its own, so no replay can be shown hidden by it.
+    margin = late + np.where(np.isnan(excess), np.inf, excess)
+    slow = calls - (host_launch_us if host_launch_us is not None else 0.0)
+    slack = float(np.median(-late))
+    if (margin <= 0).all():
+        return "hidden", (
+            f"every launch returned before the GPU ran out of the replay before it, by "
+            f"{slack:.1f} us (median), more than the profiler's own cost on that replay"
+        )
+    if np.median(late - np.maximum(slow, 0.0)) > 0:
+        plain = "" if host_launch_us is None else f" (its plain host time {host_launch_us:.1f} us)"
+        return "exposed", (
+            f"the launch returned {float(np.median(late)):.1f} us (median) after the GPU ran "
+            f"out of work, more than the profiler adds to the launch call{plain}"
+        )
+    if np.isnan(excess).all():
+        why = "the profiler's own cost on the device was not measured (no calibration)"
+    else:
+        why = "the launch's margin is within what the profiler adds to either side"
+    return "cannot tell", f"{why}: median slack {slack:.1f} us"
