@@ -42,6 +42,9 @@ def sizes_table(result: SweepResult) -> Table:
         if hosts:
             t.add_column("host launch us", justify="right")
         t.add_column("pool MiB (in use)", justify="right")
+        execs = any(r.exec_bytes is not None for r in result.rows)
+        if execs:
+            t.add_column("executable MiB", justify="right")
         t.add_column("leak B (device)", justify="right")
         if any(r.check for r in result.rows):
             t.add_column("check")
@@ -57,6 +60,7 @@ def sizes_table(result: SweepResult) -> Table:
                 f"{r.rows_per_s:,.0f}",
                 *([_us(r.host_launch_us)] if hosts else []),
                 f"{mib(r.reserved)} ({mib(r.allocated)})",
+                *([mib(r.exec_bytes)] if execs else []),
                 f"{r.leak} ({r.leak_device})",
             ]
             if any(x.check for x in result.rows):
@@ -93,13 +97,14 @@ def sizes_table(result: SweepResult) -> Table:
 
 def shared_pool_table(result: SweepResult) -> Table:
     t = Table(title="Every size in one shared pool, captured largest first")
-    for c in ("batch", "pool MiB after it", "it adds MiB", "in use MiB"):
+    execs = any(row.get("exec_bytes") is not None for row in result.shared or [])
+    cols = ["batch", "pool MiB after it", "it adds MiB", "in use MiB"]
+    for c in cols + (["executable MiB"] if execs else []):
         t.add_column(c, justify="right")
     for row in result.shared or []:
-        t.add_row(
-            str(row["batch"]), mib(row["total_reserved"]), mib(row["adds"]),
-            mib(row["total_allocated"]),
-        )  # fmt: skip
+        cells = [str(row["batch"]), mib(row["total_reserved"]), mib(row["adds"]),
+                 mib(row["total_allocated"])]  # fmt: skip
+        t.add_row(*cells, *([mib(row.get("exec_bytes"))] if execs else []))
     total = result.shared[-1]["total_reserved"] if result.shared else 0
     if result.options.get("cudagraphs") == "inductor":
         t.title = "Inductor's one pool (every size's graphs), read as each was recorded"
@@ -113,6 +118,45 @@ def shared_pool_table(result: SweepResult) -> Table:
         return t
     own = sum(r.reserved or 0 for r in result.rows)
     t.caption = f"shared total {mib(total)} MiB against {mib(own)} MiB in own pools"
+    return t
+
+
+def memory_truth_table(result: SweepResult) -> Table | None:
+    """The graphs' true memory (the shared pool plus every executable) against what the
+    common estimators give from the sizes captured alone (capture/sweep/estimate.py);
+    None where the sweep did not read both."""
+    df = result.estimate_table()
+    if df.empty:
+        return None
+    t = Table(title="Graph memory, all sizes: the truth against the estimators", min_width=88)
+    for c in ("estimator", "MiB", "true MiB", "error"):
+        t.add_column(c, justify="left" if c == "estimator" else "right")
+    for r in df.itertuples():
+        err = "-" if r.error is None else f"{100 * r.error:+.1f}%"
+        t.add_row(r.estimator, mib(r.bytes), mib(r.true_bytes), err)
+    back = result.returned
+    true = int(df.true_bytes.iloc[0])
+    t.caption = (
+        "true: the shared pool after its last size plus every size's executable (device "
+        "memory outside the allocator, read to the driver's 2 MiB page); linear from two "
+        "sizes: the smallest and largest size alone, a line through them summed over the "
+        "sizes; sum of per-size deltas: every size alone, summed"
+        + ("" if back is None else f"; freeing them gave back {mib(back)} of {mib(true)} MiB")
+    )
+    return t
+
+
+def startup_table(result: SweepResult) -> Table | None:
+    """Where the sweep's start-up (own pools) went: warm-ups and capture, compile,
+    instantiate, upload; None where not measured."""
+    df = result.startup_table()
+    if df.empty:
+        return None
+    t = Table(title="Start-up, all sizes")
+    for c in ("phase", "seconds", "share"):
+        t.add_column(c, justify="left" if c == "phase" else "right")
+    for r in df.itertuples():
+        t.add_row(r.phase, f"{r.seconds:.3f}", "-" if r.share is None else f"{100 * r.share:.1f}%")
     return t
 
 

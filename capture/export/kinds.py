@@ -61,7 +61,10 @@ NODES, COUNT, REPLAY, BUDGETS, SWEEP = (
     "graph-harness/node-budgets",
     "graph-harness/sweep",
 )
-SWEEP_SCHEMA_VERSION = 1
+# The version a sweep writes (capture/sweep/document.py takes it from here), and those
+# read: version 2 only added fields beside the exports, which are all a reader takes.
+SWEEP_SCHEMA_VERSION = 2
+SWEEP_VERSIONS_READ = (1, 2)
 COUNT_SCHEMA_VERSION = 1
 
 EXPORT_FILE = (
@@ -220,11 +223,11 @@ def _sweep_exports(doc: dict, where: str) -> dict[str, Any]:
     export is checked by NodeExport.from_dict when taken."""
     f = Fields(where)
     version = doc.get("schema_version")
-    if type(version) is not int or version != SWEEP_SCHEMA_VERSION:
+    if type(version) is not int or version not in SWEEP_VERSIONS_READ:
         f.fail(
             "schema_version",
             f"{show(version)} is not a sweep version this graph-harness reads "
-            f"({SWEEP_SCHEMA_VERSION}); sweep again with this graph-harness",
+            f"({', '.join(map(str, SWEEP_VERSIONS_READ))}); sweep again with this graph-harness",
         )
     exports = f.obj("exports", doc.get("exports"))
     if not exports:

@@ -107,6 +107,39 @@ def _update_result(rt: ModuleType, got: tuple) -> str:
     return name.removeprefix("cudaGraphExecUpdate")
 
 
+@dataclass(frozen=True)
+class Executable:
+    """One kept graph made executable ahead of its first replay (instantiate_and_upload):
+    host times in seconds, and the device memory its executable took outside the caching
+    allocator (free memory lost across the two, to the driver's 2 MiB page)."""
+
+    instantiate_s: float
+    upload_s: float
+    exec_bytes: int
+
+
+def instantiate_and_upload(
+    graph: torch.cuda.CUDAGraph, stream: torch.cuda.Stream | None = None
+) -> Executable:
+    """Instantiate a kept graph (`graph.instantiate()`) and upload it (cudaGraphUpload on
+    `stream`, default the current one), each timed on the host from an idle device, free
+    memory read before and after: what its first replay would otherwise pay inside the
+    first launch. Needs CUDA; syncs."""
+    rt = _runtime()
+    stream = stream or torch.cuda.current_stream()
+    torch.cuda.synchronize()
+    free0 = torch.cuda.mem_get_info()[0]
+    instantiate_us = _timed(graph.instantiate)[0]
+
+    def upload() -> None:
+        _ok(rt.cudaGraphUpload(graph.raw_cuda_graph_exec(), stream.cuda_stream), "cudaGraphUpload")
+        stream.synchronize()
+
+    upload_us = _timed(upload)[0]
+    torch.cuda.synchronize()
+    return Executable(instantiate_us / 1e6, upload_us / 1e6, free0 - torch.cuda.mem_get_info()[0])
+
+
 def measure_lifecycle(
     fn: Callable[[], object], *, repeats: int = 5, warmup: int = StepSettings.warmup
 ) -> Lifecycle:

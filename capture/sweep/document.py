@@ -21,7 +21,9 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from graph_harness.capture.export.documents import frame_records
+from graph_harness.capture.export.kinds import SWEEP_SCHEMA_VERSION
 from graph_harness.capture.files import write_atomic, write_csv
+from graph_harness.capture.sweep.estimate import ESTIMATE_COLUMNS, estimates, true_total
 from graph_harness.capture.sweep.padding import (
     Distribution,
     LadderCost,
@@ -36,10 +38,10 @@ if TYPE_CHECKING:
     from graph_harness.capture.check.interleaved_verdict import InterleavedResult
     from graph_harness.capture.count import Counted
     from graph_harness.capture.export.nodes import NodeExport
+    from graph_harness.capture.graph.lifecycle import Executable
     from graph_harness.capture.graph.memory import ScopeBytes
 
 SWEEP_SCHEMA = "graph-harness/sweep"  # capture/export/kinds.py lists it (a test compares)
-SWEEP_SCHEMA_VERSION = 1
 
 
 def size_name(batch: int) -> str:
@@ -67,6 +69,11 @@ class SizeRow:
     replay_hi: float | None = None
     trials: tuple[float, ...] = ()
     host_launch_us: float | None = None  # one launch's CPU time from an idle device, median
+    # its graph made executable before its first replay (capture/graph/lifecycle.py):
+    # host seconds, and the executable's device memory outside the allocator (2 MiB pages)
+    instantiate_s: float | None = None
+    upload_s: float | None = None
+    exec_bytes: int | None = None
     reserved: int | None = None  # its own pool's segments just after capture
     allocated: int | None = None  # of those, the blocks in use
     leak: int | None = None  # bytes the pool grew by over the leak check's replays
@@ -104,6 +111,7 @@ class SizeRow:
         leak: tuple[int, int],
         check: CheckResult | None,
         host_launch_us: float | None = None,
+        executable: Executable | None = None,
     ) -> SizeRow:
         mem = counted.memory.pool if counted.memory is not None else None  # recorded: none
         return cls(
@@ -122,15 +130,19 @@ class SizeRow:
             leak_device=leak[1],
             check=None if check is None else check.status,
             host_launch_us=host_launch_us,
+            instantiate_s=None if executable is None else executable.instantiate_s,
+            upload_s=None if executable is None else executable.upload_s,
+            exec_bytes=None if executable is None else executable.exec_bytes,
         )
 
 
 SIZE_COLUMNS = [
     "batch", "nodes", "by_type", "capture_s", "compile_s", "replay_us", "replay_lo",
-    "replay_hi", "rows_per_s", "host_launch_us", "reserved", "allocated", "leak",
-    "leak_device", "check", "interleaved",
+    "replay_hi", "rows_per_s", "host_launch_us", "instantiate_s", "upload_s", "reserved",
+    "allocated", "exec_bytes", "leak", "leak_device", "check", "interleaved",
 ]  # fmt: skip
-SHARED_COLUMNS = ["batch", "total_reserved", "adds", "total_allocated"]
+STARTUP_COLUMNS = ["phase", "seconds", "share"]
+SHARED_COLUMNS = ["batch", "total_reserved", "adds", "total_allocated", "exec_bytes"]
 SCOPE_COLUMNS = ["batch", "scope_path", "reserved", "requested", "held"]
 LADDER_COLUMNS = [
     "requests",
@@ -172,6 +184,9 @@ class SweepResult:
     interleaved: InterleavedResult | None = None
     padding: list[Padding] = field(default_factory=list)  # one per request distribution
     why_not: str | None = None  # why time and memory are not here (the CPU)
+    # free device memory given back by freeing the shared pool's graphs (pool and
+    # executables) and emptying the cache; None where not read
+    returned: int | None = None
 
     @property
     def measured(self) -> bool:
@@ -193,6 +208,43 @@ class SweepResult:
             dict(batch=r.batch, trial=t, us=us) for r in self.rows for t, us in enumerate(r.trials)
         ]
         return pd.DataFrame(rows, columns=["batch", "trial", "us"])
+
+    def estimate_table(self) -> pd.DataFrame:
+        """The graphs' true memory (the shared pool plus every executable) against what
+        the common estimators give from the sizes captured alone (capture/sweep/estimate.py);
+        empty where the sweep did not read both."""
+        true = true_total(self.shared or [])
+        own = {
+            r.batch: r.reserved + r.exec_bytes
+            for r in self.rows
+            if r.reserved is not None and r.exec_bytes is not None
+        }
+        if true is None or len(own) != len(self.rows):
+            return pd.DataFrame(columns=ESTIMATE_COLUMNS)
+        return pd.DataFrame(estimates(own, true), columns=ESTIMATE_COLUMNS)
+
+    def startup_table(self) -> pd.DataFrame:
+        """Where the sweep's start-up went, summed over its sizes (own pools): warm-ups and
+        capture (a compile's first call taken out), compile, instantiate and upload, in
+        seconds and as shares of their sum; empty where not measured."""
+        rows = [r for r in self.rows if r.instantiate_s is not None]
+        if not rows or len(rows) != len(self.rows):
+            return pd.DataFrame(columns=STARTUP_COLUMNS)
+        compile_s = sum(r.compile_s or 0.0 for r in rows)
+        phases = {
+            "warm-up and capture": sum(r.capture_s for r in rows) - compile_s,
+            "compile": compile_s,
+            "instantiate": sum(r.instantiate_s for r in rows),
+            "upload": sum(r.upload_s for r in rows),
+        }
+        total = sum(phases.values())
+        return pd.DataFrame(
+            [
+                dict(phase=k, seconds=v, share=v / total if total else None)
+                for k, v in phases.items()
+            ],
+            columns=STARTUP_COLUMNS,
+        )
 
     def shared_table(self) -> pd.DataFrame:
         return pd.DataFrame(self.shared or [], columns=SHARED_COLUMNS)
@@ -340,6 +392,9 @@ class SweepResult:
             ],
             "trials": frame_records(self.trials_table()),
             "shared_pool": frame_records(self.shared_table()) if self.shared is not None else None,
+            "returned": self.returned,
+            "memory_estimates": frame_records(self.estimate_table()),
+            "startup": frame_records(self.startup_table()),
             "memory_by_scope": frame_records(self.scope_table()),
             "checks": {k: r.to_dict() for k, r in self.checks.items()},
             "interleaved": None if self.interleaved is None else self.interleaved.to_dict(),
@@ -357,6 +412,12 @@ class SweepResult:
             tables["shared-pool"] = self.shared_table()
         if self.memory_by_scope:
             tables["memory-by-scope"] = self.scope_table()
+        for key, df in (
+            ("memory-estimates", self.estimate_table()),
+            ("startup", self.startup_table()),
+        ):
+            if len(df):
+                tables[key] = df
         if self.padding:
             tables["ladders"] = self.ladder_table()
         for name, df in tables.items():

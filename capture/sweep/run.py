@@ -177,6 +177,7 @@ def sweep_step(
         exports = _by_size({s.batch: s.counted.export for s in own})
         checks = {size_name(s.batch): s.check for s in own if s.check is not None}
         turns = None  # the interleaved check's result, when it ran (sizes taking turns)
+        returned = None  # what freeing the shared pool's graphs gave back, where read
         if recorded:  # its own graphs: Inductor's one pool, read as each size was recorded
             options["cudagraphs"] = "inductor"
             replayed = {size_name(s.batch): s.replayed for s in own if s.replayed}
@@ -194,7 +195,7 @@ def sweep_step(
             gc.collect()
             torch.cuda.empty_cache()
             interleave = Interleave(calls, settings.seed, name, warmup) if interleaved else None
-            shared, turns = shared_pool(steps, name, warmup, say, stream, interleave)
+            shared, turns, returned = shared_pool(steps, name, warmup, say, stream, interleave)
             del steps
             if turns is not None:  # a check that does not pass stops here, as each size's does
                 (gate or default_gate())({"interleaved": turns})
@@ -215,6 +216,7 @@ def sweep_step(
         memory_by_scope=scopes,
         checks=checks,
         interleaved=turns,
+        returned=returned,
     )
 
 
@@ -243,4 +245,5 @@ def _row(s: Size, us: list[float], leak: tuple[int, int], host: list[float] | No
         leak=leak,
         check=s.check,
         host_launch_us=statistics.median(host) if host else None,
+        executable=s.executable,
     )

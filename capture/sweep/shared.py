@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from graph_harness.capture.count import capture_and_keep
+from graph_harness.capture.graph.lifecycle import instantiate_and_upload
 from graph_harness.capture.graph.memory import pool_memory
 from graph_harness.capture.state.steps import Repeatability
 
@@ -38,9 +39,11 @@ def shared_pool(
     say: Callable[[str], None],
     stream: torch.cuda.Stream,
     interleave: Interleave | None = None,
-) -> tuple[list[dict[str, int]], InterleavedResult | None]:
-    """The same steps captured again, largest first, into one pool: the pool after each;
-    with `interleave`, the interleaved check of their graphs before they are freed."""
+) -> tuple[list[dict[str, int]], InterleavedResult | None, int]:
+    """The same steps captured again, largest first, into one pool, each made executable
+    (instantiated and uploaded): the pool and the executable after each; with
+    `interleave`, the interleaved check of their graphs before they are freed; and the
+    free device memory that freeing them all gave back (bytes)."""
     from graph_harness.capture.check.interleaved import SizeGraph, check_interleaved
 
     pool = torch.cuda.graph_pool_handle()
@@ -53,10 +56,11 @@ def shared_pool(
         keep.append((step, counted))  # alive to the end: the pool's blocks are theirs
         graphs.append(SizeGraph(batch=b, step=step, graph=counted.captured.graph,
                                 output=counted.captured.output, repeatability=rep))  # fmt: skip
+        exe = instantiate_and_upload(counted.captured.graph, stream)
         mem = pool_memory(pool)
         rows.append(
             dict(batch=b, total_reserved=mem.reserved, adds=mem.reserved - before,
-                 total_allocated=mem.allocated)
+                 total_allocated=mem.allocated, exec_bytes=exe.exec_bytes)
         )  # fmt: skip
         before = mem.reserved
     turns = None
@@ -64,7 +68,14 @@ def shared_pool(
         i = interleave
         say(f"interleaved check: {len(graphs)} sizes x {i.calls} calls, order seed {i.seed}")
         turns = check_interleaved(graphs, steps=i.calls, seed=i.seed, name=i.name, warmup=i.warmup)
+    # Destroying the graphs and emptying the cache gives back the pool and every
+    # executable: read, so the sweep can say whether it all came back.
+    torch.cuda.synchronize()
+    free = torch.cuda.mem_get_info()[0]
     del keep, graphs
+    counted = None  # the last size's graph, held by this name too
     gc.collect()
     torch.cuda.empty_cache()
-    return rows, turns
+    torch.cuda.synchronize()
+    returned = torch.cuda.mem_get_info()[0] - free
+    return rows, turns, returned

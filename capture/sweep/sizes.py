@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from graph_harness.capture.count import Counted, capture_and_keep
+from graph_harness.capture.graph.lifecycle import Executable, instantiate_and_upload
 from graph_harness.capture.graph.memory import pool_memory
 from graph_harness.capture.record.steps import RecordedStep, StepCalls, outside_scopes
 from graph_harness.capture.replay.guard import sync
@@ -77,6 +78,7 @@ class Size:
     calls: StepCalls | None = None  # a step that captures its own graphs: its calls
     shared: dict[str, int] | None = None  # and Inductor's one pool, read after it
     replayed: str | None = None  # its replays' graphs, where not the counted ones
+    executable: Executable | None = None  # its graph made executable (ours only)
 
 
 def default_gate() -> Callable[[dict[str, CheckResult]], None]:
@@ -148,6 +150,10 @@ def own_pools(
                 total_allocated=in_use,
             )
             known |= pools
+        if cuda and counted.recorded is None:
+            # what its first replay would pay inside the launch, timed apart, and the
+            # executable's memory outside the allocator (capture/graph/lifecycle.py)
+            size.executable = instantiate_and_upload(counted.captured.graph, stream)
         tell(watch, f"{name} batch {b}")
         if cuda:  # replays follow: a step they would run past its end is refused now
             require_repeatable(watch.repeatability, f"{name} batch {b}")

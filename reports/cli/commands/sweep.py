@@ -189,8 +189,10 @@ def show(io: IO, result: object, *, depth: int | None) -> None:
         interleaved_table,
         ladders_tables,
         memory_by_module_table,
+        memory_truth_table,
         shared_pool_table,
         sizes_table,
+        startup_table,
     )
 
     if io.json:
@@ -199,6 +201,9 @@ def show(io: IO, result: object, *, depth: int | None) -> None:
     io.out.print(sizes_table(result))
     if result.shared is not None:
         io.out.print(shared_pool_table(result))
+    for extra in (memory_truth_table(result), startup_table(result)):
+        if extra is not None:
+            io.out.print(extra)
     if result.interleaved is not None and result.interleaved.why_not is None:
         io.out.print(interleaved_table(result))
         io.out.print(result.interleaved.verdict(), markup=False, soft_wrap=True)

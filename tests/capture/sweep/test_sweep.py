@@ -356,6 +356,8 @@ def test_sweep_on_a_gpu_times_each_size_and_reads_its_pools(tmp_path):
         assert s["leak"] == 0 and s["leak_device"] == 0 and s["check"] == "passed", s
         assert s["rows_per_s"] == pytest.approx(b / (s["replay_us"] * 1e-6))
         assert s["host_launch_us"] > 0, s  # each size's launch, timed on the CPU
+        # made executable before its first replay: timed, its memory read to the page
+        assert s["instantiate_s"] > 0 and s["upload_s"] > 0 and s["exec_bytes"] >= 0, s
     # another route for the nodes: count --target of the same factory (batch 1)
     c = run("count", "--target", spec, "--json")
     assert c.returncode == 0, c.stderr
@@ -370,6 +372,17 @@ def test_sweep_on_a_gpu_times_each_size_and_reads_its_pools(tmp_path):
         assert any(m["requested"] > 0 for m in inside), (b, by_scope)
     shared = doc["shared_pool"]
     assert [x["batch"] for x in shared] == [4, 2, 1]  # largest first
+    # the truth, made by another route from the shared rows, against the estimators
+    true = shared[-1]["total_reserved"] + sum(x["exec_bytes"] for x in shared)
+    est = {e["estimator"]: e for e in doc["memory_estimates"]}
+    assert {e["true_bytes"] for e in est.values()} == {true}, est
+    alone = sum(s["reserved"] + s["exec_bytes"] for s in sizes.values())
+    assert est["sum of per-size deltas"]["bytes"] == alone
+    # freeing the shared pool's graphs gives the pool and the executables back, to a
+    # page a graph (the driver maps 2 MiB pages)
+    assert doc["returned"] >= true - len(shared) * (2 << 20), (doc["returned"], true)
+    phases = {p["phase"]: p["seconds"] for p in doc["startup"]}
+    assert phases["instantiate"] == pytest.approx(sum(s["instantiate_s"] for s in sizes.values()))
     # one pool on one stream holds at least the largest size's own pool, at most all of them
     own = [s["reserved"] for s in sizes.values()]
     assert max(own) <= shared[-1]["total_reserved"] <= sum(own), (own, shared)

@@ -1,0 +1,53 @@
+"""A sweep's graph memory, whole, against what the common estimators would have said
+(issue 43, item 4). An engine sizes its KV cache from what its graphs will hold, and it
+estimates that before capturing them all; the trackers show the estimates wrong both ways
+(vllm-project/vllm #45178, #53013, #57475). With every size captured alone and again into
+one shared pool, the sweep has the truth to set them against.
+
+- The truth: the shared pool after the last size, plus every size's executable (the
+  device memory its instantiated graph holds outside the caching allocator).
+- "linear from two sizes": the smallest and the largest size each captured alone (pool
+  plus executable), a straight line through the two, summed over every size. This is
+  extrapolating from two sampled graphs as if each size held its own memory.
+- "sum of per-size deltas": what each size took when captured alone (its own pool plus
+  its executable), summed, as a loop measuring free memory around each capture in a
+  fresh pool would add it up.
+
+Plain arithmetic on the sweep's rows; tested on the CPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+ESTIMATE_COLUMNS = ["estimator", "bytes", "true_bytes", "error"]
+
+
+def true_total(shared: Sequence[Mapping[str, int | None]]) -> int | None:
+    """The shared pool after its last capture plus every executable's memory; None where
+    the rows do not hold both."""
+    if not shared or any(r.get("exec_bytes") is None for r in shared):
+        return None
+    return int(shared[-1]["total_reserved"]) + sum(int(r["exec_bytes"]) for r in shared)
+
+
+def estimates(own: Mapping[int, int], true: int) -> list[dict[str, object]]:
+    """Each estimator's figure for the sizes `own` (batch -> bytes the size took alone:
+    pool plus executable) against `true` (bytes), with its error (estimate / true - 1)."""
+    if not own:
+        return []
+    sizes = sorted(own)
+    lo, hi = sizes[0], sizes[-1]
+    if hi == lo:
+        linear = float(own[lo]) * len(sizes)
+    else:
+        slope = (own[hi] - own[lo]) / (hi - lo)
+        linear = sum(own[lo] + slope * (b - lo) for b in sizes)
+    figures = {
+        "linear from two sizes": round(linear),
+        "sum of per-size deltas": sum(own.values()),
+    }
+    return [
+        dict(estimator=k, bytes=v, true_bytes=true, error=(v / true - 1) if true else None)
+        for k, v in figures.items()
+    ]
