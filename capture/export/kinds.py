@@ -211,7 +211,7 @@ def _count_exports(doc: dict, where: str) -> dict[str, Any]:
             f"{show(version)} is not a version of count's output this graph-harness reads "
             f"({COUNT_SCHEMA_VERSION}); count again with this graph-harness",
         )
-    f.keys("", doc, ("schema", "schema_version", "exports"), ("checks",))
+    f.keys("", doc, ("schema", "schema_version", "exports"), ("checks", "host_launch"))
     exports = f.obj("exports", doc["exports"])
     if not exports:
         f.fail("exports", "count's output holds no export")

@@ -35,6 +35,7 @@ from graph_harness.capture.replay.document import HOST_FIT_COLUMNS, HOST_TRIAL_C
 from graph_harness.capture.replay.guard import Replayer, as_replayer
 from graph_harness.capture.replay.kinds import get_kind
 from graph_harness.capture.replay.settings import ReplaySettings
+from graph_harness.capture.state.steps import Repeatability, start_of
 from graph_harness.capture.stats import fit_chain
 from graph_harness.capture.text import plural
 
@@ -179,3 +180,31 @@ def launch_us(
     return statistics.median(
         time_launches_us({"g": graph}, trials=trials, launches=launches, warmup=3)["g"]
     )
+
+
+def captured_launch_us(
+    graph: torch.cuda.CUDAGraph,
+    name: str,
+    *,
+    step: Callable[[], object] | None = None,
+    repeatability: Repeatability | None = None,
+    trials: int = ReplaySettings.trials,
+    launches: int = 5,
+) -> tuple[float | None, str | None]:
+    """A graph count captured: its host launch time (us, the median over `trials` of the
+    median of `launches` single launches from an idle device), or None and why it was not
+    measured. A step's graph (`step`, with what its warm-ups showed) is replayed only
+    where it can take replays (profile's rule: it repeats, or has a reset, which runs
+    before each trial and once at the end, leaving it where its capture left it)."""
+    reset = None
+    if step is not None:
+        if repeatability is None:
+            return None, "not measured: whether the step can take replays was not watched"
+        line = repeatability.refusal(name)
+        if line:
+            return None, f"not measured: {line}"
+        reset = start_of(step)
+    run = Replayer(graph, name, reset=reset, repeatability=repeatability)
+    times = time_launches_us({name: run}, trials=trials, launches=launches, warmup=1)[name]
+    run.finish()
+    return statistics.median(times), None

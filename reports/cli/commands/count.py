@@ -148,6 +148,7 @@ def run(args: argparse.Namespace, io: IO) -> int:
     if args.pdl and not _cuda():
         io.note("--pdl changes nothing here: without a CUDA GPU the kernels run interpreted")
     checks: dict = {}
+    launches: dict[str, tuple[float | None, str | None]] = {}  # each graph's host launch
     with staged(args, io) as tmp:
         banner(io, files=bool(args.files))
         if args.target:
@@ -161,6 +162,8 @@ def run(args: argparse.Namespace, io: IO) -> int:
                 host_notes=not args.check,  # the check makes a finding of them
             )
             exports.append(got.export)
+            if _cuda():
+                launches["target"] = _launch_of_step(got)
             from graph_harness.capture.step import host_read_note
 
             if not args.check and (line := host_read_note(got.export, args.target)):
@@ -176,16 +179,34 @@ def run(args: argparse.Namespace, io: IO) -> int:
             with progress(io) as say:  # each variant's line says how long it took
                 for v in names:
                     say(f"capturing {v}")
-                    exports.append(count_round(params, v, pdl=args.pdl).export)
+                    counted = count_round(params, v, pdl=args.pdl)
+                    exports.append(counted.export)
+                    if counted.captured is not None:  # our graph: its launches harm nothing
+                        from graph_harness.capture.replay.host import captured_launch_us
+
+                        launches[v] = captured_launch_us(counted.captured.graph, v)
+                    del counted
         if tmp is not None:
             for name, e in zip(names, exports):
                 e.write_json(tmp / f"nodes-{name}.json")
                 e.write_dot(tmp / f"graph-{name}.dot")
         # Printed before the commit: if stdout fails, an earlier --out stays as it was.
         depth = shown_depth(args.module_scopes, exports) if args.target else None
-        show(io, dict(zip(names, exports)), per_stage=args.per_stage, depth=depth, checks=checks)
+        show(io, dict(zip(names, exports)), per_stage=args.per_stage, depth=depth, checks=checks,
+             launches=launches)  # fmt: skip
     wrote(io, args, plural(len(exports), "export"))
     return 0
+
+
+def _launch_of_step(got: object) -> tuple[float | None, str | None]:
+    """A captured step's host launch, where count may replay it (capture/replay/host.py)."""
+    from graph_harness.capture.replay.host import captured_launch_us
+
+    if got.captured is None:  # on a GPU: a step that captures its own graphs
+        return None, "not measured: the step launches its own graphs (profile times its calls)"
+    return captured_launch_us(
+        got.captured.graph, "target", step=got.step, repeatability=got.watch.repeatability
+    )
 
 
 def _cuda() -> bool:
@@ -201,6 +222,7 @@ def show(
     per_stage: bool,
     depth: int | None = None,
     checks: dict[str, CheckResult] | None = None,
+    launches: dict[str, tuple[float | None, str | None]] | None = None,
 ) -> None:
     from graph_harness.capture.attribution.repeats import repeating_block
     from graph_harness.capture.export.dump import is_dump
@@ -221,9 +243,14 @@ def show(
         }
         if checks:
             doc["checks"] = {k: r.to_dict() for k, r in checks.items()}
+        if launches:
+            doc["host_launch"] = {k: {"us": us, "why": why} for k, (us, why) in launches.items()}
         io.print_json(doc)
         return
     io.out.print(totals_table(list(exports.values())))
+    for name, (us, why) in (launches or {}).items():
+        said = f"{us:.2f} us (median, each launch from an idle device)" if us is not None else why
+        io.out.print(f"{name}: host launch {said}", soft_wrap=True, markup=False)
     for e in exports.values():
         if e.is_round:  # the round's totals above; each variant's stages only when asked
             if per_stage:

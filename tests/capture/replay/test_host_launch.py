@@ -158,3 +158,32 @@ def test_replay_measures_the_host_side_of_the_kinds_it_measures_unless_told_not_
     assert R.run_replays(p, [], kinds=["memcpy"]).host_fits is None  # no kind of its own
     assert R.run_replays(p, [], kinds=["torch-add"], host=False).host_trials is None
     assert asked == [["torch-add"]], "not measured where not asked for"
+
+
+def test_count_replays_a_steps_graph_only_where_it_can_take_replays(clock):
+    from graph_harness.capture.state.steps import Repeatability
+
+    graph = StandIn(clock, 100)
+    # not watched: nothing known of the step's state, so nothing replayed
+    us, why = H.captured_launch_us(graph, "t", step=lambda: None, repeatability=None)
+    assert us is None and "not watched" in why and graph.launches == 0
+    # a step whose state advances at every call, with no reset: refused, in its own words
+    advances = Repeatability(warmups=2, reset=False, repeatable=False)
+    us, why = H.captured_launch_us(graph, "t", step=lambda: None, repeatability=advances)
+    assert us is None and why.startswith("not measured: ") and graph.launches == 0
+    assert why.removeprefix("not measured: ") == advances.refusal("t")
+    # with a reset: reset before every trial's launches and once at the end
+    resets = []
+
+    def step():
+        pass
+
+    step.reset = lambda: resets.append(graph.launches)
+    ok = Repeatability(warmups=2, reset=True, repeatable=True)
+    us, why = H.captured_launch_us(graph, "t", step=step, repeatability=ok, trials=4, launches=3)
+    assert why is None and us == pytest.approx(4.0 + 0.05 * 100)
+    assert graph.launches == 1 + 4 * 3, "one warm-up, then trials x launches: no more"
+    assert resets == [0, 1, 4, 7, 10, 13], "before the warm-up, each trial, and at the end"
+    # our own graph (no step): replayed as it is
+    us, why = H.captured_launch_us(StandIn(clock, 10), "round", trials=2, launches=3)
+    assert why is None and us == pytest.approx(4.5)

@@ -788,8 +788,11 @@ def test_count_distributed_under_torchrun(tmp_path):
 def test_count_and_replay_json_on_the_gpu(tmp_path):
     r = run("count", *SMALL, "--variant", "fused", "--json", cpu=False)
     assert r.returncode == 0, r.stderr
-    doc = json.loads(r.stdout)["exports"]["fused"]
+    printed = json.loads(r.stdout)
+    doc = printed["exports"]["fused"]
     assert doc["source"] == "cuda-graph" and doc["total_nodes"] > 0
+    # our own graph: its host launch timed (capture/replay/host.py captured_launch_us)
+    assert printed["host_launch"]["fused"]["us"] > 0, printed["host_launch"]
     r = run(
         "replay",
         *SMALL,
