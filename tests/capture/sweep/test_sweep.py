@@ -361,7 +361,9 @@ def test_sweep_on_a_gpu_times_each_size_and_reads_its_pools(tmp_path):
     # another route for the nodes: count --target of the same factory (batch 1)
     c = run("count", "--target", spec, "--json")
     assert c.returncode == 0, c.stderr
-    assert sizes[1]["nodes"] == json.loads(c.stdout)["exports"]["target"]["total_nodes"]
+    counted = json.loads(c.stdout)
+    assert sizes[1]["nodes"] == counted["exports"]["target"]["total_nodes"]
+    assert counted["host_launch"]["target"]["us"] > 0, counted["host_launch"]  # it has a reset
     # memory by scope: each size's segments, by the scopes open as each was taken, sum to
     # its own pool (empty before its capture)
     by_scope = doc["memory_by_scope"]
