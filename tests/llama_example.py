@@ -5,11 +5,15 @@ import importlib.util
 import sys
 from pathlib import Path
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "llama_decode.py"
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLE = EXAMPLES / "llama_decode.py"
 
 
-def load_example():
-    spec = importlib.util.spec_from_file_location("llama_decode_example", EXAMPLE)
+def load_example(name: str = "llama"):
+    """examples/NAME_decode.py (llama, hf) as a module."""
+    spec = importlib.util.spec_from_file_location(
+        f"{name}_decode_example", EXAMPLES / f"{name}_decode.py"
+    )
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod  # dataclasses look their module up by name
     spec.loader.exec_module(mod)

@@ -1,0 +1,201 @@
+"""Launches in a decode loop, a graph's life and the graphs' memory, on the examples
+(issue 43, items 2-5), on the GPU.
+
+    python3 benchmarks/bench_launch.py --out DIR [--models llama hf] [--batches 1 64]
+        [--sizes 1 2 4 8 16 32 64]
+
+1. Exposure: each example's eager decode step at each batch, profiled as `profile` does
+   (capture/profile/step.py profile_step): its host launch timed plain, and whether its
+   launch hides behind the replay before it when replayed back to back
+   (capture/profile/exposure.py).
+2. A removal where the launch is exposed: graphs of empty Triton kernels too short to
+   hide their launch, 16 over 16 streams against 8 over 8 (8 nodes and 8 branches fewer),
+   profiled and timed as a pair: the profile's predicted saving, the measured one, and
+   the plain host launches' difference beside them.
+3. A graph's life for each example (capture/graph/lifecycle.py, as bench_host.py for
+   the llama example alone).
+4. Memory: each example swept (capture/sweep/run.py sweep_step) over `--sizes`: each
+   size's pool and executable, the shared pool with its executables (the truth), the
+   two estimators and their errors, what freeing the graphs gave back, and the
+   start-up's shares.
+
+Predictions, written before the first run:
+- Both examples' launches are hidden at batch 1 and at 64: a step's device work
+  (hundreds of microseconds) is far longer than its host launch (about 4 us for a
+  chain on the H200, BENCHMARKS.md), so each launch returns long before the GPU runs dry.
+- The empty graphs' launches are exposed, and their measured saving follows the host
+  launches' difference (about 16.3 - 8.8 = 7.5 us from the host fits) rather than 8
+  nodes of device dispatch (8 x 0.68 = 5.4 us).
+- Every executable holds less than a 2 MiB page; both estimators over-estimate the
+  shared pool, the sum of per-size deltas by about the number of sizes over what one
+  pool reuses; freeing the graphs gives all of it back.
+
+Each part is written as it finishes (DIR/exposure.csv, DIR/pair.csv, DIR/lifecycle.json,
+DIR/sweep-NAME/ as `sweep --out`, DIR/memory.csv), a part that fails is logged and the
+rest still run; DIR/launch.json holds the environment and settings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import traceback
+from dataclasses import asdict
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from graph_harness.capture.environment import environment, now  # noqa: E402
+from graph_harness.capture.profile.settings import ProfileSettings  # noqa: E402
+from tests.llama_example import load_example as example  # noqa: E402
+
+EXPOSURE = ["name", "nodes", "period_us", "timed_us", "host_launch_us", "launch_us"]
+EXPOSURE += ["lead_gap_us", "launch_late_us", "exposed_us", "launch", "launch_why"]
+SETTINGS = ProfileSettings(trials=10, windows=3, replays=10)
+
+
+def part(name: str, fn, failed: list[str]) -> None:
+    print(f"--- {name}", flush=True)
+    try:
+        fn()
+    except Exception:  # a part that fails is logged; the others still run
+        traceback.print_exc()
+        failed.append(name)
+
+
+def exposure(out: Path, models, batches) -> None:
+    from graph_harness.capture.profile.step import profile_step
+
+    rows = []
+    for m in models:
+        mod = example(m)
+        steps = {f"{m} b{b}": mod.make_step(batch=b) for b in batches}
+        modules = {n: s.module for n, s in steps.items()}
+        result = profile_step(steps, SETTINGS, module=modules, progress=print)
+        s = result.summary()
+        rows += s[[c for c in EXPOSURE if c in s]].to_dict("records")
+        pd.DataFrame(rows).to_csv(out / "exposure.csv", index=False)
+        del steps, modules, result
+    print(pd.DataFrame(rows)[EXPOSURE[:-1]].to_string(index=False))
+    for r in rows:
+        print(f"{r['name']}: launch {r['launch']}: {r['launch_why']}")
+
+
+def exposed_pair(out: Path) -> None:
+    from graph_harness.capture.count import capture_and_keep
+    from graph_harness.capture.profile.run import profile_steps
+    from graph_harness.capture.replay.host import shaped
+    from graph_harness.capture.replay.kinds import get_kind
+
+    empty = get_kind("triton-empty").make(torch.device("cuda"))
+    a = capture_and_keep(shaped(empty, 16, 16))
+    b = capture_and_keep(shaped(empty, 8, 8))
+    result = profile_steps(
+        {"16 over 16": (a.export, a.captured.graph), "8 over 8": (b.export, b.captured.graph)},
+        ProfileSettings(trials=30, windows=3, replays=10),
+    )
+    s = result.summary().set_index("name")
+    (pair,) = result.pair_table().to_dict("records")
+    host = s.host_launch_us
+    pair.update(
+        host_a_us=host["16 over 16"],
+        host_b_us=host["8 over 8"],
+        host_saving_us=host["16 over 16"] - host["8 over 8"],
+        launch_a=s.launch["16 over 16"],
+        launch_b=s.launch["8 over 8"],
+    )
+    pd.DataFrame([pair]).to_csv(out / "pair.csv", index=False)
+    keys = ["removed_nodes", "predicted_us", "predicted_net_us", "measured_us", "measured_lo"]
+    keys += ["measured_hi", "verdict", "host_a_us", "host_b_us", "host_saving_us"]
+    keys += ["launch_a", "launch_b"]
+    print(json.dumps({k: pair[k] for k in keys}, indent=1, default=str))
+    print(s[EXPOSURE[1:-1]].to_string())
+
+
+def lifecycles(out: Path, models) -> None:
+    from graph_harness.capture.graph.lifecycle import measure_lifecycle
+
+    got = {}
+    for m in models:
+        step = example(m).make_step()
+        life = measure_lifecycle(step, repeats=7)
+        got[m] = asdict(life)
+        (out / "lifecycle.json").write_text(json.dumps(got, indent=1) + "\n")
+        print(
+            f"{m}: {life.nodes} nodes; capture {life.capture_us:.0f} us, instantiate "
+            f"{life.instantiate_us:.0f} us, upload {life.upload_us:.0f} us; update "
+            f"{life.update_us:.0f} us ({life.update_result}) against re-capture + instantiate "
+            f"{life.recapture_us:.0f} us; executable {life.exec_bytes / 2**20:.1f} MiB, "
+            f"{life.returned_bytes / 2**20:.1f} MiB back"
+        )
+        del step
+
+
+def memory(out: Path, models, sizes) -> None:
+    from graph_harness.capture.sweep.run import sweep_step
+    from graph_harness.capture.sweep.settings import SweepSettings
+
+    rows = []
+    for m in models:
+        mod = example(m)
+        result = sweep_step(
+            lambda b, mod=mod: mod.make_step(batch=b),
+            sizes,
+            SweepSettings(trials=6),
+            name=f"{m} eager",
+            progress=print,
+        )
+        folder = out / f"sweep-{m}"
+        folder.mkdir(parents=True, exist_ok=True)
+        result.write(folder)
+        sz = result.sizes_table()
+        cols = ["batch", "nodes", "replay_us", "host_launch_us", "instantiate_s", "upload_s"]
+        print(sz[[*cols, "reserved", "exec_bytes"]].to_string(index=False))
+        print(result.shared_table().to_string(index=False))
+        est = result.estimate_table()
+        print(est.to_string(index=False))
+        print(result.startup_table().to_string(index=False))
+        true = int(est.true_bytes.iloc[0]) if len(est) else None
+        print(f"{m}: freeing the shared pool's graphs gave back {result.returned} of {true} bytes")
+        for e in est.itertuples():
+            rows.append(dict(model=m, estimator=e.estimator, bytes=e.bytes,
+                             true_bytes=e.true_bytes, error=e.error,
+                             returned=result.returned))  # fmt: skip
+        pd.DataFrame(rows).to_csv(out / "memory.csv", index=False)
+        del result
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--models", nargs="+", default=["llama", "hf"])
+    ap.add_argument("--batches", nargs="+", type=int, default=[1, 64])
+    ap.add_argument("--sizes", nargs="+", type=int, default=[1, 2, 4, 8, 16, 32, 64])
+    ap.add_argument("--parts", nargs="+", default=["exposure", "pair", "life", "memory"])
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    meta = dict(env=environment(device), created=now(), args=vars(args))
+    meta["profile_settings"] = asdict(SETTINGS)
+    (args.out / "launch.json").write_text(json.dumps(meta, indent=1, default=str) + "\n")
+    failed: list[str] = []
+    parts = {
+        "exposure": lambda: exposure(args.out, args.models, args.batches),
+        "pair": lambda: exposed_pair(args.out),
+        "life": lambda: lifecycles(args.out, args.models),
+        "memory": lambda: memory(args.out, args.models, args.sizes),
+    }
+    for name in args.parts:
+        part(name, parts[name], failed)
+    if failed:
+        print(f"parts that failed: {failed}")
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
