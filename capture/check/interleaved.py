@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from graph_harness.capture.check.findings import Finding
 from graph_harness.capture.check.interleaved_verdict import (
     InterleavedResult,
     judge_call,
@@ -157,34 +158,55 @@ def check_interleaved(
     first), each size's graph captured into one pool on one stream. Ends with every size at
     its start. Syncs."""
     captured = [g.batch for g in sizes]
-    result = InterleavedResult(name, captured, steps, seed, warmup)
-    result.fed = any(feed_of(g.step) is not None for g in sizes)
     runs = {g.batch: _size(g, name) for g in sizes}
     for s in runs.values():
         _reference(s, steps)
-    result.order = serving_order(captured, steps, seed)
+    order = serving_order(captured, steps, seed)
     said: set[tuple[int, str]] = set()  # (batch, tensor) told once: unjudged or within
     with contextlib.ExitStack() as held:
         if cuda_in_use():  # a stand-in graph on the CPU has no allocator to fill
             held.enter_context(poisoned(FREE_POISON))  # module docstring
-        _turns(result, runs, captured, said)
+        tally = _turns(order, runs, captured, said)
     for s in runs.values():  # every size as it was found: at its start
         if s.start is not None:
             s.start()
     sync()
-    result.by_size = {b: runs[b].status for b in captured}
-    return result
+    return InterleavedResult(
+        name,
+        captured,
+        steps,
+        seed,
+        warmup,
+        fed=any(feed_of(g.step) is not None for g in sizes),
+        order=order,
+        findings=tally.findings,
+        by_size={b: runs[b].status for b in captured},
+        replays=tally.replays,
+        compared=tally.compared,
+        tensors=tally.tensors,
+    )
+
+
+@dataclass
+class _Tally:
+    """What the turns found and how many replays and comparisons they made."""
+
+    findings: list[Finding] = field(default_factory=list)
+    replays: int = 0
+    compared: int = 0
+    tensors: int = 0
 
 
 def _turns(
-    result: InterleavedResult,
+    order: list[tuple[int, int]],
     runs: dict[int, _Size],
     captured: list[int],
     said: set[tuple[int, str]],
-) -> None:
+) -> _Tally:
     """The replays in the serving order, each compared with its size's eager call."""
-    total = len(result.order)
-    for k, (b, i) in enumerate(result.order):
+    result = _Tally()
+    total = len(order)
+    for k, (b, i) in enumerate(order):
         s = runs[b]
         if i == 0 and s.sequential:
             s.begin()
@@ -203,7 +225,7 @@ def _turns(
         result.compared += 1
         result.tensors += judged.compared
         if judged.bad:
-            others, how = suspects(result.order, k, captured)
+            others, how = suspects(order, k, captured)
             result.findings.append(mismatch(b, i, k, total, judged.bad, others, how))
             s.status = "failed"
             continue
@@ -216,6 +238,7 @@ def _turns(
             if (b, c.name) not in said:
                 said.add((b, c.name))
                 result.findings.append(within(b, i, c, own))
+    return result
 
 
 def _size(g: SizeGraph, name: str) -> _Size:

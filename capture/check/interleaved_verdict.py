@@ -138,12 +138,13 @@ def within(size: int, call: int, c: Change, own: float) -> Finding:
     )
 
 
-@dataclass
+@dataclass(frozen=True)
 class InterleavedResult:
     """The interleaved check over every size: the shape of check's CheckResult where the
     command line reads one (name, warmup, steps, fed, findings, status, verdict, to_dict),
     with what is its own: the sizes in capture order, the seed and the serving order, the
-    replays and comparisons made, and each size's status."""
+    replays and comparisons made, and each size's status. Complete when made, and frozen
+    (capture/check/interleaved.py builds it once, after the turns)."""
 
     name: str
     sizes: list[int]  # in capture order: largest first

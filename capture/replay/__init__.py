@@ -8,8 +8,10 @@ of it (capture/round/ registers its chain kinds and times its rounds).
 - kinds.py: the registry of chain kinds, and the generic ones (plain data at import)
 - chains.py: N nodes of one kind replayed, to price one node
 - pricing.py: removed nodes priced at their type's per-node cost
+- host.py: the host side of a launch: one replay() timed on the CPU, fitted by shape
 - document.py: the replay document, ReplayResult
 
-May import: capture.graph, capture.export (the documents' reader), kernels (an empty
-kernel's chain).
+May import: capture.graph, capture.export (the documents' reader), capture.state (a
+step's reset and repeatability, before its graph is replayed), kernels (an empty kernel's
+chain).
 """

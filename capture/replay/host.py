@@ -32,7 +32,7 @@ from graph_harness.capture.graph.capture import capture_graph
 from graph_harness.capture.graph.reader import read_graph
 from graph_harness.capture.replay.chains import chain_calls
 from graph_harness.capture.replay.document import HOST_FIT_COLUMNS, HOST_TRIAL_COLUMNS
-from graph_harness.capture.replay.guard import Replayer, as_replayer
+from graph_harness.capture.replay.guard import Replayer, as_replayer, sync
 from graph_harness.capture.replay.kinds import get_kind
 from graph_harness.capture.replay.settings import ReplaySettings
 from graph_harness.capture.state.steps import Repeatability, start_of
@@ -89,7 +89,7 @@ def time_launches_us(
     for name in names:
         with runs[name].window("the host launch warm-up") as r:
             r.replay(max(warmup, 1))  # the first replay instantiates and uploads
-    torch.cuda.synchronize()
+    sync()
     out: dict[str, list[float]] = {n: [] for n in names}
     collecting = gc.isenabled()
     gc.disable()
@@ -99,9 +99,9 @@ def time_launches_us(
                 samples = []
                 with runs[name].window(f"host launch trial {t + 1} of {trials}") as r:
                     for _ in range(launches):
-                        torch.cuda.synchronize()
+                        sync()  # each launch from an idle device
                         samples.append(r.replay_host_ns() / 1e3)
-                    torch.cuda.synchronize()
+                    sync()
                 out[name].append(statistics.median(samples))
     finally:
         if collecting:

@@ -96,7 +96,7 @@ def run(args: argparse.Namespace, io: IO) -> int:
 
 
 def show(io: IO, advice: Advice, top: int) -> None:
-    from graph_harness.reports.tables import advice_table, comparisons_table
+    from graph_harness.reports.advise_tables import advice_table, comparisons_table
 
     if not advice.groups:
         io.out.print(

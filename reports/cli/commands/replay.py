@@ -65,7 +65,7 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
 
 def run(args: argparse.Namespace, io: IO) -> int:
     from graph_harness.capture.round.replays import run_replays
-    from graph_harness.reports.tables import fits_table, host_fits_table, savings_table
+    from graph_harness.reports.replay_tables import fits_table, host_fits_table, savings_table
 
     params, settings = round_params(args), replay_settings(args)
     require_gpu("replay times CUDA graph replays, which run on a CUDA GPU")

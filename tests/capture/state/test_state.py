@@ -356,9 +356,9 @@ def test_with_its_reset_any_number_of_windows_leave_the_state_of_a_fresh_build(g
     assert r.most_since_reset == SETTINGS.replays_per_reset == SETTINGS.timing().round_replays
     s = SETTINGS
     windows = (s.warmup + s.replays + 1) + (s.windows - 1) * (1 + s.replays + 1)
-    assert (
-        graph.replays == r.replays == 1 + s.warmup + s.trials * s.timing().round_replays + windows
-    )
+    timed = 1 + s.warmup + s.trials * s.timing().round_replays
+    host = 1 + s.trials * s.host_launches  # one warm-up, then each trial's single launches
+    assert graph.replays == r.replays == timed + host + windows
     assert _bitwise_equal(_state_of(step), fresh)
     p = result.profiles["toy"]
     assert p.matching["verified"] and len(p.replays) == s.windows * s.replays
