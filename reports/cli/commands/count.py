@@ -205,7 +205,7 @@ def _launch_of_step(got: object) -> tuple[float | None, str | None]:
     if got.captured is None:  # on a GPU: a step that captures its own graphs
         return None, "not measured: the step launches its own graphs (profile times its calls)"
     return captured_launch_us(
-        got.captured.graph, "target", step=got.step, repeatability=got.watch.repeatability
+        got.captured.graph, "target", step=got.target.step, repeatability=got.watch.repeatability
     )
 
 
