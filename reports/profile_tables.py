@@ -140,6 +140,11 @@ def launch_table(result: ProfileResult) -> Table | None:
     cols += ["waiting on the host", "launch"]
     for c in cols:
         t.add_column(c, justify="left" if c in ("graph", "launch") else "right", no_wrap=True)
+    if result.options.get("host_launch_after_profiler"):
+        t.caption = (
+            "host launch: timed after a profiler session in this process, where it may read "
+            "high (BENCHMARKS.md, issue 43); a fresh `graph-harness profile` times it first"
+        )
     for r in s.itertuples():
         t.add_row(
             r.name,

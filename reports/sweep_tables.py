@@ -132,7 +132,7 @@ def memory_truth_table(result: SweepResult) -> Table | None:
     for c in ("estimator", "MiB", "true MiB", "error"):
         t.add_column(c, justify="left" if c == "estimator" else "right")
     for r in df.itertuples():
-        err = "-" if r.error is None else f"{100 * r.error:+.1f}%"
+        err = "-" if r.error is None or r.error != r.error else f"{100 * r.error:+.1f}%"
         t.add_row(r.estimator, mib(r.bytes), mib(r.true_bytes), err)
     back = result.returned
     true = int(df.true_bytes.iloc[0])
@@ -156,7 +156,8 @@ def startup_table(result: SweepResult) -> Table | None:
     for c in ("phase", "seconds", "share"):
         t.add_column(c, justify="left" if c == "phase" else "right")
     for r in df.itertuples():
-        t.add_row(r.phase, f"{r.seconds:.3f}", "-" if r.share is None else f"{100 * r.share:.1f}%")
+        share = "-" if r.share is None or r.share != r.share else f"{100 * r.share:.1f}%"
+        t.add_row(r.phase, f"{r.seconds:.3f}", share)
     return t
 
 

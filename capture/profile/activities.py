@@ -260,10 +260,23 @@ def record_replays(
     return split
 
 
+_profiled = False  # whether cupti_trace has run in this process
+
+
+def profiled() -> bool:
+    """Whether a profiler session of graph-harness's (cupti_trace) has run in this process:
+    host launch times taken after one may read high (CUPTI stays loaded; BENCHMARKS.md,
+    issue 43, session 18)."""
+    return _profiled
+
+
 def cupti_trace(run: Callable[[], object]) -> dict:
     """Call `run` under torch.profiler (CUDA activities only: CUPTI), wait for the device,
     and return the Chrome trace it recorded."""
     from torch.profiler import ProfilerActivity, profile
+
+    global _profiled
+    _profiled = True
 
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         run()

@@ -8,13 +8,14 @@ by the part of the GPU's idle between the two replays that came before the call 
 That is an upper bound (the driver may hand the work over before its call returns, and
 the idle also holds the device's own latency from one graph to the next).
 
-The profiler slows both sides. CUPTI's callback lengthens each launch call, and its cost
-per node lengthens each replay's device work (the profile's excess). So a launch is called
-hidden only where it returned early by more than the device excess of a replay, in every
-sampled replay; and exposed only where it returned late by more than the launch call's
-own length under the profiler less the same launch's plain host time (capture/replay/
-host.py, where measured; else the whole call's length), in most replays. Between the two
-the verdict is "cannot tell".
+The profiler slows both sides. CUPTI's callback lengthens each launch call (on the H200,
+to about 1.4 us per node: BENCHMARKS.md, issue 43), and its cost per node lengthens each
+replay's device work (the profile's excess). So a launch is called hidden only where it
+returned early by more than the device excess of a replay (at the upper end of that
+excess's interval), in every sampled replay; and exposed only where it returned late by
+more than its whole call took under the profiler, in most replays. Between the two the
+verdict is "cannot tell". A step that launches its own graphs among eager work (a call of
+it is a replay) is not judged: only its first launch is read.
 """
 
 from __future__ import annotations
@@ -51,33 +52,45 @@ def exposure_verdict(
     excess_us: Sequence[float],
     launch_us: Sequence[float],
     host_launch_us: float | None = None,
+    *,
+    calls: bool = False,
 ) -> tuple[Exposure, str]:
     """The verdict on one graph's launches over its sampled replays (each replay's launch
-    late, its device excess under the profiler, and its launch call's length under the
-    profiler), and the line that says why. `host_launch_us`: the same launch's plain host
-    time (median), where measured."""
+    late, the profiler's device excess on it at the upper end of its interval, and its
+    launch call's length under the profiler), and the line that says why.
+    `host_launch_us`: the launch's plain host time, where measured (said, not judged by:
+    it is a whole `replay()` call and the profiler's call is the driver's alone). `calls`:
+    the replays are calls of a step that launches its own graphs among eager work, whose
+    first launch alone is read."""
     late = np.asarray(late_us, dtype=float)
     known = ~np.isnan(late)
     if not known.any():
         return "unknown", "the trace names no launch call for its replays"
+    if calls:
+        return "cannot tell", (
+            "a call of this step launches its graphs among eager work, and only its first "
+            "launch is read"
+        )
     late = late[known]
     excess = np.asarray(excess_us, dtype=float)[known]
-    calls = np.asarray(launch_us, dtype=float)[known]
-    # Device side: where the profiler's excess is not measured, the whole of a replay's
-    # work is not known to be its own, so no replay can be shown hidden by it.
-    margin = late + np.where(np.isnan(excess), np.inf, excess)
-    slow = calls - (host_launch_us if host_launch_us is not None else 0.0)
+    call = np.asarray(launch_us, dtype=float)[known]
     slack = float(np.median(-late))
+    # Hidden: early by more than the profiler's own device cost on that replay, in every
+    # replay (the profiler only ever makes a launch later). Where that cost is not
+    # measured, no replay can be shown hidden by it.
+    margin = late + np.where(np.isnan(excess), np.inf, np.maximum(excess, 0.0))
     if (margin <= 0).all():
         return "hidden", (
             f"every launch returned before the GPU ran out of the replay before it, by "
             f"{slack:.1f} us (median), more than the profiler's own cost on that replay"
         )
-    if np.median(late - np.maximum(slow, 0.0)) > 0:
-        plain = "" if host_launch_us is None else f" (its plain host time {host_launch_us:.1f} us)"
+    # Exposed: late by more than the whole launch call as profiled, as if the call took
+    # no time at all without the profiler.
+    if np.median(late - call) > 0:
+        plain = "" if host_launch_us is None else f"; its plain host time {host_launch_us:.1f} us"
         return "exposed", (
             f"the launch returned {float(np.median(late)):.1f} us (median) after the GPU ran "
-            f"out of work, more than the profiler adds to the launch call{plain}"
+            f"out of work, more than its whole call under the profiler took{plain}"
         )
     if np.isnan(excess).all():
         why = "the profiler's own cost on the device was not measured (no calibration)"

@@ -72,7 +72,8 @@ REPLAY_COLUMNS += ["activities", "unmatched_activities", "unmatched_nodes", "out
 REPLAY_COLUMNS += ["start_us"]
 # The launch of each replay (capture/profile/exposure.py): the GPU idle before its first
 # activity, how late its host call returned after the replay before it ran out of work
-# (negative: that much early, so hidden), the part of the idle spent waiting on the host,
+# (negative: that much early; capture/profile/exposure.py judges what that shows), the
+# part of the idle spent waiting on the host,
 # and the host call's length under the profiler; NaN where the trace names no launch.
 REPLAY_COLUMNS += ["lead_gap_us", "launch_late_us", "exposed_us", "launch_us"]
 NET_COLUMNS = ["excess_us", "period_net_us", "gap_net_us", "cost_net_us"]
@@ -245,7 +246,12 @@ class VariantProfile:
         to back (capture/profile/exposure.py), and why; `host_launch_us` the launch's
         plain host time, where measured."""
         r = self.replays
-        return exposure_verdict(r.launch_late_us, self.net.excess_us, r.launch_us, host_launch_us)
+        excess = self.net.excess_us.to_numpy()
+        if self.calibrated and self.excess_bounds:  # its interval's upper end, per replay
+            corners = [self.replay_excess(b) for b in self.excess_bounds]
+            excess = np.max([excess, *corners], axis=0)
+        calls = "outside_graphs_per_call" in self.matching
+        return exposure_verdict(r.launch_late_us, excess, r.launch_us, host_launch_us, calls=calls)
 
     def summary(self) -> dict[str, Any]:
         r, net = self.replays, self.net

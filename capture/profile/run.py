@@ -17,7 +17,12 @@ import torch
 from graph_harness.capture.environment import environment, now
 from graph_harness.capture.export.nodes import NodeExport
 from graph_harness.capture.graph.reader import read_graph, tools_ids
-from graph_harness.capture.profile.activities import Launch, ProfileError, record_replays
+from graph_harness.capture.profile.activities import (
+    Launch,
+    ProfileError,
+    profiled,
+    record_replays,
+)
 from graph_harness.capture.profile.calibration import EXCESS_COLUMNS, Excess, measure_excess
 from graph_harness.capture.profile.document import HOST_LAUNCH_COLUMNS, ProfileResult
 from graph_harness.capture.profile.fit import with_bases
@@ -145,6 +150,7 @@ def profile_steps(
             if is_calls(r):
                 steady.enter_context(r.graph.steady(f"the profile of {n}"))
         trials = _timed_steps(runs, settings, progress) if timed else None
+        host_after = profiled()  # a profiler session before the host launches are timed
         host = host_launches(runs, settings, progress) if timed else None
         graphs = {n: (runs[n], export) for n, (export, _) in steps.items()}
         windows = profile_graphs(graphs, settings, progress=progress)
@@ -168,7 +174,12 @@ def profile_steps(
         params=None,
         env=environment(torch.device("cuda")),
         created=now(),
-        options={"timed": timed, **settings_options(settings), "builds": 1},
+        options={
+            "timed": timed,
+            **settings_options(settings),
+            "builds": 1,
+            "host_launch_after_profiler": host_after,
+        },
     )
 
 
@@ -203,7 +214,7 @@ def host_launches(
     first_trial: int = 0,
 ) -> pd.DataFrame | None:
     """Each graph's host launch (capture/replay/host.py: single launches from an idle
-    device, timed on the CPU), trials interleaved: one row per trial (HOST_TRIAL_COLUMNS'
+    device, timed on the CPU), trials interleaved: one row per trial (HOST_LAUNCH_COLUMNS:
     variant, trial, us; trials numbered from `first_trial`, so that builds' follow on);
     None where `settings.host_launches` is 0."""
     if settings.host_launches < 1:

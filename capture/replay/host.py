@@ -194,14 +194,19 @@ def captured_launch_us(
     """A graph count captured: its host launch time (us, the median over `trials` of the
     median of `launches` single launches from an idle device), or None and why it was not
     measured. A step's graph (`step`, with what its warm-ups showed) is replayed only
-    where it can take replays (profile's rule: it repeats, or has a reset, which runs
-    before each trial and once at the end, leaving it where its capture left it)."""
+    where its warm-ups showed that it repeats, or it has a reset (run before the warm-up
+    replay, before each trial and once at the end, leaving it where its capture left it):
+    1 + `trials` x `launches` replays."""
     reset = None
     if step is not None:
-        if repeatability is None:
+        rep = repeatability
+        if rep is None:
             return None, "not measured: whether the step can take replays was not watched"
-        line = repeatability.refusal(name)
-        if line:
+        if not rep.reset and rep.repeatable is not True:  # count replays only what is safe
+            line = rep.refusal(name) or (
+                f"{name} has no step.reset and its warm-ups did not show that it repeats "
+                f"({rep.summary()})"
+            )
             return None, f"not measured: {line}"
         reset = start_of(step)
     run = Replayer(graph, name, reset=reset, repeatability=repeatability)

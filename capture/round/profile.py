@@ -14,7 +14,7 @@ import torch
 
 from graph_harness.capture.environment import environment, now
 from graph_harness.capture.export.nodes import NodeExport
-from graph_harness.capture.profile.activities import ProfileError
+from graph_harness.capture.profile.activities import ProfileError, profiled
 from graph_harness.capture.profile.document import ProfileResult
 from graph_harness.capture.profile.fit import with_bases
 from graph_harness.capture.profile.nodes import Window, profile_windows
@@ -57,13 +57,16 @@ def profile_rounds(
             if first[v].structure() != counted.export.structure():
                 raise ProfileError(f"{v}: build {build} captured another graph than build 0")
         graphs = {v: (c.captured.graph, c.export) for v, c in rounds.items()}
+        if timed and build == 0:  # timed plain, before any profiler session (they read high
+            # after one: capture/profile/activities.py profiled)
+            plain = {v: c.captured.graph for v, c in rounds.items()}
+            after.append(profiled())
+            host.append(host_launches(plain, settings, progress))
         for v, ws in profile_graphs(graphs, settings, build, settings.builds, progress).items():
             windows[v] += ws
-        if timed:  # each build's launches, timed plain from an idle device
-            plain = {v: c.captured.graph for v, c in rounds.items()}
-            host.append(host_launches(plain, settings, progress, build * settings.trials))
 
     host: list[pd.DataFrame | None] = []
+    after: list[bool] = []  # whether a profiler session came before the host launches
     trials = None
     if timed:
         if progress:
@@ -91,5 +94,10 @@ def profile_rounds(
         params=params.as_dict(),
         env=environment(torch.device("cuda")),
         created=now(),
-        options={"pdl": pdl, "timed": timed, **settings_options(settings)},
+        options={
+            "pdl": pdl,
+            "timed": timed,
+            **settings_options(settings),
+            "host_launch_after_profiler": any(after),
+        },
     )

@@ -225,14 +225,17 @@ class SweepResult:
 
     def startup_table(self) -> pd.DataFrame:
         """Where the sweep's start-up went, summed over its sizes (own pools): warm-ups and
-        capture (a compile's first call taken out), compile, instantiate and upload, in
-        seconds and as shares of their sum; empty where not measured."""
+        capture (a compile's first call taken out; graph-harness's own reads during them,
+        fingerprints, the node read and the allocator's history, are in it: sizes_table's
+        caption), compile, instantiate and upload, in seconds and as shares of their sum;
+        empty where not measured."""
         rows = [r for r in self.rows if r.instantiate_s is not None]
         if not rows or len(rows) != len(self.rows):
             return pd.DataFrame(columns=STARTUP_COLUMNS)
         compile_s = sum(r.compile_s or 0.0 for r in rows)
         phases = {
-            "warm-up and capture": sum(r.capture_s for r in rows) - compile_s,
+            "warm-ups and capture (graph-harness's reads in it)": sum(r.capture_s for r in rows)
+            - compile_s,
             "compile": compile_s,
             "instantiate": sum(r.instantiate_s for r in rows),
             "upload": sum(r.upload_s for r in rows),

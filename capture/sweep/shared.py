@@ -69,7 +69,11 @@ def shared_pool(
         say(f"interleaved check: {len(graphs)} sizes x {i.calls} calls, order seed {i.seed}")
         turns = check_interleaved(graphs, steps=i.calls, seed=i.seed, name=i.name, warmup=i.warmup)
     # Destroying the graphs and emptying the cache gives back the pool and every
-    # executable: read, so the sweep can say whether it all came back.
+    # executable: read, so the sweep can say whether it all came back. The cache is
+    # emptied first, so that blocks cached by the warm-ups and the check's eager calls are
+    # not counted as the graphs'.
+    gc.collect()
+    torch.cuda.empty_cache()
     torch.cuda.synchronize()
     free = torch.cuda.mem_get_info()[0]
     del keep, graphs

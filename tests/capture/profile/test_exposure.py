@@ -44,13 +44,19 @@ def test_the_verdict_never_calls_a_launch_hidden_or_exposed_inside_the_profilers
     # no calibration: no replay can be shown hidden, however early
     v, why = exposure_verdict([-50.0] * 3, [math.nan] * 3, [3.0] * 3)
     assert v == "cannot tell" and "not measured" in why
-    # late by 20 us; the launch call 12 us under the profiler, 4 us plain: exposed
+    # late by 20 us, more than its whole 12 us call under the profiler: exposed
     v, why = exposure_verdict([20.0, 21.0, 19.0], [2.0] * 3, [12.0] * 3, host_launch_us=4.0)
     assert v == "exposed" and "20.0 us" in why and "4.0 us" in why
     # late by 6 us, but the profiler adds 8 us to the launch call: cannot tell
     assert exposure_verdict([6.0] * 3, [2.0] * 3, [12.0] * 3, 4.0)[0] == "cannot tell"
-    # without the plain launch time, the whole call is taken as the profiler's
+    # late by less than its whole profiled call: the call alone might be the profiler's
     assert exposure_verdict([10.0] * 3, [2.0] * 3, [12.0] * 3)[0] == "cannot tell"
+    # an excess fitted below zero is no margin: the launch must be early on its own
+    assert exposure_verdict([-1.0] * 3, [-5.0] * 3, [3.0] * 3)[0] == "hidden"
+    assert exposure_verdict([1.0] * 3, [-5.0] * 3, [3.0] * 3)[0] == "cannot tell"
+    # a step's calls (its own graphs among eager work): only a first launch is read
+    v, why = exposure_verdict([-50.0] * 3, [1.0] * 3, [3.0] * 3, calls=True)
+    assert v == "cannot tell" and "first launch" in why
     assert exposure_verdict([math.nan] * 2, [1.0] * 2, [1.0] * 2)[0] == "unknown"
 
 

@@ -1002,9 +1002,10 @@ def test_profile_command_end_to_end_with_the_gpu_stood_in_for(monkeypatch, tmp_p
     assert {"profile.json", "profile-pairs.csv", "dispatch_share.png"} <= names
     doc = json.loads((out / "profile.json").read_text())
     assert doc["options"]["builds"] == 2 and len(doc["summary"]) == 2
-    # each build's launches timed: 4 trials a build, numbered on across the 2 builds
+    # the launches timed in the first build, before any profiler session: 4 trials
     host = pd.DataFrame(doc["host_trials"])
-    assert sorted(host[host.variant == "fused"].trial) == list(range(8))
+    assert sorted(host[host.variant == "fused"].trial) == list(range(4))
+    assert doc["options"]["host_launch_after_profiler"] is False
     assert {r["name"]: r["host_launch_us"] for r in doc["summary"]} == {
         "shipped": 4.0,
         "fused": 5.0,
