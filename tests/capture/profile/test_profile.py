@@ -972,8 +972,8 @@ def test_profile_steps_times_and_prices_the_second_against_the_first(monkeypatch
     result = profile_steps(steps, ProfileSettings(trials=4, windows=1, replays=4))
     assert result.pairs == [("eager", "compiled")]
     assert set(result.round_trials.variant) == {"eager", "compiled"}
-    # instantiated before timing, then each host launch a replay of its own
-    assert steps["eager"][1].replays == 1 + 4 * ProfileSettings().host_launches
+    # instantiated before timing, then the host launches' warm-up and each launch
+    assert steps["eager"][1].replays == 1 + 1 + 4 * ProfileSettings().host_launches
     summary = result.summary().set_index("name")
     assert summary.loc["eager", "timed_us"] == 10.0
     assert summary.host_launch_us.to_dict() == {"eager": 4.0, "compiled": 5.0}
