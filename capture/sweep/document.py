@@ -23,7 +23,7 @@ import pandas as pd
 from graph_harness.capture.export.documents import frame_records
 from graph_harness.capture.export.kinds import SWEEP_SCHEMA_VERSION
 from graph_harness.capture.files import write_atomic, write_csv
-from graph_harness.capture.sweep.estimate import ESTIMATE_COLUMNS, estimates, true_total
+from graph_harness.capture.sweep.estimate import estimate_frame, startup_frame
 from graph_harness.capture.sweep.padding import (
     Distribution,
     LadderCost,
@@ -141,7 +141,6 @@ SIZE_COLUMNS = [
     "replay_hi", "rows_per_s", "host_launch_us", "instantiate_s", "upload_s", "reserved",
     "allocated", "exec_bytes", "leak", "leak_device", "check", "interleaved",
 ]  # fmt: skip
-STARTUP_COLUMNS = ["phase", "seconds", "share"]
 SHARED_COLUMNS = ["batch", "total_reserved", "adds", "total_allocated", "exec_bytes"]
 SCOPE_COLUMNS = ["batch", "scope_path", "reserved", "requested", "held"]
 LADDER_COLUMNS = [
@@ -210,44 +209,14 @@ class SweepResult:
         return pd.DataFrame(rows, columns=["batch", "trial", "us"])
 
     def estimate_table(self) -> pd.DataFrame:
-        """The graphs' true memory (the shared pool plus every executable) against what
-        the common estimators give from the sizes captured alone (capture/sweep/estimate.py);
-        empty where the sweep did not read both."""
-        true = true_total(self.shared or [])
-        own = {
-            r.batch: r.reserved + r.exec_bytes
-            for r in self.rows
-            if r.reserved is not None and r.exec_bytes is not None
-        }
-        if true is None or len(own) != len(self.rows):
-            return pd.DataFrame(columns=ESTIMATE_COLUMNS)
-        return pd.DataFrame(estimates(own, true), columns=ESTIMATE_COLUMNS)
+        """The graphs' true memory against the common estimators (capture/sweep/estimate.py
+        estimate_frame); empty where the sweep did not read both."""
+        return estimate_frame(self.rows, self.shared)
 
     def startup_table(self) -> pd.DataFrame:
-        """Where the sweep's start-up went, summed over its sizes (own pools): warm-ups and
-        capture (a compile's first call taken out; graph-harness's own reads during them,
-        fingerprints, the node read and the allocator's history, are in it: sizes_table's
-        caption), compile, instantiate and upload, in seconds and as shares of their sum;
-        empty where not measured."""
-        rows = [r for r in self.rows if r.instantiate_s is not None]
-        if not rows or len(rows) != len(self.rows):
-            return pd.DataFrame(columns=STARTUP_COLUMNS)
-        compile_s = sum(r.compile_s or 0.0 for r in rows)
-        phases = {
-            "warm-ups and capture (graph-harness's reads in it)": sum(r.capture_s for r in rows)
-            - compile_s,
-            "compile": compile_s,
-            "instantiate": sum(r.instantiate_s for r in rows),
-            "upload": sum(r.upload_s for r in rows),
-        }
-        total = sum(phases.values())
-        return pd.DataFrame(
-            [
-                dict(phase=k, seconds=v, share=v / total if total else None)
-                for k, v in phases.items()
-            ],
-            columns=STARTUP_COLUMNS,
-        )
+        """Where the sweep's start-up went (capture/sweep/estimate.py startup_frame); empty
+        where not measured."""
+        return startup_frame(self.rows)
 
     def shared_table(self) -> pd.DataFrame:
         return pd.DataFrame(self.shared or [], columns=SHARED_COLUMNS)

@@ -1,6 +1,7 @@
-"""A sweep's graph memory, whole, against what the common estimators would have said
-(issue 43, item 4). An engine sizes its KV cache from what its graphs will hold, and it
-estimates that before capturing them all; the trackers show the estimates wrong both ways
+"""A sweep's graph memory, whole, against what the common estimators would have said, and
+where its start-up went (issue 43, items 3 and 4). An engine sizes its KV cache from what
+its graphs will hold, and it estimates that before capturing them all; the trackers show
+the estimates wrong both ways
 (vllm-project/vllm #45178, #53013, #57475). With every size captured alone and again into
 one shared pool, the sweep has the truth to set them against.
 
@@ -13,14 +14,26 @@ one shared pool, the sweep has the truth to set them against.
   its executable), summed, as a loop measuring free memory around each capture in a
   fresh pool would add it up.
 
+Start-up: the own-pool sizes' warm-ups and capture (a compile's first call taken out;
+graph-harness's own reads during them, fingerprints, the node read and the allocator's
+history, are in it), compile, instantiate and upload, summed, each with its share.
+
 Plain arithmetic on the sweep's rows; tested on the CPU.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+if TYPE_CHECKING:
+    from graph_harness.capture.sweep.document import SizeRow
 
 ESTIMATE_COLUMNS = ["estimator", "bytes", "true_bytes", "error"]
+STARTUP_COLUMNS = ["phase", "seconds", "share"]
+CAPTURES = "warm-ups and capture (graph-harness's reads in it)"
 
 
 def true_total(shared: Sequence[Mapping[str, int | None]]) -> int | None:
@@ -51,3 +64,39 @@ def estimates(own: Mapping[int, int], true: int) -> list[dict[str, object]]:
         dict(estimator=k, bytes=v, true_bytes=true, error=(v / true - 1) if true else None)
         for k, v in figures.items()
     ]
+
+
+def estimate_frame(
+    rows: Sequence[SizeRow], shared: Sequence[Mapping[str, int | None]] | None
+) -> pd.DataFrame:
+    """ESTIMATE_COLUMNS for a sweep's sizes (each alone: pool plus executable) and its
+    shared pool; empty where the sweep did not read both."""
+    true = true_total(shared or [])
+    own = {
+        r.batch: r.reserved + r.exec_bytes
+        for r in rows
+        if r.reserved is not None and r.exec_bytes is not None
+    }
+    if true is None or len(own) != len(rows):
+        return pd.DataFrame(columns=ESTIMATE_COLUMNS)
+    return pd.DataFrame(estimates(own, true), columns=ESTIMATE_COLUMNS)
+
+
+def startup_frame(rows: Sequence[SizeRow]) -> pd.DataFrame:
+    """STARTUP_COLUMNS: the sizes' start-up by phase (module docstring), in seconds and as
+    shares of their sum; empty where not every size was made executable here."""
+    made = [r for r in rows if r.instantiate_s is not None]
+    if not made or len(made) != len(rows):
+        return pd.DataFrame(columns=STARTUP_COLUMNS)
+    compile_s = sum(r.compile_s or 0.0 for r in made)
+    phases = {
+        CAPTURES: sum(r.capture_s for r in made) - compile_s,
+        "compile": compile_s,
+        "instantiate": sum(r.instantiate_s for r in made),
+        "upload": sum(r.upload_s for r in made),
+    }
+    total = sum(phases.values())
+    return pd.DataFrame(
+        [dict(phase=k, seconds=v, share=v / total if total else None) for k, v in phases.items()],
+        columns=STARTUP_COLUMNS,
+    )
