@@ -1,9 +1,9 @@
 """A sweep's graph memory, whole, against what the common estimators would have said, and
 where its start-up went (issue 43, items 3 and 4). An engine sizes its KV cache from what
 its graphs will hold, and it estimates that before capturing them all; the trackers show
-the estimates wrong both ways
-(vllm-project/vllm #45178, #53013, #57475). With every size captured alone and again into
-one shared pool, the sweep has the truth to set them against.
+the estimates wrong both ways (vllm-project/vllm #45178, #53013, #57475). With every size
+captured alone and again into one shared pool, the sweep has the truth to set them
+against.
 
 - The truth: the shared pool after the last size, plus every size's executable (the
   device memory its instantiated graph holds outside the caching allocator).
