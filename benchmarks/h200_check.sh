@@ -37,6 +37,9 @@
 #              node kind under each flag, beside an independent walk), under dot.tgz
 #     host:    adds bench_host (the host side of a launch per node, three graph shapes,
 #              against the device side), under host.tgz
+#     launch:  adds bench_launch (exposure on the examples at batch 1 and 64, a removal where
+#              the launch is exposed, each example's life, the sweep's memory against the
+#              estimators; $LAUNCH_ARGS passed on, e.g. "--parts life"), under launch.tgz
 #     recompile: adds bench_recompile (the example's compiled step captured under module
 #              scopes three times, beside a plain compile; compiles counted)
 set -u -o pipefail
@@ -157,6 +160,11 @@ case " $* " in *" host "*)
   echo "bench_host rc=$?" >> "$OUT/env.txt"
   tar czf "$OUT/host.tgz" -C /tmp host;;
 esac
+case " $* " in *" launch "*)
+  python3 benchmarks/bench_launch.py --out /tmp/launch ${LAUNCH_ARGS:-} > "$OUT/bench-launch.log" 2>&1
+  echo "bench_launch rc=$?" >> "$OUT/env.txt"
+  tar czf "$OUT/launch.tgz" -C /tmp launch;;
+esac
 case " $* " in *" recompile "*)
   # after: this checkout; before: the tree in .old (a copy of an earlier commit's code,
   # carried with the call), when there is one
@@ -185,6 +193,7 @@ grep -h "^FAILED\|^ERROR" "$OUT"/pytest-*.log 2>/dev/null | head -40
 [ -f "$OUT/bench-check.log" ] && tail -20 "$OUT/bench-check.log"
 [ -f "$OUT/bench-sweep.log" ] && grep -v "^\[" "$OUT/bench-sweep.log" | tail -60
 [ -f "$OUT/bench-record.log" ] && grep -v "^  " "$OUT/bench-record.log" | tail -40
+[ -f "$OUT/bench-launch.log" ] && grep -E "launch |parts that failed|gave back" "$OUT/bench-launch.log"
 [ -f "$OUT/bench-recompile.log" ] && grep -v "^capture [0-9]" "$OUT/bench-recompile.log" | tail -20
 # The device tool brings back at most 8 files: everything but env.txt in one archive.
 (cd "$OUT" && find . -mindepth 1 -maxdepth 1 ! -name env.txt ! -name results.tgz -print0 \
