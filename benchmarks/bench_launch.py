@@ -14,6 +14,13 @@
    the plain host launches' difference beside them.
 3. A graph's life for each example (capture/graph/lifecycle.py, as bench_host.py for
    the llama example alone).
+5. A profiler session's after-effect (the "profiler" part): fresh processes, each
+   timing host launches (a 100- and a 1000-node chain of empty Triton kernels, the llama
+   example's step from its reset) and a fresh chain's instantiate, then running 20
+   replays either under graph-harness's profiler session (capture/profile/activities.py
+   cupti_trace: arm "profiler") or plainly (arm "control"), then timing all of it again
+   in the same process. The arms alternate over `--children` processes each, so what the
+   after/before ratio shows beyond the control's is the profiler's.
 4. Memory: each example swept (capture/sweep/run.py sweep_step) over `--sizes`: each
    size's pool and executable, the shared pool with its executables (the truth), the
    two estimators and their errors, what freeing the graphs gave back, and the
@@ -26,6 +33,9 @@ Predictions, written before the first run:
 - The empty graphs' launches are exposed, and their measured saving follows the host
   launches' difference (about 16.3 - 8.8 = 7.5 us from the host fits) rather than 8
   nodes of device dispatch (8 x 0.68 = 5.4 us).
+- A profiler session leaves host launches slower in its process (session 18 saw the
+  llama launch at 16 us before one and 2-15x that after): the profiler arm's after/before
+  ratio above 1.5, the control's within 10% of 1; instantiate about unchanged.
 - Every executable holds less than a 2 MiB page; both estimators over-estimate the
   shared pool, the sum of per-size deltas by about the number of sizes over what one
   pool reuses; freeing the graphs gives all of it back.
@@ -170,13 +180,84 @@ def memory(out: Path, models, sizes) -> None:
         del result
 
 
+AB_GRAPHS = ("chain 100", "chain 1000", "llama b1")
+
+
+def ab_child(arm: str, path: Path) -> None:
+    """One process of the profiler A/B (module docstring, part 5): JSON rows to `path`."""
+    import statistics
+
+    from graph_harness.capture.graph.capture import capture_graph
+    from graph_harness.capture.graph.lifecycle import instantiate_and_upload
+    from graph_harness.capture.profile.activities import cupti_trace
+    from graph_harness.capture.replay.guard import Replayer
+    from graph_harness.capture.replay.host import shaped, time_launches_us
+    from graph_harness.capture.replay.kinds import get_kind
+    from graph_harness.capture.state.steps import start_of
+
+    empty = get_kind("triton-empty").make(torch.device("cuda"))
+    step = example("llama").make_step(batch=1)
+    graphs = {f"chain {n}": capture_graph(shaped(empty, n, 1)).graph for n in (100, 1000)}
+    graphs["llama b1"] = Replayer(capture_graph(step).graph, "llama b1", reset=start_of(step))
+
+    def measure(phase: str) -> list[dict]:
+        times = time_launches_us(graphs, trials=15, launches=5, warmup=3)
+        rows = [dict(arm=arm, phase=phase, what=f"launch {n}", us=statistics.median(t))
+                for n, t in times.items()]  # fmt: skip
+        inst = []
+        for _ in range(5):  # a fresh 1000-node chain each time, instantiated and uploaded
+            g = capture_graph(shaped(empty, 1000, 1)).graph
+            inst.append(instantiate_and_upload(g).instantiate_s * 1e6)
+            del g
+        rows.append(dict(arm=arm, phase=phase, what="instantiate chain 1000",
+                         us=statistics.median(inst)))  # fmt: skip
+        return rows
+
+    rows = measure("before")
+    chain = graphs["chain 1000"]
+
+    def session() -> None:
+        for _ in range(20):
+            chain.replay()
+
+    cupti_trace(session) if arm == "profiler" else (session(), torch.cuda.synchronize())
+    rows += measure("after")
+    path.write_text(json.dumps(rows) + "\n")
+
+
+def profiler_ab(out: Path, children: int) -> None:
+    import subprocess
+
+    rows = []
+    arms = [("profiler", "control")[(k + k // 2) % 2] for k in range(2 * children)]
+    for k, arm in enumerate(arms):  # P C C P P C ...: neither arm always first
+        path = out / f"ab-{k}.json"
+        cmd = [sys.executable, __file__, "--out", str(out), "--ab-child", arm, str(path)]
+        got = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        if got.returncode != 0:
+            raise RuntimeError(f"A/B child {k} ({arm}) failed:\n{got.stderr[-3000:]}")
+        rows += [dict(r, process=k) for r in json.loads(path.read_text())]
+        path.unlink()
+        pd.DataFrame(rows).to_csv(out / "profiler-ab.csv", index=False)
+    df = pd.DataFrame(rows)
+    wide = df.pivot_table(index=["arm", "process", "what"], columns="phase", values="us")
+    wide["ratio"] = wide["after"] / wide["before"]
+    print(wide.round(2).to_string())
+    print(wide.groupby(["arm", "what"]).ratio.median().round(3).unstack(0).to_string())
+
+
 def main() -> None:
+    if len(sys.argv) > 1 and "--ab-child" in sys.argv:
+        i = sys.argv.index("--ab-child")
+        ab_child(sys.argv[i + 1], Path(sys.argv[i + 2]))
+        return
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--models", nargs="+", default=["llama", "hf"])
     ap.add_argument("--batches", nargs="+", type=int, default=[1, 64])
     ap.add_argument("--sizes", nargs="+", type=int, default=[1, 2, 4, 8, 16, 32, 64])
     ap.add_argument("--parts", nargs="+", default=["exposure", "pair", "life", "memory"])
+    ap.add_argument("--children", type=int, default=4, help="processes per arm (profiler)")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -189,6 +270,7 @@ def main() -> None:
         "pair": lambda: exposed_pair(args.out),
         "life": lambda: lifecycles(args.out, args.models),
         "memory": lambda: memory(args.out, args.models, args.sizes),
+        "profiler": lambda: profiler_ab(args.out, args.children),
     }
     for name in args.parts:
         part(name, parts[name], failed)

@@ -22,6 +22,8 @@ The sub-packages, in pipeline order (each may import only those before it):
                   chains, rounds timed, savings priced, run_replays, profile_rounds,
                   distributed; it registers what it adds to replay and advise, which
                   know nothing of it
+    commands.py   each command that is not one stage's call, as one library call:
+                  count_step, count_variants, round_report (above the round: uses it)
 
 Shared by all, at the root: files.py (writing the paths a user names), paths.py (what a
 path is, reading one), stats.py (fits and intervals), environment.py (what a measurement
@@ -58,6 +60,10 @@ _LAZY = {
     "StateWatch": "state.steps",
     "StepStateError": "state.steps",
     "capture_and_count": "count",
+    "count_step": "commands",
+    "count_variants": "commands",
+    "round_report": "commands",
+    "CountedStep": "commands",
     "capture_and_keep": "count",
     "default_device": "count",
     "CountedRound": "round.count",
@@ -94,6 +100,7 @@ __all__ = [
     "CompiledStepError",
     "Counted",
     "CountedRound",
+    "CountedStep",
     "DecodeRound",
     "EmptyStepError",
     "ExportError",
@@ -117,10 +124,13 @@ __all__ = [
     "check_captured",
     "check_step",
     "count_round",
+    "count_step",
+    "count_variants",
     "default_device",
     "module_scopes",
     "profile_step",
     "record_graphs",
+    "round_report",
     "run_program",
     "scope",
     "summarize",
@@ -130,6 +140,12 @@ __all__ = [
 if TYPE_CHECKING:  # what a reader (and a type checker) sees; at run time, __getattr__
     from graph_harness.capture.check.findings import CheckFailed, CheckResult, Finding
     from graph_harness.capture.check.step import check_captured, check_step
+    from graph_harness.capture.commands import (
+        CountedStep,
+        count_step,
+        count_variants,
+        round_report,
+    )
     from graph_harness.capture.count import (
         Counted,
         EmptyStepError,

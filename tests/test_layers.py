@@ -21,7 +21,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 # capture/__init__.py's order: each may import itself and what comes before it. The root's
 # shared modules come first; record/ sits between export/ and state/ (count.py counts a
-# step that captures its own graphs by recording them); count.py between state/ and replay/.
+# step that captures its own graphs by recording them); count.py between state/ and replay/;
+# commands.py (each command that is not one stage's call) above everything, the round too.
 SHARED = {
     "errors",
     "paths",
@@ -50,6 +51,7 @@ ORDER = [
     {"advise"},
     {"budget"},
     {"round"},
+    {"commands"},
 ]
 RANK = {name: i for i, names in enumerate(ORDER) for name in names}
 

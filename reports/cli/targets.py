@@ -1,13 +1,12 @@
 """What every `--target` command shares (count, check, profile, report): loading the
-targets and refusing what cannot be counted before any runs, capturing one, the flags
-that need --target, checking a captured step, and the check's document and tables.
+targets and refusing what cannot be counted before any runs, counting (and checking) one
+through capture's count_step, the flags that need --target, and the check's tables.
 
 Command modules import these; they never import each other.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from graph_harness.reports.cli.console import IO, UsageError, refuse
@@ -18,12 +17,9 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from graph_harness.capture.check.findings import CheckResult
-    from graph_harness.capture.export.nodes import NodeExport
-    from graph_harness.capture.graph.capture import Captured
+    from graph_harness.capture.commands import CountedStep
     from graph_harness.capture.profile.document import ProfileResult
     from graph_harness.capture.profile.settings import ProfileSettings
-    from graph_harness.capture.record.steps import RecordedStep
-    from graph_harness.capture.state.steps import StateWatch
     from graph_harness.reports.cli.target import Target
 
 
@@ -48,15 +44,6 @@ def refuse_check_steps(args: argparse.Namespace) -> None:
         raise UsageError("--check-steps sets how long --check runs: give --check too")
 
 
-@dataclass(frozen=True, kw_only=True)
-class CapturedTarget:
-    export: NodeExport
-    captured: Captured | None  # the kept graph; None on the CPU
-    target: Target  # the loaded target, whose step's buffers the graph replays: keep it
-    watch: StateWatch  # the StateWatch of its warm-ups: `watch.repeatability`
-    recorded: RecordedStep | None = None  # a step that captures its own graphs: them
-
-
 def load_targets(specs: list[str], io: IO, *, own_graphs: bool = False) -> list:
     """Each --target loaded (its module imported, its factory run) and its step checked
     for what cannot be counted on this device (capture/graph/compiled.py), all before any
@@ -77,75 +64,52 @@ def load_targets(specs: list[str], io: IO, *, own_graphs: bool = False) -> list:
     return out
 
 
-def capture_target(
+def count_target(
     spec: str,
     module_scopes: int | str | bool | None,
     io: IO,
     *,
     warmup: int | None = None,
-    watch: bool | None = True,
+    check: int | str | None = None,
+    soak: int = 0,
+    soak_deadline: float | None = None,
+    host_launch: bool = True,
     target: Target | None = None,
-    own_graphs: bool = False,
-    host_notes: bool = True,
-) -> CapturedTarget:
-    """Import and run the target (its code) and capture its step (capture/step.py
-    capture_step, whose keywords these are), saying its notes; with `module_scopes` (the
-    flag's value) not False, by the modules of its `step.module`. `target`: already loaded
-    (load_targets), else loaded here."""
+    progress: Callable[[str], None] | None = None,
+) -> CountedStep:
+    """Import and run the target (its code): its step counted, and checked with `check`
+    (capture/commands.py count_step, whose keywords these are; `progress` hears each phase
+    by `spec`), its notes said; with
+    `module_scopes` (the flag's value) not False, by the modules of its `step.module`.
+    `target`: already loaded (load_targets), else loaded here. Keep what this returns
+    while its graph is replayed: `got.step`'s buffers are the graph's."""
+    from graph_harness.capture.commands import count_step
     from graph_harness.capture.count import EmptyStepError
     from graph_harness.capture.graph.settings import StepSettings
-    from graph_harness.capture.step import capture_step
     from graph_harness.reports.cli.target import TargetError
 
     if target is None:
-        (target,) = load_targets([spec], io, own_graphs=own_graphs)
+        (target,) = load_targets([spec], io, own_graphs=check is None)
     io.target_root = target.root
-    model = None if module_scopes is False else target.model()
     try:
-        got = capture_step(
+        got = count_step(
             target.step,
             name=target.name,
             warmup=StepSettings().warmup if warmup is None else warmup,
-            module=model,
-            watch=watch,
-            own_graphs=own_graphs,
-            host_notes=host_notes,
+            module=None if module_scopes is False else target.model(),
+            check=check,
+            soak=soak,
+            soak_deadline=soak_deadline,
+            host_launch=host_launch,
+            progress=progress,
+            shown=spec,
         )
     except EmptyStepError as e:  # what issued no work is the target: say which
         raise TargetError(f"--target {spec!r}: {e}") from None
     got.export.options["target"] = printable(spec)  # as text, as the workload's name is
     for line in got.notes:
         io.note(line)
-    return CapturedTarget(
-        export=got.export,
-        captured=got.captured,
-        target=target,
-        watch=got.watch,
-        recorded=got.recorded,
-    )
-
-
-def check_target(
-    got: CapturedTarget,
-    steps: int | str,
-    *,
-    soak: int = 0,
-    soak_deadline: float | None = None,
-) -> CheckResult:
-    """Check a captured target (capture_target with watch=True) over `steps` calls (or
-    to the end of its cache), then soak it `soak` replays."""
-    from graph_harness.capture.check.step import check_captured
-
-    return check_captured(
-        got.target.step,
-        got.export,
-        got.captured,
-        got.watch.repeatability,
-        name=got.target.spec,
-        steps=steps,
-        soak=soak,
-        soak_deadline=soak_deadline,
-    )
+    return got
 
 
 def show_checks(io: IO, results: dict, *, json_too: bool = True) -> None:

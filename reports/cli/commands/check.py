@@ -25,8 +25,7 @@ from graph_harness.reports.cli.args import (
 from graph_harness.reports.cli.console import IO, banner, progress, staged, wrote
 from graph_harness.reports.cli.target import target_arg
 from graph_harness.reports.cli.targets import (
-    capture_target,
-    check_target,
+    count_target,
     show_checks,
 )
 
@@ -74,16 +73,18 @@ def run(args: argparse.Namespace, io: IO) -> int:
     with staged(args, io) as tmp:
         banner(io)
         with progress(io) as say:
-            say(f"capturing {args.target}")
-            got = capture_target(
-                args.target, args.module_scopes, io, warmup=step_warmup(args), host_notes=False
-            )  # the check makes a finding of what a call changes on the host
-            say(f"checking {args.target}")
-            results = {
-                "target": check_target(
-                    got, check_steps(args), soak=args.soak or 0, soak_deadline=args.soak_deadline
-                )
-            }
+            got = count_target(
+                args.target,
+                args.module_scopes,
+                io,
+                warmup=step_warmup(args),
+                check=check_steps(args),
+                soak=args.soak or 0,
+                soak_deadline=args.soak_deadline,
+                host_launch=False,
+                progress=say,
+            )
+            results = {"target": got.check}
         if tmp is not None:
             got.export.write_json(tmp / "nodes-target.json")
             from graph_harness.capture.check.document import write_checks

@@ -34,8 +34,7 @@ from graph_harness.reports.cli.console import (
 from graph_harness.reports.cli.refs import read_files
 from graph_harness.reports.cli.target import target_arg
 from graph_harness.reports.cli.targets import (
-    capture_target,
-    check_target,
+    count_target,
     gate,
     refuse_check_steps,
     refuse_target_only,
@@ -45,6 +44,7 @@ from graph_harness.reports.text import plural
 
 if TYPE_CHECKING:
     from graph_harness.capture.check.findings import CheckResult
+    from graph_harness.capture.commands import HostLaunch
     from graph_harness.capture.export.nodes import NodeExport
 
 
@@ -136,56 +136,45 @@ def run(args: argparse.Namespace, io: IO) -> int:
     check_flags(args)
     if args.distributed:
         return run_distributed(args, io)
-    from graph_harness.capture import count_round
-
     exports: list = []
     if args.files:
         names, exports = read_files(args.files)  # every file read before anything is written
     elif args.target:
-        names, params = ["target"], None
+        names = ["target"]
     else:
-        names, params = args.variant or list(VARIANTS), round_params(args)
+        names = args.variant or list(VARIANTS)
     if args.pdl and not _cuda():
         io.note("--pdl changes nothing here: without a CUDA GPU the kernels run interpreted")
     checks: dict = {}
-    launches: dict[str, tuple[float | None, str | None]] = {}  # each graph's host launch
+    launches: dict[str, HostLaunch] = {}  # each graph's host launch, on a GPU
     with staged(args, io) as tmp:
         banner(io, files=bool(args.files))
         if args.target:
-            got = capture_target(
+            got = count_target(
                 args.target,
                 args.module_scopes,
                 io,
                 warmup=step_warmup(args),
-                watch=True if args.check else None,
-                own_graphs=not args.check,  # --check replays the step's graph: ours only
-                host_notes=not args.check,  # the check makes a finding of them
+                check=check_steps(args) if args.check else None,
             )
             exports.append(got.export)
-            if _cuda():
-                launches["target"] = _launch_of_step(got)
-            from graph_harness.capture.step import host_read_note
-
-            if not args.check and (line := host_read_note(got.export, args.target)):
-                io.note(line)  # as a check would find it (with --check, it does)
-            if args.check:
-                checks = {"target": check_target(got, check_steps(args))}
+            if got.check is not None:
+                checks = {"target": got.check}
                 gate(io, checks)
                 if tmp is not None:
                     from graph_harness.capture.check.document import write_checks
 
                     write_checks(tmp, checks)
+            if got.launch is not None:
+                launches["target"] = got.launch
         elif not args.files:
-            with progress(io) as say:  # each variant's line says how long it took
-                for v in names:
-                    say(f"capturing {v}")
-                    counted = count_round(params, v, pdl=args.pdl)
-                    exports.append(counted.export)
-                    if counted.captured is not None:  # our graph: its launches harm nothing
-                        from graph_harness.capture.replay.host import captured_launch_us
+            from graph_harness.capture.commands import count_variants
 
-                        launches[v] = captured_launch_us(counted.captured.graph, v)
-                    del counted
+            with progress(io) as say:  # each variant's line says how long it took
+                counted = count_variants(round_params(args), names, pdl=args.pdl, progress=say)
+            exports = [c.export for c in counted.values()]
+            launches = {v: c.launch for v, c in counted.items() if c.launch is not None}
+            del counted
         if tmp is not None:
             for name, e in zip(names, exports):
                 e.write_json(tmp / f"nodes-{name}.json")
@@ -196,17 +185,6 @@ def run(args: argparse.Namespace, io: IO) -> int:
              launches=launches)  # fmt: skip
     wrote(io, args, plural(len(exports), "export"))
     return 0
-
-
-def _launch_of_step(got: object) -> tuple[float | None, str | None]:
-    """A captured step's host launch, where count may replay it (capture/replay/host.py)."""
-    from graph_harness.capture.replay.host import captured_launch_us
-
-    if got.captured is None:  # on a GPU: a step that captures its own graphs
-        return None, "not measured: the step launches its own graphs (profile times its calls)"
-    return captured_launch_us(
-        got.captured.graph, "target", step=got.target.step, repeatability=got.watch.repeatability
-    )
 
 
 def _cuda() -> bool:
@@ -222,7 +200,7 @@ def show(
     per_stage: bool,
     depth: int | None = None,
     checks: dict[str, CheckResult] | None = None,
-    launches: dict[str, tuple[float | None, str | None]] | None = None,
+    launches: dict[str, HostLaunch] | None = None,
 ) -> None:
     from graph_harness.capture.attribution.repeats import repeating_block
     from graph_harness.capture.export.dump import is_dump
@@ -244,12 +222,16 @@ def show(
         if checks:
             doc["checks"] = {k: r.to_dict() for k, r in checks.items()}
         if launches:
-            doc["host_launch"] = {k: {"us": us, "why": why} for k, (us, why) in launches.items()}
+            doc["host_launch"] = {k: h.to_dict() for k, h in launches.items()}
         io.print_json(doc)
         return
     io.out.print(totals_table(list(exports.values())))
-    for name, (us, why) in (launches or {}).items():
-        said = f"{us:.2f} us (median, each launch from an idle device)" if us is not None else why
+    for name, h in (launches or {}).items():
+        said = (
+            f"{h.us:.2f} us (median, each launch from an idle device)"
+            if h.us is not None
+            else h.why
+        )
         io.out.print(f"{name}: host launch {said}", soft_wrap=True, markup=False)
     for e in exports.values():
         if e.is_round:  # the round's totals above; each variant's stages only when asked

@@ -39,8 +39,7 @@ from graph_harness.reports.cli.console import (
 from graph_harness.reports.cli.sweeps import sweep_inputs, sweep_target
 from graph_harness.reports.cli.target import target_arg
 from graph_harness.reports.cli.targets import (
-    capture_target,
-    check_target,
+    count_target,
     gate,
     load_targets,
     profile_targets,
@@ -135,14 +134,11 @@ def run(args: argparse.Namespace, io: IO) -> int:
         or args.requests
     ):
         return run_target_report(args, io)
-    from graph_harness.capture import count_round
-    from graph_harness.capture.round.exactness import exactness
-    from graph_harness.capture.round.replays import run_replays
+    from graph_harness.capture.commands import round_report
     from graph_harness.reports.report import write_report
 
     params, settings = round_params(args), replay_settings(args)
-    cuda = torch.cuda.is_available()
-    if not cuda and given_timing_flags(args):
+    if not torch.cuda.is_available() and given_timing_flags(args):
         io.note(
             f"{', '.join(given_timing_flags(args))} not used: without a CUDA device "
             "the report has counts only, no replays"
@@ -150,38 +146,16 @@ def run(args: argparse.Namespace, io: IO) -> int:
     with staged(args, io) as tmp:
         banner(io)
         with progress(io) as say:
-            counted = {}
-            for v in VARIANTS:
-                say(f"counting {v}")
-                counted[v] = count_round(params, v)
-            say("comparing the variants' outputs bit for bit")
-            exact = exactness(counted)
-            exports = {v: c.export for v, c in counted.items()}
-            del counted  # their graphs and buffers, before anything is timed
-            replay, profile, skipped = None, None, "no CUDA device on this machine"
-            if cuda:
-                from graph_harness.capture.profile.settings import ProfileSettings
-                from graph_harness.capture.round.profile import profile_rounds
-
-                replay = run_replays(
-                    params, list(VARIANTS), settings=settings, host=False, progress=say
-                )  # the report shows no host launch figures: not measured for it
-                say(f"profiling {len(VARIANTS)} rounds")
-                # timed too: each graph's net figures then take the excess fitted to its own
-                # event timing (capture/profile/fit.py), not the chains' alone
-                profile = profile_rounds(
-                    params, list(VARIANTS), ProfileSettings(builds=1), progress=say
-                )
-                skipped = None
+            got = round_report(params, list(VARIANTS), settings, progress=say)
             say("writing the report (tables, CSVs, plots)")
             write_report(
                 tmp,
-                exports,
-                replay,
+                got.exports,
+                got.replay,
                 command=command_line(),
-                skipped=skipped,
-                profile=profile,
-                exact=exact,
+                skipped=got.skipped,
+                profile=got.profile,
+                exact=got.exact,
             )
     io.err.print(f"wrote {args.out / 'report.md'}", markup=False)
     return 0
@@ -286,25 +260,19 @@ def run_target_report(args: argparse.Namespace, io: IO) -> int:
             exports = {n: p.export for n, p in profile.profiles.items()}
         else:
             for name, spec, target in zip(names, args.target, targets):
-                say(f"counting {spec}")
-                got = capture_target(
+                got = count_target(
                     spec,
                     args.module_scopes,
                     io,
                     warmup=step_warmup(args),
-                    watch=args.check,
+                    check=check_steps(args) if args.check else None,
+                    host_launch=False,  # no GPU here
                     target=target,
-                    own_graphs=not args.check,
-                    host_notes=not args.check,  # the check makes a finding of them
+                    progress=say,
                 )
                 exports[name] = got.export
-                from graph_harness.capture.step import host_read_note
-
-                if not args.check and (line := host_read_note(got.export, spec)):
-                    io.note(line)  # as a check would find it (with --check, it does)
-                if args.check:
-                    say(f"checking {spec}")
-                    checks[name] = check_target(got, check_steps(args))
+                if got.check is not None:
+                    checks[name] = got.check
                 del got  # its graph and buffers, before the next target runs
             if checks:
                 gate(io, checks)
