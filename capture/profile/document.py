@@ -142,7 +142,8 @@ class ProfileResult:
     @cached_property
     def _pair_table(self) -> pd.DataFrame:
         rows = [
-            price_pair(self.profiles[a], self.profiles[b], self.round_trials) for a, b in self.pairs
+            price_pair(self.profiles[a], self.profiles[b], self.round_trials, self.host_trials)
+            for a, b in self.pairs
         ]
         return frame(rows, PricedPair)
 

@@ -53,6 +53,15 @@ class PricedPair:
     error_net: float
     basis: Basis
     b_net_vs_timed: float  # B's period net of A's excess against B's event-timed one
+    # Launches (price_pair's `host_trials`): each graph's exposure verdict, the host launch
+    # saving (A's plain host launch less B's) and, where a launch is exposed, the saving
+    # priced as the net prediction plus it, which the verdict then judges.
+    launch_a: str
+    launch_b: str
+    host_saving_us: float
+    host_saving_lo: float
+    host_saving_hi: float
+    predicted_launch_us: float
     within_tolerance: bool
     measured_in_interval: bool
     verdict: Verdict
@@ -61,7 +70,10 @@ class PricedPair:
 
 
 def price_pair(
-    a: VariantProfile, b: VariantProfile, round_trials: pd.DataFrame | None = None
+    a: VariantProfile,
+    b: VariantProfile,
+    round_trials: pd.DataFrame | None = None,
+    host_trials: pd.DataFrame | None = None,
 ) -> PricedPair:
     """The saving A -> B predicted from the profiles (summed node costs per replay: per
     build the difference of medians, median over builds; bootstrap interval), raw and net
@@ -84,7 +96,16 @@ def price_pair(
     directly). The predicted interval carries the profiles' sampling noise only
     (0.1-0.4% of a decode step's saving on the H200), not the excess model's error, so the
     measured saving lying inside it (`measured_in_interval`) is shown, not required: a
-    prediction 0.4% off would otherwise fail a 3% goal."""
+    prediction 0.4% off would otherwise fail a 3% goal.
+
+    Where A's or B's launch is exposed (VariantProfile.exposure: the GPU waited for it in
+    the back-to-back replays), a replay's period holds host time that no node's device
+    cost carries: the saving is then priced as the net prediction plus the host launch
+    saving (A's plain host launch less B's, from `host_trials`, the profile's
+    HOST_LAUNCH_COLUMNS: trials interleaved, so paired by trial), and the verdict is on
+    that, its interval's ends widened by the host saving's; without host launch times
+    the verdict is "cannot tell". Where no launch is exposed the host saving is shown,
+    not added: a hidden launch costs the loop nothing."""
     raw = _priced(a.cost_series, b.cost_series)
     basis = (a.excess_basis or CHAINS) if a.calibrated else "raw"
     if basis != "raw":
@@ -118,11 +139,20 @@ def price_pair(
             timed = float(round_trials[round_trials.variant == p.name].us.median())
             net_period = p.period_net_at(a.excess) if basis != "raw" else math.nan
             off[p.name] = net_period / timed - 1 if timed else math.nan
+    host = _host_saving(a, b, host_trials)
+    launches = _launches(a, b, host_trials)
+    exposed = "exposed" in launches
+    if exposed:  # the loop waits for the host: the net prediction plus the host saving
+        net = (net[0] + host[0], net[1] + host[1], net[2] + host[2])
+        corners = [c + h for c in corners for h in host[1:]]
     # judged on the net prediction; without one the raw one's figures are shown, unjudged
     predicted, lo, hi = net if basis != "raw" else raw
     within = abs(predicted - measured) <= TOLERANCE * abs(measured)
     inside = lo <= measured <= hi
     verdict, why = _verdict(basis, measured, (mlo, mhi), net, corners, off)
+    if exposed:
+        which = " and ".join(n for n, x in zip((a.name, b.name), launches) if x == "exposed")
+        why = f"{which}'s launch exposed, priced with the host launch saving: {why}"
     return PricedPair(
         **predictions,
         measured_us=measured,
@@ -132,12 +162,49 @@ def price_pair(
         error_net=net[0] / measured - 1 if measured else math.nan,
         basis=basis,
         b_net_vs_timed=off.get(b.name, math.nan),
+        launch_a=launches[0],
+        launch_b=launches[1],
+        host_saving_us=host[0],
+        host_saving_lo=host[1],
+        host_saving_hi=host[2],
+        predicted_launch_us=net[0] if exposed else math.nan,
         within_tolerance=bool(within),
         measured_in_interval=bool(inside),
         verdict=verdict,
         why=why,
         passed=verdict == PASS,
     )
+
+
+def _host_series(p: VariantProfile, host_trials: pd.DataFrame | None) -> np.ndarray:
+    if host_trials is None or not len(host_trials):
+        return np.empty(0)
+    rows = host_trials[host_trials.variant == p.name].sort_values("trial")
+    return rows.us.to_numpy(dtype=float)
+
+
+def _host_saving(
+    a: VariantProfile, b: VariantProfile, host_trials: pd.DataFrame | None
+) -> tuple[float, float, float]:
+    """A's host launch less B's (us): the median of the paired trials' differences, with
+    its 95% interval; NaN where either was not timed."""
+    ta, tb = _host_series(a, host_trials), _host_series(b, host_trials)
+    n = min(len(ta), len(tb))
+    if n == 0:
+        return math.nan, math.nan, math.nan
+    ta, tb = ta[None, :n], tb[None, :n]
+    lo, hi = saving_interval(ta, tb) if n >= 2 else (math.nan, math.nan)
+    return saving_point(ta, tb), lo, hi
+
+
+def _launches(
+    a: VariantProfile, b: VariantProfile, host_trials: pd.DataFrame | None
+) -> tuple[str, str]:
+    out = []
+    for p in (a, b):
+        ts = _host_series(p, host_trials)
+        out.append(p.exposure(float(np.median(ts)) if len(ts) else None)[0])
+    return out[0], out[1]
 
 
 def _verdict(

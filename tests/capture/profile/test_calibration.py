@@ -237,6 +237,60 @@ def test_a_graph_whose_net_period_misses_its_timed_one_cannot_tell():
     assert row.verdict == "cannot tell" and "a ran more than 2%" in row.why
 
 
+def _host(a_us, b_us, n=10):
+    """Host launch trials (HOST_LAUNCH_COLUMNS), a trial's drift shared by both graphs."""
+    drift = np.linspace(0.0, 3.0, n)
+    return pd.DataFrame(
+        [dict(variant=v, trial=t, us=m + drift[t]) for v, m in (("a", a_us), ("b", b_us))
+         for t in range(n)]
+    )  # fmt: skip
+
+
+def _exposed_pair(monkeypatch, launches, host=None, host_saving=0.15):
+    """_pair's graphs, A's event-timed replays `host_saving` us longer (the loop waiting on
+    its launch), each graph's exposure verdict as `launches` says."""
+    from graph_harness.capture.profile.nodes import VariantProfile
+
+    monkeypatch.setattr(
+        VariantProfile, "exposure", lambda self, _h=None: (launches[self.name], "as set")
+    )
+    da, db = [3.0, 1.0, 1.0, 1.0, 2.0], [3.0, 1.0, 2.0]
+    a, b = _profile("a", da, excess={"kernel": X}), _profile("b", db, excess={"kernel": X})
+    a = replace(a, excess_bounds=_calibrated(X, X).bounds())
+    ta = sum(da) + (0.5 - X) * len(da) + host_saving  # within 2% of A's net period
+    timed = _trials(ta, sum(db) + (0.5 - X) * len(db))
+    return price_pair(a, b, timed, host)
+
+
+def test_an_exposed_launch_is_priced_with_the_host_launch_saving(monkeypatch):
+    exposed = {"a": "exposed", "b": "hidden"}
+    row = _exposed_pair(monkeypatch, exposed, _host(10.15, 10.0))
+    # the device-only prediction misses the 0.15 us the loop waited (5.5% of 2.75 us)
+    assert row.predicted_net_us == pytest.approx(2.6)
+    assert row.measured_us == pytest.approx(2.75)
+    assert row.host_saving_us == pytest.approx(0.15)  # paired by trial: the drift cancels
+    assert row.host_saving_lo == pytest.approx(0.15) and row.host_saving_hi == pytest.approx(0.15)
+    assert row.predicted_launch_us == pytest.approx(2.75)
+    assert row.verdict == "pass" and "a's launch exposed" in row.why
+    assert (row.launch_a, row.launch_b) == ("exposed", "hidden")
+    # the same graphs with no host launch times: an exposed launch's price is not known
+    blind = _exposed_pair(monkeypatch, exposed, None)
+    assert blind.verdict == "cannot tell" and "a's launch exposed" in blind.why
+    assert math.isnan(blind.predicted_launch_us) and math.isnan(blind.host_saving_us)
+
+
+def test_a_hidden_launch_adds_nothing_to_the_price(monkeypatch):
+    hidden = {"a": "hidden", "b": "hidden"}
+    row = _exposed_pair(monkeypatch, hidden, _host(10.15, 10.0))
+    assert row.host_saving_us == pytest.approx(0.15)  # shown, not added
+    assert math.isnan(row.predicted_launch_us) and "exposed" not in row.why
+    # judged on the device-only price: 2.6 against 2.75 is more than 3% off
+    assert row.verdict != "pass" and not row.within_tolerance
+    # a hidden launch whose graphs differ by nothing on the host: the device price holds
+    same = _exposed_pair(monkeypatch, hidden, _host(10.0, 10.0), host_saving=0.0)
+    assert same.verdict == "pass" and same.host_saving_us == pytest.approx(0.0)
+
+
 def test_profile_excess_csv_and_the_net_tables_are_written_and_shown(tmp_path):
     from rich.console import Console
 
