@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from rich.table import Table
@@ -248,7 +248,8 @@ def pairs_table(pairs: pd.DataFrame) -> Table:
         "of the measured saving's whole interval at its point and both intervals' ends)"
     )
     cols = ["A -> B", "nodes", "predicted raw / net", "95% interval", "measured"]
-    cols += ["95% interval ", "error raw / net", "B net vs timed", "verdict"]
+    cols += ["95% interval ", "error raw / net", "B net vs timed", "host launch saving"]
+    cols += ["verdict"]
     for c in cols:
         t.add_column(c, justify="left" if c in ("A -> B", "verdict") else "right", no_wrap=True)
     for r in pairs.itertuples():
@@ -266,9 +267,19 @@ def pairs_table(pairs: pd.DataFrame) -> Table:
             _span(r.measured_lo, r.measured_hi, lambda x: _us(x, 2)),
             _pct(r.error, 2) + (f" / {_pct(r.error_net, 2)}" if net else ""),
             _pct(r.b_net_vs_timed, 2),
+            _host_saving(r),
             verdict,
         )
     return t
+
+
+def _host_saving(r: Any) -> str:
+    """A pair's host launch saving: added to the net prediction where a launch is exposed
+    (capture/profile/pairs.py), shown only otherwise."""
+    if math.isnan(r.host_saving_us):
+        return "-"
+    shown = _us(r.host_saving_us, 2)
+    return f"{shown} added (launch exposed)" if not math.isnan(r.predicted_launch_us) else shown
 
 
 def pair_verdicts(pairs: pd.DataFrame) -> list[str]:
