@@ -274,12 +274,12 @@ def pairs_table(pairs: pd.DataFrame) -> Table:
 
 
 def _host_saving(r: Any) -> str:
-    """A pair's host launch saving: added to the net prediction where a launch is exposed
+    """A pair's host launch saving: the price where both launches are exposed
     (capture/profile/pairs.py), shown only otherwise."""
     if math.isnan(r.host_saving_us):
         return "-"
     shown = _us(r.host_saving_us, 2)
-    return f"{shown} added (launch exposed)" if not math.isnan(r.predicted_launch_us) else shown
+    return f"{shown} (the price: both exposed)" if not math.isnan(r.predicted_launch_us) else shown
 
 
 def pair_verdicts(pairs: pd.DataFrame) -> list[str]:

@@ -246,9 +246,9 @@ def _host(a_us, b_us, n=10):
     )  # fmt: skip
 
 
-def _exposed_pair(monkeypatch, launches, host=None, host_saving=0.15):
-    """_pair's graphs, A's event-timed replays `host_saving` us longer (the loop waiting on
-    its launch), each graph's exposure verdict as `launches` says."""
+def _exposed_pair(monkeypatch, launches, host=None, timed=None):
+    """_pair's graphs (2 nodes removed), each graph's exposure verdict as `launches` says;
+    `timed`: the event-timed periods (A, B), default the device's (net of the excess)."""
     from graph_harness.capture.profile.nodes import VariantProfile
 
     monkeypatch.setattr(
@@ -257,38 +257,45 @@ def _exposed_pair(monkeypatch, launches, host=None, host_saving=0.15):
     da, db = [3.0, 1.0, 1.0, 1.0, 2.0], [3.0, 1.0, 2.0]
     a, b = _profile("a", da, excess={"kernel": X}), _profile("b", db, excess={"kernel": X})
     a = replace(a, excess_bounds=_calibrated(X, X).bounds())
-    ta = sum(da) + (0.5 - X) * len(da) + host_saving  # within 2% of A's net period
-    timed = _trials(ta, sum(db) + (0.5 - X) * len(db))
-    return price_pair(a, b, timed, host)
+    ta, tb = timed or (sum(da) + (0.5 - X) * len(da), sum(db) + (0.5 - X) * len(db))
+    return price_pair(a, b, _trials(ta, tb), host)
 
 
-def test_an_exposed_launch_is_priced_with_the_host_launch_saving(monkeypatch):
-    exposed = {"a": "exposed", "b": "hidden"}
-    row = _exposed_pair(monkeypatch, exposed, _host(10.15, 10.0))
-    # the device-only prediction misses the 0.15 us the loop waited (5.5% of 2.75 us)
-    assert row.predicted_net_us == pytest.approx(2.6)
-    assert row.measured_us == pytest.approx(2.75)
-    assert row.host_saving_us == pytest.approx(0.15)  # paired by trial: the drift cancels
-    assert row.host_saving_lo == pytest.approx(0.15) and row.host_saving_hi == pytest.approx(0.15)
-    assert row.predicted_launch_us == pytest.approx(2.75)
-    assert row.verdict == "pass" and "a's launch exposed" in row.why
-    assert (row.launch_a, row.launch_b) == ("exposed", "hidden")
-    # the same graphs with no host launch times: an exposed launch's price is not known
-    blind = _exposed_pair(monkeypatch, exposed, None)
-    assert blind.verdict == "cannot tell" and "a's launch exposed" in blind.why
+def test_a_pair_whose_launches_are_both_exposed_is_priced_by_the_host_launches(monkeypatch):
+    # The loop runs at the host's pace: 15.0 and 8.0 us a replay, the device's 9.5 and
+    # 6.9 us of work hidden under it; the device's 2.6 us saving is not what it saves.
+    both = {"a": "exposed", "b": "exposed"}
+    row = _exposed_pair(monkeypatch, both, _host(15.0, 8.0), timed=(15.0, 8.0))
+    assert row.predicted_net_us == pytest.approx(2.6)  # the device's, shown
+    assert row.measured_us == pytest.approx(7.0)
+    assert row.host_saving_us == pytest.approx(7.0)  # paired by trial: the drift cancels
+    assert row.host_saving_lo == pytest.approx(7.0) and row.host_saving_hi == pytest.approx(7.0)
+    assert row.predicted_launch_us == pytest.approx(7.0)
+    assert row.verdict == "pass" and row.why.startswith("both launches exposed")
+    assert (row.launch_a, row.launch_b) == ("exposed", "exposed")
+    # a host saving 10% off the measured one fails, whatever the device's price says
+    off = _exposed_pair(monkeypatch, both, _host(15.0, 8.7), timed=(15.0, 8.0))
+    assert off.verdict == "fail" and off.predicted_launch_us == pytest.approx(6.3)
+    # no host launch times: an exposed pair's price is not known
+    blind = _exposed_pair(monkeypatch, both, None, timed=(15.0, 8.0))
+    assert blind.verdict == "cannot tell" and blind.why.startswith("both launches exposed")
     assert math.isnan(blind.predicted_launch_us) and math.isnan(blind.host_saving_us)
 
 
-def test_a_hidden_launch_adds_nothing_to_the_price(monkeypatch):
+def test_one_exposed_launch_cannot_tell_and_hidden_ones_take_the_device_price(monkeypatch):
+    mixed = _exposed_pair(monkeypatch, {"a": "hidden", "b": "exposed"}, _host(10.0, 9.0))
+    assert mixed.verdict == "cannot tell" and "b's launch is exposed and a's is hidden" in (
+        mixed.why
+    )
+    assert math.isnan(mixed.predicted_launch_us)
+    # hidden launches: the host saving is shown, not used; the device price passes
     hidden = {"a": "hidden", "b": "hidden"}
-    row = _exposed_pair(monkeypatch, hidden, _host(10.15, 10.0))
-    assert row.host_saving_us == pytest.approx(0.15)  # shown, not added
-    assert math.isnan(row.predicted_launch_us) and "exposed" not in row.why
-    # judged on the device-only price: 2.6 against 2.75 is more than 3% off
-    assert row.verdict != "pass" and not row.within_tolerance
-    # a hidden launch whose graphs differ by nothing on the host: the device price holds
-    same = _exposed_pair(monkeypatch, hidden, _host(10.0, 10.0), host_saving=0.0)
-    assert same.verdict == "pass" and same.host_saving_us == pytest.approx(0.0)
+    row = _exposed_pair(monkeypatch, hidden, _host(10.0, 9.0))
+    assert row.host_saving_us == pytest.approx(1.0) and math.isnan(row.predicted_launch_us)
+    assert row.verdict == "pass" and "exposed" not in row.why
+    # the same pair, its measured saving moved by the host's 1 us: judged on the device's
+    moved = _exposed_pair(monkeypatch, hidden, _host(10.0, 9.0), timed=(10.5, 6.9))
+    assert moved.verdict != "pass" and not moved.within_tolerance
 
 
 def test_profile_excess_csv_and_the_net_tables_are_written_and_shown(tmp_path):

@@ -1178,6 +1178,9 @@ def test_a_tiny_graphs_launch_is_exposed_and_a_long_ones_hidden_on_a_gpu():
 
     tiny = capture_and_keep(shaped(empty, 16, 16))
     heavy = capture_and_keep(long)
+    from graph_harness.capture.profile.activities import profiled
+
+    before = profiled()  # another test's profiler session in this process, or not
     result = profile_steps(
         {"tiny": (tiny.export, tiny.captured.graph), "long": (heavy.export, heavy.captured.graph)},
         ProfileSettings(trials=6, windows=2, replays=8, calibration_rounds=4),
@@ -1189,5 +1192,8 @@ def test_a_tiny_graphs_launch_is_exposed_and_a_long_ones_hidden_on_a_gpu():
     assert s.loc["long", "launch_late_us"] < -1000, shown  # queued milliseconds ahead
     assert s.loc["tiny", "launch"] == "exposed", shown
     assert 0 < s.loc["tiny", "exposed_us"] <= s.loc["tiny", "lead_gap_us"], shown
-    # the plain launch of 16 branches, against the chain's few us (host.py's fits)
-    assert s.loc["tiny", "host_launch_us"] > s.loc["long", "host_launch_us"], shown
+    # Host launches timed after a profiler session in the process read 4-26x high
+    # (BENCHMARKS.md, issue 43, session 19's A/B), so no order between the two graphs'
+    # is asserted here; the result says whether its launches came after one.
+    assert result.options["host_launch_after_profiler"] is before
+    assert s.host_launch_us.gt(0).all(), shown
