@@ -47,7 +47,7 @@ from __future__ import annotations
 import gc
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import torch
@@ -56,9 +56,7 @@ from graph_harness.capture.check.settings import CheckSettings
 from graph_harness.capture.count import default_device
 from graph_harness.capture.environment import environment, now
 from graph_harness.capture.graph.settings import StepSettings
-from graph_harness.capture.state.steps import (
-    StateWatch,
-)
+from graph_harness.capture.state.steps import StateWatch
 from graph_harness.capture.stats import median_interval
 from graph_harness.capture.sweep.document import SizeRow, SweepResult, size_name
 from graph_harness.capture.sweep.replays import leak, steady, timed
@@ -110,114 +108,169 @@ def sweep_step(
     `settings.seed`, judged by `gate` as `{"interleaved": result}`. `note`: told, once
     each, what the warm-ups showed of the step that a person should know before it is
     replayed. Syncs."""
-    sizes = check_sizes(sizes)
-    settings = settings or SweepSettings()
     if interleaved and check_steps is None:  # each size alone first: its reset, its host values
         check_steps = CheckSettings.steps
-    say = progress or (lambda _line: None)
-    told: set[str] = set()
-
-    def tell(watch: StateWatch, label: str) -> None:
-        for line in watch.repeatability.notes(label) if note is not None else ():
-            if line not in told:
-                told.add(line)
-                note(line)
-
-    device = default_device()
-    options: dict = {"step_warmup": warmup, "check_steps": check_steps}
-    calls = _interleaved_calls(check_steps)
-    if interleaved and calls != check_steps and note is not None:
+    run = _Sweep(
+        make=make,
+        sizes=check_sizes(sizes),
+        settings=settings or SweepSettings(),
+        name=name,
+        module_of=module_of,
+        warmup=warmup,
+        check_steps=check_steps,
+        interleaved=interleaved,
+        gate=gate,
+        say=progress or (lambda _line: None),
+        note=note,
+    )
+    if interleaved and run.calls != check_steps and note is not None:
         note(
-            f"the interleaved check takes {calls} calls per size: --check-steps {check_steps} "
-            "is one size's own length, and the sizes' differ (each size's own check runs it)"
+            f"the interleaved check takes {run.calls} calls per size: --check-steps "
+            f"{check_steps} is one size's own length, and the sizes' differ (each size's own "
+            "check runs it)"
         )
-    if device.type != "cuda":  # counts only, each size's check its eager part
-        counted = own_pools(make, sizes, name, module_of, warmup, check_steps, gate, say,
-                             None, tell)  # fmt: skip
-        skipped = None
-        if interleaved:
-            from graph_harness.capture.check.interleaved_verdict import InterleavedResult
+    device = default_device()
+    return _on_gpu(run, device) if device.type == "cuda" else _on_cpu(run, device)
 
-            order = sorted(sizes, reverse=True)
-            skipped = InterleavedResult.skipped(
-                name, order, calls, settings.seed, warmup, NO_GPU_INTERLEAVED
-            )
-        rows = [
-            SizeRow.counted(s.batch, s.counted.export, s.capture_s,
-                            check=None if s.check is None else s.check.status)
-            for s in counted
-        ]  # fmt: skip
-        return SweepResult(
-            rows=sorted(rows, key=lambda r: r.batch),
-            exports=_by_size({s.batch: s.counted.export for s in counted}),
-            name=name,
-            env=environment(device),
-            created=now(),
-            options=options,
-            checks={size_name(s.batch): s.check for s in counted if s.check is not None},
-            interleaved=skipped,
-            why_not=NO_GPU,
+
+@dataclass(kw_only=True)
+class _Sweep:
+    """One sweep's inputs (sweep_step's arguments), and the notes already told."""
+
+    make: Callable[[int], Step]
+    sizes: list[int]
+    settings: SweepSettings
+    name: str
+    module_of: ModuleOf | None
+    warmup: int
+    check_steps: int | str | None
+    interleaved: bool
+    gate: Gate | None
+    say: Callable[[str], None]
+    note: Callable[[str], None] | None
+    told: set[str] = field(default_factory=set)
+
+    @property
+    def calls(self) -> int:
+        return _interleaved_calls(self.check_steps)
+
+    def options(self) -> dict:
+        return {"step_warmup": self.warmup, "check_steps": self.check_steps}
+
+    def tell(self, watch: StateWatch, label: str) -> None:
+        for line in watch.repeatability.notes(label) if self.note is not None else ():
+            if line not in self.told:
+                self.told.add(line)
+                self.note(line)
+
+    def own_pools(self, stream: torch.cuda.Stream | None) -> list[Size]:
+        return own_pools(self.make, self.sizes, self.name, self.module_of, self.warmup,
+                         self.check_steps, self.gate, self.say, stream, self.tell)  # fmt: skip
+
+
+def _on_cpu(run: _Sweep, device: torch.device) -> SweepResult:
+    """Counts only, each size's check its eager part; the interleaved check skipped."""
+    counted = run.own_pools(None)
+    skipped = None
+    if run.interleaved:
+        from graph_harness.capture.check.interleaved_verdict import InterleavedResult
+
+        order = sorted(run.sizes, reverse=True)
+        skipped = InterleavedResult.skipped(
+            run.name, order, run.calls, run.settings.seed, run.warmup, NO_GPU_INTERLEAVED
         )
+    rows = [
+        SizeRow.counted(s.batch, s.counted.export, s.capture_s,
+                        check=None if s.check is None else s.check.status)
+        for s in counted
+    ]  # fmt: skip
+    return SweepResult(
+        rows=sorted(rows, key=lambda r: r.batch),
+        exports=_by_size({s.batch: s.counted.export for s in counted}),
+        name=run.name,
+        env=environment(device),
+        created=now(),
+        options=run.options(),
+        checks={size_name(s.batch): s.check for s in counted if s.check is not None},
+        interleaved=skipped,
+        why_not=NO_GPU,
+    )
+
+
+def _on_gpu(run: _Sweep, device: torch.device) -> SweepResult:
+    """Own pools, timed and leak-checked; then the shared pool (and the interleaved
+    check), or for a step that captures its own graphs, Inductor's pool as recorded."""
+    options = run.options()
     # One capture stream for every size, as torch.cuda.graph keeps one: the allocator
     # hands a freed block back only on the stream it was freed on, so a pool shared by
     # captures on fresh streams reuses nothing (measured on the H200: BENCHMARKS.md).
     stream = torch.cuda.Stream()
-    with recompiles(len(sizes)) as limit:
+    with recompiles(len(run.sizes)) as limit:
         options.update(limit)
-        own = own_pools(make, sizes, name, module_of, warmup, check_steps, gate, say, stream, tell)
-        recorded = own[0].calls is not None
-        say(f"timing {len(own)} sizes, trials interleaved")
+        own = run.own_pools(stream)
+        run.say(f"timing {len(own)} sizes, trials interleaved")
         with steady(own):
-            times, host = timed(own, settings)
-            leaks = {s.batch: leak(s, settings) for s in own}
+            times, host = timed(own, run.settings)
+            leaks = {s.batch: leak(s, run.settings) for s in own}
         rows = [
             _row(s, times[size_name(s.batch)], leaks[s.batch], host.get(size_name(s.batch)))
             for s in own
         ]
         exports = _by_size({s.batch: s.counted.export for s in own})
         checks = {size_name(s.batch): s.check for s in own if s.check is not None}
-        turns = None  # the interleaved check's result, when it ran (sizes taking turns)
-        returned = None  # what freeing the shared pool's graphs gave back, where read
-        if recorded:  # its own graphs: Inductor's one pool, read as each size was recorded
-            options["cudagraphs"] = "inductor"
-            replayed = {size_name(s.batch): s.replayed for s in own if s.replayed}
-            if replayed:  # under module scopes, graphs not the counted ones node for node
-                options["replayed"] = replayed
-                if note is not None:
-                    for k, line in replayed.items():
-                        note(f"{name} {k}: {line}")
-            shared = [s.shared for s in own]
-            scopes = None
+        if own[0].calls is not None:  # its own graphs: Inductor's one pool
+            shared, scopes, turns, returned = _recorded(run, own, options), None, None, None
         else:
             scopes = {size_name(s.batch): s.counted.memory.by_scope for s in own}
             steps = [(s.batch, s.step, s.watch.repeatability) for s in own]  # largest first
             del own  # the own-pool graphs, and their pools back to the driver
-            gc.collect()
-            torch.cuda.empty_cache()
-            interleave = Interleave(calls, settings.seed, name, warmup) if interleaved else None
-            shared, turns, returned = shared_pool(steps, name, warmup, say, stream, interleave)
+            shared, turns, returned, rows = _shared(run, steps, stream, rows)
             del steps
-            if turns is not None:  # a check that does not pass stops here, as each size's does
-                (gate or default_gate())({"interleaved": turns})
-                rows = [replace(r, interleaved=turns.by_size.get(r.batch)) for r in rows]
     # the seed deals the interleaved check's order, and nothing else: recorded with it alone
-    recorded_settings = {k: v for k, v in settings.__dict__.items() if k != "seed" or interleaved}
+    kept = {k: v for k, v in run.settings.__dict__.items() if k != "seed" or run.interleaved}
     return SweepResult(
         rows=sorted(rows, key=lambda r: r.batch),
         exports=exports,
-        name=name,
+        name=run.name,
         env=environment(device),
         created=now(),
-        options={
-            **options,
-            **{f"replay_{k}" if k == "warmup" else k: v for k, v in recorded_settings.items()},
-        },
+        options={**options, **{f"replay_{k}" if k == "warmup" else k: v for k, v in kept.items()}},
         shared=shared,
         memory_by_scope=scopes,
         checks=checks,
         interleaved=turns,
         returned=returned,
     )
+
+
+def _recorded(run: _Sweep, own: list[Size], options: dict) -> list:
+    """A step that captures its own graphs: Inductor's one pool, read as each size was
+    recorded (the shared rows); where module scopes changed the graphs replayed, said."""
+    options["cudagraphs"] = "inductor"
+    replayed = {size_name(s.batch): s.replayed for s in own if s.replayed}
+    if replayed:  # under module scopes, graphs not the counted ones node for node
+        options["replayed"] = replayed
+        if run.note is not None:
+            for k, line in replayed.items():
+                run.note(f"{run.name} {k}: {line}")
+    return [s.shared for s in own]
+
+
+def _shared(
+    run: _Sweep, steps: list, stream: torch.cuda.Stream, rows: list[SizeRow]
+) -> tuple[list, InterleavedResult | None, int | None, list[SizeRow]]:
+    """Every size captured again into one pool (and the interleaved check, judged: one
+    that does not pass stops here, as each size's does); the rows with its verdicts."""
+    gc.collect()
+    torch.cuda.empty_cache()
+    interleave = (
+        Interleave(run.calls, run.settings.seed, run.name, run.warmup) if run.interleaved else None
+    )
+    shared, turns, returned = shared_pool(steps, run.name, run.warmup, run.say, stream, interleave)
+    if turns is not None:
+        (run.gate or default_gate())({"interleaved": turns})
+        rows = [replace(r, interleaved=turns.by_size.get(r.batch)) for r in rows]
+    return shared, turns, returned, rows
 
 
 def _interleaved_calls(check_steps: int | str | None) -> int:
