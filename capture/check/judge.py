@@ -91,13 +91,7 @@ def judge(
     # the lists below follow t.at, the calls compared: position k is call t.at[k]
     eager = [spread(t, k) for k in range(len(t.at))]  # A against B
     differ = any(eager)
-    out_addrs = {s.meta[0] for s in last.seen.values() if s.output and not s.host}
-    buffers = [n for n in t.restored if _addr(last, n) in out_addrs]  # the step's output
-    others = [n for n in t.restored if n not in buffers]
-    if others:
-        result.findings.append(restored(others, "warn"))
-    if buffers:
-        result.findings.append(restored(buffers, "info"))
+    result.findings += _restored_findings(t)
     if start_tensors and differ:
         result.findings.append(reset_misses(start_tensors))
         return result  # no two runs start alike: nothing can be compared with anything
@@ -123,28 +117,31 @@ def judge(
         if moved:
             result.findings.append(host_unverified(moved, start_host))
         return result
+    result.findings += _against_the_graph(t, export, spreads, moved, copies, depends, start_host)
+    return result
+
+
+def _against_the_graph(
+    t: Trajectories,
+    export: NodeExport,
+    spreads: list[dict],
+    moved: dict,
+    copies: list[Finding],
+    depends: bool,
+    start_host: list[Change],
+) -> list[Finding]:
+    """The replays against the eager runs (a GPU's trajectories): memory freed under the
+    graph, the tensors that differ, a host value behind them, and those the eager runs'
+    own spread leaves unjudged or within it."""
+    out = []
     freed = _freed(t, spreads)
     if freed:
-        k, c = freed[0]
-        i = t.at[k]
-        result.findings.append(
-            Finding(
-                kind="freed-memory",
-                severity="fail",
-                message=f"the graph reads memory freed after its capture: after step {i}, "
-                f"{names([c for _, c in freed])} differ between two replayed runs from one "
-                f"state, with free memory filled with {POISONS[0]:#04x} then "
-                f"{POISONS[1]:#04x}; keep every tensor the step uses alive for as long as its "
-                "graph",
-                tensor=c.name,
-                step=i,
-            )
-        )
+        out.append(_freed_finding(t, freed))
     bad, unjudged, within = _against_eager(t, spreads)
     for k, c in bad[:LISTED]:
-        result.findings.append(mismatch(k, c, t, export, moved, copies, bool(freed)))
+        out.append(mismatch(k, c, t, export, moved, copies, bool(freed)))
     if len(bad) > LISTED:
-        result.findings.append(
+        out.append(
             Finding(
                 kind="mismatch",
                 severity="fail",
@@ -154,10 +151,10 @@ def judge(
         )
     if depends or (bad and moved):
         first = (t.at[bad[0][0]], bad[0][1]) if bad else None
-        result.findings.append(host_fail(moved, start_host, first))
+        out.append(host_fail(moved, start_host, first))
     for k, c in unjudged:
         i = t.at[k]
-        result.findings.append(
+        out.append(
             Finding(
                 kind="unjudged",
                 severity="unverified",
@@ -171,7 +168,7 @@ def judge(
         )
     for k, c, own in within:
         i = t.at[k]
-        result.findings.append(
+        out.append(
             Finding(
                 kind="nondeterministic",
                 severity="info",
@@ -182,7 +179,33 @@ def judge(
                 step=i,
             )
         )
-    return result
+    return out
+
+
+def _restored_findings(t: Trajectories) -> list[Finding]:
+    """What the check put back after its runs: the step's output buffers (info), and any
+    other tensor (warn)."""
+    last = t.a.after[-1]
+    out_addrs = {s.meta[0] for s in last.seen.values() if s.output and not s.host}
+    buffers = [n for n in t.restored if _addr(last, n) in out_addrs]  # the step's output
+    others = [n for n in t.restored if n not in buffers]
+    return [restored(ns, sev) for ns, sev in ((others, "warn"), (buffers, "info")) if ns]
+
+
+def _freed_finding(t: Trajectories, freed: list) -> Finding:
+    k, c = freed[0]
+    i = t.at[k]
+    return Finding(
+        kind="freed-memory",
+        severity="fail",
+        message=f"the graph reads memory freed after its capture: after step {i}, "
+        f"{names([c for _, c in freed])} differ between two replayed runs from one "
+        f"state, with free memory filled with {POISONS[0]:#04x} then "
+        f"{POISONS[1]:#04x}; keep every tensor the step uses alive for as long as its "
+        "graph",
+        tensor=c.name,
+        step=i,
+    )
 
 
 # --- what the runs show ------------------------------------------------------------------
