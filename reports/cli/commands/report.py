@@ -210,12 +210,9 @@ def run_recording_report(args: argparse.Namespace, io: IO) -> int:
     return 0
 
 
-def run_target_report(args: argparse.Namespace, io: IO) -> int:
-    import torch
-
-    from graph_harness.reports.cli.target import output_names
-    from graph_harness.reports.target_report import write_target_report
-
+def _target_inputs(args: argparse.Namespace) -> list:
+    """A target report's flags checked before anything runs (a factory without `batch`
+    refused where --sizes sweeps it); the requests to pad up the sizes, if any."""
     if not args.target:
         refuse_target_only(args)
     if len(args.target) > 2:
@@ -231,11 +228,22 @@ def run_target_report(args: argparse.Namespace, io: IO) -> int:
         raise UsageError("--requests pads batches up the sizes swept: give --sizes too")
     if args.sizes and len(args.target) != 1:
         raise UsageError("--sizes sweeps one --target: give one")
-    requests = sweep_inputs(args.sizes, args.requests) if args.sizes else []
-    if args.sizes:  # a factory without `batch` refused before anything runs
-        from graph_harness.reports.cli.target import load_factory
+    if not args.sizes:
+        return []
+    requests = sweep_inputs(args.sizes, args.requests)
+    from graph_harness.reports.cli.target import load_factory
 
-        load_factory(args.target[0]).check_takes("batch", "report --sizes")
+    load_factory(args.target[0]).check_takes("batch", "report --sizes")
+    return requests
+
+
+def run_target_report(args: argparse.Namespace, io: IO) -> int:
+    import torch
+
+    from graph_harness.reports.cli.target import output_names
+    from graph_harness.reports.target_report import write_target_report
+
+    requests = _target_inputs(args)
     names = output_names(args.target)
     with staged(args, io) as tmp, progress(io) as say:
         banner(io)
