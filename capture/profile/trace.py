@@ -58,10 +58,10 @@ from typing import Any
 from graph_harness.capture.attribution.node import Node
 from graph_harness.capture.attribution.rollup import tree_label, tree_parts
 from graph_harness.capture.profile.nodes import VariantProfile
+from graph_harness.capture.profile.trace_lanes import REPLAYS, Lanes
 
 TRACE_SCHEMA = "graph-harness/trace"
 TRACE_SCHEMA_VERSION = 1
-REPLAYS = "replays"  # the track of replay slices, first in each process
 GAP = "gap"
 GAP_COLOUR = "bad"  # a colour name chrome://tracing reserves; Perfetto colours by name
 FLOW = "dependency"  # the flows' category and name: Perfetto pairs s and f by (id, cat, name)
@@ -218,7 +218,7 @@ class _Builder:
         reps = r[(r.build == build) & (r.window == window) & r.replay.isin(traced)]
         nodes = {n["index"]: n for n in p.export.nodes}
         track = {n: track_of(nodes[n], round_, depth) for n in p.plan.nodes}
-        lanes = _Lanes()
+        lanes = Lanes()
         replay_fits = [
             lanes.replay(_ns(x.start_us), _ns(x.start_us + x.period_us)) for x in reps.itertuples()
         ]
@@ -279,7 +279,7 @@ class _Builder:
         ]
 
     def _threads(
-        self, pid: int, lanes: _Lanes, rank: Callable[[str], tuple[int, ...]]
+        self, pid: int, lanes: Lanes, rank: Callable[[str], tuple[int, ...]]
     ) -> tuple[dict[tuple[str, int], int], list[str]]:
         """A tid per (track, lane): the replays first, then tracks in rank order, each
         track's second lane after its first."""
@@ -355,43 +355,3 @@ def _track_rank(
     if step_order:
         return lambda label: (steps.get(label, len(steps)), first.get(label, 0))
     return lambda label: (first.get(label, len(first)),)
-
-
-_NONE = -(2**62)  # the end of an empty lane
-
-
-class _Lanes:
-    """Where each slice of a process goes: per (track, lane), the end (ns) of the last
-    slice laid there."""
-
-    def __init__(self) -> None:
-        self.ends: dict[tuple[str, int], int] = {}
-        self.trimmed = 0  # gap and replay slices drawn a nanosecond or so off their edges
-
-    def replay(self, a: int, b: int) -> tuple[int, int] | None:
-        """A replay slice [a, b) ns: after the one before it on the replays track."""
-        lo = max(a, self.ends.get((REPLAYS, 0), _NONE))
-        if b - lo < 1:
-            return None
-        self.ends[REPLAYS, 0] = b
-        self.trimmed += lo != a
-        return lo, b
-
-    def node(
-        self, label: str, a: int, b: int, gap_at: int | None
-    ) -> tuple[int, tuple[int, int] | None]:
-        """A node slice [a, b) ns (never moved) and its gap slice from `gap_at` (None: no
-        positive gap): on the first lane of its track free at the gap's start (but for a
-        nanosecond of rounding) and at the node's, the gap slice fitted in between.
-        Returns (lane, the gap slice or None)."""
-        free_at = a if gap_at is None else min(gap_at + 1, a)
-        lane = 0
-        while self.ends.get((label, lane), _NONE) > free_at:
-            lane += 1
-        gap = None
-        if gap_at is not None:
-            lo = max(gap_at, self.ends.get((label, lane), _NONE))
-            gap = (lo, a) if a - lo >= 1 else None
-            self.trimmed += gap is not None and lo != gap_at
-        self.ends[label, lane] = b
-        return lane, gap

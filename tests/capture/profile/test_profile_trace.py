@@ -319,9 +319,9 @@ def test_rounded_nanoseconds_never_overlap_a_gap_with_its_node():
 def test_a_gap_that_rounding_puts_into_its_neighbour_is_trimmed():
     # Two floats for one moment (a node's end, the next gap's start) can straddle a half
     # nanosecond: the gap then starts where the lane ends, a nanosecond later
-    from graph_harness.capture.profile.trace import _Lanes
+    from graph_harness.capture.profile.trace_lanes import Lanes
 
-    lanes = _Lanes()
+    lanes = Lanes()
     assert lanes.node("x", 0, 10, None) == (0, None)
     assert lanes.node("x", 12, 20, 9) == (0, (10, 12))  # trimmed from 9, same lane
     assert lanes.node("x", 15, 30, 14) == (1, (14, 15))  # overlaps by more: a second lane
