@@ -41,7 +41,7 @@ def measure_round_configs(
     """Like measure_rounds, for labelled (variant, pdl) configurations timed together.
 
     Each build constructs and captures every configuration afresh, after returning the
-    last build's memory to the driver and behind a spacer of a different size, so its
+    last build's memory to the driver and behind spacers of different sizes, so its
     buffers land elsewhere: on the H200 where a round's data lives moves its time by up to
     ~35 us, 0.5-0.7% of a round (BENCHMARKS.md, "Placement"), more than most single changes
     save. Trials
@@ -50,9 +50,16 @@ def measure_round_configs(
     rows, exports = [], {}
     for build in range(settings.builds):
         torch.cuda.empty_cache()  # the last build's blocks must not simply be reused
-        spacer = torch.empty(
-            (2 * build + 1) << 20 | 4096 * 37 * build, dtype=torch.uint8, device="cuda"
-        )
+        # One spacer per pool of the caching allocator, each of a size of this build's:
+        # blocks of 1 MiB and more come from large segments, smaller ones from 2 MiB
+        # segments of their own, which a large spacer never moves (seen on the H200,
+        # session 19: a small round's first chunk at one address in every build).
+        spacer = [
+            torch.empty(
+                (2 * build + 1) << 20 | 4096 * 37 * build, dtype=torch.uint8, device="cuda"
+            ),
+            torch.empty(4096 * 37 * (build % 6 + 1), dtype=torch.uint8, device="cuda"),
+        ]
         graphs = {}
         graph_pool = torch.cuda.graph_pool_handle()
         keep = {}
