@@ -228,18 +228,19 @@ def ab_child(arm: str, path: Path) -> None:
 
 def profiler_ab(out: Path, children: int) -> None:
     import subprocess
+    import tempfile
 
     rows = []
     arms = [("profiler", "control")[(k + k // 2) % 2] for k in range(2 * children)]
-    for k, arm in enumerate(arms):  # P C C P P C ...: neither arm always first
-        path = out / f"ab-{k}.json"
-        cmd = [sys.executable, __file__, "--out", str(out), "--ab-child", arm, str(path)]
-        got = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-        if got.returncode != 0:
-            raise RuntimeError(f"A/B child {k} ({arm}) failed:\n{got.stderr[-3000:]}")
-        rows += [dict(r, process=k) for r in json.loads(path.read_text())]
-        path.unlink()
-        pd.DataFrame(rows).to_csv(out / "profiler-ab.csv", index=False)
+    with tempfile.TemporaryDirectory(prefix="bench-launch-ab-") as tmp:  # ours alone
+        for k, arm in enumerate(arms):  # P C C P P C ...: neither arm always first
+            path = Path(tmp) / f"ab-{k}.json"
+            cmd = [sys.executable, __file__, "--out", tmp, "--ab-child", arm, str(path)]
+            got = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+            if got.returncode != 0:
+                raise RuntimeError(f"A/B child {k} ({arm}) failed:\n{got.stderr[-3000:]}")
+            rows += [dict(r, process=k) for r in json.loads(path.read_text())]
+            pd.DataFrame(rows).to_csv(out / "profiler-ab.csv", index=False)
     df = pd.DataFrame(rows)
     wide = df.pivot_table(index=["arm", "process", "what"], columns="phase", values="us")
     wide["ratio"] = wide["after"] / wide["before"]
