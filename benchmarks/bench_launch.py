@@ -14,6 +14,10 @@
    the plain host launches' difference beside them.
 3. A graph's life for each example (capture/graph/lifecycle.py, as bench_host.py for
    the llama example alone).
+4. Memory: each example swept (capture/sweep/run.py sweep_step) over `--sizes`: each
+   size's pool and executable, the shared pool with its executables (the truth), the
+   two estimators and their errors, what freeing the graphs gave back, and the
+   start-up's shares.
 5. A profiler session's after-effect (the "profiler" part): fresh processes, each
    timing host launches (a 100- and a 1000-node chain of empty Triton kernels, the llama
    example's step from its reset) and a fresh chain's instantiate, then running 20
@@ -21,10 +25,6 @@
    cupti_trace: arm "profiler") or plainly (arm "control"), then timing all of it again
    in the same process. The arms alternate over `--children` processes each, so what the
    after/before ratio shows beyond the control's is the profiler's.
-4. Memory: each example swept (capture/sweep/run.py sweep_step) over `--sizes`: each
-   size's pool and executable, the shared pool with its executables (the truth), the
-   two estimators and their errors, what freeing the graphs gave back, and the
-   start-up's shares.
 
 Predictions, written before the first run:
 - Both examples' launches are hidden at batch 1 and at 64: a step's device work
@@ -276,6 +276,9 @@ def main() -> None:
     }
     # A profiler session leaves this process's host launches (and captures) slow for good
     # (part 5, "profiler"): the parts that time them run before the ones that profile.
+    unknown = sorted(set(args.parts) - set(parts))
+    if unknown:
+        ap.error(f"unknown --parts {unknown}: choose from {', '.join(parts)}")
     for name in sorted(args.parts, key=["life", "memory", "exposure", "pair", "profiler"].index):
         part(name, parts[name], failed)
     if failed:

@@ -68,7 +68,9 @@ def count_step(
     soak: int = 0,
     soak_deadline: float | None = None,
     host_launch: bool = True,
+    watch: bool | None = None,
     progress: Progress = None,
+    note: Progress = None,
     shown: str | None = None,
 ) -> CountedStep:
     """Capture and count `step` (capture/step.py capture_step: `module` by its modules);
@@ -82,8 +84,12 @@ def count_step(
     Without `check`, a step that captures its own graphs (reduce-overhead) is counted by
     recording them, and the notes say which host values a call changes and (on the CPU)
     which ops read a value back to the host; with it, the check makes findings of those.
-    `progress` hears "capturing X" and "checking X", X `shown` (default `name`).
-    EmptyStepError where the step issued no work."""
+    `watch`: as capture_step's (default: always with `check`, else only a step without a
+    reset). `progress` hears "capturing X" and "checking X", X `shown` (default `name`);
+    `note` hears each note as soon as the capture has given it, before any check runs
+    (so a check that raises loses none). EmptyStepError where the step issued no work."""
+    if soak and check is None:
+        raise ValueError(f"soak={soak} soaks a checked graph: give check= too")
     if progress:
         progress(f"capturing {shown or name}")
     got = capture_step(
@@ -91,13 +97,15 @@ def count_step(
         name=name,
         warmup=warmup,
         module=module,
-        watch=True if check is not None else None,
+        watch=(True if check is not None else None) if watch is None else watch,
         own_graphs=check is None,  # a check replays the step's graph: ours only
         host_notes=check is None,
     )
     notes = list(got.notes)
     if check is None and (line := host_read_note(got.export, shown or name)):
         notes.append(line)  # as a check would find it (with one, it does)
+    for line in notes if note else ():
+        note(line)
     checked = None
     if check is not None:
         if progress:
@@ -147,12 +155,12 @@ def count_variants(
 ) -> dict[str, CountedVariant]:
     """Each variant of the built-in round captured (CUDA) or dispatched (CPU) and counted
     (round/count.py count_round), and on a GPU with `host_launch`, its graph's host launch
-    timed (the round's own graph: its launches harm nothing). Each graph is freed before
-    the next variant is built."""
+    timed (the round's own graph: its launches harm nothing). A variant named twice is
+    counted once. Each graph is freed before the next variant is built."""
     from graph_harness.capture.round.count import count_round
 
     out = {}
-    for v in variants:
+    for v in dict.fromkeys(variants):  # each once, in the order first named
         if progress:
             progress(f"capturing {v}")
         counted = count_round(params, v, pdl=pdl)

@@ -142,7 +142,13 @@ class ProfileResult:
     @cached_property
     def _pair_table(self) -> pd.DataFrame:
         rows = [
-            price_pair(self.profiles[a], self.profiles[b], self.round_trials, self.host_trials)
+            price_pair(
+                self.profiles[a],
+                self.profiles[b],
+                self.round_trials,
+                self.host_trials,
+                host_after_profiler=bool(self.options.get("host_launch_after_profiler")),
+            )
             for a, b in self.pairs
         ]
         return frame(rows, PricedPair)

@@ -75,6 +75,8 @@ def price_pair(
     b: VariantProfile,
     round_trials: pd.DataFrame | None = None,
     host_trials: pd.DataFrame | None = None,
+    *,
+    host_after_profiler: bool = False,
 ) -> PricedPair:
     """The saving A -> B predicted from the profiles (summed node costs per replay: per
     build the difference of medians, median over builds; bootstrap interval), raw and net
@@ -109,7 +111,9 @@ def price_pair(
     43). Where one is exposed and the other not, one side runs at the host's pace and the
     other at the device's, which neither price covers: "cannot tell". Where neither is
     exposed the host saving is shown, not used: a hidden launch costs the loop nothing.
-    Without host launch times an exposed pair is "cannot tell"."""
+    Without host launch times, or with times taken after a profiler session in the process
+    (`host_after_profiler`: they read 3.7-26x high, BENCHMARKS.md), an exposed pair is
+    "cannot tell"."""
     raw = _priced(a.cost_series, b.cost_series)
     basis = (a.excess_basis or CHAINS) if a.calibrated else "raw"
     if basis != "raw":
@@ -149,6 +153,16 @@ def price_pair(
     if all(exposed):  # the loop runs at the host's pace: priced by the host launches
         predicted, lo, hi = host
         verdict, why = _verdict(HOST, measured, (mlo, mhi), host, [], {})
+        if math.isnan(host[0]) and verdict == CANNOT_TELL:
+            why = "the host launches were not timed"
+        elif host_after_profiler and verdict != NOT_MEASURED:
+            verdict, why = (
+                CANNOT_TELL,
+                (
+                    "the host launches were timed after a profiler session in this process, "
+                    "which leaves them reading several times high"
+                ),
+            )
         why = f"both launches exposed, priced by the host launch saving: {why}"
     else:  # judged on the net prediction; without one the raw one's shown, unjudged
         predicted, lo, hi = net if basis != "raw" else raw
@@ -184,29 +198,32 @@ def _one_exposed(a: str, b: str, launches: tuple[str, str]) -> str:
     k = 0 if launches[0] == "exposed" else 1
     shown, other = (a, b)[k], (a, b)[1 - k]
     return (
-        f"{shown}'s launch is exposed and {other}'s is {launches[1 - k]}: one side runs at "
-        "the host's pace, the other at the device's, and neither price covers both"
+        f"{shown}'s launch is exposed, {other}'s not (its verdict: {launches[1 - k]}): one "
+        "side may run at the host's pace, the other at the device's, and neither price "
+        "covers both"
     )
 
 
-def _host_series(p: VariantProfile, host_trials: pd.DataFrame | None) -> np.ndarray:
+def _host_trials(p: VariantProfile, host_trials: pd.DataFrame | None) -> pd.Series:
+    """A graph's host launch trials (us), by trial number."""
     if host_trials is None or not len(host_trials):
-        return np.empty(0)
-    rows = host_trials[host_trials.variant == p.name].sort_values("trial")
-    return rows.us.to_numpy(dtype=float)
+        return pd.Series(dtype=float)
+    rows = host_trials[host_trials.variant == p.name]
+    return rows.set_index("trial").us.astype(float)
 
 
 def _host_saving(
     a: VariantProfile, b: VariantProfile, host_trials: pd.DataFrame | None
 ) -> tuple[float, float, float]:
-    """A's host launch less B's (us): the median of the paired trials' differences, with
-    its 95% interval; NaN where either was not timed."""
-    ta, tb = _host_series(a, host_trials), _host_series(b, host_trials)
-    n = min(len(ta), len(tb))
-    if n == 0:
+    """A's host launch less B's (us): the difference of their medians over the trials
+    both have, joined by trial number (each trial launched both, interleaved), with its
+    95% interval (trials resampled in pairs); NaN where either was not timed."""
+    both = pd.concat([_host_trials(a, host_trials), _host_trials(b, host_trials)], axis=1)
+    both = both.dropna()
+    if both.empty:
         return math.nan, math.nan, math.nan
-    ta, tb = ta[None, :n], tb[None, :n]
-    lo, hi = saving_interval(ta, tb) if n >= 2 else (math.nan, math.nan)
+    ta, tb = both.iloc[:, 0].to_numpy()[None, :], both.iloc[:, 1].to_numpy()[None, :]
+    lo, hi = saving_interval(ta, tb) if len(both) >= 2 else (math.nan, math.nan)
     return saving_point(ta, tb), lo, hi
 
 
@@ -215,8 +232,8 @@ def _launches(
 ) -> tuple[str, str]:
     out = []
     for p in (a, b):
-        ts = _host_series(p, host_trials)
-        out.append(p.exposure(float(np.median(ts)) if len(ts) else None)[0])
+        ts = _host_trials(p, host_trials)
+        out.append(p.exposure(float(ts.median()) if len(ts) else None)[0])
     return out[0], out[1]
 
 

@@ -51,14 +51,16 @@ def measure_round_configs(
     for build in range(settings.builds):
         torch.cuda.empty_cache()  # the last build's blocks must not simply be reused
         # One spacer per pool of the caching allocator, each of a size of this build's:
-        # blocks of 1 MiB and more come from large segments, smaller ones from 2 MiB
-        # segments of their own, which a large spacer never moves (seen on the H200,
-        # session 19: a small round's first chunk at one address in every build).
+        # requests over 1 MiB come from large segments, those of 1 MiB and less from 2 MiB
+        # segments of a pool of their own, which a large spacer never moves (seen on the
+        # H200, session 19: a small round's first chunk at one address in builds 0 and 2).
+        # The small one's size, 4 KiB x (1 + 37 b mod 255), stays under 1 MiB and repeats
+        # only after 255 builds (37 and 255 share no factor).
         spacer = [
             torch.empty(
-                (2 * build + 1) << 20 | 4096 * 37 * build, dtype=torch.uint8, device="cuda"
+                (2 * build + 2) << 20 | 4096 * 37 * build, dtype=torch.uint8, device="cuda"
             ),
-            torch.empty(4096 * 37 * (build % 6 + 1), dtype=torch.uint8, device="cuda"),
+            torch.empty(4096 * (1 + 37 * build % 255), dtype=torch.uint8, device="cuda"),
         ]
         graphs = {}
         graph_pool = torch.cuda.graph_pool_handle()

@@ -74,6 +74,7 @@ def count_target(
     soak: int = 0,
     soak_deadline: float | None = None,
     host_launch: bool = True,
+    watch: bool | None = None,
     target: Target | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> CountedStep:
@@ -82,7 +83,7 @@ def count_target(
     by `spec`), its notes said; with
     `module_scopes` (the flag's value) not False, by the modules of its `step.module`.
     `target`: already loaded (load_targets), else loaded here. Keep what this returns
-    while its graph is replayed: `got.step`'s buffers are the graph's."""
+    while its graph is replayed: `got.got.step`'s buffers are the graph's."""
     from graph_harness.capture.commands import count_step
     from graph_harness.capture.count import EmptyStepError
     from graph_harness.capture.graph.settings import StepSettings
@@ -101,14 +102,14 @@ def count_target(
             soak=soak,
             soak_deadline=soak_deadline,
             host_launch=host_launch,
+            watch=watch,
             progress=progress,
+            note=io.note,  # said as soon as the capture gives them, before any check
             shown=spec,
         )
     except EmptyStepError as e:  # what issued no work is the target: say which
         raise TargetError(f"--target {spec!r}: {e}") from None
     got.export.options["target"] = printable(spec)  # as text, as the workload's name is
-    for line in got.notes:
-        io.note(line)
     return got
 
 

@@ -43,3 +43,37 @@ def test_count_variants_counts_each_variant_once():
     for v, c in got.items():
         assert c.export.total == capture.count_round(params, v).export.total > 0
         assert c.launch is None  # no GPU here
+
+
+def test_count_step_tells_its_notes_before_a_check_that_raises():
+    import pytest
+
+    from graph_harness.capture.state.steps import StepStateError
+
+    pos = torch.zeros(1)
+
+    def advancing():  # no reset, and every call moves its state on: no check can replay it
+        pos.add_(1)
+        return pos * 2
+
+    told = []
+    with pytest.raises(StepStateError):
+        capture.count_step(advancing, name="adv", check=2, note=told.append)
+    # told before the check refused the step, which the old order lost
+    assert [line.split(":")[0] for line in told] == [
+        "profile, check and report (on a GPU) will refuse it"
+    ], told
+
+
+def test_count_step_refuses_a_soak_without_a_check():
+    import pytest
+
+    with pytest.raises(ValueError, match="give check="):
+        capture.count_step(_step(), soak=10)
+
+
+def test_count_variants_counts_a_variant_named_twice_once():
+    params = capture.RoundParams(stages=1, rows=2, k=8, world=2, rank=0, shard=16)
+    said = []
+    got = capture.count_variants(params, ["fused", "shipped", "fused"], progress=said.append)
+    assert list(got) == ["fused", "shipped"] and len(said) == 2

@@ -172,6 +172,7 @@ def run(args: argparse.Namespace, io: IO) -> int:
 
             with progress(io) as say:  # each variant's line says how long it took
                 counted = count_variants(round_params(args), names, pdl=args.pdl, progress=say)
+            names = list(counted)  # a variant named twice is counted once
             exports = [c.export for c in counted.values()]
             launches = {v: c.launch for v, c in counted.items() if c.launch is not None}
             del counted

@@ -275,6 +275,7 @@ def run_target_report(args: argparse.Namespace, io: IO) -> int:
                     warmup=step_warmup(args),
                     check=check_steps(args) if args.check else None,
                     host_launch=False,  # no GPU here
+                    watch=args.check,  # unchecked, a report replays nothing here: no watch
                     target=target,
                     progress=say,
                 )

@@ -246,7 +246,7 @@ def _host(a_us, b_us, n=10):
     )  # fmt: skip
 
 
-def _exposed_pair(monkeypatch, launches, host=None, timed=None):
+def _exposed_pair(monkeypatch, launches, host=None, timed=None, after_profiler=False):
     """_pair's graphs (2 nodes removed), each graph's exposure verdict as `launches` says;
     `timed`: the event-timed periods (A, B), default the device's (net of the excess)."""
     from graph_harness.capture.profile.nodes import VariantProfile
@@ -258,7 +258,7 @@ def _exposed_pair(monkeypatch, launches, host=None, timed=None):
     a, b = _profile("a", da, excess={"kernel": X}), _profile("b", db, excess={"kernel": X})
     a = replace(a, excess_bounds=_calibrated(X, X).bounds())
     ta, tb = timed or (sum(da) + (0.5 - X) * len(da), sum(db) + (0.5 - X) * len(db))
-    return price_pair(a, b, _trials(ta, tb), host)
+    return price_pair(a, b, _trials(ta, tb), host, host_after_profiler=after_profiler)
 
 
 def test_a_pair_whose_launches_are_both_exposed_is_priced_by_the_host_launches(monkeypatch):
@@ -276,17 +276,23 @@ def test_a_pair_whose_launches_are_both_exposed_is_priced_by_the_host_launches(m
     # a host saving 10% off the measured one fails, whatever the device's price says
     off = _exposed_pair(monkeypatch, both, _host(15.0, 8.7), timed=(15.0, 8.0))
     assert off.verdict == "fail" and off.predicted_launch_us == pytest.approx(6.3)
+    # trials joined by number, not by row order: shuffled rows price the same
+    shuffled = _host(15.0, 8.0).sample(frac=1.0, random_state=3)
+    again = _exposed_pair(monkeypatch, both, shuffled, timed=(15.0, 8.0))
+    assert again.host_saving_lo == pytest.approx(7.0) and again.verdict == "pass"
+    # launches timed after a profiler session read high: never a verdict from them
+    late = _exposed_pair(monkeypatch, both, _host(15.0, 8.0), (15.0, 8.0), after_profiler=True)
+    assert late.verdict == "cannot tell" and "after a profiler session" in late.why
     # no host launch times: an exposed pair's price is not known
     blind = _exposed_pair(monkeypatch, both, None, timed=(15.0, 8.0))
     assert blind.verdict == "cannot tell" and blind.why.startswith("both launches exposed")
+    assert "not timed" in blind.why
     assert math.isnan(blind.predicted_launch_us) and math.isnan(blind.host_saving_us)
 
 
 def test_one_exposed_launch_cannot_tell_and_hidden_ones_take_the_device_price(monkeypatch):
     mixed = _exposed_pair(monkeypatch, {"a": "hidden", "b": "exposed"}, _host(10.0, 9.0))
-    assert mixed.verdict == "cannot tell" and "b's launch is exposed and a's is hidden" in (
-        mixed.why
-    )
+    assert mixed.verdict == "cannot tell" and "b's launch is exposed, a's not" in mixed.why
     assert math.isnan(mixed.predicted_launch_us)
     # hidden launches: the host saving is shown, not used; the device price passes
     hidden = {"a": "hidden", "b": "hidden"}
