@@ -50,16 +50,17 @@ def measure_round_configs(
     rows, exports = [], {}
     for build in range(settings.builds):
         torch.cuda.empty_cache()  # the last build's blocks must not simply be reused
-        # One spacer per pool of the caching allocator, each of a size of this build's:
-        # requests over 1 MiB come from large segments, those of 1 MiB and less from 2 MiB
-        # segments of a pool of their own, which a large spacer never moves (seen on the
-        # H200, session 19: a small round's first chunk at one address in builds 0 and 2).
-        # The small one's size, 4 KiB x (1 + 37 b mod 255), stays under 1 MiB and repeats
-        # only after 255 builds (37 and 255 share no factor).
+        # One spacer per pool of the caching allocator, each of a size of this build's. A
+        # round's 32 MiB chunks get segments of their own straight from cudaMalloc, so only
+        # a spacer with a segment of its own size moves them: requests of 10 MiB and over
+        # are rounded to 2 MiB and get exactly that, while anything under 10 MiB takes a
+        # 20 MiB segment whatever its size (session 20: behind such spacers the round's
+        # first chunk sat at one address in all three builds). Requests of 1 MiB and less
+        # come from 2 MiB segments of a pool of their own, which the large spacer never
+        # moves; the small one's size, 4 KiB x (1 + 37 b mod 255), repeats only after 255
+        # builds (37 and 255 share no factor). benchmarks/experiments/spacer_probe.py.
         spacer = [
-            torch.empty(
-                (2 * build + 2) << 20 | 4096 * 37 * build, dtype=torch.uint8, device="cuda"
-            ),
+            torch.empty((10 + 2 * (build % 64)) << 20, dtype=torch.uint8, device="cuda"),
             torch.empty(4096 * (1 + 37 * build % 255), dtype=torch.uint8, device="cuda"),
         ]
         graphs = {}
