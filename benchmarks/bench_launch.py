@@ -266,6 +266,10 @@ def main() -> None:
     ap.add_argument("--children", type=int, default=4, help="processes per arm (profiler)")
     ap.add_argument("--pair-trials", type=int, default=30, help="profile trials (pair)")
     args = ap.parse_args()
+    order = ["life", "memory", "exposure", "pair", "profiler"]
+    unknown = sorted(set(args.parts) - set(order))
+    if unknown:  # before anything is written
+        ap.error(f"unknown --parts {unknown}: choose from {', '.join(order)}")
     args.out.mkdir(parents=True, exist_ok=True)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     meta = dict(env=environment(device), created=now(), args=vars(args))
@@ -281,10 +285,7 @@ def main() -> None:
     }
     # A profiler session leaves this process's host launches (and captures) slow for good
     # (part 5, "profiler"): the parts that time them run before the ones that profile.
-    unknown = sorted(set(args.parts) - set(parts))
-    if unknown:
-        ap.error(f"unknown --parts {unknown}: choose from {', '.join(parts)}")
-    for name in sorted(args.parts, key=["life", "memory", "exposure", "pair", "profiler"].index):
+    for name in sorted(args.parts, key=order.index):
         part(name, parts[name], failed)
     if failed:
         print(f"parts that failed: {failed}")
