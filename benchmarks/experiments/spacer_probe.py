@@ -9,6 +9,10 @@ Each design runs in a fresh process, plain or after dirtying the allocator and t
 with allocations of assorted sizes. A build returns the cache to the driver, allocates the
 design's spacers, then two 32 MiB chunks (the shipped and fused rounds' first chunks), and
 records their addresses. Writes DIR/spacers.json: {design: {"clean"|"dirty": [[a, b], ...]}}.
+
+Session 20 on the H200: under every design, clean or dirty, both chunks sat at one address
+in all six builds (docs/data/suite-2026-12-03c/spacers.json), so the round's builds now
+hold every earlier build's memory instead.
 """
 
 from __future__ import annotations

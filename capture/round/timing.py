@@ -40,29 +40,19 @@ def measure_round_configs(
 ) -> tuple[pd.DataFrame, dict[str, NodeExport]]:
     """Like measure_rounds, for labelled (variant, pdl) configurations timed together.
 
-    Each build constructs and captures every configuration afresh, after returning the
-    last build's memory to the driver and behind spacers of different sizes, so its
-    buffers land elsewhere: on the H200 where a round's data lives moves its time by up to
+    Each build constructs and captures every configuration afresh while every earlier
+    build's rounds and graphs are still held, so that none of its buffers can land where
+    an earlier build's did: on the H200 where a round's data lives moves its time by up to
     ~35 us, 0.5-0.7% of a round (BENCHMARKS.md, "Placement"), more than most single changes
-    save. Trials
-    within a build are interleaved; savings() pools the builds."""
+    save. Holding costs memory: builds x configurations x the round's pool (32 MiB at the
+    default sizes) and its graph's. Spacers in front of each build do not do this: the
+    driver handed a 32 MiB chunk the same address after `empty_cache` behind every spacer
+    tried (benchmarks/experiments/spacer_probe.py, session 20). Trials within a build are
+    interleaved; savings() pools the builds."""
     settings = settings or ReplaySettings()
     rows, exports = [], {}
+    held = []  # every build's rounds and graphs, until all are timed
     for build in range(settings.builds):
-        torch.cuda.empty_cache()  # the last build's blocks must not simply be reused
-        # One spacer per pool of the caching allocator, each of a size of this build's. A
-        # round's 32 MiB chunks get segments of their own straight from cudaMalloc, so only
-        # a spacer with a segment of its own size moves them: requests of 10 MiB and over
-        # are rounded to 2 MiB and get exactly that, while anything under 10 MiB takes a
-        # 20 MiB segment whatever its size (session 20: behind such spacers the round's
-        # first chunk sat at one address in all three builds). Requests of 1 MiB and less
-        # come from 2 MiB segments of a pool of their own, which the large spacer never
-        # moves; the small one's size, 4 KiB x (1 + 37 b mod 255), repeats only after 255
-        # builds (37 and 255 share no factor). benchmarks/experiments/spacer_probe.py.
-        spacer = [
-            torch.empty((10 + 2 * (build % 64)) << 20, dtype=torch.uint8, device="cuda"),
-            torch.empty(4096 * (1 + 37 * build % 255), dtype=torch.uint8, device="cuda"),
-        ]
         graphs = {}
         graph_pool = torch.cuda.graph_pool_handle()
         keep = {}
@@ -85,5 +75,6 @@ def measure_round_configs(
         ]
         if after_build is not None:
             after_build(build, keep)
-        del graphs, keep, spacer
+        held.append((graphs, keep))
+    del held
     return pd.DataFrame(rows), exports
