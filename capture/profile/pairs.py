@@ -106,11 +106,12 @@ def price_pair(
     hides under it: the saving is priced as the host launch saving alone (A's plain host
     launch less B's, from `host_trials`, the profile's HOST_LAUNCH_COLUMNS: trials
     interleaved, so paired by trial, with its interval), and the verdict is on that,
-    neither the excess nor the net periods entering it (on the H200 the host saving came
-    within 1% of the measured one where device plus host missed it: BENCHMARKS.md, issue
-    43). Where one is exposed and the other not, one side runs at the host's pace and the
-    other at the device's, which neither price covers: "cannot tell". Where neither is
-    exposed the host saving is shown, not used: a hidden launch costs the loop nothing.
+    neither the excess nor the net periods entering it (on the H200 it came 22% under to 2%
+    over the measured saving, where device plus host missed it by far, and no run passed:
+    BENCHMARKS.md, issue 43). Where one is exposed and the other not, one side runs at
+    the host's pace and the other at the device's, which neither price covers: "cannot
+    tell". Where neither is exposed the host saving is shown, not used: a hidden launch
+    costs the loop nothing.
     Without host launch times, or with times taken after a profiler session in the process
     (`host_after_profiler`: they read 3.7-26x high, BENCHMARKS.md), an exposed pair is
     "cannot tell"."""
