@@ -3,7 +3,7 @@
 
     python3 benchmarks/bench_launch.py --out DIR [--models llama hf] [--batches 1 64]
         [--sizes 1 2 4 8 16 32 64] [--parts life memory exposure pair profiler]
-        [--children 4] [--pair-trials 30]
+        [--children 4] [--pair-trials 30] [--loop-launches 20]
 
 1. Exposure: each example's eager decode step at each batch, profiled as `profile` does
    (capture/profile/step.py profile_step): its host launch timed plain, and whether its
@@ -128,7 +128,7 @@ def loop_launches_us(graphs: dict, *, trials: int, launches: int = 20) -> dict:
     return out
 
 
-def exposed_pair(out: Path, trials: int) -> None:
+def exposed_pair(out: Path, trials: int, loop_launches: int) -> None:
     from graph_harness.capture.count import capture_and_keep
     from graph_harness.capture.profile.run import profile_steps
     from graph_harness.capture.replay.host import shaped
@@ -141,7 +141,8 @@ def exposed_pair(out: Path, trials: int) -> None:
     # the launch a decode loop issues? The same graphs' replay() calls timed back to back,
     # without a sync between them, interleaved; reported beside, not used by the verdict.
     # Timed before the profile: a profiler session slows every later launch (part 5).
-    loop = loop_launches_us({"a": a.captured.graph, "b": b.captured.graph}, trials=trials)
+    graphs = {"a": a.captured.graph, "b": b.captured.graph}
+    loop = loop_launches_us(graphs, trials=trials, launches=loop_launches)
     med = {n: statistics.median(v) for n, v in loop.items()}
     diffs = sorted(x - y for x, y in zip(loop["a"], loop["b"]))
     loops = dict(
@@ -303,6 +304,7 @@ def main() -> None:
     ap.add_argument("--parts", nargs="+", default=["exposure", "pair", "life", "memory"])
     ap.add_argument("--children", type=int, default=4, help="processes per arm (profiler)")
     ap.add_argument("--pair-trials", type=int, default=30, help="profile trials (pair)")
+    ap.add_argument("--loop-launches", type=int, default=20, help="launches a loop trial (pair)")
     args = ap.parse_args()
     order = ["life", "memory", "exposure", "pair", "profiler"]
     unknown = sorted(set(args.parts) - set(order))
@@ -316,7 +318,7 @@ def main() -> None:
     failed: list[str] = []
     parts = {
         "exposure": lambda: exposure(args.out, args.models, args.batches),
-        "pair": lambda: exposed_pair(args.out, args.pair_trials),
+        "pair": lambda: exposed_pair(args.out, args.pair_trials, args.loop_launches),
         "life": lambda: lifecycles(args.out, args.models),
         "memory": lambda: memory(args.out, args.models, args.sizes),
         "profiler": lambda: profiler_ab(args.out, args.children),
