@@ -42,6 +42,9 @@ Predictions, written before the first run:
 - Session 20, the pair with 120 trials (`--pair-trials 120`) against session 19's 30:
   the measured saving's interval about half as wide (about +-2.5% where it was +-5%),
   so the verdict can be "pass" if the host saving stays within 1% of it.
+- Session 20, launches back to back with 200 a trial (`--loop-launches 200`) against 20:
+  the per-trial differences' p5-p95 spread (about +-15% at 20) about 3x narrower, and the
+  back-to-back saving within 3% of the measured one in most runs.
 - A profiler session leaves host launches slower in its process (session 18 saw the
   llama launch at 16 us before one and 2-15x that after): the profiler arm's after/before
   ratio above 1.5, the control's within 10% of 1; instantiate about unchanged.
