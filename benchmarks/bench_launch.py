@@ -44,7 +44,8 @@ Predictions, written before the first run:
   so the verdict can be "pass" if the host saving stays within 1% of it.
 - Session 20, launches back to back with 200 a trial (`--loop-launches 200`) against 20:
   the per-trial differences' p5-p95 spread (about +-15% at 20) about 3x narrower, and the
-  back-to-back saving within 3% of the measured one in most runs.
+  back-to-back saving within 3% of the measured one in most runs. (Not yet run: the
+  session's device time ran out before it.)
 - A profiler session leaves host launches slower in its process (session 18 saw the
   llama launch at 16 us before one and 2-15x that after): the profiler arm's after/before
   ratio above 1.5, the control's within 10% of 1; instantiate about unchanged.
