@@ -148,13 +148,13 @@ def exposed_pair(out: Path, trials: int, loop_launches: int) -> None:
     graphs = {"a": a.captured.graph, "b": b.captured.graph}
     loop = loop_launches_us(graphs, trials=trials, launches=loop_launches)
     med = {n: statistics.median(v) for n, v in loop.items()}
-    diffs = sorted(x - y for x, y in zip(loop["a"], loop["b"]))
+    diffs = [x - y for x, y in zip(loop["a"], loop["b"])]
     loops = dict(
         loop_a_us=med["a"],
         loop_b_us=med["b"],
         loop_saving_us=statistics.median(diffs),
-        loop_saving_p5=diffs[len(diffs) // 20],
-        loop_saving_p95=diffs[-1 - len(diffs) // 20],
+        loop_saving_p5=statistics.quantiles(diffs, n=20)[0],
+        loop_saving_p95=statistics.quantiles(diffs, n=20)[-1],
     )
     result = profile_steps(
         {"16 over 16": (a.export, a.captured.graph), "8 over 8": (b.export, b.captured.graph)},
@@ -314,6 +314,13 @@ def main() -> None:
     unknown = sorted(set(args.parts) - set(order))
     if unknown:  # before anything is written
         ap.error(f"unknown --parts {unknown}: choose from {', '.join(order)}")
+    for flag, value, least in [
+        ("--pair-trials", args.pair_trials, 2),
+        ("--loop-launches", args.loop_launches, 1),
+        ("--children", args.children, 1),
+    ]:
+        if value < least:
+            ap.error(f"{flag} must be at least {least}, got {value}")
     args.out.mkdir(parents=True, exist_ok=True)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     meta = dict(env=environment(device), created=now(), args=vars(args))
