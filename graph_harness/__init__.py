@@ -91,3 +91,20 @@ if not _os.path.isdir(_os.path.join(_here, "kernels")):
     _root = _os.path.dirname(_here)
     if _os.path.isfile(_os.path.join(_root, "pyproject.toml")):
         __path__.append(_root)
+
+
+def _folder(spec, name: str) -> list[str]:
+    """The folder of `graph_harness.<name>`'s modules, made that module's package path.
+
+    The four packages' own code (what an `__init__.py` would hold) is graph_harness/<name>.py,
+    and their folders have no `__init__.py`: in a checkout, `kernels/` at the top level is
+    then only a namespace portion, which any regular `kernels` elsewhere on sys.path (Hugging
+    Face's, which transformers imports) wins over, when the checkout's root is on sys.path.
+    Installed, the folder is graph_harness/<name>/, beside the module; in a checkout, <name>/
+    beside graph_harness/ (docs/architecture.md, "The top-level folders").
+    """
+    for folder in (_os.path.join(_here, name), _os.path.join(_os.path.dirname(_here), name)):
+        if _os.path.isdir(folder):
+            spec.submodule_search_locations = [folder]
+            return [folder]
+    raise ImportError(f"graph_harness.{name}: its folder is in neither {_here} nor beside it")

@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -131,3 +133,85 @@ def test_wheel_beside_a_standin_kernels_package(tmp_path):
         env=env,
     )
     assert "1 passed" in r.stdout, r.stdout[-3000:]
+
+
+# --- a checkout's root on sys.path (issue 55) ---------------------------------------------
+
+_PROBE_ROOT = (
+    "import sys\n"
+    "assert sys.path[0] in ('', {root!r}), sys.path[:3]\n"  # the checkout's root, first
+    "import kernels, pools, capture, reports\n"
+    "for m in (kernels, pools, capture, reports):\n"
+    "    assert m.STANDIN == 'the other ' + m.__name__, (m.__name__, m.__path__)\n"
+    "import graph_harness.kernels as gk, graph_harness.pools as gp\n"
+    "from graph_harness.capture import RoundParams\n"
+    "from graph_harness.reports.cli.program import build_parser\n"
+    "assert callable(gk.pack_scores_ids) and gp.GraphBufferPool and RoundParams().stages == 24\n"
+    "build_parser()\n"
+    "print(gk.__file__)\n"
+)
+
+
+def _standins(site: Path) -> None:
+    """Other distributions' top-level `kernels`, `pools`, `capture` and `reports` (Hugging
+    Face's `kernels`, which transformers imports, is one), installed in `site`."""
+    for name in ("kernels", "pools", "capture", "reports"):
+        (site / name).mkdir(parents=True)
+        (site / name / "__init__.py").write_text(f"STANDIN = 'the other {name}'\n")
+
+
+def test_the_checkout_root_first_on_sys_path_hides_no_other_distribution(tmp_path):
+    # `python -c` in the root (sys.path[0] == ''), as a user in a clone runs it, and the root
+    # named on PYTHONPATH, as pytest's rootdir insertion and the tests' subprocesses put it:
+    # in both the root comes before the site folder, and the other distribution still wins.
+    site = tmp_path / "site"
+    _standins(site)
+    env = {"PATH": "/usr/bin:/bin", "CUDA_VISIBLE_DEVICES": "", "HOME": str(tmp_path)}
+    for pythonpath in (str(site), f"{REPO}:{site}"):
+        r = _run(
+            sys.executable,
+            "-c",
+            _PROBE_ROOT.format(root=str(REPO)),
+            cwd=REPO,
+            env={**env, "PYTHONPATH": pythonpath},
+        )
+        # ... and graph_harness.kernels is still this checkout's
+        assert Path(r.stdout.strip()).is_relative_to(REPO), r.stdout
+
+
+def test_the_root_probe_is_not_vacuous(tmp_path):
+    # A regular package at the root would win over the site folder: the probe sees it.
+    root, site = tmp_path / "root", tmp_path / "site"
+    _standins(site)
+    (root / "kernels").mkdir(parents=True)
+    (root / "kernels" / "__init__.py").write_text("STANDIN = 'the checkout'\n")
+    r = subprocess.run(
+        [sys.executable, "-c", "import kernels; print(kernels.STANDIN)"],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(site)},
+        timeout=60,
+    )
+    assert r.stdout.strip() == "the checkout", r.stdout + r.stderr
+
+
+def test_a_transformers_model_class_loads_from_the_checkout_root(tmp_path):
+    # transformers (5.25 and later) imports Hugging Face's `kernels` when a model class
+    # loads; in the root, the checkout's kernels/ folder must not stand in for it.
+    pytest.importorskip("transformers")
+    probe = (
+        "from transformers import LlamaConfig, LlamaForCausalLM\n"
+        "cfg = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64,\n"
+        "                  num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1)\n"
+        "m = LlamaForCausalLM(cfg)\n"
+        "import kernels\n"
+        "print(sum(p.numel() for p in m.parameters()), kernels.__spec__.origin)\n"
+    )
+    env = {"PATH": "/usr/bin:/bin", "CUDA_VISIBLE_DEVICES": "", "HOME": str(tmp_path)}
+    r = _run(sys.executable, "-c", probe, cwd=REPO, env={**env, "PYTHONPATH": str(REPO)})
+    params, origin = r.stdout.split()
+    assert int(params) > 0
+    # Hugging Face's package where it is installed; otherwise no regular package at all
+    # (the checkout's folder is only a namespace portion, whose origin is None)
+    assert origin == "None" or not Path(origin).is_relative_to(REPO / "kernels"), origin

@@ -40,6 +40,12 @@ scope` in model code brings torch and no Triton or pandas.
 
 from __future__ import annotations
 
+from graph_harness import _folder
+
+# this module is the package graph_harness.capture; its modules are in its folder
+__path__ = _folder(__spec__, "capture")
+
+
 import importlib
 from typing import TYPE_CHECKING
 

@@ -7,6 +7,11 @@ select/copy/integer paths, exact by construction: kernel and reference agree bit
 May import: nothing else of graph-harness (the buffers they write are the caller's).
 """
 
+from graph_harness import _folder
+
+# this module is the package graph_harness.kernels; its modules are in its folder
+__path__ = _folder(__spec__, "kernels")
+
 from graph_harness.kernels.compaction import (
     selected_local_records,
     selected_local_records_shipped,

@@ -9,3 +9,8 @@
 May import: capture (anything), rich, pandas, matplotlib (lazily, inside plots).
 Nothing in capture imports this package.
 """
+
+from graph_harness import _folder
+
+# this module is the package graph_harness.reports; its modules are in its folder
+__path__ = _folder(__spec__, "reports")
