@@ -14,6 +14,7 @@ The sub-packages, in pipeline order (each may import only those before it):
     step.py       capture_step: a user's step captured as every command does, with its notes
     replay/       guarded replays of any graph, timing, chain kinds, the replay document
     check/        does the graph compute what the step computes
+    live/         record --check: a program's graphs checked against their eager forms
     sweep/        the capture-size ladder: a step at every batch size, padding, sizes to capture
     profile/      the in-round profile under CUPTI
     advise/       the fusion advisor
@@ -94,6 +95,7 @@ _LAZY = {
     "Recording": "record.recording",
     "RecordOptions": "record.process",
     "GraphRecord": "record.graphs",
+    "EagerForm": "live.forms",
     "RecordedStep": "record.steps",
 }
 __all__ = [
@@ -108,6 +110,7 @@ __all__ = [
     "CountedRound",
     "CountedStep",
     "DecodeRound",
+    "EagerForm",
     "EmptyStepError",
     "ExportError",
     "Finding",
@@ -163,6 +166,7 @@ if TYPE_CHECKING:  # what a reader (and a type checker) sees; at run time, __get
     from graph_harness.capture.graph.capture import CaptureError, capture_graph
     from graph_harness.capture.graph.compiled import CompiledStepError
     from graph_harness.capture.graph.settings import StepSettings
+    from graph_harness.capture.live.forms import EagerForm
     from graph_harness.capture.profile.step import profile_step
     from graph_harness.capture.record.graphs import GraphRecord
     from graph_harness.capture.record.process import RecordOptions

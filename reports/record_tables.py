@@ -54,6 +54,9 @@ def graphs_table(rec: Recording, *, top: int | None = 40) -> Table:
     t.add_column("replays", justify="right")
     t.add_column("pool MiB", justify="right")
     t.add_column("site", overflow="fold")
+    checked = rec.options.check
+    if checked:
+        t.add_column("check", overflow="fold")
     rows = list(zip(rec.graphs, rec.names()))
     for g, name in rows[:top] if top is not None else rows:
         status = "" if g.status == "captured" else f" ({g.status})"
@@ -66,10 +69,71 @@ def graphs_table(rec: Recording, *, top: int | None = 40) -> Table:
             str(g.replays),
             _mib(g.pool_reserved),
             g.site.label,
+            *([_check_cell(g)] if checked else []),
         )
     if top is not None and len(rows) > top:
         t.caption = f"the first {top} of {len(rows)} graphs (--top, or --out for all)"
     return t
+
+
+def _check_cell(g: Any) -> str:
+    v = g.check
+    if v is None:
+        return "-" if g.captured else "not checked: the capture failed"
+    if v.status == "unchecked" and not g.replays:
+        return "never replayed"
+    if v.status == "differs" and v.first is not None:
+        return f"DIFFERS at replay {v.first.replay}: {v.first.tensor}"
+    if v.status == "assert":
+        return "DEVICE ASSERT"
+    if v.status == "agrees":
+        return f"agrees ({v.compared_count} compared)"
+    return v.status
+
+
+def check_lines(rec: Recording) -> list[str]:
+    """record --check's verdicts in words: each failing graph's finding in full, the
+    graphs not checked and why (one line per reason), and what to do."""
+    if not rec.options.check:
+        return []
+    names = {id(g): n for g, n in zip(rec.graphs, rec.names())}
+    out, unchecked = [], {}
+    for g in rec.graphs:
+        v = g.check
+        label = f"{rec.process_label(g)} {names[id(g)]}"
+        if v is None or not g.replays:
+            continue
+        if v.status in ("differs", "assert", "not verified"):
+            out.append(f"{v.status.upper()}: {label}: {v.line()}")
+            out += [f"  also {d.tensor}: {d.detail}" for d in v.differences[1:4]]
+        elif v.status == "not checked":
+            unchecked.setdefault(v.reason or "no reason given", []).append(label)
+        elif v.reason:
+            out.append(f"{label}: {v.line()} ({v.reason})")
+    for why, labels in unchecked.items():
+        shown = ", ".join(labels[:4]) + (f" and {len(labels) - 4} more" if len(labels) > 4 else "")
+        out.append(f"not checked ({plural(len(labels), 'graph')}: {shown}): {why}")
+    agree = [g for g in rec.graphs if g.check is not None and g.check.status == "agrees"]
+    if agree:
+        n = sum(g.check.compared_count for g in agree)
+        out.append(f"agree: {plural(len(agree), 'graph')} over {plural(n, 'compared replay')}")
+    return out
+
+
+def recaptured_lines(rec: Recording, *, most: int = 4) -> list[str]:
+    """Keys one process captured more than once (an engine that re-captures a graph
+    under one key as a shape changes, or two shapes keyed alike): each key and its
+    count, told apart in the tables as `#1`, `#2`, ..."""
+    counts: dict[tuple[str, str], int] = {}
+    for g in rec.graphs:
+        k = (rec.process_label(g), g.key)
+        counts[k] = counts.get(k, 0) + 1
+    many = [(k, n) for k, n in counts.items() if n > 1]
+    if not many:
+        return []
+    shown = "; ".join(f"{key!r} captured {n} times in {where}" for (where, key), n in many[:most])
+    more = f" and {len(many) - most} more keys" if len(many) > most else ""
+    return [f"captured again under one key: {shown}{more}"]
 
 
 def never_replayed_lines(rec: Recording, *, most: int = 8) -> list[str]:

@@ -14,10 +14,12 @@ from graph_harness.capture.record.recording import Recording
 from graph_harness.reports import plots
 from graph_harness.reports.record_tables import (
     MIB,
+    check_lines,
     headline,
     most_replayed_lines,
     never_replayed_lines,
     process_lines,
+    recaptured_lines,
 )
 from graph_harness.reports.report import _md
 from graph_harness.reports.tables import default_depth
@@ -50,6 +52,9 @@ def graphs_frame(rec: Recording) -> pd.DataFrame:
                 site_user=g.site.user,
                 export=file if g.export is not None else None,
                 error=g.error,
+                check=None if g.check is None else g.check.status,
+                check_compared=None if g.check is None else g.check.compared_count,
+                check_finding=None if g.check is None else g.check.line(),
             )
         )
     return pd.DataFrame(rows)
@@ -85,7 +90,11 @@ def write_recording(folder: Path, rec: Recording, *, command: str) -> Path:
             for lib, user in zip(table["site_library"], table["site_user"])
         ]
         lines += ["## Graphs, in capture order (graphs.csv)", "", _md(shown), ""]
-        lines += [f"- {x}" for x in never_replayed_lines(rec, most=20) + most_replayed_lines(rec)]
+        found = never_replayed_lines(rec, most=20) + recaptured_lines(rec)
+        lines += [f"- {x}" for x in found + most_replayed_lines(rec)]
+        if rec.options.check:
+            lines += ["", "## Checked against their eager forms (record --check)", ""]
+            lines += [f"- {x}" for x in check_lines(rec) or ["no graph was replayed"]]
         lines += ["", "![nodes and replays per graph](recorded_graphs.png)", ""]
         plots.recorded_graphs(table, folder / "recorded_graphs.png")
     if rec.options.module_scopes and not table.empty:

@@ -46,6 +46,7 @@ ORDER = [
     {"count", "step"},
     {"replay"},
     {"check"},
+    {"live"},
     {"sweep"},
     {"profile"},
     {"advise"},

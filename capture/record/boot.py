@@ -47,6 +47,12 @@ def start_from_env() -> None:
         when_imported("torch", begin)
 
 
+def booted() -> bool:
+    """Whether this process's recorder was started by `graph-harness record`'s start-up
+    hook (a recorded program's process), not by record_graphs() in the user's own."""
+    return bool(_started)
+
+
 def _note_failure(session: Path, why: str) -> None:
     line = {"event": "failed", "pid": os.getpid(), "argv": sys.argv, "why": why}
     with contextlib.suppress(OSError):

@@ -45,6 +45,12 @@ class Capture:
         if note:
             self.notes.append(note)
         self.rank = self._safely("rank", rank, None)
+        # record --check: the capture's eager form, found before torch begins the capture
+        self.form = None
+        if settings.check is not None:
+            why = "the eager form could not be looked for"
+            find = settings.check.find
+            self.form = self._safely("eager form", lambda: find(frames, graph, self.index), why)
         self._frames: list | None = frames if settings.module_scopes else None
         self.stream = self.device = self.mode = None
         self.recorder = None
@@ -116,6 +122,13 @@ class Capture:
             self._mod_token = None
         deactivate_recorder(self._token)
         self._token = None
+
+    def ended(self, frames: list) -> None:
+        """The capture's end, as the program's frames show it (a form that reads what the
+        captured code returned: make_graphed_callables' static outputs)."""
+        captured = getattr(self.form, "captured", None)
+        if captured is not None:
+            self._safely("eager form's outputs", lambda: captured(frames), None)
 
     def read(self) -> tuple[list | None, str | None]:
         """The graph under capture, read from the capture stream (before torch ends it)."""

@@ -14,6 +14,7 @@ from typing import Any
 from graph_harness.capture.export.documents import Fields
 from graph_harness.capture.export.nodes import NodeExport
 from graph_harness.capture.record.sites import CaptureSite
+from graph_harness.capture.record.verdict import Verdict
 
 KEY_SOURCES = ("engine", "inductor", "arguments", "order")
 # captured: read whole; failed: the program's capture raised (its graph, where it could be
@@ -27,6 +28,7 @@ _KEYS = (
     "keep_graph", "status", "error", "export", "capture_s", "record_s", "at_s", "replays",
     "released",
 )  # fmt: skip
+_OPTIONAL = ("check",)  # written by record --check only
 
 
 @dataclass(kw_only=True, eq=False)
@@ -60,6 +62,8 @@ class GraphRecord:
     at_s: float = 0.0  # when capture began, in seconds since the process's recording began
     replays: int = 0
     released: str | None = None  # one of RELEASES, or None: alive at the end
+    check: Verdict | None = None  # record --check's verdict on it (None: not asked for)
+    live: Any = None  # record --check's checked replays, in the process that captured it
 
     @property
     def nodes(self) -> int:
@@ -97,6 +101,7 @@ class GraphRecord:
             "at_s": self.at_s,
             "replays": self.replays,
             "released": self.released,
+            **({} if self.check is None else {"check": self.check.to_dict()}),
         }
 
     @classmethod
@@ -111,7 +116,7 @@ class GraphRecord:
         `export_of`: reads the `export` field (a recording's file name); default: the
         export itself, inline."""
         f.obj(path, doc)
-        f.keys(path, doc, _KEYS)
+        f.keys(path, doc, _KEYS, _OPTIONAL)
         p = path + "."
         site = f.obj(p + "site", doc["site"])
         f.keys(p + "site", site, ("user", "library", "stack"))
@@ -177,4 +182,7 @@ class GraphRecord:
             at_s=doc["at_s"],
             replays=f.integer(p + "replays", doc["replays"], lo=0),
             released=f.string(p + "released", doc["released"], none=True, choices=RELEASES),
+            check=None
+            if doc.get("check") is None
+            else Verdict.from_dict(doc["check"], f, p + "check"),
         )

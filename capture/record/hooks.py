@@ -194,6 +194,9 @@ def _capture_end(original: Callable) -> Callable:
         if cap is None:
             return original(self, *args, **kwargs)
         t0 = time.perf_counter()
+        if cap.form is not None:
+            with contextlib.suppress(Exception):
+                cap.ended(frames_of(sys._getframe(1)))
         raw, read_error = cap.read()
         cap.record_s += time.perf_counter() - t0
         try:
@@ -235,6 +238,9 @@ def _finish(
 
         why = f"graph-harness could not record this capture: {type(e).__name__}: {e}"
         record = failure_record(cap, "failed" if failed is not None else "unread", why)
+    if failed is None and cap.form is not None and settings.check is not None:
+        with contextlib.suppress(Exception):  # a checker's failure leaves it unchecked
+            record.live = settings.check.attach(cap.form, record)
     if failed is None:
         graph.__dict__[_RECORD] = record
         # not at the interpreter's exit: a graph alive then is alive at the end
@@ -255,6 +261,9 @@ def _replay(original: Callable) -> Callable:
             n = record.replays = record.replays + 1
             if not n & _MASK:
                 _many_replays()
+            live = record.live  # record --check: this replay checked, if it is due
+            if live is not None and n >= live.next:
+                return live.replay(self, original, n)
         return original(self)
 
     return replay

@@ -77,7 +77,7 @@ def findable(module: str, path: list[str] | None = None) -> bool:
         return False
 
 
-def check_spec(spec: str, path: list[str] | None = None) -> str:
+def check_spec(spec: str, path: list[str] | None = None, flag: str = "--key") -> str:
     """Refuse, before a program runs, a spec that cannot name an adapter: its form, a file
     that is not there or binds no such name, a module not found on `path` (the program's
     own search path: its folder, PYTHONPATH, this Python's). The spec as every recorded
@@ -85,20 +85,22 @@ def check_spec(spec: str, path: list[str] | None = None) -> str:
     still finds it)."""
     where, sep, name = spec.rpartition(":")
     if not sep or not where or not name.isidentifier():
-        raise AdapterError(f"--key takes MODULE:FUNCTION or path/to/file.py:FUNCTION, got {spec!r}")
+        raise AdapterError(
+            f"{flag} takes MODULE:FUNCTION or path/to/file.py:FUNCTION, got {spec!r}"
+        )
     if not _is_path(where):
         if not findable(where, path):
-            raise AdapterError(f"--key: no module {where!r} on the program's path")
+            raise AdapterError(f"{flag}: no module {where!r} on the program's path")
         return spec
     path = Path(where)
     if not path.is_file():
-        raise AdapterError(f"--key: key adapter file {where!r} does not exist")
+        raise AdapterError(f"{flag}: adapter file {where!r} does not exist")
     try:
         tree = ast.parse(path.read_bytes())
     except (OSError, SyntaxError, ValueError) as e:
-        raise AdapterError(f"--key: key adapter file {where!r} cannot be read: {e}") from None
+        raise AdapterError(f"{flag}: adapter file {where!r} cannot be read: {e}") from None
     if name not in bound_names(tree.body):
-        raise AdapterError(f"--key: {where!r} binds no name {name!r} at its top level")
+        raise AdapterError(f"{flag}: {where!r} binds no name {name!r} at its top level")
     return f"{path.resolve()}:{name}"
 
 
@@ -122,9 +124,9 @@ def bound_names(body: list[ast.stmt]) -> set[str]:
     return out
 
 
-def load_adapter(spec: str) -> KeyFn:
+def load_adapter(spec: str, flag: str = "--key") -> KeyFn:
     """`MODULE:FUNCTION` or `path/to/file.py:FUNCTION` as the callable it names."""
-    check_spec(spec)
+    check_spec(spec, flag=flag)
     where, _, name = spec.rpartition(":")
     if _is_path(where):
         path = Path(where)
@@ -170,9 +172,9 @@ class Lazy:
         return self._fn(ctx)
 
 
-def named_adapter(spec: str) -> tuple[str, KeyFn]:
+def named_adapter(spec: str, flag: str = "--key") -> tuple[str, KeyFn]:
     """The adapter `spec` names (load_adapter's forms), loaded at its first call."""
-    return spec, Lazy(lambda: load_adapter(spec))
+    return spec, Lazy(lambda: load_adapter(spec, flag))
 
 
 def entry_point_adapters() -> list[tuple[str, KeyFn]]:

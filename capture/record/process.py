@@ -67,6 +67,9 @@ class RecordOptions:
     module_scopes: bool = False  # attribute nodes to the modules running in each capture
     key: str | None = None  # a key adapter, MODULE:FUNCTION or file.py:FUNCTION (keys.py)
     pool_memory: bool = True  # read each graph's pool from the caching allocator
+    check: bool = False  # record --check: replays compared with their eager forms
+    eager: str | None = None  # an eager-form adapter, MODULE:FUNCTION or file.py:FUNCTION
+    check_sample: str = "8,2"  # which replays are checked (capture/live/sample.py)
 
     def to_env(self) -> str:
         return json.dumps(asdict(self))
@@ -145,6 +148,7 @@ class ProcessRecorder:
             module_scopes=self.options.module_scopes,
             pool_memory=self.options.pool_memory,
             attribute=attribute_compiled if self.options.module_scopes else _unset_attribute,
+            check=self._checker(),
         )
         if self.options.module_scopes:
             self._start_module_scopes()
@@ -154,6 +158,16 @@ class ProcessRecorder:
         _LIVE.add(self)
         _exit_hooks()
         return self
+
+    def _checker(self) -> Any:
+        """record --check's checker for this process (None: not asked for). Imported by
+        name: the checker sits above the recorder (capture/live), which never imports it."""
+        if not self.options.check:
+            return None
+        import importlib
+
+        live = importlib.import_module("graph_harness.capture.live")
+        return live.checker(self.options.check_sample, self.options.eager)
 
     def _start_module_scopes(self) -> None:
         from graph_harness.capture.scopes.modules import install_hooks
@@ -175,6 +189,8 @@ class ProcessRecorder:
             return
         self._stopped = True
         _LIVE.discard(self)
+        for r in self.records:  # replays after the recording are not checked
+            r.live = None
         hooks = _hooks()
         hooks.unlisten(self)
         hooks.on_many_replays(self._maybe_flush, remove=True)
@@ -221,7 +237,13 @@ class ProcessRecorder:
             self.flush()
 
     def replay_counts(self) -> dict[str, Any]:
-        return {str(r.index): {"replays": r.replays, "released": r.released} for r in self.records}
+        """Each graph's replays, release and check verdict, as they stand now."""
+        out = {}
+        for r in self.records:
+            out[str(r.index)] = {"replays": r.replays, "released": r.released}
+            if r.check is not None:
+                out[str(r.index)]["check"] = r.check.to_dict()
+        return out
 
     def flush(self, *, final: bool = False) -> None:
         """Write the replay counts now (the exit line too when `final`)."""
@@ -344,10 +366,14 @@ class _Hooked(dict):
 _HOOKED = _Hooked(atexit=False, fork=False, multiprocessing=False)
 
 
-def _stop_all() -> None:
+def stop_all() -> None:
+    """Stop every live recorder of this process: each writes its exit line."""
     for rec in list(_LIVE):
         with contextlib.suppress(Exception):
             rec.stop()
+
+
+_stop_all = stop_all
 
 
 def _forked_all() -> None:

@@ -201,6 +201,9 @@ def record_graphs(
     key: str | KeyFn | None = RecordOptions.key,
     children: bool = True,
     pool_memory: bool = RecordOptions.pool_memory,
+    check: bool = RecordOptions.check,
+    eager: str | None = RecordOptions.eager,
+    check_sample: str = RecordOptions.check_sample,
 ) -> Iterator[Recording]:
     """Record every CUDA graph captured inside the block, in this process and (with
     `children`) in every Python process started inside it; the Recording yielded is
@@ -212,10 +215,18 @@ def record_graphs(
 
     `module_scopes`: attribute nodes to the modules running in each capture; `key`: an
     engine's key adapter (capture/record/keys.py), by name (every process loads it) or the
-    callable itself (this process only). The process's recorder settings are process-wide:
-    one recording at a time per process."""
+    callable itself (this process only). `check`, `eager`, `check_sample`: as `record
+    --check` (capture/live/). The process's recorder settings are process-wide: one
+    recording at a time per process."""
     named = key if isinstance(key, str) or key is None else None
-    options = RecordOptions(module_scopes=module_scopes, key=named, pool_memory=pool_memory)
+    options = RecordOptions(
+        module_scopes=module_scopes,
+        key=named,
+        pool_memory=pool_memory,
+        check=check,
+        eager=eager,
+        check_sample=check_sample,
+    )
     recording = Recording(options=options, program=None)
     with contextlib.ExitStack() as stack:
         session = stack.enter_context(_session()) if children else None

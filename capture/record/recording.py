@@ -21,6 +21,7 @@ from graph_harness.capture.export.nodes import NodeExport
 from graph_harness.capture.files import write_atomic
 from graph_harness.capture.record.graphs import GraphRecord
 from graph_harness.capture.record.process import RecordOptions
+from graph_harness.capture.record.verdict import Verdict
 from graph_harness.capture.text import printable, printable_all
 
 if TYPE_CHECKING:
@@ -169,6 +170,15 @@ class Recording:
                 "module_scopes": self.options.module_scopes,
                 "key": self.options.key,
                 "pool_memory": self.options.pool_memory,
+                **(
+                    {
+                        "check": True,
+                        "eager": self.options.eager,
+                        "check_sample": self.options.check_sample,
+                    }
+                    if self.options.check
+                    else {}
+                ),
             },
             "processes": [p.to_dict() for p in self.processes],
             "notes": self.notes,
@@ -215,7 +225,14 @@ class Recording:
             for j, a in enumerate(f.array("program", program)):
                 f.string(f"program[{j}]", a)
         opts = f.obj("options", doc["options"])
-        f.keys("options", opts, ("module_scopes", "key", "pool_memory"))
+        f.keys(
+            "options",
+            opts,
+            ("module_scopes", "key", "pool_memory"),
+            ("check", "eager", "check_sample"),
+        )
+        if not isinstance(opts.get("check", False), bool):
+            f.expected("options.check", "a bool", opts["check"])
         for k in ("module_scopes", "pool_memory"):
             if not isinstance(opts[k], bool):
                 f.expected(f"options.{k}", "a bool", opts[k])
@@ -236,6 +253,9 @@ class Recording:
                 module_scopes=opts["module_scopes"],
                 key=f.string("options.key", opts["key"], none=True),
                 pool_memory=opts["pool_memory"],
+                check=opts.get("check", False),
+                eager=f.string("options.eager", opts.get("eager"), none=True),
+                check_sample=f.string("options.check_sample", opts.get("check_sample", "8,2")),
             ),
             program=None if program is None else list(program),
             exit_code=f.integer("exit_code", doc["exit_code"], none=True),
@@ -335,13 +355,23 @@ def _read_process(path: Path, rec: Recording) -> None:
     for g in graphs:
         c = (counts or {}).get(str(g.index))
         if isinstance(c, dict):
-            r = c.get("replays")
-            if isinstance(r, int) and not isinstance(r, bool) and r >= 0:
-                g.replays = r
-            if c.get("released") in ("reset", "collected"):
-                g.released = c["released"]
+            _what_became(g, c, f, rec)
     rec.processes.append(info)
     rec.graphs.extend(graphs)
+
+
+def _what_became(g: GraphRecord, c: dict, f: Fields, rec: Recording) -> None:
+    """A graph's replays, release and check verdict, as its process last wrote them."""
+    r = c.get("replays")
+    if isinstance(r, int) and not isinstance(r, bool) and r >= 0:
+        g.replays = r
+    if c.get("released") in ("reset", "collected"):
+        g.released = c["released"]
+    if isinstance(c.get("check"), dict):
+        try:
+            g.check = Verdict.from_dict(c["check"], f, f"graph {g.index}'s check")
+        except ExportError as e:
+            rec.notes.append(f"{f.where}: a check verdict could not be read ({e})")
 
 
 def _process(f: Fields, path: str, p: Any) -> ProcessInfo:

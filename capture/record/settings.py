@@ -24,13 +24,15 @@ class Settings:
     module_scopes: bool = False  # open module scopes in each capture (program.py)
     pool_memory: bool = True  # read the pool's bytes after each capture
     attribute: Callable[[list, Any], str | None] | None = None  # compiled code's modules
+    check: Any = None  # record --check: the process's checker (capture/live/checked.py)
     started: float = field(default_factory=time.perf_counter)
 
 
 settings = Settings()
 lock = threading.RLock()
 _counter = itertools.count()
-_NAMES = ("adapters", "module_scopes", "pool_memory", "attribute")
+_NAMES = ("adapters", "module_scopes", "pool_memory", "attribute", "check")
+_KEEP: Any = object()  # configure(check=...) not given
 
 
 def next_index() -> int:
@@ -57,6 +59,7 @@ def configure(
     module_scopes: bool | None = None,
     pool_memory: bool | None = None,
     attribute: Callable[[list, Any], str | None] | None = None,
+    check: Any = _KEEP,
 ) -> dict[str, Any]:
     """Set the recorder's settings (process.py sets them from the command); the settings
     before, for `restore` (those not given are left as they are)."""
@@ -70,6 +73,8 @@ def configure(
             settings.pool_memory = pool_memory
         if attribute is not None:
             settings.attribute = attribute
+        if check is not _KEEP:
+            settings.check = check
         return saved
 
 

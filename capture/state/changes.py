@@ -45,6 +45,14 @@ def _rows(t: torch.Tensor) -> torch.Tensor:
     return t.contiguous().reshape(-1).view(torch.uint8).reshape(n, t.element_size())
 
 
+def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two tensors of one shape and dtype hold the same bits (-0.0 is not 0.0,
+    NaNs are told apart by payload); syncs."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    return a.numel() == 0 or torch.equal(_rows(a), _rows(b))
+
+
 def _index(flat: int, shape: tuple[int, ...]) -> list[int]:
     out = []
     for size in reversed(shape):

@@ -54,6 +54,30 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
         "graph_harness.record_keys",
     )
     p.add_argument(
+        "--check",
+        action="store_true",
+        help="check each graph while the program runs: at a sample of its replays, compare "
+        "what the replay computed with what its captured code computes eagerly from the same "
+        "inputs and state (Inductor's trees and make_graphed_callables without help; other "
+        "sites through --eager), leaving the program the state its replay left. Exit 1 when a "
+        "graph differs (or trips a device-side assertion) and the program itself exited 0; "
+        "3 when a replayed graph could not be checked",
+    )
+    p.add_argument(
+        "--eager",
+        metavar="MODULE:FUNCTION",
+        help="with --check: an engine's eager-form adapter: FUNCTION(ctx) returns a "
+        "graph_harness.capture.EagerForm (the callable captured, its arguments, what it "
+        "mutates, its outputs) for a capture it knows, or None",
+    )
+    p.add_argument(
+        "--check-sample",
+        metavar="FIRST[,RATIO]",
+        default="8,2",
+        help="with --check: the replays checked: every one up to FIRST, then each RATIO "
+        "times the last checked (default 8,2)",
+    )
+    p.add_argument(
         "--no-pool-memory",
         dest="pool_memory",
         action="store_false",
@@ -90,6 +114,17 @@ def check_flags(args: argparse.Namespace) -> list[str]:
         from graph_harness.capture.record.keys import check_spec
 
         args.key = check_spec(args.key, program_path(program))
+    if (args.eager is not None or args.check_sample != "8,2") and not args.check:
+        from graph_harness.capture.errors import UsageError
+
+        raise UsageError("--eager and --check-sample go with --check")
+    if args.check:
+        from graph_harness.capture.live.sample import Sample
+        from graph_harness.capture.record.keys import check_spec
+
+        Sample.parse(args.check_sample)
+        if args.eager is not None:
+            args.eager = check_spec(args.eager, program_path(program), flag="--eager")
     return program
 
 
@@ -100,7 +135,12 @@ def run(args: argparse.Namespace, io: IO) -> int:
 
     program = check_flags(args)
     options = RecordOptions(
-        module_scopes=args.module_scopes is not False, key=args.key, pool_memory=args.pool_memory
+        module_scopes=args.module_scopes is not False,
+        key=args.key,
+        pool_memory=args.pool_memory,
+        check=args.check,
+        eager=args.eager,
+        check_sample=args.check_sample,
     )
     with staged(args, io) as tmp:
         io.err.print(f"graph-harness record: running {' '.join(program)}", markup=False)
@@ -114,7 +154,21 @@ def run(args: argparse.Namespace, io: IO) -> int:
         show(io, rec, depth=_depth(args, rec), top=args.top)
     if args.out is not None:
         io.err.print(f"wrote the recording to {args.out}", markup=False)
-    return exit_status(rec.exit_code)
+    return checked_status(rec, exit_status(rec.exit_code))
+
+
+def checked_status(rec: Recording, code: int) -> int:
+    """With --check, the program's own non-zero exit code stands; after a clean exit, 1
+    when a graph differs or tripped an assertion, 3 when a replayed graph could not be
+    checked (or its eager runs could not be judged), else 0."""
+    if not rec.options.check or code != 0:
+        return code
+    verdicts = [g.check for g in rec.graphs if g.check is not None and g.replays]
+    if any(v.status in ("differs", "assert") for v in verdicts):
+        return 1
+    if any(v.status in ("not checked", "not verified") for v in verdicts):
+        return 3
+    return 0
 
 
 def _command() -> str:
@@ -139,12 +193,14 @@ def exit_status(code: int | None) -> int:
 
 def show(io: IO, rec: Recording, *, depth: int | None, top: int | None) -> None:
     from graph_harness.reports.record_tables import (
+        check_lines,
         graphs_table,
         headline,
         modules_table,
         most_replayed_lines,
         never_replayed_lines,
         process_lines,
+        recaptured_lines,
     )
 
     for line in process_lines(rec):
@@ -156,7 +212,8 @@ def show(io: IO, rec: Recording, *, depth: int | None, top: int | None) -> None:
     if not rec.graphs:
         return
     io.out.print(graphs_table(rec, top=top))
-    for line in never_replayed_lines(rec) + most_replayed_lines(rec):
+    lines = never_replayed_lines(rec) + recaptured_lines(rec) + most_replayed_lines(rec)
+    for line in lines + check_lines(rec):
         io.out.print(line, markup=False, soft_wrap=True)
     if rec.options.module_scopes:
         io.out.print(modules_table(rec, depth))

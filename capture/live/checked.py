@@ -1,0 +1,240 @@
+"""One checked replay, and the process's checker that record's hooks call.
+
+A checked replay, where the program calls `graph.replay()`:
+1. the form's state (what the graph reads and may write) is snapshotted, and the CUDA
+   generator's state read;
+2. the eager form runs twice from that state (A, then B after putting it back): their
+   outputs and the state each leaves are kept; the state and the generator are put back;
+3. the program's replay runs, and is synchronized (a device-side assertion is caught here,
+   named by its replay);
+4. the replay's outputs and state are compared with A's, judged by A against B
+   (compare.py).
+
+The program goes on from what its replay left: the eager runs' effects were put back
+before the replay ran, and the replay runs last. What it costs: two eager runs, three
+copies of the state, and a synchronization, at each checked replay only (sample.py).
+Eager code that draws random numbers (the generator moved) cannot be compared with a
+replay bit for bit: such a graph is "not checked", never judged.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from graph_harness.capture.live.compare import compare, spread
+from graph_harness.capture.live.forms import Adapted, EagerForm, Form, builtin_form
+from graph_harness.capture.live.sample import Sample
+from graph_harness.capture.record.keys import CaptureContext
+from graph_harness.capture.record.verdict import LISTED, Difference, Verdict
+
+_FATAL = ("device-side assert", "illegal memory access", "unspecified launch failure")
+
+
+class GraphAssertion(RuntimeError):
+    """A replay tripped a device-side assertion: the process's GPU context is lost."""
+
+
+def fatal(e: BaseException) -> bool:
+    """Whether `e` is a CUDA error after which the process's GPU context is lost."""
+    return any(s in str(e) for s in _FATAL)
+
+
+def _first_line(e: BaseException) -> str:
+    lines = [x.strip() for x in str(e).splitlines() if x.strip()]
+    return lines[0] if lines else type(e).__name__
+
+
+class Checker:
+    """The process's checker (record's settings hold it while `--check` is on)."""
+
+    def __init__(self, sample: Sample, adapters: list[tuple[str, Callable]]) -> None:
+        self.sample, self.adapters = sample, adapters
+
+    def find(self, frames: list, graph: object, index: int) -> Form | str:
+        """The capture's eager form (an adapter's first), or why there is none. Called as
+        the capture begins, before torch starts it (an adapter never runs inside it)."""
+        for name, fn in self.adapters:
+            try:
+                got = fn(CaptureContext(frames, graph, index))
+            except Exception as e:
+                return f"eager adapter {name} raised {type(e).__name__}: {_first_line(e)}"
+            if got is None:
+                continue
+            if not isinstance(got, EagerForm):
+                return f"eager adapter {name} returned {type(got).__name__}, not an EagerForm"
+            return Adapted(got)
+        return builtin_form(frames, graph)
+
+    def attach(self, form: Form | str, record: Any) -> GraphCheck | None:
+        """Give `record` its verdict, and the checked replays where there is a form."""
+        if isinstance(form, str):
+            record.check = Verdict(status="not checked", reason=form)
+            return None
+        record.check = Verdict(source=form.source)
+        return GraphCheck(form, record.check, self.sample)
+
+
+class GraphCheck:
+    """One graph's checked replays: `next` is the replay number due."""
+
+    def __init__(self, form: Form, verdict: Verdict, sample: Sample) -> None:
+        self.form, self.verdict, self.sample = form, verdict, sample
+        self.next = sample.due()
+
+    def replay(self, graph: object, original: Callable, n: int) -> Any:
+        """The program's replay `n` of this graph, checked (see the module's notes)."""
+        t0 = time.perf_counter()
+        try:
+            state = self.form.state()
+            saved = {k: t.clone() for k, t in state.items()}
+            rng = _rng()
+        except Exception as e:
+            self._stop(n, f"its inputs and state could not be read ({_error(e)})")
+            return original(graph)
+        try:
+            a = self._eager(state)
+            _put_back(state, saved, rng)
+            b = self._eager(state)
+            moved = _moved(rng)
+            _put_back(state, saved, rng)
+        except Exception as e:
+            self._eager_failed(n, e, state, saved, rng)
+            return original(graph)
+        del saved
+        if moved:
+            self._stop(
+                n,
+                "the captured code draws random numbers (the CUDA generator moved), "
+                "which no eager run reproduces bit for bit",
+            )
+            return original(graph)
+        spreads = {k: spread(a[k], b[k]) for k in a}
+        del b
+        spent = time.perf_counter() - t0
+        result = original(graph)
+        try:
+            _sync()
+        except Exception as e:
+            if fatal(e):
+                self._assertion(n, e, eager_ran=True)
+            raise
+        t1 = time.perf_counter()
+        try:
+            replayed = {**self.form.outputs(), **state}
+            got = compare(a, spreads, replayed)
+        except Exception as e:
+            self._stop(n, f"the replay's outputs could not be read ({_error(e)})")
+            return result
+        self._judge(n, got)
+        self.verdict.seconds += spent + time.perf_counter() - t1
+        return result
+
+    def _eager(self, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        out = self.form.eager()
+        _sync()  # an assertion in the eager code is the eager code's
+        return {**out, **{k: t.clone() for k, t in state.items()}}
+
+    def _judge(self, n: int, got: Any) -> None:
+        v = self.verdict
+        v.compared_at(n)
+        v.nondeterministic = sorted(set(v.nondeterministic) | set(got.nondeterministic))
+        if got.differ:
+            v.status = "differs"
+            v.differences = [
+                Difference(replay=n, tensor=t, detail=d, max_diff=m)
+                for t, d, m in got.differ[:LISTED]
+            ]
+            self.next = math.inf  # the first difference is the finding: checking stops
+        elif got.undecided:
+            v.status = "not verified"
+            v.reason = (
+                f"at replay {n}, two eager runs from one state disagree on integer "
+                f"tensors, which cannot be judged: {', '.join(got.undecided[:3])}"
+            )
+            self.next = math.inf
+        else:
+            self.next = self.sample.next_after(n)
+
+    def _stop(self, n: int, why: str) -> None:
+        """Checking ends at replay `n` for `why` (what was compared before stands)."""
+        v = self.verdict
+        if v.compared_count == 0:
+            v.status, v.reason = "not checked", why
+        else:
+            v.reason = f"checking stopped at replay {n}: {why}"
+        self.next = math.inf
+
+    def _eager_failed(self, n: int, e: Exception, state: dict, saved: dict, rng: Any) -> None:
+        if fatal(e):
+            self._assertion(n, e, eager_ran=False)
+        try:
+            _put_back(state, saved, rng)
+        except Exception as e2:  # the program cannot be left as it was: say so, loudly
+            raise RuntimeError(
+                f"graph-harness record --check could not restore the state after the eager "
+                f"form failed at replay {n}: {_error(e2)}"
+            ) from e
+        self._stop(n, f"the eager form raised {_error(e)}")
+
+    def _assertion(self, n: int, e: BaseException, *, eager_ran: bool) -> None:
+        v = self.verdict
+        v.status = "assert"
+        who = "the replay" if eager_ran else "the eager form"
+        eager = "the eager form ran to the end from the same state; " if eager_ran else ""
+        v.assertion = f"replay {n}: {who} tripped it: {_first_line(e)}"
+        v.reason = f"{eager}the process's GPU context is lost, so the program cannot go on"
+        self.next = math.inf
+        end_process(f"graph {v.source} replay {n}: {v.assertion}; {v.reason}", e)
+
+
+def end_process(message: str, e: BaseException) -> None:
+    """After a device-side assertion: the recording written, then, in a recorded program's
+    process, the process ended in one line (exit 1), before CUDA's teardown can abort with
+    a core dump; in-process (record_graphs), a GraphAssertion."""
+    from graph_harness.capture.record.boot import booted
+    from graph_harness.capture.record.process import stop_all
+
+    stop_all()
+    if booted():
+        sys.stderr.write(f"graph-harness record --check: {message}\n")
+        sys.stderr.flush()
+        os._exit(1)
+    raise GraphAssertion(message) from e
+
+
+def _error(e: BaseException) -> str:
+    return f"{type(e).__name__}: {_first_line(e)}"
+
+
+def _sync() -> None:
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
+def _rng() -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The CPU generator's state, and the current CUDA device's where CUDA is in use."""
+    cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
+    return torch.get_rng_state(), torch.cuda.get_rng_state() if cuda else None
+
+
+def _moved(rng: tuple[torch.Tensor, torch.Tensor | None]) -> bool:
+    now = _rng()
+    return not torch.equal(now[0], rng[0]) or (
+        rng[1] is not None and not torch.equal(now[1], rng[1])
+    )
+
+
+def _put_back(state: dict[str, torch.Tensor], saved: dict[str, torch.Tensor], rng: Any) -> None:
+    with torch.no_grad():
+        for k, t in state.items():
+            t.copy_(saved[k])
+    torch.set_rng_state(rng[0])
+    if rng[1] is not None:
+        torch.cuda.set_rng_state(rng[1])

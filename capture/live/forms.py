@@ -1,0 +1,229 @@
+"""A graph's eager form: what its captured code computes, run eagerly from the graph's
+own inputs and state, found as the capture begins (capture/record/hooks.py asks).
+
+Each form gives three things, by name:
+- `state()`: the tensors the code reads that it (or its eager run) may write: the graph's
+  inputs and what it mutates in place (a KV cache, a module's buffers). check.py snapshots
+  them, runs the eager form, and puts them back before the program's replay runs;
+- `eager()`: the code run eagerly from that state: its outputs;
+- `outputs()`: the graph's outputs as a replay leaves them.
+
+Where each comes from, in order:
+- an engine's adapter (`record --eager MODULE:FUNCTION`): FUNCTION(ctx) returns an
+  `EagerForm`, or None (no opinion; the rules below decide);
+- Inductor's cudagraph trees (`mode="reduce-overhead"`, Hugging Face's `generate()` with a
+  static cache): the tree node's compiled function, its inputs and mutated inputs;
+- `torch.cuda.make_graphed_callables`: a forward graph's callable and its static inputs;
+  a backward graph is not checked (its eager form is autograd's backward over tensors the
+  forward saved, which a re-run would replace);
+- anything else (a `with torch.cuda.graph(...)` block in an engine's loop): no eager form,
+  with the reason and how to give one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import types
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import torch
+
+HOW = 'give one with `record --eager MODULE:FUNCTION` (docs/record.md, "Checking")'
+
+
+class Form(Protocol):
+    source: str
+
+    def state(self) -> dict[str, torch.Tensor]: ...
+
+    def eager(self) -> dict[str, torch.Tensor]: ...
+
+    def outputs(self) -> dict[str, torch.Tensor]: ...
+
+
+def _tensors(value: Any, prefix: str) -> dict[str, torch.Tensor]:
+    """Every tensor in a (nested) value, named by its place (`output[1]`, `output[k]`)."""
+    from torch.utils._pytree import keystr, tree_flatten_with_path
+
+    leaves, _ = tree_flatten_with_path(value)
+    return {prefix + keystr(p): t for p, t in leaves if isinstance(t, torch.Tensor)}
+
+
+@dataclass(kw_only=True)
+class EagerForm:
+    """What an `--eager` adapter returns for a capture it knows: the callable the engine
+    captured and its arguments (the static buffers the graph reads), and what to compare:
+
+    - `state`: the tensors the code reads or writes besides its arguments (the static
+      input buffers it reads, a KV cache, positions it advances), by name or as a list:
+      snapshotted, put back after the eager runs, and compared after the replay;
+    - `outputs`: called after each checked replay, returns the graph's outputs (the static
+      buffers the captured call returned); None: the call's return value is not compared,
+      only `state` and the arguments.
+    """
+
+    fn: Callable[..., Any]
+    args: Sequence[Any] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    state: Mapping[str, torch.Tensor] | Sequence[torch.Tensor] = ()
+    outputs: Callable[[], Any] | None = None
+    no_grad: bool = True  # run eagerly without autograd (what a graph replay records)
+
+
+class Adapted:
+    """An adapter's EagerForm, as a Form."""
+
+    source = "adapter"
+
+    def __init__(self, form: EagerForm) -> None:
+        self.form = form
+
+    def state(self) -> dict[str, torch.Tensor]:
+        f = self.form
+        out = _tensors(tuple(f.args), "arg")
+        out.update(_tensors(dict(f.kwargs), "kwarg"))
+        if isinstance(f.state, Mapping):
+            out.update({str(k): v for k, v in f.state.items() if isinstance(v, torch.Tensor)})
+        else:
+            out.update(_tensors(tuple(f.state), "state"))
+        return _unique(out)
+
+    def eager(self) -> dict[str, torch.Tensor]:
+        f = self.form
+        with torch.no_grad() if f.no_grad else contextlib.nullcontext():
+            got = f.fn(*f.args, **f.kwargs)
+        return _tensors(got, "output") if f.outputs is not None else {}
+
+    def outputs(self) -> dict[str, torch.Tensor]:
+        return {} if self.form.outputs is None else _tensors(self.form.outputs(), "output")
+
+
+def _unique(named: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """One name per tensor (the same tensor given twice, as an argument and as mutated,
+    is snapshotted once, under its first name)."""
+    seen: set[tuple[int, int, tuple, tuple]] = set()
+    out = {}
+    for k, t in named.items():
+        ident = (t.data_ptr(), t.storage_offset(), tuple(t.shape), tuple(t.stride()))
+        if ident not in seen:
+            seen.add(ident)
+            out[k] = t
+    return out
+
+
+class InductorForm:
+    """A node of Inductor's cudagraph tree: its compiled function (`wrapped_function.model`,
+    the same kernels the graph captured, launched one by one) run on the inputs the node
+    copied in for this replay (`reconstructed_inputs`); what it mutates
+    (`mutated_input_idxs`); its outputs rebuilt from their recorded metadata."""
+
+    source = "inductor"
+
+    def __init__(self, node: object) -> None:
+        self._node = weakref.ref(node)
+
+    def _get(self) -> Any:
+        node = self._node()
+        if node is None:
+            raise LookupError("Inductor's tree node was freed")
+        return node
+
+    def state(self) -> dict[str, torch.Tensor]:
+        node = self._get()
+        wrapped = node.wrapped_function
+        static = set(wrapped.static_input_idxs or ())
+        mutated = set(getattr(wrapped, "mutated_input_idxs", ()) or ())
+        out = {}
+        for i, x in enumerate(node.reconstructed_inputs):
+            if not isinstance(x, torch.Tensor):
+                continue
+            if i in mutated:
+                out[f"input[{i}] (mutated)"] = x
+            elif i not in static:
+                out[f"input[{i}]"] = x
+        return _unique(out)
+
+    def eager(self) -> dict[str, torch.Tensor]:
+        node = self._get()
+        # the compiled function takes its inputs as a list it may empty (boxed calling)
+        with torch.no_grad():
+            got = node.wrapped_function.model(list(node.reconstructed_inputs))
+        return {f"output[{i}]": t for i, t in enumerate(got) if isinstance(t, torch.Tensor)}
+
+    def outputs(self) -> dict[str, torch.Tensor]:
+        node = self._get()
+        out = {}
+        for i, meta in enumerate(node.outputs_metadata):
+            if isinstance(meta, dict):
+                static = node.static_output_tensors[i] if node.static_output_tensors else None
+                out[f"output[{i}]"] = (
+                    static if static is not None else node._reconstruct_from_tensor_metadata(meta)
+                )
+        return out
+
+
+class GraphedForm:
+    """A forward graph of `torch.cuda.make_graphed_callables`: the callable run on its
+    static inputs (the sample arguments, into which each call copies its own); its
+    outputs, the static outputs the capture returned (read at the capture's end)."""
+
+    source = "make_graphed_callables"
+
+    def __init__(self, fn: Callable, args: tuple) -> None:
+        self.fn, self.args = fn, args
+        self.static_outputs: Any = None
+
+    def captured(self, frames: list[types.FrameType]) -> None:
+        for f in frames:
+            if f.f_code.co_name == "_make_graphed_callables":
+                for name in ("func_outputs", "outputs"):
+                    if name in f.f_locals:
+                        self.static_outputs = f.f_locals[name]
+                        return
+
+    def state(self) -> dict[str, torch.Tensor]:
+        out = _tensors(tuple(self.args), "arg")
+        if isinstance(self.fn, torch.nn.Module):
+            out.update({f"buffer {k}": b for k, b in self.fn.named_buffers()})
+        return _unique(out)
+
+    def eager(self) -> dict[str, torch.Tensor]:
+        with torch.no_grad():
+            return _tensors(self.fn(*self.args), "output")
+
+    def outputs(self) -> dict[str, torch.Tensor]:
+        if self.static_outputs is None:
+            raise LookupError("the forward graph's static outputs were not read at its capture")
+        return _tensors(self.static_outputs, "output")
+
+
+def _in(torch_file: str, f: types.FrameType) -> bool:
+    return f.f_code.co_filename.replace(os.sep, "/").endswith(torch_file)
+
+
+def builtin_form(frames: list[types.FrameType], graph: object) -> Form | str:
+    """The eager form graph-harness knows without help for the capture `frames` show, or
+    why there is none (a str)."""
+    for f in frames:
+        if _in("_inductor/cudagraph_trees.py", f):
+            node = f.f_locals.get("self")
+            if f.f_code.co_name == "_record" and hasattr(node, "wrapped_function"):
+                return InductorForm(node)
+            if type(node).__name__ == "CUDAGraphTreeManager":
+                return "Inductor's tree manager's empty graph (it keeps the pool alive)"
+        if _in("torch/cuda/graphs.py", f) and f.f_code.co_name == "_make_graphed_callables":
+            loc = f.f_locals
+            if any(g is graph for g in loc.get("bwd_graphs", ()) or ()):
+                return (
+                    "a backward graph of make_graphed_callables: its eager form is autograd's "
+                    "backward over the tensors its forward saved, which a re-run would replace"
+                )
+            fn, args = loc.get("func"), loc.get("args")
+            if callable(fn) and isinstance(args, tuple):
+                return GraphedForm(fn, args)
+            return "a make_graphed_callables capture whose callable could not be read"
+    return f"no eager form for this capture site: {HOW}"
