@@ -32,9 +32,8 @@ def _agrees(n: int) -> Verdict:
 def _differs(at: int) -> Verdict:
     v = _agrees(at - 1)
     v.status = "differs"
-    v.differences = [
-        Difference(replay=at, tensor="target.k_cache", detail="8 of 64 elements differ", max_diff=2.0)
-    ]
+    detail = "8 of 64 elements differ"
+    v.differences = [Difference(replay=at, tensor="target.k_cache", detail=detail, max_diff=2.0)]
     return v
 
 
@@ -101,7 +100,8 @@ def test_tables_show_each_verdict_and_what_to_do(tmp_path):
     )
     assert f"not checked (1 graph: main side): {why}" in lines
     assert "agree: 2 graphs over 11 compared replays" in lines
-    assert recaptured_lines(rec) == ["captured again under one key: 'draft' captured 2 times in main"]
+    again = "captured again under one key: 'draft' captured 2 times in main"
+    assert recaptured_lines(rec) == [again]
     out = io.StringIO()
     Console(file=out, width=250).print(graphs_table(rec))
     text = out.getvalue()
