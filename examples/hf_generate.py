@@ -9,7 +9,13 @@ forward by itself, with `CompileConfig`'s default mode, "reduce-overhead": Induc
 cudagraph trees capture and replay the decode steps' graphs. Every sequence is made to
 generate exactly `--new-tokens` tokens (min = max), so the decode steps are known: the
 first token comes from the prefill, each of the others from one decode step.
-`--stats FILE` writes that account (and the tokens' checksum) as JSON.
+`--stats FILE` writes that account (and the tokens' checksum and the tokens) as JSON.
+
+`--arch gemma3` takes a Gemma 3 text model instead (from a config, random weights), its
+layers alternating sliding-window attention (window `--window`) and full attention:
+generating past the window exercises the static cache's sliding layers. `--no-compile`
+runs generate() eagerly (`disable_compile`: no graphs), the independent route its tokens
+are compared against; `--dtype float32` takes the weights in fp32 (bf16 on CUDA otherwise).
 """
 
 from __future__ import annotations
@@ -40,13 +46,20 @@ def main(argv=None) -> int:
     ap.add_argument("--new-tokens", type=int, default=16)
     ap.add_argument("--runs", type=int, default=1, help="generate() calls, one after another")
     ap.add_argument("--stats", help="write the decode steps and a checksum here (JSON)")
+    ap.add_argument("--arch", default="llama", choices=["llama", "gemma3"])
+    ap.add_argument("--window", type=int, default=8, help="gemma3: the sliding window")
+    ap.add_argument("--no-compile", action="store_true", help="generate eagerly, no graphs")
+    ap.add_argument("--dtype", choices=["bfloat16", "float32"], default=None)
     args = ap.parse_args(argv)
     hf = _hf_decode()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     cfg, max_cache_len = hf.config_of(args.preset)
-    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    if args.arch == "gemma3":
+        cfg = gemma3_config(cfg, args.window, max_cache_len)
+    default = torch.bfloat16 if device.type == "cuda" else torch.float32
+    dtype = getattr(torch, args.dtype) if args.dtype else default
     torch.manual_seed(0)
-    model = hf.LlamaForCausalLM(cfg).to(device=device, dtype=dtype).eval()
+    model = model_class(args.arch)(cfg).to(device=device, dtype=dtype).eval()
     model.generation_config.pad_token_id = 0
     prompt = torch.randint(1, cfg.vocab_size, (args.batch, args.prompt), device=device)
     tokens = None
@@ -58,6 +71,7 @@ def main(argv=None) -> int:
             min_new_tokens=args.new_tokens,
             do_sample=False,
             cache_implementation="static",
+            disable_compile=args.no_compile,
         )
     new = tokens.shape[1] - args.prompt
     print(f"hf generate: {args.runs} x {new} new tokens, batch {args.batch}")
@@ -68,9 +82,38 @@ def main(argv=None) -> int:
             "decode_steps_per_run": new - 1,
             "checksum": int(tokens.sum()),
             "max_cache_len": max_cache_len,
+            "tokens": tokens[:, args.prompt :].tolist(),
         }
         Path(args.stats).write_text(json.dumps(doc))
     return 0
+
+
+def gemma3_config(llama, window: int, max_cache_len: int):
+    """A Gemma 3 text config of the Llama preset's sizes, sliding and full layers in turn."""
+    from transformers import Gemma3TextConfig
+
+    layers = llama.num_hidden_layers
+    return Gemma3TextConfig(
+        vocab_size=llama.vocab_size,
+        hidden_size=llama.hidden_size,
+        intermediate_size=llama.intermediate_size,
+        num_hidden_layers=layers,
+        num_attention_heads=llama.num_attention_heads,
+        num_key_value_heads=llama.num_key_value_heads,
+        head_dim=llama.hidden_size // llama.num_attention_heads,
+        sliding_window=window,
+        layer_types=[
+            "sliding_attention" if i % 2 == 0 else "full_attention" for i in range(layers)
+        ],
+        max_position_embeddings=max_cache_len,
+        attn_implementation="sdpa",
+    )
+
+
+def model_class(arch: str):
+    from transformers import Gemma3ForCausalLM, LlamaForCausalLM
+
+    return Gemma3ForCausalLM if arch == "gemma3" else LlamaForCausalLM
 
 
 if __name__ == "__main__":

@@ -1,9 +1,11 @@
 """A tiny serving engine, built the way vLLM and SGLang capture a decode step, as a program
-for `graph-harness record` (nothing here imports graph-harness but the key adapter's
-docstring; the engine is plain PyTorch).
+for `graph-harness record` (nothing here imports graph-harness but the eager adapter,
+which names its EagerForm; the engine is plain PyTorch).
 
     graph-harness record --key examples/tiny_engine.py:record_key -- \\
         examples/tiny_engine.py --sizes 1 2 4 8 --steps 32 --piecewise
+    graph-harness record --check --eager examples/tiny_engine.py:eager_form \\
+        --key examples/tiny_engine.py:record_key -- examples/tiny_engine.py --piecewise
 
 What it does, as engines do:
 - one static input buffer per engine, sized for the largest batch (`--sizes`);
@@ -58,6 +60,34 @@ def record_key(ctx) -> str | None:
         return None
     piece = "" if fc.piece is None else f" piece={fc.piece}/{fc.pieces}"
     return f"bs={fc.batch_size}{piece}"
+
+
+def eager_form(ctx):
+    """graph-harness's eager-form adapter for this engine (`record --check --eager`): the
+    call the engine captures, on its static buffers: the whole step on `ids[:b]`, or one
+    piece on `ids` and what it carries from the piece before (the previous piece's static
+    output and the eager attention's buffer); the graph's outputs as the engine keeps them."""
+    from graph_harness.capture import EagerForm
+
+    fc, engine = current_context(), ctx.find("self")
+    if fc is None or not isinstance(engine, Engine):
+        return None
+    b, i = fc.batch_size, fc.piece
+    if i is None:
+        return EagerForm(
+            fn=lambda: engine.model(engine.ids[:b]),
+            state={"ids": engine.ids},
+            outputs=lambda: engine.outputs[b][0],
+        )
+    carry = ctx.find("carry")
+    state = {"ids": engine.ids}
+    if carry is not None:
+        state.update({"carry.x": carry[0], "carry.attention": carry[1]})
+    return EagerForm(
+        fn=lambda: engine.piece(i, b, carry),
+        state=state,
+        outputs=lambda: engine.outputs[b][i],
+    )
 
 
 class Block(nn.Module):
