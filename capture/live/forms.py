@@ -137,14 +137,16 @@ class InductorForm:
         wrapped = node.wrapped_function
         static = set(wrapped.static_input_idxs or ())
         mutated = set(getattr(wrapped, "mutated_input_idxs", ()) or ())
+        names = _placeholder_names(wrapped)
         out = {}
         for i, x in enumerate(node.reconstructed_inputs):
             if not isinstance(x, torch.Tensor):
                 continue
+            name = f"input[{i}]" + (f" {names[i]}" if i < len(names) and names[i] else "")
             if i in mutated:
-                out[f"input[{i}] (mutated)"] = x
+                out[f"{name} (mutated)"] = x
             elif i not in static:
-                out[f"input[{i}]"] = x
+                out[name] = x
         return _unique(out)
 
     def eager(self) -> dict[str, torch.Tensor]:
@@ -164,6 +166,15 @@ class InductorForm:
                     static if static is not None else node._reconstruct_from_tensor_metadata(meta)
                 )
         return out
+
+
+def _placeholder_names(wrapped: Any) -> list[str]:
+    """The compiled graph's input names, where Inductor kept them (`placeholders`, torch 2.4
+    on): Dynamo names a module's tensor by its path (`L_self_modules_layers_..._k_cache`)."""
+    try:
+        return [str(getattr(p, "name", "") or "") for p in wrapped.placeholders or ()]
+    except Exception:
+        return []
 
 
 class GraphedForm:
