@@ -16,7 +16,7 @@ from graph_harness.capture.record.recording import Recording
 from graph_harness.capture.record.verdict import Difference, Verdict
 from graph_harness.reports.cli.commands.record import checked_status
 from graph_harness.reports.record_tables import check_lines, graphs_table, recaptured_lines
-from tests.capture.record.test_recording import record, write_process
+from tests.capture.record.recorded import record, write_process
 
 REPO = Path(__file__).resolve().parents[3]
 CHECKED = RecordOptions(check=True, eager="engine.py:eager_form")
