@@ -40,6 +40,12 @@ handles it in two ways:
   A step that does not repeat and has no reset is refused by whatever replays it many
   times (StepStateError, one line naming what changed and the fix). Fewer than two
   warm-ups: unknown, and said so.
+- **Non-determinism, measured** (nondeterminism.py): where the last two warm-ups of a
+  step with no reset differ only in floating-point tensors held whole (float sums with
+  atomics: `index_add_`, `scatter_add_`, MoE combines, split-K), the step is run twice
+  more, each time from the state the warm-ups left (those tensors copied aside and put
+  back): if two calls from one state differ in the same tensors, and the warm-ups by no
+  more than SLACK times that, the step repeats within its own non-determinism.
 """
 
 from __future__ import annotations
@@ -186,12 +192,13 @@ class Repeatability:
     tensors: int = 0
     host_values: int = 0
     truncated: bool = False
+    spread: tuple[Change, ...] = ()  # measured: two calls from one state (no reset)
 
     @property
     def nondeterministic(self) -> bool:
         """Two calls from one starting state differ: kernels that are not deterministic
         (atomics), or a reset that misses some state."""
-        return self.reset and self.repeatable is False
+        return (self.reset and self.repeatable is False) or bool(self.spread)
 
     def summary(self) -> str:
         """ "repeats (...)", "does not repeat (...)" or "unknown (...)", with the why."""
@@ -202,6 +209,13 @@ class Repeatability:
                 "takes 2 or more: --warmup 2)"
             )
         watched = f"{self.tensors} tensors and {self.host_values} host values watched"
+        if self.repeatable and self.spread:
+            most = max(c.max_diff or 0.0 for c in self.spread)
+            return (
+                f"repeats within its measured non-determinism (its last two of "
+                f"{self.warmups} warm-ups differ in {names(list(self.changed))}; two calls "
+                f"from one state differ there too, by up to {most:.3g}; {watched})"
+            )
         if self.repeatable:
             return f"repeats (its last two of {self.warmups} warm-ups, {start}, agree; {watched})"
         differ = names(list(self.changed))
@@ -232,7 +246,9 @@ class Repeatability:
         out = []
         if self.repeatable is None:
             out.append(f"whether {name} repeats is {self.summary()}; replaying it as it is")
-        if self.nondeterministic:
+        if self.spread:
+            out.append(f"{name} {self.summary()}")
+        elif self.nondeterministic:
             out.append(
                 f"{name}: two warm-ups from its reset state differ "
                 f"({names(list(self.changed))}): kernels that are not deterministic, or a "
@@ -269,6 +285,7 @@ class Repeatability:
             "tensors": self.tensors,
             "host_values": self.host_values,
             "truncated": self.truncated,
+            "spread": [c.to_dict() for c in self.spread],
         }
 
 
@@ -356,6 +373,10 @@ class StateWatch:
         if i == n - 1:
             self.repeatability = self._judge(n)
             self._prints.clear()
+            if self.repeatability.repeatable is False and self.reset is None:
+                from graph_harness.capture.state.nondeterminism import within_spread
+
+                self.repeatability = within_spread(self.step, self.repeatability, self._rng)
 
     def _judge(self, n: int) -> Repeatability:
         a, b = self._prints["second"], self._prints["last"]
