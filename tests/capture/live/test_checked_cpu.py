@@ -221,3 +221,31 @@ def test_forms_found_and_not_found():
     assert why == "eager adapter mine raised KeyError: 'bs'"
     why = Checker(Sample(), [("mine", lambda ctx: 3)]).find([], object(), 0)
     assert "returned int, not an EagerForm" in why
+
+
+def test_the_recorders_replay_hook_checks_only_the_replays_due():
+    # The wrapper hooks.py puts on CUDAGraph.replay, called with a stand-in graph (the
+    # class itself needs CUDA): a recorded graph's replays counted, the due ones checked.
+    from graph_harness.capture.record import hooks
+    from graph_harness.capture.record.graphs import GraphRecord
+    from graph_harness.capture.record.sites import CaptureSite
+
+    e = Engine()
+
+    class Graph:  # what the wrapper reads: the record in the object's __dict__
+        pass
+
+    g = Graph()
+    record = GraphRecord(index=0, pid=1, rank=None, key="k", key_source="order",
+                         site=CaptureSite(user=None, library=None))  # fmt: skip
+    record.live = GraphCheck(Adapted(e.form()), Verdict(source="adapter"), Sample.parse("2,2"))
+    record.check = record.live.verdict
+    g.__dict__[hooks._RECORD] = record
+    replay = hooks._replay(lambda self: e.replay_graph())
+    for n in range(1, 10):
+        e.x.copy_(torch.full((8,), 0.1 * n))
+        replay(g)
+        e.pos += 1
+    assert record.replays == 9 and e.replays == 9
+    assert record.check.compared == [1, 2, 4, 8] and record.check.status == "agrees"
+    assert e.eager_calls == 8  # two per checked replay
