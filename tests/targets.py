@@ -245,6 +245,23 @@ def frozen_counter():
     return step
 
 
+def host_scale():
+    """A host value the device work reads that doubles at every call: it moves by no
+    constant step, so check cannot try it ahead (on the CPU: not verified)."""
+    dev = _device()
+    x = torch.arange(WIDTH, dtype=torch.float32, device=dev)
+    out = torch.empty(WIDTH, device=dev)
+    state = {"scale": 1}
+
+    def step():
+        out.copy_(x * state["scale"])
+        state["scale"] *= 2
+        return out
+
+    step.reset = lambda: state.update(scale=1)
+    return step
+
+
 def host_counter():
     """A host-side counter and nothing else that changes: it does not repeat."""
     x = torch.ones(4, device=_device())

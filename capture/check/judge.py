@@ -82,7 +82,7 @@ def judge(
         outputs=sum(not s.host and s.output for s in last.seen.values()),
         state=sum(not s.host and not s.output for s in last.seen.values()),
     )
-    moved = _host_moves(t)
+    moved = host_moves(t)
     taken = [n for n in moved if accept and accepted(n, accept) is not None]
     if taken:
         result.findings.append(accepted_finding(taken, accept))
@@ -225,7 +225,7 @@ def _starts(t: Trajectories) -> tuple[list[Change], list[Change]]:
     return host, [c for c in seen.values() if not c.host]
 
 
-def _host_moves(t: Trajectories) -> dict[str, list]:
+def host_moves(t: Trajectories) -> dict[str, list]:
     """Host values that change along eager run A: name -> their values, start first."""
     prints = ([t.a.start] if t.a.start is not None else []) + t.a.after
     out: dict[str, list] = {}

@@ -43,8 +43,9 @@ from graph_harness.capture.check.findings import (
     status_of,
 )
 from graph_harness.capture.check.host_copies import host_copies
-from graph_harness.capture.check.judge import judge
-from graph_harness.capture.check.library_hosts import accepted_of, library_cause
+from graph_harness.capture.check.host_probe import probe
+from graph_harness.capture.check.judge import host_moves, judge
+from graph_harness.capture.check.library_hosts import accepted, accepted_of, library_cause
 from graph_harness.capture.check.sample import compared_calls, trajectory_length
 from graph_harness.capture.check.settings import TO_END, CheckSettings
 from graph_harness.capture.check.soak import soak
@@ -155,7 +156,8 @@ def check_captured(
     if t.drawn and not rep.rng:
         findings.append(Finding(kind="rng", severity="info", message=rng_line(t.drawn)))
     j = judge(t, export, copies, accept)
-    findings = once_each(with_library_causes(step, findings + j.findings))
+    findings = _probed(step, t, calls, findings + j.findings, accept)
+    findings = once_each(with_library_causes(step, findings))
     soaked = None
     if settings.soak:
         soaked, more = _soak(step, graph, output, t, rep, name, findings, settings)
@@ -179,6 +181,30 @@ def check_captured(
         poisoned=t.poisoned,
         poisoned_outputs=j.poisoned_outputs,
     )
+
+
+def _probed(
+    step: Callable[[], object],
+    t: Trajectories,
+    calls: int,
+    findings: list[Finding],
+    accept: dict[str, str] | None,
+) -> list[Finding]:
+    """Host values the calls change, not already failed by the replays and not accepted:
+    tried at later values (capture/check/host_probe.py), its verdict in place of the
+    warm-ups' warning or the CPU's "not verified"."""
+    failed = {f.tensor for f in findings if f.kind == "host-state" and f.severity == "fail"}
+    moved = {
+        n: v
+        for n, v in host_moves(t).items()
+        if n not in failed and not (accept and accepted(n, accept))
+    }
+    if not moved:
+        return findings
+    tried = probe(step, moved, calls)
+    named = {f.tensor for f in tried}
+    kept = [f for f in findings if not (f.kind == "host-state" and f.tensor in named)]
+    return kept + tried
 
 
 def _compared(step: Callable[[], object], calls: int, settings: CheckSettings) -> list[int]:

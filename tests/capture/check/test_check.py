@@ -50,7 +50,9 @@ def test_a_host_value_frozen_at_its_start_is_caught_from_the_second_step(no_gpu_
     step.reset()
     row = step.table[0]  # captured from its start, t = 0: the graph copies row 0 for good
     one = _check(step, lambda: out.copy_(row), out, steps=1)
-    assert one.passed, one.findings  # what a one-step check says
+    # a one-step check's replay agrees; the value it saw move is tried ahead (host_probe)
+    (ahead,) = [f for f in _fails(one) if f.kind == "host-state"]
+    assert ahead.step == 1 and "from call 1 on" in ahead.message, one.findings
     result = _check(step, lambda: out.copy_(row), out)
     fails = _fails(result)
     assert result.status == "failed" and result.exit_code == 1
@@ -85,13 +87,16 @@ def test_the_false_pass_a_position_written_from_an_int_the_reset_misses(no_gpu_p
     assert not any(f.kind == "nondeterministic" for f in result.findings)  # not inferred
 
 
-def test_the_false_pass_on_the_cpu_is_not_verified():
+def test_the_false_pass_on_the_cpu_is_tried_ahead_and_failed():
+    # no graph on the CPU, but the moving int is tried from the start at a later value:
+    # the step's work depends on it (host_probe.py), so it fails, where it once was only
+    # "not verified"
     result = check_step(T.host_position(rewind=False), device="cpu")
-    assert result.status == "unverified" and result.exit_code == 3, result.findings
-    assert "could NOT verify" in result.verdict() and "closure state.p" in result.verdict()
+    assert result.status == "failed" and result.exit_code == 1, result.findings
+    assert "closure state.p" in result.verdict()
     assert not any(f.kind == "nondeterministic" for f in result.findings)
     rewound = check_step(T.host_position(rewind=True), device="cpu")  # the int moves per call
-    assert rewound.status == "unverified" and "closure state.p" in rewound.verdict()
+    assert rewound.status == "failed" and "closure state.p" in rewound.verdict()
 
 
 def test_a_host_read_counted_on_the_cpu_is_not_verified():
@@ -301,7 +306,7 @@ def _render(result, terminal: bool) -> str:
 
 
 def test_the_findings_table_shows_style_never_markup():
-    result = check_step(T.host_position(rewind=False), device="cpu")
+    result = check_step(T.host_scale(), device="cpu")
     assert {f.severity for f in result.findings} >= {"unverified", "info"}
     result.findings.append(
         type(result.findings[0])(kind="x", severity="fail", message="a [red]name[/] of theirs")
@@ -322,22 +327,35 @@ def test_the_findings_table_shows_style_never_markup():
 def test_the_cli_on_the_cpu_says_not_verified_with_exit_3(tmp_path):
     from tests.command_line import run
 
-    r = run("check", "--target", "tests.targets:host_position")
+    # a host value that doubles cannot be tried ahead (capture/check/host_probe.py)
+    r = run("check", "--target", "tests.targets:host_scale")
     assert r.returncode == 3, r.stderr
     assert "NOT VERIFIED" in r.stdout and "[magenta]" not in r.stdout and "[red]" not in r.stdout
-    assert "could NOT verify" in r.stderr and "closure state.p" in r.stderr
-    r = run("check", "--target", "tests.targets:host_position", "--json", "--steps", "2")
+    assert "could NOT verify" in r.stderr and "closure state.scale" in r.stderr
+    r = run("check", "--target", "tests.targets:host_scale", "--json", "--steps", "2")
     assert r.returncode == 3, r.stderr
     check = json.loads(r.stdout)["checks"]["target"]
     assert check["status"] == "unverified" and check["steps"] == 2 and not check["passed"]
     out = tmp_path / "n"
-    r = run("count", "--target", "tests.targets:host_position", "--check", "--out", str(out))
+    r = run("count", "--target", "tests.targets:host_scale", "--check", "--out", str(out))
     assert r.returncode == 3 and "CheckUnverified" in r.stderr, r.stderr
     assert "nothing was written" in r.stderr and not out.exists()
     r = run("count", "--target", "tests.targets:stateful_cache", "--check-steps", "2")
     assert r.returncode == 2 and "--check-steps sets how long --check runs" in r.stderr
     r = run("count", "--target", "tests.targets:stateful_cache", "--check", "--check-steps", "2")
     assert r.returncode == 0, r.stderr
+
+
+def test_the_cli_on_the_cpu_fails_a_host_position_it_tried_ahead():
+    # the position's int moves by one a call: tried at call 3 from the start, it writes
+    # another row than the captured 0 (on a GPU the replays show it from call 1 too)
+    from tests.command_line import run
+
+    r = run("check", "--target", "tests.targets:host_position", "--json")
+    assert r.returncode == 1, r.stderr
+    check = json.loads(r.stdout)["checks"]["target"]
+    (f,) = [f for f in check["findings"] if f["kind"] == "host-state"]
+    assert f["severity"] == "fail" and f["tensor"] == "closure state.p" and f["step"] == 1
 
 
 def test_report_check_puts_the_verdict_in_the_report(tmp_path):

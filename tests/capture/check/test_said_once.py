@@ -20,8 +20,12 @@ REPO = Path(__file__).resolve().parents[3]
 def test_a_host_value_named_by_the_warmups_and_the_verdict_is_one_finding():
     result = check_step(T.frozen_counter(), device="cpu")
     host = [f for f in result.findings if f.kind == "host-state"]
+    assert len(host) == 1 and host[0].severity == "fail", result.findings  # tried ahead
+    assert host[0].tensor == "closure state.t" and host[0].step == 1
+    result = check_step(T.host_scale(), device="cpu")
+    host = [f for f in result.findings if f.kind == "host-state"]
     assert len(host) == 1 and host[0].severity == "unverified", result.findings
-    assert host[0].tensor == "closure state.t"
+    assert host[0].tensor == "closure state.scale"
 
 
 def test_once_each_keeps_the_most_severe_of_one_kind_and_value_and_every_other():
@@ -49,11 +53,11 @@ def test_the_command_says_a_finding_once(tmp_path):
     env = {**os.environ, "COLUMNS": "400"}  # no cell wraps: a repeated phrase shows whole
     r = subprocess.run(
         [sys.executable, "-m", "graph_harness", "check", "--target",
-         "tests/targets.py:frozen_counter", "--out", str(tmp_path / "o")],
+         "tests/targets.py:host_scale", "--out", str(tmp_path / "o")],
         capture_output=True, text=True, cwd=REPO, env=env, timeout=300,
     )  # fmt: skip
     assert r.returncode == 3, r.stderr[-2000:]
     both = r.stdout + r.stderr
-    assert both.count("only replays can show") == 1, both  # the finding's text: its row
-    assert both.count("a call changes host value") == 1, both  # no warm-up row beside it
+    assert both.count("could not be tried") == 1, both  # the finding's text: its row
+    assert both.count("closure state.scale changes along the calls") == 1, both  # no warm-up row
     assert r.stdout.count("check could NOT verify") == 1  # the headline after the table

@@ -87,3 +87,27 @@ def test_the_measurement_leaves_the_state_as_the_warmups_left_it():
     assert watch.repeatability.repeatable is True and watch.repeatability.spread
     assert next(calls) == 4, "two warm-ups and the two calls that measured the spread"
     assert torch.equal(out, after)
+
+
+@pytest.mark.gpu
+def test_a_real_atomic_step_passes_check_on_the_gpu():
+    # index_add_ of floats with repeated indices: CUDA's atomics sum in any order
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    g = torch.Generator(device="cuda").manual_seed(0)
+    idx = torch.randint(0, 16, (1 << 16,), device="cuda", generator=g)
+    src = torch.randn(1 << 16, 64, device="cuda", generator=g)
+    out = torch.empty(16, 64, device="cuda")
+
+    def step():
+        out.zero_()
+        out.index_add_(0, idx, src)
+        return out
+
+    result = check_step(step, warmup=3, steps=4, name="atomic")
+    assert result.status == "passed", [f.message for f in result.findings]
+    rep = result.repeatability
+    assert rep.repeatable is True, rep.summary()
+    # not vacuous: the sums do differ between calls here (else nothing was measured)
+    if rep.spread:
+        assert rep.summary().startswith("repeats within its measured non-determinism")

@@ -1,0 +1,177 @@
+"""Does the step's device work depend on a host value its calls change? Tried, not guessed.
+
+A graph replays what its capture saw of a host value (a Python counter, a position kept on
+the host). Where one changes along check's calls, the trajectory can pass while the value
+matters only later (a branch past call 40 of a 4-call check). So each such value is tried:
+from the step's start (its reset and `feed(0)`), one call with the value as its capture
+saw it (twice: the step's own spread), then one call with it set to what a later call
+sees (the values along the calls extended: an int that moves by a constant step): at
+the trajectory's last call, at 10, 100 and 1,000 times the trajectory, and at the step's
+last call (`step.max_steps`), nearest first. Where a tried value's call differs from the
+captured value's beyond that spread, the step depends on it: FAIL, naming the value and
+the first call where it matters (found by halving between the last value that agreed
+and the first that did not). Where none differs, the values tried are said. Where no
+value can be tried (no reset to start from, a value that does not move by a constant
+step, or one that cannot be set), not verified.
+
+Costs the step's calls: 2, one per value tried (at most 5), and about 10 to find the call.
+On a GPU the replays show a value that matters within the trajectory first (judge.py);
+on the CPU, where there is no graph, this eager trial is the evidence either way.
+The step is left at its start and the value as it was found.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+
+from graph_harness.capture.check.findings import Finding
+from graph_harness.capture.check.judge import classify
+from graph_harness.capture.check.messages import HOST_FIX, values
+from graph_harness.capture.state.changes import Change, compare
+from graph_harness.capture.state.fingerprint import Fingerprint, fingerprint
+from graph_harness.capture.state.host_paths import NotSettable, setter
+from graph_harness.capture.state.steps import length_of, start_of
+
+TIMES = (10, 100, 1000)  # trajectories' lengths tried past the check's own
+
+
+def probe(step: Callable[[], object], moved: dict[str, list], calls: int) -> list[Finding]:
+    """One finding per host value in `moved` (name -> its values along eager run A, the
+    start first): see the module's notes. Syncs; runs the step."""
+    start = start_of(step)
+    out = []
+    for name, vs in moved.items():
+        why = _untriable(step, start, vs)
+        if why is None:
+            try:
+                out.append(_tried(step, start, name, vs, calls))
+                continue
+            except NotSettable as e:
+                why = f"it cannot be set from the step ({e})"
+        out.append(_not_tried(name, vs, why))
+    return out
+
+
+def _untriable(step: Callable[[], object], start: object, vs: list) -> str | None:
+    if start is None:
+        return "the step has no reset to start each try from"
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in vs):
+        return "it is not an int"
+    steps = {b - a for a, b in itertools.pairwise(vs)}
+    if len(steps) != 1 or steps == {0}:
+        return f"it does not move by a constant step along the calls ({values(vs)})"
+    return None
+
+
+def _tried(
+    step: Callable[[], object], start: Callable[[], None], name: str, vs: list, calls: int
+) -> Finding:
+    put = setter(step, name)
+    v0, d = vs[0], vs[1] - vs[0]
+    try:
+        ref, spread = _reference(step, start, put, v0)
+        at = _calls_to_try(step, calls)
+        tried, last_same = [], 0  # call 0 sees the captured value itself
+        for k in at:
+            changes = _bad(ref, spread, _call_at(step, start, put, v0 + k * d))
+            tried.append(v0 + k * d)
+            if changes:
+                first = _first(step, start, put, ref, spread, v0, d, last_same, k)
+                return _depends(name, vs, v0, d, first, changes)
+            last_same = k
+    finally:
+        start()
+        put(v0)
+        start()
+    return Finding(
+        kind="host-state",
+        severity="info",
+        message=f"host value {name} changes along the calls ({values(vs)}), and the step's "
+        f"device work does not depend on it: from its start, a call with it at "
+        f"{', '.join(map(str, tried))} (calls {', '.join(map(str, at))}) computes what a call "
+        f"with {v0} does, which its graph froze",
+        tensor=name,
+    )
+
+
+def _calls_to_try(step: Callable[[], object], calls: int) -> list[int]:
+    last = length_of(step)
+    at = {calls - 1} | {calls * t for t in TIMES} | ({last - 1} if last is not None else set())
+    return sorted(k for k in at if k >= 1 and (last is None or k < last))
+
+
+def _reference(
+    step: Callable[[], object], start: Callable[[], None], put: Callable, v0: int
+) -> tuple[Fingerprint, dict[str, Change]]:
+    a, b = _call_at(step, start, put, v0), _call_at(step, start, put, v0)
+    return a, {c.name: c for c in compare(a, b) if not c.host}
+
+
+def _call_at(
+    step: Callable[[], object], start: Callable[[], None], put: Callable, v: int
+) -> Fingerprint:
+    start()
+    put(v)
+    out = step()
+    fp = fingerprint(step, out, clone_to="cpu")
+    del out
+    return fp
+
+
+def _bad(ref: Fingerprint, spread: dict[str, Change], fp: Fingerprint) -> list[Change]:
+    """The tensors a call at another value leaves other than the reference, beyond the
+    step's own spread (check's rule: judge.classify)."""
+    out = []
+    for c in compare(ref, fp):
+        seen = ref.seen.get(c.name) or fp.seen.get(c.name)
+        if not c.host and classify(c, spread.get(c.name), seen) == "bad":
+            out.append(c)
+    return out
+
+
+def _first(
+    step: Callable[[], object],
+    start: Callable[[], None],
+    put: Callable,
+    ref: Fingerprint,
+    spread: dict[str, Change],
+    v0: int,
+    d: int,
+    same: int,
+    differs: int,
+) -> int:
+    """The first call in (same, differs] whose value changes the step's work (halving)."""
+    while differs - same > 1:
+        mid = (same + differs) // 2
+        if _bad(ref, spread, _call_at(step, start, put, v0 + mid * d)):
+            differs = mid
+        else:
+            same = mid
+    return differs
+
+
+def _depends(name: str, vs: list, v0: int, d: int, k: int, changes: list[Change]) -> Finding:
+    c = changes[0]
+    more = f" and {len(changes) - 1} more" if len(changes) > 1 else ""
+    return Finding(
+        kind="host-state",
+        severity="fail",
+        message=f"host value {name} changes along the calls ({values(vs)}) and the step's "
+        f"device work depends on it from call {k} on: from its start, a call with it at "
+        f"{v0 + k * d} (what call {k} sees) leaves {c.name}{more} other than a call with "
+        f"{v0} ({c.detail}), and a graph replays what its capture saw of it ({v0}); {HOST_FIX}",
+        tensor=name,
+        step=k,
+    )
+
+
+def _not_tried(name: str, vs: list, why: str) -> Finding:
+    return Finding(
+        kind="host-state",
+        severity="unverified",
+        message=f"host value {name} changes along the calls ({values(vs)}): whether the "
+        f"step's device work depends on it could not be tried ({why}), and a graph replays "
+        f"what its capture saw of it; {HOST_FIX}",
+        tensor=name,
+    )
