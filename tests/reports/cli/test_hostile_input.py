@@ -386,6 +386,18 @@ def test_csv_never_replaces_an_input_or_a_manifest(tmp_path, capsys):
     assert main(["delta", str(a), str(b), "--csv", str(tmp_path / MANIFEST)]) == 2
     assert "manifest" in capsys.readouterr().err and not (tmp_path / MANIFEST).exists()
     assert main(["delta", str(a), str(b), "--csv", str(tmp_path / "d.csv")]) == 0
+    # issue 60, 4: inside an output folder (its manifest), a file of its or a new one
+    out = tmp_path / "round"
+    (out / "plots").mkdir(parents=True)
+    (out / MANIFEST).write_text("{}")
+    (out / "nodes-fused.json").write_text("the export")
+    link = tmp_path / "link.csv"
+    link.symlink_to(out / "nodes-fused.json")
+    for target in (out / "nodes-fused.json", out / "plots" / "new.csv", link):
+        assert main(["delta", str(a), str(b), "--csv", str(target)]) == 2
+        assert "a graph-harness output folder" in capsys.readouterr().err
+    assert (out / "nodes-fused.json").read_text() == "the export"
+    assert sorted(p.name for p in out.iterdir()) == [MANIFEST, "nodes-fused.json", "plots"]
 
 
 def test_raw_c1_controls_in_a_document_never_reach_a_csv(tmp_path, capsys):
