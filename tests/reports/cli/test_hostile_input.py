@@ -429,3 +429,17 @@ def test_a_rows_that_differ_table_with_none_says_so(capsys, monkeypatch):
     assert main(["delta", str(dump), str(dump)]) == 0
     out = capsys.readouterr().out
     assert "by kernel (rows that differ)" in out and "(none differs)" in out
+
+
+def test_csv_to_a_descriptor_open_for_reading_is_refused_before_the_tables(tmp_path):
+    # issue 60, 5: `delta --csv /dev/stdin` printed the tables, then a raw EBADF (stdin a
+    # pipe: its read end)
+    from tests.command_line import _cmd, _env
+
+    dump = REPO / "docs" / "data" / "dot-2026-12-02" / "dumps" / "hf_decode-eager-none.dot"
+    r = subprocess.run(
+        [*_cmd(), "delta", str(dump), str(dump), "--csv", "/dev/stdin"],
+        input="", capture_output=True, text=True, timeout=300, env=_env(),
+    )  # fmt: skip
+    assert r.returncode == 2 and r.stdout == "", (r.stdout[-300:], r.stderr)
+    assert "/dev/stdin: descriptor 0 is open for reading only" in r.stderr, r.stderr
