@@ -155,6 +155,22 @@ def _check_descriptor(path: str | Path, fd: int) -> None:
         ) from None
     if stat.S_ISDIR(mode):
         raise OutputPathError(f"{os.fspath(path)} is a folder; give the path of a file")
+    if _read_only(fd):  # /dev/stdin: a write would fail only after the work, with EBADF
+        raise OutputPathError(
+            f"{os.fspath(path)}: descriptor {fd} is open for reading only; give a file to "
+            "write, or - for stdout"
+        )
+
+
+def _read_only(fd: int) -> bool:
+    try:
+        import fcntl
+    except ImportError:  # not a POSIX system: left to the write
+        return False
+    try:
+        return fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY
+    except OSError:
+        return False
 
 
 # --- writing -----------------------------------------------------------------------------------

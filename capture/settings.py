@@ -7,6 +7,10 @@ from __future__ import annotations
 
 from dataclasses import fields
 
+MAX_COUNT = (
+    100_000  # a count's ceiling (calls, replays, trials), flag or keyword: past it is a typo
+)
+
 
 def check_whole_numbers(settings: object) -> None:
     """ValueError for the first field with a "min" that does not hold whole numbers >= it

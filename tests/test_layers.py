@@ -34,6 +34,7 @@ SHARED = {
     "descriptors",
     "settings",
     "rows",
+    "patterns",
 }
 ORDER = [
     SHARED,

@@ -28,14 +28,16 @@ from graph_harness.capture.graph.dispatch import NON_LAUNCHING
 # Kernels a kernel author does not fuse a run into: vendor GEMMs (cuBLAS, cuBLASLt's
 # nvjet, CUTLASS, Inductor's GEMM templates), attention (flash, memory-efficient, cuDNN),
 # sorts and top-k (torch's radix sort and gatherTopK, CUB), collectives (NCCL); on the CPU
-# source, the ATen ops that dispatch to them. Matched anywhere in the kernel's name,
-# mangled or not, ignoring case; Inductor's generated pointwise and reduction kernels
-# (INDUCTOR) never are, whatever ops their names list (`..._scaled_dot_product_..._0`).
+# source, the ATen ops that dispatch to them (MoE experts' grouped GEMMs among them).
+# Matched anywhere in the kernel's name, mangled or not, ignoring case; Inductor's
+# generated pointwise and reduction kernels (INDUCTOR) never are, whatever ops their
+# names list (`..._scaled_dot_product_..._0`).
 INDUCTOR = re.compile(r"^triton_(?:poi|red|per|for)_")
 LIBRARY = re.compile(
     r"gemm|gemv|xmma|cutlass|nvjet|cublas|splitkreduce|cudnn|flash|fmha|attention|sdpa"
     r"|scaled_dot_product|sort|topk|radix|nccl|triton_tem_"
-    r"|^aten\.(?:mm|addmm|bmm|baddbmm|matmul|linear|convolution|_scaled_mm)\.",
+    r"|^aten\.(?:mm|addmm|bmm|baddbmm|matmul|linear|convolution|_scaled_mm"
+    r"|_grouped_mm|_scaled_grouped_mm)\.",
     re.IGNORECASE,
 )
 # CPU-source ops that are copies and sets (on a GPU, memcpy and memset nodes when both

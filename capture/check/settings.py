@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from graph_harness.capture.settings import MAX_COUNT
+
 TO_END = "to-end"  # `--steps to-end`: the step's own length (capture/check/sample.py)
 
 
@@ -47,14 +49,21 @@ class CheckSettings:
     )
 
     def __post_init__(self) -> None:
+        # the command line's bound in every entry point (check_step, graph_check): each
+        # call keeps its eager outputs, so a typo's 10**12 would grow memory without end
         v = self.steps
-        if v != TO_END and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+        if v != TO_END and (
+            isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_COUNT
+        ):
             raise ValueError(
-                f"steps must be a whole number >= 1 (calls to check) or {TO_END!r}, got {v!r}"
+                f"steps must be a whole number from 1 to {MAX_COUNT:,} (calls to check) or "
+                f"{TO_END!r}, got {v!r}"
             )
         s = self.soak
-        if isinstance(s, bool) or not isinstance(s, int) or s < 0:
-            raise ValueError(f"soak must be a whole number >= 0 (replays), got {s!r}")
+        if isinstance(s, bool) or not isinstance(s, int) or not 0 <= s <= MAX_COUNT:
+            raise ValueError(
+                f"soak must be a whole number from 0 to {MAX_COUNT:,} (replays), got {s!r}"
+            )
         d = self.soak_deadline
         if d is not None and (
             isinstance(d, bool) or not isinstance(d, int | float) or not 0 < d < float("inf")

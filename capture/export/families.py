@@ -29,6 +29,7 @@ import pandas as pd
 from graph_harness.capture.errors import UsageError
 from graph_harness.capture.graph.reader import demangle
 from graph_harness.capture.paths import read_input
+from graph_harness.capture.patterns import MAX_NAME, PatternError, Running, checked, deadline
 
 OTHER = "other"
 MAX_RULES = 1000  # a user's file: far above any sensible table, below a denial of service
@@ -134,34 +135,41 @@ RULES: tuple[Rule, ...] = (
 NOT_A_KERNEL = "the node's type"  # a node of any other type: its type names its family
 
 
-def family_of(node_type: str, kernel: str | None, rules: tuple[Rule, ...] = RULES) -> str:
+def family_of(
+    node_type: str,
+    kernel: str | None,
+    rules: tuple[Rule, ...] = RULES,
+    running: Running | None = None,
+) -> str:
     """The family of a node (its type, its kernel's name, mangled or not): the first rule
     that matches; else, for a kernel, "other", and for a node of another type (an event, an
     empty or child-graph node, a host function) its type, so that "other" holds only
-    kernels no rule names."""
-    name = demangle(kernel) if kernel else ""
+    kernels no rule names. Rules see the first MAX_NAME characters of the demangled name
+    (capture/patterns.py); `running` is told each rule as it runs (families' deadline)."""
+    name = (demangle(kernel) if kernel else "")[:MAX_NAME]
     for r in rules:
+        if running is not None:
+            running.pattern = r.pattern
         if r.matches(node_type, name):
             return r.family
     return OTHER if node_type == "kernel" else node_type
 
 
 def families(frame: pd.DataFrame, rules: tuple[Rule, ...] = RULES) -> pd.Series:
-    """Each row's family (an export's frame: `type` and `kernel` columns)."""
+    """Each row's family (an export's frame: `type` and `kernel` columns), under a
+    deadline that names a rule whose pattern runs without end (capture/patterns.py)."""
     memo: dict[tuple[str, str], str] = {}
 
-    def one(t: str, k: object) -> str:
+    def one(t: str, k: object, running: Running) -> str:
         key = (t, k if isinstance(k, str) else "")
         if key not in memo:
-            memo[key] = family_of(t, key[1], rules)
+            memo[key] = family_of(t, key[1], rules, running)
         return memo[key]
 
-    return pd.Series(
-        [one(t, k) for t, k in zip(frame["type"], frame["kernel"])],
-        index=frame.index,
-        name="family",
-        dtype=object,
-    )
+    with deadline() as running:
+        running.what = "--families rule"
+        got = [one(t, k, running) for t, k in zip(frame["type"], frame["kernel"])]
+    return pd.Series(got, index=frame.index, name="family", dtype=object)
 
 
 def read_rules(path: str | Path) -> tuple[Rule, ...]:
@@ -217,9 +225,14 @@ def _rule(row: list[str], at: str, source: str) -> Rule:
     if len(pattern) > MAX_PATTERN:
         raise FamilyRulesError(f"{at}: a pattern of at most {MAX_PATTERN} characters")
     try:
-        return Rule(family, pattern, source=source)
+        rule = Rule(family, pattern, source=source)
     except (re.error, OverflowError, RecursionError) as e:
         raise FamilyRulesError(f"{at}: not a regular expression: {e}") from None
+    try:
+        checked(rule._re, f"{at}: pattern")
+    except PatternError as e:
+        raise FamilyRulesError(str(e)) from None
+    return rule
 
 
 @lru_cache(maxsize=1)

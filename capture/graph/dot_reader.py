@@ -87,6 +87,12 @@ def read_dump(path: str | Path) -> DotDump:
         text = read_text_input(path, "graph dump")  # a regular file only, bounded, UTF-8
     except InputPathError as e:
         raise DotDumpError(str(e)) from None
+    text = text.removeprefix("\ufeff")  # the byte-order mark an editor may write first
+    if not text.strip():
+        raise DotDumpError(
+            f"cannot read graph dump {path}: the file is empty, not a DOT graph (a dump "
+            "starts with `digraph`: give the file cudaGraphDebugDotPrint wrote)"
+        )
     try:
         return dump_of(text)
     except DotSyntaxError as e:

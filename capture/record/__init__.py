@@ -6,6 +6,7 @@ graph, with its capture site, key, pool and replays.
 - hooks.py: torch.cuda.CUDAGraph's capture, replay and reset wrapped, once per process
 - sites.py: where a capture was opened, and the key that tells a graph from its siblings
 - keys.py: an engine's own key (the adapter), by name or entry point
+- interrupts.py: a signal's exception told from an adapter's own
 - graphs.py: GraphRecord, one recorded graph
 - settings.py: the recorder's process-wide settings and capture order
 - capturing.py: one capture in progress: read off the stack, set up, recorded

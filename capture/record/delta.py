@@ -29,6 +29,7 @@ from graph_harness.capture.export.delta import NodeDelta, node_delta
 from graph_harness.capture.export.documents import frame_records
 from graph_harness.capture.export.families import RULES, Rule
 from graph_harness.capture.export.nodes import NodeExport, joined_nodes
+from graph_harness.capture.patterns import MAX_NAME, checked, deadline
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -51,6 +52,7 @@ def step_pattern(text: str) -> re.Pattern:
         pattern = re.compile(text)
     except (re.error, OverflowError, RecursionError) as e:
         raise StepKeyError(f"--step-key {text!r}: not a regular expression: {e}") from None
+    checked(pattern, "--step-key")
     if pattern.groups > 1:
         raise StepKeyError(
             f"--step-key {text!r} has {pattern.groups} groups: the first group (or the whole "
@@ -63,7 +65,7 @@ def step_of(name: str, pattern: re.Pattern | None) -> str:
     """The step a graph named `name` belongs to (itself, where nothing matches)."""
     if pattern is None:
         return name
-    m = pattern.search(name)
+    m = pattern.search(name[:MAX_NAME])  # a longer name: Side.step_notes says so
     if m is None:
         return name
     got = m.group(1) if pattern.groups else m.group(0)
@@ -80,6 +82,7 @@ class Side:
     exports: dict[str, NodeExport]
     replays: dict[str, int]
     steps: dict[str, list[str]]  # step -> its graphs' names, in capture order
+    cut: int = 0  # names longer than the step key searches (patterns.py's MAX_NAME)
 
     @classmethod
     def of(cls, rec: Recording, label: str, pattern: re.Pattern | None) -> Side:
@@ -87,28 +90,44 @@ class Side:
         # known, else by its place among the recording's processes (a pid never pairs
         # across two runs)
         pids = list(dict.fromkeys(g.pid for g in rec.graphs))
-        several = len(pids) > 1
         names, exports, replays = [], {}, {}
         steps: dict[str, list[str]] = {}
-        for g, name in zip(rec.graphs, rec.names()):
-            if g.export is None:  # a failed capture whose graph could not be read
-                continue
-            proc = None
-            if several:
-                proc = f"rank {g.rank}" if g.rank is not None else f"process {pids.index(g.pid)}"
-            full = f"{proc}: {name}" if proc else name
-            if full in exports:  # two processes of one rank
-                full = f"{full} (pid {g.pid})"
-            names.append(full)
-            exports[full], replays[full] = g.export, g.replays
-            step = step_of(name, pattern)  # the key is the graph's own name's
-            steps.setdefault(f"{proc}: {step}" if proc else step, []).append(full)
-        return cls(label, names, exports, replays, steps)
+        with deadline() as running:
+            running.what, running.pattern = "--step-key", getattr(pattern, "pattern", "")
+            for g, name in zip(rec.graphs, rec.names()):
+                full, step = cls._one(g, name, pids, pattern, exports)
+                if full is None:
+                    continue
+                names.append(full)
+                exports[full], replays[full] = g.export, g.replays
+                steps.setdefault(step, []).append(full)
+        cut = sum(len(n) > MAX_NAME for n in rec.names()) if pattern is not None else 0
+        return cls(label, names, exports, replays, steps, cut)
+
+    @staticmethod
+    def _one(g: Any, name: str, pids: list, pattern: re.Pattern | None, exports: dict) -> tuple:
+        """One graph's full name and step (None: a graph that was not read)."""
+        if g.export is None:  # a failed capture whose graph could not be read
+            return None, None
+        proc = None
+        if len(pids) > 1:
+            proc = f"rank {g.rank}" if g.rank is not None else f"process {pids.index(g.pid)}"
+        full = f"{proc}: {name}" if proc else name
+        if full in exports:  # two processes of one rank
+            full = f"{full} (pid {g.pid})"
+        step = step_of(name, pattern)  # the key is the graph's own name's
+        return full, f"{proc}: {step}" if proc else step
 
     def step_notes(self) -> list[str]:
         """Steps whose graphs may not all run once per step: replayed unequally often, or
-        several under one key (`#2`), which summing would count twice."""
+        several under one key (`#2`), which summing would count twice; names cut for the
+        step key."""
         out = []
+        if self.cut:
+            out.append(
+                f"{self.label}: {self.cut} graph names longer than {MAX_NAME:,} characters: "
+                f"the step key searched their first {MAX_NAME:,} only"
+            )
         for step, names in self.steps.items():
             if len(names) < 2:
                 continue

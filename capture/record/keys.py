@@ -13,7 +13,11 @@ no opinion, the next rule decides: capture/record/sites.py). It is found two way
 An adapter runs inside the program's capture and must not touch the device. One that
 raises (or returns what is not a str) is never allowed to break the program: the graph
 takes the next rule's key and the recording says what the adapter did
-(`key_note`).
+(`key_note`). That holds for any exception, `SystemExit` and `KeyboardInterrupt` included
+(an adapter, or its file at import, that calls sys.exit cannot end the program). One kind
+goes on to the program: what a signal handler raised while the adapter ran (Ctrl-C's
+KeyboardInterrupt, a program's SIGTERM handler's sys.exit, an alarm's timeout), which is
+the program's (capture/record/interrupts.py tells the two apart).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from graph_harness.capture.errors import UsageError
+from graph_harness.capture.record.interrupts import raised_by_signals
 from graph_harness.capture.text import printable
 
 ENTRY_POINT_GROUP = "graph_harness.record_keys"
@@ -190,14 +195,18 @@ def entry_point_adapters() -> list[tuple[str, KeyFn]]:
 
 
 def ask(adapters: list[tuple[str, KeyFn]], ctx: CaptureContext) -> tuple[str | None, str | None]:
-    """The first key an adapter gives, and a note on any that failed (never raises)."""
+    """The first key an adapter gives, and a note on any that failed. Never raises what
+    an adapter raised; only what a signal handler raised while one ran (the module's notes)."""
     notes = []
     for name, fn in adapters:
-        try:
-            got = fn(ctx)
-        except Exception as e:
-            notes.append(f"key adapter {name} raised {type(e).__name__}: {e}")
-            continue
+        with raised_by_signals() as signalled:
+            try:
+                got = fn(ctx)
+            except BaseException as e:
+                if any(e is s for s in signalled):
+                    raise  # a signal handler's: the program's, not the adapter's
+                notes.append(f"key adapter {name} raised {type(e).__name__}: {e}")
+                continue
         if got is None:
             continue
         if not isinstance(got, str) or not got.strip():

@@ -28,7 +28,6 @@ import atexit
 import contextlib
 import json
 import os
-import secrets
 import sys
 import threading
 import time
@@ -37,11 +36,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-# Nothing of graph-harness, torch or pandas at this module's top: every Python process of
-# a recorded program imports it at start-up (graph_harness/_record_boot), and one that never
-# imports torch must not be made to (its start-up time, and settings it makes before
-# `import torch`, such as thread counts in the environment, are its own). hooks.py (which
-# brings torch) is imported once torch is.
+# Nothing of torch or pandas at this module's top: the parent (`graph-harness record`)
+# imports it to start a program, and needs neither for that. In a recorded program's
+# processes it is imported once torch is (graph_harness/_record_boot imports nothing at
+# start-up: a program's own modules must stay its own).
 if TYPE_CHECKING:
     from graph_harness.capture.record.graphs import GraphRecord
 
@@ -129,7 +127,8 @@ class ProcessRecorder:
         self.pid = os.getpid()
         self._stem = None
         if self.session is not None:
-            self._stem = self.session / f"{self.pid}-{secrets.token_hex(4)}"
+            # os.urandom, not secrets: a program's own secrets.py stays the program's
+            self._stem = self.session / f"{self.pid}-{os.urandom(4).hex()}"
 
     # --- starting and stopping ----------------------------------------------------------
 

@@ -14,6 +14,7 @@ from graph_harness.capture.errors import UsageError
 from graph_harness.capture.graph.settings import StepSettings
 from graph_harness.capture.replay.settings import ReplaySettings
 from graph_harness.capture.round.params import VARIANT_HELP, RoundParams
+from graph_harness.capture.settings import MAX_COUNT
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -86,7 +87,7 @@ def round_args(p: argparse.ArgumentParser) -> None:
         )
 
 
-MAX_COUNT = 100_000  # a count flag's ceiling (calls, replays, trials): past it is a typo
+# a count flag's ceiling, the library's too (capture/settings.py): past it is a typo
 
 
 def positive(minimum: int, maximum: int = MAX_COUNT) -> Callable[[str], int]:

@@ -159,6 +159,13 @@ def _not_an_input(args: argparse.Namespace) -> None:
             f"--csv {args.csv} is an output folder's manifest (graph-harness's record of what "
             "it wrote there): give --csv another file"
         )
+    folder = _output_folder_around(csv)
+    if folder is not None:
+        raise UsageError(
+            f"--csv {args.csv} is inside {folder}, a graph-harness output folder (its "
+            "manifest lists what the tool wrote there, and the next run replaces it): give "
+            "--csv a path outside it"
+        )
     if not csv.exists():
         return
     given = [split_ref(r)[0] for r in (args.a, args.b) if is_export_path(r) or is_recording(r)]
@@ -170,6 +177,19 @@ def _not_an_input(args: argparse.Namespace) -> None:
                     raise UsageError(
                         f"--csv {args.csv} is {f}, which this run reads: give --csv another file"
                     )
+
+
+def _output_folder_around(path: Path) -> Path | None:
+    """The graph-harness output folder (one with a manifest) that holds `path`, as given
+    or with its links followed, or None."""
+    from graph_harness.reports.output.manifest import MANIFEST
+
+    for where in (path.absolute().parent, Path(os.path.realpath(path)).parent):
+        for folder in (where, *where.parents):
+            with contextlib.suppress(OSError):
+                if (folder / MANIFEST).is_file():
+                    return folder
+    return None
 
 
 def _recording_files(ref: str) -> list[Path]:

@@ -165,6 +165,10 @@ def test_library_kernels_and_non_fusable_nodes_break_runs():
         ("memset", "", "set"),
         ("event_record", "", None),
         ("aten", "aten.mm.default", "library"),
+        # MoE experts' grouped GEMMs are library kernels, as mm and _scaled_mm (issue 60)
+        ("aten", "aten._grouped_mm.default", "library"),
+        ("aten", "aten._scaled_grouped_mm.default", "library"),
+        ("aten", "aten._scaled_mm.default", "library"),
         ("aten", "aten.topk.default", "library"),
         ("aten", "aten.mul.Tensor", "kernel"),
         ("aten", "aten.copy_.default", "copy"),

@@ -275,9 +275,17 @@ def test_a_growing_cache_is_told_to_be_static():
 
 
 def test_steps_must_be_a_whole_number_of_calls():
-    for bad in (0, -1, 1.5, True, "4"):
-        with pytest.raises(ValueError, match="steps must be a whole number >= 1"):
+    # issue 60, 5: the command line's bound (100,000) in every entry point; 3 x 10**7
+    # grew memory without limit through check_step, 10**12 through graph_check
+    from graph_harness.pytest_plugin import GraphCheck
+
+    for bad in (0, -1, 1.5, True, "4", 100_001, 3 * 10**7):
+        with pytest.raises(ValueError, match="steps must be a whole number from 1 to 100,000"):
             check_step(T.stateful(device="cpu"), steps=bad, device="cpu")
+    with pytest.raises(ValueError, match="from 1 to 100,000"):
+        GraphCheck("t")(T.stateful(device="cpu"), steps=10**12)
+    with pytest.raises(ValueError, match="soak must be a whole number from 0 to 100,000"):
+        check_step(T.stateful(device="cpu"), soak=10**9, device="cpu")
 
 
 def test_on_the_cpu_check_step_runs_the_eager_part():

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from graph_harness.capture.export.delta import node_delta
@@ -17,6 +18,7 @@ from graph_harness.capture.export.families import (
     OTHER,
     RULES,
     FamilyRulesError,
+    families,
     family_of,
     parse_rules,
     read_rules,
@@ -112,6 +114,7 @@ def test_a_users_rules_go_in_front_and_a_bad_file_is_refused_whole(tmp_path):
         "bad regex": ("family,pattern\na,(unclosed\n", "line 2: not a regular expression"),
         "control in name": ('family,pattern\n"a\x1bb",x\n', "printable text"),
         "huge repeat": ("family,pattern\na,x{99999999999999999999}\n", "not a regular"),
+        "nested repeats": ("family,pattern\na,(\\w+\\s?)*x\n", "line 2: pattern '(\\\\w+"),
         "a field past csv's limit": ("family,pattern\na," + "x" * 200_000 + "\n", "not CSV"),
     }
     for case, (text, message) in bad.items():
@@ -183,3 +186,13 @@ def test_the_documented_table_is_the_rules():
     text = (REPO / "docs" / "families.md").read_text()
     rows = [ln for ln in text.splitlines() if re.match(r"^\| \d+ \|", ln)]
     assert [ln.split("|")[2].strip() for ln in rows] == [r.family for r in RULES]
+
+
+def test_a_rule_that_backtracks_without_end_is_stopped_and_named(monkeypatch):
+    import graph_harness.capture.patterns as patterns
+
+    monkeypatch.setattr(patterns, "DEADLINE_S", 0.3)
+    rules = (*parse_rules("family,pattern\nmine,(a|aa)+b\n", "mine.csv"), *RULES)
+    frame = pd.DataFrame({"type": ["kernel"], "kernel": ["a" * 40]})
+    with pytest.raises(patterns.PatternError, match=r"rule '\(a\|aa\)\+b' ran past"):
+        families(frame, rules)

@@ -156,3 +156,18 @@ def test_cli_count_refuses_capture_flags_with_files(capsys):
     assert main(["count", dump, "--variant", "fused"]) == 2
     assert "--variant applies to a capture" in capsys.readouterr().err
     assert main(["count", dump, "--module-scopes"]) == 2
+
+
+def test_a_byte_order_mark_is_read_and_an_empty_file_said(tmp_path):
+    # issue 60, 5: a dump an editor saved with a UTF-8 BOM was refused; an empty one read
+    # as "the file: not a DOT graph"
+    from graph_harness.capture.graph.dot_reader import DotDumpError
+
+    dump = PROBES[0]
+    bom = tmp_path / "bom.dot"
+    bom.write_bytes(b"\xef\xbb\xbf" + dump.read_bytes())
+    assert len(read_dump(bom).nodes) == len(read_dump(dump).nodes)
+    empty = tmp_path / "empty.dot"
+    empty.write_bytes(b"\n")
+    with pytest.raises(DotDumpError, match=r"empty.dot: the file is empty, not a DOT graph"):
+        read_dump(empty)

@@ -190,3 +190,56 @@ def test_the_session_folder_removed_is_only_graph_harness_own(tmp_path, monkeypa
     assert not os.path.exists(made[0]), "the session folder went"
     assert (mine / "keep.txt").read_text() == "the user's", "the user's folder stayed whole"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link.py", "users-folder"]
+
+
+def _own_modules(folder: Path, *, json: bool) -> None:
+    """A program's folder with its own modules named as the standard library's and ours."""
+    folder.mkdir()
+    (folder / "secrets.py").write_text("API_KEY = 'the program'\n")
+    (folder / "graph_harness.py").write_text("MINE = 'the program'\n")
+    if json:  # torch imports json: a program with its own imports no torch
+        (folder / "json.py").write_text("MINE = 'the program'\n")
+
+
+@pytest.mark.parametrize("with_torch", [False, True], ids=["no-torch", "torch"])
+def test_the_programs_own_modules_stay_its_own(tmp_path, with_torch):
+    # the start-up hook imports nothing before the program's folder is on sys.path: its
+    # own secrets.py, json.py and graph_harness.py are what it imports, as under python
+    app = tmp_path / "app"
+    _own_modules(app, json=not with_torch)
+    prog = app / "prog.py"
+    lines = [
+        "from secrets import API_KEY",
+        "import graph_harness",
+        "print(API_KEY, graph_harness.MINE)",
+    ]
+    if not with_torch:
+        lines += ["import json", "print(json.MINE)"]
+    else:  # without CUDA it runs eagerly
+        lines += ["import torch", "print(torch.ones(3).sum().item())"]
+    prog.write_text("\n".join(lines) + "\n")
+    plain = subprocess.run(
+        [sys.executable, str(prog)], capture_output=True, text=True, cwd=tmp_path, timeout=120
+    )
+    assert plain.returncode == 0, plain.stderr
+    r = gh("record", "--out", str(tmp_path / "rec"), "--", str(prog), cwd=tmp_path)
+    assert (r.returncode, r.stdout.splitlines()[: len(plain.stdout.splitlines())]) == (
+        0,
+        plain.stdout.splitlines(),
+    ), r.stderr
+    doc = json.loads((tmp_path / "rec" / "recording.json").read_text())
+    if with_torch:  # the recorder steps aside, and says why
+        (p,) = doc["processes"]
+        assert "own module graph_harness" in p["failed"], p
+
+
+def test_a_program_with_its_own_secrets_is_recorded(tmp_path):
+    # the recorder, started once torch is imported, takes nothing from `secrets`
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "secrets.py").write_text("API_KEY = 'the program'\n")
+    (app / "prog.py").write_text("from secrets import API_KEY\nimport torch\nprint(API_KEY)\n")
+    r = gh("record", "--json", "--", str(app / "prog.py"), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    (p,) = json.loads(r.stdout)["processes"]
+    assert p["failed"] is None and p["exited"] is True, p

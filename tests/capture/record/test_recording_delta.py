@@ -6,6 +6,7 @@ pieces per step), counted here by hand, not read back from the delta."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -140,6 +141,7 @@ def test_cli_delta_of_two_recordings(tmp_path, capsys):
         (["--step-key", "("], "not a regular expression"),
         (["--step-key", "(a)(b)"], "2 groups"),
         (["--step-key", "a", "b", "c"], "one key for both"),
+        (["--step-key", "(a+)+b"], "--step-key '(a+)+b': a repeat inside a repeat"),
     ],
 )
 def test_bad_step_keys_are_one_line(tmp_path, capsys, argv, message):
@@ -189,3 +191,24 @@ def test_a_step_whose_graphs_ran_unequally_is_said():
     d = recording_delta(x, engine_y(), step_keys=(r"bs=(\d+)", r"batch (\d+)"))
     (note,) = d.notes
     assert "step 1" in note and "10, 3, 10 times" in note
+
+
+def test_a_step_key_that_backtracks_without_end_is_stopped_and_named(monkeypatch):
+    # `(a|aa)+b` nests no quantifier, yet backtracks exponentially on a run of a's: the
+    # deadline stops it and the usage error names it
+    import graph_harness.capture.patterns as patterns
+
+    monkeypatch.setattr(patterns, "DEADLINE_S", 0.3)
+    x = recording([("a" * 40, export([GEMM], "x"), 1)])
+    with pytest.raises(patterns.PatternError, match=r"--step-key '\(a\|aa\)\+b' ran past 0.3 s"):
+        recording_delta(x, x, step_keys=(r"(a|aa)+b", None))
+
+
+def test_a_long_name_is_searched_in_its_first_characters_and_said(monkeypatch):
+    # `(\d+) piece` on 100,000 digits is quadratic (51 s): the key sees 4,096 characters
+    long = "9" * 100_000 + " piece"
+    x = recording([(long, export([GEMM], "x"), 1), ("bs=4 piece", export([GEMM], "x"), 1)])
+    t0 = time.perf_counter()
+    d = recording_delta(x, x, step_keys=(r"(\d+) piece", None))
+    assert time.perf_counter() - t0 < 5
+    assert any("1 graph names longer than 4,096 characters" in n for n in d.notes), d.notes

@@ -3,14 +3,23 @@ adapters (capture/record/keys.py): what needs no GPU."""
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
+import time
 import types
 
 import pytest
 import torch
 
 from graph_harness.capture.errors import UsageError
-from graph_harness.capture.record.keys import CaptureContext, ask, check_spec, load_adapter
+from graph_harness.capture.record.keys import (
+    CaptureContext,
+    ask,
+    check_spec,
+    load_adapter,
+    named_adapter,
+)
 from graph_harness.capture.record.sites import (
     arguments_key,
     describe,
@@ -120,3 +129,48 @@ def test_an_adapter_never_breaks_the_capture():
     assert "a raised KeyError" in note and "b returned int" in note
     key, note = ask([*adapters, ("d", lambda ctx: "bs=\x1b[2J4")], ctx)
     assert key == "bs=\\x1b[2J4", "a key is text: a control character is kept as its escape"
+
+
+def test_an_adapter_that_exits_or_interrupts_never_breaks_the_capture(tmp_path):
+    # SystemExit and KeyboardInterrupt the adapter raises (or its file raises at import)
+    # are the adapter's: the graph takes the next rule's key, the note says what happened
+    exits = tmp_path / "exits.py"
+    exits.write_text("import sys\nsys.exit(5)\ndef key(ctx):\n    return 'never'\n")
+
+    def quits(ctx):
+        raise SystemExit(3)
+
+    def interrupts(ctx):
+        raise KeyboardInterrupt
+
+    adapters = [("q", quits), ("i", interrupts), named_adapter(f"{exits}:key")]
+    key, note = ask(adapters, CaptureContext([], graph=None, index=0))
+    assert key is None
+    assert "q raised SystemExit: 3" in note and "i raised KeyboardInterrupt" in note
+    assert f"{exits}:key raised SystemExit: 5" in note
+
+
+def test_what_a_signal_raises_while_an_adapter_runs_is_the_programs():
+    # Ctrl-C, or a program's SIGTERM handler, landing inside the adapter: on to the program
+    def signalled(signum):
+        def adapter(ctx):
+            os.kill(os.getpid(), signum)
+            time.sleep(5)  # the handler runs here
+            return "never"
+
+        return adapter
+
+    ctx = CaptureContext([], graph=None, index=0)
+    with pytest.raises(KeyboardInterrupt):
+        ask([("sigint", signalled(signal.SIGINT))], ctx)
+
+    def leave(signum, frame):
+        sys.exit(7)
+
+    before = signal.signal(signal.SIGTERM, leave)
+    try:
+        with pytest.raises(SystemExit):
+            ask([("sigterm", signalled(signal.SIGTERM))], ctx)
+        assert signal.getsignal(signal.SIGTERM) is leave, "the program's handler given back"
+    finally:
+        signal.signal(signal.SIGTERM, before)

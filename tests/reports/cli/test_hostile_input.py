@@ -386,6 +386,18 @@ def test_csv_never_replaces_an_input_or_a_manifest(tmp_path, capsys):
     assert main(["delta", str(a), str(b), "--csv", str(tmp_path / MANIFEST)]) == 2
     assert "manifest" in capsys.readouterr().err and not (tmp_path / MANIFEST).exists()
     assert main(["delta", str(a), str(b), "--csv", str(tmp_path / "d.csv")]) == 0
+    # issue 60, 4: inside an output folder (its manifest), a file of its or a new one
+    out = tmp_path / "round"
+    (out / "plots").mkdir(parents=True)
+    (out / MANIFEST).write_text("{}")
+    (out / "nodes-fused.json").write_text("the export")
+    link = tmp_path / "link.csv"
+    link.symlink_to(out / "nodes-fused.json")
+    for target in (out / "nodes-fused.json", out / "plots" / "new.csv", link):
+        assert main(["delta", str(a), str(b), "--csv", str(target)]) == 2
+        assert "a graph-harness output folder" in capsys.readouterr().err
+    assert (out / "nodes-fused.json").read_text() == "the export"
+    assert sorted(p.name for p in out.iterdir()) == [MANIFEST, "nodes-fused.json", "plots"]
 
 
 def test_raw_c1_controls_in_a_document_never_reach_a_csv(tmp_path, capsys):
@@ -417,3 +429,17 @@ def test_a_rows_that_differ_table_with_none_says_so(capsys, monkeypatch):
     assert main(["delta", str(dump), str(dump)]) == 0
     out = capsys.readouterr().out
     assert "by kernel (rows that differ)" in out and "(none differs)" in out
+
+
+def test_csv_to_a_descriptor_open_for_reading_is_refused_before_the_tables(tmp_path):
+    # issue 60, 5: `delta --csv /dev/stdin` printed the tables, then a raw EBADF (stdin a
+    # pipe: its read end)
+    from tests.command_line import _cmd, _env
+
+    dump = REPO / "docs" / "data" / "dot-2026-12-02" / "dumps" / "hf_decode-eager-none.dot"
+    r = subprocess.run(
+        [*_cmd(), "delta", str(dump), str(dump), "--csv", "/dev/stdin"],
+        input="", capture_output=True, text=True, timeout=300, env=_env(),
+    )  # fmt: skip
+    assert r.returncode == 2 and r.stdout == "", (r.stdout[-300:], r.stderr)
+    assert "/dev/stdin: descriptor 0 is open for reading only" in r.stderr, r.stderr
