@@ -106,13 +106,13 @@ def check_lines(rec: Recording) -> list[str]:
         if v.status in ("differs", "assert", "not verified"):
             out.append(f"{v.status.upper()}: {label}: {v.line()}")
             out += [f"  also {d.tensor}: {d.detail}" for d in v.differences[1:4]]
-        elif v.status == "not checked":
-            unchecked.setdefault(v.reason or "no reason given", []).append(label)
+        elif v.status in ("not checked", "skipped"):
+            unchecked.setdefault((v.status, v.reason or "no reason given"), []).append(label)
         elif v.reason:
             out.append(f"{label}: {v.line()} ({v.reason})")
-    for why, labels in unchecked.items():
+    for (status, why), labels in unchecked.items():
         shown = ", ".join(labels[:4]) + (f" and {len(labels) - 4} more" if len(labels) > 4 else "")
-        out.append(f"not checked ({plural(len(labels), 'graph')}: {shown}): {why}")
+        out.append(f"{status} ({plural(len(labels), 'graph')}: {shown}): {why}")
     agree = [g for g in rec.graphs if g.check is not None and g.check.status == "agrees"]
     if agree:
         n = sum(g.check.compared_count for g in agree)

@@ -19,6 +19,7 @@ replay bit for bit: such a graph is "not checked", never judged.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import sys
@@ -29,7 +30,7 @@ from typing import Any
 import torch
 
 from graph_harness.capture.live.compare import compare, spread
-from graph_harness.capture.live.forms import Adapted, EagerForm, Form, builtin_form
+from graph_harness.capture.live.forms import Adapted, EagerForm, Form, Skipped, builtin_form
 from graph_harness.capture.live.sample import Sample
 from graph_harness.capture.record.keys import CaptureContext
 from graph_harness.capture.record.verdict import LISTED, Difference, Verdict
@@ -75,7 +76,8 @@ class Checker:
     def attach(self, form: Form | str, record: Any) -> GraphCheck | None:
         """Give `record` its verdict, and the checked replays where there is a form."""
         if isinstance(form, str):
-            record.check = Verdict(status="not checked", reason=form)
+            status = "skipped" if isinstance(form, Skipped) else "not checked"
+            record.check = Verdict(status=status, reason=str(form))
             return None
         record.check = Verdict(source=form.source)
         return GraphCheck(form, record.check, self.sample)
@@ -87,10 +89,27 @@ class GraphCheck:
     def __init__(self, form: Form, verdict: Verdict, sample: Sample) -> None:
         self.form, self.verdict, self.sample = form, verdict, sample
         self.next = sample.due()
+        self._busy = False
 
     def replay(self, graph: object, original: Callable, n: int) -> Any:
         """The program's replay `n` of this graph, checked (see the module's notes)."""
+        if self._busy:  # the eager form replays this graph itself: it is no eager form
+            self._stop(n, "its eager form replays the graph itself")
+            return original(graph)
+        self._busy = True
+        try:
+            return self._checked(graph, original, n)
+        finally:
+            self._busy = False
+
+    def _checked(self, graph: object, original: Callable, n: int) -> Any:
         t0 = time.perf_counter()
+        try:
+            _sync()  # what ran before is done: an error now is not this replay's
+        except Exception as e:
+            if fatal(e):
+                self._assertion(n, e, where="before")
+            raise
         try:
             state = self.form.state()
             saved = {k: t.clone() for k, t in state.items()}
@@ -123,7 +142,7 @@ class GraphCheck:
             _sync()
         except Exception as e:
             if fatal(e):
-                self._assertion(n, e, eager_ran=True)
+                self._assertion(n, e, where="replay")
             raise
         t1 = time.perf_counter()
         try:
@@ -138,8 +157,11 @@ class GraphCheck:
 
     def _eager(self, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         out = self.form.eager()
+        # copies: an output may alias the state or a buffer the next run or the replay
+        # writes (an adapter's static output, an Inductor output viewing an input)
+        kept = {k: t.detach().clone() for k, t in {**out, **state}.items()}
         _sync()  # an assertion in the eager code is the eager code's
-        return {**out, **{k: t.clone() for k, t in state.items()}}
+        return kept
 
     def _judge(self, n: int, got: Any) -> None:
         v = self.verdict
@@ -173,7 +195,7 @@ class GraphCheck:
 
     def _eager_failed(self, n: int, e: Exception, state: dict, saved: dict, rng: Any) -> None:
         if fatal(e):
-            self._assertion(n, e, eager_ran=False)
+            self._assertion(n, e, where="eager")
         try:
             _put_back(state, saved, rng)
         except Exception as e2:  # the program cannot be left as it was: say so, loudly
@@ -183,15 +205,31 @@ class GraphCheck:
             ) from e
         self._stop(n, f"the eager form raised {_error(e)}")
 
-    def _assertion(self, n: int, e: BaseException, *, eager_ran: bool) -> None:
+    def _assertion(self, n: int, e: BaseException, *, where: str) -> None:
+        """A CUDA error that loses the context, in the replay (the graph's finding), in
+        the eager form (the graph not judged), or before either (an unchecked replay's or
+        the program's own work, surfacing at the first synchronization)."""
         v = self.verdict
-        v.status = "assert"
-        who = "the replay" if eager_ran else "the eager form"
-        eager = "the eager form ran to the end from the same state; " if eager_ran else ""
-        v.assertion = f"replay {n}: {who} tripped it: {_first_line(e)}"
-        v.reason = f"{eager}the process's GPU context is lost, so the program cannot go on"
+        lost = "the process's GPU context is lost, so the program cannot go on"
+        if where == "replay":
+            v.status = "assert"
+            v.assertion = f"replay {n}: the replay tripped it: {_first_line(e)}"
+            v.reason = f"the eager form ran to the end from the same state; {lost}"
+        elif where == "eager":
+            v.status = "not checked"
+            v.reason = (
+                f"at replay {n} the eager form tripped a device-side assertion "
+                f"({_first_line(e)}), so the graph was not judged; {lost}"
+            )
+        else:
+            v.status = "assert"
+            v.assertion = (
+                f"before replay {n}: an unchecked replay (at or before {n - 1}) or the "
+                f"program's own work tripped it: {_first_line(e)}"
+            )
+            v.reason = lost
         self.next = math.inf
-        end_process(f"graph {v.source} replay {n}: {v.assertion}; {v.reason}", e)
+        end_process(f"graph {v.source}: {v.assertion or v.reason}; {lost}", e)
 
 
 def end_process(message: str, e: BaseException) -> None:
@@ -203,6 +241,9 @@ def end_process(message: str, e: BaseException) -> None:
 
     stop_all()
     if booted():
+        for stream in (sys.stdout, sys.stderr):  # what the program printed is kept
+            with contextlib.suppress(Exception):
+                stream.flush()
         sys.stderr.write(f"graph-harness record --check: {message}\n")
         sys.stderr.flush()
         os._exit(1)
@@ -218,17 +259,17 @@ def _sync() -> None:
         torch.cuda.synchronize()
 
 
-def _rng() -> tuple[torch.Tensor, torch.Tensor | None]:
-    """The CPU generator's state, and the current CUDA device's where CUDA is in use."""
+def _rng() -> tuple[torch.Tensor, list[torch.Tensor] | None]:
+    """The CPU generator's state, and every CUDA device's where CUDA is in use."""
     cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
-    return torch.get_rng_state(), torch.cuda.get_rng_state() if cuda else None
+    return torch.get_rng_state(), torch.cuda.get_rng_state_all() if cuda else None
 
 
-def _moved(rng: tuple[torch.Tensor, torch.Tensor | None]) -> bool:
+def _moved(rng: tuple[torch.Tensor, list[torch.Tensor] | None]) -> bool:
     now = _rng()
-    return not torch.equal(now[0], rng[0]) or (
-        rng[1] is not None and not torch.equal(now[1], rng[1])
-    )
+    if not torch.equal(now[0], rng[0]):
+        return True
+    return rng[1] is not None and any(not torch.equal(a, b) for a, b in zip(now[1], rng[1]))
 
 
 def _put_back(state: dict[str, torch.Tensor], saved: dict[str, torch.Tensor], rng: Any) -> None:
@@ -237,4 +278,4 @@ def _put_back(state: dict[str, torch.Tensor], saved: dict[str, torch.Tensor], rn
             t.copy_(saved[k])
     torch.set_rng_state(rng[0])
     if rng[1] is not None:
-        torch.cuda.set_rng_state(rng[1])
+        torch.cuda.set_rng_state_all(rng[1])

@@ -46,11 +46,13 @@ class Form(Protocol):
 
 
 def _tensors(value: Any, prefix: str) -> dict[str, torch.Tensor]:
-    """Every tensor in a (nested) value, named by its place (`output[1]`, `output[k]`)."""
-    from torch.utils._pytree import keystr, tree_flatten_with_path
+    """Every tensor in a (nested) value, named by its place among them (`output[0]`): by
+    position, so that `t` and `(t,)` name one tensor alike."""
+    from torch.utils._pytree import tree_flatten
 
-    leaves, _ = tree_flatten_with_path(value)
-    return {prefix + keystr(p): t for p, t in leaves if isinstance(t, torch.Tensor)}
+    leaves, _ = tree_flatten(value)
+    tensors = [t for t in leaves if isinstance(t, torch.Tensor)]
+    return {f"{prefix}[{i}]": t for i, t in enumerate(tensors)}
 
 
 @dataclass(kw_only=True)
@@ -102,6 +104,23 @@ class Adapted:
         return {} if self.form.outputs is None else _tensors(self.form.outputs(), "output")
 
 
+def module_state(m: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """A module's buffers and the plain tensors its submodules hold as attributes (a
+    running statistic, a cache kept unregistered): what a call of it may write."""
+    out = {f"buffer {k}": b for k, b in m.named_buffers()}
+    for qn, sub in m.named_modules():
+        for k, v in vars(sub).items():
+            if isinstance(v, torch.Tensor) and not isinstance(v, torch.nn.Parameter):
+                out.setdefault(f"attribute {qn + '.' if qn else ''}{k}", v)
+    return out
+
+
+def self_overlapping(t: torch.Tensor) -> bool:
+    """An expanded tensor (a stride of 0 over a size above 1): `copy_` into it is
+    refused, and its elements are not state of their own."""
+    return any(st == 0 and sz > 1 for st, sz in zip(t.stride(), t.shape))
+
+
 def _unique(named: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """One name per tensor (the same tensor given twice, as an argument and as mutated,
     is snapshotted once, under its first name)."""
@@ -109,7 +128,7 @@ def _unique(named: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     out = {}
     for k, t in named.items():
         ident = (t.data_ptr(), t.storage_offset(), tuple(t.shape), tuple(t.stride()))
-        if ident not in seen:
+        if ident not in seen and not self_overlapping(t):
             seen.add(ident)
             out[k] = t
     return out
@@ -133,20 +152,25 @@ class InductorForm:
         return node
 
     def state(self) -> dict[str, torch.Tensor]:
+        """The inputs the compiled code mutates (a static KV cache): what the eager runs
+        write and the replay is compared on. The others are not state: the eager code
+        allocates its own buffers, so it writes none of them, while the graph may reuse
+        an input's pool memory once the input is dead (cudagraph trees reclaim it), so
+        after a replay they are not the graph's to compare."""
         node = self._get()
         wrapped = node.wrapped_function
-        static = set(wrapped.static_input_idxs or ())
         mutated = set(getattr(wrapped, "mutated_input_idxs", ()) or ())
         names = _placeholder_names(wrapped)
         out = {}
         for i, x in enumerate(node.reconstructed_inputs):
-            if not isinstance(x, torch.Tensor):
-                continue
-            name = f"input[{i}]" + (f" {names[i]}" if i < len(names) and names[i] else "")
-            if i in mutated:
+            if isinstance(x, torch.Generator):
+                raise LookupError(
+                    "the compiled code takes a random-number generator of its own, which an "
+                    "eager run would advance"
+                )
+            if isinstance(x, torch.Tensor) and i in mutated:
+                name = f"input[{i}]" + (f" {names[i]}" if i < len(names) and names[i] else "")
                 out[f"{name} (mutated)"] = x
-            elif i not in static:
-                out[name] = x
         return _unique(out)
 
     def eager(self) -> dict[str, torch.Tensor]:
@@ -185,7 +209,11 @@ class GraphedForm:
     source = "make_graphed_callables"
 
     def __init__(self, fn: Callable, args: tuple) -> None:
-        self.fn, self.args = fn, args
+        # a module's forward as the capture ran it: make_graphed_callables then replaces
+        # `fn.forward` with its graphed forward, which replays this very graph
+        self.fn = fn.forward if isinstance(fn, torch.nn.Module) else fn
+        self.module = fn if isinstance(fn, torch.nn.Module) else None
+        self.args = args
         self.static_outputs: Any = None
 
     def captured(self, frames: list[types.FrameType]) -> None:
@@ -198,8 +226,8 @@ class GraphedForm:
 
     def state(self) -> dict[str, torch.Tensor]:
         out = _tensors(tuple(self.args), "arg")
-        if isinstance(self.fn, torch.nn.Module):
-            out.update({f"buffer {k}": b for k, b in self.fn.named_buffers()})
+        if self.module is not None:
+            out.update(module_state(self.module))
         return _unique(out)
 
     def eager(self) -> dict[str, torch.Tensor]:
@@ -210,6 +238,11 @@ class GraphedForm:
         if self.static_outputs is None:
             raise LookupError("the forward graph's static outputs were not read at its capture")
         return _tensors(self.static_outputs, "output")
+
+
+class Skipped(str):
+    """No eager form, by design (a graph with nothing to compare, or whose eager form
+    cannot be re-run): not a doubt the exit code counts."""
 
 
 def _in(torch_file: str, f: types.FrameType) -> bool:
@@ -225,11 +258,11 @@ def builtin_form(frames: list[types.FrameType], graph: object) -> Form | str:
             if f.f_code.co_name == "_record" and hasattr(node, "wrapped_function"):
                 return InductorForm(node)
             if type(node).__name__ == "CUDAGraphTreeManager":
-                return "Inductor's tree manager's empty graph (it keeps the pool alive)"
+                return Skipped("Inductor's tree manager's empty graph (it keeps the pool alive)")
         if _in("torch/cuda/graphs.py", f) and f.f_code.co_name == "_make_graphed_callables":
             loc = f.f_locals
             if any(g is graph for g in loc.get("bwd_graphs", ()) or ()):
-                return (
+                return Skipped(
                     "a backward graph of make_graphed_callables: its eager form is autograd's "
                     "backward over the tensors its forward saved, which a re-run would replace"
                 )

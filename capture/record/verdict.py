@@ -9,6 +9,8 @@ was compared, at which replays, and the first difference, assertion or reason fo
 - `not verified`: compared, but the eager runs disagreed where nothing can be judged
   (integer tensors that differ between two eager runs from one state);
 - `not checked`: no eager form, or it could not run (`reason` says which and what to do);
+- `skipped`: nothing to compare by design (a make_graphed_callables backward graph, the
+  empty graph an Inductor tree keeps its pool with): not a doubt;
 - `unchecked`: an eager form, but no replay reached the sample (never replayed).
 """
 
@@ -19,9 +21,11 @@ from typing import Any, Literal
 
 from graph_harness.capture.export.documents import Fields
 
-Status = Literal["agrees", "differs", "assert", "not verified", "not checked", "unchecked"]
+Status = Literal[
+    "agrees", "differs", "assert", "not verified", "not checked", "skipped", "unchecked"
+]
 STATUSES: tuple[str, ...] = (
-    "agrees", "differs", "assert", "not verified", "not checked", "unchecked",
+    "agrees", "differs", "assert", "not verified", "not checked", "skipped", "unchecked",
 )  # fmt: skip
 FAILING = ("differs", "assert")  # the exit code's: a graph computed what its code does not
 SHOWN = 64  # replay numbers kept in `compared` (the count is `compared_count`)

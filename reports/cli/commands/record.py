@@ -164,6 +164,7 @@ def checked_status(rec: Recording, code: int) -> int:
     if not rec.options.check or code != 0:
         return code
     verdicts = [g.check for g in rec.graphs if g.check is not None and g.replays]
+    # "skipped" (nothing to compare by design: a backward graph) is no doubt
     if any(v.status in ("differs", "assert") for v in verdicts):
         return 1
     if any(v.status in ("not checked", "not verified") for v in verdicts):

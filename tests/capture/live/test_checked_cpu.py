@@ -50,12 +50,15 @@ class Engine:
         self.cache[pos] = torch.tanh(self.x * 2 + 1)
         self.out.copy_(self.cache[: pos + 1].sum(0))
 
-    def form(self) -> EagerForm:
-        return EagerForm(
-            fn=lambda: self.forward(self.x, self.pos),
-            state={"cache": self.cache},
-            outputs=lambda: self.out,
-        )
+    def form(self, into_out: bool = False) -> EagerForm:
+        """The adapter's form; `into_out`: the eager call writes the graph's own static
+        output and returns it (the docs' example does), as engines' eager paths often do."""
+
+        def fn():
+            got = self.forward(self.x, self.pos)
+            return self.out.copy_(got) if into_out else got
+
+        return EagerForm(fn=fn, state={"cache": self.cache}, outputs=lambda: (self.out,))
 
     def serve(self, check: GraphCheck, steps: int) -> list[torch.Tensor]:
         """The program's loop: new input, replay (checked when due), read, advance."""
@@ -71,9 +74,9 @@ class Engine:
         return seen
 
 
-def _check(engine: Engine, sample: str = "8,2") -> GraphCheck:
+def _check(engine: Engine, sample: str = "8,2", into_out: bool = False) -> GraphCheck:
     verdict = Verdict(source="adapter")
-    return GraphCheck(Adapted(engine.form()), verdict, Sample.parse(sample))
+    return GraphCheck(Adapted(engine.form(into_out)), verdict, Sample.parse(sample))
 
 
 def _unchecked(steps: int, **kw) -> tuple[list[torch.Tensor], torch.Tensor]:
@@ -111,7 +114,7 @@ def test_a_replay_with_a_frozen_host_position_differs_at_the_first_replay_it_mat
     v = check.verdict
     # replay 1 writes at position 3, as the eager form does; replay 2 writes 3 again
     assert v.status == "differs" and v.first.replay == 2, v.line()
-    assert {d.tensor for d in v.differences} == {"cache", "output"}, v.differences
+    assert {d.tensor for d in v.differences} == {"cache", "output[0]"}, v.differences
     # rows 3 (rewritten by the replay) and 4 (written eagerly) differ, all 8 elements each
     detail = next(d.detail for d in v.differences if d.tensor == "cache")
     assert detail.startswith("16 of 128 elements differ (first at [3, 0]"), detail
@@ -249,3 +252,39 @@ def test_the_recorders_replay_hook_checks_only_the_replays_due():
     assert record.replays == 9 and e.replays == 9
     assert record.check.compared == [1, 2, 4, 8] and record.check.status == "agrees"
     assert e.eager_calls == 8  # two per checked replay
+
+
+def test_an_eager_form_that_writes_the_graphs_own_output_is_still_judged():
+    # its output is the static buffer the replay then overwrites: kept as a copy, else
+    # the frozen replay would be compared with itself
+    e = Engine(frozen=True)
+    check = _check(e, into_out=True)
+    e.serve(check, 4)
+    assert check.verdict.status == "differs" and check.verdict.first.replay == 2
+
+
+def test_an_eager_form_that_replays_the_graph_itself_is_no_eager_form():
+    e = Engine()
+    check = _check(e)
+
+    def replaying():  # a module whose forward is now the graphed one (make_graphed_callables)
+        check.replay(None, e.replay_graph, 99)
+        return e.out
+
+    check.form.form.fn = replaying
+    e.serve(check, 2)
+    v = check.verdict
+    assert v.status == "not checked" and "replays the graph itself" in v.reason, v.line()
+
+
+def test_a_graph_with_nothing_to_compare_by_design_is_skipped_not_doubted():
+    from graph_harness.capture.live.forms import Skipped
+    from graph_harness.capture.record.graphs import GraphRecord
+    from graph_harness.capture.record.sites import CaptureSite
+
+    record = GraphRecord(index=0, pid=1, rank=None, key="k", key_source="order",
+                         site=CaptureSite(user=None, library=None))  # fmt: skip
+    assert Checker(Sample(), []).attach(Skipped("a backward graph"), record) is None
+    assert record.check.status == "skipped" and record.check.reason == "a backward graph"
+    assert Checker(Sample(), []).attach("no eager form", record) is None
+    assert record.check.status == "not checked"
