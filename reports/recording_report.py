@@ -60,9 +60,17 @@ def graphs_frame(rec: Recording) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+REPORT_FILES = ("graphs.csv", "recorded_graphs.png", "modules.csv", "report.md")
+
+
 def write_recording(folder: Path, rec: Recording, *, command: str) -> Path:
     """Everything into `folder` (which exists, empty): see the module's notes."""
     rec.write(folder)
+    return write_report(folder, rec, command=command)
+
+
+def write_report(folder: Path, rec: Recording, *, command: str) -> Path:
+    """What is made from the recording (REPORT_FILES) into `folder`, which holds it."""
     table = graphs_frame(rec)
     write_csv(folder / "graphs.csv", table)
     exports = [g.export for g in rec.graphs if g.export is not None]
