@@ -19,6 +19,7 @@ from graph_harness.reports.record_tables import (
     most_replayed_lines,
     never_replayed_lines,
     process_lines,
+    program_line,
     recaptured_lines,
 )
 from graph_harness.reports.report import _md
@@ -75,7 +76,7 @@ def write_report(folder: Path, rec: Recording, *, command: str) -> Path:
     write_csv(folder / "graphs.csv", table)
     exports = [g.export for g in rec.graphs if g.export is not None]
     depth = default_depth(exports)
-    program = " ".join(rec.program) if rec.program is not None else None
+    program = program_line(rec.program) if rec.program is not None else None
     lines = [
         "# Recording",
         "",

@@ -134,6 +134,7 @@ def run(args: argparse.Namespace, io: IO) -> int:
     from graph_harness.capture.record.process import RecordOptions
     from graph_harness.capture.record.program import run_program
     from graph_harness.capture.results import results_descriptor
+    from graph_harness.reports.record_tables import program_line
 
     program = check_flags(args)
     options = RecordOptions(
@@ -147,7 +148,7 @@ def run(args: argparse.Namespace, io: IO) -> int:
     rec = None
     try:
         with staged(args, io) as tmp:
-            io.err.print(f"graph-harness record: running {' '.join(program)}", markup=False)
+            io.err.print(f"graph-harness record: running {program_line(program)}", markup=False)
             # the program's stdout is the real one (descriptor 1 is stderr while a command
             # runs); with --json, stderr: stdout holds the one document
             rec = run_program(program, options, stdout=2 if io.json else results_descriptor(1))

@@ -122,6 +122,36 @@ def test_what_cannot_run_is_refused_before_anything_does(tmp_path, args, message
     assert [p.name for p in tmp_path.iterdir()] == ["prog.py"], "nothing written"
 
 
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("no-shebang", "has no #! line"),  # a file the kernel will not exec (ENOEXEC)
+        ("x" * 300, "longer than the file system allows"),  # a command looked up on PATH
+        ("./" + "x" * 300, "longer than the file system allows"),  # a path to it
+        ("x" * 300 + ".py", "longer than the file system allows"),  # a script
+    ],
+)
+def test_a_program_the_os_will_not_start_is_a_usage_error(tmp_path, name, message):
+    (tmp_path / "no-shebang").write_text("print('never run')\n")
+    (tmp_path / "no-shebang").chmod(0o755)
+    r = gh("record", "--", f"./{name}" if name == "no-shebang" else name, cwd=tmp_path)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    (line,) = [x for x in r.stderr.splitlines() if ": error: " in x]
+    assert message in line and "OSError" not in line, line
+    assert "x" * 130 not in line, "a long name cut, not printed whole"
+
+
+def test_a_newline_in_the_programs_name_is_printed_escaped(tmp_path):
+    prog = tmp_path / "two\nlines.py"
+    prog.write_text("print('ran')\n")
+    r = gh("record", "--out", "rec", "--", prog.name, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "running 'two\\nlines.py'\n" in r.stderr, r.stderr
+    assert "'two\\nlines.py'" in (tmp_path / "rec" / "report.md").read_text()
+    r = gh("record", "--", "-m", "no\nsuch", cwd=tmp_path)
+    assert r.returncode == 2 and "no module 'no\\nsuch'" in r.stderr, r.stderr
+
+
 def test_a_process_that_never_imports_torch_is_left_as_it_was(tmp_path):
     # the recorder waits for torch: until then the program's start-up is its own
     prog = tmp_path / "light.py"
