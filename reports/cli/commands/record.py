@@ -152,6 +152,8 @@ def run(args: argparse.Namespace, io: IO) -> int:
             # the program's stdout is the real one (descriptor 1 is stderr while a command
             # runs); with --json, stderr: stdout holds the one document
             rec = run_program(program, options, stdout=2 if io.json else results_descriptor(1))
+            if not rec.graphs and not _cuda():
+                io.note("without CUDA the program ran eagerly and could capture no graph")
             # the tables first: the program ran, and a full disk must not take them too
             show(io, rec, depth=_depth(args, rec), top=args.top)
             if tmp is not None:
@@ -220,6 +222,13 @@ def checked_status(rec: Recording, code: int) -> int:
     if any(v.status in ("not checked", "not verified") for v in verdicts):
         return 3
     return 0
+
+
+def _cuda() -> bool:
+    """Whether this machine has a CUDA device the program could have captured on."""
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def _command() -> str:

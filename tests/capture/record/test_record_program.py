@@ -59,10 +59,10 @@ def test_the_program_runs_as_it_would_and_its_exit_code_is_kept(tmp_path):
     assert [p["argv"][1:] for p in doc["processes"]] == [["a b", "--c"]]
     assert doc["processes"][0]["exited"] is True
     assert (out / "report.md").exists() and (out / "graphs.csv").exists()
-    # the same recording reported again, from the folder
+    # the same recording read again, from the folder: it holds no graph to report (one
+    # with graphs: tests/reports/cli/test_record_full_disk.py)
     rep = gh("report", "--recording", str(out), "--out", str(tmp_path / "rep"))
-    assert rep.returncode == 0, rep.stderr
-    assert "program exit 3" in (tmp_path / "rep" / "report.md").read_text()
+    assert rep.returncode == 2 and "program exit 3" in rep.stderr, rep.stderr
 
 
 def test_a_python_that_ignores_the_environment_is_said_so(tmp_path):
@@ -273,3 +273,26 @@ def test_a_program_with_its_own_secrets_is_recorded(tmp_path):
     assert r.returncode == 0, r.stderr
     (p,) = json.loads(r.stdout)["processes"]
     assert p["failed"] is None and p["exited"] is True, p
+
+
+def test_without_cuda_it_says_why_nothing_was_captured(tmp_path):
+    if _cuda():
+        pytest.skip("a CUDA device is here: the program could capture")
+    prog = tmp_path / "prog.py"
+    prog.write_text("import torch\nprint(torch.ones(2).sum().item())\n")
+    r = gh("record", "--out", "rec", "--", str(prog), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "0 graphs captured (0 nodes)" in r.stdout
+    # one line on stderr, not left to a reader of "0 graphs captured"
+    assert r.stderr.count("without CUDA the program ran eagerly and could capture no graph") == 1
+    # its recording reported again: it holds no graph, and says so instead of a report
+    rep = gh("report", "--recording", "rec", "--out", "rep", cwd=tmp_path)
+    assert rep.returncode == 2, rep.stderr
+    assert "rec holds no graph (0 graphs captured (0 nodes)" in rep.stderr, rep.stderr
+    assert "program exit 0" in rep.stderr and not (tmp_path / "rep").exists()
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
