@@ -186,6 +186,7 @@ def _plots(folder: object, result: object) -> None:
 
 def show(io: IO, result: object, *, depth: int | None) -> None:
     from graph_harness.reports.sweep_tables import (
+        checks_line,
         interleaved_table,
         ladders_tables,
         memory_by_module_table,
@@ -199,6 +200,9 @@ def show(io: IO, result: object, *, depth: int | None) -> None:
         io.print_json(result.to_dict())
         return
     io.out.print(sizes_table(result))
+    line = checks_line(result)
+    if line is not None:
+        io.out.print(line, markup=False, soft_wrap=True)
     if result.shared is not None:
         io.out.print(shared_pool_table(result))
     for extra in (memory_truth_table(result), startup_table(result)):
