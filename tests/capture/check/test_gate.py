@@ -83,6 +83,7 @@ def project(pytester):
     return pytester
 
 
+@pytest.mark.smoke
 def test_the_fixture_in_pytest_on_the_cpu(project, monkeypatch):
     from pathlib import Path
 

@@ -263,6 +263,7 @@ def test_the_programs_own_modules_stay_its_own(tmp_path, with_torch):
         assert "own module graph_harness" in p["failed"], p
 
 
+@pytest.mark.smoke
 def test_a_program_with_its_own_secrets_is_recorded(tmp_path):
     # the recorder, started once torch is imported, takes nothing from `secrets`
     app = tmp_path / "app"

@@ -43,6 +43,7 @@ def test_a_session_of_two_processes(tmp_path):
     assert by.set_index("scope").loc["unscoped", "launches"] == 3 * 7 + 5 * 9
 
 
+@pytest.mark.smoke
 def test_written_and_read_back_the_same(tmp_path):
     rec = Recording(
         graphs=[record(0, 1, "bs=1", 4, replays=3), record(1, 1, "bs=2", 2)],

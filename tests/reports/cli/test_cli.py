@@ -32,6 +32,7 @@ def listing(folder: Path) -> list[str]:
 # --- counting, streams, exit codes --------------------------------------------------------
 
 
+@pytest.mark.smoke
 def test_count_writes_exports(tmp_path):
     out = tmp_path / "run"
     r = run("count", *SMALL, "--variant", "shipped", "--variant", "fused", "--out", str(out))
@@ -164,6 +165,7 @@ def test_link_to_folder_is_written_through(tmp_path):
     assert sorted(listing(tmp_path)) == ["link", "real"]
 
 
+@pytest.mark.smoke
 def test_stdout_is_results_stderr_is_the_rest():
     r = run("count", *SMALL, "--variant", "fused", "--json")
     assert r.returncode == 0, r.stderr
