@@ -121,6 +121,11 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     out_args(s)
 
 
+def check_early(args: argparse.Namespace) -> None:
+    """The flags checked before torch is imported (reports/cli/program.py): they need none."""
+    check_flags(args)
+
+
 def check_flags(args: argparse.Namespace) -> list[tuple[dict[int, float], str]]:
     """Every flag checked before anything runs; the --requests read."""
     if args.requests is None:
