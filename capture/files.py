@@ -234,7 +234,8 @@ def write_output(path: str | Path, text: str | bytes, *, mode: int | None = None
     if fd is not None and fd >= 0:
         fd = results_descriptor(fd)  # /dev/stdout: the results, not what holds descriptor 1
         _check_descriptor(path, fd)
-        _write_stream(fd, text)
+        with naming(path):
+            _write_stream(fd, text)
         return name
     if fd == -1:  # another process's descriptor: its file, opened again, as a stream
         try:
@@ -243,7 +244,8 @@ def write_output(path: str | Path, text: str | bytes, *, mode: int | None = None
             raise OutputPathError(f"{name}: {os_reason(e)}") from None
         try:
             os.set_blocking(fd, True)
-            _write_all(fd, _encode(text))
+            with naming(path):
+                _write_all(fd, _encode(text))
         finally:
             os.close(fd)
         return name
@@ -251,7 +253,8 @@ def write_output(path: str | Path, text: str | bytes, *, mode: int | None = None
     if st is not None and (stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode)):
         fd = _open_stream(target, st, name)
         try:
-            _write_all(fd, _encode(text))
+            with naming(path):
+                _write_all(fd, _encode(text))
         finally:
             os.close(fd)
         return name
@@ -277,13 +280,26 @@ def _temp_beside(path: Path) -> tuple[int, Path]:
     raise FileExistsError(errno.EEXIST, "no free temporary name", str(path))  # pragma: no cover
 
 
+@contextlib.contextmanager
+def naming(path: str | Path) -> Iterator[None]:
+    """An OSError raised in the block without a file name (a write's ENOSPC, EDQUOT or
+    EIO: os.write knows only its descriptor) raised again naming `path`, so a full disk
+    says which file it could not take."""
+    try:
+        yield
+    except OSError as e:
+        if e.filename is not None or e.errno is None:
+            raise
+        raise OSError(e.errno, e.strerror, os.fspath(path)) from e
+
+
 def _replace(path: Path, data: bytes, *, mode: int | None) -> None:
     """Write beside, then rename onto `path` (a regular file or nothing)."""
     claim(path)
     fd, tmp = _temp_beside(path)
     try:
         os.fchmod(fd, default_mode() if mode is None else mode)
-        with os.fdopen(fd, "wb") as f:
+        with naming(path), os.fdopen(fd, "wb") as f:
             f.write(data)
         os.replace(tmp, path)
     except BaseException:

@@ -38,6 +38,11 @@ def kind_of(mode: int) -> str:
     return "not a regular file"
 
 
+def no_room(e: BaseException) -> bool:
+    """Whether `e` says a disk (or this user's quota of it) is full."""
+    return isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
 def os_reason(e: OSError) -> str:
     if e.errno == errno.ENAMETOOLONG:
         return "the name is longer than its file system allows (give a shorter one)"

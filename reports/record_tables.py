@@ -3,11 +3,13 @@ graph, and by module. Renders what the recording holds; never measures."""
 
 from __future__ import annotations
 
+import shlex
 from typing import TYPE_CHECKING
 
 from rich.table import Table
 
 from graph_harness.capture.record.recording import Recording
+from graph_harness.capture.text import printable
 from graph_harness.reports.text import plural
 
 if TYPE_CHECKING:
@@ -178,6 +180,12 @@ def modules_table(rec: Recording, depth: int | None, *, top: int = 30) -> Table:
     if len(df) > top:
         t.caption = f"the {top} scopes with the most launches of {len(df)}"
     return t
+
+
+def program_line(program: list[str]) -> str:
+    """The program as one line: its arguments shell-quoted, a control character in one (a
+    newline in a file's name) as its escape, never obeyed nor breaking the line."""
+    return printable(shlex.join(program))
 
 
 def _program_name(argv: list[str]) -> str:

@@ -19,6 +19,7 @@ from graph_harness.reports.record_tables import (
     most_replayed_lines,
     never_replayed_lines,
     process_lines,
+    program_line,
     recaptured_lines,
 )
 from graph_harness.reports.report import _md
@@ -60,14 +61,22 @@ def graphs_frame(rec: Recording) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+REPORT_FILES = ("graphs.csv", "recorded_graphs.png", "modules.csv", "report.md")
+
+
 def write_recording(folder: Path, rec: Recording, *, command: str) -> Path:
     """Everything into `folder` (which exists, empty): see the module's notes."""
     rec.write(folder)
+    return write_report(folder, rec, command=command)
+
+
+def write_report(folder: Path, rec: Recording, *, command: str) -> Path:
+    """What is made from the recording (REPORT_FILES) into `folder`, which holds it."""
     table = graphs_frame(rec)
     write_csv(folder / "graphs.csv", table)
     exports = [g.export for g in rec.graphs if g.export is not None]
     depth = default_depth(exports)
-    program = " ".join(rec.program) if rec.program is not None else None
+    program = program_line(rec.program) if rec.program is not None else None
     lines = [
         "# Recording",
         "",

@@ -46,10 +46,10 @@ def sizes_table(result: SweepResult) -> Table:
         if execs:
             t.add_column("executable MiB", justify="right")
         t.add_column("leak B (device)", justify="right")
-        if any(r.check for r in result.rows):
-            t.add_column("check")
-        if any(r.interleaved for r in result.rows):
-            t.add_column("interleaved")
+    if any(r.check for r in result.rows):  # on the CPU too: its eager part's verdict
+        t.add_column("check")
+    if measured and any(r.interleaved for r in result.rows):
+        t.add_column("interleaved")
     for r in result.rows:
         cells = [str(r.batch), str(r.nodes), *(str(r.by_type.get(ty, 0)) for ty in types)]
         cells.append(_s(r.capture_s))
@@ -63,10 +63,10 @@ def sizes_table(result: SweepResult) -> Table:
                 *([mib(r.exec_bytes)] if execs else []),
                 f"{r.leak} ({r.leak_device})",
             ]
-            if any(x.check for x in result.rows):
-                cells.append(r.check or "-")
-            if any(x.interleaved for x in result.rows):
-                cells.append(r.interleaved or "-")
+        if any(x.check for x in result.rows):
+            cells.append(r.check or "-")
+        if measured and any(x.interleaved for x in result.rows):
+            cells.append(r.interleaved or "-")
         t.add_row(*cells)
     if not measured:
         t.caption = result.why_not
@@ -93,6 +93,21 @@ def sizes_table(result: SweepResult) -> Table:
             "(inductor's: a call of the step)"
         )
     return t
+
+
+def checks_line(result: SweepResult) -> str | None:
+    """The sizes' checks in one line (through the CLI, a check that did not pass stopped
+    the sweep with its findings): which passed and, where no graph was replayed (the
+    CPU), how far that goes."""
+    checks = list(result.checks.values())
+    if not checks:
+        return None
+    if not all(r.passed for r in checks):
+        return "; ".join(r.headline() for r in checks)
+    sizes = ", ".join(str(r.batch) for r in sorted(result.rows, key=lambda r: r.batch) if r.check)
+    lead = f"check passed for every batch size ({sizes})"
+    eager = next((r for r in checks if not r.compared), None)
+    return lead if eager is None else f"{lead} as far as the CPU goes; {eager.why_not}"
 
 
 def shared_pool_table(result: SweepResult) -> Table:

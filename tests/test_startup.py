@@ -99,3 +99,34 @@ def test_a_missing_target_file_is_said_before_torch_with_the_near_name(tmp_path)
         "assert last.endswith(said), last\n"
     )
     assert loaded_after(code, tmp_path) == set()
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["count", "--out", "held"], "--out held is a folder graph-harness did not write"),
+        (["record", "--out", "held", "--", "prog.py"], "--out held is a folder"),
+        (
+            ["sweep", "--target", "m:f", "--sizes", "1", "--requests", "zipf:abc"],
+            "--requests: requests 'zipf:abc'",
+        ),
+    ],
+)
+def test_a_refusal_of_flags_and_paths_is_said_before_torch(tmp_path, argv, said):
+    # issue 60: 8-14 s spent importing torch and Triton before saying what needs no work
+    (tmp_path / "held").mkdir()
+    (tmp_path / "held" / "mine.txt").write_text("the user's")
+    code = (
+        "import contextlib, io, runpy, sys\n"
+        f"sys.argv = ['graph-harness', *{argv!r}]\n"
+        "err = io.StringIO()\n"
+        "with contextlib.redirect_stderr(err):\n"
+        "    try:\n"
+        "        runpy.run_module('graph_harness', run_name='__main__', alter_sys=True)\n"
+        "    except SystemExit as e:\n"
+        "        assert e.code == 2, (e.code, err.getvalue())\n"
+        "line = err.getvalue().splitlines()[-1]\n"
+        f"assert {said!r} in line, line\n"
+    )
+    loaded = loaded_after(code, tmp_path)
+    assert not loaded & {"torch", "triton", "pandas"}, loaded

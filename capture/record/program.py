@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import os
 import shutil
 import signal
@@ -26,6 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from graph_harness.capture.errors import UsageError
+from graph_harness.capture.paths import os_reason
 from graph_harness.capture.record.keys import KeyFn, findable
 from graph_harness.capture.record.process import (
     ENV_OPTIONS,
@@ -35,6 +37,7 @@ from graph_harness.capture.record.process import (
     boot_folder,
 )
 from graph_harness.capture.record.recording import Recording
+from graph_harness.capture.text import printable
 
 
 class ProgramError(UsageError, ValueError):
@@ -67,9 +70,42 @@ def check_program(program: list[str]) -> None:
         return
     if program[0] == "-m":
         if not findable(program[1], program_path(program)):
-            raise ProgramError(f"no module {program[1]!r} for -m on the program's path")
-    elif not Path(program[0]).is_file():
-        raise ProgramError(f"program {program[0]!r} does not exist")
+            raise ProgramError(f"no module {_shown(program[1])} for -m on the program's path")
+        return
+    try:
+        found = Path(program[0]).is_file()
+    except OSError as e:
+        raise _not_started(program[0], e) from None
+    if not found:
+        raise ProgramError(f"program {_shown(program[0])} does not exist")
+
+
+def _shown(name: str) -> str:
+    """A program's name for a message: quoted, a control character (a newline) as its
+    escape, a name too long to read cut in the middle."""
+    text = printable(repr(name)[1:-1])
+    return f"'{text if len(text) <= 120 else text[:60] + '...' + text[-40:]}'"
+
+
+def _not_started(name: str, e: OSError) -> ProgramError:
+    """Why the OS would not start (or find) `name`, with what to do."""
+    if e.errno == errno.ENOEXEC:
+        return ProgramError(
+            f"program {_shown(name)} cannot be started: it has no #! line, and is not a "
+            f"binary; give `graph-harness record -- python {_shown(name)[1:-1]}`, or begin it "
+            "with `#!/usr/bin/env python3`"
+        )
+    if e.errno == errno.ENAMETOOLONG:
+        return ProgramError(
+            f"program {_shown(name)}: its name is longer than the file system allows (a "
+            "name of more than 255 bytes, or a path of more than 4096): rename it, or "
+            "give a shorter path to it"
+        )
+    if isinstance(e, FileNotFoundError):
+        return ProgramError(f"program {_shown(name)} not found (is it on PATH?)")
+    if isinstance(e, PermissionError):
+        return ProgramError(f"program {_shown(name)} cannot be run (permission denied)")
+    return ProgramError(f"program {_shown(name)} cannot be started ({os_reason(e)})")
 
 
 def program_path(program: list[str]) -> list[str]:
@@ -119,12 +155,8 @@ def run_program(
         t0 = time.perf_counter()
         try:
             child = subprocess.Popen(command, env=env, stdout=stdout, stderr=stderr)
-        except FileNotFoundError:
-            raise ProgramError(f"program {command[0]!r} not found (is it on PATH?)") from None
-        except PermissionError:
-            raise ProgramError(
-                f"program {command[0]!r} cannot be run (permission denied)"
-            ) from None
+        except OSError as e:  # it never started: nothing ran
+            raise _not_started(command[0], e) from None
         code = signals.wait(child)
         wall = time.perf_counter() - t0
         recording = Recording.from_session(

@@ -19,6 +19,7 @@ from graph_harness.capture.environment import now
 from graph_harness.capture.export.documents import ExportError, Fields, load_json, show
 from graph_harness.capture.export.nodes import NodeExport
 from graph_harness.capture.files import write_atomic
+from graph_harness.capture.paths import os_reason
 from graph_harness.capture.record.graphs import GraphRecord
 from graph_harness.capture.record.process import RecordOptions
 from graph_harness.capture.record.verdict import Verdict
@@ -285,7 +286,12 @@ class Recording:
             rec.processes.append(ProcessInfo(pid=local_pid or 0, exited=True))
             rec.graphs.extend(local)
         for path in sorted(session.glob("*.jsonl")):
-            _read_process(path, rec)
+            try:
+                _read_process(path, rec)
+            except OSError as e:  # the program's own making (a folder), or unreadable
+                rec.notes.append(
+                    f"{printable(path.name)} could not be read ({os_reason(e)}); left out"
+                )
         rec.graphs.sort(key=lambda g: (_order(rec, g.pid), g.index))
         return rec
 

@@ -182,6 +182,9 @@ def main(argv: list[str] | None = None) -> int:
                 stream.reconfigure(errors="backslashreplace")
         parser = build_parser()
         args = parser.parse_args(argv)
+        refused = _refused_early(args, closed)
+        if refused is not None:
+            return refused
         # Every command imports torch (reading an export does), and counting imports
         # Triton (graph-harness's kernels). Their imports run C++ that calls back into
         # Python, and a KeyboardInterrupt raised inside such a callback aborts the process
@@ -210,6 +213,27 @@ def main(argv: list[str] | None = None) -> int:
         for stream, errors in restore_streams:
             with contextlib.suppress(OSError):
                 stream.reconfigure(errors=errors)
+
+
+def _refused_early(args: argparse.Namespace, closed: set[int]) -> int | None:
+    """A usage error the flags and paths show alone (an --out already held, a --requests
+    that does not parse), said before torch's import, which takes seconds: its exit code,
+    else None. Imports no torch; while it runs a signal still ends the start-up at once."""
+    from graph_harness.capture.errors import UsageError
+
+    try:
+        if getattr(args, "out", None) is not None:  # as staged_output will plan it again
+            from graph_harness.reports.output.plan import plan_output
+
+            plan_output(args.out, args.force)
+        early = getattr(_commands()[args.command], "check_early", None)
+        if early is not None:
+            early(args)
+    except UsageError as e:
+        from graph_harness.reports.cli.console import make_io
+
+        return _report_error(make_io(getattr(args, "json", False), closed), args, e)
+    return None
 
 
 def _run(args: argparse.Namespace, io: IO, debug: bool) -> int:

@@ -189,29 +189,45 @@ def staged_output(
             raise
         if left and say:
             say(left)
+    except OSError as e:
+        _as_shown(e, tmp, plan.shown)
+        raise
     finally:
         if old is not None and old is not BUSY:
             os.close(old[0])
         if lock is not None and not release(lock):
             lock = _reopen(tmp, born)  # closed by a target: its number is not ours now
         if not committed and tmp is not None and lock is not None:
-            # Through the lock's descriptor: whatever its name now, this run's own folder.
-            # Its manifest lists every file made (a claim that failed made none); without
-            # one, a first manifest never finished is all there is, and goes too.
-            why = None
-            try:
-                if left := remove_listed(tmp, lock):
-                    why = f"it holds {', '.join(left[:3])}, which graph-harness did not write"
-            except OSError as e:
-                why = f"it could not be removed ({os_reason(e)})"
-            if why and say:
-                with contextlib.suppress(OSError):  # the run's own error still goes up
-                    say(f"this run's unfinished folder is left at {tmp}: {why}")
+            _remove_unfinished(tmp, lock, say)
         if lock is not None:
             os.close(lock)
         for p in reversed(made):
             with contextlib.suppress(OSError):
                 p.rmdir()  # only if still empty: a folder we made for nothing
+
+
+def _remove_unfinished(tmp: Path, lock: int, say: Callable[[str], None] | None) -> None:
+    """A run's own folder that was never committed, removed through the lock's descriptor:
+    whatever its name now, this run's own folder. Its manifest lists every file made (a
+    claim that failed made none); without one, a first manifest never finished is all
+    there is, and goes too."""
+    why = None
+    try:
+        if left := remove_listed(tmp, lock):
+            why = f"it holds {', '.join(left[:3])}, which graph-harness did not write"
+    except OSError as e:
+        why = f"it could not be removed ({os_reason(e)})"
+    if why and say:
+        with contextlib.suppress(OSError):  # the run's own error still goes up
+            say(f"this run's unfinished folder is left at {tmp}: {why}")
+
+
+def _as_shown(e: OSError, tmp: Path | None, shown: str) -> None:
+    """A file of the hidden folder named in `e` (a full disk: capture/files.py names the
+    file) as the user named the output: the hidden folder is gone when they read it."""
+    name = e.filename
+    if tmp is not None and isinstance(name, str) and name.startswith(f"{tmp}{os.sep}"):
+        e.filename = os.path.join(shown, name[len(str(tmp)) + 1 :])
 
 
 def _reopen(tmp: Path, born: os.stat_result) -> int | None:

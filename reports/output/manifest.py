@@ -22,6 +22,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from graph_harness.capture.files import naming
+
 MANIFEST = ".graph-harness-manifest.json"
 MANIFEST_NEW = MANIFEST + ".new"
 MANIFEST_SCHEMA = "graph-harness/output"
@@ -139,7 +141,7 @@ def write_manifest(folder: Path, m: Manifest, *, dir_fd: int | None = None) -> N
         else (folder / MANIFEST_NEW, folder / MANIFEST)
     )
     fd = os.open(new, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o666, dir_fd=dir_fd)
-    with os.fdopen(fd, "wb") as f:
+    with naming(folder / MANIFEST), os.fdopen(fd, "wb") as f:
         f.write(data)
     os.replace(new, final, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
 

@@ -1,6 +1,7 @@
 """capture/commands.py: the commands that are not one stage's call, as library calls (the
 CLI's count, check and report call these; tests/reports/cli test them through it)."""
 
+import pytest
 import torch
 
 from graph_harness import capture
@@ -19,6 +20,7 @@ def _step():
     return step
 
 
+@pytest.mark.smoke
 def test_count_step_counts_what_capture_and_count_counts():
     step = _step()
     got = capture.count_step(step, name="toy")
@@ -29,6 +31,7 @@ def test_count_step_counts_what_capture_and_count_counts():
     assert got.got.step is step
 
 
+@pytest.mark.smoke
 def test_count_step_checks_when_asked_and_says_so_in_its_result():
     got = capture.count_step(_step(), name="toy", check=3)
     assert got.check is not None and got.check.steps == 3

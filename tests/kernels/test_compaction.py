@@ -70,6 +70,7 @@ def test_compaction_matches_reference(device, rows, k, width, world):
     check(make_ids(rows, k, world, width, device), 1, width, with_out=False)
 
 
+@pytest.mark.smoke
 @pytest.mark.parametrize("device", DEVICES)
 def test_compaction_stable_order_and_tail(device):
     # An independent check of the contract, not just kernel == reference.

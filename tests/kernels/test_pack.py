@@ -163,6 +163,7 @@ def test_pack_strided_inputs(device):
     assert_bits_equal(actual, expected)
 
 
+@pytest.mark.smoke
 @pytest.mark.parametrize("device", DEVICES)
 def test_pack_empty(device):
     # Nothing to pack: no kernel is launched, and the (empty) out is returned as given.

@@ -69,6 +69,7 @@ def test_random_carves_are_disjoint_aligned_and_shared(alignment, chunk_bytes, r
     assert s.bytes_used + s.bytes_lost_to_alignment <= s.bytes_reserved
 
 
+@pytest.mark.smoke
 def test_views_share_one_storage_and_write_through():
     pool = GraphBufferPool("cpu", chunk_bytes=4096, alignment=256)
     a = pool.carve("a", (10,), torch.float32)  # [10] scores

@@ -16,6 +16,8 @@ from graph_harness.reports.cli.args import (
 from graph_harness.reports.cli.console import IO, staged
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from graph_harness.capture.record.recording import Recording
 
 
@@ -132,6 +134,7 @@ def run(args: argparse.Namespace, io: IO) -> int:
     from graph_harness.capture.record.process import RecordOptions
     from graph_harness.capture.record.program import run_program
     from graph_harness.capture.results import results_descriptor
+    from graph_harness.reports.record_tables import program_line
 
     program = check_flags(args)
     options = RecordOptions(
@@ -142,19 +145,69 @@ def run(args: argparse.Namespace, io: IO) -> int:
         eager=args.eager,
         check_sample=args.check_sample,
     )
-    with staged(args, io) as tmp:
-        io.err.print(f"graph-harness record: running {' '.join(program)}", markup=False)
-        # the program's stdout is the real one (descriptor 1 is stderr while a command
-        # runs); with --json, stderr: stdout holds the one document
-        rec = run_program(program, options, stdout=2 if io.json else results_descriptor(1))
-        if tmp is not None:
-            from graph_harness.reports.recording_report import write_recording
+    rec = None
+    try:
+        with staged(args, io) as tmp:
+            io.err.print(f"graph-harness record: running {program_line(program)}", markup=False)
+            # the program's stdout is the real one (descriptor 1 is stderr while a command
+            # runs); with --json, stderr: stdout holds the one document
+            rec = run_program(program, options, stdout=2 if io.json else results_descriptor(1))
+            if not rec.graphs and not _cuda():
+                io.note("without CUDA the program ran eagerly and could capture no graph")
+            # the tables first: the program ran, and a full disk must not take them too
+            show(io, rec, depth=_depth(args, rec), top=args.top)
+            if tmp is not None:
+                _write(tmp, rec, io, args.out)
+    except OSError as e:
+        from graph_harness.capture.paths import no_room
 
-            write_recording(tmp, rec, command=_command())
-        show(io, rec, depth=_depth(args, rec), top=args.top)
+        if rec is None or not no_room(e):
+            raise
+        io.note(
+            f"no room for the recording in {args.out} ({_failed(e)}): nothing of it was "
+            "kept there, and the tables above are all that is left of it. Free some space "
+            "(or give --out on another disk) and run the program again; --json > FILE "
+            "keeps the recording in one file"
+        )
+        return checked_status(rec, exit_status(rec.exit_code))
     if args.out is not None:
         io.err.print(f"wrote the recording to {args.out}", markup=False)
     return checked_status(rec, exit_status(rec.exit_code))
+
+
+def _write(folder: Path, rec: Recording, io: IO, out: Path) -> None:
+    """The recording into `folder`, all of it or nothing (recording.json and each
+    graph's export: what `report --recording` reads); then its report, which that makes
+    again: a disk that fills while it is written keeps what fitted, and says so."""
+    from graph_harness.capture.paths import no_room
+    from graph_harness.reports.recording_report import REPORT_FILES, write_report
+
+    rec.write(folder)
+    try:
+        write_report(folder, rec, command=_command())
+    except OSError as e:
+        if not no_room(e):
+            raise
+        kept = [n for n in REPORT_FILES if (folder / n).is_file()]
+        also = f", and {', '.join(kept)}" if kept else ""
+        io.note(
+            f"no room for all of the recording's report in {out} ({_failed(e, folder, out)}): "
+            "it holds "
+            f"the recording (recording.json and each graph's export){also}; "
+            f"`graph-harness report --recording {out} --out DIR` writes the report where "
+            "there is room"
+        )
+
+
+def _failed(e: OSError, folder: Path | None = None, out: Path | None = None) -> str:
+    """What failed, in words: the reason and the file, a file of the hidden `folder`
+    named in `out` as the user named it (staged_output names them so once it is done)."""
+    from graph_harness.capture.paths import os_reason
+
+    name = e.filename
+    if folder is not None and isinstance(name, str) and name.startswith(f"{folder}/"):
+        name = f"{out}/{name[len(str(folder)) + 1 :]}"
+    return os_reason(e) + (f", writing {name}" if name else "")
 
 
 def checked_status(rec: Recording, code: int) -> int:
@@ -170,6 +223,13 @@ def checked_status(rec: Recording, code: int) -> int:
     if any(v.status in ("not checked", "not verified") for v in verdicts):
         return 3
     return 0
+
+
+def _cuda() -> bool:
+    """Whether this machine has a CUDA device the program could have captured on."""
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def _command() -> str:

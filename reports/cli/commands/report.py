@@ -203,6 +203,11 @@ def run_recording_report(args: argparse.Namespace, io: IO) -> int:
     from graph_harness.reports.record_tables import headline
 
     rec = Recording.read(args.recording)  # checked whole before anything is written
+    if not rec.graphs:
+        raise UsageError(
+            f"{args.recording} holds no graph ({headline(rec)}), so there is nothing to "
+            "report (a program recorded without CUDA runs eagerly and captures none)"
+        )
     with staged(args, io) as tmp:
         write_recording(tmp, rec, command=command_line())
         io.out.print(headline(rec), markup=False)  # before the commit, as every command

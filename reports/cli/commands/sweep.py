@@ -121,6 +121,11 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     out_args(s)
 
 
+def check_early(args: argparse.Namespace) -> None:
+    """The flags checked before torch is imported (reports/cli/program.py): they need none."""
+    check_flags(args)
+
+
 def check_flags(args: argparse.Namespace) -> list[tuple[dict[int, float], str]]:
     """Every flag checked before anything runs; the --requests read."""
     if args.requests is None:
@@ -186,6 +191,7 @@ def _plots(folder: object, result: object) -> None:
 
 def show(io: IO, result: object, *, depth: int | None) -> None:
     from graph_harness.reports.sweep_tables import (
+        checks_line,
         interleaved_table,
         ladders_tables,
         memory_by_module_table,
@@ -199,6 +205,9 @@ def show(io: IO, result: object, *, depth: int | None) -> None:
         io.print_json(result.to_dict())
         return
     io.out.print(sizes_table(result))
+    line = checks_line(result)
+    if line is not None:
+        io.out.print(line, markup=False, soft_wrap=True)
     if result.shared is not None:
         io.out.print(shared_pool_table(result))
     for extra in (memory_truth_table(result), startup_table(result)):

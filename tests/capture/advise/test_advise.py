@@ -77,6 +77,7 @@ def serial(*specs, source="cuda-graph"):
 # --- candidates on graphs whose answer is known ------------------------------------------------
 
 
+@pytest.mark.smoke
 def test_a_serial_chain_in_one_scope_is_one_candidate():
     e = serial(*[("kernel", f"k{i}", "a") for i in range(4)])
     assert find_candidates(e) == [Candidate("chain", (0, 1, 2, 3), 0, None)]

@@ -105,6 +105,7 @@ def test_the_llama_examples_delta_is_the_same_from_dumps_and_from_recordings():
     assert by_dump.by_kernel[cols].equals(by_record.by_kernel[cols])
 
 
+@pytest.mark.smoke
 def test_cli_count_of_a_dump_by_family(capsys):
     dump = DATA / "dumps" / "llama_decode-compiled-plain-none.dot"
     assert main(["count", str(dump), "--json"]) == 0

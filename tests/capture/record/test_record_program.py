@@ -59,10 +59,10 @@ def test_the_program_runs_as_it_would_and_its_exit_code_is_kept(tmp_path):
     assert [p["argv"][1:] for p in doc["processes"]] == [["a b", "--c"]]
     assert doc["processes"][0]["exited"] is True
     assert (out / "report.md").exists() and (out / "graphs.csv").exists()
-    # the same recording reported again, from the folder
+    # the same recording read again, from the folder: it holds no graph to report (one
+    # with graphs: tests/reports/cli/test_record_full_disk.py)
     rep = gh("report", "--recording", str(out), "--out", str(tmp_path / "rep"))
-    assert rep.returncode == 0, rep.stderr
-    assert "program exit 3" in (tmp_path / "rep" / "report.md").read_text()
+    assert rep.returncode == 2 and "program exit 3" in rep.stderr, rep.stderr
 
 
 def test_a_python_that_ignores_the_environment_is_said_so(tmp_path):
@@ -120,6 +120,36 @@ def test_what_cannot_run_is_refused_before_anything_does(tmp_path, args, message
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert message in r.stderr and "never run" not in r.stdout + r.stderr
     assert [p.name for p in tmp_path.iterdir()] == ["prog.py"], "nothing written"
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("no-shebang", "has no #! line"),  # a file the kernel will not exec (ENOEXEC)
+        ("x" * 300, "longer than the file system allows"),  # a command looked up on PATH
+        ("./" + "x" * 300, "longer than the file system allows"),  # a path to it
+        ("x" * 300 + ".py", "longer than the file system allows"),  # a script
+    ],
+)
+def test_a_program_the_os_will_not_start_is_a_usage_error(tmp_path, name, message):
+    (tmp_path / "no-shebang").write_text("print('never run')\n")
+    (tmp_path / "no-shebang").chmod(0o755)
+    r = gh("record", "--", f"./{name}" if name == "no-shebang" else name, cwd=tmp_path)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    (line,) = [x for x in r.stderr.splitlines() if ": error: " in x]
+    assert message in line and "OSError" not in line, line
+    assert "x" * 130 not in line, "a long name cut, not printed whole"
+
+
+def test_a_newline_in_the_programs_name_is_printed_escaped(tmp_path):
+    prog = tmp_path / "two\nlines.py"
+    prog.write_text("print('ran')\n")
+    r = gh("record", "--out", "rec", "--", prog.name, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "running 'two\\nlines.py'\n" in r.stderr, r.stderr
+    assert "'two\\nlines.py'" in (tmp_path / "rec" / "report.md").read_text()
+    r = gh("record", "--", "-m", "no\nsuch", cwd=tmp_path)
+    assert r.returncode == 2 and "no module 'no\\nsuch'" in r.stderr, r.stderr
 
 
 def test_a_process_that_never_imports_torch_is_left_as_it_was(tmp_path):
@@ -233,6 +263,7 @@ def test_the_programs_own_modules_stay_its_own(tmp_path, with_torch):
         assert "own module graph_harness" in p["failed"], p
 
 
+@pytest.mark.smoke
 def test_a_program_with_its_own_secrets_is_recorded(tmp_path):
     # the recorder, started once torch is imported, takes nothing from `secrets`
     app = tmp_path / "app"
@@ -243,3 +274,26 @@ def test_a_program_with_its_own_secrets_is_recorded(tmp_path):
     assert r.returncode == 0, r.stderr
     (p,) = json.loads(r.stdout)["processes"]
     assert p["failed"] is None and p["exited"] is True, p
+
+
+def test_without_cuda_it_says_why_nothing_was_captured(tmp_path):
+    if _cuda():
+        pytest.skip("a CUDA device is here: the program could capture")
+    prog = tmp_path / "prog.py"
+    prog.write_text("import torch\nprint(torch.ones(2).sum().item())\n")
+    r = gh("record", "--out", "rec", "--", str(prog), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "0 graphs captured (0 nodes)" in r.stdout
+    # one line on stderr, not left to a reader of "0 graphs captured"
+    assert r.stderr.count("without CUDA the program ran eagerly and could capture no graph") == 1
+    # its recording reported again: it holds no graph, and says so instead of a report
+    rep = gh("report", "--recording", "rec", "--out", "rep", cwd=tmp_path)
+    assert rep.returncode == 2, rep.stderr
+    assert "rec holds no graph (0 graphs captured (0 nodes)" in rep.stderr, rep.stderr
+    assert "program exit 0" in rep.stderr and not (tmp_path / "rep").exists()
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()

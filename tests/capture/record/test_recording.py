@@ -43,6 +43,7 @@ def test_a_session_of_two_processes(tmp_path):
     assert by.set_index("scope").loc["unscoped", "launches"] == 3 * 7 + 5 * 9
 
 
+@pytest.mark.smoke
 def test_written_and_read_back_the_same(tmp_path):
     rec = Recording(
         graphs=[record(0, 1, "bs=1", 4, replays=3), record(1, 1, "bs=2", 2)],
@@ -83,3 +84,14 @@ def test_a_graph_file_that_is_not_an_export_is_refused(tmp_path):
     (tmp_path / "graph-0.json").write_text('{"schema": "something else"}')
     with pytest.raises(ExportError, match=r"graphs\[0\]\.export"):
         Recording.read(tmp_path)
+
+
+def test_a_folder_named_as_a_process_file_is_left_out_and_said(tmp_path):
+    # the program writes where it likes, its session folder included: a folder there
+    # named *.jsonl is not one of the recorder's files
+    write_process(tmp_path, 7, [record(0, 7, "decode", 3)])
+    (tmp_path / "0-made-by-the-program.jsonl").mkdir()
+    rec = Recording.from_session(tmp_path, options=RecordOptions())
+    assert [g.key for g in rec.graphs] == ["decode"]
+    (note,) = rec.notes
+    assert note.startswith("0-made-by-the-program.jsonl could not be read (is a directory)")

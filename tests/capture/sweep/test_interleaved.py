@@ -87,6 +87,19 @@ def test_on_the_cpu_the_interleaved_check_says_it_needs_a_gpu_and_does_not_fail(
     assert {s["check"] for s in doc["sizes"]} == {"passed"}
 
 
+def test_on_the_cpu_count_and_sweep_check_print_their_verdicts():
+    # only --json and the exit code had it: the table and one line say it too
+    r = _run("sweep", "--target", CLEAN, "--sizes", "1", "2", "--check")
+    assert r.returncode == 0, r.stderr
+    header = next(x for x in r.stdout.splitlines() if x.startswith("┃ batch"))
+    assert "check" in header, r.stdout
+    assert sum(x.endswith("│ passed │") for x in r.stdout.splitlines()) == 2, "a cell per size"
+    assert "check passed for every batch size (1, 2) as far as the CPU goes; " in r.stdout
+    r = _run("count", "--target", CLEAN, "--check")  # count prints check's line too
+    assert r.returncode == 0, r.stderr
+    assert f"check passed for {CLEAN} as far as the CPU goes; " in r.stdout
+
+
 def test_sweep_step_on_the_cpu_records_the_skip_with_its_seed():
     from graph_harness.capture.sweep.run import sweep_step
     from graph_harness.capture.sweep.settings import SweepSettings

@@ -23,6 +23,7 @@ from graph_harness.reports.output.manifest import (
     write_manifest,
 )
 from tests.command_line import SMALL, _env
+from tests.full_disk import FullDisk
 from tests.snapshot import snapshot
 
 COUNT = ["count", *SMALL, "--variant", "fused"]
@@ -31,55 +32,6 @@ ENOSPC = "OSError: [Errno 28] No space left on device"
 
 def listing(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir())
-
-
-class FullDisk:
-    """A disk under `root` that fills at the `nth` file opened for writing whose name
-    matches `pattern`: that file is made (as the OS makes it), takes `keep` bytes of what
-    is written to it, and every write from then on fails with ENOSPC, until `free()`.
-    Files are written through os.fdopen (capture/files.py and the manifest's writer)."""
-
-    def __init__(self, monkeypatch, root: Path):
-        self.root, self.trigger, self.full, self.hits = os.path.realpath(root), None, False, 0
-        real = os.fdopen
-
-        def fdopen(fd, *args, **kwargs):
-            f = real(fd, *args, **kwargs)
-            path = os.readlink(f"/proc/self/fd/{fd}")
-            if not path.startswith(self.root + "/") or "w" not in getattr(f, "mode", ""):
-                return f
-            if self.trigger and re.fullmatch(self.trigger[0], os.path.basename(path)):
-                self.hits += 1
-                self.full = self.full or self.hits == self.trigger[1]
-            return _Failing(f, self.trigger[2]) if self.full else f
-
-        monkeypatch.setattr(os, "fdopen", fdopen)
-
-    def fill_at(self, pattern: str, nth: int = 1, keep: int = 0) -> None:
-        self.trigger, self.full, self.hits = (pattern, nth, keep), False, 0
-
-    def free(self) -> None:
-        self.trigger, self.full = None, False
-
-
-class _Failing:
-    def __init__(self, f, keep: int):
-        self.f, self.keep = f, keep
-
-    def write(self, data):
-        self.f.write(bytes(data)[: self.keep])  # what fitted, then the disk is full
-        self.f.flush()
-        self.keep = 0
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.f.close()
-
-    def __getattr__(self, name):
-        return getattr(self.f, name)
 
 
 @pytest.fixture
@@ -131,15 +83,16 @@ def test_a_full_disk_at_any_write_keeps_the_earlier_output(tmp_path, disk, capsy
     assert cli.main([*COUNT, "--out", str(out)]) == 0
     before, first = snapshot(tmp_path), out.stat().st_ino
     capsys.readouterr()
-    for pattern, nth in [
-        (re.escape(MANIFEST_NEW), 1),  # the first manifest
-        (re.escape(MANIFEST_NEW), 3),  # a later listing, once files were claimed
-        (r"\.nodes-fused\.json\.[0-9a-f]+\.tmp", 1),  # a file's own bytes
+    for pattern, nth, named in [
+        (re.escape(MANIFEST_NEW), 1, MANIFEST),  # the first manifest
+        (re.escape(MANIFEST_NEW), 3, MANIFEST),  # a later listing, once files were claimed
+        (r"\.nodes-fused\.json\.[0-9a-f]+\.tmp", 1, "nodes-fused.json"),  # a file's bytes
     ]:
         disk.fill_at(pattern, nth)
         assert cli.main([*COUNT, "--out", str(out), "--force"]) == 1, pattern
         line = one_error_line(capsys.readouterr().err)
         assert line.startswith(f"graph-harness count: error: {ENOSPC}"), (pattern, line)
+        assert f"'{out / named}'" in line, "the file, as the user named the folder"
         assert disk.hits == nth, (pattern, disk.hits)
         assert snapshot(tmp_path) == before, f"{pattern}: the earlier output as it was, alone"
         assert out.stat().st_ino == first, f"{pattern}: the very folder, never swapped"
@@ -147,6 +100,21 @@ def test_a_full_disk_at_any_write_keeps_the_earlier_output(tmp_path, disk, capsy
     assert cli.main([*COUNT, "--out", str(out), "--force"]) == 0
     assert "leftover" not in capsys.readouterr().err and listing(tmp_path) == ["o"]
     assert out.stat().st_ino != first, "replaced, by the folder this run built"
+
+
+def test_a_full_disk_names_the_file_it_could_not_take(tmp_path, disk, capsys):
+    # os.write knows only its descriptor: the error names the file, or a user cannot
+    # tell which disk filled
+    disk.fill_at(r"\.a\.json\.[0-9a-f]+\.tmp")
+    with pytest.raises(OSError, match=re.escape(str(tmp_path / "a.json"))):
+        write_output(tmp_path / "a.json", "{}")
+    disk.fill_at(re.escape(MANIFEST_NEW))
+    with pytest.raises(OSError, match=re.escape(str(tmp_path / MANIFEST))):
+        write_manifest(tmp_path, Manifest("c", "t", "h", 1, False, ()))
+    full = Path("/dev/full")
+    if full.exists():  # a device that is always full: written as a stream
+        with pytest.raises(OSError, match="/dev/full"):
+            write_output(full, "x")
 
 
 def test_a_parent_folder_failing_midway_leaves_none_made(tmp_path, monkeypatch):
