@@ -17,7 +17,12 @@ import pandas as pd
 
 from graph_harness.capture.profile.calibration import PERIOD_TOLERANCE
 from graph_harness.capture.profile.nodes import CHAINS, VariantProfile
-from graph_harness.capture.stats import round_series, saving_interval, saving_point
+from graph_harness.capture.stats import (
+    median_by_variant,
+    round_series,
+    saving_interval,
+    saving_point,
+)
 
 TOLERANCE = 0.03  # a priced saving must land within 3% of the measured one
 # The verdicts: only "pass" passes. "cannot tell" where the measurement cannot decide (a
@@ -145,7 +150,7 @@ def price_pair(
         measured = saving_point(series[a.name], series[b.name])
         mlo, mhi = saving_interval(series[a.name], series[b.name])
         for p in (a, b):
-            timed = float(round_trials[round_trials.variant == p.name].us.median())
+            timed = float(median_by_variant(round_trials)[p.name])
             net_period = p.period_net_at(a.excess) if basis != "raw" else math.nan
             off[p.name] = net_period / timed - 1 if timed else math.nan
     host = _host_saving(a, b, host_trials)
