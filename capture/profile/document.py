@@ -19,14 +19,10 @@ import pandas as pd
 
 from graph_harness.capture.export.documents import frame_records
 from graph_harness.capture.files import write_atomic, write_csv
+from graph_harness.capture.profile.breakdown import BREAKDOWN_COLUMNS, pair_breakdown
 from graph_harness.capture.profile.calibration import EXCESS_COLUMNS, Excess
 from graph_harness.capture.profile.nodes import TIMING, VariantProfile
-from graph_harness.capture.profile.pairs import (
-    BREAKDOWN_COLUMNS,
-    PricedPair,
-    pair_breakdown,
-    price_pair,
-)
+from graph_harness.capture.profile.pairs import PricedPair, price_pair
 from graph_harness.capture.profile.rollup import group_costs, scope_costs
 from graph_harness.capture.profile.settings import ProfileSettings
 from graph_harness.capture.profile.trace import Names, profile_trace, trace_text
