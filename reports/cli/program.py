@@ -320,7 +320,7 @@ def _error_line(io: IO, e: BaseException) -> tuple[int, str]:
     """The exit code and the one line for an error: a usage error's message (2), or the
     exception's type, message and where in the user's code it came from (1)."""
     from graph_harness.capture.errors import HarnessError, UsageError
-    from graph_harness.reports.cli.target import origin
+    from graph_harness.reports.cli.origin import origin
 
     first = _message(e)
     if isinstance(e, UsageError):  # every usage error, on every path (capture/errors.py)
