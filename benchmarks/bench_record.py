@@ -85,7 +85,7 @@ def part_hf(out: Path, new_tokens: int = 16) -> dict:
     from graph_harness.capture.record import process
 
     with record_graphs(module_scopes=True, children=False) as rec, independent_counts() as seen:
-        log = process._PROVENANCE[0]  # the provenance the recorder collects (diagnosis)
+        log = process.PROVENANCE[0]  # the provenance the recorder collects (diagnosis)
         tokens = model.generate(
             prompt,
             attention_mask=torch.ones_like(prompt),

@@ -112,6 +112,12 @@ def saving_interval(
     return float(lo), float(hi)
 
 
+def median_by_variant(trials: pd.DataFrame) -> pd.Series:
+    """Each variant's median `us` over its trials (rounds or host launches), indexed by
+    variant."""
+    return trials.groupby("variant")["us"].median()
+
+
 def round_series(round_trials: pd.DataFrame) -> dict[str, np.ndarray]:
     """Each variant's round times as `[builds][trials]`, the shape saving_interval and
     saving_point take."""

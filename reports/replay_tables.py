@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
+from graph_harness.capture.stats import median_by_variant
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -51,7 +53,7 @@ def _interval(s: Any) -> str:
 
 
 def savings_table(result: ReplayResult) -> Table:
-    med = result.round_trials.groupby("variant").us.median()
+    med = median_by_variant(result.round_trials)
     t = Table(title="Round replay: measured vs predicted saving (us per round)")
     for c in (
         "A -> B",

@@ -18,6 +18,7 @@ from graph_harness.capture.files import write_csv, write_output
 from graph_harness.capture.replay.document import ReplayResult
 from graph_harness.capture.round.params import param_help
 from graph_harness.capture.round.pricing import waterfall_us
+from graph_harness.capture.stats import median_by_variant
 from graph_harness.reports import plots
 from graph_harness.reports.kernel_names import short_names
 from graph_harness.reports.text import counted
@@ -204,7 +205,7 @@ def savings_section(
     s = replay.savings
     write_csv(folder / "round_trials.csv", replay.round_trials)
     write_csv(folder / "savings.csv", s)
-    med = replay.round_trials.groupby("variant").us.median()
+    med = median_by_variant(replay.round_trials)
     builds = replay.options.get("builds")
     lines = [
         "## Round time, measured vs predicted",

@@ -63,14 +63,8 @@ from graph_harness.capture.check.trajectory import POISONS, restore
 from graph_harness.capture.replay.guard import Replayer, cuda_in_use, sync
 from graph_harness.capture.state.changes import Change
 from graph_harness.capture.state.fingerprint import Fingerprint, fingerprint
-from graph_harness.capture.state.steps import (
-    Repeatability,
-    feed_of,
-    reset_of,
-    rng_state,
-    set_rng_state,
-    start_of,
-)
+from graph_harness.capture.state.rng import rng_state, set_rng_state
+from graph_harness.capture.state.steps import Repeatability, feed_of, reset_of, start_of
 
 Step = Callable[[], object]
 FREE_POISON = POISONS[0]  # check's first filling of free memory

@@ -44,7 +44,8 @@ from graph_harness.capture.check.trajectory import Trajectories, put_back
 from graph_harness.capture.replay.guard import Replayer, cuda_in_use, is_cuda_error, sync
 from graph_harness.capture.state.changes import compare
 from graph_harness.capture.state.fingerprint import fingerprint
-from graph_harness.capture.state.steps import Repeatability, feed_of, set_rng_state, start_of
+from graph_harness.capture.state.rng import set_rng_state
+from graph_harness.capture.state.steps import Repeatability, feed_of, start_of
 
 IN_FLIGHT = 2  # replays queued ahead of the one waited on
 DEADLINE_FACTOR = 100  # a replay's deadline: this many times a measured call

@@ -58,15 +58,8 @@ from graph_harness.capture.check.poison import poisoned
 from graph_harness.capture.replay.guard import Replayer, sync
 from graph_harness.capture.state.changes import compare
 from graph_harness.capture.state.fingerprint import Fingerprint, fingerprint, reachable
-from graph_harness.capture.state.steps import (
-    Repeatability,
-    feed_of,
-    reset_of,
-    rng_moved,
-    rng_state,
-    set_rng_state,
-    start_of,
-)
+from graph_harness.capture.state.rng import rng_moved, rng_state, set_rng_state
+from graph_harness.capture.state.steps import Repeatability, feed_of, reset_of, start_of
 
 POISONS = (0xFF, 0x3C)  # two fillings of free memory, differing in every byte
 

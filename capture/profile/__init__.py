@@ -10,6 +10,7 @@ each node's duration and the gap before it, rolled up and priced.
 - fit.py: the same fitted to a graph's own event timing; which one a graph's net figures use
 - rollup.py: node costs by scope and by group
 - pairs.py: a change priced from two profiles
+- breakdown.py: where a priced saving comes from, by group and kernel
 - document.py: ProfileResult, the one document
 - run.py: profiling on a GPU (the built-in round's variants: capture/round/profile.py)
 - step.py: profile_step, a user's step captured, checked if asked, and profiled

@@ -19,18 +19,15 @@ import pandas as pd
 
 from graph_harness.capture.export.documents import frame_records
 from graph_harness.capture.files import write_atomic, write_csv
+from graph_harness.capture.profile.breakdown import BREAKDOWN_COLUMNS, pair_breakdown
 from graph_harness.capture.profile.calibration import EXCESS_COLUMNS, Excess
 from graph_harness.capture.profile.nodes import TIMING, VariantProfile
-from graph_harness.capture.profile.pairs import (
-    BREAKDOWN_COLUMNS,
-    PricedPair,
-    pair_breakdown,
-    price_pair,
-)
+from graph_harness.capture.profile.pairs import PricedPair, price_pair
 from graph_harness.capture.profile.rollup import group_costs, scope_costs
 from graph_harness.capture.profile.settings import ProfileSettings
 from graph_harness.capture.profile.trace import Names, profile_trace, trace_text
 from graph_harness.capture.rows import frame
+from graph_harness.capture.stats import median_by_variant
 
 PROFILE_SCHEMA = "graph-harness/profile"
 # 2: net of the profiler, verdicts; 3: excess bases; 4: launches (replays' lead gaps and
@@ -73,7 +70,7 @@ class ProfileResult:
     def _summary(self) -> pd.DataFrame:
         host = {}
         if self.host_trials is not None and len(self.host_trials):
-            host = self.host_trials.groupby("variant").us.median().to_dict()
+            host = median_by_variant(self.host_trials).to_dict()
         rows = []
         for n, p in self.profiles.items():
             exposure, why = p.exposure(host.get(n))
@@ -87,7 +84,7 @@ class ProfileResult:
             )
         df = pd.DataFrame(rows)
         if self.round_trials is not None and len(self.round_trials):
-            timed = self.round_trials.groupby("variant").us.median()
+            timed = median_by_variant(self.round_trials)
             df["timed_us"] = df.name.map(timed).astype(float)
             df["period_vs_timed"] = df.period_us / df.timed_us - 1
             # no test where the excess was fitted to that very timing (0 by construction)

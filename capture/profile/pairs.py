@@ -10,14 +10,19 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 import numpy as np
 import pandas as pd
 
 from graph_harness.capture.profile.calibration import PERIOD_TOLERANCE
 from graph_harness.capture.profile.nodes import CHAINS, VariantProfile
-from graph_harness.capture.stats import round_series, saving_interval, saving_point
+from graph_harness.capture.stats import (
+    median_by_variant,
+    round_series,
+    saving_interval,
+    saving_point,
+)
 
 TOLERANCE = 0.03  # a priced saving must land within 3% of the measured one
 # The verdicts: only "pass" passes. "cannot tell" where the measurement cannot decide (a
@@ -80,91 +85,19 @@ def price_pair(
 ) -> PricedPair:
     """The saving A -> B predicted from the profiles (summed node costs per replay: per
     build the difference of medians, median over builds; bootstrap interval), raw and net
-    of the profiler, set against the measured one (event-timed interleaved replays,
-    `round_trials` with the columns measure_rounds gives) where given.
-
-    Net, both sides take A's excess per node (`a.excess`, on its basis, fit.py; also at
-    every corner of its interval, `a.excess_bounds`): where A's is fitted to A's own
-    timing, B's timing is then used only to judge the prediction, never to make it, and
-    the prediction's error is exactly how far B's period net of A's excess lies from B's
-    timed one (`b_net_vs_timed`).
-
-    The verdict (`verdict`, `why`; `passed` is verdict == "pass") is on the net prediction,
-    taken at its point, both ends of its interval and every corner of the excess's: pass
-    when all of them lie within TOLERANCE of the measured saving at its point and at both
-    ends of its interval; fail when all of them lie more than TOLERANCE outside the
-    measured interval; cannot tell otherwise, and, on the chains' basis, where A or B runs
-    more than PERIOD_TOLERANCE off its event-timed period net of the excess (the excess
-    does not fit that graph; on A's own timing that error is the saving's own, judged
-    directly). The predicted interval carries the profiles' sampling noise only
-    (0.1-0.4% of a decode step's saving on the H200), not the excess model's error, so the
-    measured saving lying inside it (`measured_in_interval`) is shown, not required: a
-    prediction 0.4% off would otherwise fail a 3% goal.
-
-    Launches (VariantProfile.exposure). Where both are exposed (the GPU waited for each
-    in the back-to-back replays), the loop runs at the host's pace and the device's work
-    hides under it: the saving is priced as the host launch saving alone (A's plain host
-    launch less B's, from `host_trials`, the profile's HOST_LAUNCH_COLUMNS: trials
-    interleaved, so paired by trial, with its interval), and the verdict is on that,
-    neither the excess nor the net periods entering it (on the H200 it came 22% under to 2%
-    over the measured saving, where device plus host missed it by far, and no run passed:
-    BENCHMARKS.md, issue 43). Where one is exposed and the other not, one side runs at
-    the host's pace and the other at the device's, which neither price covers: "cannot
-    tell". Where neither is exposed the host saving is shown, not used: a hidden launch
-    costs the loop nothing.
-    Without host launch times, or with times taken after a profiler session in the process
-    (`host_after_profiler`: they read 3.7-26x high, BENCHMARKS.md), an exposed pair is
-    "cannot tell"."""
-    raw = _priced(a.cost_series, b.cost_series)
-    basis = (a.excess_basis or CHAINS) if a.calibrated else "raw"
-    if basis != "raw":
-        net = _priced(a.net_cost_series, b.net_cost_series_at(a.excess))
-        corners = [
-            saving_point(*_paired(a.net_cost_series_at(c), b.net_cost_series_at(c)))
-            for c in a.excess_bounds
-        ]
-    else:
-        net, corners = (math.nan,) * 3, []
-    predictions = dict(
-        a=a.name,
-        b=b.name,
-        removed_nodes=len(a.plan.nodes) - len(b.plan.nodes),
-        predicted_us=raw[0],
-        predicted_lo=raw[1],
-        predicted_hi=raw[2],
-        predicted_net_us=net[0],
-        predicted_net_lo=net[1],
-        predicted_net_hi=net[2],
-        net_low=min(corners, default=math.nan),
-        net_high=max(corners, default=math.nan),
-    )
-    measured = mlo = mhi = math.nan
-    off = {}
-    if round_trials is not None and {a.name, b.name} <= set(round_trials.variant):
-        series = round_series(round_trials[round_trials.variant.isin([a.name, b.name])])
-        measured = saving_point(series[a.name], series[b.name])
-        mlo, mhi = saving_interval(series[a.name], series[b.name])
-        for p in (a, b):
-            timed = float(round_trials[round_trials.variant == p.name].us.median())
-            net_period = p.period_net_at(a.excess) if basis != "raw" else math.nan
-            off[p.name] = net_period / timed - 1 if timed else math.nan
+    of the profiler (`_predicted`), set against the measured one (event-timed interleaved
+    replays, `round_trials` with the columns measure_rounds gives) where given. Judged on
+    the net prediction (`_verdict`), or, where both launches are exposed, on the host
+    launch saving (`_judged_on_host`); where one is exposed and the other not, "cannot
+    tell"."""
+    predictions, raw, net, corners, basis = _predicted(a, b)
+    measured, (mlo, mhi), off = _measured(a, b, round_trials, basis)
     host = _host_saving(a, b, host_trials)
     launches = _launches(a, b, host_trials)
     exposed = [x == "exposed" for x in launches]
     if all(exposed):  # the loop runs at the host's pace: priced by the host launches
         predicted, lo, hi = host
-        verdict, why = _verdict(HOST, measured, (mlo, mhi), host, [], {})
-        if math.isnan(host[0]) and verdict == CANNOT_TELL:
-            why = "the host launches were not timed"
-        elif host_after_profiler and verdict != NOT_MEASURED:
-            verdict, why = (
-                CANNOT_TELL,
-                (
-                    "the host launches were timed after a profiler session in this process, "
-                    "which leaves them reading several times high"
-                ),
-            )
-        why = f"both launches exposed, priced by the host launch saving: {why}"
+        verdict, why = _judged_on_host(measured, (mlo, mhi), host, host_after_profiler)
     else:  # judged on the net prediction; without one the raw one's shown, unjudged
         predicted, lo, hi = net if basis != "raw" else raw
         verdict, why = _verdict(basis, measured, (mlo, mhi), net, corners, off)
@@ -193,6 +126,96 @@ def price_pair(
         why=why,
         passed=verdict == PASS,
     )
+
+
+_Priced = tuple[float, float, float]  # a saving, its 95% interval
+
+
+def _predicted(
+    a: VariantProfile, b: VariantProfile
+) -> tuple[dict[str, Any], _Priced, _Priced, list[float], str]:
+    """The predicted saving's columns of a PricedPair; the raw and net savings, the net
+    one at every corner of the excess's interval, and the basis of the net one.
+
+    Net, both sides take A's excess per node (`a.excess`, on its basis, fit.py; also at
+    every corner of its interval, `a.excess_bounds`): where A's is fitted to A's own
+    timing, B's timing is then used only to judge the prediction, never to make it, and
+    the prediction's error is exactly how far B's period net of A's excess lies from B's
+    timed one (`b_net_vs_timed`)."""
+    raw = _priced(a.cost_series, b.cost_series)
+    basis = (a.excess_basis or CHAINS) if a.calibrated else "raw"
+    if basis != "raw":
+        net = _priced(a.net_cost_series, b.net_cost_series_at(a.excess))
+        corners = [
+            saving_point(*_paired(a.net_cost_series_at(c), b.net_cost_series_at(c)))
+            for c in a.excess_bounds
+        ]
+    else:
+        net, corners = (math.nan,) * 3, []
+    predictions = dict(
+        a=a.name,
+        b=b.name,
+        removed_nodes=len(a.plan.nodes) - len(b.plan.nodes),
+        predicted_us=raw[0],
+        predicted_lo=raw[1],
+        predicted_hi=raw[2],
+        predicted_net_us=net[0],
+        predicted_net_lo=net[1],
+        predicted_net_hi=net[2],
+        net_low=min(corners, default=math.nan),
+        net_high=max(corners, default=math.nan),
+    )
+    return predictions, raw, net, corners, basis
+
+
+def _measured(
+    a: VariantProfile, b: VariantProfile, round_trials: pd.DataFrame | None, basis: str
+) -> tuple[float, tuple[float, float], dict[str, float]]:
+    """The measured saving and its interval (NaN without both variants' round trials),
+    and how far each side's period net of A's excess lies from its timed one."""
+    measured = mlo = mhi = math.nan
+    off = {}
+    if round_trials is not None and {a.name, b.name} <= set(round_trials.variant):
+        series = round_series(round_trials[round_trials.variant.isin([a.name, b.name])])
+        measured = saving_point(series[a.name], series[b.name])
+        mlo, mhi = saving_interval(series[a.name], series[b.name])
+        for p in (a, b):
+            timed = float(median_by_variant(round_trials)[p.name])
+            net_period = p.period_net_at(a.excess) if basis != "raw" else math.nan
+            off[p.name] = net_period / timed - 1 if timed else math.nan
+    return measured, (mlo, mhi), off
+
+
+def _judged_on_host(
+    measured: float,
+    measured_interval: tuple[float, float],
+    host: _Priced,
+    host_after_profiler: bool,
+) -> tuple[Verdict, str]:
+    """Both launches exposed (VariantProfile.exposure: the GPU waited for each in the
+    back-to-back replays): the loop runs at the host's pace and the device's work hides
+    under it, so the saving is priced as the host launch saving alone (A's plain host
+    launch less B's, from the host trials, the profile's HOST_LAUNCH_COLUMNS: trials
+    interleaved, so paired by trial, with its interval), neither the excess nor the net
+    periods entering it (on the H200 it came 22% under to 2% over the measured saving,
+    where device plus host missed it by far: BENCHMARKS.md, issue 43). Where one is exposed
+    and the other not, one side runs at the host's pace and the other at the device's,
+    which neither price covers: "cannot tell" (price_pair). Where neither is exposed the
+    host saving is shown, not used: a hidden launch costs the loop nothing.
+    Without host launch times, or with times taken after a profiler session in the process
+    (`host_after_profiler`: they read 3.7-26x high, BENCHMARKS.md), "cannot tell"."""
+    verdict, why = _verdict(HOST, measured, measured_interval, host, [], {})
+    if math.isnan(host[0]) and verdict == CANNOT_TELL:
+        why = "the host launches were not timed"
+    elif host_after_profiler and verdict != NOT_MEASURED:
+        verdict, why = (
+            CANNOT_TELL,
+            (
+                "the host launches were timed after a profiler session in this process, "
+                "which leaves them reading several times high"
+            ),
+        )
+    return verdict, f"both launches exposed, priced by the host launch saving: {why}"
 
 
 def _one_exposed(a: str, b: str, launches: tuple[str, str]) -> str:
@@ -246,6 +269,17 @@ def _verdict(
     corners: Sequence[float],
     off: dict[str, float],
 ) -> tuple[Verdict, str]:
+    """The verdict on the net prediction (`passed` is verdict == "pass"), taken at its
+    point, both ends of its interval and every corner of the excess's: pass when all of
+    them lie within TOLERANCE of the measured saving at its point and at both ends of its
+    interval; fail when all of them lie more than TOLERANCE outside the measured interval;
+    cannot tell otherwise, and, on the chains' basis, where A or B runs more than
+    PERIOD_TOLERANCE off its event-timed period net of the excess (the excess does not fit
+    that graph; on A's own timing that error is the saving's own, judged directly). The
+    predicted interval carries the profiles' sampling noise only (0.1-0.4% of a decode
+    step's saving on the H200), not the excess model's error, so the measured saving lying
+    inside it (`measured_in_interval`) is shown, not required: a prediction 0.4% off would
+    otherwise fail a 3% goal."""
     tol = f"{100 * TOLERANCE:.0f}%"
     if math.isnan(measured):
         return NOT_MEASURED, "no event-timed saving to judge it against"
@@ -298,42 +332,3 @@ def _priced(ta: np.ndarray, tb: np.ndarray) -> tuple[float, float, float]:
         return (saving_point(ta, tb) if n else math.nan), math.nan, math.nan
     lo, hi = saving_interval(ta, tb) if n >= 2 else (math.nan, math.nan)
     return saving_point(ta, tb), lo, hi
-
-
-BREAKDOWN_COLUMNS = ["a", "b", "part", "group", "type", "kernel", "nodes_a", "nodes_b"]
-BREAKDOWN_COLUMNS += ["cost_a_us", "cost_b_us", "saving_us"]
-
-
-def pair_breakdown(a: VariantProfile, b: VariantProfile) -> pd.DataFrame:
-    """Where a saving A -> B comes from, by group and kernel (mean costs per replay): nodes
-    only A has (`removed`), only B has (`added`), and nodes both have (`common`: the k-th
-    node of one group, type and kernel in A against the k-th in B). A change that only
-    removed nodes would show common rows near zero; the common rows that are not are the
-    nodes whose cost the change moved. Rows sum to the mean-based predicted saving;
-    sorted by |saving|."""
-    sides = []
-    for p in (a, b):
-        s = p.nodes.assign(cost=p.nodes.dur_mean + p.nodes.gap_mean)
-        s["kernel"] = s["kernel"].fillna("")
-        s["k"] = s.groupby(["group", "type", "kernel"]).cumcount()
-        sides.append(s.set_index(["group", "type", "kernel", "k"]).cost)
-    both = pd.concat(sides, axis=1, keys=["a", "b"])
-    both["part"] = np.where(
-        both.a.notna() & both.b.notna(), "common", np.where(both.a.notna(), "removed", "added")
-    )
-    both = both.reset_index()
-    out = (
-        both.groupby(["part", "group", "type", "kernel"])
-        .agg(
-            nodes_a=("a", "count"),
-            nodes_b=("b", "count"),
-            cost_a_us=("a", "sum"),
-            cost_b_us=("b", "sum"),
-        )
-        .reset_index()
-    )
-    out["saving_us"] = out.cost_a_us - out.cost_b_us
-    out.insert(0, "b", b.name)
-    out.insert(0, "a", a.name)
-    out = out.reindex(out.saving_us.abs().sort_values(ascending=False).index)
-    return out[BREAKDOWN_COLUMNS].reset_index(drop=True)

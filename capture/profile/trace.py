@@ -50,13 +50,13 @@ written as UTF-8, never as the surrogate-pair escapes its parser refuses.
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from graph_harness.capture.attribution.node import Node
 from graph_harness.capture.attribution.rollup import tree_label, tree_parts
+from graph_harness.capture.export.documents import plain
 from graph_harness.capture.profile.nodes import VariantProfile
 from graph_harness.capture.profile.trace_lanes import REPLAYS, Lanes
 
@@ -172,11 +172,6 @@ def _flow_points(a: int, b: int) -> tuple[int, int]:
     return (a + 1, b - 1) if b - a >= 2 else (a, a)
 
 
-def _plain(v: object) -> object:
-    v = v.item() if hasattr(v, "item") else v
-    return None if isinstance(v, float) and not math.isfinite(v) else v
-
-
 # --- the document ---------------------------------------------------------------------
 
 
@@ -258,9 +253,9 @@ class _Builder:
         return {
             "pid": pid,
             "workload": p.export.workload,
-            "build": _plain(build),
-            "window": _plain(window),
-            "replays": [_plain(v) for v in traced],
+            "build": plain(build),
+            "window": plain(window),
+            "replays": [plain(v) for v in traced],
             "nodes": len(p.plan.nodes),
             "slices": len(rows),
             "tracks": shown_tracks,
@@ -309,7 +304,7 @@ class _Builder:
         a, b = span
         ev = dict(ph="X", cat=cat, name=name, pid=pid, tid=tid, ts=_us(a), dur=_us(b - a))
         ev |= {"cname": cname} if cname else {}
-        ev["args"] = {k: _plain(v) for k, v in args.items()}
+        ev["args"] = {k: plain(v) for k, v in args.items()}
         self.timed.append((a, ev))
 
     def _flows(

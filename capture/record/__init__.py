@@ -12,8 +12,10 @@ graph, with its capture site, key, pool and replays.
 - capturing.py: one capture in progress: read off the stack, set up, recorded
 - process.py: one process's recorder (its session files, flushes, exit; RecordOptions,
   the one source of its defaults)
+- compiled_scopes.py: a recorded capture's compiled code attributed to its modules
 - boot.py: its start in every process of a recorded program, once torch is imported
 - recording.py: Recording, every process's graphs as one document and folder
+- process_file.py: one process's session file read into a recording (ProcessInfo)
 - program.py: run_program (a program under the recorder) and record_graphs() (a block of code)
 - steps.py: a step that captures its own graphs (reduce-overhead) counted by recording
 

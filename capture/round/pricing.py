@@ -19,7 +19,12 @@ from graph_harness.capture.replay.kinds import TYPE_CHAIN
 from graph_harness.capture.replay.pricing import per_call_us, predicted_saving_us
 from graph_harness.capture.round.chains import step_chain  # (registers the round's chain kinds)
 from graph_harness.capture.rows import frame
-from graph_harness.capture.stats import round_series, saving_interval, saving_point
+from graph_harness.capture.stats import (
+    median_by_variant,
+    round_series,
+    saving_interval,
+    saving_point,
+)
 
 # The chains savings() prices removed nodes with, measured whenever rounds are timed: the
 # kernel nodes' (required) and the copies'. A round's sets are priced as kernels without it.
@@ -46,7 +51,7 @@ def waterfall_us(delta: NodeDelta, replay: ReplayResult) -> list[tuple[str, floa
         for r in delta.by_step.itertuples()
         if r.delta
     ]
-    med = replay.round_trials.groupby("variant").us.median()
+    med = median_by_variant(replay.round_trials)
     a, b = delta.label(delta.a), delta.label(delta.b)
     bars.append(("kernel work (residual)", float(med[b] - med[a]) - sum(us for _, us in bars)))
     return bars
@@ -87,7 +92,7 @@ def savings(
         )
     call_us = per_call_us(fits, chain_trials) if chain_trials is not None else {}
     cost = {t: slope[k] for t, k in TYPE_CHAIN.items() if k in slope}
-    med = round_trials.groupby("variant")["us"].median()
+    med = median_by_variant(round_trials)
     series = round_series(round_trials)
     rows = []
     if pairs is None:

@@ -34,7 +34,7 @@ def within_spread(
     step: Callable[[], object], rep: Repeatability, rng: dict[str, torch.Tensor]
 ) -> Repeatability:
     """`rep` (repeatable False, no reset) judged again by the step's measured spread."""
-    from graph_harness.capture.state.steps import set_rng_state
+    from graph_harness.capture.state.rng import set_rng_state
 
     if not rep.changed or not all(_judgeable(c) for c in rep.changed):
         return rep

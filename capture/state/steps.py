@@ -1,51 +1,8 @@
-"""Steps with state: the reset protocol, and whether a step repeats.
-
-A decode step advances: a position, a cache row, a counter. Replayed many times, its
-graph advances too, until it writes past a buffer's end (a device-side assert that takes
-the CUDA context with it) or measures a step that is no longer yours. graph-harness
-handles it in two ways:
-
-- **`step.reset`**: the factory may set a zero-argument callable on the step it returns
-  (as it sets `step.module`). graph-harness runs it eagerly, outside any graph, before
-  each warm-up call, before each run of replays (a timed trial, a profiled window, each
-  of check's replays), before check's eager call, and once at the end of every command
-  or API call that ran the step, leaving it in its starting state. It must reset in
-  place (`pos.zero_()`, `cache.copy_(start)`): a graph keeps the addresses it captured,
-  so a tensor rebound to a new one is never seen by it. A reset, not a snapshot of
-  tensors restored by us: only you know the whole state (host counters, a cache object's
-  bookkeeping, Python-side positions, an RNG of your own); restoring the tensors we
-  guessed at would miss the host side and could silently measure another step.
-- **`step.feed`**: the factory may also set a one-argument callable, `feed(i)`, that
-  writes call i's inputs (the next token, a position, a block table) into the step's
-  static buffers, in place, eagerly, outside any graph: what an engine does before each
-  replay. `i` counts calls from the starting state (0 after a reset). graph-harness
-  calls `feed(0)` after every reset (`start_of`: so warm-ups, the capture, timed trials
-  and profiled windows all run at call 0's inputs) and `feed(i)` before call i of
-  check's trajectories, eager and replayed alike (capture/check/trajectory.py). It must
-  be a function of `i` alone: the same `i` writes the same values. A function of the
-  index rather than a list of inputs: an engine's inputs are a few static buffers that
-  only the step's author knows, the index keeps the eager calls and the replays on the
-  same inputs, and a long trajectory holds nothing in memory.
-- **`step.max_steps`**: the factory may also say how many calls the step takes from its
-  start (after its reset and `feed(0)`) until its static cache is full: an int, or a
-  zero-argument function returning one (`length_of`). `check --steps to-end` runs its
-  trajectory that far (capture/check/sample.py); nothing else reads it. A step that
-  gives none cannot be checked to the end: the check says so and asks for it, rather
-  than guess a length from the step's buffers.
-- **Repeatability, from the warm-ups alone** (no extra calls of your step): after each of
-  the last two warm-ups (each after the reset, if any), the step's outputs and reachable
-  state are fingerprinted (capture/state/fingerprint.py); equal, the step repeats. The default
-  generators are set to one state before each of the two: random numbers are no state
-  to manage, since torch registers its generator with a graph and each replay draws anew.
-  A step that does not repeat and has no reset is refused by whatever replays it many
-  times (StepStateError, one line naming what changed and the fix). Fewer than two
-  warm-ups: unknown, and said so.
-- **Non-determinism, measured** (nondeterminism.py): where the last two warm-ups of a
-  step with no reset differ only in floating-point tensors held whole (float sums with
-  atomics: `index_add_`, `scatter_add_`, MoE combines, split-K), the step is run twice
-  more, each time from the state the warm-ups left (those tensors copied aside and put
-  back): if two calls from one state differ in the same tensors, and the warm-ups by no
-  more than SLACK times that, the step repeats within its own non-determinism.
+"""Steps with state: the reset protocol (`step.reset`, `step.feed`, `step.max_steps`),
+and whether a step repeats, judged from its warm-ups (StateWatch, Repeatability); a step
+that does not repeat and has no reset is refused by whatever replays it many times
+(StepStateError). The protocol and how repeatability and non-determinism are judged:
+docs/steps-and-check.md, "The protocol, as the code holds it".
 """
 
 from __future__ import annotations
@@ -58,6 +15,7 @@ import torch
 from graph_harness.capture.errors import UsageError
 from graph_harness.capture.state.changes import Change, compare, names, replaced_by
 from graph_harness.capture.state.fingerprint import Fingerprint, fingerprint, host_values
+from graph_harness.capture.state.rng import rng_moved, rng_state, set_rng_state
 from graph_harness.capture.text import a_type
 
 GROWN_FIX = (
@@ -131,43 +89,6 @@ def start_of(step: Callable[[], object]) -> Callable[[], None] | None:
             feed(0)
 
     return start
-
-
-# --- random number generators -------------------------------------------------------------
-
-
-def rng_state() -> dict[str, torch.Tensor]:
-    """The default generators' states: the CPU's, and the current CUDA device's once CUDA
-    is in use (reading it does not start CUDA)."""
-    out = {"cpu": torch.random.get_rng_state()}
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        i = torch.cuda.current_device()
-        out[f"cuda:{i}"] = torch.cuda.get_rng_state(i)
-    return out
-
-
-def set_rng_state(saved: dict[str, torch.Tensor]) -> None:
-    for where, s in saved.items():
-        if where == "cpu":
-            torch.random.set_rng_state(s)
-        else:
-            torch.cuda.set_rng_state(s, where)
-
-
-def rng_moved(before: dict[str, torch.Tensor], after: dict[str, torch.Tensor]) -> list[str]:
-    """Which default generators a call drew from, in words."""
-    out = []
-    for where, a in before.items():
-        b = after.get(where)
-        if b is None or torch.equal(a, b):
-            continue
-        if where == "cpu":
-            out.append("the CPU default generator")
-        else:  # a CUDA state is its seed then its Philox offset, 8 bytes each
-            step = int.from_bytes(bytes(b[8:16].tolist()), "little", signed=True)
-            step -= int.from_bytes(bytes(a[8:16].tolist()), "little", signed=True)
-            out.append(f"the CUDA default generator ({where}: Philox offset +{step})")
-    return out
 
 
 # --- repeatability ------------------------------------------------------------------------

@@ -46,6 +46,8 @@ if _started_as_the_cli():
 import argparse  # noqa: E402 - after the handlers, on purpose
 import contextlib  # noqa: E402
 
+from graph_harness.reports.cli.streams import plug, plug_closed_streams  # noqa: E402
+
 if TYPE_CHECKING:
     from collections.abc import Callable
     from types import FrameType
@@ -154,27 +156,11 @@ def _set_handlers(handler: Callable[[int, FrameType | None], object]) -> dict:
     return old
 
 
-def _plug_closed_streams() -> set[int]:
-    """Descriptors 0-2 that were closed (`>&-`), now each on /dev/null: a file opened
-    later must never become stdout by taking the lowest free descriptor."""
-    closed = set()
-    for fd in (0, 1, 2):
-        try:
-            os.fstat(fd)
-        except OSError:
-            null = os.open(os.devnull, os.O_RDWR)
-            if null != fd:
-                os.dup2(null, fd)
-                os.close(null)
-            closed.add(fd)
-    return closed
-
-
 def main(argv: list[str] | None = None) -> int:
     held = _set_handlers(_exit_at_once)  # first: Ctrl-C from the first instant of main
     restore_streams = []
     try:
-        closed = _plug_closed_streams()
+        closed = plug_closed_streams()
         for stream in (sys.stdout, sys.stderr):
             # A lone surrogate in a name (a JSON escape can make one) prints as its escape.
             if stream is not None and hasattr(stream, "reconfigure"):
@@ -250,7 +236,7 @@ def _run(args: argparse.Namespace, io: IO, debug: bool) -> int:
         # The reader of stdout went away (`| head`): stop quietly, as a Unix tool does.
         from graph_harness.capture.results import results_descriptor
 
-        _plug(1, 2, results_descriptor(1))
+        plug(1, 2, results_descriptor(1))
         return 128 + signal.SIGPIPE
     except SystemExit as e:
         # graph-harness raises none once its parser is done, and a target's calls made
@@ -312,16 +298,6 @@ def _stopped(io: IO, signum: int, e: BaseException) -> int:
     return 128 + signum
 
 
-def _plug(*fds: int) -> None:
-    """Point each descriptor at /dev/null, so what is still buffered for it goes nowhere
-    instead of raising again at exit."""
-    null = os.open(os.devnull, os.O_WRONLY)
-    for fd in fds:
-        with contextlib.suppress(OSError):
-            os.dup2(null, fd)
-    os.close(null)
-
-
 def _message(e: BaseException) -> str:
     """The first line of an exception's message, whatever its __str__ does."""
     try:
@@ -344,7 +320,7 @@ def _error_line(io: IO, e: BaseException) -> tuple[int, str]:
     """The exit code and the one line for an error: a usage error's message (2), or the
     exception's type, message and where in the user's code it came from (1)."""
     from graph_harness.capture.errors import HarnessError, UsageError
-    from graph_harness.reports.cli.target import origin
+    from graph_harness.reports.cli.origin import origin
 
     first = _message(e)
     if isinstance(e, UsageError):  # every usage error, on every path (capture/errors.py)

@@ -41,7 +41,6 @@ import importlib.util
 import inspect
 import os
 import sys
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +52,7 @@ from graph_harness.capture.errors import HarnessError, UsageError
 from graph_harness.capture.paths import InputPathError, check_input
 from graph_harness.capture.text import a_type, printable
 from graph_harness.reports.cli import user_imports
+from graph_harness.reports.cli.origin import root_of
 from graph_harness.reports.cli.user_stdout import stdout_to_stderr
 
 if TYPE_CHECKING:
@@ -260,7 +260,7 @@ def build_target(factory: Factory, **kwargs: object) -> Target:
             f"--target {spec!r} returned {type(step).__name__}, not a callable: FUNCTION() must "
             "return the zero-argument step to count"
         )
-    root = _root_of(mod)
+    root = root_of(mod)
     model = getattr(step, "module", None)
     from graph_harness.capture.state.steps import StepStateError, feed_of, reset_of
 
@@ -346,39 +346,3 @@ def _code(e: SystemExit) -> str:
     except BaseException:  # the user's __repr__ raised
         return "..."
     return text if len(text) <= 200 else text[:197] + "..."
-
-
-def _root_of(mod: ModuleType) -> Path | None:
-    f = getattr(mod, "__file__", None)
-    return Path(f).resolve().parent if f else None
-
-
-def origin(exc: BaseException, root: Path | None) -> str | None:
-    """`file:line (in function)` of the innermost frame of `exc` in the user's code (the
-    target module's folder), else the innermost frame outside graph-harness; None if none."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    # Not the user's: graph-harness itself, and anything installed (a venv may well sit
-    # inside the user's project folder) or in the standard library.
-    ours = user_imports.library_folders()
-
-    def theirs(f: traceback.FrameSummary) -> bool:
-        return not any(user_imports.under(f.filename, o) for o in ours)
-
-    pick = None
-    if root is not None:
-        pick = next(
-            (f for f in reversed(frames) if theirs(f) and user_imports.under(f.filename, root)),
-            None,
-        )
-    if pick is None:
-        pick = next((f for f in reversed(frames) if theirs(f)), None)
-    if pick is None:
-        return None
-    return f"{_short(pick.filename)}:{pick.lineno} (in {pick.name})"
-
-
-def _short(filename: str) -> str:
-    try:
-        return os.path.relpath(filename)
-    except ValueError:  # pragma: no cover - another drive
-        return filename

@@ -1,46 +1,11 @@
 """Output folders a user owns: built aside, marked as ours, swapped in; nothing of theirs lost.
 
-A run builds its folder under a hidden sibling `.NAME.<random>.gh-partial` that carries a
-manifest (`.graph-harness-manifest.json`: what wrote it, when, which files) from its first
-instant, and every file's name is listed there before the file is made, so anything
-graph-harness leaves behind is recognisably its own, file by file.
-
-What `--out PATH` accepts, checked before any work is done:
-- a new path; or an existing empty folder, which is kept and written into (its owner,
-  group, mode and inode are the user's);
-- a folder an earlier graph-harness run wrote (its manifest lists every file in it):
-  refused without `--force`, replaced with it (when this user can remove it);
-- a symbolic link to a folder is written through (the link stays), by the rules above.
-  `..` after a link is the link target's parent, as the OS has it.
-Always refused: a plain file, a broken link, a device, FIFO or socket, a stream
-(`/dev/stdout`, `/dev/fd/N`: a pipe, a terminal, whatever it is open on); a folder
-holding anything graph-harness did not write (even with `--force`); the current folder,
-any folder above it, the home folder and `/`; a folder this user may not write in.
-
-A run that fails before its commit (an error, a full disk at any write, its first
-manifest's included) removes what it made: the files it listed, its hidden folder, the
-parent folders it made; anything else found in its hidden folder is left, and said.
-
-Commit, with SIGINT/SIGTERM/SIGHUP held off until it is done:
-- new path: rename with RENAME_NOREPLACE, so a folder that appeared meanwhile is never
-  replaced: this run fails and keeps its result beside, visibly named (with `--force`, an
-  output of ours that another run put there meanwhile is replaced as below);
-- an empty folder: lock it, write into it a manifest listing every file (not complete),
-  move each file in (never over a name there), then the complete manifest: a reader sees
-  a folder recognisably ours at every instant, never a file it does not list. A name taken
-  there meanwhile moves back what went in and keeps the result beside;
-- replace (an earlier output): lock what is there, then
-  RENAME_EXCHANGE swaps the new folder in and the old one out in one step (the path never
-  lacks a complete output); the old one, now under the hidden name and still locked, is
-  checked again and only the files its manifest lists are removed, the folder last.
-Runs replacing one path take their turns: each holds a lock on its own folder from birth
-until its commit is done, and a replace first takes the lock of what is at the path.
-
-A killed run (SIGKILL) leaves its hidden folder; the next run at the same path reports it
-and removes the files its manifest lists (then the folder, if that empties it), when no
-live run holds it (the kernel drops a run's flock at its death). A folder holding only a
-first manifest never finished (reports/output/manifest.py) goes too. Anything else is
-reported, with where it is, and left.
+A run builds its folder under a hidden sibling `.NAME.<random>.gh-partial` carrying a
+manifest from its first instant, then commits it with signals held off: a new path by
+RENAME_NOREPLACE, an empty folder by moving each file in under a manifest, an earlier
+output of ours by RENAME_EXCHANGE, the old one's listed files removed after. What `--out`
+accepts and refuses, what a failed or killed run leaves and how the next run clears it:
+docs/output.md, "How an output folder is written" (the rules this module keeps).
 """
 
 from __future__ import annotations

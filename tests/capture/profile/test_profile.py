@@ -26,6 +26,7 @@ from graph_harness.capture.profile.activities import (
     activities_from_trace,
     split_replays,
 )
+from graph_harness.capture.profile.breakdown import pair_breakdown
 from graph_harness.capture.profile.document import ProfileResult
 from graph_harness.capture.profile.matching import (
     agreement,
@@ -36,7 +37,7 @@ from graph_harness.capture.profile.matching import (
 )
 from graph_harness.capture.profile.node_stats import group_of
 from graph_harness.capture.profile.nodes import Window, profile_windows, replay_costs
-from graph_harness.capture.profile.pairs import pair_breakdown, price_pair
+from graph_harness.capture.profile.pairs import price_pair
 from graph_harness.capture.profile.rollup import group_costs, scope_costs
 from graph_harness.capture.profile.settings import ProfileSettings
 from graph_harness.capture.round.params import RoundParams

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 from torch._dynamo.eval_frame import _debug_get_cache_entry_list
 
-from graph_harness.capture.record.process import _forwards, _model_of
+from graph_harness.capture.record.compiled_scopes import forwards, model_of
 from graph_harness.capture.scopes.program import names_of
 
 
@@ -74,9 +74,9 @@ def test_the_frame_dynamo_compiled_is_offered_root_included(how):
     names = names_of(root)
     assert model not in names  # the root's scope is the enclosing one: it has no name
     modules = types.SimpleNamespace(names=names, root=root)
-    assert frames <= _forwards(_model_of(modules))
+    assert frames <= forwards(model_of(modules))
     # the names alone (the root left out) miss it: the case this guards
-    assert not frames <= _forwards(list(names))
+    assert not frames <= forwards(list(names))
 
 
 def test_module_scopes_own_object_names_its_model_by_module():
@@ -84,4 +84,4 @@ def test_module_scopes_own_object_names_its_model_by_module():
 
     model = Model()
     scopes = module_scopes(model)  # not entered: only its names are read
-    assert Model.forward.__code__ in _forwards(_model_of(scopes))
+    assert Model.forward.__code__ in forwards(model_of(scopes))
