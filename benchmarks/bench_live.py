@@ -192,7 +192,7 @@ def part_cost(out: Path, rounds: int = 3, n: int = 200) -> dict:
     from graph_harness.capture.live.forms import Adapted
     from graph_harness.capture.live.sample import Sample
     from graph_harness.capture.record.keys import CaptureContext
-    from graph_harness.capture.record.verdict import Verdict
+    from graph_harness.capture.record.verdict import GraphVerdict
 
     mod = _engine_module()
     engine = mod.Engine([4], piecewise=False, layers=4, dim=256)
@@ -203,7 +203,7 @@ def part_cost(out: Path, rounds: int = 3, n: int = 200) -> dict:
     self = engine  # noqa: F841 (the adapter reads `self` off this frame)
     form = mod.eager_form(CaptureContext([frame], graph, 0))
     mod._context.pop()
-    check = GraphCheck(Adapted(form), Verdict(source="adapter"), Sample(first=10**9))
+    check = GraphCheck(Adapted(form), GraphVerdict(source="adapter"), Sample(first=10**9))
     replay = type(graph).replay
 
     def timed(fn) -> list[float]:

@@ -33,7 +33,7 @@ from graph_harness.capture.live.compare import compare, spread
 from graph_harness.capture.live.forms import Adapted, EagerForm, Form, Skipped, builtin_form
 from graph_harness.capture.live.sample import Sample
 from graph_harness.capture.record.keys import CaptureContext
-from graph_harness.capture.record.verdict import LISTED, Difference, Verdict
+from graph_harness.capture.record.verdict import LISTED, Difference, GraphVerdict
 
 _FATAL = ("device-side assert", "illegal memory access", "unspecified launch failure")
 
@@ -77,16 +77,16 @@ class Checker:
         """Give `record` its verdict, and the checked replays where there is a form."""
         if isinstance(form, str):
             status = "skipped" if isinstance(form, Skipped) else "not checked"
-            record.check = Verdict(status=status, reason=str(form))
+            record.check = GraphVerdict(status=status, reason=str(form))
             return None
-        record.check = Verdict(source=form.source)
+        record.check = GraphVerdict(source=form.source)
         return GraphCheck(form, record.check, self.sample)
 
 
 class GraphCheck:
     """One graph's checked replays: `next` is the replay number due."""
 
-    def __init__(self, form: Form, verdict: Verdict, sample: Sample) -> None:
+    def __init__(self, form: Form, verdict: GraphVerdict, sample: Sample) -> None:
         self.form, self.verdict, self.sample = form, verdict, sample
         self.next = sample.due()
         self._busy = False

@@ -14,7 +14,7 @@ from typing import Any
 from graph_harness.capture.export.documents import Fields
 from graph_harness.capture.export.nodes import NodeExport
 from graph_harness.capture.record.sites import CaptureSite
-from graph_harness.capture.record.verdict import Verdict
+from graph_harness.capture.record.verdict import GraphVerdict
 
 KEY_SOURCES = ("engine", "inductor", "arguments", "order")
 # captured: read whole; failed: the program's capture raised (its graph, where it could be
@@ -62,7 +62,7 @@ class GraphRecord:
     at_s: float = 0.0  # when capture began, in seconds since the process's recording began
     replays: int = 0
     released: str | None = None  # one of RELEASES, or None: alive at the end
-    check: Verdict | None = None  # record --check's verdict on it (None: not asked for)
+    check: GraphVerdict | None = None  # record --check's verdict on it (None: not asked for)
     live: Any = None  # record --check's checked replays, in the process that captured it
 
     @property
@@ -184,5 +184,5 @@ class GraphRecord:
             released=f.string(p + "released", doc["released"], none=True, choices=RELEASES),
             check=None
             if doc.get("check") is None
-            else Verdict.from_dict(doc["check"], f, p + "check"),
+            else GraphVerdict.from_dict(doc["check"], f, p + "check"),
         )

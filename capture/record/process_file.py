@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from graph_harness.capture.export.documents import ExportError, Fields
 from graph_harness.capture.record.graphs import GraphRecord
-from graph_harness.capture.record.verdict import Verdict
+from graph_harness.capture.record.verdict import GraphVerdict
 from graph_harness.capture.text import printable, printable_all
 
 if TYPE_CHECKING:
@@ -113,6 +113,6 @@ def _what_became(g: GraphRecord, c: dict, f: Fields, rec: Recording) -> None:
         g.released = c["released"]
     if isinstance(c.get("check"), dict):
         try:
-            g.check = Verdict.from_dict(c["check"], f, f"graph {g.index}'s check")
+            g.check = GraphVerdict.from_dict(c["check"], f, f"graph {g.index}'s check")
         except ExportError as e:
             rec.notes.append(f"{f.where}: a check verdict could not be read ({e})")

@@ -49,7 +49,7 @@ class Difference:
 
 
 @dataclass(kw_only=True)
-class Verdict:
+class GraphVerdict:
     status: Status = "unchecked"
     source: str | None = None  # where the eager form came from (forms.py)
     reason: str | None = None  # not checked / not verified: why
@@ -100,7 +100,7 @@ class Verdict:
         }
 
     @classmethod
-    def from_dict(cls, doc: Any, f: Fields, path: str) -> Verdict:
+    def from_dict(cls, doc: Any, f: Fields, path: str) -> GraphVerdict:
         keys = tuple(cls().to_dict())
         f.obj(path, doc)
         f.keys(path, doc, keys)

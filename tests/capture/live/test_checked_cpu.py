@@ -16,7 +16,7 @@ from graph_harness.capture.live.checked import Checker, GraphCheck
 from graph_harness.capture.live.compare import compare, spread
 from graph_harness.capture.live.forms import Adapted, EagerForm, builtin_form
 from graph_harness.capture.live.sample import Sample
-from graph_harness.capture.record.verdict import Verdict
+from graph_harness.capture.record.verdict import GraphVerdict
 
 
 class Engine:
@@ -75,7 +75,7 @@ class Engine:
 
 
 def _check(engine: Engine, sample: str = "8,2", into_out: bool = False) -> GraphCheck:
-    verdict = Verdict(source="adapter")
+    verdict = GraphVerdict(source="adapter")
     return GraphCheck(Adapted(engine.form(into_out)), verdict, Sample.parse(sample))
 
 
@@ -194,12 +194,12 @@ def test_verdict_round_trips_and_refuses_a_bad_field():
     check = _check(e)
     e.serve(check, 3)
     doc = check.verdict.to_dict()
-    back = Verdict.from_dict(doc, Fields("t"), "check")
+    back = GraphVerdict.from_dict(doc, Fields("t"), "check")
     assert back.to_dict() == doc and back.line() == check.verdict.line()
     with pytest.raises(ExportError, match="check.status"):
-        Verdict.from_dict({**doc, "status": "fine"}, Fields("t"), "check")
+        GraphVerdict.from_dict({**doc, "status": "fine"}, Fields("t"), "check")
     with pytest.raises(ExportError, match="unknown key"):
-        Verdict.from_dict({**doc, "extra": 1}, Fields("t"), "check")
+        GraphVerdict.from_dict({**doc, "extra": 1}, Fields("t"), "check")
 
 
 def test_forms_found_and_not_found():
@@ -241,7 +241,7 @@ def test_the_recorders_replay_hook_checks_only_the_replays_due():
     g = Graph()
     record = GraphRecord(index=0, pid=1, rank=None, key="k", key_source="order",
                          site=CaptureSite(user=None, library=None))  # fmt: skip
-    record.live = GraphCheck(Adapted(e.form()), Verdict(source="adapter"), Sample.parse("2,2"))
+    record.live = GraphCheck(Adapted(e.form()), GraphVerdict(source="adapter"), Sample.parse("2,2"))
     record.check = record.live.verdict
     g.__dict__[hooks._RECORD] = record
     replay = hooks._replay(lambda self: e.replay_graph())

@@ -13,7 +13,7 @@ from rich.console import Console
 
 from graph_harness.capture.record.process import RecordOptions
 from graph_harness.capture.record.recording import Recording
-from graph_harness.capture.record.verdict import Difference, Verdict
+from graph_harness.capture.record.verdict import Difference, GraphVerdict
 from graph_harness.reports.cli.commands.record import checked_status
 from graph_harness.reports.record_tables import check_lines, graphs_table, recaptured_lines
 from tests.capture.record.recorded import record, write_process
@@ -22,14 +22,14 @@ REPO = Path(__file__).resolve().parents[3]
 CHECKED = RecordOptions(check=True, eager="engine.py:eager_form")
 
 
-def _agrees(n: int) -> Verdict:
-    v = Verdict(source="adapter")
+def _agrees(n: int) -> GraphVerdict:
+    v = GraphVerdict(source="adapter")
     for i in range(1, n + 1):
         v.compared_at(i)
     return v
 
 
-def _differs(at: int) -> Verdict:
+def _differs(at: int) -> GraphVerdict:
     v = _agrees(at - 1)
     v.status = "differs"
     detail = "8 of 64 elements differ"
@@ -73,8 +73,8 @@ def test_the_exit_code_gates_on_a_graph_that_differs():
             g.check = v
         return Recording(graphs=graphs, options=CHECKED, program=["x"], exit_code=code)
 
-    not_checked = Verdict(status="not checked", reason="no eager form for this capture site")
-    skipped = Verdict(status="skipped", reason="a backward graph of make_graphed_callables")
+    not_checked = GraphVerdict(status="not checked", reason="no eager form for this capture site")
+    skipped = GraphVerdict(status="skipped", reason="a backward graph of make_graphed_callables")
     assert checked_status(rec(_agrees(5), skipped), 0) == 0  # by design: no doubt
     assert checked_status(rec(_agrees(5)), 0) == 0
     assert checked_status(rec(_agrees(5), _differs(2)), 0) == 1
@@ -93,8 +93,8 @@ def test_tables_show_each_verdict_and_what_to_do(tmp_path):
     graphs[0].check = _differs(3)
     graphs[1].check = _agrees(9)
     graphs[2].check = _agrees(2)
-    graphs[3].check = Verdict(status="not checked", reason=why)
-    graphs[4].check = Verdict(source="adapter")
+    graphs[3].check = GraphVerdict(status="not checked", reason=why)
+    graphs[4].check = GraphVerdict(source="adapter")
     rec = Recording(graphs=graphs, options=CHECKED, program=["x"], exit_code=0)
     lines = check_lines(rec)
     assert lines[0] == (
