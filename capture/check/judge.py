@@ -87,7 +87,7 @@ def judge(
     if taken:
         result.findings.append(accepted_finding(taken, accept))
         moved = {n: v for n, v in moved.items() if n not in taken}
-    start_host, start_tensors = _starts(t)  # a host value the reset misses is never accepted
+    start_host, start_tensors = starts(t)  # a host value the reset misses is never accepted
     # the lists below follow t.at, the calls compared: position k is call t.at[k]
     eager = [spread(t, k) for k in range(len(t.at))]  # A against B
     differ = any(eager)
@@ -211,7 +211,7 @@ def _freed_finding(t: Trajectories, freed: list) -> Finding:
 # --- what the runs show ------------------------------------------------------------------
 
 
-def _starts(t: Trajectories) -> tuple[list[Change], list[Change]]:
+def starts(t: Trajectories) -> tuple[list[Change], list[Change]]:
     """What still differs between the starts of the runs once the watched tensors were put
     back (capture/check/trajectory.py): (host values, tensors that could not be put back)."""
     if not t.sequential:

@@ -44,7 +44,7 @@ from graph_harness.capture.check.findings import (
 )
 from graph_harness.capture.check.host_copies import host_copies
 from graph_harness.capture.check.host_probe import probe
-from graph_harness.capture.check.judge import host_moves, judge
+from graph_harness.capture.check.judge import host_moves, judge, starts
 from graph_harness.capture.check.library_hosts import accepted, accepted_of, library_cause
 from graph_harness.capture.check.sample import compared_calls, trajectory_length
 from graph_harness.capture.check.settings import TO_END, CheckSettings
@@ -201,7 +201,13 @@ def _probed(
     }
     if not moved:
         return findings
-    tried = probe(step, moved, calls)
+    missed = {c.name for c in starts(t)[0]}  # host values the reset does not return
+    tried = [
+        replace(f, message=f.message + f"; the reset does not return {f.tensor} to its start")
+        if f.tensor in missed and f.severity == "fail"
+        else f
+        for f in probe(step, moved, calls)
+    ]
     named = {f.tensor for f in tried}
     kept = [f for f in findings if not (f.kind == "host-state" and f.tensor in named)]
     return kept + tried

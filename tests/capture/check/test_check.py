@@ -94,6 +94,8 @@ def test_the_false_pass_on_the_cpu_is_tried_ahead_and_failed():
     result = check_step(T.host_position(rewind=False), device="cpu")
     assert result.status == "failed" and result.exit_code == 1, result.findings
     assert "closure state.p" in result.verdict()
+    (f,) = [f for f in result.findings if f.kind == "host-state"]
+    assert "the reset does not return closure state.p to its start" in f.message
     assert not any(f.kind == "nondeterministic" for f in result.findings)
     rewound = check_step(T.host_position(rewind=True), device="cpu")  # the int moves per call
     assert rewound.status == "failed" and "closure state.p" in rewound.verdict()
