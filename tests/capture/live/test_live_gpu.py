@@ -15,6 +15,7 @@ import torch
 
 from graph_harness.capture import record_graphs
 from graph_harness.capture.live.sample import Sample
+from tests.llama_example import load_example
 
 pytestmark = pytest.mark.gpu
 REPO = Path(__file__).resolve().parents[3]
@@ -159,15 +160,7 @@ def test_a_replay_that_trips_a_device_assertion_is_reported_not_dumped(tmp_path)
 
 
 def _reduce_overhead_step():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(
-        "gh_live_llama", REPO / "examples" / "llama_decode.py"
-    )
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod.make_step(compiled="reduce-overhead", preset="tiny")
+    return load_example("llama").make_step(compiled="reduce-overhead", preset="tiny")
 
 
 def test_inductor_trees_checked_without_help_and_the_outputs_unchanged():
