@@ -4,10 +4,12 @@
     graph-harness count --target examples/hf_decode.py:make_compiled_step --module-scopes 3
 
 `LlamaForCausalLM` built from a `LlamaConfig` (random weights, seeded; no download), with
-a `StaticCache`. One call of the step decodes one token: every layer writes its key and
-value at the cache's position and the position advances by one, in place, on the device,
-as in a real decode loop. That makes the step stateful: after `max_cache_len` calls the
-next write would fall outside the cache. `step.reset()` puts it back where it started.
+a `StaticCache` (`make_gemma3_step`: a Gemma 3 model of the same sizes, sliding-window
+layers and full ones in turn). One call of the step decodes one token: every layer writes
+its key and value at the cache's position and the position advances by one, in place, on
+the device, as in a real decode loop. That makes the step stateful: after `max_cache_len`
+calls the next write would fall outside the cache. `step.reset()` puts it back where it
+started.
 
 - **The position.** transformers 4.x passed it in as `cache_position`; since 5.0 the
   StaticCache keeps it itself, as each layer's `cumulative_length` (a device tensor its
@@ -66,20 +68,62 @@ PRESETS = {
 }
 
 
-def config_of(preset: str) -> tuple[LlamaConfig, int]:
-    """The model's config and the cache length for `preset`."""
+def config_of(preset: str, arch: str = "llama", window: int = 8):
+    """The model's config and the cache length for `preset` (`arch`: see gemma3_config)."""
     p = dict(PRESETS[preset])
     max_cache_len = p.pop("max_cache_len")
     cfg = LlamaConfig(**p, max_position_embeddings=max_cache_len, attn_implementation="sdpa")
+    if arch == "gemma3":
+        cfg = gemma3_config(cfg, window, max_cache_len)
     return cfg, max_cache_len
 
 
-def build(preset: str, device: torch.device, *, seed: int = 0, batch: int = 1):
+def gemma3_config(llama: LlamaConfig, window: int, max_cache_len: int):
+    """A Gemma 3 text config of the Llama preset's sizes, its layers sliding-window
+    attention (window `window`) and full attention in turn: decoding past the window
+    exercises the static cache's sliding layers."""
+    from transformers import Gemma3TextConfig
+
+    layers = llama.num_hidden_layers
+    return Gemma3TextConfig(
+        vocab_size=llama.vocab_size,
+        hidden_size=llama.hidden_size,
+        intermediate_size=llama.intermediate_size,
+        num_hidden_layers=layers,
+        num_attention_heads=llama.num_attention_heads,
+        num_key_value_heads=llama.num_key_value_heads,
+        head_dim=llama.hidden_size // llama.num_attention_heads,
+        sliding_window=window,
+        layer_types=[
+            "sliding_attention" if i % 2 == 0 else "full_attention" for i in range(layers)
+        ],
+        max_position_embeddings=max_cache_len,
+        attn_implementation="sdpa",
+    )
+
+
+def model_class(arch: str):
+    if arch == "gemma3":
+        from transformers import Gemma3ForCausalLM
+
+        return Gemma3ForCausalLM
+    return LlamaForCausalLM
+
+
+def build(
+    preset: str,
+    device: torch.device,
+    *,
+    seed: int = 0,
+    batch: int = 1,
+    arch: str = "llama",
+    window: int = 8,
+):
     """The model (random weights from `seed`, eval mode) and its initialized StaticCache."""
-    cfg, max_cache_len = config_of(preset)
+    cfg, max_cache_len = config_of(preset, arch, window)
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     torch.manual_seed(seed)
-    model = LlamaForCausalLM(cfg).to(device=device, dtype=dtype).eval()
+    model = model_class(arch)(cfg).to(device=device, dtype=dtype).eval()
     cache = StaticCache(config=cfg, max_cache_len=max_cache_len)
     # keys, values: [B, KV heads, max_cache_len, head_dim] per layer; positions: [] each
     cache.early_initialization(
@@ -105,6 +149,8 @@ def make_step(
     device: str | None = None,
     seed: int = 0,
     batch: int = 1,
+    arch: str = "llama",
+    window: int = 8,
 ):
     """One decode step as a zero-argument callable returning the logits [batch, 1, vocab];
     `step.reset()` returns it (cache and position) to its starting state, `step.feed(i)`
@@ -113,9 +159,10 @@ def make_step(
 
     `compiled=True` runs the model through `torch.compile(fullgraph=True, dynamic=False)`
     in the default mode (graph-harness captures it into its own CUDA graph; never
-    "reduce-overhead"; static shapes, as an engine compiles each captured size)."""
+    "reduce-overhead"; static shapes, as an engine compiles each captured size).
+    `arch="gemma3"`: a Gemma 3 model of the preset's sizes (gemma3_config)."""
     dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    model, cache = build(preset, dev, seed=seed, batch=batch)
+    model, cache = build(preset, dev, seed=seed, batch=batch, arch=arch, window=window)
     run = torch.compile(model, fullgraph=True, dynamic=False) if compiled else model
     gen = torch.Generator().manual_seed(seed + 1)
     vocab = model.config.vocab_size
@@ -154,3 +201,9 @@ def make_compiled_step(preset: str = "small", device: str | None = None, batch: 
 def make_tiny_step(batch: int = 1):
     """The tiny preset, for tests."""
     return make_step(preset="tiny", batch=batch)
+
+
+def make_gemma3_step(preset: str = "tiny", window: int = 8, batch: int = 1):
+    """A Gemma 3 step (sliding-window layers, `window` tokens; make_step(arch="gemma3")):
+    `check --steps to-end` runs it past its window."""
+    return make_step(preset=preset, batch=batch, arch="gemma3", window=window)

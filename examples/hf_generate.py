@@ -53,13 +53,11 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     hf = _hf_decode()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    cfg, max_cache_len = hf.config_of(args.preset)
-    if args.arch == "gemma3":
-        cfg = gemma3_config(cfg, args.window, max_cache_len)
+    cfg, max_cache_len = hf.config_of(args.preset, args.arch, args.window)
     default = torch.bfloat16 if device.type == "cuda" else torch.float32
     dtype = getattr(torch, args.dtype) if args.dtype else default
     torch.manual_seed(0)
-    model = model_class(args.arch)(cfg).to(device=device, dtype=dtype).eval()
+    model = hf.model_class(args.arch)(cfg).to(device=device, dtype=dtype).eval()
     model.generation_config.pad_token_id = 0
     prompt = torch.randint(1, cfg.vocab_size, (args.batch, args.prompt), device=device)
     tokens = None
@@ -86,34 +84,6 @@ def main(argv=None) -> int:
         }
         Path(args.stats).write_text(json.dumps(doc))
     return 0
-
-
-def gemma3_config(llama, window: int, max_cache_len: int):
-    """A Gemma 3 text config of the Llama preset's sizes, sliding and full layers in turn."""
-    from transformers import Gemma3TextConfig
-
-    layers = llama.num_hidden_layers
-    return Gemma3TextConfig(
-        vocab_size=llama.vocab_size,
-        hidden_size=llama.hidden_size,
-        intermediate_size=llama.intermediate_size,
-        num_hidden_layers=layers,
-        num_attention_heads=llama.num_attention_heads,
-        num_key_value_heads=llama.num_key_value_heads,
-        head_dim=llama.hidden_size // llama.num_attention_heads,
-        sliding_window=window,
-        layer_types=[
-            "sliding_attention" if i % 2 == 0 else "full_attention" for i in range(layers)
-        ],
-        max_position_embeddings=max_cache_len,
-        attn_implementation="sdpa",
-    )
-
-
-def model_class(arch: str):
-    from transformers import Gemma3ForCausalLM, LlamaForCausalLM
-
-    return Gemma3ForCausalLM if arch == "gemma3" else LlamaForCausalLM
 
 
 if __name__ == "__main__":

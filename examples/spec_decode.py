@@ -184,7 +184,7 @@ class Engine:
         if not self.graphs_on:
             return
         torch.cuda.synchronize()
-        self.run_capture("verify", self.k)
+        self.run_capture("verify", self.k + 1)
         if self.variant == "never-replayed":
             self.run_capture("draft", 3)
         for n in (2, 1):

@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from graph_harness.capture.budget import UPDATE_FLAG  # a constant: imports nothing heavy
+from graph_harness.graph_check import LOST, GraphCheck
 
 if TYPE_CHECKING:  # torch and the harness load when the fixture is used, not before
     import torch
@@ -77,6 +78,27 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[_notes] = []
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if LOST in session.config.stash:
+        session.config.stash[LOST] = int(exitstatus) or 1
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """After a graph_check lost the CUDA context (a replay's device-side assertion), the
+    session's report is out: leave now, with its status, before the interpreter's exit
+    frees CUDA objects whose destructors would abort the process (a core dump in place
+    of pytest's status)."""
+    status = config.stash.get(LOST, None)
+    if status is not None:
+        import sys
+
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        os._exit(status)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
@@ -261,80 +283,4 @@ def _check_step_and_options(step, module, options: dict) -> None:
 def graph_check(request: pytest.FixtureRequest) -> GraphCheck:
     """Check that a step's CUDA graph computes what the step computes, call after call:
     `graph_check(step, steps=4, module=model)`; see GraphCheck."""
-    return GraphCheck(request.node.nodeid)
-
-
-class GraphCheck:
-    """The `graph_check` fixture's value: `graph_check(step, ...)` runs `graph-harness
-    check`'s trajectory on `step` (capture/check/step.py: warm-ups, one capture, `steps`
-    calls from the step's start, fed by `step.feed(i)` where it has one, twice eagerly and
-    twice replayed with freed memory and outputs poisoned, compared after every call) and
-    fails the test with check's verdict and findings (the call, the tensor, the node and
-    its module, the host value a graph froze). It does not pass vacuously
-    (capture/check/gate.py): a step that captures no node is an error, a trajectory that
-    compares nothing fails, "not verified" fails unless `accept_unverified=True`, and an
-    output the graph never writes fails (check fills the outputs with a pattern before
-    every call). Without CUDA the test is skipped with the reason, unless the CPU part
-    already found a defect. Returns check's CheckResult for a test to look further.
-
-    `steps="to-end"` runs the trajectory until the step's static cache is full, by its
-    `step.max_steps`, compared at a sample of its calls (capture/check/sample.py);
-    `soak=N` adds N replays along it under a watchdog (capture/check/soak.py). A soak
-    that finds a hang fails the test at once; the device is still running the hung
-    replay, so the session stops there (pytest.exit, exit 1), saying why.
-
-        def test_my_kernel_graph(graph_check):
-            graph_check(lambda: my_op(x, out=y))  # x, y static: made once, outside
-
-    The step runs `warmup` + 1 times to be captured, then 2 x `steps` times eagerly and
-    is replayed 2 x `steps` times; with `step.reset` it is reset before each run."""
-
-    def __init__(self, nodeid: str) -> None:
-        self.nodeid = nodeid
-
-    def __call__(
-        self,
-        step,
-        *,
-        steps: int | str | None = None,
-        warmup: int | None = None,
-        module: torch.nn.Module | None = None,
-        depth: int | None = None,
-        accept_unverified: bool = False,
-        name: str | None = None,
-        soak: int = 0,
-        soak_deadline: float | None = None,
-    ):
-        __tracebackhide__ = True
-        from graph_harness.capture.check.gate import GraphCheckFailed, gate
-        from graph_harness.capture.check.step import STEPS, check_step
-        from graph_harness.capture.graph.settings import StepSettings
-        from graph_harness.capture.state.steps import StepStateError
-
-        if not callable(step):
-            raise TypeError(f"graph_check takes the step (a callable), got {type(step).__name__}")
-        if depth is not None and module is None:
-            raise ValueError("depth= is the depth of module scopes: give module= too")
-        try:
-            result = check_step(
-                step,
-                warmup=StepSettings.warmup if warmup is None else warmup,
-                steps=STEPS if steps is None else steps,
-                module=module,
-                depth=depth,
-                name=name or self.nodeid,
-                soak=soak,
-                soak_deadline=soak_deadline,
-            )
-        except StepStateError as e:  # the CPU part found it: the step cannot be replayed
-            raise GraphCheckFailed(str(e)).with_traceback(None) from None
-        if result.soak and result.soak.get("hang"):
-            # the device still runs the hung replay: any later GPU work of the session
-            # would wait behind it, so the session stops here, saying why
-            pytest.exit(f"{self.nodeid}: {result.headline()}; the session stops", returncode=1)
-        verdict = gate(result, accept_unverified=accept_unverified)
-        if verdict.outcome == "skip":
-            pytest.skip(verdict.message)
-        if verdict.outcome == "fail":
-            raise GraphCheckFailed(verdict.message).with_traceback(None) from None
-        return result
+    return GraphCheck(request.node.nodeid, request.config)

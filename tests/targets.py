@@ -207,6 +207,35 @@ def overflowing():
     return stateful(slots=8, reset="none of it")
 
 
+def window_overrun(window: int = 6, steps: int = 12):
+    """A sliding window whose slot is chosen on the host from a Python counter: eagerly
+    the position modulo the window once the window is full, so the eager calls run to
+    `step.max_steps`; a graph keeps the unwrapped index its capture saw, so the replay of
+    call `window` writes past the cache's end: a device-side assertion (index_copy_)."""
+    dev = _device()
+    cache = torch.zeros(window, WIDTH, device=dev)
+    pos = torch.zeros(1, dtype=torch.long, device=dev)
+    row = torch.linspace(1, 2, WIDTH, device=dev)
+    out = torch.empty(WIDTH, device=dev)
+    state = {"t": 0}
+
+    def step():
+        idx = pos % window if state["t"] >= window else pos
+        cache.index_copy_(0, idx, (row * (pos + 1)).view(1, WIDTH))
+        torch.sum(cache, dim=0, out=out)
+        pos.add_(1)
+        state["t"] += 1
+        return out
+
+    def reset():
+        cache.zero_()
+        pos.zero_()
+        state["t"] = 0
+
+    step.reset, step.max_steps = reset, steps
+    return step
+
+
 def bad_reset():
     step = stateful()
     step.reset = 3

@@ -59,7 +59,8 @@ from graph_harness.capture.check.interleaved_verdict import (
 )
 from graph_harness.capture.check.outputs import OutputPoison, outputs_to_poison
 from graph_harness.capture.check.poison import poisoned
-from graph_harness.capture.check.trajectory import POISONS, restore
+from graph_harness.capture.check.restore import restore
+from graph_harness.capture.check.trajectory import POISONS
 from graph_harness.capture.replay.guard import Replayer, cuda_in_use, sync
 from graph_harness.capture.state.changes import Change
 from graph_harness.capture.state.fingerprint import Fingerprint, fingerprint

@@ -40,7 +40,8 @@ from graph_harness.capture.check.findings import Finding
 from graph_harness.capture.check.judge import classify, exact_kind, spread
 from graph_harness.capture.check.messages import what
 from graph_harness.capture.check.outputs import OutputPoison
-from graph_harness.capture.check.trajectory import Trajectories, put_back
+from graph_harness.capture.check.restore import put_back
+from graph_harness.capture.check.trajectory import Trajectories
 from graph_harness.capture.replay.guard import Replayer, cuda_in_use, is_cuda_error, sync
 from graph_harness.capture.state.changes import compare
 from graph_harness.capture.state.fingerprint import fingerprint

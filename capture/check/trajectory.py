@@ -55,8 +55,9 @@ import torch
 
 from graph_harness.capture.check.outputs import OutputPoison, outputs_to_poison
 from graph_harness.capture.check.poison import poisoned
-from graph_harness.capture.replay.guard import Replayer, sync
-from graph_harness.capture.state.changes import compare
+from graph_harness.capture.check.restore import restore
+from graph_harness.capture.replay.guard import KEPT, Replayer, ReplayFailed, cuda_in_use, sync
+from graph_harness.capture.replay.progress import Marks
 from graph_harness.capture.state.fingerprint import Fingerprint, fingerprint, reachable
 from graph_harness.capture.state.rng import rng_moved, rng_state, set_rng_state
 from graph_harness.capture.state.steps import Repeatability, feed_of, reset_of, start_of
@@ -197,48 +198,6 @@ def _print(step: Callable[[], object], output: object, *, with_output: bool = Tr
     return fingerprint(step, output, with_output=with_output, clone_to="cpu", non_blocking=True)
 
 
-@dataclass
-class Restored:
-    restored: list[str] = field(default_factory=list)
-    unrestorable: list[str] = field(default_factory=list)
-
-
-def restore(step: Callable[[], object], like: Fingerprint, now: Fingerprint) -> Restored:
-    """Put every watched state tensor that differs from `like` back to its value there,
-    in place (same address: a graph keeps reading it); docstring."""
-    out = Restored()
-    differ = {c.name for c in compare(like, now, outputs=False) if not c.host}
-    if not differ:
-        return out
-    live = {n: v for n, v, o in reachable(step, with_output=False)[0] if not o}
-    for name in differ:
-        was, t = like.seen.get(name), live.get(name)
-        if was is None or not isinstance(t, torch.Tensor) or was.hashed or was.host:
-            out.unrestorable.append(name)
-            continue
-        if tuple(t.shape) != tuple(was.value.shape) or t.dtype != was.value.dtype:
-            out.unrestorable.append(name)  # rebound to another shape: nothing to put back
-            continue
-        with torch.no_grad():
-            t.copy_(was.value.to(t.device))
-        out.restored.append(name)
-    return out
-
-
-def put_back(step: Callable[[], object], like: Fingerprint | None, names: list[str]) -> None:
-    """The watched tensors `names` back to their values in `like`, in place: the soak's
-    laps start from the state the check's runs started from (restore's, by name)."""
-    if not names or like is None:
-        return
-    live = {n: v for n, v, o in reachable(step, with_output=False)[0] if not o}
-    with torch.no_grad():
-        for name in names:
-            was, t = like.seen.get(name), live.get(name)
-            if was is None or was.hashed or was.host or not isinstance(t, torch.Tensor):
-                continue
-            t.copy_(was.value.to(t.device))
-
-
 def run_trajectories(
     step: Callable[[], object],
     steps: int,
@@ -257,13 +216,7 @@ def run_trajectories(
     at = list(range(steps)) if at is None else at
     keep = set(at)
     sequential = reset_of(step) is not None
-    replayer = None
-    if graph is not None:
-        # the window resets (and feeds call 0) before each replayed run; call by call, no
-        # window may: there is no start to go back to
-        replayer = Replayer(
-            graph, name, reset=start_of(step) if sequential else None, repeatability=rep
-        )
+    replayer = None if graph is None else _replayer(graph, name, step, rep, sequential)
     run = _Runner(step, steps, replayer, output, sync_each and graph is not None)
     t = Trajectories(steps, sequential, Run(), Run(), at=at)
     clock = _Clock(t.seconds)
@@ -285,7 +238,7 @@ def run_trajectories(
             for r, pattern, key in zip((t.c, t.d), POISONS, "cd"):
                 what = f"check's replays with free memory filled with {pattern:#04x}"
                 run.fill_outputs()
-                with clock(key), replayer.window(what):  # resets, and feeds call 0
+                with clock(key), _called(key, steps), replayer.window(what):  # resets, feeds 0
                     r.start = run.begin(t.a.start, reset=False)
                     with run.poison(pattern):  # held for the whole run: module docstring
                         r.after = _kept(
@@ -303,9 +256,9 @@ def run_trajectories(
                 t.b.after.append(run.eager(i))
                 if replayer is None:
                     continue
-                for r, pattern in zip((t.c, t.d), POISONS):
+                for r, pattern, key in zip((t.c, t.d), POISONS, "cd"):
                     what = f"check's replay of call {i} with {pattern:#04x} in free memory"
-                    with replayer.window(what):
+                    with _called(key, steps, at=i), replayer.window(what):
                         r.after.append(run.replayed(i, pattern))
             sync()
     if replayer is not None and sequential:
@@ -317,6 +270,53 @@ def run_trajectories(
     t.restored, t.unrestorable = run.restored, run.unrestorable
     t.outputs = run.outputs
     return t
+
+
+def _replayer(
+    graph: torch.cuda.CUDAGraph,
+    name: str,
+    step: Callable[[], object],
+    rep: Repeatability,
+    sequential: bool,
+) -> Replayer:
+    """The replays' guard: its window resets (and feeds call 0) before each replayed run;
+    call by call, no window may (there is no start to go back to); its marks tell which
+    call an error tripped (capture/replay/progress.py)."""
+    return Replayer(
+        graph,
+        name,
+        reset=start_of(step) if sequential else None,
+        repeatability=rep,
+        marks=Marks() if cuda_in_use() else None,
+    )  # fmt: skip
+
+
+@contextlib.contextmanager
+def _called(run: str, steps: int, *, at: int | None = None) -> Iterator[None]:
+    """A replayed run's CUDA error said as check's call: which call of which run did not
+    finish, beside the eager runs, which ran the same calls from the same start to the
+    end (they run first). Replay j of a run from its start is call j - 1; a step without
+    a reset replays call `at` alone."""
+    try:
+        yield
+    except ReplayFailed as e:
+        if e.tripped is None:
+            raise
+        call = at if at is not None else e.tripped - 1
+        eager = "call" if at is not None else f"all {steps} calls"
+        head = (
+            f"call {call} of replayed run {run.upper()} did not finish (a CUDA error"
+            + (f", the device assertion `{e.assertion}`" if e.assertion else "")
+            + f"), where the eager runs A and B ran {eager} from the same start: the "
+            f"graph's work there is not the eager code's (a host value its capture froze, "
+            f"such as a sliding window's slot, is the usual cause). "
+        )
+        said = ReplayFailed(
+            head + str(e), context_lost=e.context_lost, tripped=e.tripped, assertion=e.assertion
+        )
+        if said.context_lost:
+            KEPT.append(said)  # its frames, and what they hold, never freed (guard.py)
+        raise said from e
 
 
 def _kept(prints: Iterator[Fingerprint | None]) -> list[Fingerprint]:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from graph_harness.capture.errors import HarnessError
+from graph_harness.capture.replay.progress import Marks, held_stderr
 
 if TYPE_CHECKING:
     import torch
@@ -30,11 +31,39 @@ if TYPE_CHECKING:
 
 class ReplayFailed(HarnessError, RuntimeError):
     """A CUDA error while replaying a graph (exit 1). `context_lost`: the CUDA context
-    is unusable; the process must do no more GPU work."""
+    is unusable; the process must do no more GPU work. `tripped`: with marks, the replay
+    (counted in its window from 1) that tripped it; `assertion`: the device assertion's
+    condition, where one was printed (capture/replay/progress.py)."""
 
-    def __init__(self, message: str, *, context_lost: bool) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        context_lost: bool,
+        tripped: int | None = None,
+        assertion: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.context_lost = context_lost
+        self.tripped = tripped
+        self.assertion = assertion
+
+
+# After a lost context, every CUDA object freed touches the context again, and a C++
+# destructor that fails there aborts the process (a core dump): what the failed window
+# held (the error's frames, the marks) is kept here, never freed, until the process ends.
+KEPT: list[object] = []
+
+
+def context_lost(e: BaseException | None) -> bool:
+    """Whether `e`, or an exception it was raised from, lost the CUDA context."""
+    while e is not None:
+        if isinstance(e, ReplayFailed) and e.context_lost:
+            return True
+        if is_cuda_error(e) and cuda_in_use():
+            return True
+        e = e.__cause__
+    return False
 
 
 def is_cuda_error(e: BaseException | None) -> bool:
@@ -72,11 +101,14 @@ class Replayer:
     replays: int = 0  # replays so far, in all
     since_reset: int = 0
     most_since_reset: int = 0  # the longest run from a reset (or from the start)
+    marks: Marks | None = None  # which replay trips an error (capture/replay/progress.py)
 
     def replay(self, n: int = 1) -> None:
         for _ in range(n):
             self._count()
             self.graph.replay()
+            if self.marks is not None:
+                self.marks.mark()
 
     def replay_host_ns(self) -> int:
         """One replay, and the CPU time of its launch call in ns: the clock is read around
@@ -96,22 +128,39 @@ class Replayer:
     def window(self, what: str) -> Iterator[Replayer]:
         """One run of replays, `what` naming it in an error ("timed trial 3 of 30")."""
         first = self.replays + 1
+        held = held_stderr() if self.marks is not None else contextlib.nullcontext([])
         try:
-            if self.reset is not None:
-                self.reset()
-                self.since_reset = 0
+            with held as said:
+                if self.reset is not None:
+                    self.reset()
+                    self.since_reset = 0
+                    sync()
+                yield self
                 sync()
-            yield self
-            sync()
         except Exception as e:
             if not is_cuda_error(e):
                 raise
-            raise self.error(what, first, e) from e
+            failed = self.error(what, first, e, said)
+            if failed.context_lost:
+                KEPT.append(failed)
+            raise failed from e
 
-    def error(self, what: str, first: int, e: BaseException) -> ReplayFailed:
-        """The ReplayFailed a window raises for CUDA error `e` in replays `first` on: for
-        a loop that cannot end in a window's sync (check's soak waits on events)."""
-        return ReplayFailed(self._line(what, first, e), context_lost=cuda_in_use())
+    def error(
+        self, what: str, first: int, e: BaseException, said: list[str] | None = None
+    ) -> ReplayFailed:
+        """The ReplayFailed a window raises for CUDA error `e` in replays `first` on (for
+        a loop that cannot end in a window's sync, check's soak waits on events); `said`:
+        the device assertions stderr showed."""
+        lost = cuda_in_use()
+        tripped = None
+        if self.marks is not None:
+            KEPT.append(self.marks)  # pinned memory with a pending copy: never freed now
+            done = self.marks.done()
+            if done < self.replays:
+                tripped = done + 1 - (first - 1)
+        assertion = said[0] if said else None
+        line = self._line(what, first, e, tripped, assertion)
+        return ReplayFailed(line, context_lost=lost, tripped=tripped, assertion=assertion)
 
     def finish(self) -> None:
         """After the last window: the step back in its starting state."""
@@ -119,15 +168,30 @@ class Replayer:
             with self.window("the closing reset"):
                 pass
 
-    def _line(self, what: str, first: int, e: BaseException) -> str:
+    def _line(
+        self,
+        what: str,
+        first: int,
+        e: BaseException,
+        tripped: int | None = None,
+        assertion: str | None = None,
+    ) -> str:
         last = self.replays
-        if last >= first:
+        if tripped is not None:
+            where = (
+                f"replay {tripped} of this window (replay {first + tripped - 1} of this graph) "
+                f"is the first that did not finish: the replays before it ran to their end, "
+                f"as the device counted them"
+            )
+        elif last >= first:
             where = (
                 f"replays {first} to {last} of this graph; CUDA reports an error at the next "
                 f"sync, so it came at or before replay {last}"
             )
         else:
             where = "before any replay of it: in the step's reset, or earlier work"
+        if assertion is not None:
+            where += f"; the device assertion: `{assertion}`"
         rep = self.repeatability
         has_reset = rep.reset if rep is not None else self.reset is not None  # not a feed alone
         if not has_reset:

@@ -274,9 +274,9 @@ def _exit_if_cuda_is_lost(e: BaseException, code: int) -> None:
     context is lost, and the interpreter's exit would touch it again (freeing graphs and
     events, whose destructors then warn or abort): with the one line printed and nothing
     partial left (the output was discarded on the way here), leave at once."""
-    from graph_harness.capture.replay.guard import cuda_in_use, is_cuda_error
+    from graph_harness.capture.replay.guard import context_lost
 
-    if (is_cuda_error(e) or is_cuda_error(e.__cause__)) and cuda_in_use():
+    if context_lost(e):
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):
                 stream.flush()

@@ -1,0 +1,101 @@
+"""Which replay tripped a device-side assertion, and what the assertion said.
+
+A CUDA error surfaces at the next sync, and after a device-side assertion (or an illegal
+address) the CUDA context is lost: nothing can be re-run to find the call. So the place
+is recorded as the replays go, at no sync:
+
+- **Marks.** After each replay, the stream adds one to a device counter and copies it,
+  without waiting, into pinned host memory. Stream order makes the copy wait for the
+  replay's last kernel, and a kernel that traps stops every later copy: after the error,
+  the host value (read as plain memory, no CUDA call) is the number of replays that ran
+  to their end, so the next one tripped it (or its feed, or the reads after it). Two
+  small launches a replay, outside the graph (BENCHMARKS.md measures them against a sync
+  per replay); check's runs mark, timing windows do not.
+- **The assertion's text.** The device prints it (`file:line: ... Assertion `cond`
+  failed.`) to the process's stderr when the host next meets the device, which may be a
+  later launch rather than the sync. So stderr (the file descriptor, where the driver
+  writes) goes to a temporary file for the whole window and is written back at its end,
+  whatever happened: nothing printed is lost, only held until the window ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+
+ASSERTION = re.compile(r"Assertion `(.+?)` failed")
+
+
+class Marks:
+    """The replays that ran to their end, counted by the device (module notes)."""
+
+    def __init__(self, device: torch.device | None = None) -> None:
+        import torch  # where marks are made, CUDA is in use
+
+        self._done = torch.zeros(1, dtype=torch.long, device=device or "cuda")
+        self._seen = torch.zeros(1, dtype=torch.long, pin_memory=True)
+
+    def mark(self) -> None:
+        """After a replay: the count of replays done, in stream order (no sync)."""
+        self._done.add_(1)
+        self._seen.copy_(self._done, non_blocking=True)
+
+    def done(self) -> int:
+        """Replays that ran to their end, as far as the host saw (pinned memory: read with
+        no CUDA call, so it can be read after the context is lost)."""
+        return int(self._seen.numpy()[0])
+
+
+@contextlib.contextmanager
+def held_stderr() -> Iterator[list[str]]:
+    """Stderr's file descriptor into a temporary file while open, written back at the end;
+    yields a list that then holds the device assertions' conditions it saw (module notes).
+    Where the descriptor cannot be moved (no fd 2, an embedding host), nothing is held."""
+    found: list[str] = []
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError, AttributeError):
+        yield found
+        return
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield found
+        finally:
+            with contextlib.suppress(Exception):
+                sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            held.seek(0)
+            text = held.read()
+            _write_back(text)
+            found += assertions(text.decode(errors="replace"))
+
+
+def _write_back(data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        try:
+            n = os.write(2, view)
+        except OSError:
+            return
+        view = view[n:]
+
+
+def assertions(text: str) -> list[str]:
+    """The distinct conditions of the device assertions in `text`, in order: a kernel
+    prints one line per failing thread, all alike."""
+    out: list[str] = []
+    for m in ASSERTION.finditer(text):
+        if m.group(1) not in out:
+            out.append(m.group(1))
+    return out
