@@ -65,14 +65,24 @@ class KernelLaunch:
 
 @dataclass(frozen=True)
 class GraphLaunches:
-    """A graph's node count and kinds (in the driver's order) and its kernel nodes."""
+    """A graph's node count and kinds (in the driver's order), its kernel nodes, and its
+    nodes' handles (to name the node a driver's answer names)."""
 
     kinds: tuple[str, ...]
     kernels: list[KernelLaunch]
+    handles: tuple[int, ...] = ()
 
     @property
     def nodes(self) -> int:
         return len(self.kinds)
+
+    def named(self, handle: int | None) -> str | None:
+        """The node at `handle` in words ("node 12, a kernel: gemv"), None if not ours."""
+        if handle is None or handle not in self.handles:
+            return None
+        i = self.handles.index(handle)
+        kernel = next((k.kernel for k in self.kernels if k.index == i), None)
+        return f"node {i}, a {self.kinds[i]}" + (f": {kernel}" if kernel else "")
 
 
 def attribute_names(rt: ModuleType) -> list[str]:
@@ -94,7 +104,7 @@ def graph_launches(raw_graph: int) -> GraphLaunches:
         for i, n in enumerate(nodes)
         if n.kind == "kernel"
     ]
-    return GraphLaunches(tuple(n.kind for n in nodes), kernels)
+    return GraphLaunches(tuple(n.kind for n in nodes), kernels, tuple(n.handle for n in nodes))
 
 
 def _read(rt: ModuleType, handle: int, name: str) -> Attribute:
