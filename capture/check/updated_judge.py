@@ -29,6 +29,7 @@ from graph_harness.capture.check.updated_verdict import (
     refused,
     unjudged_update,
     update_differs,
+    where,
 )
 from graph_harness.capture.graph.attributes import GraphLaunches
 from graph_harness.capture.state.fingerprint import Fingerprint
@@ -80,7 +81,7 @@ def judge_walk(
         out.compared += 1
         if fresh:
             fresh = _against_own(out, t, k, len(order), i, (first[k], second[k], got[k]))
-        _against_eager(out, runs[b], k, order, captured, got[k], alone, own_agreed=fresh)
+        _against_eager(out, runs[b], t, k, order, captured, got[k], alone, own_agreed=fresh)
     _switches(out, transitions, launches)
     return out
 
@@ -103,6 +104,7 @@ def _against_own(
 def _against_eager(
     out: Judged,
     s: SizeRuns,
+    t: Transition,
     k: int,
     order: list[tuple[int, int]],
     captured: list[int],
@@ -124,7 +126,8 @@ def _against_eager(
     out.tensors += judged.compared
     if judged.bad:
         others, how = suspects(order, k, captured)
-        f = mismatch(b, i, k, len(order), judged.bad, others, how)
+        place = where(t, k, len(order), i)
+        f = mismatch(b, i, k, len(order), judged.bad, others, how, place=place)
         own = (
             f"; batch {b}'s own executable, launched in the same walk, computes the same: "
             "not the update's doing"
