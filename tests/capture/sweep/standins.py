@@ -19,16 +19,21 @@ class StandIn:
     def __init__(self, step, *, batch: int = 0, writes: bool = True, launches=None) -> None:
         self.step, self.writes, self.batch = step, writes, batch
         self.launches = launches or launches_of(batch)
-        step.reset()
-        step.feed(0)
+        _start(step)
         self.output = step().clone()
-        step.reset()
-        step.feed(0)
+        _start(step)
 
     def replay(self) -> None:
         out = self.step()
         if self.writes:
             self.output.copy_(out)
+
+
+def _start(step) -> None:
+    """Its reset (where it has one), then its feed of call 0."""
+    for hook, args in (("reset", ()), ("feed", (0,))):
+        if hasattr(step, hook):
+            getattr(step, hook)(*args)
 
 
 def sizes(factory, batches=(4, 2, 1), launches=None, **kw) -> list[SizeGraph]:
