@@ -87,10 +87,9 @@ def sweep_target(
     budget: int | None,
 ) -> SweepResult:
     """`sweep` of one --target (its module imported once, FUNCTION(batch=B) per size), a
-    check that does not pass (each size's, or `shared_check`'s: a mode of the shared
-    pool's graphs) shown and stopping it; then each --requests distribution's padding
-    (on the CPU its padded rows alone, and one line saying what needs a GPU).
-    `requests`: sweep_inputs'."""
+    check that does not pass (each size's, or the `shared_check` mode's) shown and stopping
+    it; then each --requests distribution's padding (on the CPU its padded rows alone, and
+    one line saying what needs a GPU). `requests`: sweep_inputs'."""
     from graph_harness.capture.sweep.run import sweep_step
     from graph_harness.reports.cli.target import build_target, load_factory, root_guess
 

@@ -47,38 +47,44 @@ def byte_count(text: str) -> int:
     return int(m.group(1)) * _UNITS[unit]
 
 
+DESCRIPTION = (
+    "Capture your step at every batch size of a ladder, as a serving engine "
+    "captures one graph per size: per size its nodes, warm-up + capture seconds (compile "
+    "seconds for a compiled step), replay time with its 95% interval (sizes interleaved), "
+    "rows per second, the graph's memory read from its own pool, and a leak check; then "
+    "every size captured again into one shared pool, largest first, with what each adds. "
+    "With --requests (the batch sizes your server sees), the time per step each ladder "
+    "costs, its padding, and the sizes that minimize it (--choose K, --memory-budget). "
+    "With --check interleaved, every size's graph in the shared pool is also replayed in "
+    "turns, in a seeded random serving order, each replay compared with its size's eager "
+    "step: a size whose buffers another size's capture or replays overwrote fails, naming "
+    "both. With --check updated, one executable is switched between the sizes by "
+    "cudaGraphExecUpdate in a seeded walk through every transition, each launch compared "
+    "with the size's own executable and its eager step, launch attributes an update may "
+    "not carry flagged, and each update's cost beside re-capture + instantiate. The "
+    "factory is called as FUNCTION(batch=B). On the CPU: dispatched operations "
+    "per size, and with --requests each ladder's padded rows and the ladder with the "
+    "fewest (times and memory need a GPU)."
+)
+EXAMPLES = [
+    "graph-harness sweep --target examples/llama_decode.py:make_step --sizes 1 2 4 8",
+    "graph-harness sweep --target examples/llama_decode.py:make_step --sizes 1 8 64 "
+    "--module-scopes --requests uniform:1-64 --choose 2 --out sweep",
+    "graph-harness sweep --target examples/llama_decode.py:make_step --sizes 1 2 4 8 16 "
+    "--check interleaved --seed 3",
+    "graph-harness sweep --target examples/llama_decode.py:make_step --sizes 1 2 4 8 "
+    "--check updated",
+]
+
+
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     s = subcommand(
         sub,
         "sweep",
         common,
         help="your step at every batch size: nodes, time, graph memory, padding, sizes to capture",
-        description="Capture your step at every batch size of a ladder, as a serving engine "
-        "captures one graph per size: per size its nodes, warm-up + capture seconds (compile "
-        "seconds for a compiled step), replay time with its 95% interval (sizes interleaved), "
-        "rows per second, the graph's memory read from its own pool, and a leak check; then "
-        "every size captured again into one shared pool, largest first, with what each adds. "
-        "With --requests (the batch sizes your server sees), the time per step each ladder "
-        "costs, its padding, and the sizes that minimize it (--choose K, --memory-budget). "
-        "With --check interleaved, every size's graph in the shared pool is also replayed in "
-        "turns, in a seeded random serving order, each replay compared with its size's eager "
-        "step: a size whose buffers another size's capture or replays overwrote fails, naming "
-        "both. With --check updated, one executable is switched between the sizes by "
-        "cudaGraphExecUpdate in a seeded walk through every transition, each launch compared "
-        "with the size's own executable and its eager step, launch attributes an update may "
-        "not carry flagged, and each update's cost beside re-capture + instantiate. The "
-        "factory is called as FUNCTION(batch=B). On the CPU: dispatched operations "
-        "per size, and with --requests each ladder's padded rows and the ladder with the "
-        "fewest (times and memory need a GPU).",
-        examples=[
-            "graph-harness sweep --target examples/llama_decode.py:make_step --sizes 1 2 4 8",
-            "graph-harness sweep --target examples/llama_decode.py:make_step --sizes 1 8 64 "
-            "--module-scopes --requests uniform:1-64 --choose 2 --out sweep",
-            "graph-harness sweep --target examples/llama_decode.py:make_step --sizes 1 2 4 8 16 "
-            "--check interleaved --seed 3",
-            "graph-harness sweep --target examples/llama_decode.py:make_step --sizes 1 2 4 8 "
-            "--check updated",
-        ],
+        description=DESCRIPTION,
+        examples=EXAMPLES,
     )
     s.add_argument(
         "--target",
