@@ -249,14 +249,22 @@ class _Shared:
         while not ev.query():
             if time.perf_counter() - t0 > self.deadline:
                 KEPT.append(self.exe)  # never destroyed: the device still runs it
-                raise ReplayFailed(
-                    f"{label} did not finish within {self.deadline:.3g} s (100 x the slowest "
-                    "launch of an own executable, at least 1 s): the updated executable hangs "
-                    "(sgl-project/sglang #37657: a launch attribute the update kept). The "
-                    "CUDA context is lost; nothing was written",
-                    context_lost=True,
-                )
+                raise ReplayFailed(self._hang(label), context_lost=True)
             time.sleep(POLL_S)
+
+    def _hang(self, label: str) -> str:
+        t = self.transitions[-1]
+        how = (
+            f"updated from batch {t.before}"
+            if t.result == "success"
+            else f"instantiated from batch {t.after}'s graph"
+        )
+        return (
+            f"{label}, {how}, did not finish within {self.deadline:.3g} s (100 x the slowest "
+            "launch of an own executable, at least 1 s): the updated executable hangs "
+            "(sgl-project/sglang #37657: a launch attribute the update kept). The CUDA "
+            "context is lost; nothing was written"
+        )
 
     def close(self) -> None:
         if self.exe is not None:

@@ -206,6 +206,24 @@ def test_a_step_that_draws_random_numbers_is_compared_with_its_own_executable_on
     assert random_unjudged(4, ["x"], False).severity == "unverified"
 
 
+def test_a_launch_that_never_finishes_is_a_hang_and_gives_the_context_up(monkeypatch):
+    # #37657's hang: the shared executable's first launch is never done (its event never
+    # completes); the deadline (at least 1 s) passes and the walk stops, naming the visit
+    from graph_harness.capture.check import updated
+    from graph_harness.capture.replay.guard import ReplayFailed
+
+    class Never:
+        def query(self):
+            return False
+
+    monkeypatch.setattr(updated, "event", Never)
+    with pytest.raises(ReplayFailed, match=r"the shared executable's walk, visit 1 of 7 "
+                       r"\(batch \d, call 0\), instantiated from batch \d's graph, did not "
+                       r"finish within [0-9.]+ s") as e:  # fmt: skip
+        _check()
+    assert e.value.context_lost and "#37657" in str(e.value)
+
+
 def test_a_size_of_its_own_is_refused():
     with pytest.raises(ValueError, match="at least two sizes"):
         _check(batches=(4,))
