@@ -40,7 +40,14 @@ from graph_harness.capture.check.trajectory import POISONS
 from graph_harness.capture.check.updated_judge import judge_walk
 from graph_harness.capture.check.updated_verdict import Transition, UpdatedResult, costs_of
 from graph_harness.capture.graph.attributes import GraphLaunches
-from graph_harness.capture.replay.guard import KEPT, Replayer, ReplayFailed, cuda_in_use, sync
+from graph_harness.capture.replay.guard import (
+    KEPT,
+    Replayer,
+    ReplayFailed,
+    context_lost,
+    cuda_in_use,
+    sync,
+)
 from graph_harness.capture.state.fingerprint import Fingerprint, fingerprint
 from graph_harness.capture.state.rng import set_rng_state
 from graph_harness.capture.state.steps import feed_of
@@ -141,8 +148,8 @@ def check_updated_graphs(
     second, _ = _walk(order, runs, lambda k, b: own[b], "own executables' second walk")
     deadline = max(DEADLINE_FLOOR_S, DEADLINE_FACTOR * slowest)
     shared = _Shared(driver, runs, launches, name, deadline)
-    got, _ = _walk(order, runs, shared.to, "shared executable's walk", shared.wait)
-    shared.close()
+    with shared.held():
+        got, _ = _walk(order, runs, shared.to, "shared executable's walk", shared.wait)
     judged = judge_walk(order, runs, (first, second, got), shared.transitions, launches, alone)
     recaptured = {b: driver.recapture(runs[b].g) for b in captured}
     _all_at_start(runs)
@@ -248,7 +255,6 @@ class _Shared:
         ev, t0 = event(), time.perf_counter()
         while not ev.query():
             if time.perf_counter() - t0 > self.deadline:
-                KEPT.append(self.exe)  # never destroyed: the device still runs it
                 raise ReplayFailed(self._hang(label), context_lost=True)
             time.sleep(POLL_S)
 
@@ -266,6 +272,18 @@ class _Shared:
             "context is lost; nothing was written"
         )
 
-    def close(self) -> None:
-        if self.exe is not None:
-            self.exe.close()
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """The executable destroyed after the walk; kept, never destroyed, where the walk
+        lost the CUDA context (a destroy would touch it again: capture/replay/guard.py)."""
+        lost = False
+        try:
+            yield
+        except BaseException as e:
+            lost = context_lost(e)
+            raise
+        finally:
+            if lost:
+                KEPT.append(self.exe)
+            elif self.exe is not None:
+                self.exe.close()
