@@ -90,6 +90,8 @@ _LAZY = {
     "SweepResult": "sweep.document",
     "SweepSettings": "sweep.settings",
     "sweep_step": "sweep.run",
+    "check_updated": "sweep.updated",
+    "UpdatedResult": "check.updated_verdict",
     "record_graphs": "record.program",
     "run_program": "record.program",
     "Recording": "record.recording",
@@ -126,12 +128,14 @@ __all__ = [
     "StepStateError",
     "SweepResult",
     "SweepSettings",
+    "UpdatedResult",
     "capture_and_count",
     "capture_and_keep",
     "capture_graph",
     "capture_step",
     "check_captured",
     "check_step",
+    "check_updated",
     "count_round",
     "count_step",
     "count_variants",
@@ -149,6 +153,7 @@ __all__ = [
 if TYPE_CHECKING:  # what a reader (and a type checker) sees; at run time, __getattr__
     from graph_harness.capture.check.findings import CheckFailed, CheckResult, Finding
     from graph_harness.capture.check.step import check_captured, check_step
+    from graph_harness.capture.check.updated_verdict import UpdatedResult
     from graph_harness.capture.commands import (
         CountedStep,
         count_step,
@@ -184,6 +189,7 @@ if TYPE_CHECKING:  # what a reader (and a type checker) sees; at run time, __get
     from graph_harness.capture.sweep.document import SweepResult
     from graph_harness.capture.sweep.run import sweep_step
     from graph_harness.capture.sweep.settings import SweepSettings
+    from graph_harness.capture.sweep.updated import check_updated
 
 
 def __getattr__(name: str) -> object:

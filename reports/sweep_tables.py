@@ -1,6 +1,6 @@
 """Rich tables of a sweep (capture/sweep/document.py): the sizes, the shared pool, the
-interleaved check, memory by module, and each request distribution's ladders. Renders;
-never measures."""
+interleaved check, the updated-executable check's costs, memory by module, and each
+request distribution's ladders. Renders; never measures."""
 
 from __future__ import annotations
 
@@ -10,6 +10,9 @@ from rich.table import Table
 
 if TYPE_CHECKING:
     from graph_harness.capture.sweep.document import SweepResult
+
+
+STATUS_COLUMNS = ("check", "interleaved", "updated")  # SizeRow's statuses, in this order
 
 
 def mib(n: int | None) -> str:
@@ -46,10 +49,12 @@ def sizes_table(result: SweepResult) -> Table:
         if execs:
             t.add_column("executable MiB", justify="right")
         t.add_column("leak B (device)", justify="right")
-    if any(r.check for r in result.rows):  # on the CPU too: its eager part's verdict
-        t.add_column("check")
-    if measured and any(r.interleaved for r in result.rows):
-        t.add_column("interleaved")
+    # each check's status: "check" on the CPU too (its eager part's verdict); the shared
+    # pool's checks replay graphs (a GPU)
+    marks = [c for c in STATUS_COLUMNS if (measured or c == "check")
+             and any(getattr(r, c) for r in result.rows)]  # fmt: skip
+    for c in marks:
+        t.add_column(c)
     for r in result.rows:
         cells = [str(r.batch), str(r.nodes), *(str(r.by_type.get(ty, 0)) for ty in types)]
         cells.append(_s(r.capture_s))
@@ -63,10 +68,7 @@ def sizes_table(result: SweepResult) -> Table:
                 *([mib(r.exec_bytes)] if execs else []),
                 f"{r.leak} ({r.leak_device})",
             ]
-        if any(x.check for x in result.rows):
-            cells.append(r.check or "-")
-        if measured and any(x.interleaved for x in result.rows):
-            cells.append(r.interleaved or "-")
+        cells += [getattr(r, c) or "-" for c in marks]
         t.add_row(*cells)
     if not measured:
         t.caption = result.why_not
@@ -188,6 +190,32 @@ def interleaved_table(result: SweepResult) -> Table:
     for b in r.sizes:
         t.add_row(str(b), str(r.steps), r.by_size.get(b, "-"))
     t.caption = f"{r.replays} replays in a serving order dealt with seed {r.seed}"
+    return t
+
+
+def updated_table(result: SweepResult) -> Table:
+    """The updated-executable check (capture/check/updated.py): per size, in capture order,
+    its nodes, the updates into it and their median host time (whole, and per node)
+    beside capturing and instantiating its graph again, and its status."""
+    r = result.updated
+    t = Table(title="One executable updated between sizes", min_width=60)
+    for c in ("batch", "nodes", "updates", "update us", "us/node", "re-capture + inst. us"):
+        t.add_column(c, justify="right")
+    t.add_column("status")
+    costs = {c.batch: c for c in r.costs}
+    for b in r.sizes:
+        c = costs.get(b)
+        if c is None:
+            t.add_row(str(b), "-", "-", "-", "-", "-", r.by_size.get(b, "-"))
+            continue
+        per = "-" if c.per_node_us is None else f"{c.per_node_us:.3f}"
+        t.add_row(str(b), str(c.nodes), str(c.updates), _us(c.update_us), per,
+                  _us(c.recapture_us), r.by_size.get(b, "-"))  # fmt: skip
+    refused = len(r.transitions) - 1 - r.updates
+    t.caption = (
+        f"{r.updates} updates ({refused} refused) in a walk through every transition, seed "
+        f"{r.seed}; host times, medians; a refused update's size was instantiated anew"
+    )
     return t
 
 

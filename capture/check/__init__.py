@@ -17,6 +17,14 @@ bit for bit, with free memory poisoned; host copies in the graph; the findings.
 - interleaved.py: several sizes' graphs from one shared pool replayed in turns, in a
   seeded serving order, each replay against its size's eager call
 - interleaved_verdict.py: one replayed call judged, and the interleaved check's result
+- size_runs.py: one size of a shared pool as those checks run it: its start, its calls
+  fed, its eager reference
+- updated.py: one executable switched between every size by cudaGraphExecUpdate, in a
+  seeded walk through every transition, against each size's own executable and eager step
+- updated_judge.py: that walk judged, visit by visit, and each update's launches
+- updated_launches.py: what an update may not carry: functions and launch attributes,
+  the executable's origin against the graph it was updated to (plain data)
+- updated_verdict.py: its findings' words, each update and its cost, its result
 - poison.py: free memory filled with a pattern around replays
 
 May import: capture.count, capture.state, capture.graph, capture.replay (its guard),

@@ -8,15 +8,9 @@ memory) is written by another size's capture or replays, and nothing shows until
 sizes take turns, as they do in a server. Check's trajectories (capture/check/step.py)
 replay one size alone; this replays them in turns.
 
-- **The eager reference**, per size, in capture order: from its start (`start_of`: the
-  reset, then `feed(0)`), `steps` calls fed `feed(i)`, fingerprinted after each (kept on
-  the host), the default generators' state recorded before each; then a second run from
-  the same start with the same inputs and generator states (what differs between the two
-  is what the step itself does not repeat: capture/check/interleaved_verdict.py judges by
-  it); then the size back at its start. A step without a reset cannot be taken back to a
-  start; it repeats (else the sweep refused it), so each call leaves the state the same
-  call would leave again: its two eager calls of call i run one after the other, each
-  fed `feed(i)`, and its replay of call i runs after its replay of call i-1.
+- **The eager reference**, per size, in capture order, as capture/check/size_runs.py
+  makes it: from its start, `steps` calls, twice; then the size back at its start. Its
+  replay of call i runs after its replay of call i-1.
 - **The serving order**: each size's calls, `steps` of them, in their own order (call i
   before call i+1), the sizes interleaved by `random.Random(seed)` (`serving_order`).
 - **Each replayed call**: the graph's outputs filled with check's pattern
@@ -42,45 +36,27 @@ from __future__ import annotations
 
 import contextlib
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-
-import torch
 
 from graph_harness.capture.check.findings import Finding
 from graph_harness.capture.check.interleaved_verdict import (
     InterleavedResult,
     judge_call,
     mismatch,
-    spread,
     suspects,
     unjudged,
     within,
 )
-from graph_harness.capture.check.outputs import OutputPoison, outputs_to_poison
 from graph_harness.capture.check.poison import poisoned
-from graph_harness.capture.check.restore import restore
+from graph_harness.capture.check.size_runs import SizeGraph, SizeRuns, size_runs
 from graph_harness.capture.check.trajectory import POISONS
-from graph_harness.capture.replay.guard import Replayer, cuda_in_use, sync
-from graph_harness.capture.state.changes import Change
-from graph_harness.capture.state.fingerprint import Fingerprint, fingerprint
-from graph_harness.capture.state.rng import rng_state, set_rng_state
-from graph_harness.capture.state.steps import Repeatability, feed_of, reset_of, start_of
+from graph_harness.capture.replay.guard import cuda_in_use, sync
+from graph_harness.capture.state.fingerprint import fingerprint
+from graph_harness.capture.state.rng import set_rng_state
+from graph_harness.capture.state.steps import feed_of
 
-Step = Callable[[], object]
 FREE_POISON = POISONS[0]  # check's first filling of free memory
-
-
-@dataclass(frozen=True, kw_only=True)
-class SizeGraph:
-    """One size as captured into the shared pool: its step, the graph (anything with
-    `replay()`) and what the capture returned (the graph's outputs)."""
-
-    batch: int
-    step: Step
-    graph: object
-    output: object
-    repeatability: Repeatability | None = None  # what its warm-ups showed, for error lines
 
 
 def serving_order(sizes: Sequence[int], steps: int, seed: int) -> list[tuple[int, int]]:
@@ -97,50 +73,6 @@ def serving_order(sizes: Sequence[int], steps: int, seed: int) -> list[tuple[int
     return out
 
 
-@dataclass
-class _Size:
-    """One size's eager reference and its replays' bookkeeping."""
-
-    g: SizeGraph
-    outputs: OutputPoison
-    start: Callable[[], None] | None
-    feed: Callable[[int], object] | None
-    sequential: bool  # a reset: runs start from it (else call after call)
-    replayer: Replayer
-    begun: Fingerprint | None = None  # the state at the eager run's start
-    rngs: list[dict[str, torch.Tensor]] = field(default_factory=list)
-    after: list[Fingerprint] = field(default_factory=list)  # eager run A, after each call
-    spreads: list[dict[str, Change]] = field(default_factory=list)  # A against B
-    status: str = "passed"  # "failed" from its first mismatch on, when it is no longer compared
-
-    def begin(self) -> Fingerprint:
-        """Back to the start, the watched tensors put back to the first run's start."""
-        self.outputs.fill()  # before the reset and feed(0): call 0 is fed there
-        self.start()
-        sync()
-        now = fingerprint(self.g.step, with_output=False, clone_to="cpu")
-        if self.begun is None:
-            return now
-        if restore(self.g.step, self.begun, now).restored:
-            sync()
-        return now
-
-    def eager(self, i: int, *, fed: bool, record: bool) -> Fingerprint:
-        if not fed:
-            self.outputs.fill()
-            if self.feed is not None:
-                self.feed(i)
-        if record:
-            self.rngs.append(rng_state())
-        else:
-            set_rng_state(self.rngs[i])
-        out = self.g.step()
-        sync()
-        fp = fingerprint(self.g.step, out, clone_to="cpu")
-        del out
-        return fp
-
-
 def check_interleaved(
     sizes: Sequence[SizeGraph],
     *,
@@ -153,9 +85,9 @@ def check_interleaved(
     first), each size's graph captured into one pool on one stream. Ends with every size at
     its start. Syncs."""
     captured = [g.batch for g in sizes]
-    runs = {g.batch: _size(g, name) for g in sizes}
+    runs = {g.batch: size_runs(g, name) for g in sizes}
     for s in runs.values():
-        _reference(s, steps)
+        s.reference(steps)
     order = serving_order(captured, steps, seed)
     said: set[tuple[int, str]] = set()  # (batch, tensor) told once: unjudged or within
     with contextlib.ExitStack() as held:
@@ -194,7 +126,7 @@ class _Tally:
 
 def _turns(
     order: list[tuple[int, int]],
-    runs: dict[int, _Size],
+    runs: dict[int, SizeRuns],
     captured: list[int],
     said: set[tuple[int, str]],
 ) -> _Tally:
@@ -203,12 +135,7 @@ def _turns(
     total = len(order)
     for k, (b, i) in enumerate(order):
         s = runs[b]
-        if i == 0 and s.sequential:
-            s.begin()
-        else:
-            s.outputs.fill()
-            if s.feed is not None:
-                s.feed(i)
+        s.to_call(i)
         set_rng_state(s.rngs[i])
         with s.replayer.window(f"the interleaved check's replay {k + 1} of {total} (call {i})"):
             s.replayer.replay()
@@ -234,35 +161,3 @@ def _turns(
                 said.add((b, c.name))
                 result.findings.append(within(b, i, c, own))
     return result
-
-
-def _size(g: SizeGraph, name: str) -> _Size:
-    start = start_of(g.step)
-    return _Size(
-        g=g,
-        outputs=outputs_to_poison(g.step, g.output),
-        start=start,
-        feed=feed_of(g.step),
-        sequential=reset_of(g.step) is not None,
-        # no window resets: the size's calls run on from one another between other sizes'
-        replayer=Replayer(
-            g.graph, f"{name} batch {g.batch} (shared pool)", repeatability=g.repeatability
-        ),
-    )
-
-
-def _reference(s: _Size, steps: int) -> None:
-    """The size's eager runs A and B (module docstring); A kept, A against B measured."""
-    if s.sequential:
-        s.begun = s.begin()
-        s.after = [s.eager(i, fed=i == 0, record=True) for i in range(steps)]
-        s.begin()
-        b = [s.eager(i, fed=i == 0, record=False) for i in range(steps)]
-        s.start()  # back at its start for the serving order
-        sync()
-    else:  # call after call: each starts from the state the same call left
-        b = []
-        for i in range(steps):
-            s.after.append(s.eager(i, fed=False, record=True))
-            b.append(s.eager(i, fed=False, record=False))
-    s.spreads = [spread(x, y) for x, y in zip(s.after, b, strict=True)]

@@ -84,11 +84,21 @@ def suspects(order: list[tuple[int, int]], k: int, captured: list[int]) -> tuple
 
 
 def mismatch(
-    size: int, call: int, k: int, total: int, bad: list[Change], others: list[int], how: str
+    size: int,
+    call: int,
+    k: int,
+    total: int,
+    bad: list[Change],
+    others: list[int],
+    how: str,
+    *,
+    place: str | None = None,
 ) -> Finding:
     """A replay that differs from its eager call: both sizes, the call and the tensors (the
-    first with how it differs)."""
+    first with how it differs). `place`: the words that place the replay, where they are
+    not its place in the serving order (the updated-executable check's walk)."""
     differ = f"{names(bad)} {'differs' if len(bad) == 1 else 'differ'}"
+    place = place or f"batch {size}, call {call} (replay {k + 1} of {total} in the serving order)"
     first = bad[0]
     if others:
         before = f"; before it batch {', '.join(map(str, others[1:]))}" if others[1:] else ""
@@ -105,9 +115,8 @@ def mismatch(
     return Finding(
         kind="interleaved",
         severity="fail",
-        message=f"batch {size}, call {call} (replay {k + 1} of {total} in the serving order): "
-        f"{differ} from batch {size}'s eager call ({first.name}: {first.detail}), {who}; "
-        f"{cause}",
+        message=f"{place}: {differ} from batch {size}'s eager call ({first.name}: "
+        f"{first.detail}), {who}; {cause}",
         tensor=first.name,
         step=call,
     )

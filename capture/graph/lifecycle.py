@@ -59,29 +59,36 @@ class Lifecycle:
         return self.exec_bytes < PAGE
 
 
-def _runtime() -> ModuleType:
+def runtime() -> ModuleType:
+    """cuda-bindings' runtime module (imported on first use: the CPU never needs it)."""
     from cuda.bindings import runtime as rt
 
     return rt
 
 
-def _ok(got: tuple, what: str) -> tuple:
+def ok(got: tuple, what: str) -> tuple:
+    """What a cuda-bindings call returned after its error code, the code checked
+    (RuntimeError naming the call and the code)."""
     err, *rest = got
     if int(err) != 0:
         raise RuntimeError(f"{what} failed: {err!r}")
     return tuple(rest)
 
 
-def _timed(fn: Callable[[], object]) -> tuple[float, object]:
+def timed_us(fn: Callable[[], object]) -> tuple[float, object]:
+    """`fn()` timed on the host from an idle device (it syncs first): microseconds, and
+    what it returned."""
     torch.cuda.synchronize()
     t0 = time.perf_counter_ns()
     out = fn()
     return (time.perf_counter_ns() - t0) / 1e3, out
 
 
-def _capture(
+def capture_kept(
     fn: Callable[[], object], stream: torch.cuda.Stream, pool: tuple[int, int]
 ) -> torch.cuda.CUDAGraph:
+    """One call of `fn` captured on `stream` into `pool`, the graph kept (nothing
+    instantiated); a capture that fails is ended before `fn`'s error goes up."""
     graph = torch.cuda.CUDAGraph(keep_graph=True)
     with torch.cuda.stream(stream):
         graph.capture_begin(pool=pool)
@@ -94,7 +101,7 @@ def _capture(
     return graph
 
 
-def _update_result(rt: ModuleType, got: tuple) -> str:
+def update_result(rt: ModuleType, got: tuple) -> str:
     """ "success", or why the driver refused the update (the executable is then left as
     it was). The refusal is also cleared from the runtime that returned it (cuda-bindings'
     own: torch's launch checks never see it)."""
@@ -105,6 +112,23 @@ def _update_result(rt: ModuleType, got: tuple) -> str:
     result = getattr(rest[0], "result", None) if rest else None
     name = getattr(result, "name", None) or getattr(err, "name", str(err))
     return name.removeprefix("cudaGraphExecUpdate")
+
+
+def recapture_us(
+    fn: Callable[[], object], stream: torch.cuda.Stream, pool: tuple[int, int], repeats: int
+) -> tuple[float, float]:
+    """What re-capturing `fn` and instantiating the graph costs, as an engine pays it
+    instead of updating an executable it has: the medians over `repeats` rounds of the
+    capture's and the instantiate's host time (microseconds), each graph destroyed after
+    (its blocks back to `pool`). `fn` is captured, never run. Needs CUDA; syncs."""
+    capture, instantiate = [], []
+    for _ in range(repeats):
+        us, graph = timed_us(lambda: capture_kept(fn, stream, pool))
+        capture.append(us)
+        instantiate.append(timed_us(graph.instantiate)[0])
+        graph.reset()
+    torch.cuda.synchronize()
+    return statistics.median(capture), statistics.median(instantiate)
 
 
 @dataclass(frozen=True)
@@ -125,17 +149,17 @@ def instantiate_and_upload(
     `stream`, default the current one), each timed on the host from an idle device, free
     memory read before and after: what its first replay would otherwise pay inside the
     first launch. Needs CUDA; syncs."""
-    rt = _runtime()
+    rt = runtime()
     stream = stream or torch.cuda.current_stream()
     torch.cuda.synchronize()
     free0 = torch.cuda.mem_get_info()[0]
-    instantiate_us = _timed(graph.instantiate)[0]
+    instantiate_us = timed_us(graph.instantiate)[0]
 
     def upload() -> None:
-        _ok(rt.cudaGraphUpload(graph.raw_cuda_graph_exec(), stream.cuda_stream), "cudaGraphUpload")
+        ok(rt.cudaGraphUpload(graph.raw_cuda_graph_exec(), stream.cuda_stream), "cudaGraphUpload")
         stream.synchronize()
 
-    upload_us = _timed(upload)[0]
+    upload_us = timed_us(upload)[0]
     torch.cuda.synchronize()
     return Executable(instantiate_us / 1e6, upload_us / 1e6, free0 - torch.cuda.mem_get_info()[0])
 
@@ -152,7 +176,7 @@ def measure_lifecycle(
         )
     if repeats < 1:
         raise ValueError(f"repeats must be at least 1, got {repeats}")
-    rt = _runtime()
+    rt = runtime()
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
@@ -167,31 +191,31 @@ def measure_lifecycle(
         # allocator's `use_count > 0`), and free memory is read against a steady allocator.
         torch.cuda.empty_cache()
         pool = torch.cuda.graph_pool_handle()
-        us, graph = _timed(lambda pool=pool: _capture(fn, stream, pool))
+        us, graph = timed_us(lambda pool=pool: capture_kept(fn, stream, pool))
         s["capture"].append(us)
         nodes = len(read_graph(graph.raw_cuda_graph()))
         torch.cuda.synchronize()
         free0 = torch.cuda.mem_get_info()[0]
-        s["instantiate"].append(_timed(graph.instantiate)[0])
+        s["instantiate"].append(timed_us(graph.instantiate)[0])
 
         def upload(graph: torch.cuda.CUDAGraph = graph) -> None:
             got = rt.cudaGraphUpload(graph.raw_cuda_graph_exec(), stream.cuda_stream)
-            _ok(got, "cudaGraphUpload")
+            ok(got, "cudaGraphUpload")
             stream.synchronize()
 
-        s["upload"].append(_timed(upload)[0])
+        s["upload"].append(timed_us(upload)[0])
         torch.cuda.synchronize()
         free1 = torch.cuda.mem_get_info()[0]
         s["exec"].append(free0 - free1)
-        capture_us, again = _timed(lambda pool=pool: _capture(fn, stream, pool))
-        update_us, got = _timed(
+        capture_us, again = timed_us(lambda pool=pool: capture_kept(fn, stream, pool))
+        update_us, got = timed_us(
             lambda g=graph, a=again: rt.cudaGraphExecUpdate(
                 g.raw_cuda_graph_exec(), a.raw_cuda_graph()
             )
         )
-        results.append(_update_result(rt, got))
+        results.append(update_result(rt, got))
         s["update"].append(update_us)
-        s["recapture"].append(capture_us + _timed(again.instantiate)[0])
+        s["recapture"].append(capture_us + timed_us(again.instantiate)[0])
         with torch.cuda.stream(stream):
             graph.replay()  # the updated executable runs
         torch.cuda.synchronize()

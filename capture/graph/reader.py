@@ -74,6 +74,9 @@ class RawNode:
     parent: int | None = None  # handle of the child-graph node holding it, if any
     deps: list[int] = field(default_factory=list)  # handles of its dependencies
     programmatic_deps: list[int] = field(default_factory=list)  # PDL edges among deps
+    # a kernel's identity: its CUfunction (else CUkernel) handle. Not its name: two
+    # modules (two Triton compiles, say) may each define a kernel of one name
+    function: int = 0
 
 
 def read_graph(raw_graph: int, *, parent: int | None = None) -> list[RawNode]:
@@ -103,6 +106,7 @@ def read_graph(raw_graph: int, *, parent: int | None = None) -> list[RawNode]:
         if ntype == kernel_type:
             (params,) = _ok(drv.cuGraphKernelNodeGetParams(h), "cuGraphKernelNodeGetParams")
             rec.kernel = _kernel_name(drv, params)
+            rec.function = int(params.func) or int(params.kern)
             rec.grid = (params.gridDimX, params.gridDimY, params.gridDimZ)
             rec.block = (params.blockDimX, params.blockDimY, params.blockDimZ)
         out.append(rec)

@@ -6,11 +6,13 @@ nodes, time, graph memory and padding per size, and the sizes worth capturing.
 - run.py: sweep_step, the order of it all, and its document
 - sizes.py: each size built and captured into a pool of its own, warm-ups timed, checked
 - replays.py: every size's graph timed, trials interleaved, and its leak check
-- shared.py: the sizes captured again into one shared pool, and (`--check interleaved`)
-  replayed in turns
+- shared.py: the sizes captured again into one shared pool, and the checks of its graphs
+  by `--check` mode (SHARED_CHECKS: interleaved, updated)
+- updated.py: check_updated, the updated-executable check of a factory as one call
 - padding.py: request sizes padded up a ladder, and the ladder that minimizes the time
   per request (plain arithmetic)
 - document.py: SweepResult, the `graph-harness/sweep` document, its tables and files
+- ladders.py: a request distribution's padding section, each ladder costed
 
 May import: capture.count, capture.graph, capture.replay (timing and its guard),
 capture.state, capture.check, capture.export, capture.attribution (the scope tree),

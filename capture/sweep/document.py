@@ -1,7 +1,8 @@
 """The sweep as one document (`SweepResult`, schema `graph-harness/sweep`): a row per size
 (nodes by type, warm-up + capture and compile seconds, replay time with its 95% interval
 and rows per second, own-pool memory, the leak check, the check's verdicts), the shared
-pool's growth, the interleaved check (its order's seed, replays and findings), memory by
+pool's growth, the checks of the shared pool's graphs (interleaved: its order's seed,
+replays and findings; updated: its walk, updates, costs and findings), memory by
 scope, and each size's node export in full, so `delta` and `advise` read one size of it
 as `sweep.json#batch8`. With a request distribution, the padding section: each ladder's
 cost (capture/sweep/padding.py) and the sizes chosen.
@@ -24,22 +25,17 @@ from graph_harness.capture.export.documents import frame_records
 from graph_harness.capture.export.kinds import SWEEP_SCHEMA_VERSION
 from graph_harness.capture.files import write_atomic, write_csv
 from graph_harness.capture.sweep.estimate import estimate_frame, startup_frame
-from graph_harness.capture.sweep.padding import (
-    Distribution,
-    LadderCost,
-    choose,
-    fewest_padded,
-    ladder_cost,
-    vllm_ladder,
-)
+from graph_harness.capture.sweep.ladders import Padding, padding_of
 
 if TYPE_CHECKING:
     from graph_harness.capture.check.findings import CheckResult
     from graph_harness.capture.check.interleaved_verdict import InterleavedResult
+    from graph_harness.capture.check.updated_verdict import UpdatedResult
     from graph_harness.capture.count import Counted
     from graph_harness.capture.export.nodes import NodeExport
     from graph_harness.capture.graph.lifecycle import Executable
     from graph_harness.capture.graph.memory import ScopeBytes
+    from graph_harness.capture.sweep.padding import Distribution
 
 SWEEP_SCHEMA = "graph-harness/sweep"  # capture/export/kinds.py lists it (a test compares)
 
@@ -80,6 +76,7 @@ class SizeRow:
     leak_device: int | None = None  # bytes in use on the device, grown over the same
     check: str | None = None  # the check's status, when checked
     interleaved: str | None = None  # its status in the interleaved check, when run
+    updated: str | None = None  # its status in the updated-executable check, when run
 
     @property
     def rows_per_s(self) -> float | None:
@@ -140,6 +137,7 @@ SIZE_COLUMNS = [
     "batch", "nodes", "by_type", "capture_s", "compile_s", "replay_us", "replay_lo",
     "replay_hi", "rows_per_s", "host_launch_us", "instantiate_s", "upload_s", "reserved",
     "allocated", "exec_bytes", "leak", "leak_device", "check", "interleaved",
+    "updated",
 ]  # fmt: skip
 SHARED_COLUMNS = ["batch", "total_reserved", "adds", "total_allocated", "exec_bytes"]
 SCOPE_COLUMNS = ["batch", "scope_path", "reserved", "requested", "held"]
@@ -158,17 +156,6 @@ LADDER_COLUMNS += ["uncovered", "interpolated"]
 
 
 @dataclass(frozen=True, kw_only=True)
-class Padding:
-    """A request distribution against the sweep: each ladder's cost, and the chosen one."""
-
-    requests: str  # where the distribution came from: a file, or a built-in's spec
-    distribution: Distribution
-    chosen: tuple[int, ...]
-    how: str  # what the choice was held to ("at most 4 sizes", "within 2 GiB", "none")
-    ladders: list[LadderCost]
-
-
-@dataclass(frozen=True, kw_only=True)
 class SweepResult:
     rows: list[SizeRow]
     exports: dict[str, NodeExport]  # by size name, ascending
@@ -181,6 +168,8 @@ class SweepResult:
     checks: dict[str, CheckResult] = field(default_factory=dict)
     # every size replayed in turns from one shared pool (--check interleaved)
     interleaved: InterleavedResult | None = None
+    # one executable switched between every size by update (--check updated)
+    updated: UpdatedResult | None = None
     padding: list[Padding] = field(default_factory=list)  # one per request distribution
     why_not: str | None = None  # why time and memory are not here (the CPU)
     # free device memory given back by freeing the shared pool's graphs (pool and
@@ -265,77 +254,10 @@ class SweepResult:
         most: int | None = None,
         budget: int | None = None,
     ) -> SweepResult:
-        """This sweep with a padding section added for `requests` (from `source`): the ladder of
-        measured sizes chosen (capture/sweep/padding.py `choose`), every size measured,
-        and vLLM's default ladder, each costed. A sweep with no replay times (the CPU):
-        their padded rows alone, the ladder chosen the one with the fewest (`_by_rows`)."""
-        times = self.times()
-        if not times:
-            if budget is not None:
-                raise ValueError(
-                    "a memory budget weighs each size's own pool, and this sweep measured "
-                    f"none ({self.why_not}): leave out the budget, or sweep on a GPU"
-                )
-            return _replace(self, padding=[*self.padding, self._by_rows(requests, source, most)])
-        memory = {r.batch: r.reserved for r in self.rows if r.reserved is not None}
-        if budget is not None and len(memory) < len(self.rows):
-            raise ValueError(
-                "a memory budget weighs each size's own pool, and these sizes have none (a "
-                "step compiled with mode='reduce-overhead' records every size into "
-                "Inductor's one pool): leave out the budget, or sweep the step compiled in "
-                "the default mode"
-            )
-        chosen = choose(requests, times, most=most, memory=memory, budget=budget)
-        how = [f"at most {most} sizes"] * (most is not None)
-        how += [f"own pools within {budget} bytes"] * (budget is not None)
-        largest = max(requests)
-        every = [s for s in sorted(times) if s <= min(s2 for s2 in times if s2 >= largest)]
-        # vLLM's sizes up to the largest swept: a size above it has no time to price, so
-        # the largest swept stands in for vLLM's next size, and the row says so
-        vllm = [s for s in vllm_ladder(largest) if s <= max(times)]
-        cut = vllm[-1] < largest
-        if cut:
-            vllm.append(max(times))
-        ladders = [
-            ladder_cost("chosen", chosen, requests, times, memory),
-            ladder_cost("every size swept", every, requests, times, memory),
-            ladder_cost(
-                f"vLLM default (cut at {max(times)})" if cut else "vLLM default",
-                vllm,
-                requests,
-                times,
-                memory,
-            ),
-        ]
-        padding = Padding(
-            requests=source,
-            distribution=requests,
-            chosen=chosen,
-            how=", ".join(how) or "no limit",
-            ladders=ladders,
-        )
-        return _replace(self, padding=[*self.padding, padding])
-
-    def _by_rows(self, requests: Distribution, source: str, most: int | None) -> Padding:
-        """Padding with no replay times: what needs none (each ladder's padded rows, the
-        ladder of swept sizes with the fewest, vLLM's default whole, since pricing no size
-        above the sweep's needs no cut); the times None."""
-        sizes = sorted(r.batch for r in self.rows)
-        largest = max(requests)
-        chosen = fewest_padded(requests, sizes, most=most)
-        every = [s for s in sizes if s <= min(s2 for s2 in sizes if s2 >= largest)]
-        limit = f"at most {most} sizes" if most is not None else "no limit"
-        return Padding(
-            requests=source,
-            distribution=requests,
-            chosen=chosen,
-            how=f"{limit}, by padded rows: time per step needs a GPU",
-            ladders=[
-                ladder_cost("fewest padded rows", chosen, requests, None),
-                ladder_cost("every size swept", every, requests, None),
-                ladder_cost("vLLM default", vllm_ladder(largest), requests, None),
-            ],
-        )
+        """This sweep with a padding section added for `requests` (from `source`):
+        capture/sweep/ladders.py `padding_of` says which ladders, and how each is costed."""
+        added = padding_of(self, requests, source, most=most, budget=budget)
+        return _replace(self, padding=[*self.padding, added])
 
     def to_dict(self) -> dict[str, Any]:
         pad = [
@@ -370,6 +292,7 @@ class SweepResult:
             "memory_by_scope": frame_records(self.scope_table()),
             "checks": {k: r.to_dict() for k, r in self.checks.items()},
             "interleaved": None if self.interleaved is None else self.interleaved.to_dict(),
+            "updated": None if self.updated is None else self.updated.to_dict(),
             "padding": pad,
             "exports": {k: e.to_dict() for k, e in self.exports.items()},
         }

@@ -20,10 +20,14 @@
    kept alive, every size replayed in turns, in a serving order shuffled with
    `settings.seed`, each replay compared with its size's eager call
    (capture/check/interleaved.py): a size whose buffers another size's capture or
-   replays overwrote fails there, naming both. Then the graphs are freed.
+   replays overwrote fails there, naming both. **Updated** (`updated`): one executable
+   switched between the sizes by update, in a walk dealt by `settings.seed`, each launch
+   compared with the size's own executable and its eager call (capture/check/updated.py).
+   Then the graphs are freed.
 
 `make` is called once per size; each step runs warm-up + 1 times per capture (two
-captures), plus its check (interleaved: 2 x its calls more, and as many replays) and its
+captures), plus its check (interleaved: 2 x its calls more, and as many replays; updated:
+2 x its calls more, and three launches per visit of a walk) and its
 replays, and is left at its start (its reset). A
 compiled step is compiled anew at each size: Dynamo's recompile limit (8 by default, after which
 it runs the code eagerly, silently) is raised for the sweep to cover them and restored
@@ -38,8 +42,8 @@ replays the size's graphs and records none). Such a step cannot be checked (`che
 replays graphs of graph-harness's own).
 
 On the CPU there are no graphs: each size's dispatched operations are counted (as
-`count` does), and time and memory are left out, saying why; the interleaved check, which
-replays graphs, does not run and says so (InterleavedResult.skipped).
+`count` does), and time and memory are left out, saying why; the checks of the shared
+pool's graphs, which replay graphs, do not run and say so (their results' `skipped`).
 """
 
 from __future__ import annotations
@@ -61,7 +65,7 @@ from graph_harness.capture.stats import median_interval
 from graph_harness.capture.sweep.document import SizeRow, SweepResult, size_name
 from graph_harness.capture.sweep.replays import leak, steady, timed
 from graph_harness.capture.sweep.settings import SweepSettings, check_sizes
-from graph_harness.capture.sweep.shared import Interleave, shared_pool
+from graph_harness.capture.sweep.shared import SHARED_CHECKS, Turns, shared_pool
 from graph_harness.capture.sweep.sizes import (
     ModuleOf,
     Size,
@@ -74,14 +78,11 @@ from graph_harness.capture.sweep.sizes import (
 if TYPE_CHECKING:
     from graph_harness.capture.check.findings import CheckResult
     from graph_harness.capture.check.interleaved_verdict import InterleavedResult
+    from graph_harness.capture.check.updated_verdict import UpdatedResult
     from graph_harness.capture.export.nodes import NodeExport
 
 NO_GPU = "replay time and graph memory need a CUDA GPU: here, dispatched operations per size"
-NO_GPU_INTERLEAVED = (
-    "the interleaved check replays every size's CUDA graph from one shared pool: it needs a "
-    "CUDA GPU; here, each size's eager check alone"
-)
-Gate = Callable[[dict[str, "CheckResult | InterleavedResult"]], None]
+Gate = Callable[[dict[str, "CheckResult | InterleavedResult | UpdatedResult"]], None]
 
 
 def sweep_step(
@@ -94,6 +95,7 @@ def sweep_step(
     warmup: int = StepSettings.warmup,
     check_steps: int | None = None,
     interleaved: bool = False,
+    updated: bool = False,
     gate: Gate | None = None,
     progress: Callable[[str], None] | None = None,
     note: Callable[[str], None] | None = None,
@@ -105,10 +107,12 @@ def sweep_step(
     the sweep, CheckFailed or CheckUnverified). `interleaved`: after the shared pool's
     captures, also the interleaved check over `check_steps` calls per size (default
     CheckSettings.steps; each size checked alone first), its order dealt with
-    `settings.seed`, judged by `gate` as `{"interleaved": result}`. `note`: told, once
-    each, what the warm-ups showed of the step that a person should know before it is
-    replayed. Syncs."""
-    if interleaved and check_steps is None:  # each size alone first: its reset, its host values
+    `settings.seed`, judged by `gate` as `{"interleaved": result}`. `updated`: likewise
+    the updated-executable check (`{"updated": result}`). `note`: told, once each, what
+    the warm-ups showed of the step that a person should know before it is replayed.
+    Syncs."""
+    modes = tuple(m for m, on in (("interleaved", interleaved), ("updated", updated)) if on)
+    if modes and check_steps is None:  # each size alone first: its reset, its host values
         check_steps = CheckSettings.steps
     run = _Sweep(
         make=make,
@@ -118,14 +122,14 @@ def sweep_step(
         module_of=module_of,
         warmup=warmup,
         check_steps=check_steps,
-        interleaved=interleaved,
+        modes=modes,
         gate=gate,
         say=progress or (lambda _line: None),
         note=note,
     )
-    if interleaved and run.calls != check_steps and note is not None:
+    if modes and run.calls != check_steps and note is not None:
         note(
-            f"the interleaved check takes {run.calls} calls per size: --check-steps "
+            f"the {modes[0]} check takes {run.calls} calls per size: --check-steps "
             f"{check_steps} is one size's own length, and the sizes' differ (each size's own "
             "check runs it)"
         )
@@ -144,7 +148,7 @@ class _Sweep:
     module_of: ModuleOf | None
     warmup: int
     check_steps: int | str | None
-    interleaved: bool
+    modes: tuple[str, ...]  # the checks of the shared pool's graphs (SHARED_CHECKS)
     gate: Gate | None
     say: Callable[[str], None]
     note: Callable[[str], None] | None
@@ -153,6 +157,10 @@ class _Sweep:
     @property
     def calls(self) -> int:
         return _interleaved_calls(self.check_steps)
+
+    def turns(self) -> list[Turns]:
+        seed = self.settings.seed
+        return [Turns(m, self.calls, seed, self.name, self.warmup) for m in self.modes]
 
     def options(self) -> dict:
         return {"step_warmup": self.warmup, "check_steps": self.check_steps}
@@ -169,16 +177,10 @@ class _Sweep:
 
 
 def _on_cpu(run: _Sweep, device: torch.device) -> SweepResult:
-    """Counts only, each size's check its eager part; the interleaved check skipped."""
+    """Counts only, each size's check its eager part; the shared pool's checks skipped."""
     counted = run.own_pools(None)
-    skipped = None
-    if run.interleaved:
-        from graph_harness.capture.check.interleaved_verdict import InterleavedResult
-
-        order = sorted(run.sizes, reverse=True)
-        skipped = InterleavedResult.skipped(
-            run.name, order, run.calls, run.settings.seed, run.warmup, NO_GPU_INTERLEAVED
-        )
+    order = sorted(run.sizes, reverse=True)
+    skipped = {t.mode: SHARED_CHECKS[t.mode].skipped(t, order) for t in run.turns()}
     rows = [
         SizeRow.counted(s.batch, s.counted.export, s.capture_s,
                         check=None if s.check is None else s.check.status)
@@ -192,14 +194,14 @@ def _on_cpu(run: _Sweep, device: torch.device) -> SweepResult:
         created=now(),
         options=run.options(),
         checks={size_name(s.batch): s.check for s in counted if s.check is not None},
-        interleaved=skipped,
+        **skipped,
         why_not=NO_GPU,
     )
 
 
 def _on_gpu(run: _Sweep, device: torch.device) -> SweepResult:
-    """Own pools, timed and leak-checked; then the shared pool (and the interleaved
-    check), or for a step that captures its own graphs, Inductor's pool as recorded."""
+    """Own pools, timed and leak-checked; then the shared pool (and its checks), or for a
+    step that captures its own graphs, Inductor's pool as recorded."""
     options = run.options()
     # One capture stream for every size, as torch.cuda.graph keeps one: the allocator
     # hands a freed block back only on the stream it was freed on, so a pool shared by
@@ -219,15 +221,15 @@ def _on_gpu(run: _Sweep, device: torch.device) -> SweepResult:
         exports = _by_size({s.batch: s.counted.export for s in own})
         checks = {size_name(s.batch): s.check for s in own if s.check is not None}
         if own[0].calls is not None:  # its own graphs: Inductor's one pool
-            shared, scopes, turns, returned = _recorded(run, own, options), None, None, None
+            shared, scopes, turns, returned = _recorded(run, own, options), None, {}, None
         else:
             scopes = {size_name(s.batch): s.counted.memory.by_scope for s in own}
             steps = [(s.batch, s.step, s.watch.repeatability) for s in own]  # largest first
             del own  # the own-pool graphs, and their pools back to the driver
             shared, turns, returned, rows = _shared(run, steps, stream, rows)
             del steps
-    # the seed deals the interleaved check's order, and nothing else: recorded with it alone
-    kept = {k: v for k, v in run.settings.__dict__.items() if k != "seed" or run.interleaved}
+    # the seed deals the shared pool's checks' orders, and nothing else: recorded with them
+    kept = {k: v for k, v in run.settings.__dict__.items() if k != "seed" or run.modes}
     return SweepResult(
         rows=sorted(rows, key=lambda r: r.batch),
         exports=exports,
@@ -238,7 +240,7 @@ def _on_gpu(run: _Sweep, device: torch.device) -> SweepResult:
         shared=shared,
         memory_by_scope=scopes,
         checks=checks,
-        interleaved=turns,
+        **turns,
         returned=returned,
     )
 
@@ -258,24 +260,21 @@ def _recorded(run: _Sweep, own: list[Size], options: dict) -> list:
 
 def _shared(
     run: _Sweep, steps: list, stream: torch.cuda.Stream, rows: list[SizeRow]
-) -> tuple[list, InterleavedResult | None, int | None, list[SizeRow]]:
-    """Every size captured again into one pool (and the interleaved check, judged: one
-    that does not pass stops here, as each size's does); the rows with its verdicts."""
+) -> tuple[list, dict[str, InterleavedResult | UpdatedResult], int | None, list[SizeRow]]:
+    """Every size captured again into one pool (and its checks by mode, each judged: one
+    that does not pass stops here, as each size's does); the rows with their verdicts."""
     gc.collect()
     torch.cuda.empty_cache()
-    interleave = (
-        Interleave(run.calls, run.settings.seed, run.name, run.warmup) if run.interleaved else None
-    )
-    shared, turns, returned = shared_pool(steps, run.name, run.warmup, run.say, stream, interleave)
-    if turns is not None:
-        (run.gate or default_gate())({"interleaved": turns})
-        rows = [replace(r, interleaved=turns.by_size.get(r.batch)) for r in rows]
+    shared, turns, returned = shared_pool(steps, run.name, run.warmup, run.say, stream, run.turns())
+    for mode, result in turns.items():
+        (run.gate or default_gate())({mode: result})
+        rows = [replace(r, **{mode: result.by_size.get(r.batch)}) for r in rows]
     return shared, turns, returned, rows
 
 
 def _interleaved_calls(check_steps: int | str | None) -> int:
-    """Calls per size in the interleaved check: check's own count; its default where that is
-    not a number (`--check-steps to-end` is one size's own length: the sizes' differ)."""
+    """Calls per size in the shared pool's checks: check's own count; its default where
+    that is not a number (`--check-steps to-end` is one size's own length: the sizes' differ)."""
     return check_steps if isinstance(check_steps, int) else CheckSettings.steps
 
 

@@ -1,4 +1,4 @@
-"""How `sweep` times its sizes, reads their memory and deals its interleaved check's order:
+"""How `sweep` times its sizes, reads their memory and deals its shared pool's checks' order:
 `SweepSettings`, the one source of its defaults (the CLI's flags are made from its
 fields). Plain data, no torch."""
 
@@ -16,7 +16,14 @@ CHECK_MODES = {
     "interleaved": "that, then every size replayed in turns from one shared pool, in a "
     "serving order dealt by --seed, each replay against its size's eager step "
     "(capture/check/interleaved.py)",
+    "updated": "that, then one executable switched between the sizes by cudaGraphExecUpdate, "
+    "in a walk through every transition dealt by --seed, each launch against the size's own "
+    "executable and its eager step; launch attributes an update may not carry flagged, and "
+    "the update's cost beside re-capture + instantiate (capture/check/updated.py)",
 }
+# the modes past "alone" check the shared pool's graphs (capture/sweep/shared.py runs each:
+# SHARED_CHECKS); each is a field of SweepResult and a column of its sizes
+SHARED_MODES = tuple(m for m in CHECK_MODES if m != "alone")
 
 
 @dataclass(frozen=True)
@@ -48,12 +55,13 @@ class SweepSettings:
         metadata={"help": "replays between the two readings of the leak check", "min": 1},
     )
     # `--check interleaved` (capture/check/interleaved.py): the seed of the shuffle that
-    # deals the sizes' calls into one serving order; recorded, so a failure can be replayed
+    # deals the sizes' calls into one serving order; `--check updated` (capture/check/
+    # updated.py): of its walk. Recorded, so a failure can be replayed
     seed: int = field(
         default=0,
         metadata={
-            "help": "with --check interleaved: the seed of the serving order the sizes' "
-            "replays are shuffled into (recorded in the result)",
+            "help": "with --check interleaved or updated: the seed of the serving order the "
+            "sizes' replays are shuffled into, or of the walk between sizes (recorded)",
             "min": 0,
         },
     )

@@ -1,35 +1,89 @@
 """A sweep's second and third stages: every size captured again, largest first, into one
-shared pool, the pool read after each; then, where asked, the interleaved check of their
-graphs before they are freed (capture/check/interleaved.py)."""
+shared pool, the pool read after each; then, where asked, the checks of their graphs
+before they are freed: SHARED_CHECKS, by `--check` mode (interleaved: capture/check/
+interleaved.py; updated: capture/check/updated.py). A mode's name is its result's field
+in SweepResult, its column in the sizes table and its section of sweep.json."""
 
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
 
+from graph_harness.capture.check.interleaved_verdict import InterleavedResult
+from graph_harness.capture.check.updated_verdict import UpdatedResult
 from graph_harness.capture.count import capture_and_keep
 from graph_harness.capture.graph.lifecycle import instantiate_and_upload
 from graph_harness.capture.graph.memory import pool_memory
 from graph_harness.capture.state.steps import Repeatability
 
 if TYPE_CHECKING:
-    from graph_harness.capture.check.interleaved_verdict import InterleavedResult
+    from graph_harness.capture.check.size_runs import SizeGraph
 
 Step = Callable[[], object]
 
 
 @dataclass(frozen=True)
-class Interleave:
-    """The interleaved check to run on the shared pool's graphs (capture/check/interleaved.py)."""
+class Turns:
+    """A check of the shared pool's graphs (`mode`: a key of SHARED_CHECKS) over `calls`
+    calls per size, its order or walk dealt with `seed`."""
 
+    mode: str
     calls: int
     seed: int
     name: str
     warmup: int
+
+
+@dataclass(frozen=True)
+class SharedCheck:
+    """One `--check` mode that runs on the shared pool's graphs: what it runs (the graphs
+    in capture order, its Turns, the capture stream), what it is, and why it cannot run
+    without a GPU (its result's `skipped(name, sizes, calls, seed, warmup, why)` says so)."""
+
+    run: Callable[[list[SizeGraph], Turns, torch.cuda.Stream], object]
+    result: type[InterleavedResult | UpdatedResult]
+    what: str  # in a progress line
+    no_gpu: str
+
+    def skipped(self, t: Turns, sizes: list[int]) -> InterleavedResult | UpdatedResult:
+        return self.result.skipped(t.name, sizes, t.calls, t.seed, t.warmup, self.no_gpu)
+
+
+def _interleaved(graphs: list[SizeGraph], t: Turns, stream: torch.cuda.Stream) -> object:
+    from graph_harness.capture.check.interleaved import check_interleaved
+
+    return check_interleaved(graphs, steps=t.calls, seed=t.seed, name=t.name, warmup=t.warmup)
+
+
+def _updated(graphs: list[SizeGraph], t: Turns, stream: torch.cuda.Stream) -> object:
+    from graph_harness.capture.check.updated import check_updated_graphs, cuda_driver
+
+    # each size's own check ran first (the sweep checks every size alone before this)
+    driver = cuda_driver(stream)
+    return check_updated_graphs(graphs, steps=t.calls, seed=t.seed, name=t.name,
+                                warmup=t.warmup, driver=driver, alone=True)  # fmt: skip
+
+
+SHARED_CHECKS = {
+    "interleaved": SharedCheck(
+        _interleaved,
+        InterleavedResult,
+        "every size replayed in turns",
+        "the interleaved check replays every size's CUDA graph from one shared pool: it "
+        "needs a CUDA GPU; here, each size's eager check alone",
+    ),
+    "updated": SharedCheck(
+        _updated,
+        UpdatedResult,
+        "one executable switched between the sizes by update",
+        "the updated-executable check instantiates, updates and launches CUDA graphs: it "
+        "needs a CUDA GPU; here, each size's eager check alone",
+    ),
+}
 
 
 def shared_pool(
@@ -38,13 +92,13 @@ def shared_pool(
     warmup: int,
     say: Callable[[str], None],
     stream: torch.cuda.Stream,
-    interleave: Interleave | None = None,
-) -> tuple[list[dict[str, int]], InterleavedResult | None, int]:
+    turns: Sequence[Turns] = (),
+) -> tuple[list[dict[str, int]], dict[str, object], int]:
     """The same steps captured again, largest first, into one pool, each made executable
-    (instantiated and uploaded): the pool and the executable after each; with
-    `interleave`, the interleaved check of their graphs before they are freed; and the
-    free device memory that freeing them all gave back (bytes)."""
-    from graph_harness.capture.check.interleaved import SizeGraph, check_interleaved
+    (instantiated and uploaded): the pool and the executable after each; each of `turns`'
+    checks of their graphs before they are freed (by mode); and the free device memory
+    that freeing them all gave back (bytes)."""
+    from graph_harness.capture.check.size_runs import SizeGraph
 
     pool = torch.cuda.graph_pool_handle()
     keep, graphs, rows, before = [], [], [], 0
@@ -63,11 +117,11 @@ def shared_pool(
                  total_allocated=mem.allocated, exec_bytes=exe.exec_bytes)
         )  # fmt: skip
         before = mem.reserved
-    turns = None
-    if interleave is not None:  # before the graphs go: it replays them
-        i = interleave
-        say(f"interleaved check: {len(graphs)} sizes x {i.calls} calls, order seed {i.seed}")
-        turns = check_interleaved(graphs, steps=i.calls, seed=i.seed, name=i.name, warmup=i.warmup)
+    checked = {}
+    for t in turns:  # before the graphs go: each replays them
+        c = SHARED_CHECKS[t.mode]
+        say(f"{t.mode} check ({c.what}): {len(graphs)} sizes x {t.calls} calls, seed {t.seed}")
+        checked[t.mode] = c.run(graphs, t, stream)
     # Destroying the graphs and emptying the cache gives back the pool and every
     # executable: read, so the sweep can say whether it all came back. The cache is
     # emptied first, so that blocks cached by the warm-ups and the check's eager calls are
@@ -82,4 +136,4 @@ def shared_pool(
     torch.cuda.empty_cache()
     torch.cuda.synchronize()
     returned = torch.cuda.mem_get_info()[0] - free
-    return rows, turns, returned
+    return rows, checked, returned

@@ -81,15 +81,15 @@ def sweep_target(
     settings: SweepSettings,
     warmup: int,
     check_steps: int | None,
-    interleaved: bool = False,
+    shared_check: str | None = None,
     requests: list[tuple[dict[int, float], str]],
     most: int | None,
     budget: int | None,
 ) -> SweepResult:
     """`sweep` of one --target (its module imported once, FUNCTION(batch=B) per size), a
-    check that does not pass (each size's, or with `interleaved` the sizes' in turns)
-    shown and stopping it; then each --requests distribution's padding (on the CPU its
-    padded rows alone, and one line saying what needs a GPU). `requests`: sweep_inputs'."""
+    check that does not pass (each size's, or the `shared_check` mode's) shown and stopping
+    it; then each --requests distribution's padding (on the CPU its padded rows alone, and
+    one line saying what needs a GPU). `requests`: sweep_inputs'."""
     from graph_harness.capture.sweep.run import sweep_step
     from graph_harness.reports.cli.target import build_target, load_factory, root_guess
 
@@ -115,7 +115,7 @@ def sweep_target(
         module_of=None if module_scopes is False else module_of,
         warmup=warmup,
         check_steps=check_steps,
-        interleaved=interleaved,
+        **({shared_check: True} if shared_check else {}),
         gate=lambda checks: gate(io, checks),  # findings shown, then it stops
         progress=say,
         note=io.note,

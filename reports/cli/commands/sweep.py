@@ -9,7 +9,7 @@ import argparse
 import re
 
 from graph_harness.capture.sweep.padding import BUILTIN
-from graph_harness.capture.sweep.settings import CHECK_MODES, SweepSettings
+from graph_harness.capture.sweep.settings import CHECK_MODES, SHARED_MODES, SweepSettings
 from graph_harness.reports.cli.args import (
     check_arg,
     check_steps,
@@ -47,32 +47,44 @@ def byte_count(text: str) -> int:
     return int(m.group(1)) * _UNITS[unit]
 
 
+DESCRIPTION = (
+    "Capture your step at every batch size of a ladder, as a serving engine "
+    "captures one graph per size: per size its nodes, warm-up + capture seconds (compile "
+    "seconds for a compiled step), replay time with its 95% interval (sizes interleaved), "
+    "rows per second, the graph's memory read from its own pool, and a leak check; then "
+    "every size captured again into one shared pool, largest first, with what each adds. "
+    "With --requests (the batch sizes your server sees), the time per step each ladder "
+    "costs, its padding, and the sizes that minimize it (--choose K, --memory-budget). "
+    "With --check interleaved, every size's graph in the shared pool is also replayed in "
+    "turns, in a seeded random serving order, each replay compared with its size's eager "
+    "step: a size whose buffers another size's capture or replays overwrote fails, naming "
+    "both. With --check updated, one executable is switched between the sizes by "
+    "cudaGraphExecUpdate in a seeded walk through every transition, each launch compared "
+    "with the size's own executable and its eager step, launch attributes an update may "
+    "not carry flagged, and each update's cost beside re-capture + instantiate. The "
+    "factory is called as FUNCTION(batch=B). On the CPU: dispatched operations "
+    "per size, and with --requests each ladder's padded rows and the ladder with the "
+    "fewest (times and memory need a GPU)."
+)
+EXAMPLES = [
+    "graph-harness sweep --target examples/llama_decode.py:make_step --sizes 1 2 4 8",
+    "graph-harness sweep --target examples/llama_decode.py:make_step --sizes 1 8 64 "
+    "--module-scopes --requests uniform:1-64 --choose 2 --out sweep",
+    "graph-harness sweep --target examples/llama_decode.py:make_step --sizes 1 2 4 8 16 "
+    "--check interleaved --seed 3",
+    "graph-harness sweep --target examples/llama_decode.py:make_step --sizes 1 2 4 8 "
+    "--check updated",
+]
+
+
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     s = subcommand(
         sub,
         "sweep",
         common,
         help="your step at every batch size: nodes, time, graph memory, padding, sizes to capture",
-        description="Capture your step at every batch size of a ladder, as a serving engine "
-        "captures one graph per size: per size its nodes, warm-up + capture seconds (compile "
-        "seconds for a compiled step), replay time with its 95% interval (sizes interleaved), "
-        "rows per second, the graph's memory read from its own pool, and a leak check; then "
-        "every size captured again into one shared pool, largest first, with what each adds. "
-        "With --requests (the batch sizes your server sees), the time per step each ladder "
-        "costs, its padding, and the sizes that minimize it (--choose K, --memory-budget). "
-        "With --check interleaved, every size's graph in the shared pool is also replayed in "
-        "turns, in a seeded random serving order, each replay compared with its size's eager "
-        "step: a size whose buffers another size's capture or replays overwrote fails, naming "
-        "both. The factory is called as FUNCTION(batch=B). On the CPU: dispatched operations "
-        "per size, and with --requests each ladder's padded rows and the ladder with the "
-        "fewest (times and memory need a GPU).",
-        examples=[
-            "graph-harness sweep --target examples/llama_decode.py:make_step --sizes 1 2 4 8",
-            "graph-harness sweep --target examples/llama_decode.py:make_step --sizes 1 8 64 "
-            "--module-scopes --requests uniform:1-64 --choose 2 --out sweep",
-            "graph-harness sweep --target examples/llama_decode.py:make_step --sizes 1 2 4 8 16 "
-            "--check interleaved --seed 3",
-        ],
+        description=DESCRIPTION,
+        examples=EXAMPLES,
     )
     s.add_argument(
         "--target",
@@ -133,13 +145,18 @@ def check_flags(args: argparse.Namespace) -> list[tuple[dict[int, float], str]]:
             if v is not None:
                 raise UsageError(f"{flag} chooses sizes for --requests: give --requests FILE|DIST")
     refuse_check_steps(args)
-    if args.seed is not None and args.check != "interleaved":
+    if args.seed is not None and args.check not in SHARED_MODES:
         raise UsageError(
-            "--seed deals the serving order of --check interleaved: give --check interleaved"
+            "--seed deals the serving order of --check interleaved (or the walk of --check "
+            "updated): give --check interleaved or --check updated"
         )
     twice = sorted({b for b in args.sizes if args.sizes.count(b) > 1})
     if twice:
         raise UsageError(f"--sizes gives {twice[0]} twice: give each batch size once")
+    if args.check == "updated" and len(args.sizes) < 2:
+        raise UsageError(
+            "--check updated switches one executable between sizes: give --sizes at least two"
+        )
     return sweep_inputs(args.sizes, args.requests)
 
 
@@ -162,15 +179,17 @@ def run(args: argparse.Namespace, io: IO) -> int:
                 settings=settings,
                 warmup=step_warmup(args),
                 check_steps=check_steps(args) if args.check else None,
-                interleaved=args.check == "interleaved",
+                shared_check=args.check if args.check in SHARED_MODES else None,
                 requests=requests,
                 most=args.choose,
                 budget=args.memory_budget,
             )
         if not result.measured:
             io.note(result.why_not)
-        if result.interleaved is not None and result.interleaved.why_not is not None:
-            io.note(result.interleaved.verdict())
+        for mode in SHARED_MODES:
+            turns = getattr(result, mode)
+            if turns is not None and turns.why_not is not None:
+                io.note(turns.verdict())
         if tmp is not None:
             result.write(tmp)
             _plots(tmp, result)
@@ -199,6 +218,7 @@ def show(io: IO, result: object, *, depth: int | None) -> None:
         shared_pool_table,
         sizes_table,
         startup_table,
+        updated_table,
     )
 
     if io.json:
@@ -213,9 +233,11 @@ def show(io: IO, result: object, *, depth: int | None) -> None:
     for extra in (memory_truth_table(result), startup_table(result)):
         if extra is not None:
             io.out.print(extra)
-    if result.interleaved is not None and result.interleaved.why_not is None:
-        io.out.print(interleaved_table(result))
-        io.out.print(result.interleaved.verdict(), markup=False, soft_wrap=True)
+    for mode, table in (("interleaved", interleaved_table), ("updated", updated_table)):
+        turns = getattr(result, mode)
+        if turns is not None and turns.why_not is None:
+            io.out.print(table(result))
+            io.out.print(turns.verdict(), markup=False, soft_wrap=True)
     table = memory_by_module_table(result, depth)
     if table is not None:
         io.out.print(table)

@@ -34,10 +34,10 @@ def test_the_drivers_answer_to_an_update_is_said_as_it_is():
             cleared.append(1)
             return (Err(0),)
 
-    assert L._update_result(Runtime, (Err(0), Info())) == "success" and cleared == []
-    assert L._update_result(Runtime, (Err(910), Info())) == "ErrorTopologyChanged"
+    assert L.update_result(Runtime, (Err(0), Info())) == "success" and cleared == []
+    assert L.update_result(Runtime, (Err(910), Info())) == "ErrorTopologyChanged"
     assert cleared == [1], "a refusal is cleared from the runtime that returned it"
-    assert L._update_result(Runtime, (Err(910),)) == "cudaErrorGraphExecUpdateFailure"
+    assert L.update_result(Runtime, (Err(910),)) == "cudaErrorGraphExecUpdateFailure"
 
 
 @pytest.mark.gpu

@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from graph_harness.capture.check.interleaved import SizeGraph, check_interleaved, serving_order
+from graph_harness.capture.check.interleaved import check_interleaved, serving_order
 from graph_harness.capture.check.interleaved_verdict import judge_call, spread, suspects
 from graph_harness.capture.state.fingerprint import Fingerprint, Seen, fingerprint
 from tests.capture.sweep import interleaved_steps as S
+from tests.capture.sweep.standins import sizes as _sizes
 
 REPO = Path(__file__).resolve().parents[3]
 CLEAN = "tests.capture.sweep.interleaved_steps:clean"
@@ -187,33 +188,6 @@ def test_a_call_is_judged_as_check_judges_one():
 
 
 # --- the whole check, with stand-in graphs ----------------------------------------------
-
-
-class StandIn:
-    """A graph on the CPU: its capture runs the step once from its start and keeps what it
-    returned as the static output; a replay runs the step and writes that output."""
-
-    def __init__(self, step, *, writes: bool = True) -> None:
-        self.step, self.writes = step, writes
-        step.reset()
-        step.feed(0)
-        self.output = step().clone()
-        step.reset()
-        step.feed(0)
-
-    def replay(self) -> None:
-        out = self.step()
-        if self.writes:
-            self.output.copy_(out)
-
-
-def _sizes(factory, sizes=(4, 2, 1), **kw):
-    out = []
-    for b in sorted(sizes, reverse=True):  # built and captured largest first
-        step = factory(b)
-        g = StandIn(step, **kw)
-        out.append(SizeGraph(batch=b, step=step, graph=g, output=g.output))
-    return out
 
 
 @pytest.fixture(autouse=True)
