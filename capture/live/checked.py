@@ -32,8 +32,10 @@ import torch
 from graph_harness.capture.live.compare import compare, spread
 from graph_harness.capture.live.forms import Adapted, EagerForm, Form, Skipped, builtin_form
 from graph_harness.capture.live.sample import Sample
+from graph_harness.capture.live.unfinished import Launches
 from graph_harness.capture.record.keys import CaptureContext
 from graph_harness.capture.record.verdict import LISTED, Difference, GraphVerdict
+from graph_harness.capture.replay.progress import Marks
 
 _FATAL = ("device-side assert", "illegal memory access", "unspecified launch failure")
 
@@ -57,6 +59,7 @@ class Checker:
 
     def __init__(self, sample: Sample, adapters: list[tuple[str, Callable]]) -> None:
         self.sample, self.adapters = sample, adapters
+        self.launches = Launches()  # which replay did not finish (unfinished.py)
 
     def find(self, frames: list, graph: object, index: int) -> Form | str:
         """The capture's eager form (an adapter's first), or why there is none. Called as
@@ -80,16 +83,60 @@ class Checker:
             record.check = GraphVerdict(status=status, reason=str(form))
             return None
         record.check = GraphVerdict(source=form.source)
-        return GraphCheck(form, record.check, self.sample)
+        return GraphCheck(form, record.check, self.sample, self.launches, str(record.key))
+
+    def settle(self) -> None:
+        """At the recording's end: a device-side assertion that surfaced in the program's
+        own code (or not at all) lost the context after the last checked replay; the
+        replay that did not finish is named, its graph's verdict "assert"."""
+        if not self.launches.order or self.launches.lost:
+            return
+        try:
+            _sync()
+        except Exception as e:
+            if not fatal(e):
+                raise
+            culprit = self.launches.first_unfinished()
+            if culprit is not None:
+                check, n = culprit
+                check.tripped(n, e, seen="at the recording's end (in the program's own code)")
 
 
 class GraphCheck:
     """One graph's checked replays: `next` is the replay number due."""
 
-    def __init__(self, form: Form, verdict: GraphVerdict, sample: Sample) -> None:
+    def __init__(
+        self,
+        form: Form,
+        verdict: GraphVerdict,
+        sample: Sample,
+        launches: Launches | None = None,
+        label: str = "",
+    ) -> None:
         self.form, self.verdict, self.sample = form, verdict, sample
+        self.launches, self.label = launches or Launches(), label
+        self.marks: Marks | None = None  # made at the first replay (unfinished.py)
+        # the capture's device, where the replays run (attach runs as the capture ends)
+        self.device = torch.cuda.current_device() if torch.cuda.is_initialized() else None
         self.next = sample.due()
         self._busy = False
+
+    def launched(self, n: int) -> None:
+        """After the program's replay `n` of this graph, checked or not, was launched."""
+        self.launches.launched(self, n)
+
+    def tripped(self, n: int, e: BaseException, *, seen: str) -> None:
+        """Replay `n` of this graph, not one compared, did not finish: the device's
+        count of its replays says so (unfinished.py)."""
+        v = self.verdict
+        v.status = "assert"
+        v.assertion = (
+            f"replay {n}: the replay tripped it (not a compared replay; the replays "
+            f"before it finished, as the device counted them; it surfaced {seen}): "
+            f"{_first_line(e)}"
+        )
+        v.reason = "the process's GPU context is lost, so the program cannot go on"
+        self.next = math.inf
 
     def replay(self, graph: object, original: Callable, n: int) -> Any:
         """The program's replay `n` of this graph, checked (see the module's notes)."""
@@ -211,6 +258,7 @@ class GraphCheck:
         the program's own work, surfacing at the first synchronization)."""
         v = self.verdict
         lost = "the process's GPU context is lost, so the program cannot go on"
+        self.launches.lost = True  # said here: the recording's end does not say it again
         if where == "replay":
             v.status = "assert"
             v.assertion = f"replay {n}: the replay tripped it: {_first_line(e)}"
@@ -222,6 +270,12 @@ class GraphCheck:
                 f"({_first_line(e)}), so the graph was not judged; {lost}"
             )
         else:
+            culprit = self.launches.first_unfinished()
+            if culprit is not None:
+                check, k = culprit
+                check.tripped(k, e, seen=f"before replay {n} of graph {self.label}")
+                end_process(f"graph {check.label}: {check.verdict.assertion}; {lost}", e)
+                return
             v.status = "assert"
             v.assertion = (
                 f"before replay {n}: an unchecked replay (at or before {n - 1}) or the "
@@ -229,7 +283,7 @@ class GraphCheck:
             )
             v.reason = lost
         self.next = math.inf
-        end_process(f"graph {v.source}: {v.assertion or v.reason}; {lost}", e)
+        end_process(f"graph {self.label} ({v.source}): {v.assertion or v.reason}; {lost}", e)
 
 
 def end_process(message: str, e: BaseException) -> None:

@@ -122,6 +122,7 @@ class ProcessRecorder:
         self.notes: list[str] = []
         self._lock = threading.Lock()
         self._stopped = False
+        self._check: Any = None  # record --check's checker (capture/live), once started
         self._last_flush = 0.0
         self._provenance = None
         self._saved: Any = None  # the recorder settings before this one's (restored at stop)
@@ -146,6 +147,7 @@ class ProcessRecorder:
             adapters.insert(0, named_adapter(self.options.key))
         adapters = self._adapters + adapters
         hooks = _hooks()
+        self._check = self._checker()
         # one recording's settings at a time: a recording inside another (record_graphs
         # in a recorded program) takes its own, and gives the outer one's back at stop
         self._saved = _settings().configure(
@@ -153,7 +155,7 @@ class ProcessRecorder:
             module_scopes=self.options.module_scopes,
             pool_memory=self.options.pool_memory,
             attribute=attribute_compiled if self.options.module_scopes else unset_attribute,
-            check=self._checker(),
+            check=self._check,
         )
         if self.options.module_scopes:
             self._start_module_scopes()
@@ -194,6 +196,9 @@ class ProcessRecorder:
             return
         self._stopped = True
         _LIVE.discard(self)
+        if self._check is not None:  # an assertion the program's own code met is named
+            with contextlib.suppress(Exception):
+                self._check.settle()
         for r in self.records:  # replays after the recording are not checked
             r.live = None
         hooks = _hooks()

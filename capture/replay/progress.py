@@ -35,18 +35,27 @@ ASSERTION = re.compile(r"Assertion `(.+?)` failed")
 
 
 class Marks:
-    """The replays that ran to their end, counted by the device (module notes)."""
+    """The replays that ran to their end, counted by the device (module notes), on
+    `device` (a graph's capture device: where its replays run)."""
 
-    def __init__(self, device: torch.device | None = None) -> None:
+    def __init__(self, device: torch.device | int | str | None = None) -> None:
         import torch  # where marks are made, CUDA is in use
 
+        self._cuda = torch.cuda
         self._done = torch.zeros(1, dtype=torch.long, device=device or "cuda")
         self._seen = torch.zeros(1, dtype=torch.long, pin_memory=True)
+        self._index = self._done.device.index
 
     def mark(self) -> None:
-        """After a replay: the count of replays done, in stream order (no sync)."""
-        self._done.add_(1)
-        self._seen.copy_(self._done, non_blocking=True)
+        """After a replay: the count of replays done, in stream order (no sync), on the
+        replay's device's current stream, as a replay runs there."""
+        if self._cuda.current_device() == self._index:
+            self._done.add_(1)
+            self._seen.copy_(self._done, non_blocking=True)
+            return
+        with self._cuda.device(self._index):
+            self._done.add_(1)
+            self._seen.copy_(self._done, non_blocking=True)
 
     def done(self) -> int:
         """Replays that ran to their end, as far as the host saw (pinned memory: read with

@@ -159,6 +159,25 @@ def test_a_replay_that_trips_a_device_assertion_is_reported_not_dumped(tmp_path)
     assert "DEVICE ASSERT" in r.stdout or "device-side assertion" in r.stdout, r.stdout
 
 
+def test_an_unchecked_replay_that_trips_an_assertion_is_named_by_the_devices_count(tmp_path):
+    # compared replays 1, 2, 4, 8 (--check-sample 2): replay 7 is not one; the error
+    # surfaces at replay 8's first sync, and the device's count of finished replays names 7
+    prog = tmp_path / "window.py"
+    prog.write_text(ASSERTS)
+    out = tmp_path / "rec"
+    cmd = [
+        sys.executable, "-m", "graph_harness", "record", "--check", "--check-sample", "2",
+        "--out", str(out), "--eager", f"{prog}:eager_form", "--", str(prog),
+    ]  # fmt: skip
+    r = _run(cmd)
+    assert r.returncode == 1, (r.returncode, r.stderr[-3000:])
+    assert "core dumped" not in r.stderr and "terminate called" not in r.stderr, r.stderr
+    (g,) = json.loads((out / "recording.json").read_text())["graphs"]
+    assert g["check"]["status"] == "assert", g["check"]
+    assert g["check"]["assertion"].startswith("replay 7: the replay tripped it (not a compared"), g
+    assert g["check"]["compared"] == [1, 2, 4], g["check"]
+
+
 def _reduce_overhead_step():
     return load_example("llama").make_step(compiled="reduce-overhead", preset="tiny")
 
