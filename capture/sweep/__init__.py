@@ -13,6 +13,10 @@ nodes, time, graph memory and padding per size, and the sizes worth capturing.
   per request (plain arithmetic)
 - document.py: SweepResult, the `graph-harness/sweep` document, its tables and files
 - ladders.py: a request distribution's padding section, each ladder costed
+- alloc_trace.py: one capture's requests to its pool, read from the allocator's history
+- allocator_model.py: the caching allocator's rules replayed for one graph pool
+- predict.py: a ladder's shared pool predicted from two or three sizes' traces (not yet
+  wired into the CLI: it needs its GPU validation first)
 
 May import: capture.count, capture.graph, capture.replay (timing and its guard),
 capture.state, capture.check, capture.export, capture.attribution (the scope tree),

@@ -1,0 +1,118 @@
+"""A ladder's shared graph pool, predicted from two or three captured sizes (issue 58).
+
+The same step at another batch size makes the same requests in the same order; what
+changes is their sizes. An activation's is affine in batch (a + b * batch); a workspace's
+(cuBLAS, a kernel's scratch) is constant, or jumps where the library picks another
+algorithm. So: align the captured sizes' traces event by event (same length, the same
+frees, the same live set, else no prediction, and the reason); fit each request's size
+exactly through the captured points (two points fit any line; a third must lie on it,
+else the request is flagged and predicted as the largest size seen, erring high);
+write the trace of every size on the ladder; and replay them, largest first, into one
+modelled pool (allocator_model.py). The pool's bytes are a staircase of the sizes
+(segment rounding), which is why the traces, not the pool figures, are extrapolated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+from .alloc_trace import Alloc, Event, Free, Trace
+from .allocator_model import shared_pool_reserved
+
+
+class NotPredictable(ValueError):
+    """The captured sizes' traces cannot be aligned; the message says where they differ."""
+
+
+@dataclass(frozen=True)
+class SizeFit:
+    """One request's size as `base + slope * batch`, exact through the captured points;
+    `flagged` where they are not on one line (then `worst`, the largest seen, is used)."""
+
+    base: Fraction
+    slope: Fraction
+    flagged: bool
+    worst: int
+
+    def at(self, batch: int) -> int:
+        """Bytes at `batch`: the line, rounded up to a byte, never below 0."""
+        if self.flagged:
+            return self.worst
+        return max(0, -(-(self.base + self.slope * batch) // 1))
+
+
+def _describe(event: Event) -> str:
+    return f"alloc of {event.size} B" if isinstance(event, Alloc) else f"free of #{event.alloc}"
+
+
+def _check_shapes(traces: Mapping[int, Trace]) -> None:
+    """Raise NotPredictable where two traces differ in anything but their sizes."""
+    (b0, t0), *rest = sorted(traces.items())
+    for b, t in rest:
+        if len(t.events) != len(t0.events):
+            raise NotPredictable(
+                f"batch {b0} makes {len(t0.events)} allocator events, batch {b} "
+                f"{len(t.events)}: the step takes another path at one of them"
+            )
+        for i, (e0, e) in enumerate(zip(t0.events, t.events, strict=True)):
+            if type(e0) is not type(e) or (isinstance(e, Free) and e != e0):
+                raise NotPredictable(
+                    f"event {i}: batch {b0} has {_describe(e0)}, batch {b} {_describe(e)}"
+                )
+        if t.live != t0.live:
+            raise NotPredictable(
+                f"batch {b0} keeps allocations {sorted(t0.live)} live, batch {b} {sorted(t.live)}"
+            )
+
+
+def fit_sizes(traces: Mapping[int, Trace]) -> list[SizeFit]:
+    """Each allocation's size as a function of batch, from `traces` (batch -> Trace, two
+    batches or more); NotPredictable where they do not align."""
+    if len(traces) < 2:
+        raise NotPredictable(f"{len(traces)} captured size(s): a line needs two")
+    _check_shapes(traces)
+    batches = sorted(traces)
+    columns = list(zip(*(traces[b].allocs for b in batches), strict=True))
+    (lo, hi) = batches[0], batches[-1]
+    fits = []
+    for sizes in columns:
+        slope = Fraction(sizes[-1] - sizes[0], hi - lo)
+        base = sizes[0] - slope * lo
+        on_line = all(base + slope * b == s for b, s in zip(batches, sizes, strict=True))
+        fits.append(SizeFit(base, slope, not on_line, max(sizes)))
+    return fits
+
+
+def trace_at(template: Trace, fits: Sequence[SizeFit], batch: int) -> Trace:
+    """`template`'s events and live set, each request's size from `fits` at `batch`."""
+    sizes = iter(f.at(batch) for f in fits)
+    events = tuple(Alloc(next(sizes)) if isinstance(e, Alloc) else e for e in template.events)
+    return Trace(events=events, live=template.live)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Prediction:
+    """The shared pool predicted for `ladder` (captured largest first): its reserved bytes
+    after each size, in that order; `flagged`, the requests not affine in batch (by
+    number), predicted at their largest captured size."""
+
+    ladder: tuple[int, ...]
+    reserved_after: tuple[int, ...]
+    flagged: tuple[int, ...]
+
+    @property
+    def reserved(self) -> int:
+        return self.reserved_after[-1]
+
+
+def predict_shared_pool(traces: Mapping[int, Trace], ladder: Sequence[int]) -> Prediction:
+    """The pool `ladder`'s graphs will share, from the traces of a few captured sizes
+    (batch -> Trace); NotPredictable with the reason where they do not align."""
+    fits = fit_sizes(traces)
+    template = traces[min(traces)]
+    order = tuple(sorted(ladder, reverse=True))
+    reserved = shared_pool_reserved([trace_at(template, fits, b) for b in order])
+    flagged = tuple(i for i, f in enumerate(fits) if f.flagged)
+    return Prediction(ladder=order, reserved_after=tuple(reserved), flagged=flagged)

@@ -1,0 +1,113 @@
+"""A ladder's shared pool predicted from a few captured sizes (capture/sweep/predict.py):
+the fit of each request's size across batches, the traces refused with their reason, and
+the whole chain against a synthetic step whose truth is the pool model run on its true
+traces at every size. CPU only: plain arithmetic."""
+
+import pytest
+
+from graph_harness.capture.sweep.alloc_trace import Alloc, Free, Trace
+from graph_harness.capture.sweep.allocator_model import shared_pool_reserved
+from graph_harness.capture.sweep.predict import (
+    NotPredictable,
+    fit_sizes,
+    predict_shared_pool,
+    trace_at,
+)
+
+KIB = 1 << 10
+MIB = 1 << 20
+LADDER = [1, 2, 4, 8, 16, 24, 32, 48, 64]
+
+
+def _step(batch: int, workspace=lambda b: 4 * MIB) -> Trace:
+    """A decode step's requests at `batch`: a workspace (constant unless told), four
+    layers of activations affine in batch (some small at batch 1 and large at 64, so
+    they change pools across the ladder), the logits kept live as the graph's output."""
+    events = [Alloc(workspace(batch))]  # #0, kept
+    n = 1
+    h = None
+    for _ in range(4):
+        events += [Alloc(64 * KIB * batch + 256), Alloc(256 * KIB * batch)]  # h, mlp
+        if h is not None:
+            events.append(Free(h))
+        events.append(Free(n + 1))  # mlp freed within the layer
+        h, n = n, n + 2
+    events += [Alloc(128 * KIB * batch + 512), Free(h)]  # logits, last h freed
+    return Trace(events=tuple(events), live=frozenset({0, n}))
+
+
+def _truth(ladder, step=_step) -> list[int]:
+    return shared_pool_reserved([step(b) for b in sorted(ladder, reverse=True)])
+
+
+def test_affine_sizes_are_recovered_exactly():
+    fits = fit_sizes({1: _step(1), 64: _step(64)})
+    for b in LADDER:
+        assert trace_at(_step(1), fits, b) == Trace(events=_step(b).events, live=_step(b).live)
+    assert not any(f.flagged for f in fits)
+
+
+def test_a_fractional_line_rounds_up_to_a_byte():
+    def t(size):
+        return Trace(events=(Alloc(size),), live=frozenset({0}))
+
+    (fit,) = fit_sizes({1: t(1000), 3: t(1001)})  # slope 1/2
+    assert fit.at(2) == 1001  # 1000.5, rounded up
+
+
+@pytest.mark.parametrize("captured", [(1, 64), (1, 16, 64), (4, 8, 32)])
+def test_the_prediction_from_a_few_sizes_equals_the_truth(captured):
+    # Two or three sizes, the ladder's ends or not: the traces are affine, so every
+    # predicted trace is the true one and the pool model gives the same bytes.
+    pred = predict_shared_pool({b: _step(b) for b in captured}, LADDER)
+    assert pred.ladder == tuple(sorted(LADDER, reverse=True))
+    assert list(pred.reserved_after) == _truth(LADDER)
+    assert pred.flagged == ()
+
+
+def test_the_truth_is_not_the_sum_of_the_sizes_alone():
+    # Not vacuous: the shared pool is far below the sizes' own pools summed.
+    alone = sum(shared_pool_reserved([_step(b)])[0] for b in LADDER)
+    assert _truth(LADDER)[-1] < alone
+
+
+def _jumping(b):
+    return MIB if b < 8 else 4 * MIB  # a workspace whose algorithm changes at batch 8
+
+
+def test_a_workspace_that_jumps_is_flagged_and_predicted_at_its_largest():
+    pred = predict_shared_pool({b: _step(b, _jumping) for b in (1, 4, 16)}, LADDER)
+    assert pred.flagged == (0,)
+    # predicted at 4 MiB at every size: the truth where the batch is 8 or more, and
+    # never below it
+    assert pred.reserved >= _truth(LADDER, lambda b: _step(b, _jumping))[-1]
+
+
+def test_a_jump_between_two_sizes_is_not_seen():
+    # With two sizes any pair lies on a line: the third size is what flags it.
+    fits = fit_sizes({1: _step(1, _jumping), 16: _step(16, _jumping)})
+    assert not fits[0].flagged
+
+
+def test_traces_of_different_lengths_are_refused_with_the_reason():
+    longer = Trace(events=(*_step(4).events, Alloc(512)), live=_step(4).live)
+    with pytest.raises(NotPredictable, match=r"batch 1 makes 18 allocator events, batch 4 19"):
+        fit_sizes({1: _step(1), 4: longer})
+
+
+def test_an_event_of_another_kind_is_refused_with_its_place():
+    ev = list(_step(4).events)
+    ev[2], ev[3] = ev[3], ev[2]  # a free before the alloc it followed
+    with pytest.raises(NotPredictable, match=r"event 2: batch 1 has alloc of 262144 B"):
+        fit_sizes({1: _step(1), 4: Trace(events=tuple(ev), live=_step(4).live)})
+
+
+def test_another_live_set_is_refused():
+    other = Trace(events=_step(4).events, live=frozenset({0}))
+    with pytest.raises(NotPredictable, match=r"keeps allocations \[0, 9\] live"):
+        fit_sizes({1: _step(1), 4: other})
+
+
+def test_one_size_is_refused():
+    with pytest.raises(NotPredictable, match="a line needs two"):
+        predict_shared_pool({8: _step(8)}, LADDER)
