@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
+import functools
 import os
 import signal
 import socket
@@ -28,7 +29,7 @@ from graph_harness.capture.paths import os_reason
 from graph_harness.reports.output.commit import BUSY, OutputConflict, commit_folder, take_current
 from graph_harness.reports.output.leftovers import clean_leftovers, make_partial
 from graph_harness.reports.output.manifest import Manifest, remove_listed, write_manifest
-from graph_harness.reports.output.plan import OutputRefused, plan_output
+from graph_harness.reports.output.plan import OutputRefused, Plan, plan_output
 
 __all__ = [
     "OutputConflict",
@@ -96,66 +97,102 @@ def staged_output(
         return
     plan = plan_output(Path(out), force)
     clean_leftovers(plan.real, say, plan.shown)
-    made: list[Path] = []
-    tmp = lock = old = None
-    committed = False
-    claimed: set[str] = set()
+    run = _Staged()
     try:
-        with _signals_deferred():  # no instant at which a signal leaves a bare folder
-            _make_parents(plan.real.parent, made)
-            tmp, lock = make_partial(plan.real)  # locked until this run ends: a live run's
-            born = os.fstat(lock)
-            hold(lock, "its output folder's lock")
-            os.chmod(tmp, default_mode(folder=True))
-            manifest = Manifest(command, _now(), socket.gethostname(), os.getpid(), False, ())
-            write_manifest(tmp, manifest)
-
-        def record(name: str) -> None:
-            if name not in claimed:
-                claimed.add(name)
-                write_manifest(tmp, dataclasses.replace(manifest, files=tuple(sorted(claimed))))
-
-        with claiming(tmp, record):
-            yield tmp
-        if not intact(lock):
+        manifest = _start(run, plan, command)
+        with claiming(run.tmp, functools.partial(_claim, run, manifest)):
+            yield run.tmp
+        if not intact(run.lock):
             raise HarnessError(
                 f"the lock on this run's output folder was closed while it ran (by the "
                 f"step's code: os.closerange?), so {plan.shown} was not written"
             )
-        old = take_current(plan)  # waits (interruptibly) for a commit going on at the path
-        outcome = ""  # what the commit did, for a signal it held off (raised once it is done)
-        try:
-            with _signals_deferred():
-                files = tuple(sorted(n for n in claimed if (tmp / n).is_file()))
-                write_manifest(tmp, dataclasses.replace(manifest, complete=True, files=files))
-                committed = True  # from here on tmp is either `out`, kept beside it, or the old one
-                try:
-                    left = commit_folder(tmp, plan, old, lock)
-                except OutputConflict as e:
-                    outcome = str(e)
-                    raise
-                outcome = "; ".join(filter(None, [f"{plan.shown} holds its output", left]))
-        except BaseException as e:
-            if outcome and not isinstance(e, OutputConflict):  # the signal, raised now
-                setattr(e, _OUTCOME, outcome)
-            raise
+        run.old = take_current(plan)  # waits (interruptibly) for a commit going on at the path
+        left = _commit_held(run, plan, manifest)
         if left and say:
             say(left)
     except OSError as e:
-        _as_shown(e, tmp, plan.shown)
+        _as_shown(e, run.tmp, plan.shown)
         raise
     finally:
-        if old is not None and old is not BUSY:
-            os.close(old[0])
-        if lock is not None and not release(lock):
-            lock = _reopen(tmp, born)  # closed by a target: its number is not ours now
-        if not committed and tmp is not None and lock is not None:
-            _remove_unfinished(tmp, lock, say)
-        if lock is not None:
-            os.close(lock)
-        for p in reversed(made):
-            with contextlib.suppress(OSError):
-                p.rmdir()  # only if still empty: a folder we made for nothing
+        _end(run, say)
+
+
+@dataclasses.dataclass
+class _Staged:
+    """What a run has made and holds so far, for its end whatever happens: the parent
+    folders it made, its hidden folder, the lock on it (and what it was, to reopen it),
+    the output at the path it locked, whether its commit began, the names it claimed."""
+
+    made: list[Path] = dataclasses.field(default_factory=list)
+    tmp: Path | None = None
+    lock: int | None = None  # locked until this run ends: a live run's
+    born: os.stat_result | None = None
+    old: tuple[int, str] | None = None
+    committed: bool = False  # from then on tmp is either `out`, kept beside it, or the old one
+    claimed: set[str] = dataclasses.field(default_factory=set)
+
+
+def _start(run: _Staged, plan: Plan, command: str) -> Manifest:
+    """The hidden folder made, locked and given its first manifest, with signals held
+    off: no instant at which a signal leaves a bare folder."""
+    with _signals_deferred():
+        _make_parents(plan.real.parent, run.made)
+        run.tmp, run.lock = make_partial(plan.real)
+        run.born = os.fstat(run.lock)
+        hold(run.lock, "its output folder's lock")
+        os.chmod(run.tmp, default_mode(folder=True))
+        manifest = Manifest(command, _now(), socket.gethostname(), os.getpid(), False, ())
+        write_manifest(run.tmp, manifest)
+    return manifest
+
+
+def _claim(run: _Staged, manifest: Manifest, name: str) -> None:
+    """A file's name listed in the manifest before the file is made."""
+    if name not in run.claimed:
+        run.claimed.add(name)
+        write_manifest(run.tmp, dataclasses.replace(manifest, files=tuple(sorted(run.claimed))))
+
+
+def _commit_held(run: _Staged, plan: Plan, manifest: Manifest) -> str | None:
+    """The manifest completed and the folder committed with signals held off; a signal
+    held off meanwhile carries what the commit did (committed_before_stop). Returns a
+    note when the replaced output could not all be removed."""
+    tmp = run.tmp
+    outcome = ""  # what the commit did, for a signal it held off (raised once it is done)
+    try:
+        with _signals_deferred():
+            files = tuple(sorted(n for n in run.claimed if (tmp / n).is_file()))
+            write_manifest(tmp, dataclasses.replace(manifest, complete=True, files=files))
+            run.committed = True
+            try:
+                left = commit_folder(tmp, plan, run.old, run.lock)
+            except OutputConflict as e:
+                outcome = str(e)
+                raise
+            outcome = "; ".join(filter(None, [f"{plan.shown} holds its output", left]))
+    except BaseException as e:
+        if outcome and not isinstance(e, OutputConflict):  # the signal, raised now
+            setattr(e, _OUTCOME, outcome)
+        raise
+    return left
+
+
+def _end(run: _Staged, say: Callable[[str], None] | None) -> None:
+    """Whatever happened: the old output's lock let go, an uncommitted folder removed,
+    this run's lock let go, and the parent folders it made removed if still empty."""
+    if run.old is not None and run.old is not BUSY:
+        os.close(run.old[0])
+    lock = run.lock
+    if lock is not None and not release(lock):
+        lock = _reopen(run.tmp, run.born)  # closed by a target: its number is not ours now
+    if not run.committed and run.tmp is not None and lock is not None:
+        _remove_unfinished(run.tmp, lock, say)
+    if lock is not None:
+        os.close(lock)
+    for p in reversed(run.made):
+        with contextlib.suppress(OSError):
+            p.rmdir()  # only if still empty: a folder we made for nothing
 
 
 def _remove_unfinished(tmp: Path, lock: int, say: Callable[[str], None] | None) -> None:
