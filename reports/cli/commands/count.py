@@ -6,7 +6,6 @@ import argparse
 from contextlib import nullcontext
 from typing import TYPE_CHECKING
 
-from graph_harness.capture.export.kinds import COUNT, COUNT_SCHEMA_VERSION
 from graph_harness.capture.round.params import VARIANTS
 from graph_harness.reports.cli.args import (
     check_arg,
@@ -215,16 +214,9 @@ def show(
     )
 
     if io.json:
-        doc = {
-            "schema": COUNT,
-            "schema_version": COUNT_SCHEMA_VERSION,
-            "exports": {k: e.to_dict() for k, e in exports.items()},
-        }
-        if checks:
-            doc["checks"] = {k: r.to_dict() for k, r in checks.items()}
-        if launches:
-            doc["host_launch"] = {k: h.to_dict() for k, h in launches.items()}
-        io.print_json(doc)
+        from graph_harness.capture.commands import count_document
+
+        io.print_json(count_document(exports, checks=checks, launches=launches))
         return
     io.out.print(totals_table(list(exports.values())))
     for name, h in (launches or {}).items():
