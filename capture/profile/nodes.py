@@ -53,7 +53,7 @@ import pandas as pd
 
 from graph_harness.capture.export.nodes import NodeExport
 from graph_harness.capture.profile.exposure import Exposure, exposure_verdict
-from graph_harness.capture.profile.matching import MatchPlan, plan_of
+from graph_harness.capture.profile.match_plan import MatchPlan, plan_of
 from graph_harness.capture.profile.node_stats import node_stats
 
 # re-exported where they were defined before: the tables' columns, one replay's costs

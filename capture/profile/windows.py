@@ -16,9 +16,9 @@ import pandas as pd
 
 from graph_harness.capture.profile.activities import Activity, Launch
 from graph_harness.capture.profile.exposure import launch_exposure
+from graph_harness.capture.profile.match_plan import MatchPlan
 from graph_harness.capture.profile.matching import (
     Match,
-    MatchPlan,
     agreement,
     ids_consistent,
     match_by_id,
