@@ -217,14 +217,11 @@ def _capture(
 ) -> Counted:
     warmup = StepSettings(warmup=warmup).warmup  # checked where the default lives
     device = torch.device(device) if device is not None else default_device()
-    if name is not None and (not isinstance(name, str) or not name.strip()):
-        raise ValueError(f"name must be a non-empty str (the workload's name), got {name!r}")
+    workload = _workload_name(fn, name)
     watch = watch if watch is not None else StateWatch(fn, watch=False)
     compiled = refuse_uncountable(fn, device.type, own_graphs=own_graphs)
     if pool is not None:
         pool.freeze()
-    workload = name or f"callable:{getattr(fn, '__qualname__', None) or type(fn).__name__}"
-    workload = printable(workload)  # a file's name can hold a lone surrogate (capture/text.py)
     options: dict = {"compiled": bool(compiled), "warmup": warmup}
     ms = active_module_scopes()
     options.update(module_options(ms))
@@ -258,13 +255,24 @@ def _capture(
         created=now(),
         options=options,
     )
-    held = None
-    if memory and captured is not None:
-        pool_id = captured.graph.pool()
-        held = GraphMemory(
-            pool=pool_memory(pool_id), by_scope=log.by_scope(pool_id) if log else None
-        )
+    held = _graph_memory(captured, log) if memory and captured is not None else None
     return Counted(export=export, captured=captured, memory=held)
+
+
+def _workload_name(fn: Callable[[], object], name: str | None) -> str:
+    """The workload's name in an export: `name` (a non-empty str, else ValueError), or
+    `callable:` and the callable's qualified name."""
+    if name is not None and (not isinstance(name, str) or not name.strip()):
+        raise ValueError(f"name must be a non-empty str (the workload's name), got {name!r}")
+    workload = name or f"callable:{getattr(fn, '__qualname__', None) or type(fn).__name__}"
+    return printable(workload)  # a file's name can hold a lone surrogate (capture/text.py)
+
+
+def _graph_memory(captured: Captured, log: AllocationLog | None) -> GraphMemory:
+    """A captured graph's memory read from its pool, by scope where allocations were
+    tagged (`log`)."""
+    pool_id = captured.graph.pool()
+    return GraphMemory(pool=pool_memory(pool_id), by_scope=log.by_scope(pool_id) if log else None)
 
 
 def _count_recorded(
