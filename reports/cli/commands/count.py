@@ -47,23 +47,29 @@ if TYPE_CHECKING:
     from graph_harness.capture.export.nodes import NodeExport
 
 
+DESCRIPTION = (
+    "Capture the built-in decode round in each variant (or your own step, "
+    "--target) into a CUDA graph and count its nodes by type, kernel and scope: nodes per "
+    "round and per step of a stage, or your step's scope tree and kernels. Without a GPU "
+    "it counts dispatched operations instead, and says so."
+)
+EXAMPLES = [
+    "graph-harness count",
+    "graph-harness count --variant shipped --variant fused --per-stage",
+    "graph-harness count --target examples/llama_decode.py:make_step --module-scopes",
+    "graph-harness count --json --out counts",
+    "graph-harness count vllm-decode.dot",
+]
+
+
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     c = subcommand(
         sub,
         "count",
         common,
         help="capture the decode round (or --target) and count nodes",
-        description="Capture the built-in decode round in each variant (or your own step, "
-        "--target) into a CUDA graph and count its nodes by type, kernel and scope: nodes per "
-        "round and per step of a stage, or your step's scope tree and kernels. Without a GPU "
-        "it counts dispatched operations instead, and says so.",
-        examples=[
-            "graph-harness count",
-            "graph-harness count --variant shipped --variant fused --per-stage",
-            "graph-harness count --target examples/llama_decode.py:make_step --module-scopes",
-            "graph-harness count --json --out counts",
-            "graph-harness count vllm-decode.dot",
-        ],
+        description=DESCRIPTION,
+        examples=EXAMPLES,
         variants=True,
     )
     c.add_argument(

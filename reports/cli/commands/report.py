@@ -47,6 +47,21 @@ from graph_harness.reports.cli.targets import (
     refuse_target_only,
 )
 
+DESCRIPTION = (
+    "All of it into one folder: report.md (readable alone), a CSV of every "
+    "table, the JSON exports and PNG plots. For the built-in round: counts of every "
+    "variant, their deltas, and on a GPU the per-node costs, measured and predicted "
+    "savings, the in-round profile and its timeline. For --target: counts by module, "
+    "the delta of two targets, and on a GPU their profile."
+)
+EXAMPLES = [
+    "graph-harness report --out report",
+    "graph-harness report --recording rec --out rec-report",
+    "graph-harness report --graph before.dot --graph after.dot --out change",
+    "graph-harness report --target examples/llama_decode.py:make_step --check "
+    "--module-scopes --out llama",
+]
+
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     p = subcommand(
@@ -54,18 +69,8 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
         "report",
         common,
         help="counts, deltas, replays and plots into one folder",
-        description="All of it into one folder: report.md (readable alone), a CSV of every "
-        "table, the JSON exports and PNG plots. For the built-in round: counts of every "
-        "variant, their deltas, and on a GPU the per-node costs, measured and predicted "
-        "savings, the in-round profile and its timeline. For --target: counts by module, "
-        "the delta of two targets, and on a GPU their profile.",
-        examples=[
-            "graph-harness report --out report",
-            "graph-harness report --recording rec --out rec-report",
-            "graph-harness report --graph before.dot --graph after.dot --out change",
-            "graph-harness report --target examples/llama_decode.py:make_step --check "
-            "--module-scopes --out llama",
-        ],
+        description=DESCRIPTION,
+        examples=EXAMPLES,
         gpu_examples=[  # a compiled step is counted on CUDA only (capture/graph/compiled.py)
             "graph-harness report --target examples/llama_decode.py:make_step "
             "--target examples/llama_decode.py:make_compiled_step --out llama",
