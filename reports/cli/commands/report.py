@@ -6,7 +6,9 @@ targets, and on a GPU their profile (and check, with --check)."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from graph_harness.capture.round.params import VARIANTS
 from graph_harness.capture.sweep.settings import SweepSettings
@@ -46,6 +48,9 @@ from graph_harness.reports.cli.targets import (
     refuse_check_steps,
     refuse_target_only,
 )
+
+if TYPE_CHECKING:
+    from graph_harness.capture.profile.document import ProfileResult
 
 DESCRIPTION = (
     "All of it into one folder: report.md (readable alone), a CSV of every "
@@ -257,44 +262,14 @@ def run_target_report(args: argparse.Namespace, io: IO) -> int:
     names = output_names(args.target)
     with staged(args, io) as tmp, progress(io) as say:
         banner(io)
-        exports, profile, checks = {}, None, {}
+        profile = None
         # every target loaded once, before any runs; one that captures its own graphs
         # (reduce-overhead) is counted by recording them and profiled call by call
         targets = load_targets(args.target, io, own_graphs=not args.check)
         if torch.cuda.is_available():  # counted from the graphs it profiles
-            from graph_harness.capture.profile.settings import ProfileSettings
-
-            profile, checks = profile_targets(
-                args.target,
-                args.module_scopes,
-                ProfileSettings(builds=1),
-                io,
-                say,
-                warmup=step_warmup(args),
-                check=args.check,
-                check_steps=check_steps(args),
-                targets=targets,
-            )
-            exports = {n: p.export for n, p in profile.profiles.items()}
+            exports, profile, checks = _profile_targets(args, io, say, targets)
         else:
-            for name, spec, target in zip(names, args.target, targets):
-                got = count_target(
-                    spec,
-                    args.module_scopes,
-                    io,
-                    warmup=step_warmup(args),
-                    check=check_steps(args) if args.check else None,
-                    host_launch=False,  # no GPU here
-                    watch=args.check,  # unchecked, a report replays nothing here: no watch
-                    target=target,
-                    progress=say,
-                )
-                exports[name] = got.export
-                if got.check is not None:
-                    checks[name] = got.check
-                del got  # its graph and buffers, before the next target runs
-            if checks:
-                gate(io, checks)
+            exports, checks = _count_targets(args, io, say, names, targets)
         sweep = None
         if args.sizes:
             sweep = sweep_target(
@@ -327,3 +302,56 @@ def run_target_report(args: argparse.Namespace, io: IO) -> int:
             write_checks(tmp, checks)
     io.err.print(f"wrote {args.out / 'report.md'}", markup=False)
     return 0
+
+
+def _profile_targets(
+    args: argparse.Namespace, io: IO, say: Callable[[str], None], targets: list
+) -> tuple[dict, ProfileResult, dict]:
+    """On a GPU: the targets profiled (checked first, with --check), each counted from
+    the graphs it profiles; their exports, the profile and the checks."""
+    from graph_harness.capture.profile.settings import ProfileSettings
+
+    profile, checks = profile_targets(
+        args.target,
+        args.module_scopes,
+        ProfileSettings(builds=1),
+        io,
+        say,
+        warmup=step_warmup(args),
+        check=args.check,
+        check_steps=check_steps(args),
+        targets=targets,
+    )
+    exports = {n: p.export for n, p in profile.profiles.items()}
+    return exports, profile, checks
+
+
+def _count_targets(
+    args: argparse.Namespace,
+    io: IO,
+    say: Callable[[str], None],
+    names: list[str],
+    targets: list,
+) -> tuple[dict, dict]:
+    """Without a GPU: each target counted (and checked, with --check: the checks judged
+    once all ran); their exports and checks, by output name."""
+    exports, checks = {}, {}
+    for name, spec, target in zip(names, args.target, targets):
+        got = count_target(
+            spec,
+            args.module_scopes,
+            io,
+            warmup=step_warmup(args),
+            check=check_steps(args) if args.check else None,
+            host_launch=False,  # no GPU here
+            watch=args.check,  # unchecked, a report replays nothing here: no watch
+            target=target,
+            progress=say,
+        )
+        exports[name] = got.export
+        if got.check is not None:
+            checks[name] = got.check
+        del got  # its graph and buffers, before the next target runs
+    if checks:
+        gate(io, checks)
+    return exports, checks
