@@ -14,11 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from graph_harness.capture.check.findings import CheckResult
 from graph_harness.capture.check.step import check_captured
+from graph_harness.capture.export.kinds import COUNT, COUNT_SCHEMA_VERSION
 from graph_harness.capture.export.nodes import NodeExport
 from graph_harness.capture.graph.settings import StepSettings
 from graph_harness.capture.profile.document import ProfileResult
@@ -56,6 +58,26 @@ class CountedStep:
     @property
     def export(self) -> NodeExport:
         return self.got.export
+
+
+def count_document(
+    exports: dict[str, NodeExport],
+    *,
+    checks: dict[str, CheckResult] | None = None,
+    launches: dict[str, HostLaunch] | None = None,
+) -> dict[str, Any]:
+    """`count --json`'s document: each export by name, and where there were any, the
+    checks made (`checks`) and each graph's host launch (`launches`), by name."""
+    doc: dict[str, Any] = {
+        "schema": COUNT,
+        "schema_version": COUNT_SCHEMA_VERSION,
+        "exports": {k: e.to_dict() for k, e in exports.items()},
+    }
+    if checks:
+        doc["checks"] = {k: r.to_dict() for k, r in checks.items()}
+    if launches:
+        doc["host_launch"] = {k: h.to_dict() for k, h in launches.items()}
+    return doc
 
 
 def count_step(

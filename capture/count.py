@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from graph_harness.capture.attribution.provenance_match import refine
+from graph_harness.capture.attribution.compiled import compiled_attribution, module_options
 from graph_harness.capture.attribution.records import nodes_from_dispatch, nodes_from_graph
 from graph_harness.capture.environment import environment, now
 from graph_harness.capture.errors import HarnessError
@@ -35,7 +35,7 @@ from graph_harness.capture.graph.memory import (
 from graph_harness.capture.graph.reader import read_graph
 from graph_harness.capture.graph.settings import StepSettings
 from graph_harness.capture.record.steps import RecordedStep, combined_export, record_step
-from graph_harness.capture.scopes.modules import active_module_scopes, block_depth, module_scopes
+from graph_harness.capture.scopes.modules import active_module_scopes, module_scopes
 from graph_harness.capture.scopes.recorder import Recorder, recording
 from graph_harness.capture.state.steps import StateWatch
 from graph_harness.capture.text import printable
@@ -217,14 +217,11 @@ def _capture(
 ) -> Counted:
     warmup = StepSettings(warmup=warmup).warmup  # checked where the default lives
     device = torch.device(device) if device is not None else default_device()
-    if name is not None and (not isinstance(name, str) or not name.strip()):
-        raise ValueError(f"name must be a non-empty str (the workload's name), got {name!r}")
+    workload = _workload_name(fn, name)
     watch = watch if watch is not None else StateWatch(fn, watch=False)
     compiled = refuse_uncountable(fn, device.type, own_graphs=own_graphs)
     if pool is not None:
         pool.freeze()
-    workload = name or f"callable:{getattr(fn, '__qualname__', None) or type(fn).__name__}"
-    workload = printable(workload)  # a file's name can hold a lone surrogate (capture/text.py)
     options: dict = {"compiled": bool(compiled), "warmup": warmup}
     ms = active_module_scopes()
     options.update(module_options(ms))
@@ -258,13 +255,24 @@ def _capture(
         created=now(),
         options=options,
     )
-    held = None
-    if memory and captured is not None:
-        pool_id = captured.graph.pool()
-        held = GraphMemory(
-            pool=pool_memory(pool_id), by_scope=log.by_scope(pool_id) if log else None
-        )
+    held = _graph_memory(captured, log) if memory and captured is not None else None
     return Counted(export=export, captured=captured, memory=held)
+
+
+def _workload_name(fn: Callable[[], object], name: str | None) -> str:
+    """The workload's name in an export: `name` (a non-empty str, else ValueError), or
+    `callable:` and the callable's qualified name."""
+    if name is not None and (not isinstance(name, str) or not name.strip()):
+        raise ValueError(f"name must be a non-empty str (the workload's name), got {name!r}")
+    workload = name or f"callable:{getattr(fn, '__qualname__', None) or type(fn).__name__}"
+    return printable(workload)  # a file's name can hold a lone surrogate (capture/text.py)
+
+
+def _graph_memory(captured: Captured, log: AllocationLog | None) -> GraphMemory:
+    """A captured graph's memory read from its pool, by scope where allocations were
+    tagged (`log`)."""
+    pool_id = captured.graph.pool()
+    return GraphMemory(pool=pool_memory(pool_id), by_scope=log.by_scope(pool_id) if log else None)
 
 
 def _count_recorded(
@@ -320,55 +328,6 @@ def empty_cause(fn: Callable[[], object], device: torch.device | str | None = No
             )
     return (
         "its step issued no work (0 nodes); it must launch the work to count, not only prepare it"
-    )
-
-
-def module_options(ms: module_scopes | None) -> dict[str, object]:
-    """What an export records of the module_scopes it was captured under (none: null)."""
-    if ms is None:
-        return {"module_depth": None}
-    return {
-        "module_depth": ms.recorded_depth,
-        "blocks": ms.blocks,
-        "block_depth": block_depth(ms.blocks),
-    }
-
-
-def compiled_attribution(
-    nodes: list[Node], ms: module_scopes, codes: set[object], *, compiled: bool
-) -> str | None:
-    """Compiled nodes into their modules by Inductor's provenance, in place; what was done,
-    in words (None: nothing compiled was seen). The graphs matched are those compiled
-    under this module_scopes and those kept from earlier captures of the same code that
-    Dynamo still runs (capture/scopes/provenance_cache.py)."""
-    log = ms.provenance
-    if log is None or not log.supported:
-        if not compiled:
-            return None
-        why = log.unavailable if log is not None else "module_scopes was not entered"
-        return f"enclosing scope (no provenance: {why})"
-    if not compiled and not log.graphs:  # an eager step: nothing of a compile to place
-        return None
-    graphs, reused, unkept = log.graphs_for(codes)
-    if not graphs:
-        if unkept:
-            return (
-                "enclosing scope (no provenance: the step's compiled code was compiled under "
-                f"module_scopes, but its provenance could not be kept for reuse: {unkept[0]})"
-            )
-        return (
-            "enclosing scope (no provenance: the step's compiled code was compiled before "
-            "any module_scopes, so none was recorded; compile or first call it inside one)"
-        )
-    how = refine(nodes, graphs, set(ms.names.values()), ms.known)
-    fresh = len(graphs) - reused
-    kept = f"; {len(unkept)} earlier compiles' provenance not kept ({unkept[0]})" if unkept else ""
-    return (
-        f"inductor provenance of {len(graphs)} compiled graphs ({fresh} compiled under this "
-        f"module_scopes, {reused} kept from an earlier one{kept}): {how['kernel']} nodes by "
-        f"kernel name, {how['extern'] + how['externs'] + how['edge']} extern-call nodes by "
-        f"position ({how['externs']} shared among calls, {how['edge']} at a compiled call's "
-        f"edges), {how['fused']} fused across modules"
     )
 
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from rich.table import Table
 
 if TYPE_CHECKING:
-    from graph_harness.capture.sweep.document import SweepResult
+    from graph_harness.capture.sweep.document import SizeRow, SweepResult
 
 
 STATUS_COLUMNS = ("check", "interleaved", "updated")  # SizeRow's statuses, in this order
@@ -37,18 +37,10 @@ def sizes_table(result: SweepResult) -> Table:
     for ty in types:
         t.add_column(ty, justify="right")
     t.add_column("warm-up + capture s", justify="right")
+    hosts = measured and any(r.host_launch_us is not None for r in result.rows)
+    execs = measured and any(r.exec_bytes is not None for r in result.rows)
     if measured:
-        t.add_column("compile s", justify="right")
-        t.add_column("replay us [95%]", justify="right")
-        t.add_column("rows/s", justify="right")
-        hosts = any(r.host_launch_us is not None for r in result.rows)
-        if hosts:
-            t.add_column("host launch us", justify="right")
-        t.add_column("pool MiB (in use)", justify="right")
-        execs = any(r.exec_bytes is not None for r in result.rows)
-        if execs:
-            t.add_column("executable MiB", justify="right")
-        t.add_column("leak B (device)", justify="right")
+        _measured_columns(t, hosts=hosts, execs=execs)
     # each check's status: "check" on the CPU too (its eager part's verdict); the shared
     # pool's checks replay graphs (a GPU)
     marks = [c for c in STATUS_COLUMNS if (measured or c == "check")
@@ -59,21 +51,47 @@ def sizes_table(result: SweepResult) -> Table:
         cells = [str(r.batch), str(r.nodes), *(str(r.by_type.get(ty, 0)) for ty in types)]
         cells.append(_s(r.capture_s))
         if measured:
-            cells += [
-                _s(r.compile_s),
-                f"{r.replay_us:.1f} [{r.replay_lo:.1f}, {r.replay_hi:.1f}]",
-                f"{r.rows_per_s:,.0f}",
-                *([_us(r.host_launch_us)] if hosts else []),
-                f"{mib(r.reserved)} ({mib(r.allocated)})",
-                *([mib(r.exec_bytes)] if execs else []),
-                f"{r.leak} ({r.leak_device})",
-            ]
+            cells += _measured_cells(r, hosts=hosts, execs=execs)
         cells += [getattr(r, c) or "-" for c in marks]
         t.add_row(*cells)
-    if not measured:
-        t.caption = result.why_not
-    elif result.options.get("cudagraphs") == "inductor":
-        t.caption = (
+    t.caption = _sizes_caption(result)
+    return t
+
+
+def _measured_columns(t: Table, *, hosts: bool, execs: bool) -> None:
+    """The columns only a GPU measures: compile, replay, throughput, host launch (where
+    any was timed), pool, executable (where any was read), leak."""
+    t.add_column("compile s", justify="right")
+    t.add_column("replay us [95%]", justify="right")
+    t.add_column("rows/s", justify="right")
+    if hosts:
+        t.add_column("host launch us", justify="right")
+    t.add_column("pool MiB (in use)", justify="right")
+    if execs:
+        t.add_column("executable MiB", justify="right")
+    t.add_column("leak B (device)", justify="right")
+
+
+def _measured_cells(r: SizeRow, *, hosts: bool, execs: bool) -> list[str]:
+    """A size's cells of the columns only a GPU measures (_measured_columns)."""
+    return [
+        _s(r.compile_s),
+        f"{r.replay_us:.1f} [{r.replay_lo:.1f}, {r.replay_hi:.1f}]",
+        f"{r.rows_per_s:,.0f}",
+        *([_us(r.host_launch_us)] if hosts else []),
+        f"{mib(r.reserved)} ({mib(r.allocated)})",
+        *([mib(r.exec_bytes)] if execs else []),
+        f"{r.leak} ({r.leak_device})",
+    ]
+
+
+def _sizes_caption(result: SweepResult) -> str | None:
+    """What the sizes table's figures are: on the CPU, why none are measured; else how
+    each column was measured, a step's own Inductor graphs or graphs of ours."""
+    if not result.measured:
+        return result.why_not
+    if result.options.get("cudagraphs") == "inductor":
+        caption = (
             "each size's own graphs, recorded as Inductor captured them (mode="
             "'reduce-overhead'); replay: a call of the step, which replays them; pool: none "
             "of its own (Inductor's one pool, below); leak: what that pool (and the "
@@ -81,7 +99,7 @@ def sizes_table(result: SweepResult) -> Table:
             "compile: the first warm-up call over the others"
         )
     else:
-        t.caption = (
+        caption = (
             "warm-up + capture: as graph-harness captures (its fingerprints, node read and "
             "allocator history included; the first size captured, the largest, also carries "
             "the process's one-time costs); pool: the graph's own pool just after capture "
@@ -89,12 +107,12 @@ def sizes_table(result: SweepResult) -> Table:
             "grew by over the leak check's replays from the reset; compile: a compiled "
             "step's first warm-up call over the others"
         )
-    if measured and any(r.host_launch_us is not None for r in result.rows):
-        t.caption += (
+    if any(r.host_launch_us is not None for r in result.rows):
+        caption += (
             "; host launch: the CPU time of one replay() call from an idle device, median "
             "(inductor's: a call of the step)"
         )
-    return t
+    return caption
 
 
 def checks_line(result: SweepResult) -> str | None:

@@ -4,6 +4,8 @@ rolled up by prefix, generalised across repeats, in natural order).
 
 - records.py: node records with their scopes
 - provenance_match.py: graph nodes matched to Inductor's provenance
+- compiled.py: what a capture under module_scopes records (its options; compiled nodes
+  placed in their modules, said in words)
 - rollup.py: the scope tree: nodes per scope at any depth
 - labels.py: the one meaning of a label generalised (`layers.*.attention`) and natural order
 

@@ -51,46 +51,76 @@ def _follows(graph: CompiledGraph, p: int, names: list[str]) -> int:
 def match(nodes: list[dict[str, Any]], graphs: list[CompiledGraph]) -> Attribution:
     """Match top-level launching nodes (in capture order) to the graphs' entries."""
     seq = [n for n in nodes if n["parent"] is None and n["type"] in LAUNCHING]
-    names = {n["kernel"] for n in seq if n["kernel"]}
-    where: dict[str, list[tuple[int, int]]] = {}
-    for g, graph in enumerate(graphs):
-        for p, e in enumerate(graph.entries):
-            if e.name in names:
-                where.setdefault(e.name, []).append((g, p))
-    out = Attribution()
-    hits: list[tuple[int, int, int]] = []  # (position in seq, graph, entry)
-    anchored = [k for k, n in enumerate(seq) if n["kernel"] in where]
-    cur: tuple[int, int] | None = None
-    for j, k in enumerate(anchored):
-        n = seq[k]
-        occ = where[n["kernel"]]
-        # Within a compiled call, its graph's next entry of that name. Otherwise a new
-        # call begins, of any graph (names such as triton_poi_fused_add_0 recur across
-        # graphs, whose counters restart): the occurrence after which the most of the
-        # next kernels follow in order, ties to the next graph, then the first.
-        pick = None
-        if cur is not None:
-            pick = next(((g, p) for g, p in occ if g == cur[0] and p > cur[1]), None)
-        if pick is None:
-            ahead = [seq[i]["kernel"] for i in anchored[j + 1 : j + 1 + LOOKAHEAD]]
-            after = cur[0] if cur is not None else -1
-            pick = max(
-                occ,
-                key=lambda gp: (_follows(graphs[gp[0]], gp[1], ahead), gp[0] > after, -gp[0]),
-            )
-        cur = pick
-        hits.append((k, *cur))
-        out.modules[n["index"]] = graphs[cur[0]].entries[cur[1]].modules
-        out.how[n["index"]] = "kernel"
+    m = _Matching(seq, graphs, {n["kernel"] for n in seq if n["kernel"]})
+    hits = m.kernels()
+    m.between(hits)
+    if hits:
+        m.ends(hits)
+    return m.out
 
-    def externs(g: int, lo: int, hi: int) -> list[ProvenanceEntry]:
-        return [e for e in graphs[g].entries[lo:hi] if e.name not in names]
+
+@dataclass
+class _Matching:
+    """One match's state: the launching nodes in order, the graphs, the kernel names
+    the nodes launch, and the attribution so far."""
+
+    seq: list[dict[str, Any]]
+    graphs: list[CompiledGraph]
+    names: set[str]
+    out: Attribution = field(default_factory=Attribution)
+
+    def kernels(self) -> list[tuple[int, int, int]]:
+        """Each generated kernel matched by name, in launch order: (position in seq,
+        graph, entry) of each."""
+        seq, graphs, out = self.seq, self.graphs, self.out
+        where: dict[str, list[tuple[int, int]]] = {}
+        for g, graph in enumerate(graphs):
+            for p, e in enumerate(graph.entries):
+                if e.name in self.names:
+                    where.setdefault(e.name, []).append((g, p))
+        hits: list[tuple[int, int, int]] = []  # (position in seq, graph, entry)
+        anchored = [k for k, n in enumerate(seq) if n["kernel"] in where]
+        cur: tuple[int, int] | None = None
+        for j, k in enumerate(anchored):
+            n = seq[k]
+            occ = where[n["kernel"]]
+            # Within a compiled call, its graph's next entry of that name. Otherwise a new
+            # call begins, of any graph (names such as triton_poi_fused_add_0 recur across
+            # graphs, whose counters restart): the occurrence after which the most of the
+            # next kernels follow in order, ties to the next graph, then the first.
+            pick = None
+            if cur is not None:
+                pick = next(((g, p) for g, p in occ if g == cur[0] and p > cur[1]), None)
+            if pick is None:
+                ahead = [seq[i]["kernel"] for i in anchored[j + 1 : j + 1 + LOOKAHEAD]]
+                after = cur[0] if cur is not None else -1
+                pick = max(
+                    occ,
+                    key=lambda gp: (_follows(graphs[gp[0]], gp[1], ahead), gp[0] > after, -gp[0]),
+                )
+            cur = pick
+            hits.append((k, *cur))
+            out.modules[n["index"]] = graphs[cur[0]].entries[cur[1]].modules
+            out.how[n["index"]] = "kernel"
+        return hits
+
+    def externs(self, g: int, lo: int, hi: int) -> list[ProvenanceEntry]:
+        """The extern calls among graph g's entries lo to hi (those no node names)."""
+        return [e for e in self.graphs[g].entries[lo:hi] if e.name not in self.names]
 
     def give(
-        gap: list[dict], ext: list[ProvenanceEntry], *, exact_only: bool, how: str = "extern"
+        self,
+        gap: list[dict],
+        ext: list[ProvenanceEntry],
+        *,
+        exact_only: bool,
+        how: str = "extern",
     ) -> None:
+        """The nodes of `gap` given to the extern calls `ext`: one kernel each where the
+        counts agree, else (unless `exact_only`) all of them together."""
         if not gap or not ext:
             return
+        out = self.out
         kernels = [n for n in gap if n["type"] == "kernel"]
         if len(kernels) == len(ext):
             # one kernel per extern call; a library's own memset or copy (cuDNN clearing
@@ -106,30 +136,39 @@ def match(nodes: list[dict[str, Any]], graphs: list[CompiledGraph]) -> Attributi
             for n in gap:
                 out.modules[n["index"]], out.how[n["index"]] = mods, "externs"
 
-    def same_scope(run: list[dict], anchor: dict) -> list[dict]:
-        return [n for n in run if n["scope_path"] == anchor["scope_path"]]
+    def between(self, hits: list[tuple[int, int, int]]) -> None:
+        """The nodes between two matched kernels: inside one compiled call, its extern
+        calls'; at a boundary between two calls, the edges' by count."""
+        seq, graphs = self.seq, self.graphs
+        for (k1, g1, p1), (k2, g2, p2) in itertools.pairwise(hits):
+            gap = seq[k1 + 1 : k2]
+            if g1 == g2 and p2 > p1:  # inside one compiled call: every node between is its
+                self.give(gap, self.externs(g1, p1 + 1, p2), exact_only=False)
+                continue
+            tail = self.externs(g1, p1 + 1, len(graphs[g1].entries))
+            head = self.externs(g2, 0, p2)
+            if len(gap) >= len(tail) + len(head):  # a boundary between two compiled calls
+                self.give(_same_scope(gap[: len(tail)], seq[k1]), tail, exact_only=True, how="edge")
+                edge = _same_scope(gap[len(gap) - len(head) :], seq[k2])
+                self.give(edge, head, exact_only=True, how="edge")
 
-    for (k1, g1, p1), (k2, g2, p2) in itertools.pairwise(hits):
-        gap = seq[k1 + 1 : k2]
-        if g1 == g2 and p2 > p1:  # inside one compiled call: every node between is its
-            give(gap, externs(g1, p1 + 1, p2), exact_only=False)
-            continue
-        tail, head = externs(g1, p1 + 1, len(graphs[g1].entries)), externs(g2, 0, p2)
-        if len(gap) >= len(tail) + len(head):  # a boundary between two compiled calls
-            give(same_scope(gap[: len(tail)], seq[k1]), tail, exact_only=True, how="edge")
-            edge = same_scope(gap[len(gap) - len(head) :], seq[k2])
-            give(edge, head, exact_only=True, how="edge")
-    if hits:
+    def ends(self, hits: list[tuple[int, int, int]]) -> None:
+        """The extern calls before the first and after the last matched kernel, by count."""
+        seq = self.seq
         (k, g, p), (kl, gl, pl) = hits[0], hits[-1]
-        head = externs(g, 0, p)
+        head = self.externs(g, 0, p)
         before = seq[max(0, k - len(head)) : k]
         if len(before) == len(head):
-            give(same_scope(before, seq[k]), head, exact_only=True, how="edge")
-        tail = externs(gl, pl + 1, len(graphs[gl].entries))
+            self.give(_same_scope(before, seq[k]), head, exact_only=True, how="edge")
+        tail = self.externs(gl, pl + 1, len(self.graphs[gl].entries))
         after = seq[kl + 1 : kl + 1 + len(tail)]
         if len(after) == len(tail):
-            give(same_scope(after, seq[kl]), tail, exact_only=True, how="edge")
-    return out
+            self.give(_same_scope(after, seq[kl]), tail, exact_only=True, how="edge")
+
+
+def _same_scope(run: list[dict], anchor: dict) -> list[dict]:
+    """The nodes of `run` in the anchor's scope."""
+    return [n for n in run if n["scope_path"] == anchor["scope_path"]]
 
 
 # --- scopes from modules -----------------------------------------------------------------

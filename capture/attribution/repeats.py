@@ -13,7 +13,7 @@ rows, and a sequence with no block repeated at least twice has none.
 from __future__ import annotations
 
 import re
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -33,59 +33,88 @@ def fold_scopes(tree: pd.DataFrame, values: Sequence[str]) -> pd.DataFrame:
     (`layers.{0..3}.experts.{0..7}`, times the inner count). The values stay per block.
     Linear in the rows times the tree's depth."""
     df = tree.reset_index(drop=True)
-    scopes, depth = list(df["scope"]), [int(d) for d in df["depth"]]
-    vals = df[list(values)].to_numpy().tolist()
+    scopes = list(df["scope"])
+    t = _Subtrees(scopes, [int(d) for d in df["depth"]], df[list(values)].to_numpy().tolist())
     n = len(df)
-    end, parent, open_rows = [n] * n, [-1] * n, []
-    for i in range(n):
-        while open_rows and depth[open_rows[-1]] >= depth[i]:
-            end[open_rows.pop()] = i
-        parent[i] = open_rows[-1] if open_rows else -1
-        open_rows.append(i)
-    children: dict[int, list[int]] = {}
-    for i in range(n):
-        children.setdefault(parent[i], []).append(i)
-    sigs: dict[int, tuple] = {}
-
-    def signature(i: int) -> tuple:
-        if i not in sigs:
-            root = len(scopes[i])
-            sigs[i] = tuple((scopes[j][root:], *vals[j]) for j in range(i, end[i]))
-        return sigs[i]
-
     names, times, dropped = list(scopes), [1] * n, [False] * n
     for p in [-1, *range(n)]:  # parents in tree order: an outer fold before an inner one
         if p >= 0 and dropped[p]:
             continue
         indexed = []
-        for i in children.get(p, ()):
+        for i in t.children.get(p, ()):
             m = _INDEXED.match(scopes[i])
             if m is not None:
                 indexed.append((i, m))
-        k = 0
-        while k < len(indexed):
-            run = [indexed[k]]
-            while k + len(run) < len(indexed):
-                j, mj = indexed[k + len(run)]
-                prev = run[-1][1]
-                if mj["stem"] != prev["stem"] or int(mj["index"]) != int(prev["index"]) + 1:
-                    break
-                if signature(j) != signature(run[0][0]):
-                    break
-                run.append((j, mj))
+        for run in _runs(indexed, t.signature):
             if len(run) > 1:
-                i, m = run[0]
-                cur = names[i]
-                new = f"{cur[: len(cur) - len(m['index'])]}{{{m['index']}..{run[-1][1]['index']}}}"
-                for j in range(i, end[i]):
-                    names[j] = new + names[j][len(cur) :]
-                    times[j] = len(run)
-                for j, _ in run[1:]:
-                    for x in range(j, end[j]):
-                        dropped[x] = True
-            k += len(run)
+                _fold(run, t.end, names, times, dropped)
     out = df.assign(scope=names, times=times)
     return out[[not d for d in dropped]].reset_index(drop=True)
+
+
+class _Subtrees:
+    """A scope tree's rows (in tree order) as subtrees: where each row's subtree ends,
+    each row's children, and each subtree's signature (its rows' names below its root and
+    their values), what siblings must share to fold."""
+
+    def __init__(self, scopes: list[str], depth: list[int], vals: list[list]) -> None:
+        self.scopes, self.vals = scopes, vals
+        n = len(scopes)
+        self.end, parent, open_rows = [n] * n, [-1] * n, []
+        for i in range(n):
+            while open_rows and depth[open_rows[-1]] >= depth[i]:
+                self.end[open_rows.pop()] = i
+            parent[i] = open_rows[-1] if open_rows else -1
+            open_rows.append(i)
+        self.children: dict[int, list[int]] = {}
+        for i in range(n):
+            self.children.setdefault(parent[i], []).append(i)
+        self.sigs: dict[int, tuple] = {}
+
+    def signature(self, i: int) -> tuple:
+        """Row i's subtree as names below it and values, memoized."""
+        if i not in self.sigs:
+            root = len(self.scopes[i])
+            rows = range(i, self.end[i])
+            self.sigs[i] = tuple((self.scopes[j][root:], *self.vals[j]) for j in rows)
+        return self.sigs[i]
+
+
+Indexed = tuple[int, re.Match]  # a row whose name ends in an index, and that match
+
+
+def _runs(indexed: list[Indexed], signature: Callable[[int], tuple]) -> Iterator[list[Indexed]]:
+    """Siblings in order, as runs: consecutive indices of one stem whose subtrees agree
+    (a run of one where the next differs)."""
+    k = 0
+    while k < len(indexed):
+        run = [indexed[k]]
+        while k + len(run) < len(indexed):
+            j, mj = indexed[k + len(run)]
+            prev = run[-1][1]
+            if mj["stem"] != prev["stem"] or int(mj["index"]) != int(prev["index"]) + 1:
+                break
+            if signature(j) != signature(run[0][0]):
+                break
+            run.append((j, mj))
+        yield run
+        k += len(run)
+
+
+def _fold(
+    run: list[Indexed], end: list[int], names: list[str], times: list[int], dropped: list[bool]
+) -> None:
+    """A run folded into its first: its subtree renamed `layers.{0..3}` with `times` on
+    each row, the others' subtrees dropped."""
+    i, m = run[0]
+    cur = names[i]
+    new = f"{cur[: len(cur) - len(m['index'])]}{{{m['index']}..{run[-1][1]['index']}}}"
+    for j in range(i, end[i]):
+        names[j] = new + names[j][len(cur) :]
+        times[j] = len(run)
+    for j, _ in run[1:]:
+        for x in range(j, end[j]):
+            dropped[x] = True
 
 
 @dataclass(frozen=True)

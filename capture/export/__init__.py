@@ -2,6 +2,7 @@
 work it counts), reading checked documents back, the delta between two, and DOT.
 
 - nodes.py: NodeExport (JSON document and DataFrame), its group-bys
+- node_checks.py: an export's nodes and options checked as it is read back
 - workload.py: what an export says about its work (the round's steps, the unit)
 - documents.py: reading versioned JSON documents, checked field by field; plain JSON values
 - delta.py: node deltas between two exports

@@ -172,21 +172,7 @@ def node_delta(
     `rules`: the kernel families' (a user's in front of the built-in ones: read_rules).
     `repeats`: look for the block unscoped graphs repeat (not in several graphs joined
     end to end, where a block could span two)."""
-    if a.source != b.source:
-        raise DeltaError(
-            f"cannot compare a {a.source} export with a {b.source} one: graph nodes and "
-            "CPU dispatches are different units; count both on the same kind of machine"
-        )
-    if a.params and b.params and a.params != b.params:
-        diff = {
-            k: (a.params.get(k), b.params.get(k))
-            for k in a.params
-            if a.params.get(k) != b.params.get(k)
-        }
-        raise DeltaError(
-            f"the exports are of rounds with different parameters {diff}; "
-            "compare variants of the same shape"
-        )
+    _refuse_unlike(a, b)
     fa, fb = a.frame(), b.frame()
     fa["kernel"] = fa["kernel"].fillna("")
     fb["kernel"] = fb["kernel"].fillna("")
@@ -210,14 +196,7 @@ def node_delta(
     blocks, per_block = None, None
     unscoped = not any(n["scope_path"] for e in (a, b) for n in e.nodes)
     if a.source == "cuda-graph" and unscoped and repeats:
-        blocks = (_block(fa), _block(fb))
-        if None not in blocks:
-            ra, rb = blocks
-            per_block = _by_family(
-                fa.iloc[ra.start : ra.start + ra.period],
-                fb.iloc[rb.start : rb.start + rb.period],
-                rules,
-            )
+        blocks, per_block = _blocks(fa, fb, rules)
     return NodeDelta(
         a,
         b,
@@ -230,6 +209,43 @@ def node_delta(
         blocks,
         per_block,
     )
+
+
+def _refuse_unlike(a: NodeExport, b: NodeExport) -> None:
+    """DeltaError where the two cannot be compared: different sources (graph nodes and CPU
+    dispatches), or rounds of different parameters."""
+    if a.source != b.source:
+        raise DeltaError(
+            f"cannot compare a {a.source} export with a {b.source} one: graph nodes and "
+            "CPU dispatches are different units; count both on the same kind of machine"
+        )
+    if a.params and b.params and a.params != b.params:
+        diff = {
+            k: (a.params.get(k), b.params.get(k))
+            for k in a.params
+            if a.params.get(k) != b.params.get(k)
+        }
+        raise DeltaError(
+            f"the exports are of rounds with different parameters {diff}; "
+            "compare variants of the same shape"
+        )
+
+
+def _blocks(
+    fa: pd.DataFrame, fb: pd.DataFrame, rules: tuple[Rule, ...]
+) -> tuple[tuple[Repeat | None, Repeat | None], pd.DataFrame | None]:
+    """The block each unscoped graph repeats, and where both have one, one block of each
+    by family (else None)."""
+    blocks = (_block(fa), _block(fb))
+    per_block = None
+    if None not in blocks:
+        ra, rb = blocks
+        per_block = _by_family(
+            fa.iloc[ra.start : ra.start + ra.period],
+            fb.iloc[rb.start : rb.start + rb.period],
+            rules,
+        )
+    return blocks, per_block
 
 
 def _block(frame: pd.DataFrame) -> Repeat | None:

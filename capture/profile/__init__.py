@@ -3,7 +3,9 @@ each node's duration and the gap before it, rolled up and priced.
 
 - settings.py: ProfileSettings (plain data)
 - activities.py: what CUPTI recorded, read from the trace and split into replays
+- match_plan.py: what each activity node waits for, the key it is matched by
 - matching.py: activities matched to graph nodes (pure functions)
+- windows.py: each sampled replay matched and costed, row by row
 - nodes.py: one graph's profile, raw and net of the profiler
 - node_stats.py: every node's statistics over the replays, and its group
 - calibration.py: the profiler's own cost per node, measured on calibration chains

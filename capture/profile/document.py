@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -28,6 +28,9 @@ from graph_harness.capture.profile.settings import ProfileSettings
 from graph_harness.capture.profile.trace import Names, profile_trace, trace_text
 from graph_harness.capture.rows import frame
 from graph_harness.capture.stats import median_by_variant
+
+if TYPE_CHECKING:
+    from graph_harness.capture.check.findings import CheckResult
 
 PROFILE_SCHEMA = "graph-harness/profile"
 # 2: net of the profiler, verdicts; 3: excess bases; 4: launches (replays' lead gaps and
@@ -237,3 +240,16 @@ class ProfileResult:
             write_csv(folder / f"profile-{name}.csv", df)
             written.append(f"profile-{name}.csv")
         return [*written, self.write_trace(folder, depth, names)]
+
+
+def profile_document(
+    result: ProfileResult,
+    depth: int | None = None,
+    checks: dict[str, CheckResult] | None = None,
+) -> dict[str, Any]:
+    """`profile --json`'s document: the result's (`to_dict`), with the checks made before
+    it (`checks`, by name) where there were any."""
+    doc = result.to_dict(depth)
+    if checks:
+        doc["checks"] = {k: r.to_dict() for k, r in checks.items()}
+    return doc

@@ -4,7 +4,7 @@ the export's nodes. Pure functions of the nodes and the activities (no GPU).
 Kernel, memcpy and memset nodes each run as one device activity per replay; other nodes
 (events, empty nodes, host nodes, child-graph containers) run none, and a node that
 depends on one of them depends, for this purpose, on the activity nodes before it
-(`plan_of`).
+(`plan_of`, capture/profile/match_plan.py).
 
 **By order** (`match_by_order`, always available). Within one replay, activities are
 taken in start order; each is given the *ready* node (every node it depends on already
@@ -33,87 +33,13 @@ import bisect
 import heapq
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from graph_harness.capture.attribution.node import Node
-from graph_harness.capture.graph.reader import demangle
 from graph_harness.capture.profile.activities import Activity
+from graph_harness.capture.profile.match_plan import Key, MatchPlan
+from graph_harness.capture.profile.match_plan import plan_of as plan_of  # re-exported
 
-ACTIVITY_TYPES = ("kernel", "memcpy", "memset")
 LOCAL_ID_MASK = 0xFFFFFFFF  # a graph node id's low 32 bits: the node's id in its graph
-
-
-Key = tuple[str, str]  # (node type, demangled kernel name or "")
-
-
-@dataclass(frozen=True)
-class MatchPlan:
-    """The activity nodes of an export (indices, in index order), the key each is matched
-    by, and for each the activity nodes it waits for (through non-activity nodes)."""
-
-    nodes: tuple[int, ...]
-    key: dict[int, Key]
-    deps: dict[int, frozenset[int]]
-    dependents: dict[int, tuple[int, ...]] = field(default_factory=dict)
-    nested: bool = False  # some activity node sits in a child graph (no id route)
-
-
-def node_key(node: Node) -> Key:
-    return (node["type"], demangle(node["kernel"] or "") if node["type"] == "kernel" else "")
-
-
-def plan_of(nodes: Sequence[Node]) -> MatchPlan:
-    """The matching plan of an export's node records (NodeExport.nodes).
-
-    A node's effective dependencies are the activity nodes among its dependencies; through
-    a non-activity dependency, that node's own; through a child-graph node, every activity
-    node inside it; a root node inside a child graph waits for what its parent waits for."""
-    by_index = {n["index"]: n for n in nodes}
-    children: dict[int, list[int]] = defaultdict(list)
-    for n in nodes:
-        if n["parent"] is not None:
-            children[n["parent"]].append(n["index"])
-    memo: dict[int, frozenset[int]] = {}
-
-    def inside(g: int) -> set[int]:
-        out: set[int] = set()
-        for c in children[g]:
-            out |= {c} if by_index[c]["type"] in ACTIVITY_TYPES else inside(c)
-        return out
-
-    def before(d: int) -> set[int]:  # the activity nodes that are done once d is
-        t = by_index[d]["type"]
-        if t in ACTIVITY_TYPES:
-            return {d}
-        if t == "graph":
-            return inside(d) or set(waits(d))
-        return set(waits(d))
-
-    def waits(i: int) -> frozenset[int]:
-        if i in memo:
-            return memo[i]
-        n = by_index[i]
-        out: set[int] = set()
-        for d in (*n["deps"], *n.get("launch_after", ())):  # launch order too (several graphs)
-            out |= before(d)
-        if not n["deps"] and n["parent"] is not None:
-            out |= waits(n["parent"])
-        memo[i] = frozenset(out)
-        return memo[i]
-
-    acts = tuple(n["index"] for n in nodes if n["type"] in ACTIVITY_TYPES)
-    deps = {i: waits(i) for i in acts}
-    dependents: dict[int, list[int]] = defaultdict(list)
-    for i in acts:
-        for d in sorted(deps[i]):
-            dependents[d].append(i)
-    return MatchPlan(
-        nodes=acts,
-        key={i: node_key(by_index[i]) for i in acts},
-        deps=deps,
-        dependents={d: tuple(v) for d, v in dependents.items()},
-        nested=any(by_index[i]["parent"] is not None for i in acts),
-    )
 
 
 UNKNOWN = ("kernel", "<unknown>")  # a kernel node whose name the driver would not give
@@ -165,22 +91,11 @@ def match_by_order(plan: MatchPlan, acts: Sequence[Activity]) -> Match:
     out: list[int | None] = []
     late = 0
     for a in acts:
-        pick = None
-        for key in activity_keys(a):
-            heap = ready.get(key)
-            while heap and heap[0] in matched:
-                heapq.heappop(heap)
-            if heap:
-                pick = heapq.heappop(heap)
-                break
+        keys = activity_keys(a)
+        pick = _ready_node(ready, keys, matched)
         if pick is None:
-            for key in activity_keys(a):
-                todo = pending.get(key, [])
-                while cursor[key] < len(todo) and todo[cursor[key]] in matched:
-                    cursor[key] += 1
-                if cursor[key] < len(todo):
-                    pick, late = todo[cursor[key]], late + 1
-                    break
+            pick = _pending_node(pending, cursor, keys, matched)
+            late += pick is not None
         out.append(pick)
         if pick is None:
             continue
@@ -197,39 +112,39 @@ def match_by_order(plan: MatchPlan, acts: Sequence[Activity]) -> Match:
     return greedy
 
 
+def _ready_node(ready: dict[Key, list[int]], keys: list[Key], matched: set[int]) -> int | None:
+    """The lowest unmatched node, of the activity's best key that has one, whose
+    dependencies have all started (taken off its heap), or None."""
+    for key in keys:
+        heap = ready.get(key)
+        while heap and heap[0] in matched:
+            heapq.heappop(heap)
+        if heap:
+            return heapq.heappop(heap)
+    return None
+
+
+def _pending_node(
+    pending: dict[Key, list[int]], cursor: dict[Key, int], keys: list[Key], matched: set[int]
+) -> int | None:
+    """Out of order: the first unmatched node of the activity's best key that has one,
+    whatever its dependencies, or None."""
+    for key in keys:
+        todo = pending.get(key, [])
+        while cursor[key] < len(todo) and todo[cursor[key]] in matched:
+            cursor[key] += 1
+        if cursor[key] < len(todo):
+            return todo[cursor[key]]
+    return None
+
+
 def _search(plan: MatchPlan, acts: Sequence[Activity], budget: int = 100_000) -> list[int] | None:
     """Depth-first over the choices among equal ready nodes (lower index first): an
     assignment of every activity to a ready node of its key, or None (none exists, or
     none within `budget` steps). Changes are undone from a log when a choice is revised."""
-    remaining = {n: len(plan.deps[n]) for n in plan.nodes}
-    ready: dict[Key, list[int]] = defaultdict(list)  # sorted
-    for n in plan.nodes:
-        if remaining[n] == 0:
-            ready[plan.key[n]].append(n)
-    log: list[tuple[str, int]] = []
+    st = _Ready(plan)
     choices: list[list] = []  # [activity, candidates, next to try, log length]
     assigned: list[int] = []
-
-    def take(n: int) -> None:
-        ready[plan.key[n]].remove(n)
-        log.append(("take", n))
-        for m in plan.dependents.get(n, ()):
-            remaining[m] -= 1
-            log.append(("dec", m))
-            if remaining[m] == 0:
-                bisect.insort(ready[plan.key[m]], m)
-                log.append(("ready", m))
-
-    def undo(length: int) -> None:
-        while len(log) > length:
-            what, x = log.pop()
-            if what == "ready":
-                ready[plan.key[x]].remove(x)
-            elif what == "dec":
-                remaining[x] += 1
-            else:
-                bisect.insort(ready[plan.key[x]], x)
-
     # Two pruning rules keep this from trying equal orders again and again (a step's many
     # kernels of one name): a set of matched nodes once found to lead nowhere is not
     # entered again (the activity it reaches is fixed by its size), and of ready nodes of
@@ -244,27 +159,78 @@ def _search(plan: MatchPlan, acts: Sequence[Activity], budget: int = 100_000) ->
         candidates = (
             []
             if state in dead
-            else _distinct(plan, [n for k in activity_keys(acts[i]) for n in ready.get(k, ())])
+            else _distinct(plan, [n for k in activity_keys(acts[i]) for n in st.ready.get(k, ())])
         )
         if candidates:
             if len(candidates) > 1:
-                choices.append([i, candidates, 1, len(log)])
+                choices.append([i, candidates, 1, len(st.log)])
             pick = candidates[0]
         else:  # a dead end: revise the latest choice that has another candidate
             dead.add(state)
-            while choices and choices[-1][2] >= len(choices[-1][1]):
-                dead.add(frozenset(assigned[: choices.pop()[0]]))
-            if not choices:
+            revised = _revise(st, choices, assigned, dead)
+            if revised is None:
                 return None
-            c = choices[-1]
-            undo(c[3])
-            del assigned[c[0] :]
-            i, pick = c[0], c[1][c[2]]
-            c[2] += 1
-        take(pick)
+            i, pick = revised
+        st.take(pick)
         assigned.append(pick)
         i += 1
     return assigned if i == len(acts) else None
+
+
+class _Ready:
+    """The search's state: each node's dependencies not yet taken, the ready nodes of
+    each key (sorted), and a log of every change, to undo."""
+
+    def __init__(self, plan: MatchPlan) -> None:
+        self.plan = plan
+        self.remaining = {n: len(plan.deps[n]) for n in plan.nodes}
+        self.ready: dict[Key, list[int]] = defaultdict(list)  # sorted
+        for n in plan.nodes:
+            if self.remaining[n] == 0:
+                self.ready[plan.key[n]].append(n)
+        self.log: list[tuple[str, int]] = []
+
+    def take(self, n: int) -> None:
+        """Node n matched: off the ready list; its dependents one dependency nearer."""
+        plan, remaining, ready = self.plan, self.remaining, self.ready
+        ready[plan.key[n]].remove(n)
+        self.log.append(("take", n))
+        for m in plan.dependents.get(n, ()):
+            remaining[m] -= 1
+            self.log.append(("dec", m))
+            if remaining[m] == 0:
+                bisect.insort(ready[plan.key[m]], m)
+                self.log.append(("ready", m))
+
+    def undo(self, length: int) -> None:
+        """Every change after the log's first `length` undone."""
+        plan, log = self.plan, self.log
+        while len(log) > length:
+            what, x = log.pop()
+            if what == "ready":
+                self.ready[plan.key[x]].remove(x)
+            elif what == "dec":
+                self.remaining[x] += 1
+            else:
+                bisect.insort(self.ready[plan.key[x]], x)
+
+
+def _revise(
+    st: _Ready, choices: list[list], assigned: list[int], dead: set[frozenset[int]]
+) -> tuple[int, int] | None:
+    """At a dead end: the latest choice that has another candidate, its changes undone
+    and the assignment cut back to it; (its activity, the candidate to try now), or None
+    where no choice has another (each exhausted one's state marked dead)."""
+    while choices and choices[-1][2] >= len(choices[-1][1]):
+        dead.add(frozenset(assigned[: choices.pop()[0]]))
+    if not choices:
+        return None
+    c = choices[-1]
+    st.undo(c[3])
+    del assigned[c[0] :]
+    pick = c[1][c[2]]
+    c[2] += 1
+    return c[0], pick
 
 
 def _distinct(plan: MatchPlan, candidates: list[int]) -> list[int]:

@@ -14,7 +14,7 @@ import pandas as pd
 from graph_harness.capture.attribution.labels import generalize
 from graph_harness.capture.attribution.node import Node
 from graph_harness.capture.export.nodes import NodeExport
-from graph_harness.capture.profile.matching import plan_of
+from graph_harness.capture.profile.match_plan import plan_of
 from graph_harness.capture.stats import median_interval
 
 

@@ -1,7 +1,8 @@
 """One graph's in-round profile: what CUPTI saw each sampled replay run, matched to the
 graph's nodes and costed (duration, gap), raw and net of the profiler. Pure computation on
-activities (capture/profile/activities.py) already matched to nodes
-(capture/profile/matching.py); capture/profile/run.py collects them on a GPU. Not every
+activities (capture/profile/activities.py) matched to nodes (capture/profile/matching.py)
+and costed row by row (capture/profile/windows.py); capture/profile/run.py collects them
+on a GPU. Not every
 node's statistics (capture/profile/node_stats.py), the roll-ups (capture/profile/rollup.py),
 the excess's basis (capture/profile/fit.py), the pricing of a change
 (capture/profile/pairs.py) or the document (capture/profile/document.py).
@@ -41,7 +42,6 @@ else reads them: the statistics are of durations and gaps alone.
 
 from __future__ import annotations
 
-import bisect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -52,82 +52,29 @@ import numpy as np
 import pandas as pd
 
 from graph_harness.capture.export.nodes import NodeExport
-from graph_harness.capture.profile.activities import Activity, Launch
-from graph_harness.capture.profile.exposure import Exposure, exposure_verdict, launch_exposure
-from graph_harness.capture.profile.matching import (
-    Match,
-    MatchPlan,
-    agreement,
-    ids_consistent,
-    match_by_id,
-    match_by_order,
-    plan_of,
-)
+from graph_harness.capture.profile.exposure import Exposure, exposure_verdict
+from graph_harness.capture.profile.match_plan import MatchPlan, plan_of
 from graph_harness.capture.profile.node_stats import node_stats
+
+# re-exported where they were defined before: the tables' columns, one replay's costs
+from graph_harness.capture.profile.windows import REPLAY_COLUMNS as REPLAY_COLUMNS
+from graph_harness.capture.profile.windows import SAMPLE_COLUMNS as SAMPLE_COLUMNS
+from graph_harness.capture.profile.windows import (
+    Window,
+    cost_windows,
+    match_windows,
+    matching_summary,
+)
+from graph_harness.capture.profile.windows import replay_costs as replay_costs
 from graph_harness.capture.stats import median_interval
 
-SAMPLE_COLUMNS = ["build", "window", "replay", "node", "dur_us", "gap_us", "start_us"]
-REPLAY_COLUMNS = ["build", "window", "replay", "period_us", "exec_us", "gap_us", "cost_us"]
-REPLAY_COLUMNS += ["activities", "unmatched_activities", "unmatched_nodes", "out_of_order"]
-REPLAY_COLUMNS += ["start_us"]
-# The launch of each replay (capture/profile/exposure.py): the GPU idle before its first
-# activity, how late its host call returned after the replay before it ran out of work
-# (negative: that much early; capture/profile/exposure.py judges what that shows), the
-# part of the idle spent waiting on the host,
-# and the host call's length under the profiler; NaN where the trace names no launch.
-REPLAY_COLUMNS += ["lead_gap_us", "launch_late_us", "exposed_us", "launch_us"]
 NET_COLUMNS = ["excess_us", "period_net_us", "gap_net_us", "cost_net_us"]
 # Where a graph's excess per node came from (capture/profile/fit.py): its own event timing,
 # or the calibration chains; "" where it has none.
 TIMING, CHAINS = "timing", "chains"
 
 
-# --- one replay: durations and gaps ------------------------------------------------------
-
-
-def replay_costs(
-    plan: MatchPlan, acts: Sequence[Activity], match: Match, prev_end: float
-) -> list[tuple[int, float, float]]:
-    """(node, duration, gap) of each matched node of one replay; `prev_end` is when the
-    previous replay's last activity ended. A node whose dependencies went unmatched is
-    measured from the latest activity of the replay that ended before it started."""
-    start, end = {}, {}
-    for a, n in zip(acts, match.node):
-        if n is not None:
-            start[n], end[n] = a.start_us, a.end_us
-    ends = sorted(a.end_us for a in acts)
-    out = []
-    for n in plan.nodes:
-        if n not in start:
-            continue
-        deps = plan.deps[n]
-        done = [end[d] for d in deps if d in end]
-        if done:
-            ready = max(done)
-        elif not deps:
-            ready = prev_end
-        else:
-            k = bisect.bisect_right(ends, start[n])
-            ready = ends[k - 1] if k else prev_end
-        out.append((n, end[n] - start[n], start[n] - ready))
-    return out
-
-
 # --- one graph's profile -----------------------------------------------------------------
-
-
-@dataclass
-class Window:
-    """One profiled window: `replays[0]` is the lead-in (not sampled), the rest samples.
-    `local_ids`: node index -> its tools id in the graph replayed, where the driver gives
-    them (capture/graph/reader.py tools_ids)."""
-
-    build: int
-    window: int
-    replays: list[list[Activity]]
-    local_ids: dict[int, int] | None = None
-    outside: list[int] | None = None  # a step's calls: activities outside its graphs, per call
-    launches: list[Launch | None] | None = None  # the host call that launched each replay
 
 
 @dataclass
@@ -322,77 +269,9 @@ def profile_windows(
     node type measured on calibration chains (capture/profile/calibration.py), for the
     figures net of it; capture/profile/fit.py may give it another basis after."""
     plan = plan_of(export.nodes)
-    use_ids = bool(windows) and all(w.local_ids for w in windows) and not plan.nested
-    samples, rows = [], []
-    by_order, by_id = [], []
-    for w in windows:
-        orders = [match_by_order(plan, acts) for acts in w.replays]
-        ids = [match_by_id(plan, acts, w.local_ids) for acts in w.replays] if use_ids else []
-        by_order.append((w.replays, orders))
-        by_id.append(ids)
-    id_route = use_ids and all(m.complete for ids in by_id for m in ids)
-    for w, (replays, orders), ids in zip(windows, by_order, by_id):
-        chosen = ids if id_route else orders
-        prev_end = max((a.end_us for a in replays[0]), default=math.nan)
-        origin = prev_end  # the window's frame: 0 is when its first sampled replay began
-        for r in range(1, len(replays)):
-            acts, m = replays[r], chosen[r]
-            costs = replay_costs(plan, acts, m, prev_end)
-            start = {n: a.start_us for a, n in zip(acts, m.node) if n is not None}
-            samples += [(w.build, w.window, r, n, d, g, start[n] - origin) for n, d, g in costs]
-            last = max((a.end_us for a in acts), default=prev_end)
-            exec_us, gap_us = sum(c[1] for c in costs), sum(c[2] for c in costs)
-            counts = (len(acts), len(m.unmatched_activities), len(m.unmatched_nodes))
-            timing = (last - prev_end, exec_us, gap_us, exec_us + gap_us)
-            call = w.launches[r] if w.launches and r < len(w.launches) else None
-            launch = launch_exposure(acts, prev_end, call)
-            rows.append(
-                (w.build, w.window, r, *timing, *counts, m.out_of_order, prev_end - origin, *launch)
-            )
-            prev_end = last
-    sampled_orders = [m for _, orders in by_order for m in orders[1:]]
-    matching: dict[str, Any] = {
-        "method": "id" if id_route else "order",
-        "verified": id_route or all(m.complete for m in sampled_orders),
-        "order_complete": all(m.complete for m in sampled_orders),
-        "ids_consistent": _ids_consistent(windows, by_order),
-        "id_route": "used" if id_route else ("incomplete" if use_ids else "unavailable"),
-        "nodes": len(plan.nodes),
-        "activities_per_replay": sorted({row[7] for row in rows}),
-        "unmatched_activities": sum(row[8] for row in rows),
-        "unmatched_nodes": sum(row[9] for row in rows),
-        "out_of_order": sum(row[10] for row in rows),
-    }
-    outside = [x for w in windows if w.outside is not None for x in w.outside[1:]]
-    if outside:  # a step's calls: what ran outside its graphs, per sampled call
-        matching["outside_graphs_per_call"] = sorted(set(outside))
-    if use_ids:
-        pairs = [(o, i) for (_, orders), ids in zip(by_order, by_id) for o, i in zip(orders, ids)]
-        matching["agreement"] = min(agreement(o, i) for o, i in pairs)
+    matched = match_windows(plan, windows)
+    samples, replays = cost_windows(plan, windows, matched)
+    matching = matching_summary(plan, windows, matched)
     return VariantProfile(
-        name,
-        export,
-        pd.DataFrame(samples, columns=SAMPLE_COLUMNS),
-        pd.DataFrame(rows, columns=REPLAY_COLUMNS),
-        matching,
-        dict(excess or {}),
-        CHAINS if excess else "",
+        name, export, samples, replays, matching, dict(excess or {}), CHAINS if excess else ""
     )
-
-
-def _ids_consistent(
-    windows: Sequence[Window], by_order: Sequence[tuple[list[list[Activity]], list[Match]]]
-) -> bool | None:
-    """ids_consistent within each build (each build replays its own graph, whose node ids
-    need not be another build's): None where no trace carried ids."""
-    verdicts = []
-    for b in sorted({w.build for w in windows}):
-        mine = [(r, o) for w, (r, o) in zip(windows, by_order) if w.build == b]
-        verdicts.append(
-            ids_consistent(
-                [a for replays, _ in mine for a in replays[1:]],
-                [m for _, orders in mine for m in orders[1:]],
-            )
-        )
-    known = [v for v in verdicts if v is not None]
-    return None if not known else all(known)

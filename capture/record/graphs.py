@@ -118,35 +118,13 @@ class GraphRecord:
         f.obj(path, doc)
         f.keys(path, doc, _KEYS, _OPTIONAL)
         p = path + "."
-        site = f.obj(p + "site", doc["site"])
-        f.keys(p + "site", site, ("user", "library", "stack"))
-        stack = f.array(p + "site.stack", site["stack"])
-        for j, s in enumerate(stack):
-            f.string(f"{p}site.stack[{j}]", s)
-        pool = doc["pool"]
-        if pool is not None:
-            f.array(p + "pool", pool)
-            if len(pool) != 2:
-                f.expected(p + "pool", "null or a list of 2 ints", pool)
-            for j, x in enumerate(pool):
-                f.integer(f"{p}pool[{j}]", x, lo=0)
-        inductor = f.obj(p + "inductor", doc["inductor"], none=True)
-        if inductor is not None:
-            f.keys(p + "inductor", inductor, ("compile_id", "function", "graph", "ints"))
-            f.string(p + "inductor.compile_id", inductor["compile_id"], none=True)
-            f.integer(p + "inductor.function", inductor["function"], none=True)
-            f.integer(p + "inductor.graph", inductor["graph"], none=True)
-            for j, x in enumerate(f.array(p + "inductor.ints", inductor["ints"])):
-                f.integer(f"{p}inductor.ints[{j}]", x)
+        site, stack = _site(f, p, doc["site"])
+        pool = _pool(f, p, doc["pool"])
+        inductor = _inductor(f, p, doc["inductor"])
         keep = doc["keep_graph"]
         if keep is not None and not isinstance(keep, bool):
             f.expected(p + "keep_graph", "a bool or null", keep)
-        if export_of is None:
-            where = f"{f.where} {path}"
-            raw = doc["export"]
-            export = None if raw is None else NodeExport.from_dict(raw, where=where)
-        else:
-            export = export_of(doc["export"])
+        export = _export(f, path, doc["export"], export_of)
         status = f.string(p + "status", doc["status"], choices=STATUSES)
         if export is None and status == "captured":
             f.expected(p + "export", "the graph's node export (it was captured)", export)
@@ -186,3 +164,49 @@ class GraphRecord:
             if doc.get("check") is None
             else GraphVerdict.from_dict(doc["check"], f, p + "check"),
         )
+
+
+def _site(f: Fields, p: str, site: Any) -> tuple[dict[str, Any], list[str]]:
+    """The capture site's object checked, and its stack's lines (its other fields are
+    read where the record is made)."""
+    site = f.obj(p + "site", site)
+    f.keys(p + "site", site, ("user", "library", "stack"))
+    stack = f.array(p + "site.stack", site["stack"])
+    for j, s in enumerate(stack):
+        f.string(f"{p}site.stack[{j}]", s)
+    return site, stack
+
+
+def _pool(f: Fields, p: str, pool: Any) -> list[int] | None:
+    """The graph's memory pool checked: null, or its two ids."""
+    if pool is not None:
+        f.array(p + "pool", pool)
+        if len(pool) != 2:
+            f.expected(p + "pool", "null or a list of 2 ints", pool)
+        for j, x in enumerate(pool):
+            f.integer(f"{p}pool[{j}]", x, lo=0)
+    return pool
+
+
+def _inductor(f: Fields, p: str, inductor: Any) -> dict[str, Any] | None:
+    """What Inductor said of the graph checked: null, or its compile, function, graph and
+    ints."""
+    inductor = f.obj(p + "inductor", inductor, none=True)
+    if inductor is not None:
+        f.keys(p + "inductor", inductor, ("compile_id", "function", "graph", "ints"))
+        f.string(p + "inductor.compile_id", inductor["compile_id"], none=True)
+        f.integer(p + "inductor.function", inductor["function"], none=True)
+        f.integer(p + "inductor.graph", inductor["graph"], none=True)
+        for j, x in enumerate(f.array(p + "inductor.ints", inductor["ints"])):
+            f.integer(f"{p}inductor.ints[{j}]", x)
+    return inductor
+
+
+def _export(
+    f: Fields, path: str, raw: Any, export_of: Callable[[Any], NodeExport | None] | None
+) -> NodeExport | None:
+    """The graph's node export read back: inline, or through `export_of`."""
+    if export_of is None:
+        where = f"{f.where} {path}"
+        return None if raw is None else NodeExport.from_dict(raw, where=where)
+    return export_of(raw)

@@ -47,9 +47,7 @@ def read_process(path: Path, rec: Recording) -> None:
     out and said."""
     lines = path.read_bytes().split(b"\n")
     partial = lines.pop() if lines and lines[-1] else b""
-    info: ProcessInfo | None = None
-    graphs: list[GraphRecord] = []
-    counts: dict | None = None
+    got = _Lines()
     f = Fields(path.name)
     for n, raw in enumerate(lines):
         if not raw:
@@ -59,49 +57,70 @@ def read_process(path: Path, rec: Recording) -> None:
         except ValueError:
             rec.notes.append(f"{path.name}: line {n + 1} is not JSON; left out")
             continue
-        event = line.get("event") if isinstance(line, dict) else None
         try:
-            if event == "process":
-                info = ProcessInfo(
-                    pid=int(line["pid"]),
-                    ppid=line.get("ppid"),
-                    argv=[printable(str(a)) for a in line.get("argv", [])],
-                    forked=bool(line.get("forked", False)),
-                    notes=list(line.get("notes", [])),
-                )
-            elif event == "graph":
-                graphs.append(GraphRecord.from_dict(line["record"], f, f"line {n + 1}"))
-            elif event == "exit":
-                counts = line.get("replays")
-                if info is not None:
-                    info.exited = True
-                    info.notes += [x for x in line.get("notes", []) if x not in info.notes]
-            elif event == "failed":
-                info = ProcessInfo(
-                    pid=int(line.get("pid", 0)),
-                    argv=[printable(str(a)) for a in line.get("argv", [])],
-                    failed=printable(str(line.get("why"))),
-                )
+            got.take(line, f, f"line {n + 1}")
         except (ExportError, KeyError, TypeError, ValueError) as e:
             rec.notes.append(f"{path.name}: line {n + 1} could not be read ({e}); left out")
     if partial:
         rec.notes.append(
             f"{path.name}: its last line was cut off (the process ended while writing it); left out"
         )
+    info = got.info
     if info is None:
         return
-    if counts is None:
-        snapshot = path.with_suffix(".replays.json")
-        try:
-            counts = json.loads(snapshot.read_text()) if snapshot.exists() else None
-        except (OSError, ValueError):
-            counts = None
-    for g in graphs:
+    counts = got.counts if got.counts is not None else _flushed_counts(path)
+    for g in got.graphs:
         c = (counts or {}).get(str(g.index))
         if isinstance(c, dict):
             _what_became(g, c, f, rec)
     rec.processes.append(info)
-    rec.graphs.extend(graphs)
+    rec.graphs.extend(got.graphs)
+
+
+@dataclass
+class _Lines:
+    """What a process's lines said so far: the process, its graphs, and the replay
+    counts its exit line gave."""
+
+    info: ProcessInfo | None = None
+    graphs: list[GraphRecord] = field(default_factory=list)
+    counts: dict | None = None
+
+    def take(self, line: Any, f: Fields, where: str) -> None:
+        """One line's event taken in (ExportError, KeyError, TypeError or ValueError: it
+        could not be read)."""
+        event = line.get("event") if isinstance(line, dict) else None
+        if event == "process":
+            self.info = ProcessInfo(
+                pid=int(line["pid"]),
+                ppid=line.get("ppid"),
+                argv=[printable(str(a)) for a in line.get("argv", [])],
+                forked=bool(line.get("forked", False)),
+                notes=list(line.get("notes", [])),
+            )
+        elif event == "graph":
+            self.graphs.append(GraphRecord.from_dict(line["record"], f, where))
+        elif event == "exit":
+            self.counts = line.get("replays")
+            if self.info is not None:
+                self.info.exited = True
+                self.info.notes += [x for x in line.get("notes", []) if x not in self.info.notes]
+        elif event == "failed":
+            self.info = ProcessInfo(
+                pid=int(line.get("pid", 0)),
+                argv=[printable(str(a)) for a in line.get("argv", [])],
+                failed=printable(str(line.get("why"))),
+            )
+
+
+def _flushed_counts(path: Path) -> dict | None:
+    """The replay counts of the process's last flush (its .replays.json), for a process
+    whose exit line gave none; None where there is none to read."""
+    snapshot = path.with_suffix(".replays.json")
+    try:
+        return json.loads(snapshot.read_text()) if snapshot.exists() else None
+    except (OSError, ValueError):
+        return None
 
 
 def _what_became(g: GraphRecord, c: dict, f: Fields, rec: Recording) -> None:

@@ -172,8 +172,7 @@ class _Sweep:
                 self.note(line)
 
     def own_pools(self, stream: torch.cuda.Stream | None) -> list[Size]:
-        return own_pools(self.make, self.sizes, self.name, self.module_of, self.warmup,
-                         self.check_steps, self.gate, self.say, stream, self.tell)  # fmt: skip
+        return own_pools(self, stream)
 
 
 def _on_cpu(run: _Sweep, device: torch.device) -> SweepResult:

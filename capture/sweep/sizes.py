@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 
@@ -91,85 +91,114 @@ def _module(module_of: ModuleOf | None, step: Step) -> torch.nn.Module | None:
     return module_of(step) if module_of is not None else None
 
 
-def own_pools(
-    make: Callable[[int], Step],
-    sizes: Sequence[int],
-    name: str,
-    module_of: ModuleOf | None,
-    warmup: int,
-    check_steps: int | None,
-    gate: Callable[[dict[str, CheckResult]], None] | None,
-    say: Callable[[str], None],
-    stream: torch.cuda.Stream | None,
-    tell: Callable[[StateWatch, str], None],
-) -> list[Size]:
+class SizesRun(Protocol):
+    """What own_pools reads of a sweep (capture/sweep/run.py's `_Sweep`): how each size
+    is built, named, scoped, warmed up and checked, and where progress and notes go."""
+
+    make: Callable[[int], Step]
+    sizes: Sequence[int]
+    name: str
+    module_of: ModuleOf | None
+    warmup: int
+    check_steps: int | None
+    gate: Callable[[dict[str, CheckResult]], None] | None
+    say: Callable[[str], None]
+
+    def tell(self, watch: StateWatch, label: str) -> None: ...
+
+
+def own_pools(run: SizesRun, stream: torch.cuda.Stream | None) -> list[Size]:
     """Each size built and captured, largest first, into a pool of its own on `stream`
     (None: the CPU, each size's dispatched operations counted), then checked."""
-    from graph_harness.capture.check.step import check_captured
-
-    gate = gate or default_gate()
+    gate = run.gate or default_gate()
     cuda = stream is not None
     out = []
     known: set[tuple[int, int]] = set()  # Inductor's pools, a step that records its own
-    for b in sorted(sizes, reverse=True):
-        say(f"batch {b}: " + ("building and capturing (own pool)" if cuda else "counting"))
-        step = make(b)
+    for b in sorted(run.sizes, reverse=True):
+        run.say(f"batch {b}: " + ("building and capturing (own pool)" if cuda else "counting"))
+        step = run.make(b)
         watch = TimedWatch(step)
         # Inductor's pool as it was before this size (known from an earlier size's graphs;
         # before the first, unknown: graphs recorded before the sweep may be in it)
         before = read_pools(known)[0] if known else None
-        t0 = time.perf_counter()
-        counted = capture_and_keep(
-            step,
-            warmup=warmup,
-            name=f"{name} batch {b}",
-            watch=watch,
-            module=_module(module_of, step),
-            graph_pool=torch.cuda.graph_pool_handle() if cuda else None,
-            memory=cuda,
-            stream=stream,
-            own_graphs=check_steps is None,  # a check replays graphs of ours only
-        )
-        size = Size(b, step, counted, watch, time.perf_counter() - t0)
+        size = _capture_size(run, b, step, watch, stream)
+        counted = size.counted
         if counted.recorded is not None:  # Inductor's graphs, in Inductor's one pool
-            size.calls = StepCalls(step, counted.recorded)
-            if module_of is not None:  # outside module scopes, the graphs the program runs
-                say(f"batch {b}: recording outside module scopes")
-                before = read_pools(tree_pools(counted.recorded))[0]
-                moved = outside_scopes(step, counted.export, counted.recorded, start=start_of(step))
-                size.calls, size.replayed = moved.calls, None if moved.same else moved.note
-                # counted and timed alike: the graphs the program runs, scoped where they
-                # are the counted ones node for node
-                size.counted = replace(counted, export=moved.export, recorded=moved.calls.recorded)
-            pools = tree_pools(size.calls.recorded)
-            total, in_use = read_pools(pools)
-            size.shared = dict(
-                batch=b,
-                total_reserved=total,
-                adds=None if before is None else total - before,
-                total_allocated=in_use,
-            )
-            known |= pools
+            known |= _own_graphs(run, size, before)
         if cuda and counted.recorded is None:
             # what its first replay would pay inside the launch, timed apart, and the
             # executable's memory outside the allocator (capture/graph/lifecycle.py)
             size.executable = instantiate_and_upload(counted.captured.graph, stream)
-        tell(watch, f"{name} batch {b}")
+        run.tell(watch, f"{run.name} batch {b}")
         if cuda:  # replays follow: a step they would run past its end is refused now
-            require_repeatable(watch.repeatability, f"{name} batch {b}")
-        if check_steps is not None:
-            say(f"batch {b}: checking over {check_steps} calls" + ("" if cuda else " (eager)"))
-            size.check = check_captured(
-                step,
-                counted.export,
-                counted.captured,
-                watch.repeatability,
-                name=f"{name} batch {b}",
-                steps=check_steps,
-            )
+            require_repeatable(watch.repeatability, f"{run.name} batch {b}")
+        if run.check_steps is not None:
+            size.check = _check_size(run, size, counted, cuda)
             gate({size_name(b): size.check})
         out.append(size)
     return out
+
+
+def _capture_size(
+    run: SizesRun, b: int, step: Step, watch: TimedWatch, stream: torch.cuda.Stream | None
+) -> Size:
+    """One size's step captured into a pool of its own (on the CPU: counted), timed."""
+    cuda = stream is not None
+    t0 = time.perf_counter()
+    counted = capture_and_keep(
+        step,
+        warmup=run.warmup,
+        name=f"{run.name} batch {b}",
+        watch=watch,
+        module=_module(run.module_of, step),
+        graph_pool=torch.cuda.graph_pool_handle() if cuda else None,
+        memory=cuda,
+        stream=stream,
+        own_graphs=run.check_steps is None,  # a check replays graphs of ours only
+    )
+    return Size(b, step, counted, watch, time.perf_counter() - t0)
+
+
+def _own_graphs(run: SizesRun, size: Size, before: int | None) -> set[tuple[int, int]]:
+    """A step that captures its own graphs: its calls (under module_of, those the program
+    runs outside module scopes) and Inductor's one pool read after it (`size.shared`);
+    the pools its graphs are in. `before`: that pool's bytes before this size."""
+    step, counted, b = size.step, size.counted, size.batch
+    size.calls = StepCalls(step, counted.recorded)
+    if run.module_of is not None:  # outside module scopes, the graphs the program runs
+        run.say(f"batch {b}: recording outside module scopes")
+        before = read_pools(tree_pools(counted.recorded))[0]
+        moved = outside_scopes(step, counted.export, counted.recorded, start=start_of(step))
+        size.calls, size.replayed = moved.calls, None if moved.same else moved.note
+        # counted and timed alike: the graphs the program runs, scoped where they
+        # are the counted ones node for node
+        size.counted = replace(counted, export=moved.export, recorded=moved.calls.recorded)
+    pools = tree_pools(size.calls.recorded)
+    total, in_use = read_pools(pools)
+    size.shared = dict(
+        batch=b,
+        total_reserved=total,
+        adds=None if before is None else total - before,
+        total_allocated=in_use,
+    )
+    return pools
+
+
+def _check_size(run: SizesRun, size: Size, counted: Counted, cuda: bool) -> CheckResult:
+    """One size's graph checked against its eager step over `run.check_steps` calls (on
+    the CPU: its eager part)."""
+    from graph_harness.capture.check.step import check_captured
+
+    b = size.batch
+    run.say(f"batch {b}: checking over {run.check_steps} calls" + ("" if cuda else " (eager)"))
+    return check_captured(
+        size.step,
+        counted.export,
+        counted.captured,
+        size.watch.repeatability,
+        name=f"{run.name} batch {b}",
+        steps=run.check_steps,
+    )
 
 
 def tree_pools(recorded: RecordedStep) -> set[tuple[int, int]]:

@@ -34,9 +34,8 @@ ROUND_FIELDS = tuple(f.name for f in fields(RoundParams))
 
 
 @functools.cache
-def _console_class() -> type[Console]:
-    # Made on first use: the parser (and --help) is built without importing rich.
-    from rich.console import Console
+def _annotated_class() -> type:
+    """_Annotated, made on first use (rich imported then)."""
     from rich.segment import Segment
     from rich.style import Style
     from rich.table import Table
@@ -79,6 +78,18 @@ def _console_class() -> type[Console]:
                 yield from annotation(
                     t.caption, Style.pick_first(t.caption_style, "table.caption"), t.caption_justify
                 )
+
+    return _Annotated
+
+
+@functools.cache
+def _console_class() -> type[Console]:
+    # Made on first use: the parser (and --help) is built without importing rich.
+    from rich.console import Console
+    from rich.segment import Segment
+    from rich.table import Table
+
+    _Annotated = _annotated_class()
 
     class _Console(Console):
         def render_str(self, text: str, **kwargs: Any) -> Text:

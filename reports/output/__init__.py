@@ -2,6 +2,7 @@
 is made, swapped in, never a user's data lost; leftovers of killed runs cleaned.
 
 - folder.py: staged_output, the transaction
+- commit.py: the finished folder put at the path, whatever is there
 - plan.py: what --out may replace, decided before any work
 - manifest.py: the manifest every output folder carries
 - renames.py: renames that never replace

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
+import functools
 import os
 import signal
 import socket
@@ -25,18 +26,10 @@ from graph_harness.capture.descriptors import hold, intact, release
 from graph_harness.capture.errors import HarnessError
 from graph_harness.capture.files import claiming, default_mode
 from graph_harness.capture.paths import os_reason
-from graph_harness.reports.output.leftovers import clean_leftovers, make_partial, stem
-from graph_harness.reports.output.manifest import (
-    MANIFEST,
-    MANIFEST_NEW,
-    Manifest,
-    foreign_entries,
-    read_manifest,
-    remove_listed,
-    write_manifest,
-)
+from graph_harness.reports.output.commit import BUSY, OutputConflict, commit_folder, take_current
+from graph_harness.reports.output.leftovers import clean_leftovers, make_partial
+from graph_harness.reports.output.manifest import Manifest, remove_listed, write_manifest
 from graph_harness.reports.output.plan import OutputRefused, Plan, plan_output
-from graph_harness.reports.output.renames import exchange, move_noreplace, rename_noreplace
 
 __all__ = [
     "OutputConflict",
@@ -47,11 +40,6 @@ __all__ = [
 ]
 
 _HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-LOCK_WAIT_S = 30.0  # how long a replace waits for another run's commit at the same path
-
-
-class OutputConflict(HarnessError, RuntimeError):
-    """The output path changed under the run; its result was kept elsewhere."""
 
 
 # --- the staged folder --------------------------------------------------------------------------
@@ -109,66 +97,102 @@ def staged_output(
         return
     plan = plan_output(Path(out), force)
     clean_leftovers(plan.real, say, plan.shown)
-    made: list[Path] = []
-    tmp = lock = old = None
-    committed = False
-    claimed: set[str] = set()
+    run = _Staged()
     try:
-        with _signals_deferred():  # no instant at which a signal leaves a bare folder
-            _make_parents(plan.real.parent, made)
-            tmp, lock = make_partial(plan.real)  # locked until this run ends: a live run's
-            born = os.fstat(lock)
-            hold(lock, "its output folder's lock")
-            os.chmod(tmp, default_mode(folder=True))
-            manifest = Manifest(command, _now(), socket.gethostname(), os.getpid(), False, ())
-            write_manifest(tmp, manifest)
-
-        def record(name: str) -> None:
-            if name not in claimed:
-                claimed.add(name)
-                write_manifest(tmp, dataclasses.replace(manifest, files=tuple(sorted(claimed))))
-
-        with claiming(tmp, record):
-            yield tmp
-        if not intact(lock):
+        manifest = _start(run, plan, command)
+        with claiming(run.tmp, functools.partial(_claim, run, manifest)):
+            yield run.tmp
+        if not intact(run.lock):
             raise HarnessError(
                 f"the lock on this run's output folder was closed while it ran (by the "
                 f"step's code: os.closerange?), so {plan.shown} was not written"
             )
-        old = _take_current(plan)  # waits (interruptibly) for a commit going on at the path
-        outcome = ""  # what the commit did, for a signal it held off (raised once it is done)
-        try:
-            with _signals_deferred():
-                files = tuple(sorted(n for n in claimed if (tmp / n).is_file()))
-                write_manifest(tmp, dataclasses.replace(manifest, complete=True, files=files))
-                committed = True  # from here on tmp is either `out`, kept beside it, or the old one
-                try:
-                    left = _commit(tmp, plan, old, lock)
-                except OutputConflict as e:
-                    outcome = str(e)
-                    raise
-                outcome = "; ".join(filter(None, [f"{plan.shown} holds its output", left]))
-        except BaseException as e:
-            if outcome and not isinstance(e, OutputConflict):  # the signal, raised now
-                setattr(e, _OUTCOME, outcome)
-            raise
+        run.old = take_current(plan)  # waits (interruptibly) for a commit going on at the path
+        left = _commit_held(run, plan, manifest)
         if left and say:
             say(left)
     except OSError as e:
-        _as_shown(e, tmp, plan.shown)
+        _as_shown(e, run.tmp, plan.shown)
         raise
     finally:
-        if old is not None and old is not BUSY:
-            os.close(old[0])
-        if lock is not None and not release(lock):
-            lock = _reopen(tmp, born)  # closed by a target: its number is not ours now
-        if not committed and tmp is not None and lock is not None:
-            _remove_unfinished(tmp, lock, say)
-        if lock is not None:
-            os.close(lock)
-        for p in reversed(made):
-            with contextlib.suppress(OSError):
-                p.rmdir()  # only if still empty: a folder we made for nothing
+        _end(run, say)
+
+
+@dataclasses.dataclass
+class _Staged:
+    """What a run has made and holds so far, for its end whatever happens: the parent
+    folders it made, its hidden folder, the lock on it (and what it was, to reopen it),
+    the output at the path it locked, whether its commit began, the names it claimed."""
+
+    made: list[Path] = dataclasses.field(default_factory=list)
+    tmp: Path | None = None
+    lock: int | None = None  # locked until this run ends: a live run's
+    born: os.stat_result | None = None
+    old: tuple[int, str] | None = None
+    committed: bool = False  # from then on tmp is either `out`, kept beside it, or the old one
+    claimed: set[str] = dataclasses.field(default_factory=set)
+
+
+def _start(run: _Staged, plan: Plan, command: str) -> Manifest:
+    """The hidden folder made, locked and given its first manifest, with signals held
+    off: no instant at which a signal leaves a bare folder."""
+    with _signals_deferred():
+        _make_parents(plan.real.parent, run.made)
+        run.tmp, run.lock = make_partial(plan.real)
+        run.born = os.fstat(run.lock)
+        hold(run.lock, "its output folder's lock")
+        os.chmod(run.tmp, default_mode(folder=True))
+        manifest = Manifest(command, _now(), socket.gethostname(), os.getpid(), False, ())
+        write_manifest(run.tmp, manifest)
+    return manifest
+
+
+def _claim(run: _Staged, manifest: Manifest, name: str) -> None:
+    """A file's name listed in the manifest before the file is made."""
+    if name not in run.claimed:
+        run.claimed.add(name)
+        write_manifest(run.tmp, dataclasses.replace(manifest, files=tuple(sorted(run.claimed))))
+
+
+def _commit_held(run: _Staged, plan: Plan, manifest: Manifest) -> str | None:
+    """The manifest completed and the folder committed with signals held off; a signal
+    held off meanwhile carries what the commit did (committed_before_stop). Returns a
+    note when the replaced output could not all be removed."""
+    tmp = run.tmp
+    outcome = ""  # what the commit did, for a signal it held off (raised once it is done)
+    try:
+        with _signals_deferred():
+            files = tuple(sorted(n for n in run.claimed if (tmp / n).is_file()))
+            write_manifest(tmp, dataclasses.replace(manifest, complete=True, files=files))
+            run.committed = True
+            try:
+                left = commit_folder(tmp, plan, run.old, run.lock)
+            except OutputConflict as e:
+                outcome = str(e)
+                raise
+            outcome = "; ".join(filter(None, [f"{plan.shown} holds its output", left]))
+    except BaseException as e:
+        if outcome and not isinstance(e, OutputConflict):  # the signal, raised now
+            setattr(e, _OUTCOME, outcome)
+        raise
+    return left
+
+
+def _end(run: _Staged, say: Callable[[str], None] | None) -> None:
+    """Whatever happened: the old output's lock let go, an uncommitted folder removed,
+    this run's lock let go, and the parent folders it made removed if still empty."""
+    if run.old is not None and run.old is not BUSY:
+        os.close(run.old[0])
+    lock = run.lock
+    if lock is not None and not release(lock):
+        lock = _reopen(run.tmp, run.born)  # closed by a target: its number is not ours now
+    if not run.committed and run.tmp is not None and lock is not None:
+        _remove_unfinished(run.tmp, lock, say)
+    if lock is not None:
+        os.close(lock)
+    for p in reversed(run.made):
+        with contextlib.suppress(OSError):
+            p.rmdir()  # only if still empty: a folder we made for nothing
 
 
 def _remove_unfinished(tmp: Path, lock: int, say: Callable[[str], None] | None) -> None:
@@ -220,157 +244,3 @@ def _make_parents(parent: Path, made: list[Path]) -> None:
         if not p.exists():
             p.mkdir()
             made.append(p)
-
-
-BUSY = (-1, "busy")
-
-
-def _take_current(plan: Plan) -> tuple[int, str] | None:
-    """Lock the folder now at the path, if it is one the commit may replace: (its
-    descriptor, "empty" or "ours"), else None. Another run committing there, or the run
-    that made it, holds its lock a moment: wait for it, up to LOCK_WAIT_S."""
-    if plan.existing == "none" and not plan.force:
-        return None
-    deadline = time.monotonic() + LOCK_WAIT_S
-    while True:
-        try:
-            # never through a link: a link put at the path meanwhile is not the folder the
-            # plan found (plan_output resolved any link there before), and the commit
-            # keeps this run's result beside it
-            fd = os.open(plan.real, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-        except OSError:
-            return None  # gone, a link, or not a folder now: the commit sees to it
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            if time.monotonic() > deadline:
-                return BUSY  # the commit keeps this run's result beside, saying so
-            time.sleep(0.002)
-            continue
-        try:
-            here, there = os.stat(plan.real, follow_symlinks=False), os.fstat(fd)
-        except FileNotFoundError:
-            here = there = None
-        if here is None or (here.st_dev, here.st_ino) != (there.st_dev, there.st_ino):
-            os.close(fd)  # swapped meanwhile: take the one there now, for a while
-            if time.monotonic() > deadline:
-                return None  # it keeps changing: the commit keeps the result beside
-            time.sleep(0.002)
-            continue
-        state = _state(plan.real, fd)
-        if state is None or (state == "ours" and not plan.force):
-            os.close(fd)
-            return None  # not ours to replace: the commit keeps the result beside
-        return fd, state
-
-
-def _state(folder: Path, fd: int) -> str | None:
-    """What the folder open at `fd` holds: nothing ("empty"), an output of ours and
-    nothing else ("ours"), or anything else (None)."""
-    with os.scandir(fd) as it:
-        if next(it, None) is None:
-            return "empty"
-    return "ours" if foreign_entries(folder, dir_fd=fd) == [] else None
-
-
-def _commit(tmp: Path, plan: Plan, old: tuple[int, str] | None, lock: int) -> str | None:
-    """Put `tmp` at `plan.real`; returns a note when the replaced output could not all be
-    removed. Nothing here raises after the new output is in place."""
-    real = plan.real
-    if old is None:
-        try:
-            rename_noreplace(tmp, real)
-        except FileExistsError:
-            why = "appeared" if plan.existing == "none" else "changed"
-            _keep(tmp, plan, f"{why} while this run was going (another run?)")
-        except OSError as e:
-            _keep(tmp, plan, f"could not be made ({os_reason(e)})")
-        return None
-    fd, state = old
-    if old is BUSY:
-        _keep(tmp, plan, f"stayed locked by another graph-harness run for {LOCK_WAIT_S:.0f} s")
-    if state == "empty":
-        return _fill(tmp, lock, plan, fd)
-    try:
-        exchange(tmp, real)
-    except OSError as e:
-        _keep(tmp, plan, f"could not be replaced ({os_reason(e)})")
-    # What we swapped out, still locked, is checked again where nobody else looks.
-    if _state(tmp, fd) != state:
-        exchange(tmp, real)
-        _keep(tmp, plan, "changed while this run was going")
-    try:
-        left = remove_listed(tmp, fd)
-    except OSError as e:
-        return f"the replaced output is kept at {tmp}: it could not be removed ({os_reason(e)})"
-    if left:
-        return (
-            f"the replaced output was kept at {tmp}: it held {', '.join(left[:3])}, which "
-            "graph-harness did not write"
-        )
-    return None
-
-
-def _fill(tmp: Path, lock: int, plan: Plan, fd: int) -> str | None:
-    """Move this run's files from `tmp` (open and locked at `lock`) into the empty folder
-    open and locked at `fd`, which stays where and what it is (see the module docstring).
-    Returns a note when `tmp` could not be removed after."""
-    try:
-        here, there = os.stat(plan.real, follow_symlinks=False), os.fstat(fd)
-        still = (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
-    except OSError:
-        still = False
-    if not still or _state(plan.real, fd) != "empty":
-        _keep(tmp, plan, "changed while this run was going")
-    done = read_manifest(tmp, dir_fd=lock)  # complete, written by this run a moment ago
-    names = sorted(set(os.listdir(lock)) - {MANIFEST, MANIFEST_NEW})
-    moved: list[str] = []
-    try:
-        write_manifest(plan.real, dataclasses.replace(done, complete=False), dir_fd=fd)
-        for name in names:
-            move_noreplace(name, lock, fd)
-            moved.append(name)
-        os.replace(MANIFEST, MANIFEST, src_dir_fd=lock, dst_dir_fd=fd)
-    except OSError as e:
-        for name in reversed(moved):  # back where they were: this run's, in folders it locks
-            with contextlib.suppress(OSError):
-                move_noreplace(name, fd, lock)
-        for name in (MANIFEST_NEW, MANIFEST):  # what this run wrote there, nothing else
-            with contextlib.suppress(OSError):
-                os.unlink(name, dir_fd=fd)
-        taken = isinstance(e, FileExistsError)
-        _keep(
-            tmp,
-            plan,
-            "changed while this run was going"
-            if taken
-            else f"could not be written into ({os_reason(e)})",
-        )
-    try:
-        left = remove_listed(tmp, lock)  # an empty folder now, with no manifest: it goes
-    except OSError as e:
-        left = [os_reason(e)]
-    return (
-        f"this run's emptied hidden folder is left at {tmp} ({', '.join(left)})" if left else None
-    )
-
-
-def _keep(tmp: Path, plan: Plan, why: str) -> None:
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    for i in range(100):
-        kept = plan.real.with_name(
-            f"{stem(plan.real.name)}.graph-harness-{stamp}{'' if not i else f'-{i}'}"
-        )
-        try:
-            rename_noreplace(tmp, kept)
-            break
-        except FileExistsError:
-            continue
-    else:  # pragma: no cover - a hundred names taken in one second
-        kept = tmp
-    shown = Path(plan.shown)
-    where = kept if shown.is_symlink() else shown.with_name(kept.name)
-    raise OutputConflict(
-        f"output folder {plan.shown} {why} and was left as it is; this run's result is in {where}"
-    )

@@ -82,19 +82,7 @@ def _refuse_streams(out: Path, shown: str) -> None:
 def plan_output(out: Path, force: bool) -> Plan:
     """Decide, before any work, whether `out` may take the output; OutputRefused if not."""
     shown = str(out)
-    try:
-        if out.is_symlink() and not out.exists():
-            raise OutputRefused(
-                f"--out {shown} is a symbolic link to {os.readlink(out)}, which does not "
-                "exist; give a folder path"
-            )
-        _refuse_streams(out, shown)
-        real = _where(out)
-        st = os.stat(real)
-    except FileNotFoundError:
-        st = None
-    except OSError as e:  # a file where a folder of the path should be, no permission, ...
-        raise OutputRefused(f"--out {shown}: {os_reason(e)}; give another path") from e
+    real, st = _target(out, shown)
     why = _protected(real)
     if why:
         raise OutputRefused(
@@ -110,6 +98,30 @@ def plan_output(out: Path, force: bool) -> Plan:
             f"--out {shown} is {kind}; graph-harness writes a folder there and never "
             "replaces a file: give a new path"
         )
+    return _plan_folder(real, shown, force)
+
+
+def _target(out: Path, shown: str) -> tuple[Path, os.stat_result | None]:
+    """Where `out` leads (links resolved) and what is there (None: nothing yet); a
+    dangling link, a stream or a path the OS refuses: OutputRefused."""
+    try:
+        if out.is_symlink() and not out.exists():
+            raise OutputRefused(
+                f"--out {shown} is a symbolic link to {os.readlink(out)}, which does not "
+                "exist; give a folder path"
+            )
+        _refuse_streams(out, shown)
+        real = _where(out)
+        return real, os.stat(real)
+    except FileNotFoundError:
+        return real, None
+    except OSError as e:  # a file where a folder of the path should be, no permission, ...
+        raise OutputRefused(f"--out {shown}: {os_reason(e)}; give another path") from e
+
+
+def _plan_folder(real: Path, shown: str, force: bool) -> Plan:
+    """An existing folder at the path: written into if empty, replaced if an earlier
+    output of ours and `force`; anything else refused (OutputRefused)."""
     entries, foreign, m = _read_folder(real, shown)
     _check_parent(real.parent, shown)
     if not entries:

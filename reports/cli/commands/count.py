@@ -6,7 +6,6 @@ import argparse
 from contextlib import nullcontext
 from typing import TYPE_CHECKING
 
-from graph_harness.capture.export.kinds import COUNT, COUNT_SCHEMA_VERSION
 from graph_harness.capture.round.params import VARIANTS
 from graph_harness.reports.cli.args import (
     check_arg,
@@ -43,9 +42,26 @@ from graph_harness.reports.cli.targets import (
 from graph_harness.reports.text import plural
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from graph_harness.capture.check.findings import CheckResult
     from graph_harness.capture.commands import HostLaunch
     from graph_harness.capture.export.nodes import NodeExport
+
+
+DESCRIPTION = (
+    "Capture the built-in decode round in each variant (or your own step, "
+    "--target) into a CUDA graph and count its nodes by type, kernel and scope: nodes per "
+    "round and per step of a stage, or your step's scope tree and kernels. Without a GPU "
+    "it counts dispatched operations instead, and says so."
+)
+EXAMPLES = [
+    "graph-harness count",
+    "graph-harness count --variant shipped --variant fused --per-stage",
+    "graph-harness count --target examples/llama_decode.py:make_step --module-scopes",
+    "graph-harness count --json --out counts",
+    "graph-harness count vllm-decode.dot",
+]
 
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -54,17 +70,8 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
         "count",
         common,
         help="capture the decode round (or --target) and count nodes",
-        description="Capture the built-in decode round in each variant (or your own step, "
-        "--target) into a CUDA graph and count its nodes by type, kernel and scope: nodes per "
-        "round and per step of a stage, or your step's scope tree and kernels. Without a GPU "
-        "it counts dispatched operations instead, and says so.",
-        examples=[
-            "graph-harness count",
-            "graph-harness count --variant shipped --variant fused --per-stage",
-            "graph-harness count --target examples/llama_decode.py:make_step --module-scopes",
-            "graph-harness count --json --out counts",
-            "graph-harness count vllm-decode.dot",
-        ],
+        description=DESCRIPTION,
+        examples=EXAMPLES,
         variants=True,
     )
     c.add_argument(
@@ -150,23 +157,8 @@ def run(args: argparse.Namespace, io: IO) -> int:
     with staged(args, io) as tmp:
         banner(io, files=bool(args.files))
         if args.target:
-            got = count_target(
-                args.target,
-                args.module_scopes,
-                io,
-                warmup=step_warmup(args),
-                check=check_steps(args) if args.check else None,
-            )
-            exports.append(got.export)
-            if got.check is not None:
-                checks = {"target": got.check}
-                gate(io, checks)
-                if tmp is not None:
-                    from graph_harness.capture.check.document import write_checks
-
-                    write_checks(tmp, checks)
-            if got.launch is not None:
-                launches["target"] = got.launch
+            export, checks, launches = _count_target(args, io, tmp)
+            exports.append(export)
         elif not args.files:
             from graph_harness.capture.commands import count_variants
 
@@ -177,15 +169,44 @@ def run(args: argparse.Namespace, io: IO) -> int:
             launches = {v: c.launch for v, c in counted.items() if c.launch is not None}
             del counted
         if tmp is not None:
-            for name, e in zip(names, exports):
-                e.write_json(tmp / f"nodes-{name}.json")
-                e.write_dot(tmp / f"graph-{name}.dot")
+            _write_exports(tmp, names, exports)
         # Printed before the commit: if stdout fails, an earlier --out stays as it was.
         depth = shown_depth(args.module_scopes, exports) if args.target else None
         show(io, dict(zip(names, exports)), per_stage=args.per_stage, depth=depth, checks=checks,
              launches=launches)  # fmt: skip
     wrote(io, args, plural(len(exports), "export"))
     return 0
+
+
+def _count_target(
+    args: argparse.Namespace, io: IO, tmp: Path | None
+) -> tuple[NodeExport, dict[str, CheckResult], dict[str, HostLaunch]]:
+    """`--target` counted (and checked, judged and its check written, with --check); its
+    export, its check and its host launch, by the name "target"."""
+    got = count_target(
+        args.target,
+        args.module_scopes,
+        io,
+        warmup=step_warmup(args),
+        check=check_steps(args) if args.check else None,
+    )
+    checks: dict = {}
+    if got.check is not None:
+        checks = {"target": got.check}
+        gate(io, checks)
+        if tmp is not None:
+            from graph_harness.capture.check.document import write_checks
+
+            write_checks(tmp, checks)
+    launches = {"target": got.launch} if got.launch is not None else {}
+    return got.export, checks, launches
+
+
+def _write_exports(tmp: Path, names: list[str], exports: list[NodeExport]) -> None:
+    """Each export into the output folder by its name, as JSON and as DOT."""
+    for name, e in zip(names, exports):
+        e.write_json(tmp / f"nodes-{name}.json")
+        e.write_dot(tmp / f"graph-{name}.dot")
 
 
 def _cuda() -> bool:
@@ -215,16 +236,9 @@ def show(
     )
 
     if io.json:
-        doc = {
-            "schema": COUNT,
-            "schema_version": COUNT_SCHEMA_VERSION,
-            "exports": {k: e.to_dict() for k, e in exports.items()},
-        }
-        if checks:
-            doc["checks"] = {k: r.to_dict() for k, r in checks.items()}
-        if launches:
-            doc["host_launch"] = {k: h.to_dict() for k, h in launches.items()}
-        io.print_json(doc)
+        from graph_harness.capture.commands import count_document
+
+        io.print_json(count_document(exports, checks=checks, launches=launches))
         return
     io.out.print(totals_table(list(exports.values())))
     for name, h in (launches or {}).items():

@@ -25,6 +25,8 @@ from graph_harness.reports.cli.refs import is_export_path, neither
 
 if TYPE_CHECKING:
     from graph_harness.capture.advise.costs import Costs
+    from graph_harness.capture.advise.delta_price import DeltaPrice
+    from graph_harness.capture.export.delta import NodeDelta
     from graph_harness.capture.export.families import Rule
     from graph_harness.capture.export.nodes import NodeExport
 
@@ -116,6 +118,17 @@ def check_flags(args: argparse.Namespace) -> None:
         raise UsageError(
             "--step-key groups a recording's graphs into steps: it needs two recordings"
         )
+    _check_variants(args)
+    _check_outputs(args)
+    for r in (args.a, args.b):
+        if is_export_path(r):
+            # a FIFO or folder refused now, never waited on
+            check_input(split_ref(r)[0], "export file")
+
+
+def _check_variants(args: argparse.Namespace) -> None:
+    """A side that is not an export file is a variant of the round; the round's flags
+    and --from only where a variant is counted."""
     variants = [r for r in (args.a, args.b) if not is_export_path(r)]
     for r in variants:
         if r not in VARIANTS:
@@ -128,11 +141,6 @@ def check_flags(args: argparse.Namespace) -> None:
             given_round_flags(args),
             "apply to counting, and the exports in --from carry their own round: drop them",
         )
-    _check_outputs(args)
-    for r in (args.a, args.b):
-        if is_export_path(r):
-            # a FIFO or folder refused now, never waited on
-            check_input(split_ref(r)[0], "export file")
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
@@ -224,7 +232,6 @@ def run(args: argparse.Namespace, io: IO) -> int:
     from graph_harness.capture.export.delta import node_delta
     from graph_harness.capture.export.families import RULES, read_rules
     from graph_harness.capture.files import write_output
-    from graph_harness.reports.tables import delta_tables
 
     check_flags(args)
     rules = RULES
@@ -249,18 +256,26 @@ def run(args: argparse.Namespace, io: IO) -> int:
     if io.json:
         io.print_json({**d.to_dict(), "price": None if price is None else price.to_dict()})
     else:
-        io.out.print(d.headline(), style="bold")
-        if d.blocks_line():
-            io.out.print(d.blocks_line(), markup=False)
-        for t in delta_tables(d):
-            io.out.print(t)
-        if price is not None:
-            io.out.print(price.line(d.a.unit), markup=False, soft_wrap=True)
+        _show(io, d, price)
     if args.csv:
         where = write_output(args.csv, d.by_kernel.to_csv(index=False))
         if where != "stdout":
             io.err.print(f"wrote the by-kernel delta to {where}", markup=False)
     return 0
+
+
+def _show(io: IO, d: NodeDelta, price: DeltaPrice | None) -> None:
+    """The delta as tables: its headline, the block its graphs repeat, the tables, and
+    what it saves priced."""
+    from graph_harness.reports.tables import delta_tables
+
+    io.out.print(d.headline(), style="bold")
+    if d.blocks_line():
+        io.out.print(d.blocks_line(), markup=False)
+    for t in delta_tables(d):
+        io.out.print(t)
+    if price is not None:
+        io.out.print(price.line(d.a.unit), markup=False, soft_wrap=True)
 
 
 def run_recordings(args: argparse.Namespace, io: IO, rules: tuple[Rule, ...], costs: Costs) -> int:

@@ -187,32 +187,18 @@ def show(
     checks: dict[str, CheckResult] | None = None,
 ) -> None:
     from graph_harness.reports.profile_tables import (
-        breakdown_table,
         excess_table,
         net_period_notes,
         net_table,
-        pair_verdicts,
-        pairs_table,
-        scope_tables,
         summary_table,
         top_gaps_tables,
     )
 
-    for name, p in result.profiles.items():
-        m = p.matching
-        if not m["verified"]:
-            io.note(
-                f"{name}: activities not all matched to nodes ({m['unmatched_activities']} "
-                f"activities and {m['unmatched_nodes']} nodes unmatched, {m['out_of_order']} "
-                f"out of order over {len(p.replays)} replays); its figures are partial"
-            )
-        if m.get("agreement") is not None and m["agreement"] < 1:
-            io.note(f"{name}: matching by order and by graph node id disagree")
+    _matching_notes(io, result)
     if io.json:
-        doc = result.to_dict(depth)
-        if checks:
-            doc["checks"] = {k: r.to_dict() for k, r in checks.items()}
-        io.print_json(doc)
+        from graph_harness.capture.profile.document import profile_document
+
+        io.print_json(profile_document(result, depth, checks))
         return
     if checks:
         show_checks(io, checks)
@@ -228,6 +214,32 @@ def show(
     for line in net_period_notes(result):
         io.out.print(line, soft_wrap=True, markup=False)
     _show_launches(io, result)
+    _show_scopes(io, result, depth)
+    for t in top_gaps_tables(result, top):
+        io.out.print(t)
+    if result.pairs:
+        _show_pairs(io, result, top)
+
+
+def _matching_notes(io: IO, result: ProfileResult) -> None:
+    """A note for each graph whose activities were not all matched to its nodes, or
+    whose two matchings disagree."""
+    for name, p in result.profiles.items():
+        m = p.matching
+        if not m["verified"]:
+            io.note(
+                f"{name}: activities not all matched to nodes ({m['unmatched_activities']} "
+                f"activities and {m['unmatched_nodes']} nodes unmatched, {m['out_of_order']} "
+                f"out of order over {len(p.replays)} replays); its figures are partial"
+            )
+        if m.get("agreement") is not None and m["agreement"] < 1:
+            io.note(f"{name}: matching by order and by graph node id disagree")
+
+
+def _show_scopes(io: IO, result: ProfileResult, depth: int | None) -> None:
+    """Each graph's costs by scope, and for a step where deeper scopes were cut off, a
+    note saying so."""
+    from graph_harness.reports.profile_tables import scope_tables
     from graph_harness.reports.tables import deeper_note
 
     for t, (name, p) in zip(scope_tables(result, depth), result.profiles.items()):
@@ -235,15 +247,19 @@ def show(
         note = deeper_note(p.nodes, depth) if not p.export.is_round else None
         if note:
             io.out.print(f"{name}: {note}", soft_wrap=True, markup=False)
-    for t in top_gaps_tables(result, top):
-        io.out.print(t)
-    if result.pairs:
-        pairs = result.pair_table()
-        io.out.print(pairs_table(pairs))
-        for line in pair_verdicts(pairs):
-            io.out.print(line, soft_wrap=True, markup=False)
-        failed = pairs[~pairs.passed & pairs.measured_us.notna()]
-        if len(failed):
-            breakdown = result.breakdown()
-            for r in failed.itertuples():
-                io.out.print(breakdown_table(breakdown, r.a, r.b, top))
+
+
+def _show_pairs(io: IO, result: ProfileResult, top: int) -> None:
+    """The priced pairs and their verdicts, and where a pair failed against its measured
+    saving, where the priced saving comes from."""
+    from graph_harness.reports.profile_tables import breakdown_table, pair_verdicts, pairs_table
+
+    pairs = result.pair_table()
+    io.out.print(pairs_table(pairs))
+    for line in pair_verdicts(pairs):
+        io.out.print(line, soft_wrap=True, markup=False)
+    failed = pairs[~pairs.passed & pairs.measured_us.notna()]
+    if len(failed):
+        breakdown = result.breakdown()
+        for r in failed.itertuples():
+            io.out.print(breakdown_table(breakdown, r.a, r.b, top))

@@ -21,25 +21,31 @@ if TYPE_CHECKING:
     from graph_harness.capture.record.recording import Recording
 
 
+DESCRIPTION = (
+    "Run a Python program or module unchanged (give it after --) and record "
+    "every CUDA graph it captures through PyTorch (torch.cuda.graph, "
+    "make_graphed_callables, Inductor's reduce-overhead trees, engines built on them), "
+    "in every process it starts: each graph's nodes by type, kernel and scope, its key, "
+    "capture site, pool and replays, and the graphs captured but never replayed. The "
+    "program's output, behaviour and exit code are its own; graph-harness exits with "
+    "the program's exit code."
+)
+EXAMPLES = [
+    "graph-harness record -- python serve.py --model m",
+    "graph-harness record --module-scopes --out rec -- -m my.server",
+    "graph-harness record --key examples/tiny_engine.py:record_key -- "
+    "examples/tiny_engine.py --piecewise",
+]
+
+
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     p = subcommand(
         sub,
         "record",
         common,
         help="run a program and record every CUDA graph it captures",
-        description="Run a Python program or module unchanged (give it after --) and record "
-        "every CUDA graph it captures through PyTorch (torch.cuda.graph, "
-        "make_graphed_callables, Inductor's reduce-overhead trees, engines built on them), "
-        "in every process it starts: each graph's nodes by type, kernel and scope, its key, "
-        "capture site, pool and replays, and the graphs captured but never replayed. The "
-        "program's output, behaviour and exit code are its own; graph-harness exits with "
-        "the program's exit code.",
-        examples=[
-            "graph-harness record -- python serve.py --model m",
-            "graph-harness record --module-scopes --out rec -- -m my.server",
-            "graph-harness record --key examples/tiny_engine.py:record_key -- "
-            "examples/tiny_engine.py --piecewise",
-        ],
+        description=DESCRIPTION,
+        examples=EXAMPLES,
     )
     module_scopes_arg(
         p,
@@ -55,6 +61,33 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
         "(its batch descriptor); also found as entry points in the group "
         "graph_harness.record_keys",
     )
+    _check_args(p)
+    p.add_argument(
+        "--no-pool-memory",
+        dest="pool_memory",
+        action="store_false",
+        help="do not read each graph's pool from the caching allocator after its capture",
+    )
+    p.add_argument(
+        "--top",
+        type=positive(1),
+        default=40,
+        metavar="N",
+        help="rows of the graphs table (default 40; --out keeps every graph)",
+    )
+    json_arg(p, "the recording")
+    out_args(p)
+    p.add_argument(
+        "program",
+        nargs=argparse.REMAINDER,
+        metavar="-- PROGRAM [ARGS ...]",
+        help="the program: `python script.py ...`, `-m module ...`, `script.py ...`, or "
+        "any command that starts Python (a console script, torchrun)",
+    )
+
+
+def _check_args(p: argparse.ArgumentParser) -> None:
+    """The live check's flags: --check, the engine's --eager adapter, the replays sampled."""
     p.add_argument(
         "--check",
         action="store_true",
@@ -78,28 +111,6 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
         default="8,2",
         help="with --check: the replays checked: every one up to FIRST, then each RATIO "
         "times the last checked (default 8,2)",
-    )
-    p.add_argument(
-        "--no-pool-memory",
-        dest="pool_memory",
-        action="store_false",
-        help="do not read each graph's pool from the caching allocator after its capture",
-    )
-    p.add_argument(
-        "--top",
-        type=positive(1),
-        default=40,
-        metavar="N",
-        help="rows of the graphs table (default 40; --out keeps every graph)",
-    )
-    json_arg(p, "the recording")
-    out_args(p)
-    p.add_argument(
-        "program",
-        nargs=argparse.REMAINDER,
-        metavar="-- PROGRAM [ARGS ...]",
-        help="the program: `python script.py ...`, `-m module ...`, `script.py ...`, or "
-        "any command that starts Python (a console script, torchrun)",
     )
 
 

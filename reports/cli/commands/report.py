@@ -9,16 +9,12 @@ import argparse
 from pathlib import Path
 
 from graph_harness.capture.round.params import VARIANTS
-from graph_harness.capture.sweep.settings import SweepSettings
 from graph_harness.reports.cli.args import (
     check_arg,
-    check_steps,
     module_scopes_arg,
     out_args,
     positive,
     round_args,
-    shown_depth,
-    step_warmup,
     subcommand,
     timing_args,
     warmup_arg,
@@ -36,16 +32,23 @@ from graph_harness.reports.cli.console import (
     round_params,
     staged,
 )
-from graph_harness.reports.cli.sweeps import sweep_inputs, sweep_target
+from graph_harness.reports.cli.report_target import run_target_report
 from graph_harness.reports.cli.target import target_arg
-from graph_harness.reports.cli.targets import (
-    count_target,
-    gate,
-    load_targets,
-    profile_targets,
-    refuse_check_steps,
-    refuse_target_only,
+
+DESCRIPTION = (
+    "All of it into one folder: report.md (readable alone), a CSV of every "
+    "table, the JSON exports and PNG plots. For the built-in round: counts of every "
+    "variant, their deltas, and on a GPU the per-node costs, measured and predicted "
+    "savings, the in-round profile and its timeline. For --target: counts by module, "
+    "the delta of two targets, and on a GPU their profile."
 )
+EXAMPLES = [
+    "graph-harness report --out report",
+    "graph-harness report --recording rec --out rec-report",
+    "graph-harness report --graph before.dot --graph after.dot --out change",
+    "graph-harness report --target examples/llama_decode.py:make_step --check "
+    "--module-scopes --out llama",
+]
 
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -54,18 +57,8 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
         "report",
         common,
         help="counts, deltas, replays and plots into one folder",
-        description="All of it into one folder: report.md (readable alone), a CSV of every "
-        "table, the JSON exports and PNG plots. For the built-in round: counts of every "
-        "variant, their deltas, and on a GPU the per-node costs, measured and predicted "
-        "savings, the in-round profile and its timeline. For --target: counts by module, "
-        "the delta of two targets, and on a GPU their profile.",
-        examples=[
-            "graph-harness report --out report",
-            "graph-harness report --recording rec --out rec-report",
-            "graph-harness report --graph before.dot --graph after.dot --out change",
-            "graph-harness report --target examples/llama_decode.py:make_step --check "
-            "--module-scopes --out llama",
-        ],
+        description=DESCRIPTION,
+        examples=EXAMPLES,
         gpu_examples=[  # a compiled step is counted on CUDA only (capture/graph/compiled.py)
             "graph-harness report --target examples/llama_decode.py:make_step "
             "--target examples/llama_decode.py:make_compiled_step --out llama",
@@ -211,114 +204,5 @@ def run_recording_report(args: argparse.Namespace, io: IO) -> int:
     with staged(args, io) as tmp:
         write_recording(tmp, rec, command=command_line())
         io.out.print(headline(rec), markup=False)  # before the commit, as every command
-    io.err.print(f"wrote {args.out / 'report.md'}", markup=False)
-    return 0
-
-
-def _target_inputs(args: argparse.Namespace) -> list:
-    """A target report's flags checked before anything runs (a factory without `batch`
-    refused where --sizes sweeps it); the requests to pad up the sizes, if any."""
-    if not args.target:
-        refuse_target_only(args)
-    if len(args.target) > 2:
-        raise UsageError(
-            f"report takes one --target, or two for their delta; got {len(args.target)}"
-        )
-    refuse(
-        given_round_flags(args) + given_timing_flags(args),
-        "apply to the built-in round, not to --target: drop them",
-    )
-    refuse_check_steps(args)
-    if args.requests and not args.sizes:
-        raise UsageError("--requests pads batches up the sizes swept: give --sizes too")
-    if args.sizes and len(args.target) != 1:
-        raise UsageError("--sizes sweeps one --target: give one")
-    if not args.sizes:
-        return []
-    requests = sweep_inputs(args.sizes, args.requests)
-    from graph_harness.reports.cli.target import load_factory
-
-    load_factory(args.target[0]).check_takes("batch", "report --sizes")
-    return requests
-
-
-def run_target_report(args: argparse.Namespace, io: IO) -> int:
-    import torch
-
-    from graph_harness.reports.cli.target import output_names
-    from graph_harness.reports.target_report import write_target_report
-
-    requests = _target_inputs(args)
-    names = output_names(args.target)
-    with staged(args, io) as tmp, progress(io) as say:
-        banner(io)
-        exports, profile, checks = {}, None, {}
-        # every target loaded once, before any runs; one that captures its own graphs
-        # (reduce-overhead) is counted by recording them and profiled call by call
-        targets = load_targets(args.target, io, own_graphs=not args.check)
-        if torch.cuda.is_available():  # counted from the graphs it profiles
-            from graph_harness.capture.profile.settings import ProfileSettings
-
-            profile, checks = profile_targets(
-                args.target,
-                args.module_scopes,
-                ProfileSettings(builds=1),
-                io,
-                say,
-                warmup=step_warmup(args),
-                check=args.check,
-                check_steps=check_steps(args),
-                targets=targets,
-            )
-            exports = {n: p.export for n, p in profile.profiles.items()}
-        else:
-            for name, spec, target in zip(names, args.target, targets):
-                got = count_target(
-                    spec,
-                    args.module_scopes,
-                    io,
-                    warmup=step_warmup(args),
-                    check=check_steps(args) if args.check else None,
-                    host_launch=False,  # no GPU here
-                    watch=args.check,  # unchecked, a report replays nothing here: no watch
-                    target=target,
-                    progress=say,
-                )
-                exports[name] = got.export
-                if got.check is not None:
-                    checks[name] = got.check
-                del got  # its graph and buffers, before the next target runs
-            if checks:
-                gate(io, checks)
-        sweep = None
-        if args.sizes:
-            sweep = sweep_target(
-                args.target[0],
-                args.sizes,
-                args.module_scopes,
-                io,
-                say,
-                settings=SweepSettings(),
-                warmup=step_warmup(args),
-                check_steps=check_steps(args) if args.check else None,
-                requests=requests,
-                most=None,
-                budget=None,
-            )
-        say("writing the report (tables, CSVs, plots)")
-        depth = shown_depth(args.module_scopes, list(exports.values()))  # where count cuts
-        write_target_report(
-            tmp,
-            exports,
-            command=command_line(),
-            profile=profile,
-            checks=checks,
-            depth=depth,
-            sweep=sweep,
-        )
-        if checks:
-            from graph_harness.capture.check.document import write_checks
-
-            write_checks(tmp, checks)
     io.err.print(f"wrote {args.out / 'report.md'}", markup=False)
     return 0

@@ -89,15 +89,15 @@ def test_times_convert_as_the_importer_states():
 
 
 def test_a_written_time_reads_back_as_its_nanosecond_under_every_rule():
-    # trace.py's `_us`: on both rules, through the importer's parser and Python's, and
+    # trace_grid.py's `to_us`: on both rules, through the importer's parser and Python's, and
     # the plain int(us * 1000) the project once assumed; json.dumps keeps its digits
-    from graph_harness.capture.profile.trace import _us
+    from graph_harness.capture.profile.trace_grid import to_us
 
     values = [0, 1, 2, 999, 1000, 1001, 1011, 10**9 + 7, 2**40 + 999, -1, -1011]
     values += [random.randrange(10**12) for _ in range(2000)]
     for ns in values:
-        text = json.dumps(_us(ns))
-        assert text == repr(_us(ns)) and text.endswith("2") and "e" not in text, ns
+        text = json.dumps(to_us(ns))
+        assert text == repr(to_us(ns)) and text.endswith("2") and "e" not in text, ns
         got = {round_ns(text), truncated_ts_ns(text), truncated_dur_ns(text)}
         assert got == {ns} and int(float(text) * 1000.0) == ns, (ns, text, got)
 

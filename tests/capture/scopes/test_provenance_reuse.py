@@ -13,8 +13,8 @@ import torch
 from torch._dynamo.utils import counters
 
 from graph_harness.capture import module_scopes
+from graph_harness.capture.attribution.compiled import compiled_attribution
 from graph_harness.capture.attribution.rollup import scope_tree
-from graph_harness.capture.count import compiled_attribution
 from graph_harness.capture.scopes import provenance_cache as cache
 from tests.capture.scopes.provenance_inputs import Net, node
 from tests.nested_models import make_step

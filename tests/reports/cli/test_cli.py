@@ -618,12 +618,13 @@ def test_two_concurrent_runs_never_overwrite_each_other(tmp_path):
 def test_replace_is_a_swap_that_leaves_a_complete_output(tmp_path, monkeypatch):
     # Stop the process right after the swap, before the old output is removed: the path
     # holds the new complete output; the old sits in a hidden folder the next run cleans.
+    from graph_harness.reports.output import commit as committing
     from graph_harness.reports.output import folder as output
 
     out = tmp_path / "o"
     with output.staged_output(out, False, command="first") as tmp:
         write_output(tmp / "a.txt", "old")
-    monkeypatch.setattr(output, "remove_listed", lambda *a: (_ for _ in ()).throw(SystemExit))
+    monkeypatch.setattr(committing, "remove_listed", lambda *a: (_ for _ in ()).throw(SystemExit))
     with pytest.raises(SystemExit), output.staged_output(out, True, command="second") as tmp:
         write_output(tmp / "b.txt", "new")
     assert listing(out) == [MANIFEST, "b.txt"]
@@ -854,13 +855,14 @@ def test_signals_wait_for_the_commit(tmp_path, monkeypatch):
     # commit is done: the old output is removed, the new one in place, nothing hidden left.
     import threading
 
+    from graph_harness.reports.output import commit as committing
     from graph_harness.reports.output import folder as output
 
     out = tmp_path / "o"
     with output.staged_output(out, False) as tmp:
         write_output(tmp / "a.txt", "old")
     threading.Thread(target=time.sleep, args=(5,), daemon=True).start()  # torch has threads
-    real_remove = output.remove_listed
+    real_remove = committing.remove_listed
     caught = []
 
     def remove_after_a_signal(folder, fd):
@@ -868,7 +870,7 @@ def test_signals_wait_for_the_commit(tmp_path, monkeypatch):
         time.sleep(0.2)  # a handler that ran now would raise here
         return real_remove(folder, fd)
 
-    monkeypatch.setattr(output, "remove_listed", remove_after_a_signal)
+    monkeypatch.setattr(committing, "remove_listed", remove_after_a_signal)
     old = signal.signal(
         signal.SIGTERM, lambda n, f: caught.append(n) or (_ for _ in ()).throw(KeyboardInterrupt)
     )

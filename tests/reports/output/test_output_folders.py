@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from graph_harness.capture.files import write_output
+from graph_harness.reports.output import commit as committing
 from graph_harness.reports.output import folder as output
 from graph_harness.reports.output import leftovers
 from graph_harness.reports.output.manifest import MANIFEST, read_manifest
@@ -254,7 +255,7 @@ def test_old_output_stays_locked_until_it_is_gone(tmp_path, monkeypatch):
     # another run's cleanup removed it mid-commit (a raw FileNotFoundError after commit).
     out = tmp_path / "o"
     commit(out, "old")
-    real_remove = output.remove_listed
+    real_remove = committing.remove_listed
     cleaned = []
 
     def remove_with_a_cleaner_racing(folder, fd):
@@ -263,7 +264,7 @@ def test_old_output_stays_locked_until_it_is_gone(tmp_path, monkeypatch):
         clean_leftovers(out, cleaned.append, str(out))  # another run starting right now
         return real_remove(folder, fd)
 
-    monkeypatch.setattr(output, "remove_listed", remove_with_a_cleaner_racing)
+    monkeypatch.setattr(committing, "remove_listed", remove_with_a_cleaner_racing)
     commit(out, "new")
     assert cleaned == [], "the cleaner skipped the old output: it is a live run's"
     assert listing(tmp_path) == ["o"] and (out / "a.txt").read_text() == "new"
@@ -279,13 +280,13 @@ def test_a_ctrl_c_during_the_commit_says_what_the_commit_did(tmp_path, monkeypat
 
     out = tmp_path / "o"
     commit(out, "old")
-    real_exchange = output.exchange
+    real_exchange = committing.exchange
 
     def exchange_with_a_ctrl_c(a, b):
         signal.raise_signal(signal.SIGINT)  # held off until the commit is done
         return real_exchange(a, b)
 
-    monkeypatch.setattr(output, "exchange", exchange_with_a_ctrl_c)
+    monkeypatch.setattr(committing, "exchange", exchange_with_a_ctrl_c)
     with pytest.raises(KeyboardInterrupt) as got:
         commit(out, "new")
     assert (out / "a.txt").read_text() == "new", "the commit was whole"
@@ -301,7 +302,7 @@ def test_a_ctrl_c_during_the_commit_says_what_the_commit_did(tmp_path, monkeypat
 
 def test_a_ctrl_c_during_a_commit_that_kept_the_result_beside_says_where(tmp_path, monkeypatch):
     out = tmp_path / "o"
-    real_rename = output.rename_noreplace
+    real_rename = committing.rename_noreplace
 
     def rename_after_a_folder_appeared(a, b):
         import signal
@@ -311,7 +312,7 @@ def test_a_ctrl_c_during_a_commit_that_kept_the_result_beside_says_where(tmp_pat
             signal.raise_signal(signal.SIGINT)
         return real_rename(a, b)
 
-    monkeypatch.setattr(output, "rename_noreplace", rename_after_a_folder_appeared)
+    monkeypatch.setattr(committing, "rename_noreplace", rename_after_a_folder_appeared)
     with pytest.raises(KeyboardInterrupt) as got:
         commit(out, "new")
     said = output.committed_before_stop(got.value)
