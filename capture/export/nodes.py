@@ -33,26 +33,27 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
-from graph_harness.capture.attribution.node import COLUMNS, NODE_OPTIONAL, Node
+from graph_harness.capture.attribution.node import COLUMNS, Node
 from graph_harness.capture.export.documents import (
     ExportError as ExportError,  # re-exported: capture.ExportError
 )
 from graph_harness.capture.export.documents import Fields, show
+from graph_harness.capture.export.node_check import check_node, check_options
 from graph_harness.capture.export.workload import export_name, is_round, step_order, unit_of
 from graph_harness.capture.files import write_atomic
-from graph_harness.capture.graph.dispatch import NON_LAUNCHING
-from graph_harness.capture.scopes.modules import EVERY_LEVEL
-from graph_harness.capture.scopes.recorder import UNSCOPED, ScopeKey
+from graph_harness.capture.graph.node_types import NON_LAUNCHING
+
+# pandas where a frame is made: an export is read, checked and written without it (a
+# recorded process's capture, `graph-harness record`'s own process)
+if TYPE_CHECKING:
+    import pandas as pd
 
 SCHEMA = "graph-harness/nodes"
 SCHEMA_VERSION = 3
 READABLE_VERSIONS = (1, 2, 3)
 SOURCES = ("cuda-graph", "cpu-dispatch")
-_V1_MISSING = ("scope", "scope_path")
 
 
 # Keys every export has; `options` came later in version 1, `total_nodes` is derived
@@ -125,6 +126,8 @@ class NodeExport:
         return step_order(self.workload)
 
     def frame(self, *, launching_only: bool = True) -> pd.DataFrame:
+        import pandas as pd
+
         df = pd.DataFrame(self.nodes, columns=COLUMNS)
         # a compiled kernel made from several modules lists them (None on other nodes)
         df["fused_modules"] = [n.get("fused_modules") for n in self.nodes]
@@ -212,10 +215,10 @@ class NodeExport:
         f.ints("params", doc["params"], none=True)
         f.integer("rank", doc["rank"], lo=0, none=True)
         f.scalars("env", doc["env"])
-        _check_options(f, f.scalars("options", doc.get("options", {})))
+        check_options(f, f.scalars("options", doc.get("options", {})))
         f.string("created", doc["created"])
         listed = f.array("nodes", doc["nodes"])
-        nodes = [_check_node(f, i, n, len(listed), version) for i, n in enumerate(listed)]
+        nodes = [check_node(f, i, n, len(listed), version) for i, n in enumerate(listed)]
         export = cls(
             source=doc["source"],
             workload=doc["workload"],
@@ -241,93 +244,6 @@ class NodeExport:
         from graph_harness.capture.export.kinds import read_export
 
         return read_export(path)
-
-
-def _check_options(f: Fields, options: dict) -> None:
-    """The options graph-harness itself writes, each of its type (others: any scalar)."""
-    for key in ("compiled", "pdl", "distributed"):
-        if key in options and not isinstance(options[key], bool):
-            f.expected(f"options.{key}", "a bool", options[key])
-    for key in ("compiled_attribution", "target", "cudagraphs", "site"):
-        if key in options:
-            f.string(f"options.{key}", options[key])
-    if "graphs" in options:
-        f.integer("options.graphs", options["graphs"], lo=1)
-    if "recorded" in options and not isinstance(options["recorded"], bool):
-        f.expected("options.recorded", "a bool", options["recorded"])
-    if "warmup" in options:
-        f.integer("options.warmup", options["warmup"], lo=0)
-    if "blocks" in options:
-        f.string("options.blocks", options["blocks"], none=True)
-    if "block_depth" in options:
-        f.integer("options.block_depth", options["block_depth"], lo=1, none=True)
-    depth = options.get("module_depth")
-    if depth is not None and depth != EVERY_LEVEL:
-        if not isinstance(depth, int) or isinstance(depth, bool):
-            f.expected("options.module_depth", f"an int >= 1, {EVERY_LEVEL!r} or null", depth)
-        f.integer("options.module_depth", depth, lo=1)
-
-
-def _check_node(f: Fields, i: int, n: object, count: int, version: int) -> Node:
-    """Node `i` of `count`, checked; a fresh dict (the document's lists are not shared).
-    A version-1 node gets the scope columns of its flat (stage, step) scope."""
-    p = f"nodes[{i}]"
-    f.obj(p, n)
-    listed = [c for c in COLUMNS if version > 1 or c not in _V1_MISSING]
-    f.keys(p, n, tuple(listed), NODE_OPTIONAL)
-    if f.integer(f"{p}.index", n["index"]) != i:
-        f.expected(f"{p}.index", f"{i} (the node's position)", n["index"])
-    f.string(f"{p}.type", n["type"])
-    if not n["type"]:
-        f.expected(f"{p}.type", "a non-empty str", n["type"])
-    f.string(f"{p}.kernel", n["kernel"], none=True)
-    for key in ("grid", "block"):
-        if n[key] is not None:
-            dims = f.array(f"{p}.{key}", n[key])
-            if not 1 <= len(dims) <= 3:
-                f.expected(f"{p}.{key}", "null or a list of 1 to 3 ints", n[key])
-            for j, d in enumerate(dims):
-                f.integer(f"{p}.{key}[{j}]", d, lo=0, hi=2**32)
-    f.integer(f"{p}.stage", n["stage"], lo=0, none=True)
-    f.string(f"{p}.step", n["step"])
-    if version == 1:
-        n = {**n, **_v1_scope(n["stage"], n["step"])}
-    f.string(f"{p}.scope", n["scope"])
-    path = f.array(f"{p}.scope_path", n["scope_path"])
-    for j, label in enumerate(path):
-        f.string(f"{p}.scope_path[{j}]", label)
-    if (path[-1] if path else UNSCOPED) != n["scope"]:
-        want = f"{show(n['scope'])} last (the innermost scope)" if path else "[] (unscoped)"
-        f.expected(f"{p}.scope_path", want, path)
-    node = {k: n[k] for k in COLUMNS}
-    node["scope_path"] = list(path)
-    if "fused_modules" in n:
-        mods = f.array(f"{p}.fused_modules", n["fused_modules"])
-        for j, m in enumerate(mods):
-            f.string(f"{p}.fused_modules[{j}]", m)
-        node["fused_modules"] = list(mods)
-    if "graph" in n:
-        node["graph"] = f.integer(f"{p}.graph", n["graph"], lo=0)
-    for key in ("deps", *[k for k in ("programmatic_deps", "launch_after") if k in n]):
-        refs = f.array(f"{p}.{key}", n[key])
-        for j, d in enumerate(refs):
-            f.integer(f"{p}.{key}[{j}]", d, lo=0, hi=count)
-            if d == i:
-                f.expected(f"{p}.{key}[{j}]", "another node's index", d)
-        node[key] = list(refs)
-    f.integer(f"{p}.parent", n["parent"], lo=0, hi=count, none=True)
-    if n["parent"] == i:
-        f.expected(f"{p}.parent", "another node's index or null", n["parent"])
-    for key in ("grid", "block"):
-        node[key] = None if n[key] is None else list(n[key])
-    return node
-
-
-def _v1_scope(stage: int | None, step: str) -> dict[str, Any]:
-    if step == UNSCOPED and stage is None:
-        return {"scope": UNSCOPED, "scope_path": []}
-    label = ScopeKey(stage, step).label
-    return {"scope": label, "scope_path": [label]}
 
 
 def summarize(export: NodeExport) -> dict[str, pd.DataFrame]:
