@@ -19,19 +19,25 @@ from collections.abc import Iterator
 
 @contextlib.contextmanager
 def prefetched(names: list[str]) -> Iterator[None]:
-    """Import `names` on a thread while the block runs; at its end, wait for them."""
+    """Import `names`, in order, on a thread while the block runs. At its end, the thread
+    starts no other import (what is left is imported where it is needed, if it is: a short
+    program's wait hid nothing), and the one under way is waited for."""
     if not names:
         yield
         return
-    thread = threading.Thread(target=_import_all, args=(names,), name="graph-harness-prefetch")
+    done = threading.Event()
+    thread = threading.Thread(target=_import_all, args=(names, done), name="graph-harness-prefetch")
     thread.start()
     try:
         yield
     finally:
+        done.set()
         thread.join()
 
 
-def _import_all(names: list[str]) -> None:
+def _import_all(names: list[str], done: threading.Event) -> None:
     for name in names:
+        if done.is_set():
+            return
         with contextlib.suppress(Exception):
             importlib.import_module(name)
