@@ -82,10 +82,9 @@ def part_hf(out: Path, new_tokens: int = 16) -> dict:
     model = hf.LlamaForCausalLM(cfg).to("cuda", torch.bfloat16).eval()
     model.generation_config.pad_token_id = 0
     prompt = torch.randint(1, cfg.vocab_size, (1, 8), device="cuda")
-    from graph_harness.capture.record import process
+    from graph_harness.capture.record import compiled_scopes
 
     with record_graphs(module_scopes=True, children=False) as rec, independent_counts() as seen:
-        log = process.PROVENANCE[0]  # the provenance the recorder collects (diagnosis)
         tokens = model.generate(
             prompt,
             attention_mask=torch.ones_like(prompt),
@@ -94,6 +93,8 @@ def part_hf(out: Path, new_tokens: int = 16) -> dict:
             do_sample=False,
             cache_implementation="static",
         )
+        # the provenance the recorder collected (diagnosis; from Inductor's import on)
+        log = compiled_scopes.PROVENANCE[0]
     new = tokens.shape[1] - prompt.shape[1]
     rows = checked(rec, seen)
     exports = [g.export for g in rec.graphs if g.export is not None and g.nodes]

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.metadata
-import platform
 import sys
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:  # imported where a device is read: `now` is wanted without torch
+    import torch
 
 
 def triton_version() -> str | None:
@@ -17,6 +16,8 @@ def triton_version() -> str | None:
     Python; a Ctrl-C's KeyboardInterrupt raised in such a callback aborts the process
     (exit -6, a core) instead of stopping it, so nothing imports triton just to name it.
     None where it is not installed."""
+    import importlib.metadata
+
     mod = sys.modules.get("triton")
     if mod is not None:
         return getattr(mod, "__version__", None)
@@ -29,6 +30,10 @@ def triton_version() -> str | None:
 
 
 def environment(device: torch.device) -> dict[str, Any]:
+    import platform
+
+    import torch
+
     env: dict[str, Any] = {
         "torch": torch.__version__,
         "python": platform.python_version(),
@@ -52,3 +57,24 @@ def environment(device: torch.device) -> dict[str, Any]:
 
 def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def cuda_device_seen() -> bool:
+    """Whether the CUDA driver shows this process a device (CUDA_VISIBLE_DEVICES
+    applied): what `torch.cuda.is_available()` asks, asked of libcuda itself, without
+    importing torch (`graph-harness record`'s own process imports none). Starts the driver
+    in this process; False where there is none."""
+    import ctypes
+
+    for name in ("libcuda.so.1", "libcuda.so"):
+        try:
+            driver = ctypes.CDLL(name)
+            break
+        except OSError:
+            continue
+    else:
+        return False
+    count = ctypes.c_int(0)
+    if driver.cuInit(0) != 0 or driver.cuDeviceGetCount(ctypes.byref(count)) != 0:
+        return False
+    return count.value > 0

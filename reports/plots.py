@@ -11,7 +11,7 @@ import pandas as pd
 from graph_harness.capture import NodeExport
 from graph_harness.capture.attribution.rollup import ROOT, tree_order
 from graph_harness.capture.files import write_output
-from graph_harness.capture.scopes.recorder import UNSCOPED
+from graph_harness.capture.scopes.names import UNSCOPED
 from graph_harness.reports.text import counted, plot_label, plural
 
 if TYPE_CHECKING:

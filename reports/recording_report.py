@@ -22,8 +22,8 @@ from graph_harness.reports.record_tables import (
     program_line,
     recaptured_lines,
 )
-from graph_harness.reports.report import _md
 from graph_harness.reports.tables import default_depth
+from graph_harness.reports.text import markdown_table
 
 
 def graphs_frame(rec: Recording) -> pd.DataFrame:
@@ -98,7 +98,7 @@ def write_report(folder: Path, rec: Recording, *, command: str) -> Path:
             " <- ".join(x for x in (lib, user) if isinstance(x, str)) or "-"
             for lib, user in zip(table["site_library"], table["site_user"])
         ]
-        lines += ["## Graphs, in capture order (graphs.csv)", "", _md(shown), ""]
+        lines += ["## Graphs, in capture order (graphs.csv)", "", markdown_table(shown), ""]
         found = never_replayed_lines(rec, most=20) + recaptured_lines(rec)
         lines += [f"- {x}" for x in found + most_replayed_lines(rec)]
         if rec.options.check:
@@ -117,7 +117,7 @@ def write_report(folder: Path, rec: Recording, *, command: str) -> Path:
             "the node launches the program made. Nodes no module ran around stay `unscoped`, "
             "at their capture site.",
             "",
-            _md(mods),
+            markdown_table(mods),
             "",
         ]
     write_output(folder / "report.md", "\n".join(lines) + "\n")

@@ -21,26 +21,13 @@ from graph_harness.capture.round.pricing import waterfall_us
 from graph_harness.capture.stats import median_by_variant
 from graph_harness.reports import plots
 from graph_harness.reports.kernel_names import short_names
-from graph_harness.reports.text import counted
+from graph_harness.reports.text import counted, markdown_table
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from graph_harness.capture.profile.document import ProfileResult
     from graph_harness.capture.round.exactness import Cell
-
-
-def _md(df: pd.DataFrame, floatfmt: str = ".4g", *, none: str | None = None) -> str:
-    """A markdown table of `df`; `none`: what to say instead when it has no row (a table
-    of the rows that differ, where none does), rather than a header over nothing."""
-    if none is not None and df.empty:
-        return none
-    cols = list(df.columns)
-    lines = ["| " + " | ".join(map(str, cols)) + " |", "|" + "---|" * len(cols)]
-    for row in df.itertuples(index=False):
-        cells = [format(v, floatfmt) if isinstance(v, float) else str(v) for v in row]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
 
 
 def write_report(
@@ -129,7 +116,7 @@ def nodes_section(folder: Path, exports: dict[str, NodeExport]) -> list[str]:
     return [
         "## Nodes per round",
         "",
-        _md(totals),
+        markdown_table(totals),
         "",
         "![nodes per stage](nodes_per_stage.png)",
         "",
@@ -153,7 +140,7 @@ def delta_section(folder: Path, exports: dict[str, NodeExport]) -> list[str]:
         write_csv(folder / "delta_by_family.csv", families)
         changed = families[families.delta != 0]
         lines += ["", "By kernel family (B - A), per round, the families that differ:", ""]
-        lines += [_md(changed, none="None differs."), ""]
+        lines += [markdown_table(changed, none="None differs."), ""]
     if rows:
         kernels = pd.concat(rows)
         write_csv(folder / "delta_by_kernel.csv", kernels)  # full kernel names
@@ -161,7 +148,7 @@ def delta_section(folder: Path, exports: dict[str, NodeExport]) -> list[str]:
         shown = kernels[["a_variant", "b_variant", "type", "kernel", "a", "b", "delta"]]
         shown = shown.assign(kernel=shown.kernel.map(lambda k: names.get(k, k)))
         lines += ["", "Removed and added nodes by kernel (B - A), per round:", ""]
-        lines += [_md(shown, none="None differs."), ""]
+        lines += [markdown_table(shown, none="None differs."), ""]
     if {"shipped", "fused"} <= set(exports):
         d = node_delta(exports["shipped"], exports["fused"])
         word = counted(exports["shipped"].source)
@@ -190,7 +177,7 @@ def cost_section(folder: Path, replay: ReplayResult) -> list[str]:
         "Slope of replay time against nodes in the graph (least squares; 95% "
         "bootstrap interval over trials):",
         "",
-        _md(f[["kind", "slope", "slope_lo", "slope_hi", "intercept", "r2"]]),
+        markdown_table(f[["kind", "slope", "slope_lo", "slope_hi", "intercept", "r2"]]),
         "",
         "![chain fits](chain_fits.png)",
         "",
@@ -210,7 +197,7 @@ def savings_section(
     lines = [
         "## Round time, measured vs predicted",
         "",
-        _md(med.rename("median us per round").reset_index()),
+        markdown_table(med.rename("median us per round").reset_index()),
         "",
         "Measured = per build, the difference of medians of interleaved replays; then the "
         f"median over {builds or 'the'} builds (each build puts the round's buffers "
@@ -218,7 +205,7 @@ def savings_section(
         "paired trials. Predicted = removed nodes x per-node cost by node type; 'shapes' "
         "prices the real pack and copy calls from their own chains (work, not just dispatch).",
         "",
-        _md(s.drop(columns=["removed_by_type"])),
+        markdown_table(s.drop(columns=["removed_by_type"])),
         "",
     ]
     if {"shipped", "fused"} <= set(med.index):
@@ -262,6 +249,7 @@ def dispatch_section(
         cols += ["gap_net_us", "dispatch_share_net"]
         cols += [c for c in ("period_net_vs_timed", "period_chains_vs_timed") if c in summary]
     excess = profile.excess_table()
+    own_cost = "The profiler's own cost per node on the calibration chains:"
     return [
         f"## Dispatch share in {where} (CUPTI)",
         "",
@@ -277,16 +265,12 @@ def dispatch_section(
             else ""
         ),
         "",
-        _md(summary[cols]),
+        markdown_table(summary[cols]),
         "",
-        *(
-            ["The profiler's own cost per node on the calibration chains:", "", _md(excess), ""]
-            if len(excess)
-            else []
-        ),
+        *([own_cost, "", markdown_table(excess), ""] if len(excess) else []),
         f"Dispatch share per {part}, %:",
         "",
-        _md(wide),
+        markdown_table(wide),
         "",
         "![dispatch share](dispatch_share.png)",
         "",
@@ -315,7 +299,7 @@ def seed_section(
         "says where each comes from) beside this run's, computed from its exports and "
         "replay document.",
         "",
-        _md(table),
+        markdown_table(table),
         "",
         *_exactness_matrix(exact),
     ]
@@ -340,6 +324,6 @@ def _exactness_matrix(cells: Sequence[Cell] | None) -> list[str]:
         "random bits, its outputs against the shipped round's through 32-bit integer views "
         "(words that differ):",
         "",
-        _md(wide.reset_index()),
+        markdown_table(wide.reset_index()),
         "",
     ]

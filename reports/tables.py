@@ -9,7 +9,6 @@ from rich.table import Table
 from graph_harness.capture import NodeExport
 from graph_harness.capture.attribution.rollup import deeper_than, scope_tree
 from graph_harness.capture.export.dump import is_dump
-from graph_harness.reports.kernel_names import short_names
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -141,7 +140,7 @@ def per_kernel_table(export: NodeExport, *, top: int = 30) -> Table:
         nodes=("index", "size"), scopes=("scope", "nunique")
     )
     grouped = grouped.sort_values("nodes", ascending=False).reset_index()
-    names = short_names(grouped.kernel)
+    names = _short_names(grouped.kernel)
     name = export.name
     t = Table(title=f"{name}: nodes by type and kernel")
     t.add_column("type", no_wrap=True)
@@ -194,7 +193,7 @@ def delta_tables(d: NodeDelta, depth: int | None = None) -> list[Table]:
     side has scopes), by type, by kernel family (graph nodes), by kernel (the rows that
     differ)."""
     a, b = d.label(d.a), d.label(d.b)
-    names = short_names(d.by_kernel.kernel)
+    names = _short_names(d.by_kernel.kernel)
     out = []
     if d.is_round:
         first = ("by step (per round)", d.by_step, ["step"])
@@ -244,3 +243,11 @@ def delta_tables(d: NodeDelta, depth: int | None = None) -> list[Table]:
             t.add_row("(none differs)", *[""] * (len(keys) - 1), "", "", "")
         out.append(t)
     return out
+
+
+def _short_names(kernels: Iterable[str | None]) -> dict[str, str]:
+    """reports/kernel_names.py's short_names, imported here: its demangler is torch's, and
+    the tables of a recording (`graph-harness record`'s own process) import no torch."""
+    from graph_harness.reports.kernel_names import short_names
+
+    return short_names(kernels)

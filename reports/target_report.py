@@ -17,8 +17,9 @@ from graph_harness.capture.export.dump import is_dump
 from graph_harness.capture.files import write_csv, write_output
 from graph_harness.reports import plots
 from graph_harness.reports.kernel_names import short_names
-from graph_harness.reports.report import _md, dispatch_section, header
+from graph_harness.reports.report import dispatch_section, header
 from graph_harness.reports.tables import deeper_note, default_depth
+from graph_harness.reports.text import markdown_table
 
 if TYPE_CHECKING:
     from graph_harness.capture.check.findings import CheckResult
@@ -76,7 +77,7 @@ def check_section(checks: dict) -> list[str]:
             if f.severity != "info"
         ]
         if rows:
-            lines += [_md(pd.DataFrame(rows)), ""]
+            lines += [markdown_table(pd.DataFrame(rows)), ""]
     return lines
 
 
@@ -91,7 +92,7 @@ def modules_section(folder: Path, exports: dict[str, NodeExport], depth: int | N
         ]
     )
     write_csv(folder / "totals.csv", totals)
-    lines = ["## Nodes per call", "", _md(totals), ""]
+    lines = ["## Nodes per call", "", markdown_table(totals), ""]
     rows = []
     for n, e in exports.items():
         e.write_json(folder / f"nodes-{n}.json")
@@ -100,7 +101,12 @@ def modules_section(folder: Path, exports: dict[str, NodeExport], depth: int | N
         tree = scope_tree(df, depth)
         write_csv(folder / f"scopes-{n}.csv", tree)
         if not is_dump(e):  # a dump has no scopes: its families follow (dump_section)
-            lines += [f"### {n}: nodes by scope (each level sums to its parent)", "", _md(tree), ""]
+            lines += [
+                f"### {n}: nodes by scope (each level sums to its parent)",
+                "",
+                markdown_table(tree),
+                "",
+            ]
         note = deeper_note(df, depth)
         lines += [note, ""] if note else []
         owned = tree[tree.own > 0]
@@ -133,7 +139,7 @@ def dump_section(folder: Path, exports: dict[str, NodeExport]) -> list[str]:
         df = e.frame()
         per = families(df).value_counts().rename_axis("family").reset_index(name="nodes")
         write_csv(folder / f"families-{n}.csv", per)
-        lines += [f"### {n}", "", _md(per), ""]
+        lines += [f"### {n}", "", markdown_table(per), ""]
         r = repeating_block(list(zip(df["type"], df["kernel"])))
         lines += [
             (
@@ -159,7 +165,7 @@ def target_delta_section(folder: Path, exports: dict[str, NodeExport]) -> list[s
     family_lines = []
     if d.by_family is not None:  # graph nodes (docs/families.md)
         write_csv(folder / "delta_by_family.csv", d.by_family)
-        family_lines = ["By kernel family (docs/families.md):", "", _md(d.by_family), ""]
+        family_lines = ["By kernel family (docs/families.md):", "", markdown_table(d.by_family), ""]
     return [
         f"## Delta, {a_name} -> {b_name} (B - A)",
         "",
@@ -167,16 +173,16 @@ def target_delta_section(folder: Path, exports: dict[str, NodeExport]) -> list[s
         "",
         "By scope, every depth (rows that differ, and every top-level one):",
         "",
-        _md(differ),
+        markdown_table(differ),
         "",
         "By node type:",
         "",
-        _md(d.by_type),
+        markdown_table(d.by_type),
         "",
         *family_lines,
         "By kernel (rows that differ):",
         "",
-        _md(kernels, none="None differs."),
+        markdown_table(kernels, none="None differs."),
         "",
     ]
 
@@ -188,7 +194,12 @@ def sweep_section(folder: Path, sweep: SweepResult, depth: int | None) -> list[s
     sizes = sweep.sizes_table().drop(columns=["by_type"])
     lines = [f"## One graph per batch size (sweep of {sweep.name})", ""]
     if not sweep.measured:
-        lines += [sweep.why_not + ".", "", _md(sizes[["batch", "nodes", "capture_s"]]), ""]
+        lines += [
+            sweep.why_not + ".",
+            "",
+            markdown_table(sizes[["batch", "nodes", "capture_s"]]),
+            "",
+        ]
         return lines + _padding_lines(folder, sweep)
     plots.sweep(sweep, folder / "sweep.png")
     lines += [
@@ -196,13 +207,13 @@ def sweep_section(folder: Path, sweep: SweepResult, depth: int | None) -> list[s
         "each size's own pool just after capture (reserved, in use); `leak` is what the "
         "pool grew by over the leak check's replays.",
         "",
-        _md(sizes),
+        markdown_table(sizes),
         "",
         "![replay time and memory per size](sweep.png)",
         "",
         "Every size captured again into one shared pool, largest first:",
         "",
-        _md(sweep.shared_table()),
+        markdown_table(sweep.shared_table()),
         "",
     ]
     memory = sweep.memory_by_module(depth)
@@ -211,7 +222,7 @@ def sweep_section(folder: Path, sweep: SweepResult, depth: int | None) -> list[s
         lines += [
             "Graph memory by module (bytes of pool segments taken while each was open):",
             "",
-            _md(wide.fillna(0).astype(int).reset_index()),
+            markdown_table(wide.fillna(0).astype(int).reset_index()),
             "",
         ]
     return lines + _padding_lines(folder, sweep)
@@ -225,11 +236,11 @@ def _padding_lines(folder: Path, sweep: SweepResult) -> list[str]:
     if not sweep.measured:
         table = sweep.ladder_table()[["requests", "ladder", "sizes", "graphs", "padding_share"]]
         lines = ["Padding: each ladder's share of padded rows for the requests given (time "
-                 "per step needs a GPU)", "", _md(table), ""]  # fmt: skip
+                 "per step needs a GPU)", "", markdown_table(table), ""]  # fmt: skip
     else:
         plots.padding(sweep, folder / "padding.png")
         lines = ["Padding: each ladder's time per step for the requests given", ""]
-        lines += [_md(sweep.ladder_table()), "", "![padding](padding.png)", ""]
+        lines += [markdown_table(sweep.ladder_table()), "", "![padding](padding.png)", ""]
     for p in sweep.padding:
         lines += [f"- {p.requests}: capture {list(p.chosen)} ({p.how})"]
     return [*lines, ""]

@@ -10,8 +10,13 @@ characters it prints.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from graph_harness.capture.text import plural as plural  # re-exported: reports count too
 from graph_harness.capture.text import printable
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def plot_label(text: object) -> str:
@@ -28,3 +33,16 @@ COUNTED = {"cuda-graph": "nodes", "cpu-dispatch": "dispatches"}
 def counted(source: str) -> str:
     """The plural word for what an export of `source` counts: "nodes" or "dispatches"."""
     return COUNTED[source]
+
+
+def markdown_table(df: pd.DataFrame, floatfmt: str = ".4g", *, none: str | None = None) -> str:
+    """A markdown table of `df`; `none`: what to say instead when it has no row (a table
+    of the rows that differ, where none does), rather than a header over nothing."""
+    if none is not None and df.empty:
+        return none
+    cols = list(df.columns)
+    lines = ["| " + " | ".join(map(str, cols)) + " |", "|" + "---|" * len(cols)]
+    for row in df.itertuples(index=False):
+        cells = [format(v, floatfmt) if isinstance(v, float) else str(v) for v in row]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)

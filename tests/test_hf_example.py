@@ -17,7 +17,8 @@ from graph_harness.capture import capture_and_count, capture_graph, module_scope
 from graph_harness.capture.attribution.records import nodes_from_dispatch
 from graph_harness.capture.attribution.rollup import per_scope, scope_tree
 from graph_harness.capture.export.nodes import NodeExport
-from graph_harness.capture.graph.dispatch import NON_LAUNCHING, DispatchCounter
+from graph_harness.capture.graph.dispatch import DispatchCounter
+from graph_harness.capture.graph.node_types import NON_LAUNCHING
 from graph_harness.capture.scopes.recorder import Recorder, recording
 from tests.command_line import run
 from tests.exact import assert_bits_equal

@@ -3,7 +3,8 @@ a child interpreter's sys.modules (never a timing: benchmarks/bench_startup.py m
 
 `from graph_harness.capture import scope` lands in a user's model code: torch, and no
 Triton, pandas or matplotlib. `graph-harness --help` (and every subcommand's) is built
-without torch, pandas, matplotlib, Triton or rich.
+without torch, pandas, matplotlib, Triton or rich. `graph-harness record` runs a program and
+shows its recording without torch, Triton, pandas or matplotlib.
 """
 
 import json
@@ -20,11 +21,14 @@ SUBCOMMANDS = ("count", "delta", "replay", "advise", "profile", "check", "report
 
 def loaded_after(code: str, tmp_path) -> set[str]:
     """The heavy top-level packages in sys.modules after `code` ran in a fresh
-    interpreter (started in an empty folder, the checkout on its path)."""
+    interpreter (started in an empty folder, the checkout on its path), written to a file
+    of their own: what `code` prints may come after anything the probe prints."""
+    answer = tmp_path / "loaded.json"
     probe = (
         f"{code}\n"
         "import json, sys\n"
-        f"print(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}} & {set(HEAVY)!r})))"
+        f"heavy = sorted({{m.split('.')[0] for m in sys.modules}} & {set(HEAVY)!r})\n"
+        f"open({str(answer)!r}, 'w').write(json.dumps(heavy))\n"
     )
     r = subprocess.run(
         [sys.executable, "-c", probe],
@@ -35,7 +39,7 @@ def loaded_after(code: str, tmp_path) -> set[str]:
         env={"PYTHONPATH": str(REPO), "CUDA_VISIBLE_DEVICES": "", "PATH": "/usr/bin:/bin"},
     )
     assert r.returncode == 0, r.stderr
-    return set(json.loads(r.stdout.strip().splitlines()[-1]))
+    return set(json.loads(answer.read_text()))
 
 
 def test_scope_brings_torch_alone(tmp_path):
@@ -44,8 +48,15 @@ def test_scope_brings_torch_alone(tmp_path):
 
 
 def test_a_lazy_name_still_loads_what_it_needs(tmp_path):
-    # The probe sees an import happen: NodeExport is a pandas frame's maker.
-    assert "pandas" in loaded_after("from graph_harness.capture import NodeExport", tmp_path)
+    # The probe sees an import happen: a sweep's document is a pandas frame's maker.
+    assert "pandas" in loaded_after("from graph_harness.capture import SweepResult", tmp_path)
+
+
+def test_a_recording_and_its_exports_are_read_without_torch_or_pandas(tmp_path):
+    # issue 59: `graph-harness record`'s own process reads every process's session file
+    # into a Recording (each graph's NodeExport checked) and imports neither
+    code = "from graph_harness.capture import NodeExport, Recording, summarize"
+    assert loaded_after(code, tmp_path) == set()
 
 
 def test_the_parser_and_every_help_load_nothing_heavy(tmp_path):
@@ -130,3 +141,30 @@ def test_a_refusal_of_flags_and_paths_is_said_before_torch(tmp_path, argv, said)
     )
     loaded = loaded_after(code, tmp_path)
     assert not loaded & {"torch", "triton", "pandas"}, loaded
+
+
+@pytest.mark.parametrize(
+    ("flags", "allowed"),
+    [
+        ([], {"rich"}),
+        (["--json"], {"rich"}),
+        # pandas for the modules table, imported while the program runs (its start-up takes
+        # longer): reports/cli/prefetch.py
+        (["--module-scopes"], {"rich", "pandas"}),
+    ],
+)
+@pytest.mark.parametrize("program", ["print('ran')\n", "import torch\nprint('ran')\n"])
+def test_record_runs_a_program_and_shows_it_without_torch(tmp_path, flags, allowed, program):
+    # issue 59: `graph-harness record` imported torch and Triton before it started the
+    # program (and pandas to read the recording): seconds added to every recorded run. It
+    # starts the program, reads what its processes wrote and shows it without them.
+    (tmp_path / "prog.py").write_text(program)
+    code = (
+        "import runpy, sys\n"
+        f"sys.argv = ['graph-harness', 'record', *{flags!r}, '--', 'prog.py']\n"
+        "try:\n"
+        "    runpy.run_module('graph_harness', run_name='__main__', alter_sys=True)\n"
+        "except SystemExit as e:\n"
+        "    assert e.code == 0, e.code\n"
+    )
+    assert loaded_after(code, tmp_path) <= allowed

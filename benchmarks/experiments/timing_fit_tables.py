@@ -50,6 +50,6 @@ def fit_rows(folder: Path) -> pd.DataFrame:
 if __name__ == "__main__":
     if len(sys.argv) != 2 or not Path(sys.argv[1]).is_dir():
         sys.exit("usage: timing_fit_tables.py DIR (a bench_cupti.py --out folder)")
-    from graph_harness.reports.report import _md
+    from graph_harness.reports.text import markdown_table
 
-    print(_md(fit_rows(Path(sys.argv[1]))))
+    print(markdown_table(fit_rows(Path(sys.argv[1]))))

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from graph_harness.capture.export.nodes import NodeExport
-from graph_harness.capture.graph.dispatch import NON_LAUNCHING
+from graph_harness.capture.graph.node_types import NON_LAUNCHING
 
 # Kernels a kernel author does not fuse a run into: vendor GEMMs (cuBLAS, cuBLASLt's
 # nvjet, CUTLASS, Inductor's GEMM templates), attention (flash, memory-efficient, cuDNN),

@@ -26,7 +26,7 @@ from graph_harness.capture.advise.costs import Costs
 from graph_harness.capture.advise.hooks import step_chains
 from graph_harness.capture.attribution.labels import generalize
 from graph_harness.capture.export.nodes import NodeExport
-from graph_harness.capture.graph.dispatch import NON_LAUNCHING
+from graph_harness.capture.graph.node_types import NON_LAUNCHING
 from graph_harness.capture.replay.kinds import TYPE_CHAIN
 
 # The node type a removed node of each role is priced as, where its own type has no chain

@@ -7,12 +7,18 @@ columns), `scope` (the innermost scope's label, "unscoped" outside all) and `sco
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from graph_harness.capture.attribution.node import Node
-from graph_harness.capture.graph.dispatch import NON_LAUNCHING, Dispatched
-from graph_harness.capture.graph.reader import RawNode
-from graph_harness.capture.scopes.recorder import UNSCOPED, ScopeKey, ScopeMark
+from graph_harness.capture.graph.node_types import NON_LAUNCHING
+from graph_harness.capture.scopes.names import UNSCOPED, ScopeKey
+
+# Types only: a recorded process makes its graphs' records without the CPU's dispatch
+# count, which brings graph-harness's kernels and Triton (a quarter second and more)
+if TYPE_CHECKING:
+    from graph_harness.capture.graph.dispatch import Dispatched
+    from graph_harness.capture.graph.reader import RawNode
+    from graph_harness.capture.scopes.recorder import ScopeMark
 
 
 def scope_fields(stack: tuple[ScopeKey, ...]) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 import pandas as pd
 
 from graph_harness.capture.attribution.labels import natural, natural_parts
-from graph_harness.capture.scopes.recorder import UNSCOPED
+from graph_harness.capture.scopes.names import UNSCOPED
 
 
 def tree_parts(path: Iterable[str]) -> tuple[str, ...]:

@@ -39,7 +39,7 @@ from graph_harness.capture.budget import UPDATE_FLAG as UPDATE_FLAG
 from graph_harness.capture.errors import HarnessError, UsageError
 from graph_harness.capture.export.documents import show
 from graph_harness.capture.export.nodes import NodeExport
-from graph_harness.capture.scopes.recorder import UNSCOPED
+from graph_harness.capture.scopes.names import UNSCOPED
 from graph_harness.capture.text import printable
 
 TOTAL = "(total)"  # the total's row in a check

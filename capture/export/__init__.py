@@ -1,8 +1,9 @@
 """The node export: the versioned document every analysis reads (and its words for the
 work it counts), reading checked documents back, the delta between two, and DOT.
 
-- nodes.py: NodeExport (JSON document and DataFrame), its group-bys
-- node_checks.py: an export's nodes and options checked as it is read back
+- nodes.py: NodeExport (JSON document and DataFrame), its group-bys; read, checked and
+  written without pandas or torch
+- node_check.py: one node and the options of an export checked
 - workload.py: what an export says about its work (the round's steps, the unit)
 - documents.py: reading versioned JSON documents, checked field by field; plain JSON values
 - delta.py: node deltas between two exports

@@ -63,10 +63,7 @@ def load_json(path: str | Path, what: str, error: type[ExportError] = ExportErro
     except InputPathError as e:
         raise error(str(e)) from None
     try:
-        doc = json.loads(text)
-        # no real name holds a lone surrogate or a control character; one from an escape
-        # (or a raw bidirectional override) is kept as its escape, never obeyed when shown
-        return printable_all(doc) if _UNPRINTABLE.search(text) else doc
+        return made_printable(json.loads(text), text)
     except json.JSONDecodeError as e:
         raise error(f"{prefix}: not JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
     except RecursionError:
@@ -88,6 +85,16 @@ _UNPRINTABLE = re.compile(
     # terminal that reads 8-bit controls) and the bidirectional overrides
     "|[\x7f-\x9f\u202a-\u202e\u2066-\u2069]"
 )
+
+
+def made_printable(doc: Any, text: str) -> Any:
+    """`doc`, parsed from the JSON `text`, with `printable` applied to every string in it:
+    no real name holds a lone surrogate or a control character, and one from an escape (or
+    a raw bidirectional override) is kept as its escape, never obeyed when shown. A text
+    holding none (every document graph-harness writes of its own) needs no pass."""
+    if text.isascii() and "\\" not in text and "\x7f" not in text:
+        return doc  # no escape, no raw control: what the search below finds is absent
+    return printable_all(doc) if _UNPRINTABLE.search(text) else doc
 
 
 def show(v: object) -> str:

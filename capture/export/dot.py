@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from graph_harness.capture.graph.dispatch import NON_LAUNCHING
+from graph_harness.capture.graph.node_types import NON_LAUNCHING
 
 if TYPE_CHECKING:
     from graph_harness.capture.export.nodes import NodeExport  # cyclic: it imports this

@@ -7,11 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from graph_harness.capture.attribution.records import nodes_from_graph
 from graph_harness.capture.environment import now
 from graph_harness.capture.export.documents import ExportError
 from graph_harness.capture.export.nodes import NodeExport
-from graph_harness.capture.graph.dot_reader import DotDumpError, read_dump
 from graph_harness.capture.text import printable
 
 DUMP_SUFFIXES = (".dot", ".gv")
@@ -25,6 +23,11 @@ def is_dump_path(path: str | Path) -> bool:
 
 def export_of_dump(path: str | Path) -> NodeExport:
     """The export of the graph dumped at `path`; ExportError in one line otherwise."""
+    # the reader and the records' maker bring torch: here only (is_dump, in every table
+    # of an export, must not: `graph-harness record`'s own process imports none)
+    from graph_harness.capture.attribution.records import nodes_from_graph
+    from graph_harness.capture.graph.dot_reader import DotDumpError, read_dump
+
     try:
         dump = read_dump(path)
     except DotDumpError as e:

@@ -33,19 +33,22 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from graph_harness.capture.attribution.node import COLUMNS, Node
 from graph_harness.capture.export.documents import (
     ExportError as ExportError,  # re-exported: capture.ExportError
 )
 from graph_harness.capture.export.documents import Fields, show
-from graph_harness.capture.export.node_checks import check_node, check_options
+from graph_harness.capture.export.node_check import check_node, check_options
 from graph_harness.capture.export.workload import export_name, is_round, step_order, unit_of
 from graph_harness.capture.files import write_atomic
-from graph_harness.capture.graph.dispatch import NON_LAUNCHING
+from graph_harness.capture.graph.node_types import NON_LAUNCHING
+
+# pandas where a frame is made: an export is read, checked and written without it (a
+# recorded process's capture, `graph-harness record`'s own process)
+if TYPE_CHECKING:
+    import pandas as pd
 
 SCHEMA = "graph-harness/nodes"
 SCHEMA_VERSION = 3
@@ -123,6 +126,8 @@ class NodeExport:
         return step_order(self.workload)
 
     def frame(self, *, launching_only: bool = True) -> pd.DataFrame:
+        import pandas as pd
+
         df = pd.DataFrame(self.nodes, columns=COLUMNS)
         # a compiled kernel made from several modules lists them (None on other nodes)
         df["fused_modules"] = [n.get("fused_modules") for n in self.nodes]

@@ -7,6 +7,7 @@ be captured) and reading the graph back; on the CPU, counting dispatched operati
 - dot_syntax.py, dot_labels.py, dot_reader.py: the same nodes read from a DOT dump
   (cudaGraphDebugDotPrint's, any program's), executing nothing
 - dispatch.py: the CPU's count of dispatched operations
+- node_types.py: the node types that launch nothing (NON_LAUNCHING), without torch
 - compiled.py: torch.compile'd code in a step, found and refused where it cannot be counted
 - diagnose/: why a capture failed, in one line
 - lifecycle.py: a graph's capture, instantiate, upload and update in place, and the

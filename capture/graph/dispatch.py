@@ -33,14 +33,12 @@ from graph_harness.kernels import add_launch_listener, remove_launch_listener
 
 # Allocations launch nothing (in a graph they come from its memory pool).
 _ALLOCS = ("aten.empty.", "aten.empty_strided.", "aten.empty_like.")
-# Types that launch no device work, kept in the records but not in the totals.
-NON_LAUNCHING = ("view", "alloc")
 R = TypeVar("R")
 
 
 @dataclass
 class Dispatched:
-    type: str  # "aten" | "triton" | "compiled", or NON_LAUNCHING "view" | "alloc"
+    type: str  # "aten" | "triton" | "compiled", or "view" | "alloc" (node_types.py)
     name: str
     stack: tuple[ScopeKey, ...]  # the scopes open as it ran, outermost first
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from graph_harness.capture.attribution.rollup import ROOT, tree_label, tree_order, tree_parts
-from graph_harness.capture.scopes.recorder import UNSCOPED
+from graph_harness.capture.scopes.names import UNSCOPED
 
 SCOPE_COLUMNS = ["scope", "depth", "nodes", "exec_us", "gap_us", "cost_us", "dispatch_share"]
 SCOPE_COLUMNS += ["share", "gap_net_us", "dispatch_share_net"]

@@ -13,8 +13,12 @@ graph, with its capture site, key, pool and replays.
 - process.py: one process's recorder (its session files, flushes, exit; RecordOptions,
   the one source of its defaults)
 - compiled_scopes.py: a recorded capture's compiled code attributed to its modules
+- module_hooks.py: --module-scopes in one process: the module hooks, and Inductor's
+  provenance collected from the program's import of Inductor on
+- after_import.py: a call made once a module's import completes
 - boot.py: its start in every process of a recorded program, once torch is imported
-- recording.py: Recording, every process's graphs as one document and folder
+- recording.py: Recording, every process's graphs as one document and folder (read and
+  written without torch or pandas: `graph-harness record`'s own process imports neither)
 - process_file.py: one process's session file read into a recording (ProcessInfo)
 - program.py: run_program (a program under the recorder) and record_graphs() (a block of code)
 - steps.py: a step that captures its own graphs (reduce-overhead) counted by recording

@@ -36,11 +36,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from graph_harness.capture.record.compiled_scopes import (
-    PROVENANCE,
-    attribute_compiled,
-    unset_attribute,
-)
+from graph_harness.capture.record.compiled_scopes import attribute_compiled, unset_attribute
 
 # Nothing of torch or pandas at this module's top: the parent (`graph-harness record`)
 # imports it to start a program, and needs neither for that. In a recorded program's
@@ -124,10 +120,9 @@ class ProcessRecorder:
         self._stopped = False
         self._check: Any = None  # record --check's checker (capture/live), once started
         self._last_flush = 0.0
-        self._provenance = None
+        self._module_scopes: Any = None  # --module-scopes' hooks (module_hooks.py)
         self._saved: Any = None  # the recorder settings before this one's (restored at stop)
         self._unannounced: dict | None = None  # a forked child's first line, not yet written
-        self._saved_provenance: Any = None
         self._open_files()
 
     def _open_files(self) -> None:
@@ -158,7 +153,10 @@ class ProcessRecorder:
             check=self._check,
         )
         if self.options.module_scopes:
-            self._start_module_scopes()
+            from graph_harness.capture.record.module_hooks import ProcessModuleScopes
+
+            self._module_scopes = ProcessModuleScopes(self.notes)
+            self._module_scopes.start()
         hooks.listen(self)
         hooks.on_many_replays(self._maybe_flush)
         self._write({"event": "process", **process_info(), "notes": self.notes})
@@ -176,20 +174,6 @@ class ProcessRecorder:
         live = importlib.import_module("graph_harness.capture.live")
         return live.checker(self.options.check_sample, self.options.eager)
 
-    def _start_module_scopes(self) -> None:
-        from graph_harness.capture.scopes.modules import install_hooks
-        from graph_harness.capture.scopes.provenance import collecting
-
-        install_hooks()
-        self._collecting = collecting()
-        self._provenance = self._collecting.__enter__()
-        self._saved_provenance = PROVENANCE[0]
-        PROVENANCE[0] = self._provenance
-        if not self._provenance.supported:
-            self.notes.append(
-                f"compiled code stays in its enclosing scope: {self._provenance.unavailable}"
-            )
-
     def stop(self) -> None:
         """Stop listening and write the exit line (once; only in the process that started)."""
         if self._stopped or os.getpid() != self.pid:
@@ -206,14 +190,8 @@ class ProcessRecorder:
         hooks.on_many_replays(self._maybe_flush, remove=True)
         if self._saved is not None:
             _settings().restore(self._saved)
-        if self.options.module_scopes:
-            from graph_harness.capture.scopes.modules import uninstall_hooks
-
-            with contextlib.suppress(Exception):
-                self._collecting.__exit__(None, None, None)
-            with contextlib.suppress(Exception):
-                uninstall_hooks()
-            PROVENANCE[0] = self._saved_provenance
+        if self._module_scopes is not None:
+            self._module_scopes.stop()
         self.flush(final=True)
 
     def _forked(self) -> None:

@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from graph_harness.capture.export.documents import ExportError, Fields
+from graph_harness.capture.export.documents import ExportError, Fields, made_printable
 from graph_harness.capture.record.graphs import GraphRecord
 from graph_harness.capture.record.verdict import GraphVerdict
-from graph_harness.capture.text import printable, printable_all
+from graph_harness.capture.text import printable
 
 if TYPE_CHECKING:
     from graph_harness.capture.record.recording import Recording
@@ -53,7 +53,7 @@ def read_process(path: Path, rec: Recording) -> None:
         if not raw:
             continue
         try:
-            line = printable_all(json.loads(raw.decode("utf-8", "replace")))
+            line = _parsed(raw)
         except ValueError:
             rec.notes.append(f"{path.name}: line {n + 1} is not JSON; left out")
             continue
@@ -121,6 +121,12 @@ def _flushed_counts(path: Path) -> dict | None:
         return json.loads(snapshot.read_text()) if snapshot.exists() else None
     except (OSError, ValueError):
         return None
+
+
+def _parsed(raw: bytes) -> Any:
+    """One line's JSON, every string in it printable (capture/text.py)."""
+    text = raw.decode("utf-8", "replace")
+    return made_printable(json.loads(text), text)
 
 
 def _what_became(g: GraphRecord, c: dict, f: Fields, rec: Recording) -> None:

@@ -2,7 +2,8 @@
 (every submodule's forward by its qualified name), and Inductor's provenance of compiled
 kernels, collected as it compiles under module scopes and kept for later captures.
 
-- recorder.py: scopes and the recorder of their boundaries (ScopeKey, scope, Recorder)
+- recorder.py: scopes and the recorder of their boundaries (scope, Recorder)
+- names.py: ScopeKey, UNSCOPED, EVERY_LEVEL: plain values, read without torch
 - modules.py: module_scopes, the model's repeated blocks
 - provenance.py, provenance_cache.py: Inductor's provenance, collected and kept
 

@@ -41,10 +41,9 @@ from torch.nn.modules.module import (
     register_module_forward_pre_hook,
 )
 
+from graph_harness.capture.scopes.names import EVERY_LEVEL, ScopeKey
 from graph_harness.capture.scopes.provenance import ProvenanceLog, collecting, qualified
-from graph_harness.capture.scopes.recorder import ScopeKey, active_recorder
-
-EVERY_LEVEL = "every level"  # an export's module_depth when no depth cut the scopes
+from graph_harness.capture.scopes.recorder import active_recorder
 
 _active: contextvars.ContextVar[module_scopes | None] = contextvars.ContextVar(
     "graph_harness_module_scopes", default=None

@@ -22,26 +22,10 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from graph_harness.capture.text import printable
+from graph_harness.capture.scopes.names import ScopeKey
 
 if TYPE_CHECKING:
     from types import TracebackType
-
-UNSCOPED = "unscoped"
-
-
-@dataclass(frozen=True)
-class ScopeKey:
-    stage: int | None
-    step: str
-
-    def __post_init__(self) -> None:
-        # a name is text from here on: exports, frames and streams all take it
-        object.__setattr__(self, "step", printable(self.step))
-
-    @property
-    def label(self) -> str:
-        return self.step if self.stage is None else f"stage{self.stage}/{self.step}"
 
 
 @dataclass

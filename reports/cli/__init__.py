@@ -8,9 +8,11 @@ subcommands, the flags and console they share, and loading a user's --target.
 - targets.py: what every --target command shares (capture, refusals, check, profile)
 - sweeps.py: a --target swept over batch sizes (sweep, report --sizes)
 - refs.py: what an export argument names (a variant, or an export file)
+- prefetch.py: modules a command needs later, imported while it waits (record's program)
 
 May import: all of capture and reports. Building the parser imports no torch, pandas,
-matplotlib or Triton: what a command needs is imported when it runs.
+matplotlib or Triton: what a command needs is imported when it runs (`record` runs a
+program and shows its recording without torch or Triton: `RUNS_WITHOUT_TORCH`).
 """
 
 from graph_harness.reports.cli.program import main

@@ -107,6 +107,14 @@ def _commands() -> dict:
     }
 
 
+class _Version(argparse._VersionAction):
+    """`--version`, read from the installed metadata only when asked for (not at start)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object, **kw: object) -> None:
+        self.version = f"graph-harness {version()}"
+        super().__call__(parser, *args, **kw)
+
+
 def build_parser() -> argparse.ArgumentParser:
     # --debug goes before or after the subcommand; SUPPRESS keeps the sub-parser's default
     # from overwriting a --debug given before it.
@@ -120,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Capture LLM decode rounds into CUDA graphs, count every node, and "
         "price each node in time.",
     )
-    ap.add_argument("--version", action="version", version=f"graph-harness {version()}")
+    ap.add_argument("--version", action=_Version)
     sub = ap.add_subparsers(dest="command", required=True)
     for command in _commands().values():
         command.add_parser(sub, common)
@@ -171,16 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         refused = _refused_early(args, closed)
         if refused is not None:
             return refused
-        # Every command imports torch (reading an export does), and counting imports
-        # Triton (graph-harness's kernels). Their imports run C++ that calls back into
-        # Python, and a KeyboardInterrupt raised inside such a callback aborts the process
-        # (pybind11 and nanobind cannot unwind it: SIGABRT, not 130; seen with Triton's
-        # nanobind enums on the CPU suite). Imported here, while a signal still ends the
-        # start-up at once: nothing has been written yet.
-        import torch  # noqa: F401
-
-        with contextlib.suppress(Exception):  # absent or broken: what needs it says so
-            import triton  # noqa: F401
+        _import_torch(args.command)
 
         from graph_harness.capture.results import results_aside
         from graph_harness.reports.cli.console import make_io
@@ -199,6 +198,22 @@ def main(argv: list[str] | None = None) -> int:
         for stream, errors in restore_streams:
             with contextlib.suppress(OSError):
                 stream.reconfigure(errors=errors)
+
+
+def _import_torch(command: str) -> None:
+    """torch and Triton imported for the commands that use them: they run C++ that calls
+    back into Python, and a KeyboardInterrupt raised inside such a callback aborts the
+    process (pybind11 and nanobind cannot unwind it: SIGABRT, not 130; seen with Triton's
+    nanobind enums on the CPU suite). Imported here, while a signal still ends the start-up
+    at once: nothing has been written yet. A command whose module says
+    `RUNS_WITHOUT_TORCH = True` (record: the program it starts imports its own, and its
+    recording is read and shown without torch) is left without them."""
+    if getattr(_commands()[command], "RUNS_WITHOUT_TORCH", False):
+        return
+    import torch  # noqa: F401
+
+    with contextlib.suppress(Exception):  # absent or broken: what needs it says so
+        import triton  # noqa: F401
 
 
 def _refused_early(args: argparse.Namespace, closed: set[int]) -> int | None:

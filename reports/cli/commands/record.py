@@ -14,6 +14,11 @@ from graph_harness.reports.cli.args import (
     subcommand,
 )
 from graph_harness.reports.cli.console import IO, staged
+from graph_harness.reports.cli.prefetch import prefetched
+
+# main imports no torch nor Triton for this command (reports/cli/program.py): the program
+# imports its own, and its recording is read, shown and written without them
+RUNS_WITHOUT_TORCH = True
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -162,7 +167,8 @@ def run(args: argparse.Namespace, io: IO) -> int:
             io.err.print(f"graph-harness record: running {program_line(program)}", markup=False)
             # the program's stdout is the real one (descriptor 1 is stderr while a command
             # runs); with --json, stderr: stdout holds the one document
-            rec = run_program(program, options, stdout=2 if io.json else results_descriptor(1))
+            with prefetched(_needed_after(args)):
+                rec = run_program(program, options, stdout=2 if io.json else results_descriptor(1))
             if not rec.graphs and not _cuda():
                 io.note("without CUDA the program ran eagerly and could capture no graph")
             # the tables first: the program ran, and a full disk must not take them too
@@ -184,6 +190,17 @@ def run(args: argparse.Namespace, io: IO) -> int:
     if args.out is not None:
         io.err.print(f"wrote the recording to {args.out}", markup=False)
     return checked_status(rec, exit_status(rec.exit_code))
+
+
+def _needed_after(args: argparse.Namespace) -> list[str]:
+    """What the tables and files import once the program has run: pandas (the modules
+    table, the report's CSVs) and matplotlib (the report's plot)."""
+    names = []
+    if args.module_scopes is not False or args.out is not None:
+        names.append("graph_harness.reports.tables")
+    if args.out is not None:
+        names += ["graph_harness.reports.recording_report", "matplotlib.pyplot"]
+    return names
 
 
 def _write(folder: Path, rec: Recording, io: IO, out: Path) -> None:
@@ -237,10 +254,11 @@ def checked_status(rec: Recording, code: int) -> int:
 
 
 def _cuda() -> bool:
-    """Whether this machine has a CUDA device the program could have captured on."""
-    import torch
+    """Whether this machine has a CUDA device the program could have captured on (asked
+    of the driver: this process imports no torch)."""
+    from graph_harness.capture.environment import cuda_device_seen
 
-    return torch.cuda.is_available()
+    return cuda_device_seen()
 
 
 def _command() -> str:

@@ -38,7 +38,7 @@ from graph_harness.capture.advise.costs import (
     builtin_costs,
 )
 from graph_harness.capture.export.delta import node_delta
-from graph_harness.capture.graph.dispatch import NON_LAUNCHING
+from graph_harness.capture.graph.node_types import NON_LAUNCHING
 from tests.command_line import run
 
 REPO = Path(__file__).resolve().parents[3]

@@ -168,6 +168,26 @@ def test_a_process_that_never_imports_torch_is_left_as_it_was(tmp_path):
     assert doc["processes"] == [] and doc["graphs"] == []
 
 
+def test_module_scopes_wait_for_the_programs_own_inductor(tmp_path):
+    # issue 59: under --module-scopes every recorded process imported Inductor (a second
+    # and more) as torch's import completed; its provenance is now collected from the
+    # program's own import of Inductor on, which comes before any compile reads its config
+    prog = tmp_path / "prog.py"
+    prog.write_text(
+        "import sys\n"
+        "import torch\n"
+        "import graph_harness.capture.record.hooks  # the recorder has started\n"
+        "print('inductor', 'torch._inductor' in sys.modules)\n"
+        "from torch._inductor import config\n"
+        "print('pass set', config.post_grad_custom_post_pass is not None)\n"
+    )
+    r = gh("record", "--module-scopes", "--", str(prog), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "inductor False" in r.stdout and "pass set True" in r.stdout, r.stdout
+    plain = gh("record", "--", str(prog), cwd=tmp_path)  # not vacuous: the pass is ours
+    assert "pass set False" in plain.stdout, plain.stdout
+
+
 def test_modules_are_looked_for_where_the_program_looks(tmp_path):
     # `python -m app.prog` finds app/ in the current folder, and so must record's checks
     (tmp_path / "app").mkdir()

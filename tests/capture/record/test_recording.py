@@ -43,6 +43,26 @@ def test_a_session_of_two_processes(tmp_path):
     assert by.set_index("scope").loc["unscoped", "launches"] == 3 * 7 + 5 * 9
 
 
+@pytest.mark.parametrize(
+    ("written", "read"),
+    [
+        ("bs=\x1b[2J4", "bs=\\x1b[2J4"),  # an escape's control character
+        ("bs=\udc80", "bs=\\udc80"),  # an escape's lone surrogate
+        ("bs=\u202e4", "bs=\\u202e4"),  # a raw bidirectional override
+        ("bs=\x9b4", "bs=\\x9b4"),  # a raw C1 control (a CSI)
+    ],
+)
+def test_a_session_file_is_read_as_text(tmp_path, written, read):
+    # only a line that holds none of them is read without the pass (issue 59: its cost)
+    write_process(tmp_path, 100, [record(0, 100, written, 2)], exit_counts={})
+    raw = (tmp_path / "100-abcd.jsonl").read_bytes()
+    if written[-1] == "4" and "\x1b" not in written:  # written raw, not as an escape
+        raw = raw.replace(json.dumps(written).encode()[1:-1], written.encode())
+        (tmp_path / "100-abcd.jsonl").write_bytes(raw)
+    rec = Recording.from_session(tmp_path, options=RecordOptions())
+    assert [g.key for g in rec.graphs] == [read]
+
+
 @pytest.mark.smoke
 def test_written_and_read_back_the_same(tmp_path):
     rec = Recording(
