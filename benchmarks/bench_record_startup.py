@@ -117,8 +117,20 @@ def scenario(program: list[str], env: dict, repeats: int, work: Path) -> dict:
         # the median of each round's difference: rounds run back to back, so a drift of the
         # machine's speed moves both sides of a difference alike
         "added_s": {n: statistics.median(a - b for a, b in zip(runs[n], alone)) for n in names[1:]},
-        "recorder": recorder[0] if recorder else None,
+        "recorder": _median_recorder(recorder),
     }
+
+
+def _median_recorder(runs: list[dict]) -> dict | None:
+    """The --out runs' recorder figures: the graphs and processes of the first, the
+    median over runs of the seconds."""
+    if not runs:
+        return None
+    out = dict(runs[0])
+    for key in ("record_s_total", "record_s_per_graph_median"):
+        values = [r[key] for r in runs if r[key] is not None]
+        out[key] = statistics.median(values) if values else None
+    return out
 
 
 def _machine(env: dict) -> dict:
