@@ -10,8 +10,10 @@ the replay left.
 - compare.py: eager twice (non-determinism measured) against the replay, tensor by tensor
 - checked.py: one checked replay (snapshot, eager, restore, replay, compare), and the
   process's checker that record's hooks call
+- unfinished.py: which replay did not finish, when a device-side assertion surfaces
+  after it (every checked graph's replays counted by the device)
 
-May import: capture.record, capture.state.
+May import: capture.record, capture.state, capture.replay (its marks: progress.py).
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@ kind to price a node, and the replay document. Generic: the built-in round is on
 of it (capture/round/ registers its chain kinds and times its rounds).
 
 - guard.py: replays in windows, after the step's reset; ReplayFailed
+- progress.py: which replay trips a device-side assertion (the device's count of finished
+  replays), and the assertion's text (stderr held for a window)
 - settings.py: ReplaySettings (plain data)
 - timing.py: replays timed as triton.testing does
 - kinds.py: the registry of chain kinds, and the generic ones (plain data at import)
