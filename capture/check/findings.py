@@ -223,3 +223,24 @@ def _cause(f: Finding) -> str:
     table = _SETTLED if f.severity == "fail" else _UNSETTLED
     said = table.get(f.kind, f.kind)
     return f"{said}{f' ({where})' if where else ''}"
+
+
+class SkippableStatus:
+    """A check's status from its `findings`, or "skipped" where it has a `why_not` (it
+    needs a GPU), with its exit code (skipped: 0): the sizes checks' results share it."""
+
+    findings: list[Finding]
+    why_not: str | None
+
+    @property
+    def status(self) -> str:
+        """ "failed", "unverified", "passed", or "skipped" (it needs a GPU)."""
+        return "skipped" if self.why_not is not None else status_of(self.findings)
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "passed"
+
+    @property
+    def exit_code(self) -> int:
+        return {**EXIT_CODES, "skipped": 0}[self.status]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from graph_harness.capture.check.findings import EXIT_CODES, Finding, status_of
+from graph_harness.capture.check.findings import Finding, SkippableStatus
 from graph_harness.capture.check.judge import classify
 from graph_harness.capture.check.messages import SLACK, what
 from graph_harness.capture.state.changes import Change, compare, names
@@ -148,7 +148,7 @@ def within(size: int, call: int, c: Change, own: float) -> Finding:
 
 
 @dataclass(frozen=True)
-class InterleavedResult:
+class InterleavedResult(SkippableStatus):
     """The interleaved check over every size: the shape of check's CheckResult where the
     command line reads one (name, warmup, steps, fed, findings, status, verdict, to_dict),
     with what is its own: the sizes in capture order, the seed and the serving order, the
@@ -175,19 +175,6 @@ class InterleavedResult:
     ) -> InterleavedResult:
         skipped = dict.fromkeys(sizes, "skipped")
         return cls(name, sizes, steps, seed, warmup, by_size=skipped, why_not=why)
-
-    @property
-    def status(self) -> str:
-        """ "failed", "unverified", "passed", or "skipped" (it needs a GPU)."""
-        return "skipped" if self.why_not is not None else status_of(self.findings)
-
-    @property
-    def passed(self) -> bool:
-        return self.status == "passed"
-
-    @property
-    def exit_code(self) -> int:
-        return {**EXIT_CODES, "skipped": 0}[self.status]
 
     def headline(self) -> str:
         """The verdict in one line (its findings name the sizes and tensors once)."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
-from graph_harness.capture.check.findings import EXIT_CODES, Finding, status_of
+from graph_harness.capture.check.findings import Finding, SkippableStatus
 from graph_harness.capture.check.messages import what
 from graph_harness.capture.check.updated_launches import LaunchFlag
 from graph_harness.capture.state.changes import Change, names
@@ -183,7 +183,7 @@ def unjudged_update(t: Transition, k: int, total: int, call: int, c: Change) -> 
 
 
 @dataclass(frozen=True)
-class UpdatedResult:
+class UpdatedResult(SkippableStatus):
     """The updated-executable check over every size, in the shape the command line reads
     (name, warmup, steps, fed, findings, status, verdict, to_dict): the sizes in capture
     order, the seed and the walk, each switch of the executable, each size's cost and
@@ -211,19 +211,6 @@ class UpdatedResult:
                 why: str) -> UpdatedResult:  # fmt: skip
         return cls(name, sizes, steps, seed, warmup, by_size=dict.fromkeys(sizes, "skipped"),
                    why_not=why)  # fmt: skip
-
-    @property
-    def status(self) -> str:
-        """ "failed", "unverified", "passed", or "skipped" (it needs a GPU)."""
-        return "skipped" if self.why_not is not None else status_of(self.findings)
-
-    @property
-    def passed(self) -> bool:
-        return self.status == "passed"
-
-    @property
-    def exit_code(self) -> int:
-        return {**EXIT_CODES, "skipped": 0}[self.status]
 
     @property
     def updates(self) -> int:
