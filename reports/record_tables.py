@@ -107,6 +107,8 @@ def check_lines(rec: Recording) -> list[str]:
             continue
         if v.status in ("differs", "assert", "not verified"):
             out.append(f"{v.status.upper()}: {label}: {v.line()}")
+            if v.first is not None and v.first.node:
+                out.append(f"  {v.first.tensor}: {v.first.node}")
             out += [f"  also {d.tensor}: {d.detail}" for d in v.differences[1:4]]
         elif v.status in ("not checked", "skipped"):
             unchecked.setdefault((v.status, v.reason or "no reason given"), []).append(label)

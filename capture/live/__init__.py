@@ -10,10 +10,13 @@ the replay left.
 - compare.py: eager twice (non-determinism measured) against the replay, tensor by tensor
 - checked.py: one checked replay (snapshot, eager, restore, replay, compare), and the
   process's checker that record's hooks call
+- writers.py: the node that writes a tensor that differs (its addresses, in words)
+- lost.py: an error that loses the GPU context, and the process ended in one line on it
 - unfinished.py: which replay did not finish, when a device-side assertion surfaces
   after it (every checked graph's replays counted by the device)
 
-May import: capture.record, capture.state, capture.replay (its marks: progress.py).
+May import: capture.record, capture.state, capture.replay (its marks: progress.py),
+capture.graph (node addresses: pointers.py), capture.scopes.
 """
 
 from __future__ import annotations

@@ -19,10 +19,7 @@ replay bit for bit: such a graph is "not checked", never judged.
 
 from __future__ import annotations
 
-import contextlib
 import math
-import os
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -31,27 +28,14 @@ import torch
 
 from graph_harness.capture.live.compare import compare, spread
 from graph_harness.capture.live.forms import Adapted, EagerForm, Form, Skipped, builtin_form
+from graph_harness.capture.live.lost import end_process, fatal
+from graph_harness.capture.live.lost import first_line as _first_line
 from graph_harness.capture.live.sample import Sample
 from graph_harness.capture.live.unfinished import Launches
+from graph_harness.capture.live.writers import byte_range, describe_writer
 from graph_harness.capture.record.keys import CaptureContext
 from graph_harness.capture.record.verdict import LISTED, Difference, GraphVerdict
 from graph_harness.capture.replay.progress import Marks
-
-_FATAL = ("device-side assert", "illegal memory access", "unspecified launch failure")
-
-
-class GraphAssertion(RuntimeError):
-    """A replay tripped a device-side assertion: the process's GPU context is lost."""
-
-
-def fatal(e: BaseException) -> bool:
-    """Whether `e` is a CUDA error after which the process's GPU context is lost."""
-    return any(s in str(e) for s in _FATAL)
-
-
-def _first_line(e: BaseException) -> str:
-    lines = [x.strip() for x in str(e).splitlines() if x.strip()]
-    return lines[0] if lines else type(e).__name__
 
 
 class Checker:
@@ -76,14 +60,20 @@ class Checker:
             return Adapted(got)
         return builtin_form(frames, graph)
 
-    def attach(self, form: Form | str, record: Any) -> GraphCheck | None:
-        """Give `record` its verdict, and the checked replays where there is a form."""
+    def attach(
+        self, form: Form | str, record: Any, pointers: list | None = None
+    ) -> GraphCheck | None:
+        """Give `record` its verdict, and the checked replays where there is a form
+        (`pointers`: its nodes' addresses, to name the node that writes a difference)."""
         if isinstance(form, str):
             status = "skipped" if isinstance(form, Skipped) else "not checked"
             record.check = GraphVerdict(status=status, reason=str(form))
             return None
         record.check = GraphVerdict(source=form.source)
-        return GraphCheck(form, record.check, self.sample, self.launches, str(record.key))
+        check = GraphCheck(form, record.check, self.sample, self.launches, str(record.key))
+        if pointers is not None:
+            check.nodes = (pointers, record.export.nodes if record.export else None)
+        return check
 
     def settle(self) -> None:
         """At the recording's end: a device-side assertion that surfaced in the program's
@@ -120,6 +110,7 @@ class GraphCheck:
         self.device = torch.cuda.current_device() if torch.cuda.is_initialized() else None
         self.next = sample.due()
         self._busy = False
+        self.nodes: tuple[list, list | None] | None = None  # addresses, export nodes
 
     def launched(self, n: int) -> None:
         """After the program's replay `n` of this graph, checked or not, was launched."""
@@ -198,7 +189,7 @@ class GraphCheck:
         except Exception as e:
             self._stop(n, f"the replay's outputs could not be read ({_error(e)})")
             return result
-        self._judge(n, got)
+        self._judge(n, got, replayed)
         self.verdict.seconds += spent + time.perf_counter() - t1
         return result
 
@@ -210,14 +201,14 @@ class GraphCheck:
         _sync()  # an assertion in the eager code is the eager code's
         return kept
 
-    def _judge(self, n: int, got: Any) -> None:
+    def _judge(self, n: int, got: Any, replayed: dict[str, torch.Tensor]) -> None:
         v = self.verdict
         v.compared_at(n)
         v.nondeterministic = sorted(set(v.nondeterministic) | set(got.nondeterministic))
         if got.differ:
             v.status = "differs"
             v.differences = [
-                Difference(replay=n, tensor=t, detail=d, max_diff=m)
+                Difference(replay=n, tensor=t, detail=d, max_diff=m, node=self._writer(t, replayed))
                 for t, d, m in got.differ[:LISTED]
             ]
             self.next = math.inf  # the first difference is the finding: checking stops
@@ -230,6 +221,16 @@ class GraphCheck:
             self.next = math.inf
         else:
             self.next = self.sample.next_after(n)
+
+    def _writer(self, name: str, replayed: dict[str, torch.Tensor]) -> str | None:
+        """The node that writes tensor `name`, in words, where its addresses tell it."""
+        t = replayed.get(name)
+        if self.nodes is None or not isinstance(t, torch.Tensor):
+            return None
+        try:
+            return describe_writer(byte_range(t), *self.nodes)
+        except Exception:  # naming the node is a help, never the check's failure
+            return None
 
     def _stop(self, n: int, why: str) -> None:
         """Checking ends at replay `n` for `why` (what was compared before stands)."""
@@ -284,24 +285,6 @@ class GraphCheck:
             v.reason = lost
         self.next = math.inf
         end_process(f"graph {self.label} ({v.source}): {v.assertion or v.reason}; {lost}", e)
-
-
-def end_process(message: str, e: BaseException) -> None:
-    """After a device-side assertion: the recording written, then, in a recorded program's
-    process, the process ended in one line (exit 1), before CUDA's teardown can abort with
-    a core dump; in-process (record_graphs), a GraphAssertion."""
-    from graph_harness.capture.record.boot import booted
-    from graph_harness.capture.record.process import stop_all
-
-    stop_all()
-    if booted():
-        for stream in (sys.stdout, sys.stderr):  # what the program printed is kept
-            with contextlib.suppress(Exception):
-                stream.flush()
-        sys.stderr.write(f"graph-harness record --check: {message}\n")
-        sys.stderr.flush()
-        os._exit(1)
-    raise GraphAssertion(message) from e
 
 
 def _error(e: BaseException) -> str:

@@ -201,6 +201,12 @@ def _placeholder_names(wrapped: Any) -> list[str]:
         return []
 
 
+# the function whose frame holds the callables and graphs: some torch versions split
+# make_graphed_callables around a private `_make_graphed_callables`, others (torch 2.13)
+# inline it
+_GRAPHED = ("_make_graphed_callables", "make_graphed_callables")
+
+
 class GraphedForm:
     """A forward graph of `torch.cuda.make_graphed_callables`: the callable run on its
     static inputs (the sample arguments, into which each call copies its own); its
@@ -218,7 +224,7 @@ class GraphedForm:
 
     def captured(self, frames: list[types.FrameType]) -> None:
         for f in frames:
-            if f.f_code.co_name == "_make_graphed_callables":
+            if f.f_code.co_name in _GRAPHED:
                 for name in ("func_outputs", "outputs"):
                     if name in f.f_locals:
                         self.static_outputs = f.f_locals[name]
@@ -259,7 +265,7 @@ def builtin_form(frames: list[types.FrameType], graph: object) -> Form | str:
                 return InductorForm(node)
             if type(node).__name__ == "CUDAGraphTreeManager":
                 return Skipped("Inductor's tree manager's empty graph (it keeps the pool alive)")
-        if _in("torch/cuda/graphs.py", f) and f.f_code.co_name == "_make_graphed_callables":
+        if _in("torch/cuda/graphs.py", f) and f.f_code.co_name in _GRAPHED:
             loc = f.f_locals
             if any(g is graph for g in loc.get("bwd_graphs", ()) or ()):
                 return Skipped(

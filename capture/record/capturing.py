@@ -57,6 +57,7 @@ class Capture:
         self.modules = None
         self._token = self._mod_token = None
         self.modules_note: str | None = None  # why module scopes were not opened
+        self.pointers: list | None = None  # under --check: each node's addresses
         self.record_s = time.perf_counter() - t0
 
     def _safely(self, what: str, read: Callable[[], Any], fallback: Any) -> Any:
@@ -137,9 +138,18 @@ class Capture:
         try:
             if self.stream is None:
                 raise RuntimeError("the capture's stream was not read when it began")
-            return read_capturing(self.stream), None
+            raw = read_capturing(self.stream)
         except Exception as e:
             return None, f"{type(e).__name__}: {e}"
+        if settings.check is not None and not isinstance(self.form, (str, type(None))):
+            # a difference's first node, told from each node's addresses (live/writers.py)
+            from graph_harness.capture.graph.pointers import read_pointers
+
+            try:
+                self.pointers = read_pointers(raw)
+            except Exception:  # unknown: a difference is then told without its node
+                self.pointers = None
+        return raw, None
 
     def finish(
         self, graph: object, raw: list | None, read_error: str | None, failed: BaseException | None

@@ -240,7 +240,7 @@ def _finish(
         record = failure_record(cap, "failed" if failed is not None else "unread", why)
     if failed is None and cap.form is not None and settings.check is not None:
         with contextlib.suppress(Exception):  # a checker's failure leaves it unchecked
-            record.live = settings.check.attach(cap.form, record)
+            record.live = settings.check.attach(cap.form, record, cap.pointers)
     if failed is None:
         graph.__dict__[_RECORD] = record
         # not at the interpreter's exit: a graph alive then is alive at the end

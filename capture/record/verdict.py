@@ -38,6 +38,7 @@ class Difference:
     tensor: str
     detail: str
     max_diff: float | None = None
+    node: str | None = None  # the node that writes it, where its addresses tell it
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -45,6 +46,7 @@ class Difference:
             "tensor": self.tensor,
             "detail": self.detail,
             "max_diff": self.max_diff,
+            "node": self.node,
         }
 
 
@@ -109,7 +111,7 @@ class GraphVerdict:
         for j, d in enumerate(f.array(p + "differences", doc["differences"])):
             q = f"{p}differences[{j}]"
             f.obj(q, d)
-            f.keys(q, d, ("replay", "tensor", "detail", "max_diff"))
+            f.keys(q, d, ("replay", "tensor", "detail", "max_diff"), ("node",))
             big = d["max_diff"]
             diffs.append(
                 Difference(
@@ -117,6 +119,7 @@ class GraphVerdict:
                     tensor=f.string(q + ".tensor", d["tensor"]),
                     detail=f.string(q + ".detail", d["detail"]),
                     max_diff=None if big is None else f.number(q + ".max_diff", big),
+                    node=f.string(q + ".node", d.get("node"), none=True),
                 )
             )
         return cls(

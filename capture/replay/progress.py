@@ -15,7 +15,9 @@ is recorded as the replays go, at no sync:
   failed.`) to the process's stderr when the host next meets the device, which may be a
   later launch rather than the sync. So stderr (the file descriptor, where the driver
   writes) goes to a temporary file for the whole window and is written back at its end,
-  whatever happened: nothing printed is lost, only held until the window ends.
+  whatever happened: nothing printed is lost, only held until the window ends (should the
+  process be killed inside it, the file stays: `graph-harness-held-stderr-*` in the
+  temporary folder).
 """
 
 from __future__ import annotations
@@ -75,7 +77,9 @@ def held_stderr() -> Iterator[list[str]]:
     except (OSError, ValueError, AttributeError):
         yield found
         return
-    with tempfile.TemporaryFile() as held:
+    # a named file: should the process die inside the window (an abort in C++), what it
+    # held is still on disk, in the temporary folder under this prefix
+    with tempfile.NamedTemporaryFile(prefix="graph-harness-held-stderr-") as held:
         os.dup2(held.fileno(), 2)
         try:
             yield found

@@ -77,7 +77,10 @@ def test_spec_decode_host_rollback_differs_at_the_first_step_after_a_rejection(t
     assert g["status"] == "differs", g
     first = g["differences"][0]
     assert first["replay"] == n, (g, accepted)
-    assert "target.k_cache" in {d["tensor"] for d in g["differences"]}, g["differences"]
+    (k,) = [d for d in g["differences"] if d["tensor"] == "target.k_cache"]
+    # the node named is the one the program writes its KV with (index_copy_), found from
+    # the nodes' addresses: a matmul reads k_cache too, after it
+    assert k["node"] and "index" in k["node"], k
     for key in ("draft n=1", "draft n=2"):  # the drafts are right
         assert all(x["status"] in ("agrees", "unchecked") for x in _verdicts(doc)[key]), key
     assert "DIFFERS: main verify n=4: differs first at replay" in r.stdout, r.stdout[-2000:]
@@ -116,7 +119,7 @@ def step():
     # a sliding window: the slot is pos modulo the window once it is full (decided on the
     # host: a graph captured before the window filled keeps the unwrapped index)
     idx = pos.view(1) % WINDOW if host["pos"] >= WINDOW else pos.view(1)
-    cache.index_copy_(0, idx, row * (pos + 1))
+    cache.index_copy_(0, idx, (row * (pos + 1)).view(1, 4))
     pos.add_(1)
     return cache.sum()
 
@@ -208,11 +211,15 @@ def test_inductor_form_sees_a_replay_that_differs():
     # buffer would do), is found at the first checked replay.
     step = _reduce_overhead_step()
     with record_graphs(children=False, check=True) as rec:
-        for _ in range(3):
+        # as many calls as the tree takes to record this function's graphs (a second
+        # compiled step in one process warms up again in a tree that already exists)
+        for _ in range(12):
             step()
-        torch.cuda.synchronize()
-        live = [g for g in rec.graphs if g.live is not None]
-        assert live
+            torch.cuda.synchronize()
+            live = [g for g in rec.graphs if g.live is not None and g.replays]
+            if live:
+                break
+        assert live, [(g.key, g.replays, g.check) for g in rec.graphs]
         for g in live:
             real = g.live.form.outputs
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from graph_harness.capture.live.checked import GraphAssertion, GraphCheck
+from graph_harness.capture.live.checked import GraphCheck
 from graph_harness.capture.live.forms import Adapted, EagerForm
+from graph_harness.capture.live.lost import GraphAssertion
 from graph_harness.capture.live.sample import Sample
 from graph_harness.capture.live.unfinished import Launches
 from graph_harness.capture.record.verdict import GraphVerdict

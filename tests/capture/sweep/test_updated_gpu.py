@@ -46,7 +46,9 @@ def test_a_right_step_passes():
     r = check_updated(U.right, [1, 2, 4], steps=3, seed=0)
     assert r.status == "passed", r.verdict() + "\n" + "\n".join(f.message for f in r.findings)
     assert r.updates == 6 and len(r.transitions) == 7  # every transition, none refused
-    assert r.compared == 7 and r.tensors > 0 and r.function_changes == 0
+    assert r.compared == 7 and r.tensors > 0
+    changed = [f.message for f in r.findings if f.kind == "attribute-unreadable"]
+    assert r.function_changes == 0, changed
     assert not [f for f in r.findings if f.severity in ("fail", "unverified", "warn")]
     for c in r.costs:  # each update timed, beside a re-capture + instantiate of its size
         assert c.updates == 2 and c.update_us > 0 and c.recapture_us > 0 and c.nodes > 0

@@ -65,7 +65,10 @@ def right(batch: int = 1):
     """The right step of `batch` rows (module docstring)."""
     dev = _device()
     g = torch.Generator().manual_seed(1000 + batch)
-    w = torch.randn(D, generator=g).to(dev)  # [D] one weight per feature
+    # [B, D] one weight per feature, repeated per row, not broadcast: a broadcast [D]
+    # makes `x * w` contiguous (one vectorized kernel) at batch 1 only, and another kernel
+    # at 2 and 4 (seen on an H100), so the functions would change between sizes
+    w = torch.randn(D, generator=g).repeat(batch, 1).to(dev)
     inputs = torch.randn(INPUTS, batch, D, generator=g).to(dev)  # [I, B, D] call i's rows
     x = inputs[0].clone()  # [B, D]
     cache = torch.zeros(batch, INPUTS, D, device=dev)  # [B, S, D] a row per call

@@ -1,0 +1,161 @@
+"""Which nodes of a graph point into a tensor's bytes: the addresses in each node's
+parameters, read while the graph exists, matched against a byte range later.
+
+A kernel node's arguments are read as the device sees them (cuFuncGetParamInfo gives each
+argument's offset and size; the node's `kernelParams`, or its `extra` buffer, holds the
+values); every 8-byte word of them is taken as a possible address, so that pointers
+inside structs (TensorIterator's data arrays, Triton's plain pointer arguments, a
+library's descriptors passed by value) are seen too. A word that is an integer happening
+to fall in the range would be seen as a pointer: the match says "points into", and a
+kernel's arguments never say whether it reads or writes what they point to. A memset's
+or memcpy's destination is a write, and is said as one.
+
+What a reader of a difference gets (`touching`): the nodes in graph order (the capture's
+order, kept by `raw`), the first that writes for certain, else the first that points in.
+Needs CUDA and cuda-bindings to read; the matching is plain Python.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+from graph_harness.capture.graph.reader import RawNode, _bindings, _ok, memcpy_params
+
+_WORD = 8
+_MIN_ADDRESS = 1 << 16  # below this no device allocation lives: small integers, not pointers
+_LAUNCH_PARAM_END, _LAUNCH_PARAM_BUFFER_POINTER, _LAUNCH_PARAM_BUFFER_SIZE = 0, 1, 2
+_MAX_ARGS = 4096  # CUDA caps a kernel's arguments at 32 KiB: never more than this many
+
+
+@dataclass(frozen=True)
+class NodePointers:
+    """One node's possible addresses (`words`), and the byte ranges it writes for certain
+    (`writes`, [start, end): a memset's or memcpy's destination)."""
+
+    words: frozenset[int] = field(default_factory=frozenset)
+    writes: tuple[tuple[int, int], ...] = ()
+
+    def points_into(self, lo: int, hi: int) -> bool:
+        return any(lo <= w < hi for w in self.words)
+
+    def writes_into(self, lo: int, hi: int) -> bool:
+        return any(a < hi and lo < b for a, b in self.writes)
+
+
+def words_of(buf: bytes, offset: int = 0) -> set[int]:
+    """The 8-byte little-endian words of `buf` at 8-aligned addresses (`offset` is the
+    buffer's own offset in the argument layout), that could be addresses."""
+    out = set()
+    start = (-offset) % _WORD
+    for i in range(start, len(buf) - _WORD + 1, _WORD):
+        (w,) = struct.unpack_from("<Q", buf, i)
+        if w >= _MIN_ADDRESS:
+            out.add(w)
+    return out
+
+
+@dataclass(frozen=True)
+class Touch:
+    """A node that points into (or writes) a tensor's bytes."""
+
+    index: int  # the node's index in the export (raw order)
+    writes: bool  # for certain (memset, memcpy destination); False: points into
+
+
+def touching(pointers: list[NodePointers | None], lo: int, hi: int) -> list[Touch]:
+    """The nodes, in graph order, whose addresses fall in [lo, hi)."""
+    out = []
+    for i, p in enumerate(pointers):
+        if p is None:
+            continue
+        if p.writes_into(lo, hi):
+            out.append(Touch(i, True))
+        elif p.points_into(lo, hi):
+            out.append(Touch(i, False))
+    return out
+
+
+def first_writer(touches: list[Touch]) -> Touch | None:
+    """The first node that writes for certain, else the first that points in."""
+    for t in touches:
+        if t.writes:
+            return t
+    return touches[0] if touches else None
+
+
+def read_pointers(raw: list[RawNode]) -> list[NodePointers | None]:
+    """Each node's addresses, read while its graph exists (None: a node whose parameters
+    could not be read, or that has none worth reading)."""
+    rt, drv = _bindings()
+    out: list[NodePointers | None] = []
+    for n in raw:
+        try:
+            if n.kind == "kernel":
+                out.append(NodePointers(frozenset(_kernel_words(rt, drv, n.handle))))
+            elif n.kind == "memset":
+                out.append(_memset(rt, n.handle))
+            elif n.kind == "memcpy":
+                c = memcpy_params(n.handle)
+                out.append(NodePointers(frozenset({c.src}), ((c.dst, c.dst + c.nbytes),)))
+            else:
+                out.append(None)
+        except Exception:  # one unreadable node is unknown, not the end of the reading
+            out.append(None)
+    return out
+
+
+def _kernel_words(rt: Any, drv: Any, handle: int) -> set[int]:
+    (p,) = _ok(drv.cuGraphKernelNodeGetParams(handle), "cuGraphKernelNodeGetParams")
+    if int(p.kernelParams):
+        return _argument_words(drv, p, int(p.kernelParams))
+    if int(p.extra):
+        return _extra_words(int(p.extra))
+    return set()
+
+
+def _argument_words(drv: Any, p: Any, params: int) -> set[int]:
+    """Each argument's bytes, as cuFuncGetParamInfo (cuKernelGetParamInfo) lays them out."""
+    if int(p.func):
+        info = lambda i: drv.cuFuncGetParamInfo(p.func, i)  # noqa: E731
+    else:
+        info = lambda i: drv.cuKernelGetParamInfo(p.kern, i)  # noqa: E731
+    out: set[int] = set()
+    for i in range(_MAX_ARGS):
+        err, offset, size = info(i)
+        if int(err) != 0:  # past the last argument
+            break
+        value = ctypes.c_void_p.from_address(params + i * _WORD).value
+        if value and size:
+            out |= words_of(ctypes.string_at(value, int(size)), int(offset))
+    return out
+
+
+def _extra_words(extra: int) -> set[int]:
+    """The arguments of a node launched with `extra` (one packed buffer and its size)."""
+    buf = size = None
+    for i in range(0, 64, 2):  # pairs: (key, value), ended by CU_LAUNCH_PARAM_END
+        key = ctypes.c_void_p.from_address(extra + i * _WORD).value or 0
+        if key == _LAUNCH_PARAM_END:
+            break
+        value = ctypes.c_void_p.from_address(extra + (i + 1) * _WORD).value
+        if key == _LAUNCH_PARAM_BUFFER_POINTER:
+            buf = value
+        elif key == _LAUNCH_PARAM_BUFFER_SIZE and value:
+            size = ctypes.c_size_t.from_address(value).value
+    if not buf or not size:
+        return set()
+    return words_of(ctypes.string_at(buf, size))
+
+
+def _memset(rt: Any, handle: int) -> NodePointers:
+    try:
+        got = rt.cudaGraphMemsetNodeGetParams(handle)
+    except TypeError:  # a binding that wants its handle type, not an int
+        got = rt.cudaGraphMemsetNodeGetParams(rt.cudaGraphNode_t(handle))
+    (m,) = _ok(got, "cudaGraphMemsetNodeGetParams")
+    dst, width, height = int(m.dst), int(m.width), max(1, int(m.height))
+    end = dst + int(m.pitch) * (height - 1) + width * int(m.elementSize)
+    return NodePointers(frozenset(), ((dst, end),))
