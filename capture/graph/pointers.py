@@ -119,9 +119,9 @@ def _kernel_words(rt: Any, drv: Any, handle: int) -> set[int]:
 def _argument_words(drv: Any, p: Any, params: int) -> set[int]:
     """Each argument's bytes, as cuFuncGetParamInfo (cuKernelGetParamInfo) lays them out."""
     if int(p.func):
-        info = lambda i: drv.cuFuncGetParamInfo(p.func, i)  # noqa: E731
+        info = lambda i: drv.cuFuncGetParamInfo(p.func, i)
     else:
-        info = lambda i: drv.cuKernelGetParamInfo(p.kern, i)  # noqa: E731
+        info = lambda i: drv.cuKernelGetParamInfo(p.kern, i)
     out: set[int] = set()
     for i in range(_MAX_ARGS):
         err, offset, size = info(i)
