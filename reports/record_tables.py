@@ -125,19 +125,28 @@ def check_lines(rec: Recording) -> list[str]:
 
 
 def recaptured_lines(rec: Recording, *, most: int = 4) -> list[str]:
-    """Keys one process captured more than once (an engine that re-captures a graph
-    under one key as a shape changes, or two shapes keyed alike): each key and its
-    count, told apart in the tables as `#1`, `#2`, ..."""
-    counts: dict[tuple[str, str], int] = {}
-    for g in rec.graphs:
-        k = (rec.process_label(g), g.key)
-        counts[k] = counts.get(k, 0) + 1
-    many = [(k, n) for k, n in counts.items() if n > 1]
-    if not many:
+    """The captures one process made under one key (two shapes read alike, an engine that
+    re-captures a key as a shape changes): which captures share which key, by their
+    capture order (the table's `#`), told apart in the tables as `KEY #1`, `KEY #2`."""
+    groups = rec.shared_keys()
+    if not groups:
         return []
-    shown = "; ".join(f"{key!r} captured {n} times in {where}" for (where, key), n in many[:most])
-    more = f" and {len(many) - most} more keys" if len(many) > most else ""
-    return [f"captured again under one key: {shown}{more}"]
+    shown = "; ".join(_shared(rec, gs) for gs in groups[:most])
+    more = f"; and {len(groups) - most} more keys" if len(groups) > most else ""
+    hint = ""
+    if any(gs[0].key_source != "engine" for gs in groups):
+        hint = " (a key adapter, `record --key`, names them by the engine's own key)"
+    return [f"captures under one key: {shown}{more}{hint}"]
+
+
+def _shared(rec: Recording, gs: list) -> str:
+    """`main #3 and #5 share 'reads [8] int64'`; past two, how many (the first 6 named)."""
+    marks = [f"#{g.index}" for g in gs[:6]]
+    if len(gs) > 6:
+        marks.append(f"{len(gs) - 6} more")
+    which = ", ".join(marks[:-1]) + " and " + marks[-1]
+    count = f" ({len(gs)} captures)" if len(gs) > 2 else ""
+    return f"{rec.process_label(gs[0])} {which}{count} share {gs[0].key!r}"
 
 
 def never_replayed_lines(rec: Recording, *, most: int = 8) -> list[str]:

@@ -27,8 +27,10 @@ from graph_harness.reports.text import markdown_table
 
 
 def graphs_frame(rec: Recording) -> pd.DataFrame:
-    """One row per graph (graphs.csv): where, its key, nodes, replays, pool, site."""
+    """One row per graph (graphs.csv): where, its key (and the captures of its process
+    that share it, by capture order), what its region read, nodes, replays, pool, site."""
     rows = []
+    shared = {id(g): [x.index for x in gs if x is not g] for gs in rec.shared_keys() for g in gs}
     for g, name, file in zip(rec.graphs, rec.names(), rec.files()):
         rows.append(
             dict(
@@ -39,6 +41,8 @@ def graphs_frame(rec: Recording) -> pd.DataFrame:
                 name=name,
                 key=g.key,
                 key_source=g.key_source,
+                shares_key_with=" ".join(str(i) for i in shared.get(id(g), [])),
+                reads=None if g.reads is None else "; ".join(g.reads),
                 status=g.status,
                 nodes=g.nodes,
                 replays=g.replays,

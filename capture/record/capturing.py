@@ -44,6 +44,10 @@ class Capture:
         )
         if note:
             self.notes.append(note)
+        # no engine's or Inductor's key: named by what the region reads, if it reads any
+        self.by_reads = self.source in ("arguments", "order")
+        self.watch = None  # the region's reads, looked at from begin() to end_reads()
+        self.reads: list[str] | None = None
         self.rank = self._safely("rank", rank, None)
         # record --check: the capture's eager form, found before torch begins the capture
         self.form = None
@@ -95,6 +99,37 @@ class Capture:
             except Exception as e:  # a frame's locals that cannot be read: none
                 self.modules, self._mod_token = None, None
                 self.modules_note = f"{type(e).__name__}: {e}"
+        if self.by_reads:  # last: nothing of the recorder's own is looked at
+            self._safely("what the region reads", self._watch, None)
+        self.record_s += time.perf_counter() - t0
+
+    def _watch(self) -> None:
+        from graph_harness.capture.record.reads_mode import RegionWatch, available
+
+        why = available()
+        if why is not None:
+            raise RuntimeError(why)
+        watch = RegionWatch()
+        watch.start()
+        self.watch = watch
+
+    def end_reads(self) -> None:
+        """The region's reads, as the program ends the capture (before torch does): the
+        graph named by them where no better key was found (capture/record/reads.py)."""
+        from graph_harness.capture.record.reads import MAX_READS, shapes_key
+
+        watch, self.watch = self.watch, None
+        if watch is None:
+            return
+        t0 = time.perf_counter()
+        why = self._safely("what the region read", watch.stop, None)
+        if why is not None:
+            self.notes.append(f"what the region read: {why}")
+        inputs = self._safely("what the region read", watch.reads.inputs, [])
+        self.reads = inputs[:MAX_READS]
+        key = shapes_key(inputs)
+        if key is not None:
+            self.key, self.source = key, "shapes"
         self.record_s += time.perf_counter() - t0
 
     def _key(self, graph: object, frames: list) -> tuple[str, str, str | None, dict | None]:
@@ -157,7 +192,6 @@ class Capture:
         from graph_harness.capture.attribution.records import nodes_from_graph
         from graph_harness.capture.environment import now
         from graph_harness.capture.export.nodes import NodeExport
-        from graph_harness.capture.graph.memory import pool_memory
 
         t0 = time.perf_counter()
         error, status = None, "captured"
@@ -181,14 +215,7 @@ class Capture:
                 rank=self.rank,
                 options=options,
             )
-        pool = reserved = allocated = segments = None
-        try:
-            pool = tuple(int(x) for x in graph.pool())
-            if settings.pool_memory and failed is None:
-                mem = pool_memory(pool)
-                reserved, allocated, segments = mem.reserved, mem.allocated, mem.segments
-        except Exception:  # a graph whose pool cannot be read (failed capture): none
-            pass
+        pool, reserved, allocated, segments = pool_of(graph, read_memory=failed is None)
         end = time.perf_counter()
         return GraphRecord(
             index=self.index,
@@ -197,6 +224,7 @@ class Capture:
             key=self.key,
             key_source=self.source,
             key_note="; ".join(self.notes) or None,
+            reads=self.reads,
             inductor=self.inductor,
             site=self.site,
             device=self.device,
@@ -243,6 +271,22 @@ class Capture:
         return out
 
 
+def pool_of(graph: Any, *, read_memory: bool) -> tuple:
+    """A graph's pool id and, with `read_memory` (and --pool-memory), its reserved,
+    allocated bytes and segments; None for what cannot be read (a failed capture's)."""
+    from graph_harness.capture.graph.memory import pool_memory
+
+    pool = reserved = allocated = segments = None
+    try:
+        pool = tuple(int(x) for x in graph.pool())
+        if settings.pool_memory and read_memory:
+            mem = pool_memory(pool)
+            reserved, allocated, segments = mem.reserved, mem.allocated, mem.segments
+    except Exception:  # a graph whose pool cannot be read (failed capture): none
+        pass
+    return pool, reserved, allocated, segments
+
+
 _ENVS: dict[int | None, dict] = {}
 
 
@@ -277,6 +321,7 @@ def failure_record(cap: Capture, status: str, error: str) -> GraphRecord:
         rank=cap.rank,
         key=cap.key,
         key_source=cap.source,
+        reads=cap.reads,
         site=cap.site,
         status=status,
         error=error,

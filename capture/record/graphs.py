@@ -16,7 +16,7 @@ from graph_harness.capture.export.nodes import NodeExport
 from graph_harness.capture.record.sites import CaptureSite
 from graph_harness.capture.record.verdict import GraphVerdict
 
-KEY_SOURCES = ("engine", "inductor", "arguments", "order")
+KEY_SOURCES = ("engine", "inductor", "shapes", "arguments", "order")
 # captured: read whole; failed: the program's capture raised (its graph, where it could be
 # read, is kept); unread: captured, but graph-harness could not read it (error says why)
 STATUSES = ("captured", "failed", "unread")
@@ -28,7 +28,8 @@ _KEYS = (
     "keep_graph", "status", "error", "export", "capture_s", "record_s", "at_s", "replays",
     "released",
 )  # fmt: skip
-_OPTIONAL = ("check",)  # written by record --check only
+# check: written by record --check only; reads: where the region's reads were looked at
+_OPTIONAL = ("check", "reads")
 
 
 @dataclass(kw_only=True, eq=False)
@@ -44,6 +45,9 @@ class GraphRecord:
     key: str  # what tells it from its siblings (capture/record/sites.py)
     key_source: str  # one of KEY_SOURCES
     key_note: str | None = None  # what a key adapter did wrong, if it did
+    # what the captured region read and never wrote, `[8] int64` (capture/record/reads.py);
+    # None: not looked at (an engine's or Inductor's key named it)
+    reads: list[str] | None = None
     inductor: dict[str, Any] | None = None  # where Inductor's cudagraph tree recorded it
     site: CaptureSite
     device: int | None = None
@@ -101,6 +105,7 @@ class GraphRecord:
             "at_s": self.at_s,
             "replays": self.replays,
             "released": self.released,
+            **({} if self.reads is None else {"reads": list(self.reads)}),
             **({} if self.check is None else {"check": self.check.to_dict()}),
         }
 
@@ -138,6 +143,7 @@ class GraphRecord:
             key=f.string(p + "key", doc["key"]),
             key_source=f.string(p + "key_source", doc["key_source"], choices=KEY_SOURCES),
             key_note=f.string(p + "key_note", doc["key_note"], none=True),
+            reads=_reads(f, p, doc.get("reads")),
             inductor=inductor,
             site=CaptureSite(
                 user=f.string(p + "site.user", site["user"], none=True),
@@ -175,6 +181,13 @@ def _site(f: Fields, p: str, site: Any) -> tuple[dict[str, Any], list[str]]:
     for j, s in enumerate(stack):
         f.string(f"{p}site.stack[{j}]", s)
     return site, stack
+
+
+def _reads(f: Fields, p: str, reads: Any) -> list[str] | None:
+    """What the region read checked: null (or absent), or a list of shapes."""
+    if reads is None:
+        return None
+    return [f.string(f"{p}reads[{j}]", r) for j, r in enumerate(f.array(p + "reads", reads))]
 
 
 def _pool(f: Fields, p: str, pool: Any) -> list[int] | None:

@@ -9,7 +9,8 @@ graph they make, with no change to the program:
 
 - `capture_begin`: the site and key are read off the stack (capture/record/sites.py, an
   engine's adapter first: keys.py), the capture's stream and pool noted, and a scope
-  recorder made active for it (module scopes, when asked for).
+  recorder made active for it (module scopes, when asked for); where no engine's or
+  Inductor's key was found, what the region reads is looked at (reads_mode.py).
 - `capture_end`: before torch ends the capture, the graph under construction is read
   from the stream (`cudaStreamGetCaptureInfo` gives the graph being captured, which the
   driver lets a reader walk while the capture is open), so the count is the driver's
@@ -193,6 +194,8 @@ def _capture_end(original: Callable) -> Callable:
         cap = self.__dict__.pop(_CAPTURE, None)
         if cap is None:
             return original(self, *args, **kwargs)
+        with contextlib.suppress(Exception):  # first: the reads of the region alone
+            cap.end_reads()
         t0 = time.perf_counter()
         if cap.form is not None:
             with contextlib.suppress(Exception):

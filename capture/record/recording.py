@@ -69,6 +69,15 @@ class Recording:
             out.append(g.key if dup[k] == 1 else f"{g.key} #{seen[k]}")
         return out
 
+    def shared_keys(self) -> list[list[GraphRecord]]:
+        """The captures one process made under one key, each group (2 or more) in capture
+        order: graphs the key does not tell apart (two shapes read alike, an engine that
+        captured a key again), which names() numbers `KEY #1`, `KEY #2`."""
+        groups: dict[tuple[int, str], list[GraphRecord]] = {}
+        for g in self.graphs:
+            groups.setdefault((g.pid, g.key), []).append(g)
+        return [gs for gs in groups.values() if len(gs) > 1]
+
     def process_label(self, g: GraphRecord) -> str:
         """Where a graph was captured, as tables show it: `rank R` where ranks are known,
         else `pid P` (only one process: "main")."""
@@ -129,10 +138,13 @@ class Recording:
     def to_dict(self, *, inline: bool = False) -> dict[str, Any]:
         """The document; each graph's export as a file name (`inline`: the export)."""
         graphs = []
+        shared = {id(g): gs for gs in self.shared_keys() for g in gs}
         for g, name, file in zip(self.graphs, self.names(), self.files()):
             d = g.to_dict()
             d["name"] = name
             d["total_nodes"] = g.nodes
+            # the other captures of its process under its key (capture indices)
+            d["shares_key_with"] = [x.index for x in shared.get(id(g), ()) if x is not g]
             if not inline:
                 d["export"] = None if g.export is None else file
             graphs.append(d)
@@ -307,6 +319,9 @@ def _graph(f: Fields, path: str, g: Any, folder: Path | None) -> GraphRecord:
     g = dict(g)
     f.string(f"{path}.name", g.pop("name", None))
     total = f.integer(f"{path}.total_nodes", g.pop("total_nodes", None), lo=0)
+    shared = g.pop("shares_key_with", [])  # derived (shared_keys()); absent before reads
+    for j, x in enumerate(f.array(f"{path}.shares_key_with", shared)):
+        f.integer(f"{path}.shares_key_with[{j}]", x, lo=0)
 
     def export_of(value: Any) -> NodeExport | None:
         if value is None:

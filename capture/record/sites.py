@@ -15,6 +15,8 @@ A graph's key, in order of preference (`key_source`):
 - `inductor`: Inductor's cudagraph tree recorded it: the compile and function it recorded
   (`compile 0/1 fn 0`), its symbolic ints (the tree's own shape key) and the shapes of its
   non-static inputs;
+- `shapes`: what the captured region read and never wrote (`reads [8] int64`), known only
+  as the capture ends (capture/record/reads.py); until then the next rule's key stands;
 - `arguments`: the arguments of the innermost frame of the site that has tensors or
   numbers among them (`bs=8`, `input_ids[8, 1]`): what flowed into the captured region;
 - `order`: none of those; the capture order and site alone tell it apart.

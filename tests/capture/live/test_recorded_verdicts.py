@@ -102,7 +102,7 @@ def test_tables_show_each_verdict_and_what_to_do(tmp_path):
     )
     assert f"not checked (1 graph: main side): {why}" in lines
     assert "agree: 2 graphs over 11 compared replays" in lines
-    again = "captured again under one key: 'draft' captured 2 times in main"
+    again = "captures under one key: main #1 and #2 share 'draft'"  # an engine's key: no hint
     assert recaptured_lines(rec) == [again]
     out = io.StringIO()
     Console(file=out, width=250).print(graphs_table(rec))

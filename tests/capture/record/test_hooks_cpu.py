@@ -1,76 +1,16 @@
 """The recorder's wrappers (capture/record/hooks.py) around a stand-in graph class, on the
 CPU: what the program sees (its calls in order, its exceptions unchanged) and what is
 recorded whatever goes wrong in the recorder. The driver's side (reading real graphs) is
-test_record_gpu.py's; here the reader and the stream are stand-ins."""
+test_record_gpu.py's; here the reader and the stream are stand-ins (the `recorder`
+fixture: tests/capture/record/conftest.py)."""
 
 from __future__ import annotations
-
-import types
 
 import pytest
 import torch
 
-from graph_harness.capture.graph import memory, reader
-from graph_harness.capture.graph.reader import RawNode
-from graph_harness.capture.record import capturing, hooks, settings
-
-
-class Graph:
-    """What the wrappers wrap: torch.cuda.CUDAGraph's methods, each one logged."""
-
-    def __init__(self, log: list, fail: str | None = None) -> None:
-        self.log, self.fail = log, fail
-
-    def _do(self, what: str) -> None:
-        self.log.append(what)
-        if self.fail == what:
-            raise RuntimeError(f"{what} failed, as the program's would")
-
-    def capture_begin(self, pool=None, capture_error_mode="global"):
-        self._do("begin")
-
-    def capture_end(self):
-        self._do("end")
-
-    def replay(self):
-        self._do("replay")
-
-    def reset(self):
-        self._do("reset")
-
-    def pool(self):
-        return (3, 4)
-
-    def raw_cuda_graph(self):
-        raise RuntimeError("keep_graph=False")
-
-
-class Sink:
-    def __init__(self) -> None:
-        self.records = []
-
-    def captured(self, record):
-        self.records.append(record)
-
-
-@pytest.fixture
-def recorder(monkeypatch):
-    """The wrappers on the stand-in class, the driver's side stood in, a listener."""
-    monkeypatch.setattr(torch.cuda, "CUDAGraph", Graph)
-    stream = types.SimpleNamespace(device=types.SimpleNamespace(index=0), cuda_stream=7)
-    monkeypatch.setattr(torch.cuda, "current_stream", lambda *a: stream)
-    node = RawNode(handle=1, kind="kernel", kernel="k", grid=(1, 1, 1), block=(32, 1, 1))
-    monkeypatch.setattr(reader, "read_capturing", lambda s: [node])
-    monkeypatch.setattr(reader, "capture_frontier", lambda s: [])
-    mem = memory.PoolMemory(reserved=2 << 20, allocated=1 << 20, segments=1)
-    monkeypatch.setattr(memory, "pool_memory", lambda pool: mem)
-    monkeypatch.setattr(capturing, "environment_of", lambda device: {"device": "stand-in"})
-    saved = settings.configure(adapters=[], module_scopes=False)
-    sink = Sink()
-    hooks.listen(sink)
-    yield sink
-    hooks.unlisten(sink)
-    settings.restore(saved)
+from graph_harness.capture.record import hooks, settings
+from tests.capture.record.standin import Graph
 
 
 def capture(graph, x):

@@ -1,0 +1,190 @@
+"""The reads of a captured region, seen as it runs: a `TorchDispatchMode` pushed once torch
+has begun a capture and popped as the program ends it, telling capture/record/reads.py of
+every aten operator the region runs (what it read, wrote and returned).
+
+It only looks: each operator runs as it would (`func(*args, **kwargs)`, the same kernels on
+the same stream), and what it reads of a tensor is host metadata (storage pointer, shape,
+dtype); nothing it does launches work or can raise into the program (a failure stops the
+looking, and the graph is named by the next rule). It declares `ignore_compile_internals`,
+so torch.compile compiles under it as without it (Dynamo skips frames under any other
+dispatch mode, which would run compiled code eagerly inside the capture): it is pushed only
+on a torch whose Dynamo honours that (`available()`). Higher-order operators pass through
+unlooked-at; work outside the dispatcher (a Triton kernel launched by hand, Inductor's
+generated kernels) is not seen at all: compiled code shows only the aten operators it calls.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from typing import Any
+
+from graph_harness.capture.record.reads import RegionReads, Touch
+
+MAX_OPS = 1 << 20  # operators looked at per capture; past it, the rest pass through
+
+
+def available() -> str | None:
+    """None where the mode may be pushed; else why not (this torch's Dynamo would skip
+    compiled frames under it)."""
+    from torch.utils import _python_dispatch as pd
+
+    if not hasattr(pd, "is_in_any_mode_without_ignore_compile_internals"):
+        return "this torch's Dynamo would not compile under a dispatch mode"
+    return None
+
+
+@functools.cache
+def _schema_of(func: Any) -> tuple[bool, frozenset[int], frozenset[str]] | None:
+    """An operator's aliasing, from its schema: whether it is a view (its aliased
+    arguments are read-only aliases), and its written arguments by place and name. None
+    for one without a schema (a higher-order operator)."""
+    schema = getattr(func, "_schema", None)
+    if schema is None:
+        return None
+    aliased = [a.alias_info for a in schema.arguments if a.alias_info is not None]
+    view = bool(aliased) and not any(a.is_write for a in aliased)
+    written = [
+        (i, a.name)
+        for i, a in enumerate(schema.arguments)
+        if a.alias_info is not None and a.alias_info.is_write
+    ]
+    return view, frozenset(i for i, _ in written), frozenset(n for _, n in written)
+
+
+_DTYPES: dict[Any, str] = {}  # torch.int64 -> "int64"
+_TYPES: tuple[type, type] | None = None  # torch.Tensor, torch.nn.Parameter
+
+
+def _types() -> tuple[type, type]:
+    global _TYPES
+    import torch
+
+    _TYPES = (torch.Tensor, torch.nn.Parameter)
+    return _TYPES
+
+
+def _touches(value: Any, tensor: type, parameter: type, out: list[Touch]) -> None:
+    """The tensors in an argument or result (a tensor, or a list or tuple of them), each
+    by its storage's base pointer (no storage object made: this runs per tensor of every
+    operator)."""
+    if isinstance(value, tensor):
+        try:
+            ptr = value.data_ptr() - value.storage_offset() * value.element_size()
+        except Exception:  # a wrapper subclass has no storage of its own: not looked at
+            return
+        if ptr:  # an empty tensor holds no data (and shares pointer 0 with the others)
+            dtype = value.dtype
+            name = _DTYPES.get(dtype)
+            if name is None:
+                name = _DTYPES[dtype] = str(dtype).removeprefix("torch.")
+            weight = issubclass(type(value), parameter)  # Parameter's isinstance is slow
+            out.append(Touch((value.get_device(), ptr), tuple(value.shape), name, weight))
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            _touches(v, tensor, parameter, out)
+
+
+def tell(reads: RegionReads, func: Any, args: tuple, kwargs: dict, result: Any) -> None:
+    """One operator the region ran, told to `reads` (its aliasing from its schema)."""
+    schema = _schema_of(func)
+    if schema is None:
+        return
+    view, places, names = schema
+    T, P = _TYPES or _types()
+    read: list[Touch] = []
+    write: list[Touch] = []
+    for i, a in enumerate(args):
+        _touches(a, T, P, write if i in places else read)
+    for k, a in kwargs.items():
+        _touches(a, T, P, write if k in names else read)
+    if view:
+        reads.view(read)
+        return
+    outputs: list[Touch] = []
+    _touches(result, T, P, outputs)
+    reads.op(read, write, outputs)
+
+
+def _look(self: Any, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+    """The mode's `__torch_dispatch__`: the operator run as it is, then told."""
+    kwargs = kwargs or {}
+    result = func(*args, **kwargs)  # the program's own error goes on as it is
+    if self.looking:
+        try:
+            tell(self.reads, func, args, kwargs, result)
+            if self.reads.ops >= MAX_OPS:
+                self.looking = False
+        except Exception as e:
+            self.looking = False
+            self.broken = f"{type(e).__name__}: {e}"
+    return result
+
+
+@functools.cache
+def _mode_type(dynamo: bool) -> type:
+    """The mode's class. With Dynamo loaded (`dynamo`), its handler runs with Dynamo off,
+    as torch's own modes' do (compiled code calling an operator must not compile the
+    handler); without, the handler is plain, and the first capture does not import
+    Dynamo (seconds) for a program that never compiles."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class ReadsMode(TorchDispatchMode):
+        """Tells `reads` of each operator (the module's notes); never changes one."""
+
+        supports_higher_order_operators = True  # passed through, not looked at
+
+        @classmethod
+        def ignore_compile_internals(cls) -> bool:
+            return True
+
+        @classmethod
+        def _should_skip_dynamo(cls) -> bool:
+            return False  # decided here: `dynamo`
+
+        def __init__(self, reads: RegionReads) -> None:
+            super().__init__()
+            self.reads = reads
+            self.looking = True
+            self.broken: str | None = None
+
+    if dynamo:
+        import torch._dynamo
+
+        ReadsMode.__torch_dispatch__ = torch._dynamo.disable(_look, recursive=True)
+    else:
+        ReadsMode.__torch_dispatch__ = _look
+    return ReadsMode
+
+
+class RegionWatch:
+    """The mode over one region: `start()` pushes it, `stop()` pops it and says what went
+    wrong, if anything (the reads are `reads`)."""
+
+    def __init__(self) -> None:
+        self.reads = RegionReads()
+        self._mode: Any = None
+
+    def start(self) -> None:
+        mode = _mode_type("torch._dynamo" in sys.modules)(self.reads)
+        mode.__enter__()
+        self._mode = mode
+
+    def stop(self) -> str | None:
+        """The mode popped, where it is the innermost (the thread's top of the stack); one
+        the region left another mode above is switched off instead, and stays a no-op
+        until that one is popped. What went wrong, or None."""
+        from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+        mode, self._mode = self._mode, None
+        if mode is None:
+            return "the reads were never looked at"
+        mode.looking = False
+        if _get_current_dispatch_mode() is not mode:
+            return "another dispatch mode was left active inside the capture"
+        mode.__exit__(None, None, None)
+        if mode.broken is not None:
+            return f"stopped looking: {mode.broken}"
+        if mode.reads.ops >= MAX_OPS:
+            return f"looked at the first {MAX_OPS} operators only"
+        return None

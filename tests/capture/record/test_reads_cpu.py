@@ -1,0 +1,208 @@
+"""What a captured region read and did not write (capture/record/reads.py), and the
+dispatch mode that sees it (reads_mode.py), on the CPU: the naming from records made by
+hand, then the mode over real operators on CPU tensors (what it sees is host metadata,
+the same on either device), with torch.compile under it."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from graph_harness.capture.record import reads_mode
+from graph_harness.capture.record.reads import RegionReads, Touch, shapes_key
+from graph_harness.capture.record.reads_mode import RegionWatch, available
+
+IDS = (-1, 100)  # (device index, storage pointer): -1 the CPU
+CACHE = (-1, 200)
+WEIGHT = (-1, 300)
+POS = (-1, 400)
+
+
+def t(storage, *shape, dtype="float32", weight=False) -> Touch:
+    return Touch(storage, tuple(shape), dtype, weight)
+
+
+# --- the naming, from records made by hand ------------------------------------------------
+
+
+def test_inputs_are_what_was_read_and_never_written():
+    r = RegionReads()
+    r.view([t(WEIGHT, 64, 512, weight=True)])  # w.t(): marks the weight's storage
+    r.op([t(IDS, 4, dtype="int64"), t(WEIGHT, 512, 64)], [], [t((-1, 1), 4, 64)])
+    r.op([t(CACHE, 8, 64)], [], [t((-1, 2), 8, 64)])  # read first ...
+    r.op([t((-1, 1), 4, 64)], [t(CACHE, 8, 64)], [t(CACHE, 8, 64)])  # ... written after
+    r.op([t(POS, 4, dtype="int64"), t(IDS, 4, dtype="int64")], [], [t((-1, 3), 4)])
+    # the KV cache is state (written, if after its read); the weight is no input (marked
+    # by the view, read here as a plain tensor); what an op allocated is the region's own
+    assert r.inputs() == ["[4] int64"], "ids and positions alike: one shape"
+    assert r.ops == 4
+
+
+def test_first_read_first_and_views_of_one_buffer_by_the_shape_read():
+    r = RegionReads()
+    r.op([t(IDS, 8, dtype="int64")], [], [t((-1, 1), 8)])
+    r.op([t(POS, 8, 1, dtype="int64"), t(IDS, 4, dtype="int64")], [], [t((-1, 2), 8)])
+    assert r.inputs() == ["[8] int64", "[8, 1] int64", "[4] int64"]
+
+
+def test_an_output_on_an_arguments_storage_is_an_alias_not_a_write():
+    r = RegionReads()
+    # `_unsafe_view`-like: no alias in its schema, its output on its input's storage
+    r.op([t(IDS, 8, dtype="int64")], [], [t(IDS, 2, 4, dtype="int64")])
+    assert r.inputs() == ["[8] int64"]
+    # an in-place write on it afterwards makes it state: no longer an input
+    r.op([], [t(IDS, 8, dtype="int64")], [t(IDS, 8, dtype="int64")])
+    assert r.inputs() == []
+
+
+def test_the_key_names_three_shapes_and_counts_the_rest():
+    assert shapes_key([]) is None
+    assert shapes_key(["[8] int64"]) == "reads [8] int64"
+    five = ["[8] int64", "[8, 1] int64", "[4] int64", "[2] float32", "[] int64"]
+    assert shapes_key(five[:3]) == "reads [8] int64, [8, 1] int64, [4] int64"
+    assert shapes_key(five) == "reads [8] int64, [8, 1] int64, [4] int64 (+2)"
+
+
+# --- the mode, over real operators ----------------------------------------------------------
+
+
+class Step(nn.Module):
+    """A decode step in miniature: embed the ids, add into a static cache in place (state),
+    attend over the cache, project: weights are Parameters, the cache a buffer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(32, 16)
+        self.proj = nn.Linear(16, 16)
+        self.norm = nn.RMSNorm(16)
+        self.register_buffer("cache", torch.zeros(8, 16))
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        b = ids.shape[0]
+        x = self.embed(ids)
+        self.cache[:b].add_(x)
+        return self.proj(self.norm(x + self.cache[:b]))
+
+
+def _watched(fn):
+    watch = RegionWatch()
+    watch.start()
+    try:
+        out = fn()
+    finally:
+        note = watch.stop()
+    return out, watch.reads, note
+
+
+def test_the_mode_names_a_step_by_the_slice_of_ids_it_read():
+    assert available() is None, "this torch's Dynamo honours ignore_compile_internals"
+    step = Step()
+    ids = torch.arange(8)  # the engine's static input buffer [max]
+    with torch.no_grad():
+        for b in (8, 4, 1):  # several sizes in one loop, as an engine captures them
+            want = step(ids[:b])
+            step.cache.zero_()
+            got, reads, note = _watched(lambda b=b: step(ids[:b]))
+            step.cache.zero_()
+            assert note is None
+            assert torch.equal(got, want), "the step computes what it computes unwatched"
+            # the slice as read, not the buffer it is carved from; no weight, no cache
+            assert reads.inputs() == [f"[{b}] int64"], (b, reads.inputs())
+
+
+def test_the_mode_is_popped_and_never_seen_again():
+    depth = torch._C._len_torch_dispatch_stack()
+    _, reads, _ = _watched(lambda: torch.ones(3) + 1)
+    assert torch._C._len_torch_dispatch_stack() == depth
+    before = reads.ops
+    torch.ones(3) + 1
+    assert reads.ops == before > 0
+
+
+def test_the_programs_error_goes_on_unchanged_and_the_op_runs_once():
+    calls = []
+    lib = torch.library.Library("gh_reads_test", "FRAGMENT")
+    lib.define("count(Tensor x) -> Tensor")
+
+    def count(x):
+        calls.append(1)
+        raise ValueError("the program's own error")
+
+    lib.impl("count", count, "CPU")
+    watch = RegionWatch()
+    watch.start()
+    try:
+        torch.ops.gh_reads_test.count(torch.ones(2))
+    except ValueError as e:
+        err = e
+    finally:
+        note = watch.stop()
+    assert str(err) == "the program's own error" and calls == [1]
+    assert note is None
+
+
+def test_a_failure_of_the_looking_never_reaches_the_program(monkeypatch):
+    def broken(*a, **k):
+        raise RuntimeError("looking failed")
+
+    monkeypatch.setattr(reads_mode, "tell", broken)
+    x = torch.arange(4.0)
+    got, reads, note = _watched(lambda: (x * 2).sum())
+    assert got.item() == 12.0
+    assert note == "stopped looking: RuntimeError: looking failed" and reads.ops == 0
+
+
+def test_a_mode_left_above_it_is_not_popped_in_its_place():
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Other(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    watch = RegionWatch()
+    watch.start()
+    other = Other()
+    other.__enter__()  # the region's own mode, left open at the capture's end
+    try:
+        assert watch.stop() == "another dispatch mode was left active inside the capture"
+        ops = watch.reads.ops
+        torch.ones(2) + 1
+        assert watch.reads.ops == ops, "switched off: it tells nothing more"
+    finally:
+        other.__exit__(None, None, None)
+    # what is left of it is a no-op at the top of the stack: taken off for the next test
+    from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+    left = _get_current_dispatch_mode()
+    assert type(left).__name__ == "ReadsMode"
+    left.__exit__(None, None, None)
+
+
+def test_torch_compile_compiles_under_it_as_without_it():
+    """Dynamo skips frames under a dispatch mode that does not ignore compile internals:
+    the compiled step would run eagerly inside the program's capture. Under this one it
+    compiles (a first call inside it) and reuses its compile (a call compiled outside)."""
+    compiles = []
+
+    def backend(gm, example_inputs):
+        compiles.append(gm)
+        return gm.forward
+
+    def f(x):
+        return torch.sin(x) * 2 + 1
+
+    inside = torch.compile(f, backend=backend, dynamic=False)
+    x = torch.arange(4.0)
+    got, reads, _ = _watched(lambda: inside(x))
+    assert len(compiles) == 1, "compiled inside the watch, not skipped"
+    assert torch.equal(got, f(x))
+    assert reads.inputs() == ["[4] float32"], "the compiled code's aten calls are seen"
+
+    def g(x):  # another code object: a compile of its own
+        return torch.cos(x) - 1
+
+    outside = torch.compile(g, backend=backend, dynamic=False)
+    outside(x)
+    assert len(compiles) == 2
+    _watched(lambda: outside(x))
+    assert len(compiles) == 2, "no recompile under the watch"
