@@ -131,6 +131,8 @@ _NO_FACTORY = (
             ["report", "--target", "m:f", "--sizes", "1", "--requests", "zipf:abc", "--out", "r"],
             "--requests: requests 'zipf:abc'",
         ),
+        (["delta", "a", "b", "--step-key", "x"], "--step-key groups a recording's graphs"),
+        (["delta", "nonesuch", "fused"], "nonesuch"),
         # no GPU (CUDA_VISIBLE_DEVICES="" hides every device; capture/environment.py)
         (["replay"], "no GPU here: replay times CUDA graph replays"),
         (["replay", "--variant", "fused", "--json"], "no GPU here: replay times"),
