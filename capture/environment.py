@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import glob
+import os
 import sys
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # imported where a device is read: `now` is wanted without torch
+    import ctypes
+
     import torch
 
 
@@ -66,15 +71,45 @@ def cuda_device_seen() -> bool:
     in this process; False where there is none."""
     import ctypes
 
-    for name in ("libcuda.so.1", "libcuda.so"):
-        try:
-            driver = ctypes.CDLL(name)
-            break
-        except OSError:
-            continue
-    else:
+    driver = _driver()
+    if driver is None:
         return False
     count = ctypes.c_int(0)
     if driver.cuInit(0) != 0 or driver.cuDeviceGetCount(ctypes.byref(count)) != 0:
         return False
     return count.value > 0
+
+
+# Device files a GPU that torch could use shows on Linux: NVIDIA's (/dev/nvidia0 ...,
+# /dev/nvidiactl), WSL's (/dev/dxg) and ROCm's (/dev/kfd: a ROCm torch answers
+# torch.cuda.is_available() too).
+_GPU_DEVICE_FILES = ("nvidia*", "dxg", "kfd")
+
+
+def cuda_surely_absent(environ: Mapping[str, str] | None = None, dev: str = "/dev") -> bool:
+    """True only where torch.cuda.is_available() is surely False, known without importing
+    torch or starting the driver: on Linux, where CUDA_VISIBLE_DEVICES hides every device
+    (empty, or a first entry of -1: the driver stops at an invalid entry), or where no GPU
+    device file is there and the driver's library cannot be loaded. False whenever in
+    doubt: the caller then asks torch (a false refusal is worse than a slow one)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    environ = os.environ if environ is None else environ
+    visible = environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and (visible == "" or visible.split(",")[0].strip() == "-1"):
+        return True
+    if any(glob.glob(os.path.join(dev, pattern)) for pattern in _GPU_DEVICE_FILES):
+        return False
+    return _driver() is None
+
+
+def _driver() -> ctypes.CDLL | None:
+    """The CUDA driver's library, loaded (dlopen only: nothing is started), or None."""
+    import ctypes
+
+    for name in ("libcuda.so.1", "libcuda.so"):
+        try:
+            return ctypes.CDLL(name)
+        except OSError:
+            continue
+    return None

@@ -112,6 +112,12 @@ def test_a_missing_target_file_is_said_before_torch_with_the_near_name(tmp_path)
     assert loaded_after(code, tmp_path) == set()
 
 
+_STEPS = "import torch\n\n\ndef make_step(batch: int = 1):\n    return torch.zeros\n"
+_NO_FACTORY = (
+    "--target 'steps.py:make_stp': module 'steps.py' has no 'make_stp'; its functions: make_step"
+)
+
+
 @pytest.mark.parametrize(
     ("argv", "said"),
     [
@@ -121,12 +127,29 @@ def test_a_missing_target_file_is_said_before_torch_with_the_near_name(tmp_path)
             ["sweep", "--target", "m:f", "--sizes", "1", "--requests", "zipf:abc"],
             "--requests: requests 'zipf:abc'",
         ),
+        (
+            ["report", "--target", "m:f", "--sizes", "1", "--requests", "zipf:abc", "--out", "r"],
+            "--requests: requests 'zipf:abc'",
+        ),
+        (["delta", "a", "b", "--step-key", "x"], "--step-key groups a recording's graphs"),
+        (["delta", "nonesuch", "fused"], "nonesuch"),
+        # no GPU (CUDA_VISIBLE_DEVICES="" hides every device; capture/environment.py)
+        (["replay"], "no GPU here: replay times CUDA graph replays"),
+        (["replay", "--variant", "fused", "--json"], "no GPU here: replay times"),
+        (["profile"], "no GPU here: profile replays graphs under CUPTI"),
+        (["profile", "--target", "steps.py:make_step"], "no GPU here: profile replays"),
+        # a factory the file surely lacks, said in load_factory's words
+        (["count", "--target", "steps.py:make_stp"], _NO_FACTORY),
+        (["check", "--target", "steps.py:make_stp"], _NO_FACTORY),
+        (["sweep", "--target", "steps.py:make_stp", "--sizes", "1", "2"], _NO_FACTORY),
+        (["report", "--target", "steps.py:make_stp", "--out", "r"], _NO_FACTORY),
     ],
 )
 def test_a_refusal_of_flags_and_paths_is_said_before_torch(tmp_path, argv, said):
     # issue 60: 8-14 s spent importing torch and Triton before saying what needs no work
     (tmp_path / "held").mkdir()
     (tmp_path / "held" / "mine.txt").write_text("the user's")
+    (tmp_path / "steps.py").write_text(_STEPS)
     code = (
         "import contextlib, io, runpy, sys\n"
         f"sys.argv = ['graph-harness', *{argv!r}]\n"

@@ -217,20 +217,17 @@ def _import_torch(command: str) -> None:
 
 
 def _refused_early(args: argparse.Namespace, closed: set[int]) -> int | None:
-    """A usage error the flags and paths show alone (an --out already held, a --requests
-    that does not parse), said before torch's import, which takes seconds: its exit code,
-    else None. Imports no torch; while it runs a signal still ends the start-up at once."""
+    """A usage error the flags, paths and machine show alone, said before torch's import,
+    which takes seconds (reports/cli/early.py): its exit code, else None. Imports no
+    torch; while it runs a signal still ends the start-up at once."""
     from graph_harness.capture.errors import UsageError
+    from graph_harness.reports.cli.early import check_before_torch
 
     try:
-        if getattr(args, "out", None) is not None:  # as staged_output will plan it again
-            from graph_harness.reports.output.plan import plan_output
-
-            plan_output(args.out, args.force)
-        early = getattr(_commands()[args.command], "check_early", None)
-        if early is not None:
-            early(args)
+        check_before_torch(args, _commands()[args.command])
     except UsageError as e:
+        if getattr(args, "debug", False):
+            raise
         from graph_harness.reports.cli.console import make_io
 
         return _report_error(make_io(getattr(args, "json", False), closed), args, e)

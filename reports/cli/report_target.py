@@ -39,6 +39,17 @@ if TYPE_CHECKING:
 def target_inputs(args: argparse.Namespace) -> list:
     """A target report's flags checked before anything runs (a factory without `batch`
     refused where --sizes sweeps it); the requests to pad up the sizes, if any."""
+    requests = target_flags(args)
+    if args.sizes:
+        from graph_harness.reports.cli.target import load_factory
+
+        load_factory(args.target[0]).check_takes("batch", "report --sizes")
+    return requests
+
+
+def target_flags(args: argparse.Namespace) -> list:
+    """A target report's flags checked, without torch and without the user's code
+    (reports/cli/early.py); the requests to pad up the sizes, if any."""
     if not args.target:
         refuse_target_only(args)
     if len(args.target) > 2:
@@ -54,13 +65,7 @@ def target_inputs(args: argparse.Namespace) -> list:
         raise UsageError("--requests pads batches up the sizes swept: give --sizes too")
     if args.sizes and len(args.target) != 1:
         raise UsageError("--sizes sweeps one --target: give one")
-    if not args.sizes:
-        return []
-    requests = sweep_inputs(args.sizes, args.requests)
-    from graph_harness.reports.cli.target import load_factory
-
-    load_factory(args.target[0]).check_takes("batch", "report --sizes")
-    return requests
+    return sweep_inputs(args.sizes, args.requests) if args.sizes else []
 
 
 def run_target_report(args: argparse.Namespace, io: IO) -> int:

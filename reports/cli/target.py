@@ -110,7 +110,8 @@ def output_names(specs: list[str]) -> list[str]:
     return names
 
 
-def _is_file_spec(module: str) -> bool:
+def is_file_spec(module: str) -> bool:
+    """Whether a spec's MODULE is a path to a file (`path/to/file.py`), not a dotted name."""
     return module.endswith(".py") or os.sep in module or (os.altsep or os.sep) in module
 
 
@@ -148,7 +149,7 @@ def spec_problem(spec: str) -> str | None:
     module_name, sep, func = spec.rpartition(":")
     if not sep or not module_name or not func:
         return f"--target must be MODULE:FUNCTION or path/to/file.py:FUNCTION, got {spec!r}"
-    if not _is_file_spec(module_name) and not all(p.isidentifier() for p in module_name.split(".")):
+    if not is_file_spec(module_name) and not all(p.isidentifier() for p in module_name.split(".")):
         return (
             f"--target {spec!r}: MODULE must be a dotted module name (mypkg.steps) or a path "
             f"to a .py file (path/to/file.py), got {module_name!r}"
@@ -164,7 +165,7 @@ def missing_file(spec: str) -> str | None:
     import difflib
 
     module_name = spec.rpartition(":")[0]
-    if not module_name or not _is_file_spec(module_name) or os.path.lexists(module_name):
+    if not module_name or not is_file_spec(module_name) or os.path.lexists(module_name):
         return None
     folder, name = os.path.split(module_name)
     try:
@@ -226,7 +227,7 @@ def load_factory(spec: str) -> Factory:
     if problem is not None:
         raise TargetUsageError(problem)
     module_name, _, func = spec.rpartition(":")
-    if _is_file_spec(module_name):
+    if is_file_spec(module_name):
         mod = _guard_exit(_import_file, spec, "while importing")(module_name)
     else:
         # last: as `python -m` would find modules beside you (for your imports only)
@@ -297,7 +298,7 @@ def root_guess(spec: str) -> Path:
     """Where the user's code lives, known before importing it: the file's folder for
     `path/file.py:FUNCTION`, else the current folder."""
     module_name = spec.rpartition(":")[0]
-    if module_name and _is_file_spec(module_name):
+    if module_name and is_file_spec(module_name):
         return Path(module_name).resolve().parent
     return Path(os.getcwd()).resolve()
 

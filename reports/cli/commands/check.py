@@ -67,9 +67,14 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     out_args(c)
 
 
-def run(args: argparse.Namespace, io: IO) -> int:
+def check_early(args: argparse.Namespace) -> None:
+    """The flags checked before torch is imported (reports/cli/program.py): they need none."""
     if args.soak_deadline is not None and not args.soak:
         raise UsageError("--soak-deadline applies to a soak: give --soak N with it")
+
+
+def run(args: argparse.Namespace, io: IO) -> int:
+    check_early(args)
     with staged(args, io) as tmp:
         banner(io)
         with progress(io) as say:

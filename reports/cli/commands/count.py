@@ -139,6 +139,11 @@ def check_flags(args: argparse.Namespace) -> None:
         refuse_target_only(args)
 
 
+def check_early(args: argparse.Namespace) -> None:
+    """The flags checked before torch is imported (reports/cli/program.py): they need none."""
+    check_flags(args)
+
+
 def run(args: argparse.Namespace, io: IO) -> int:
     check_flags(args)
     if args.distributed:

@@ -99,6 +99,11 @@ def is_recording(ref: str) -> bool:
     )
 
 
+def check_early(args: argparse.Namespace) -> None:
+    """The flags checked before torch is imported (reports/cli/program.py): they need none."""
+    check_flags(args)
+
+
 def check_flags(args: argparse.Namespace) -> None:
     recordings = [is_recording(r) for r in (args.a, args.b)]
     if any(recordings):

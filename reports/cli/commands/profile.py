@@ -97,6 +97,11 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     out_args(pr)
 
 
+# Why profile needs a GPU, said before torch's import where the machine surely has none
+# (reports/cli/early.py), else after it
+NEEDS_GPU = "profile replays graphs under CUPTI, which records what a CUDA GPU ran"
+
+
 def settings_from(args: argparse.Namespace) -> ProfileSettings:
     return flags_to_settings(ProfileSettings, args)
 
@@ -117,11 +122,16 @@ def check_flags(args: argparse.Namespace) -> None:
         refuse_target_only(args)
 
 
+def check_early(args: argparse.Namespace) -> None:
+    """The flags checked before torch is imported (reports/cli/program.py): they need none."""
+    check_flags(args)
+
+
 def run(args: argparse.Namespace, io: IO) -> int:
     check_flags(args)
     settings = settings_from(args)
     params = None if args.target else round_params(args)
-    require_gpu("profile replays graphs under CUPTI, which records what a CUDA GPU ran")
+    require_gpu(NEEDS_GPU)
     with staged(args, io) as tmp:
         banner(io)
         with progress(io) as say:

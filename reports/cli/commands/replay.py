@@ -26,6 +26,10 @@ from graph_harness.reports.cli.console import (
     wrote,
 )
 
+# Why replay needs a GPU, said before torch's import where the machine surely has none
+# (reports/cli/early.py), else after it
+NEEDS_GPU = "replay times CUDA graph replays, which run on a CUDA GPU"
+
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     r = subcommand(
@@ -63,12 +67,18 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     out_args(r)
 
 
+def check_early(args: argparse.Namespace) -> None:
+    """The flags checked before torch is imported (reports/cli/program.py): they need none."""
+    round_params(args)
+    replay_settings(args)
+
+
 def run(args: argparse.Namespace, io: IO) -> int:
     from graph_harness.capture.round.replays import run_replays
     from graph_harness.reports.replay_tables import fits_table, host_fits_table, savings_table
 
     params, settings = round_params(args), replay_settings(args)
-    require_gpu("replay times CUDA graph replays, which run on a CUDA GPU")
+    require_gpu(NEEDS_GPU)
     with staged(args, io) as tmp:
         banner(io)
         with progress(io) as say:

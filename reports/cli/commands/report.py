@@ -32,7 +32,7 @@ from graph_harness.reports.cli.console import (
     round_params,
     staged,
 )
-from graph_harness.reports.cli.report_target import run_target_report
+from graph_harness.reports.cli.report_target import run_target_report, target_flags
 from graph_harness.reports.cli.target import target_arg
 
 DESCRIPTION = (
@@ -110,14 +110,9 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     out_args(p, required=True)
 
 
-def run(args: argparse.Namespace, io: IO) -> int:
-    import torch
-
-    if args.recording is not None:
-        return run_recording_report(args, io)
-    if args.graph:
-        return run_graph_report(args, io)
-    if (
+def _of_targets(args: argparse.Namespace) -> bool:
+    """Whether the flags ask for a --target report (run_target_report)."""
+    return bool(
         args.target
         or args.module_scopes is not False
         or args.step_warmup is not None
@@ -125,7 +120,30 @@ def run(args: argparse.Namespace, io: IO) -> int:
         or args.check_steps is not None
         or args.sizes
         or args.requests
-    ):
+    )
+
+
+def check_early(args: argparse.Namespace) -> None:
+    """The flags checked before torch is imported (reports/cli/program.py): they need none."""
+    if args.recording is not None:
+        _recording_flags(args)
+    elif args.graph:
+        _graph_flags(args)
+    elif _of_targets(args):
+        target_flags(args)
+    else:
+        round_params(args)
+        replay_settings(args)
+
+
+def run(args: argparse.Namespace, io: IO) -> int:
+    import torch
+
+    if args.recording is not None:
+        return run_recording_report(args, io)
+    if args.graph:
+        return run_graph_report(args, io)
+    if _of_targets(args):
         return run_target_report(args, io)
     from graph_harness.capture.commands import round_report
     from graph_harness.reports.report import write_report
@@ -164,14 +182,23 @@ def capture_flags(args: argparse.Namespace) -> list[str]:
     return flags + ["--module-scopes"] * (args.module_scopes is not False)
 
 
-def run_graph_report(args: argparse.Namespace, io: IO) -> int:
-    from graph_harness.reports.cli.refs import read_files
-    from graph_harness.reports.target_report import write_target_report
-
+def _graph_flags(args: argparse.Namespace) -> None:
     flags = capture_flags(args) + ["--recording"] * (args.recording is not None)
     refuse(flags, "apply to a capture, not to --graph files: drop them")
     if len(args.graph) > 2:
         raise UsageError(f"report takes one --graph, or two for their delta; got {len(args.graph)}")
+
+
+def _recording_flags(args: argparse.Namespace) -> None:
+    flags = capture_flags(args) + ["--graph"] * bool(args.graph)
+    refuse(flags, "apply to a step or the round, not to --recording: drop them")
+
+
+def run_graph_report(args: argparse.Namespace, io: IO) -> int:
+    from graph_harness.reports.cli.refs import read_files
+    from graph_harness.reports.target_report import write_target_report
+
+    _graph_flags(args)
     names, exports = read_files(args.graph)  # every file read before anything is written
     with staged(args, io) as tmp:
         banner(io, files=True)
@@ -191,8 +218,7 @@ def run_recording_report(args: argparse.Namespace, io: IO) -> int:
     from graph_harness.capture.record.recording import Recording
     from graph_harness.reports.recording_report import write_recording
 
-    flags = capture_flags(args) + ["--graph"] * bool(args.graph)
-    refuse(flags, "apply to a step or the round, not to --recording: drop them")
+    _recording_flags(args)
     from graph_harness.reports.record_tables import headline
 
     rec = Recording.read(args.recording)  # checked whole before anything is written
