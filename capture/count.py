@@ -58,6 +58,7 @@ class GraphMemory:
 
     pool: PoolMemory
     by_scope: list[ScopeBytes] | None  # None: this torch cannot tag allocations
+    history: list[dict] | None = None  # the pool's allocator history (AllocationLog)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -272,7 +273,8 @@ def _graph_memory(captured: Captured, log: AllocationLog | None) -> GraphMemory:
     """A captured graph's memory read from its pool, by scope where allocations were
     tagged (`log`)."""
     pool_id = captured.graph.pool()
-    return GraphMemory(pool=pool_memory(pool_id), by_scope=log.by_scope(pool_id) if log else None)
+    return GraphMemory(pool=pool_memory(pool_id), by_scope=log.by_scope(pool_id) if log else None,
+                       history=log.pool_history(pool_id) if log else None)  # fmt: skip
 
 
 def _count_recorded(

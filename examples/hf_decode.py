@@ -75,7 +75,39 @@ def config_of(preset: str, arch: str = "llama", window: int = 8):
     cfg = LlamaConfig(**p, max_position_embeddings=max_cache_len, attn_implementation="sdpa")
     if arch == "gemma3":
         cfg = gemma3_config(cfg, window, max_cache_len)
+    elif arch in ("qwen2", "qwen2_moe"):
+        cfg = qwen2_config(cfg, moe=arch == "qwen2_moe")
     return cfg, max_cache_len
+
+
+def qwen2_config(llama: LlamaConfig, *, moe: bool):
+    """A Qwen2 config of the Llama preset's sizes (biased q, k, v projections), or with
+    `moe` a Qwen2-MoE one: 8 experts of a quarter of the MLP's width, 2 chosen per token,
+    and a shared expert, every layer sparse. Its experts run as `batched_mm` (each token's
+    chosen experts' weights gathered: static shapes, no host sync, so it captures)."""
+    from transformers import Qwen2Config, Qwen2MoeConfig
+
+    common = dict(
+        vocab_size=llama.vocab_size,
+        hidden_size=llama.hidden_size,
+        num_hidden_layers=llama.num_hidden_layers,
+        num_attention_heads=llama.num_attention_heads,
+        num_key_value_heads=llama.num_key_value_heads,
+        max_position_embeddings=llama.max_position_embeddings,
+        attn_implementation="sdpa",
+    )
+    if not moe:
+        return Qwen2Config(**common, intermediate_size=llama.intermediate_size)
+    return Qwen2MoeConfig(
+        **common,
+        intermediate_size=llama.intermediate_size,
+        moe_intermediate_size=llama.intermediate_size // 4,
+        shared_expert_intermediate_size=llama.intermediate_size // 2,
+        num_experts=8,
+        num_experts_per_tok=2,
+        decoder_sparse_step=1,
+        experts_implementation="batched_mm",
+    )
 
 
 def gemma3_config(llama: LlamaConfig, window: int, max_cache_len: int):
@@ -107,6 +139,14 @@ def model_class(arch: str):
         from transformers import Gemma3ForCausalLM
 
         return Gemma3ForCausalLM
+    if arch == "qwen2":
+        from transformers import Qwen2ForCausalLM
+
+        return Qwen2ForCausalLM
+    if arch == "qwen2_moe":
+        from transformers import Qwen2MoeForCausalLM
+
+        return Qwen2MoeForCausalLM
     return LlamaForCausalLM
 
 
@@ -129,7 +169,7 @@ def build(
     cache.early_initialization(
         batch_size=batch,
         num_heads=cfg.num_key_value_heads,
-        head_dim=cfg.head_dim,
+        head_dim=getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads,
         dtype=dtype,
         device=device,
     )
@@ -207,3 +247,13 @@ def make_gemma3_step(preset: str = "tiny", window: int = 8, batch: int = 1):
     """A Gemma 3 step (sliding-window layers, `window` tokens; make_step(arch="gemma3")):
     `check --steps to-end` runs it past its window."""
     return make_step(preset=preset, batch=batch, arch="gemma3", window=window)
+
+
+def make_qwen2_step(preset: str = "small", batch: int = 1, compiled: bool = False):
+    """A dense Qwen2 model of the preset's sizes (qwen2_config), eager or compiled."""
+    return make_step(compiled=compiled, preset=preset, batch=batch, arch="qwen2")
+
+
+def make_qwen2_moe_step(preset: str = "small", batch: int = 1, compiled: bool = False):
+    """A Qwen2-MoE model of the preset's sizes (qwen2_config), eager or compiled."""
+    return make_step(compiled=compiled, preset=preset, batch=batch, arch="qwen2_moe")

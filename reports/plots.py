@@ -214,7 +214,11 @@ def sweep(result: SweepResult, path: Path) -> Path:
     plt = _plt()
     rows = [r for r in result.rows if r.replay_us is not None]
     batch = [r.batch for r in rows]
-    fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(11, 4))
+    fc = result.forecast if result.forecast is not None and result.forecast.ladders else None
+    fig, axes = plt.subplots(1, 3 if fc else 2, figsize=(16.5 if fc else 11, 4))
+    ax_t, ax_m = axes[0], axes[1]
+    if fc:
+        _forecast_panel(axes[2], fc)
     err = [[r.replay_us - r.replay_lo for r in rows], [r.replay_hi - r.replay_us for r in rows]]
     ax_t.errorbar(batch, [r.replay_us for r in rows], yerr=err, marker="o", capsize=3)
     ax_t.set(xlabel="batch size", ylabel="replay, us (median, 95% interval)", xscale="log")
@@ -241,8 +245,35 @@ def sweep(result: SweepResult, path: Path) -> Path:
             0.01, 0.98, plot_label(f"dotted: chosen for {result.padding[0].requests}"),
             transform=ax_t.transAxes, va="top", fontsize=8,
         )  # fmt: skip
-    _legend_outside(ax_m)
+    if fc:  # a third panel to its right: the legend inside
+        ax_m.legend(loc="upper left", fontsize=7)
+    else:
+        _legend_outside(ax_m)
     return _save(fig, path)
+
+
+def _forecast_panel(ax: object, fc: object) -> None:
+    """The sizes swept, in capture order: the graphs' memory so far (shared pool plus
+    executables) predicted, its interval, and the truth; the totals' error in the title
+    (or that none was measured)."""
+    lf = fc.ladders[0]
+    rows = sorted(lf.rows, key=lambda r: r.batch)
+    batch = [r.batch for r in rows]
+    ax.fill_between(batch, [r.total_lo / 2**20 for r in rows], [r.total_hi / 2**20 for r in rows],
+                    alpha=0.25, label="predicted interval")  # fmt: skip
+    ax.plot(batch, [r.total / 2**20 for r in rows], marker="o", label="predicted")
+    true = [r for r in rows if r.true_total is not None]
+    if true:
+        ax.plot([r.batch for r in true], [r.true_total / 2**20 for r in true], marker="s",
+                label="true")  # fmt: skip
+    if lf.vllm is not None:
+        ax.axhline(lf.vllm / 2**20, color="grey", linestyle="--", linewidth=1,
+                   label="vLLM's method, total")  # fmt: skip
+    ax.set(xlabel="batch size (captured largest first)", ylabel="graphs so far, MiB",
+           xscale="log")  # fmt: skip
+    sampled = ", ".join(map(str, fc.sampled))
+    ax.set_title(plot_label(f"predicted from {sampled}: total {fc.error_note(lf)}"), fontsize=10)
+    _legend_outside(ax)
 
 
 def padding(result: SweepResult, path: Path) -> Path:

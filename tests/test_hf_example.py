@@ -316,3 +316,21 @@ def test_the_feed_writes_each_calls_token_in_place():
     step.reset()
     step.feed(0)
     assert torch.equal(step(), first), "call 0's token again: the same logits"
+
+
+@pytest.mark.parametrize("arch", ["qwen2", "qwen2_moe"])
+def test_the_qwen2_steps_decode_and_reset_like_the_llama_one(arch):
+    # the dense and the MoE model the prediction's benchmark sweeps (bench_predict.py):
+    # built from a config, batch rows, the cache advanced per call and reset in place
+    ex = load_example()
+    step = ex.make_step(preset="tiny", device="cpu", batch=3, arch=arch)
+    assert type(step.module).__name__ == {"qwen2": "Qwen2ForCausalLM",
+                                          "qwen2_moe": "Qwen2MoeForCausalLM"}[arch]  # fmt: skip
+    first = step().clone()
+    assert first.shape == (3, 1, step.module.config.vocab_size)
+    step()
+    assert positions(step.cache) == [2, 2]
+    step.reset()
+    assert_bits_equal(step(), first, f"{arch}: first logits after reset")
+    if arch == "qwen2_moe":  # static shapes: its experts gathered per token, no host sync
+        assert step.module.config._experts_implementation == "batched_mm"

@@ -107,6 +107,21 @@ class AllocationLog:
         finally:
             torch.cuda.memory._record_memory_history(enabled=None)
 
+    def pool_history(self, pool: Pool) -> list[dict[str, int | str]]:
+        """The allocator's history entries in `pool`'s segments (action, addr, size), oldest
+        first: the capture's requests, for the prediction across batch sizes
+        (capture/sweep/alloc_trace.py reads them)."""
+        if self._snapshot is None:
+            raise RuntimeError("AllocationLog.pool_history before end()")
+        segs = [s for s in self._snapshot["segments"] if tuple(s["segment_pool_id"]) == pool]
+        spans = [(s["address"], s["address"] + s["total_size"]) for s in segs]
+        traces = self._snapshot["device_traces"]
+        return [
+            {"action": t["action"], "addr": t["addr"], "size": t["size"]}
+            for t in (traces[self._device] if self._device < len(traces) else [])
+            if any(lo <= t["addr"] < hi for lo, hi in spans)
+        ]
+
     def by_scope(self, pool: Pool) -> list[ScopeBytes]:
         """The capture's allocations in `pool`, by the scopes open as each was made, in
         the order each scope first allocated."""

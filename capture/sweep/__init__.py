@@ -15,8 +15,10 @@ nodes, time, graph memory and padding per size, and the sizes worth capturing.
 - ladders.py: a request distribution's padding section, each ladder costed
 - alloc_trace.py: one capture's requests to its pool, read from the allocator's history
 - allocator_model.py: the caching allocator's rules replayed for one graph pool
-- predict.py: a ladder's shared pool predicted from two or three sizes' traces (not yet
-  wired into the CLI: it needs its GPU validation first)
+- predict.py: a ladder's shared pool predicted from two or three sizes' traces
+- forecast.py: whole ladders' graph memory (pool plus executables) predicted from the
+  sampled sizes, with an interval, against the truth, the KV cache left (`--predict-from`)
+- vllm_method.py: vLLM's own estimate (profile_cudagraph_memory), implemented from its code
 
 May import: capture.count, capture.graph, capture.replay (timing and its guard),
 capture.state, capture.check, capture.export, capture.attribution (the scope tree),

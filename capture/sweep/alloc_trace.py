@@ -60,10 +60,19 @@ def _pool_spans(snapshot: Mapping[str, Any], pool: Pool) -> list[tuple[int, int]
     return sorted((s["address"], s["address"] + s["total_size"]) for s in segs)
 
 
-def trace_from_history(entries: Sequence[Mapping[str, Any]], spans: list[tuple[int, int]]) -> Trace:
+def trace_from_history(
+    entries: Sequence[Mapping[str, Any]], spans: list[tuple[int, int]] | None = None
+) -> Trace:
     """The Trace of the history `entries` (one device's, oldest first) whose addresses lie
-    in `spans` (the pool's segments, [lo, hi)). A free of an address with no allocation
-    in the window (made before the history began) is left out."""
+    in `spans` (the pool's segments, [lo, hi); None: every entry, already the pool's, as
+    AllocationLog.pool_history gives them), from the pool's first segment on (a fresh
+    pool's first event; an address the driver handed out before belongs to no graph). A
+    free of an address with no allocation in the window is left out."""
+    if spans is None:
+        spans = [(0, 1 << 64)]
+    first = next((i for i, e in enumerate(entries) if e["action"] == "segment_alloc"
+                  and any(lo <= e["addr"] < hi for lo, hi in spans)), len(entries))  # fmt: skip
+    entries = entries[first:]
     events: list[Event] = []
     at: dict[int, int] = {}  # address -> the number of its live allocation
     reserved = 0

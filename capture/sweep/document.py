@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import statistics
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,7 +25,7 @@ import pandas as pd
 from graph_harness.capture.export.documents import frame_records
 from graph_harness.capture.export.kinds import SWEEP_SCHEMA_VERSION
 from graph_harness.capture.files import write_atomic, write_csv
-from graph_harness.capture.sweep.estimate import estimate_frame, startup_frame
+from graph_harness.capture.sweep.estimate import estimate_frame, startup_frame, with_forecast
 from graph_harness.capture.sweep.ladders import Padding, padding_of
 
 if TYPE_CHECKING:
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
     from graph_harness.capture.export.nodes import NodeExport
     from graph_harness.capture.graph.lifecycle import Executable
     from graph_harness.capture.graph.memory import ScopeBytes
+    from graph_harness.capture.sweep.alloc_trace import Trace
+    from graph_harness.capture.sweep.forecast import Forecast
     from graph_harness.capture.sweep.padding import Distribution
 
 SWEEP_SCHEMA = "graph-harness/sweep"  # capture/export/kinds.py lists it (a test compares)
@@ -139,7 +142,7 @@ SIZE_COLUMNS = [
     "allocated", "exec_bytes", "leak", "leak_device", "check", "interleaved",
     "updated",
 ]  # fmt: skip
-SHARED_COLUMNS = ["batch", "total_reserved", "adds", "total_allocated", "exec_bytes"]
+SHARED_COLUMNS = ["batch", "total_reserved", "adds", "total_allocated", "exec_bytes", "free_drop"]
 SCOPE_COLUMNS = ["batch", "scope_path", "reserved", "requested", "held"]
 LADDER_COLUMNS = [
     "requests",
@@ -175,6 +178,11 @@ class SweepResult:
     # free device memory given back by freeing the shared pool's graphs (pool and
     # executables) and emptying the cache; None where not read
     returned: int | None = None
+    forecast: Forecast | None = None  # --predict-from: ladders predicted (with_forecast)
+    # each size's own-pool capture's allocator requests (None: not read), and the largest
+    # size's model's weights (bytes): what with_forecast predicts from; not written
+    traces: dict[int, Trace | None] = field(default_factory=dict, repr=False)
+    weights: int | None = None
 
     @property
     def measured(self) -> bool:
@@ -200,7 +208,7 @@ class SweepResult:
     def estimate_table(self) -> pd.DataFrame:
         """The graphs' true memory against the common estimators (capture/sweep/estimate.py
         estimate_frame); empty where the sweep did not read both."""
-        return estimate_frame(self.rows, self.shared)
+        return with_forecast(estimate_frame(self.rows, self.shared), self.forecast)
 
     def startup_table(self) -> pd.DataFrame:
         """Where the sweep's start-up went (capture/sweep/estimate.py startup_frame); empty
@@ -259,6 +267,14 @@ class SweepResult:
         added = padding_of(self, requests, source, most=most, budget=budget)
         return _replace(self, padding=[*self.padding, added])
 
+    def with_forecast(self, sampled: Sequence[int], *, budget: int | None = None) -> SweepResult:
+        """This sweep with the graph memory of the sizes swept and of vLLM's default
+        ladder predicted from the `sampled` sizes (two or three of them), the KV cache
+        left under `budget` (bytes): capture/sweep/forecast.py `forecast_of`."""
+        from graph_harness.capture.sweep.forecast import forecast_of
+
+        return _replace(self, forecast=forecast_of(self, sampled, budget))
+
     def to_dict(self) -> dict[str, Any]:
         pad = [
             {
@@ -288,6 +304,7 @@ class SweepResult:
             "shared_pool": frame_records(self.shared_table()) if self.shared is not None else None,
             "returned": self.returned,
             "memory_estimates": frame_records(self.estimate_table()),
+            "memory_forecast": None if self.forecast is None else self.forecast.to_dict(),
             "startup": frame_records(self.startup_table()),
             "memory_by_scope": frame_records(self.scope_table()),
             "checks": {k: r.to_dict() for k, r in self.checks.items()},
@@ -315,6 +332,8 @@ class SweepResult:
                 tables[key] = df
         if self.padding:
             tables["ladders"] = self.ladder_table()
+        if self.forecast is not None and self.forecast.ladders:
+            tables["memory-forecast"] = pd.DataFrame(self.forecast.rows_table())
         for name, df in tables.items():
             if name == "trials" and df.empty:
                 continue

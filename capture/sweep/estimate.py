@@ -30,6 +30,7 @@ import pandas as pd
 
 if TYPE_CHECKING:
     from graph_harness.capture.sweep.document import SizeRow
+    from graph_harness.capture.sweep.forecast import Forecast
 
 ESTIMATE_COLUMNS = ["estimator", "bytes", "true_bytes", "error"]
 STARTUP_COLUMNS = ["phase", "seconds", "share"]
@@ -80,6 +81,22 @@ def estimate_frame(
     if true is None or len(own) != len(rows):
         return pd.DataFrame(columns=ESTIMATE_COLUMNS)
     return pd.DataFrame(estimates(own, true), columns=ESTIMATE_COLUMNS)
+
+
+def with_forecast(df: pd.DataFrame, fc: Forecast | None) -> pd.DataFrame:
+    """`df` (estimate_frame's) with the prediction from the sampled sizes and vLLM's
+    method (capture/sweep/vllm_method.py) for the sizes swept, where their truth is."""
+    swept = next((lf for lf in (fc.ladders if fc else []) if lf.true_total), None)
+    if df.empty or swept is None:
+        return df
+    true = swept.true_total
+    sampled = ", ".join(map(str, fc.sampled))
+    extra = [(f"predicted from {sampled} (interval {swept.last.total_lo}-"
+              f"{swept.last.total_hi} B)", swept.last.total)]  # fmt: skip
+    if swept.vllm is not None:
+        extra.append(("vLLM's method (profile_cudagraph_memory)", swept.vllm))
+    rows = [dict(estimator=k, bytes=v, true_bytes=true, error=v / true - 1) for k, v in extra]
+    return pd.concat([df, pd.DataFrame(rows, columns=ESTIMATE_COLUMNS)], ignore_index=True)
 
 
 def startup_frame(rows: Sequence[SizeRow]) -> pd.DataFrame:

@@ -73,6 +73,8 @@ from graph_harness.capture.sweep.sizes import (
     default_gate,
     own_pools,
     recompiles,
+    trace_of,
+    weights_of,
 )
 
 if TYPE_CHECKING:
@@ -110,7 +112,8 @@ def sweep_step(
     `settings.seed`, judged by `gate` as `{"interleaved": result}`. `updated`: likewise
     the updated-executable check (`{"updated": result}`). `note`: told, once each, what
     the warm-ups showed of the step that a person should know before it is replayed.
-    Syncs."""
+    Syncs. To predict the graph memory of whole ladders from a few of the sizes: the
+    result's `with_forecast`."""
     modes = tuple(m for m, on in (("interleaved", interleaved), ("updated", updated)) if on)
     if modes and check_steps is None:  # each size alone first: its reset, its host values
         check_steps = CheckSettings.steps
@@ -209,6 +212,8 @@ def _on_gpu(run: _Sweep, device: torch.device) -> SweepResult:
     with recompiles(len(run.sizes)) as limit:
         options.update(limit)
         own = run.own_pools(stream)
+        # for predictions (SweepResult.with_forecast): each size's requests, the weights
+        traces, weights = {s.batch: trace_of(s) for s in own}, weights_of(own[0].step)
         run.say(f"timing {len(own)} sizes, trials interleaved")
         with steady(own):
             times, host = timed(own, run.settings)
@@ -241,6 +246,8 @@ def _on_gpu(run: _Sweep, device: torch.device) -> SweepResult:
         checks=checks,
         **turns,
         returned=returned,
+        traces=traces,
+        weights=weights,
     )
 
 

@@ -95,7 +95,9 @@ def shared_pool(
     turns: Sequence[Turns] = (),
 ) -> tuple[list[dict[str, int]], dict[str, object], int]:
     """The same steps captured again, largest first, into one pool, each made executable
-    (instantiated and uploaded): the pool and the executable after each; each of `turns`'
+    (instantiated and uploaded): the pool and the executable after each, and the free
+    device memory its warm-ups, capture and executable took (`free_drop`: what vLLM's
+    estimate samples, capture/sweep/vllm_method.py); each of `turns`'
     checks of their graphs before they are freed (by mode); and the free device memory
     that freeing them all gave back (bytes)."""
     from graph_harness.capture.check.size_runs import SizeGraph
@@ -104,6 +106,8 @@ def shared_pool(
     keep, graphs, rows, before = [], [], [], 0
     for b, step, rep in steps:
         say(f"batch {b}: capturing again (shared pool)")
+        torch.cuda.synchronize()
+        free = torch.cuda.mem_get_info()[0]  # vLLM's sample: the free memory its capture takes
         counted = capture_and_keep(
             step, warmup=warmup, name=f"{name} batch {b}", graph_pool=pool, stream=stream
         )
@@ -112,9 +116,11 @@ def shared_pool(
                                 output=counted.captured.output, repeatability=rep))  # fmt: skip
         exe = instantiate_and_upload(counted.captured.graph, stream)
         mem = pool_memory(pool)
+        torch.cuda.synchronize()
         rows.append(
             dict(batch=b, total_reserved=mem.reserved, adds=mem.reserved - before,
-                 total_allocated=mem.allocated, exec_bytes=exe.exec_bytes)
+                 total_allocated=mem.allocated, exec_bytes=exe.exec_bytes,
+                 free_drop=free - torch.cuda.mem_get_info()[0])
         )  # fmt: skip
         before = mem.reserved
     checked = {}

@@ -20,6 +20,7 @@ from graph_harness.capture.graph.memory import pool_memory
 from graph_harness.capture.record.steps import RecordedStep, StepCalls, outside_scopes
 from graph_harness.capture.replay.guard import sync
 from graph_harness.capture.state.steps import StateWatch, require_repeatable, start_of
+from graph_harness.capture.sweep.alloc_trace import Trace, trace_from_history
 from graph_harness.capture.sweep.document import size_name
 
 if TYPE_CHECKING:
@@ -211,6 +212,25 @@ def read_pools(pools: set[tuple[int, int]]) -> tuple[int, int]:
     """Their bytes now: reserved, and in use."""
     mem = [pool_memory(p) for p in pools]
     return sum(m.reserved for m in mem), sum(m.allocated for m in mem)
+
+
+def trace_of(s: Size) -> Trace | None:
+    """The allocator's requests of the size's own-pool capture (None: not read: this
+    torch tags no allocations, or the step records its own graphs)."""
+    mem = s.counted.memory
+    history = None if mem is None else mem.history
+    return None if history is None else trace_from_history(history)
+
+
+def weights_of(step: Step) -> int | None:
+    """The bytes of `step.module`'s parameters and buffers, each storage once (its
+    weights; a KV cache kept as a buffer of the model counts here too); None without one."""
+    module = getattr(step, "module", None)
+    if not isinstance(module, torch.nn.Module):
+        return None
+    tensors = [*module.parameters(), *module.buffers()]
+    storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}
+    return sum(storages.values())
 
 
 def pool_reserved(s: Size) -> int:

@@ -126,6 +126,18 @@ def sweep_target(
 
         if line := host_read_note(smallest, spec):
             io.note(line)
+    return _with_padding(result, io, requests, most, budget)
+
+
+def _with_padding(
+    result: SweepResult,
+    io: IO,
+    requests: list[tuple[dict[int, float], str]],
+    most: int | None,
+    budget: int | None,
+) -> SweepResult:
+    """Each --requests distribution's padding added to `result`; on the CPU, one line
+    saying what needs a GPU."""
     if requests and not result.measured:  # padding is counting: only its time needs a GPU
         io.note(
             "--requests on the CPU: each ladder's padded rows and the ladder with the fewest; "

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import re
 
+from graph_harness.capture.sweep.forecast import check_samples
 from graph_harness.capture.sweep.padding import BUILTIN
 from graph_harness.capture.sweep.settings import CHECK_MODES, SHARED_MODES, SweepSettings
 from graph_harness.reports.cli.args import (
@@ -64,7 +65,9 @@ DESCRIPTION = (
     "not carry flagged, and each update's cost beside re-capture + instantiate. The "
     "factory is called as FUNCTION(batch=B). On the CPU: dispatched operations "
     "per size, and with --requests each ladder's padded rows and the ladder with the "
-    "fewest (times and memory need a GPU)."
+    "fewest (times and memory need a GPU). With --predict-from B B [B], the graph memory "
+    "of the sizes swept and of vLLM's default ladder predicted from those sizes' allocator "
+    "requests, against the truth where captured, beside vLLM's own method."
 )
 EXAMPLES = [
     "graph-harness sweep --target examples/llama_decode.py:make_step --sizes 1 2 4 8",
@@ -74,6 +77,8 @@ EXAMPLES = [
     "--check interleaved --seed 3",
     "graph-harness sweep --target examples/llama_decode.py:make_step --sizes 1 2 4 8 "
     "--check updated",
+    "graph-harness sweep --target examples/llama_decode.py:make_step --sizes 1 8 64 "
+    "--predict-from 1 8 64 --memory-budget 70GiB",
 ]
 
 
@@ -106,6 +111,14 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     module_scopes_arg(s)
     warmup_arg(s)
     check_arg(s, CHECK_MODES)
+    _choice_args(s)
+    timing_args(s, SweepSettings, "sweep settings")
+    json_arg(s, "the sweep document")
+    out_args(s)
+
+
+def _choice_args(s: argparse.ArgumentParser) -> None:
+    """--requests, --choose, --memory-budget, and --predict-from."""
     g = s.add_argument_group("padding and the sizes to capture (times and memory: GPU)")
     g.add_argument(
         "--requests",
@@ -126,11 +139,21 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
         "--memory-budget",
         type=byte_count,
         metavar="BYTES",
-        help="with --requests: choose sizes whose own pools sum to at most BYTES",
+        help="with --requests: choose sizes whose own pools sum to at most BYTES; with "
+        "--predict-from instead: the memory for the weights, the graphs and the KV cache "
+        "(70GiB), and the KV cache's share of it is shown",
     )
-    timing_args(s, SweepSettings, "sweep settings")
-    json_arg(s, "the sweep document")
-    out_args(s)
+    p = s.add_argument_group("graph memory predicted (GPU)")
+    p.add_argument(
+        "--predict-from",
+        nargs="+",
+        type=positive(1),
+        metavar="B",
+        help="two or three of --sizes: their captures' allocator requests predict the "
+        "shared pool plus executables of the sizes swept and of vLLM's default ladder "
+        "(67 sizes, 1-512), per size and in total, with an interval, against the truth "
+        "where it was captured and beside vLLM's own method",
+    )
 
 
 def check_early(args: argparse.Namespace) -> None:
@@ -140,10 +163,19 @@ def check_early(args: argparse.Namespace) -> None:
 
 def check_flags(args: argparse.Namespace) -> list[tuple[dict[int, float], str]]:
     """Every flag checked before anything runs; the --requests read."""
-    if args.requests is None:
-        for flag, v in (("--choose", args.choose), ("--memory-budget", args.memory_budget)):
-            if v is not None:
-                raise UsageError(f"{flag} chooses sizes for --requests: give --requests FILE|DIST")
+    if args.requests is None and args.choose is not None:
+        raise UsageError("--choose chooses sizes for --requests: give --requests FILE|DIST")
+    if args.memory_budget is not None and (args.requests is None) == (args.predict_from is None):
+        raise UsageError(
+            "--memory-budget chooses sizes for --requests, or with --predict-from is the "
+            "memory the KV cache is left from: give --requests FILE|DIST or --predict-from "
+            "B ..., not both"
+        )
+    if args.predict_from is not None:
+        try:
+            check_samples(args.sizes, args.predict_from)
+        except ValueError as e:
+            raise UsageError(f"--predict-from: {e}") from None
     refuse_check_steps(args)
     if args.seed is not None and args.check not in SHARED_MODES:
         raise UsageError(
@@ -182,10 +214,14 @@ def run(args: argparse.Namespace, io: IO) -> int:
                 shared_check=args.check if args.check in SHARED_MODES else None,
                 requests=requests,
                 most=args.choose,
-                budget=args.memory_budget,
+                budget=None if args.predict_from else args.memory_budget,
             )
+            if args.predict_from:
+                result = result.with_forecast(args.predict_from, budget=args.memory_budget)
         if not result.measured:
             io.note(result.why_not)
+        if result.forecast is not None and result.forecast.why_not is not None:
+            io.note(f"--predict-from: {result.forecast.why_not}")
         for mode in SHARED_MODES:
             turns = getattr(result, mode)
             if turns is not None and turns.why_not is not None:
@@ -209,6 +245,7 @@ def _plots(folder: object, result: object) -> None:
 
 
 def show(io: IO, result: object, *, depth: int | None) -> None:
+    from graph_harness.reports.forecast_tables import forecast_tables
     from graph_harness.reports.sweep_tables import (
         checks_line,
         interleaved_table,
@@ -230,7 +267,7 @@ def show(io: IO, result: object, *, depth: int | None) -> None:
         io.out.print(line, markup=False, soft_wrap=True)
     if result.shared is not None:
         io.out.print(shared_pool_table(result))
-    for extra in (memory_truth_table(result), startup_table(result)):
+    for extra in (memory_truth_table(result), *forecast_tables(result), startup_table(result)):
         if extra is not None:
             io.out.print(extra)
     for mode, table in (("interleaved", interleaved_table), ("updated", updated_table)):

@@ -219,7 +219,7 @@ def test_sweep_refuses_a_factory_without_batch_and_flags_without_requests():
     r = run("sweep", "--target", TARGET, "--sizes", "0")
     assert r.returncode == 2, r.stderr
     r = run("sweep", "--target", TARGET, "--sizes", "1", "--memory-budget", "2GiB")
-    assert "--memory-budget chooses sizes for --requests: give --requests" in r.stderr
+    assert "--memory-budget chooses sizes for --requests, or with --predict-from" in r.stderr
     for bad in ("0", "512mb", "1.5GiB"):
         r = run("sweep", "--target", TARGET, "--sizes", "1", "--requests", "uniform:1-1",
                 "--memory-budget", bad)  # fmt: skip

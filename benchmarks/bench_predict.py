@@ -1,0 +1,184 @@
+"""Graph memory predicted from three sizes against the truth from capturing every size
+(issue 58, item 2), on a GPU: per model, the ladder captured largest first into one
+shared pool (the truth: the pool after its last size plus every executable), against
+
+- the prediction from `--from` sizes (`sweep --predict-from`: capture/sweep/forecast.py),
+  with its interval;
+- vLLM's method (vllm/v1/worker/gpu_model_runner.py profile_cudagraph_memory, as
+  capture/sweep/vllm_method.py implements it from that code): its two largest sizes'
+  free-memory drops, the first plus the second times the other sizes;
+- the two existing estimators (capture/sweep/estimate.py): linear from the smallest and
+  largest size alone, and every size alone summed.
+
+Each model is swept as `graph-harness sweep --predict-from` runs it (`sweep_step`, then
+`with_forecast`), its timing cut to the least (the memory is what is measured here).
+
+    python benchmarks/bench_predict.py --out DIR [--models llama qwen2 ...] \\
+        [--ladder vllm|pow2|B,B,...] [--from 1 64 512]
+
+Models (examples/, built from configs, random weights): llama (examples/llama_decode.py),
+hf-llama, qwen2, qwen2-moe (examples/hf_decode.py, the "small" preset); each with
+`-compiled` (torch.compile, default mode). Ladders: `vllm`, vLLM's default capture sizes
+to 512 ([1, 2, 4] + every multiple of 8: 67 sizes; the default for eager models); `pow2`,
+1 to 512 in powers of two (10 sizes; the default for compiled ones, each size a compile
+of its own). Writes DIR/predict.json, DIR/predict.md and DIR/NAME/ (each sweep's files, as
+`sweep --out`); prints the markdown table. On the H100, an eager model of the vLLM ladder
+takes about a minute; a compiled one of the pow2 ladder about two (estimates: run one
+model first and read `seconds`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib.util
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from graph_harness.capture.environment import environment  # noqa: E402
+from graph_harness.capture.sweep.forecast import VLLM_DEFAULT  # noqa: E402
+from graph_harness.capture.sweep.run import sweep_step  # noqa: E402
+from graph_harness.capture.sweep.settings import SweepSettings  # noqa: E402
+from graph_harness.reports import plots  # noqa: E402
+
+POW2 = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+# (example file, factory keywords): dense Llama (ours and transformers'), dense Qwen2,
+# and Qwen2-MoE (8 experts, 2 per token, a shared expert)
+MODELS = {
+    "llama": ("llama", {}),
+    "hf-llama": ("hf", {}),
+    "qwen2": ("hf", {"arch": "qwen2"}),
+    "qwen2-moe": ("hf", {"arch": "qwen2_moe"}),
+}
+# the memory is measured here, not the time: the least timing the sweep allows
+FAST = SweepSettings(trials=2, replays=1, host_launches=0, leak_replays=1)
+
+
+def example(name: str):
+    path = REPO / "examples" / f"{name}_decode.py"
+    spec = importlib.util.spec_from_file_location(f"_bench_{name}", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def factory(model: str):
+    """`make(batch)` for a model name (MODELS, `-compiled` for torch.compile)."""
+    base, compiled = model.removesuffix("-compiled"), model.endswith("-compiled")
+    file, kw = MODELS[base]
+    mod = example(file)
+    return lambda b: mod.make_step(compiled=compiled, batch=b, **kw)
+
+
+def ladder_of(spec: str | None, model: str) -> tuple[int, ...]:
+    if spec is None:
+        spec = "pow2" if model.endswith("-compiled") else "vllm"
+    if spec == "vllm":
+        return tuple(VLLM_DEFAULT)
+    if spec == "pow2":
+        return POW2
+    return tuple(sorted({int(x) for x in spec.split(",")}))
+
+
+def record(model: str, ladder: tuple[int, ...], result, seconds: float) -> dict:
+    """One model's figures: the truth, the prediction, vLLM's method, the estimators."""
+    fc = result.forecast
+    est = {r["estimator"]: r for r in result.estimate_table().to_dict("records")}
+    row = dict(model=model, sizes=len(ladder), largest=max(ladder), sampled=list(fc.sampled),
+               seconds=seconds, why_not=fc.why_not)  # fmt: skip
+    if fc.ladders:
+        lf = fc.ladders[0]  # the sizes swept: the ladder whose truth was captured
+        row.update(
+            true_bytes=lf.true_total, predicted=lf.last.total, lo=lf.last.total_lo,
+            hi=lf.last.total_hi, error=lf.error, within=lf.within, flagged=len(lf.flagged),
+            vllm=lf.vllm, vllm_error=lf.vllm_error, vllm_why=lf.vllm_why,
+            model_miss={str(b): m for b, m in fc.model_miss.items()},
+            per_size=[dict(batch=r.batch, predicted=r.total, true=r.true_total, error=r.error)
+                      for r in lf.rows],
+        )  # fmt: skip
+    for key, name in (("linear", "linear from two sizes"), ("deltas", "sum of per-size deltas")):
+        if name in est:
+            row[key], row[f"{key}_error"] = est[name]["bytes"], est[name]["error"]
+    return row
+
+
+def pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:+.1f}%"
+
+
+def mib(x: int | None) -> str:
+    return "-" if x is None else f"{x / 2**20:,.1f}"
+
+
+def markdown(rows: list[dict], env: dict) -> str:
+    head = (
+        "| model | sizes | true MiB | predicted MiB (interval) | error | vLLM's method | "
+        "linear from two | sum of deltas | seconds |\n" + "|---" * 9 + "|"
+    )
+    lines = [f"{env.get('device', '')}, torch {torch.__version__}", "", head]
+    for r in rows:
+        if "true_bytes" not in r:
+            why = r.get("failed") or r["why_not"]
+            lines.append(f"| {r['model']} | {r['sizes']} | failed: {why} | | | | | | |")
+            continue
+        lines.append(
+            f"| {r['model']} | {r['sizes']} (to {r['largest']}, from {r['sampled']}) | "
+            f"{mib(r['true_bytes'])} | {mib(r['predicted'])} ({mib(r['lo'])}-{mib(r['hi'])}) | "
+            f"{pct(r['error'])} | {pct(r['vllm_error'])} | {pct(r.get('linear_error'))} | "
+            f"{pct(r.get('deltas_error'))} | {r['seconds']:.0f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--models", nargs="+", default=["llama", "qwen2"],
+                    choices=[*MODELS, *(f"{m}-compiled" for m in MODELS)])  # fmt: skip
+    ap.add_argument("--ladder", help="vllm, pow2 or B,B,... (default: vllm eager, pow2 compiled)")
+    ap.add_argument("--from", dest="sampled", type=int, nargs="+", default=[1, 64, 512])
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        raise SystemExit("bench_predict measures graph memory: it needs a CUDA GPU")
+    args.out.mkdir(parents=True, exist_ok=True)
+    env = environment(torch.device("cuda"))
+    rows = []
+    for model in args.models:
+        ladder = ladder_of(args.ladder, model)
+        print(f"{model}: {len(ladder)} sizes, 1-{max(ladder)}", file=sys.stderr, flush=True)
+        t0 = time.perf_counter()
+        try:
+            result = sweep_step(factory(model), ladder, FAST, name=model)
+            result = result.with_forecast(args.sampled)
+        except Exception as e:  # one model's failure is its row; the others still run
+            traceback.print_exc()
+            rows.append(dict(model=model, sizes=len(ladder), largest=max(ladder),
+                             failed=f"{type(e).__name__}: {e}"[:300], why_not=None))  # fmt: skip
+            continue
+        finally:
+            gc.collect()
+            torch.cuda.empty_cache()
+        seconds = time.perf_counter() - t0
+        folder = args.out / model
+        folder.mkdir(exist_ok=True)
+        result.write(folder)
+        plots.sweep(result, folder / "sweep.png")
+        rows.append(record(model, ladder, result, seconds))
+        del result
+    (args.out / "predict.json").write_text(json.dumps({"env": env, "rows": rows}, indent=1) + "\n")
+    text = markdown(rows, env)
+    (args.out / "predict.md").write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

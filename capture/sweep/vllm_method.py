@@ -1,0 +1,57 @@
+"""vLLM's own estimate of its CUDA graphs' memory, implemented here from its code and
+labelled as such: "vLLM's method (as described in vllm/v1/worker/gpu_model_runner.py,
+GPUModelRunner.profile_cudagraph_memory)". Added by vllm-project/vllm #30515
+(2025-12), on by default since v0.21.0 (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS);
+its arithmetic is quoted in vllm-project/vllm #45178 and #45197 (docs/sweep.md).
+
+What it does, per CUDA graph mode, before the KV cache is sized: into a temporary pool,
+the mode's first two capture sizes in its capture order (largest first) are each warmed
+up and captured, and the free device memory each took is read (`mem_get_info` before,
+and after a synchronize); then
+
+    estimate = first + max(second, 1 MiB) * (n - 1)
+
+`first` stands for the pool's shared part, `second` for every further graph (1 MiB at
+least "for driver overhead"), `n` the mode's sizes. Across modes: the largest `first`
+plus every mode's `(n - 1)` part. A decode step is one mode here.
+
+The sweep's shared-pool stage makes exactly those two measurements (shared.py
+`free_drop`: the free memory each capture, its warm-ups and its executable took, in a
+fresh pool after the cache is emptied), so the estimate is the arithmetic below on them,
+for a ladder whose two largest sizes were the first two captured. Plain arithmetic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+MIB = 1 << 20
+LABEL = "vLLM's method (profile_cudagraph_memory)"
+
+
+def vllm_estimate(first: int, second: int | None, graphs: int) -> int:
+    """vLLM's estimate for `graphs` sizes from the free memory its first two captures
+    took (`second` None: one size sampled, as vLLM's `descs[:2]` gives for one size)."""
+    if graphs < 1:
+        raise ValueError(f"a ladder of {graphs} sizes: vLLM's estimate needs one at least")
+    per_graph = max(second if second is not None else 0, MIB)
+    return first + per_graph * (graphs - 1)
+
+
+def vllm_for_ladder(
+    ladder: Sequence[int], shared: Sequence[Mapping[str, int | None]] | None
+) -> tuple[int | None, str | None]:
+    """vLLM's estimate for `ladder` from a sweep's shared-pool rows (capture order), or
+    None and why: its samples are the ladder's two largest sizes, captured first."""
+    order = sorted(ladder, reverse=True)
+    want = order[:2]
+    rows = list(shared or [])[: len(want)]
+    got = [r.get("batch") for r in rows]
+    if got != want or any(r.get("free_drop") is None for r in rows):
+        return None, (
+            f"vLLM's method samples the ladder's largest sizes {want} captured first into a "
+            f"fresh pool; this sweep's shared pool began with {got or 'none'}"
+            + ("" if got == want else f": sweep --sizes with {' and '.join(map(str, want))}")
+        )
+    drops = [int(r["free_drop"]) for r in rows]
+    return vllm_estimate(drops[0], drops[1] if len(drops) > 1 else None, len(order)), None
