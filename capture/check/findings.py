@@ -244,3 +244,18 @@ class SkippableStatus:
     @property
     def exit_code(self) -> int:
         return {**EXIT_CODES, "skipped": 0}[self.status]
+
+
+def once_each(findings: list[Finding]) -> list[Finding]:
+    """One finding per kind and value: where the warm-ups' warning and the trajectory's
+    verdict name one host value (or one tensor), only the more severe is kept, so a
+    report says each thing once."""
+    rank = {s: i for i, s in enumerate(SEVERITIES)}
+    best: dict[tuple[str, str], Finding] = {}
+    for f in findings:
+        if f.tensor is None:
+            continue
+        key = (f.kind, f.tensor)
+        if key not in best or rank[f.severity] < rank[best[key].severity]:
+            best[key] = f
+    return [f for f in findings if f.tensor is None or best[(f.kind, f.tensor)] is f]

@@ -43,6 +43,7 @@ from graph_harness.capture.state.changes import Change, compare, names
 from graph_harness.capture.state.fingerprint import Fingerprint, Seen
 
 if TYPE_CHECKING:
+    from graph_harness.capture.check.evidence import Evidence
     from graph_harness.capture.export.nodes import NodeExport
 
 LISTED = 12  # mismatching tensors listed one finding each; the rest in one line
@@ -119,6 +120,11 @@ def judge(
         return result
     result.findings += _against_the_graph(t, export, spreads, moved, copies, depends, start_host)
     return result
+
+
+def judged_rule(e: Evidence) -> list[Finding]:
+    """Check's rule (capture/check/rules.py) of the trajectories judged."""
+    return list(e.judgement.findings)
 
 
 def _against_the_graph(
