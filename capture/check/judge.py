@@ -265,10 +265,10 @@ def exact_kind(s: Seen) -> str:
     return "compared by digest" if s.hashed else "an integer or boolean tensor"
 
 
-Verdict = Literal["bad", "unjudged", "within"]
+TensorVerdict = Literal["bad", "unjudged", "within"]
 
 
-def classify(c: Change, own: Change | None, seen: Seen) -> Verdict:
+def classify(c: Change, own: Change | None, seen: Seen) -> TensorVerdict:
     """One tensor a replay left other than the eager call did, judged: within the step's
     own spread there (`own`: what its two eager runs from one state disagree on), so no
     defect ("within"); an exact-only tensor (`seen`, exact_only) the step itself does not
