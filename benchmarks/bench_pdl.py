@@ -37,7 +37,13 @@ from graph_harness.capture.graph.reader import read_graph
 from graph_harness.capture.replay.settings import ReplaySettings
 from graph_harness.capture.replay.timing import capture_unrolled, time_replays_us
 from graph_harness.capture.round.timing import measure_round_configs
-from graph_harness.capture.stats import fit_chain, round_series, saving_interval, saving_point
+from graph_harness.capture.stats import (
+    fit_chain,
+    median_by_variant,
+    round_series,
+    saving_interval,
+    saving_point,
+)
 from graph_harness.kernels.empty import empty_kernel
 
 LENGTHS = (1, 16, 64, 256)
@@ -74,7 +80,7 @@ def main() -> None:
     )
     t.to_csv(args.out / "pdl-round.csv", index=False)
     s = round_series(t)
-    summary["round_us"] = {k: float(v) for k, v in t.groupby("variant").us.median().items()}
+    summary["round_us"] = {k: float(v) for k, v in median_by_variant(t).items()}
     summary["round_pdl_saves_us"] = saving_point(s["fused"], s["fused+pdl"])
     summary["round_pdl_saves_us_95"] = saving_interval(s["fused"], s["fused+pdl"])
     summary["round_programmatic_edges"] = sum(

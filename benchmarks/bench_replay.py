@@ -25,7 +25,7 @@ from graph_harness.capture.replay.kinds import chain_kinds
 from graph_harness.capture.replay.settings import ReplaySettings
 from graph_harness.capture.round.replays import run_replays
 from graph_harness.capture.round.timing import measure_round_configs
-from graph_harness.capture.stats import round_series, saving_interval
+from graph_harness.capture.stats import median_by_variant, round_series, saving_interval
 
 pd.set_option("display.width", 200)
 pd.set_option("display.max_columns", 20)
@@ -84,7 +84,7 @@ def main() -> None:
         {"fused": ("fused", False), "fused+pdl": ("fused", True)},
         settings,
     )
-    med = t.groupby("variant").us.median()
+    med = median_by_variant(t)
     series = round_series(t)
     lo, hi = saving_interval(series["fused"], series["fused+pdl"])
     nodes = exports["fused"].total

@@ -123,29 +123,30 @@ def count_step(
         own_graphs=check is None,  # a check replays the step's graph: ours only
         host_notes=check is None,
     )
-    notes = list(got.notes)
-    if check is None and (line := host_read_note(got.export, shown or name)):
-        notes.append(line)  # as a check would find it (with one, it does)
-    for line in notes if note else ():
-        note(line)
+    notes = _notes(got, check is None, shown or name, note)
     checked = None
     if check is not None:
         if progress:
             progress(f"checking {shown or name}")
         checked = check_captured(
-            step,
-            got.export,
-            got.captured,
-            got.watch.repeatability,
-            name=name,
-            steps=check,
-            soak=soak,
-            soak_deadline=soak_deadline,
-        )
+            step, got.export, got.captured, got.watch.repeatability, name=name, steps=check,
+            soak=soak, soak_deadline=soak_deadline,
+        )  # fmt: skip
     launch = None
     if host_launch and torch.cuda.is_available() and (checked is None or checked.passed):
         launch = _launch_of_step(got, name)
     return CountedStep(got=got, notes=tuple(notes), check=checked, launch=launch)
+
+
+def _notes(got: CapturedStep, unchecked: bool, shown: str, note: Progress) -> list[str]:
+    """What the capture noted, with (where no check will find them) the ops that read a
+    value back to the host; each told to `note` at once."""
+    notes = list(got.notes)
+    if unchecked and (line := host_read_note(got.export, shown)):
+        notes.append(line)  # as a check would find it (with one, it does)
+    for line in notes if note else ():
+        note(line)
+    return notes
 
 
 def _launch_of_step(got: CapturedStep, name: str) -> HostLaunch:

@@ -17,7 +17,13 @@ from graph_harness.capture.attribution.records import nodes_from_dispatch, nodes
 from graph_harness.capture.environment import environment, now
 from graph_harness.capture.errors import HarnessError
 from graph_harness.capture.export.nodes import Node, NodeExport
-from graph_harness.capture.graph.capture import Captured, WarmupWatch, capture_graph, warm_up
+from graph_harness.capture.graph.capture import (
+    Captured,
+    CaptureErrorMode,
+    WarmupWatch,
+    capture_graph,
+    warm_up,
+)
 from graph_harness.capture.graph.compiled import (
     CPU_HINT,
     CompiledStepError,
@@ -172,7 +178,7 @@ def capture_nodes(
     warmup: int,
     graph_pool: tuple[int, int] | None = None,
     watch: WarmupWatch | None = None,
-    capture_error_mode: str = "global",
+    capture_error_mode: CaptureErrorMode = "global",
     allocations: AllocationLog | None = None,
     stream: torch.cuda.Stream | None = None,
 ) -> tuple[list[Node], Captured | None]:

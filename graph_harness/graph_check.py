@@ -21,7 +21,7 @@ class GraphCheck:
     twice replayed with freed memory and outputs poisoned, compared after every call) and
     fails the test with check's verdict and findings (the call, the tensor, the node and
     its module, the host value a graph froze). It does not pass vacuously
-    (capture/check/gate.py): a step that captures no node is an error, a trajectory that
+    (capture/check/fixture.py): a step that captures no node is an error, a trajectory that
     compares nothing fails, "not verified" fails unless `accept_unverified=True`, and an
     output the graph never writes fails (check fills the outputs with a pattern before
     every call). Without CUDA the test is skipped with the reason, unless the CPU part
@@ -59,7 +59,7 @@ class GraphCheck:
         soak_deadline: float | None = None,
     ):
         __tracebackhide__ = True
-        from graph_harness.capture.check.gate import GraphCheckFailed, gate
+        from graph_harness.capture.check.fixture import GraphCheckFailed, fixture_outcome
         from graph_harness.capture.check.step import STEPS, check_step
         from graph_harness.capture.graph.settings import StepSettings
         from graph_harness.capture.replay.guard import ReplayFailed
@@ -99,7 +99,7 @@ class GraphCheck:
             # the device still runs the hung replay: any later GPU work of the session
             # would wait behind it, so the session stops here, saying why
             pytest.exit(f"{self.nodeid}: {result.headline()}; the session stops", returncode=1)
-        verdict = gate(result, accept_unverified=accept_unverified)
+        verdict = fixture_outcome(result, accept_unverified=accept_unverified)
         if verdict.outcome == "skip":
             pytest.skip(verdict.message)
         if verdict.outcome == "fail":

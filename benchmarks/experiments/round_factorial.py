@@ -14,7 +14,7 @@ from graph_harness.capture.replay.pricing import per_call_us
 from graph_harness.capture.replay.settings import ReplaySettings
 from graph_harness.capture.round import params as P
 from graph_harness.capture.round.timing import measure_round_configs
-from graph_harness.capture.stats import saving_interval
+from graph_harness.capture.stats import median_by_variant, saving_interval
 
 OUT = os.environ.get("OUT", "/tmp/out")
 P.VARIANTS["compiled-direct"] = ("compiled", "direct")
@@ -49,7 +49,7 @@ def main():
         )
         trials["rep"] = rep
         all_trials.append(trials)
-        med = trials.groupby("variant").us.median()
+        med = median_by_variant(trials)
         ser = {v: g.sort_values("trial").us.to_numpy() for v, g in trials.groupby("variant")}
         print(f"rep {rep} medians", {v: round(med[v], 1) for v in VAR}, flush=True)
         print(f"rep {rep} nodes", {v: exports[v].total for v in VAR}, flush=True)

@@ -1,7 +1,12 @@
 """`check`: does the captured graph compute what the step computes? Eager against replay,
 bit for bit, with free memory poisoned; host copies in the graph; the findings.
 
+- rules.py: the registry of check's rules (RULES: each finds what one kind of evidence
+  shows) and of the revisions made to their findings (REVISIONS); a new rule is one
+  module and one line there
+- evidence.py: what one check saw, as every rule reads it (Evidence)
 - step.py: check_step, check_captured, the gate of `--check`
+- fixture.py: a check's outcome as the `graph_check` fixture's test (pass, fail, skip)
 - settings.py: CheckSettings, the trajectory's length and the soak (no torch: the
   parser reads it)
 - sample.py: the calls a long trajectory compares (`--steps to-end`), and its length

@@ -15,12 +15,15 @@ A check ends in one of three verdicts, each with its exit code on the command li
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal, get_args
 
 from graph_harness.capture.check.sample import FIRST
 from graph_harness.capture.errors import HarnessError
 from graph_harness.capture.state.steps import Repeatability
 
-SEVERITIES = ("fail", "unverified", "warn", "info")  # in the order tables show them
+Severity = Literal["fail", "unverified", "warn", "info"]  # in the order tables show them
+SEVERITIES: tuple[Severity, ...] = get_args(Severity)
+Status = Literal["passed", "failed", "unverified"]  # a check's verdict (module docstring)
 
 
 class CheckFailed(HarnessError, RuntimeError):
@@ -36,7 +39,7 @@ class CheckUnverified(HarnessError, RuntimeError):
 @dataclass(frozen=True, kw_only=True)
 class Finding:
     kind: str  # repeatability, state, host-state, rng, host-copy, mismatch, freed-memory, ...
-    severity: str  # "fail" | "unverified" | "warn" | "info"
+    severity: Severity
     message: str
     node: int | None = None
     kernel: str | None = None
@@ -51,7 +54,7 @@ class Finding:
 EXIT_CODES = {"passed": 0, "failed": 1, "unverified": 3}  # a verdict's, on the command line
 
 
-def status_of(findings: list[Finding]) -> str:
+def status_of(findings: list[Finding]) -> Status:
     """ "failed" if any finding fails, else "unverified" if any could not be verified, else
     "passed" (module docstring): the one rule every check's result follows."""
     if any(f.severity == "fail" for f in findings):
@@ -87,7 +90,7 @@ class CheckResult:
     poisoned_outputs: dict | None = None
 
     @property
-    def status(self) -> str:
+    def status(self) -> Status:
         """ "failed", "unverified" or "passed" (module docstring)."""
         return status_of(self.findings)
 
@@ -233,7 +236,7 @@ class SkippableStatus:
     why_not: str | None
 
     @property
-    def status(self) -> str:
+    def status(self) -> Status | Literal["skipped"]:
         """ "failed", "unverified", "passed", or "skipped" (it needs a GPU)."""
         return "skipped" if self.why_not is not None else status_of(self.findings)
 
@@ -244,3 +247,18 @@ class SkippableStatus:
     @property
     def exit_code(self) -> int:
         return {**EXIT_CODES, "skipped": 0}[self.status]
+
+
+def once_each(findings: list[Finding]) -> list[Finding]:
+    """One finding per kind and value: where the warm-ups' warning and the trajectory's
+    verdict name one host value (or one tensor), only the more severe is kept, so a
+    report says each thing once."""
+    rank = {s: i for i, s in enumerate(SEVERITIES)}
+    best: dict[tuple[str, str], Finding] = {}
+    for f in findings:
+        if f.tensor is None:
+            continue
+        key = (f.kind, f.tensor)
+        if key not in best or rank[f.severity] < rank[best[key].severity]:
+            best[key] = f
+    return [f for f in findings if f.tensor is None or best[(f.kind, f.tensor)] is f]

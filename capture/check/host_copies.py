@@ -18,7 +18,14 @@ from graph_harness.capture.graph.reader import memcpy_params, read_graph
 if TYPE_CHECKING:
     import torch
 
+    from graph_harness.capture.check.evidence import Evidence
     from graph_harness.capture.export.nodes import NodeExport
+
+
+def copies_rule(e: Evidence) -> list[Finding]:
+    """Check's rule (capture/check/rules.py) of host copies: found before the trajectories
+    ran (they sync after each call where there are any), a GPU's only."""
+    return list(e.copies)
 
 
 def host_copies(graph: torch.cuda.CUDAGraph, export: NodeExport) -> list[Finding]:

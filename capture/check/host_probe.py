@@ -24,16 +24,46 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from graph_harness.capture.check.findings import Finding
-from graph_harness.capture.check.judge import classify
+from graph_harness.capture.check.judge import classify, host_moves, starts
+from graph_harness.capture.check.library_hosts import accepted
 from graph_harness.capture.check.messages import HOST_FIX, values
 from graph_harness.capture.state.changes import Change, compare
 from graph_harness.capture.state.fingerprint import Fingerprint, fingerprint
 from graph_harness.capture.state.host_paths import NotSettable, setter
 from graph_harness.capture.state.steps import length_of, start_of
 
+if TYPE_CHECKING:
+    from graph_harness.capture.check.evidence import Evidence
+
 TIMES = (10, 100, 1000)  # trajectories' lengths tried past the check's own
+
+
+def probed(e: Evidence, findings: list[Finding]) -> list[Finding]:
+    """Check's revision (capture/check/rules.py): host values the calls change, not
+    already failed by the replays and not accepted, tried at later values (probe), its
+    verdict in place of the warm-ups' warning or the CPU's "not verified"."""
+    failed = {f.tensor for f in findings if f.kind == "host-state" and f.severity == "fail"}
+    moved = {
+        n: v
+        for n, v in host_moves(e.t).items()
+        if n not in failed and not (e.accept and accepted(n, e.accept))
+    }
+    if not moved:
+        return findings
+    missed = {c.name for c in starts(e.t)[0]}  # host values the reset does not return
+    tried = [
+        replace(f, message=f.message + f"; the reset does not return {f.tensor} to its start")
+        if f.tensor in missed and f.severity == "fail"
+        else f
+        for f in probe(e.step, moved, e.calls)
+    ]
+    named = {f.tensor for f in tried}
+    kept = [f for f in findings if not (f.kind == "host-state" and f.tensor in named)]
+    return kept + tried
 
 
 def probe(step: Callable[[], object], moved: dict[str, list], calls: int) -> list[Finding]:

@@ -43,6 +43,7 @@ from graph_harness.capture.state.changes import Change, compare, names
 from graph_harness.capture.state.fingerprint import Fingerprint, Seen
 
 if TYPE_CHECKING:
+    from graph_harness.capture.check.evidence import Evidence
     from graph_harness.capture.export.nodes import NodeExport
 
 LISTED = 12  # mismatching tensors listed one finding each; the rest in one line
@@ -119,6 +120,11 @@ def judge(
         return result
     result.findings += _against_the_graph(t, export, spreads, moved, copies, depends, start_host)
     return result
+
+
+def judged_rule(e: Evidence) -> list[Finding]:
+    """Check's rule (capture/check/rules.py) of the trajectories judged."""
+    return list(e.judgement.findings)
 
 
 def _against_the_graph(
@@ -259,10 +265,10 @@ def exact_kind(s: Seen) -> str:
     return "compared by digest" if s.hashed else "an integer or boolean tensor"
 
 
-Verdict = Literal["bad", "unjudged", "within"]
+TensorVerdict = Literal["bad", "unjudged", "within"]
 
 
-def classify(c: Change, own: Change | None, seen: Seen) -> Verdict:
+def classify(c: Change, own: Change | None, seen: Seen) -> TensorVerdict:
     """One tensor a replay left other than the eager call did, judged: within the step's
     own spread there (`own`: what its two eager runs from one state disagree on), so no
     defect ("within"); an exact-only tensor (`seen`, exact_only) the step itself does not

@@ -19,11 +19,15 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from graph_harness.capture.check.findings import Finding
 from graph_harness.capture.state.steps import StepStateError
 from graph_harness.capture.text import a_type
+
+if TYPE_CHECKING:
+    from graph_harness.capture.check.evidence import Evidence
 
 
 @dataclass(frozen=True)
@@ -120,3 +124,19 @@ def accepted_finding(names: list[str], accept: Mapping[str, str]) -> Finding:
         "what its capture saw of it",
         tensor=names[0],
     )
+
+
+def with_library_causes(e: Evidence, findings: list[Finding]) -> list[Finding]:
+    """Check's revision (capture/check/rules.py): host-value findings about a value a
+    library keeps, with the library named as the cause and what a user can do."""
+    host = [f for f in findings if f.kind == "host-state" and f.tensor]
+    if not host:
+        return findings
+    from graph_harness.capture.state.fingerprint import host_owners  # torch: here only
+
+    owners = host_owners(e.step)
+    out = []
+    for f in findings:
+        cause = library_cause([f.tensor], owners) if f in host else ""
+        out.append(replace(f, message=f.message + cause) if cause else f)
+    return out

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from graph_harness.capture.settings import MAX_COUNT
+from graph_harness.capture.settings import MAX_COUNT, SettingsError
 
 TO_END = "to-end"  # `--steps to-end`: the step's own length (capture/check/sample.py)
 
@@ -55,17 +55,17 @@ class CheckSettings:
         if v != TO_END and (
             isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_COUNT
         ):
-            raise ValueError(
+            raise SettingsError(
                 f"steps must be a whole number from 1 to {MAX_COUNT:,} (calls to check) or "
                 f"{TO_END!r}, got {v!r}"
             )
         s = self.soak
         if isinstance(s, bool) or not isinstance(s, int) or not 0 <= s <= MAX_COUNT:
-            raise ValueError(
+            raise SettingsError(
                 f"soak must be a whole number from 0 to {MAX_COUNT:,} (replays), got {s!r}"
             )
         d = self.soak_deadline
         if d is not None and (
             isinstance(d, bool) or not isinstance(d, int | float) or not 0 < d < float("inf")
         ):
-            raise ValueError(f"soak_deadline must be a number of seconds > 0, got {d!r}")
+            raise SettingsError(f"soak_deadline must be a number of seconds > 0, got {d!r}")

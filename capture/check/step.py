@@ -31,11 +31,10 @@ The step runs `warmup` + 1 times to be captured, then 2 x `steps` times eagerly.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from graph_harness.capture.check.evidence import Evidence
 from graph_harness.capture.check.findings import (
-    SEVERITIES,
     CheckFailed,
     CheckResult,
     CheckUnverified,
@@ -43,17 +42,15 @@ from graph_harness.capture.check.findings import (
     status_of,
 )
 from graph_harness.capture.check.host_copies import host_copies
-from graph_harness.capture.check.host_probe import probe
-from graph_harness.capture.check.judge import host_moves, judge, starts
-from graph_harness.capture.check.library_hosts import accepted, accepted_of, library_cause
+from graph_harness.capture.check.judge import judge
+from graph_harness.capture.check.library_hosts import accepted_of
+from graph_harness.capture.check.rules import findings_of
 from graph_harness.capture.check.sample import compared_calls, trajectory_length
 from graph_harness.capture.check.settings import TO_END, CheckSettings
 from graph_harness.capture.check.soak import soak
 from graph_harness.capture.check.trajectory import Trajectories, run_trajectories
-from graph_harness.capture.check.warmups import from_warmups, host_reads, rng_line
 from graph_harness.capture.count import capture_and_keep
 from graph_harness.capture.graph.settings import StepSettings
-from graph_harness.capture.state.fingerprint import host_owners
 from graph_harness.capture.state.steps import (
     Repeatability,
     StateWatch,
@@ -140,24 +137,20 @@ def check_captured(
     name = printable(name)  # shown and recorded (check.json) as text: capture/text.py
     require_repeatable(rep, name)
     accept = accepted_of(step)  # a malformed step.accept_host refused before anything runs
-    findings = from_warmups(rep, accept)
-    copies = []
-    if captured is None:
-        findings += host_reads(export)
-    else:
-        copies = host_copies(captured.graph, export)
-        findings += copies
+    copies = host_copies(captured.graph, export) if captured is not None else []
     graph = captured.graph if captured is not None else None
     output = captured.output if captured is not None else None
     t = run_trajectories(
         step, calls, graph, output, name, rep, _compared(step, calls, settings),
         sync_each=bool(copies),
     )  # fmt: skip
-    if t.drawn and not rep.rng:
-        findings.append(Finding(kind="rng", severity="info", message=rng_line(t.drawn)))
     j = judge(t, export, copies, accept)
-    findings = _probed(step, t, calls, findings + j.findings, accept)
-    findings = once_each(with_library_causes(step, findings))
+    findings = findings_of(
+        Evidence(
+            step=step, export=export, captured=captured, rep=rep, accept=accept,
+            copies=copies, t=t, calls=calls, judgement=j,
+        )
+    )  # fmt: skip
     soaked = None
     if settings.soak:
         soaked, more = _soak(step, graph, output, t, rep, name, findings, settings)
@@ -181,36 +174,6 @@ def check_captured(
         poisoned=t.poisoned,
         poisoned_outputs=j.poisoned_outputs,
     )
-
-
-def _probed(
-    step: Callable[[], object],
-    t: Trajectories,
-    calls: int,
-    findings: list[Finding],
-    accept: dict[str, str] | None,
-) -> list[Finding]:
-    """Host values the calls change, not already failed by the replays and not accepted:
-    tried at later values (capture/check/host_probe.py), its verdict in place of the
-    warm-ups' warning or the CPU's "not verified"."""
-    failed = {f.tensor for f in findings if f.kind == "host-state" and f.severity == "fail"}
-    moved = {
-        n: v
-        for n, v in host_moves(t).items()
-        if n not in failed and not (accept and accepted(n, accept))
-    }
-    if not moved:
-        return findings
-    missed = {c.name for c in starts(t)[0]}  # host values the reset does not return
-    tried = [
-        replace(f, message=f.message + f"; the reset does not return {f.tensor} to its start")
-        if f.tensor in missed and f.severity == "fail"
-        else f
-        for f in probe(step, moved, calls)
-    ]
-    named = {f.tensor for f in tried}
-    kept = [f for f in findings if not (f.kind == "host-state" and f.tensor in named)]
-    return kept + tried
 
 
 def _compared(step: Callable[[], object], calls: int, settings: CheckSettings) -> list[int]:
@@ -248,35 +211,6 @@ def _soak(
         deadline=settings.soak_deadline,
     )  # fmt: skip
     return s.to_dict(), list(s.findings)
-
-
-def once_each(findings: list[Finding]) -> list[Finding]:
-    """One finding per kind and value: where the warm-ups' warning and the trajectory's
-    verdict name one host value (or one tensor), only the more severe is kept, so a
-    report says each thing once."""
-    rank = {s: i for i, s in enumerate(SEVERITIES)}
-    best: dict[tuple[str, str], Finding] = {}
-    for f in findings:
-        if f.tensor is None:
-            continue
-        key = (f.kind, f.tensor)
-        if key not in best or rank[f.severity] < rank[best[key].severity]:
-            best[key] = f
-    return [f for f in findings if f.tensor is None or best[(f.kind, f.tensor)] is f]
-
-
-def with_library_causes(step: Callable[[], object], findings: list[Finding]) -> list[Finding]:
-    """Host-value findings about a value a library keeps, with the library named as the
-    cause and what a user can do (capture/check/library_hosts.py)."""
-    host = [f for f in findings if f.kind == "host-state" and f.tensor]
-    if not host:
-        return findings
-    owners = host_owners(step)
-    out = []
-    for f in findings:
-        cause = library_cause([f.tensor], owners) if f in host else ""
-        out.append(replace(f, message=f.message + cause) if cause else f)
-    return out
 
 
 def gate(results: dict[str, CheckResult]) -> None:

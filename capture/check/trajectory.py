@@ -1,47 +1,11 @@
-"""Check's trajectories: the step run `steps` calls from its start, twice eagerly and
-twice replayed, its outputs and reachable state fingerprinted after every call
-(capture/state/fingerprint.py, kept on the host).
-
-- **A step with a reset** runs each trajectory whole from its start (`start_of`: the
-  reset, then `feed(0)`): eager run A, eager run B, replayed run C with the allocator's
-  free memory filled with one byte, replayed run D with another (capture/check/poison.py).
-  Before call i of every run, `feed(i)` writes its inputs and the default generators are
-  set to the state they had before A's call i, so all four draw the same numbers.
-- **A step without one** cannot be taken back to a start; it repeats (else it is refused
-  before this runs), so each call leaves the state that the same call would leave again.
-  The four calls of step i run one after the other (A, B, C, D), each fed `feed(i)`:
-  every call starts from the state the previous call, of the same inputs, left.
-
-**Long trajectories** (`--steps to-end`, capture/check/sample.py): every call runs, in
-every run, but only the calls in `at` are fingerprinted and compared. A step with a
-reset runs each run whole as above, the allocator's free memory filled once for each
-replayed run and held until its end. A step without one runs its four calls only at the
-compared calls; between them one eager call per index carries its state along, as the
-step would.
-
-**What a call costs.** A fingerprint's clones are copied to pinned host memory without
-waiting (capture/state/fingerprint.py), and nothing syncs between calls: each run syncs
-once, at its end, so a run's time grows with its calls (launches, replays) and its
-compared calls' copies overlap the next calls. `seconds` holds each run's wall time.
-Where the host takes part in a call (the graph copies host memory at every replay, or
-the step's state holds CPU tensors a queued copy may write), each call waits for the
-last before its inputs are fed, as before: a feed writing a host buffer must not race
-the copy of the call before.
-
-So A against B measures what the step itself does not repeat (kernels that are not
-deterministic, or a reset that misses some state: the two starts tell which), A against
-C is the graph against the step, and C against D is the graph against itself with other
-free memory. Before every call of every run (before its inputs are fed) the graph's
-outputs are filled with one pattern (capture/check/outputs.py), so an output the graph
-never writes cannot match by holding what an earlier eager call left there. The step
-runs 2 x `steps` times eagerly and its graph 2 x `steps` times.
-
-**One start for every run.** Where the reset leaves a watched tensor other than it was at
-A's start (an output buffer it need not touch, a position tensor a call overwrites, or a
-cache it forgot), that tensor is put back, in place, to its value at A's start before B,
-C and D run, and `restored` names it: comparing runs that started from different states
-would measure the reset, not the graph. A tensor held only as a digest cannot be put
-back (`unrestorable`). Host values are never put back: only the step knows them.
+"""Check's trajectories: the step run `steps` calls from its start, twice eagerly (A, B)
+and twice replayed (C, D, free memory filled with one pattern, then another), its outputs
+and reachable state fingerprinted after every call (capture/state/fingerprint.py, kept on
+the host). A step with a reset runs each run whole from its start; one without runs the
+four calls of each step in turn. A against B is the step's own spread, A against C the
+graph against the step, C against D the graph against itself. How the runs are fed, timed,
+sampled (`--steps to-end`) and started alike: docs/steps-and-check.md, "Check's
+trajectories".
 """
 
 from __future__ import annotations
@@ -84,7 +48,7 @@ class Trajectories:
     d: Run | None = None
     drawn: list[str] = field(default_factory=list)  # generators call 0 drew from
     poisoned: list[dict] = field(default_factory=list)
-    restored: list[str] = field(default_factory=list)  # put back to A's start (docstring)
+    restored: list[str] = field(default_factory=list)  # put back to A's start (steps-and-check.md)
     unrestorable: list[str] = field(default_factory=list)
     outputs: OutputPoison | None = None  # the graph's outputs filled before each call
     at: list[int] = field(default_factory=list)  # the calls compared; Run.after follows it
@@ -117,13 +81,13 @@ class _Runner:
         self.unrestorable: list[str] = []
 
     def fill_outputs(self) -> None:
-        """The graph's outputs to the pattern (before a call's feed: module docstring)."""
+        """The graph's outputs to the pattern (before a call's feed: steps-and-check.md)."""
         if self.outputs is not None:
             self.outputs.fill()
 
     def _before(self, i: int, *, record: bool, fed: bool) -> None:
         if self.sync_each:
-            sync()  # the call before, its copies from or to the host, landed (docstring)
+            sync()  # the call before, its copies from or to the host, landed (steps-and-check.md)
         if not fed:  # a fed call 0 was filled before its reset and feed (run_trajectories)
             self.fill_outputs()
         if self.feed is not None and not fed:
@@ -136,7 +100,7 @@ class _Runner:
     def eager(
         self, i: int, *, record: bool = False, fed: bool = False, keep: bool = True
     ) -> Fingerprint | None:
-        """Call i, eagerly; its fingerprint if `keep` (queued: module docstring)."""
+        """Call i, eagerly; its fingerprint if `keep` (queued: steps-and-check.md)."""
         self._before(i, record=record, fed=fed)
         out = self.step()
         if record and i == 0:
@@ -194,7 +158,7 @@ def _holds_host_tensors(step: Callable[[], object], output: object) -> bool:
 
 
 def _print(step: Callable[[], object], output: object, *, with_output: bool = True) -> Fingerprint:
-    """A fingerprint kept on the host, its copies queued (module docstring)."""
+    """A fingerprint kept on the host, its copies queued (steps-and-check.md)."""
     return fingerprint(step, output, with_output=with_output, clone_to="cpu", non_blocking=True)
 
 
@@ -209,58 +173,20 @@ def run_trajectories(
     *,
     sync_each: bool = False,
 ) -> Trajectories:
-    """The four runs (module docstring) of `steps` calls, compared at the calls `at` (all
+    """The four runs (steps-and-check.md) of `steps` calls, compared at the calls `at` (all
     of them by default); `graph` None (the CPU): A and B only. Replays go through one
     Replayer (capture/replay/guard.py): a CUDA error is one line. Ends with the step at
     its start. Syncs."""
     at = list(range(steps)) if at is None else at
-    keep = set(at)
     sequential = reset_of(step) is not None
     replayer = None if graph is None else _replayer(graph, name, step, rep, sequential)
     run = _Runner(step, steps, replayer, output, sync_each and graph is not None)
     t = Trajectories(steps, sequential, Run(), Run(), at=at)
     clock = _Clock(t.seconds)
     if sequential:
-        with clock("a"):
-            run.fill_outputs()  # before the reset and feed(0) of each run: call 0 is fed there
-            t.a.start = run.begin()
-            t.a.after = _kept(
-                run.eager(i, record=True, fed=i == 0, keep=i in keep) for i in range(steps)
-            )
-            sync()
-        with clock("b"):
-            run.fill_outputs()
-            t.b.start = run.begin(t.a.start)
-            t.b.after = _kept(run.eager(i, fed=i == 0, keep=i in keep) for i in range(steps))
-            sync()
-        if replayer is not None:
-            t.c, t.d = Run(), Run()
-            for r, pattern, key in zip((t.c, t.d), POISONS, "cd"):
-                what = f"check's replays with free memory filled with {pattern:#04x}"
-                run.fill_outputs()
-                with clock(key), _called(key, steps), replayer.window(what):  # resets, feeds 0
-                    r.start = run.begin(t.a.start, reset=False)
-                    with run.poison(pattern):  # held for the whole run: module docstring
-                        r.after = _kept(
-                            run.replayed(i, None, fed=i == 0, keep=i in keep) for i in range(steps)
-                        )
+        _whole_runs(run, t, replayer, set(at), clock)
     else:
-        if replayer is not None:
-            t.c, t.d = Run(), Run()
-        with clock("calls"):
-            for i in range(steps):
-                if i not in keep:  # carried along by one eager call (module docstring)
-                    run.eager(i, record=True, keep=False)
-                    continue
-                t.a.after.append(run.eager(i, record=True))
-                t.b.after.append(run.eager(i))
-                if replayer is None:
-                    continue
-                for r, pattern, key in zip((t.c, t.d), POISONS, "cd"):
-                    what = f"check's replay of call {i} with {pattern:#04x} in free memory"
-                    with _called(key, steps, at=i), replayer.window(what):
-                        r.after.append(run.replayed(i, pattern))
-            sync()
+        _call_by_call(run, t, replayer, set(at), clock)
     if replayer is not None and sequential:
         replayer.finish()  # the closing reset (and feed(0)), guarded as the replays are
     elif run.start is not None:  # the step as it was found: at its start
@@ -270,6 +196,62 @@ def run_trajectories(
     t.restored, t.unrestorable = run.restored, run.unrestorable
     t.outputs = run.outputs
     return t
+
+
+def _whole_runs(
+    run: _Runner, t: Trajectories, replayer: Replayer | None, keep: set[int], clock: _Clock
+) -> None:
+    """A step with a reset: each run whole from its start, A and B eagerly, then C and D
+    replayed, each with free memory held filled with its pattern."""
+    steps = t.steps
+    with clock("a"):
+        run.fill_outputs()  # before the reset and feed(0) of each run: call 0 is fed there
+        t.a.start = run.begin()
+        t.a.after = _kept(
+            run.eager(i, record=True, fed=i == 0, keep=i in keep) for i in range(steps)
+        )
+        sync()
+    with clock("b"):
+        run.fill_outputs()
+        t.b.start = run.begin(t.a.start)
+        t.b.after = _kept(run.eager(i, fed=i == 0, keep=i in keep) for i in range(steps))
+        sync()
+    if replayer is None:
+        return
+    t.c, t.d = Run(), Run()
+    for r, pattern, key in zip((t.c, t.d), POISONS, "cd"):
+        what = f"check's replays with free memory filled with {pattern:#04x}"
+        run.fill_outputs()
+        with clock(key), _called(key, steps), replayer.window(what):  # resets, feeds 0
+            r.start = run.begin(t.a.start, reset=False)
+            with run.poison(pattern):  # held for the whole run: steps-and-check.md
+                r.after = _kept(
+                    run.replayed(i, None, fed=i == 0, keep=i in keep) for i in range(steps)
+                )
+
+
+def _call_by_call(
+    run: _Runner, t: Trajectories, replayer: Replayer | None, keep: set[int], clock: _Clock
+) -> None:
+    """A step without a reset: the four runs take turns call by call, each from the state
+    the last left; a call not compared is carried along by one eager call."""
+    steps = t.steps
+    if replayer is not None:
+        t.c, t.d = Run(), Run()
+    with clock("calls"):
+        for i in range(steps):
+            if i not in keep:  # carried along by one eager call (steps-and-check.md)
+                run.eager(i, record=True, keep=False)
+                continue
+            t.a.after.append(run.eager(i, record=True))
+            t.b.after.append(run.eager(i))
+            if replayer is None:
+                continue
+            for r, pattern, key in zip((t.c, t.d), POISONS, "cd"):
+                what = f"check's replay of call {i} with {pattern:#04x} in free memory"
+                with _called(key, steps, at=i), replayer.window(what):
+                    r.after.append(run.replayed(i, pattern))
+        sync()
 
 
 def _replayer(

@@ -15,7 +15,25 @@ from graph_harness.capture.state.changes import Change, names
 from graph_harness.capture.state.steps import Repeatability
 
 if TYPE_CHECKING:
+    from graph_harness.capture.check.evidence import Evidence
     from graph_harness.capture.export.nodes import NodeExport
+
+
+def warmups_rule(e: Evidence) -> list[Finding]:
+    """Check's rule (capture/check/rules.py) of what the warm-ups show."""
+    return from_warmups(e.rep, e.accept)
+
+
+def host_reads_rule(e: Evidence) -> list[Finding]:
+    """Check's rule of the counted operations that read back to the host: the CPU only."""
+    return host_reads(e.export) if e.captured is None else []
+
+
+def rng_rule(e: Evidence) -> list[Finding]:
+    """Check's rule of random numbers the trajectory drew where the warm-ups saw none."""
+    if e.t.drawn and not e.rep.rng:
+        return [Finding(kind="rng", severity="info", message=rng_line(e.t.drawn))]
+    return []
 
 
 def host_reads(export: NodeExport) -> list[Finding]:

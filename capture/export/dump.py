@@ -9,16 +9,12 @@ from pathlib import Path
 
 from graph_harness.capture.environment import now
 from graph_harness.capture.export.documents import ExportError
+from graph_harness.capture.export.kinds import Source
 from graph_harness.capture.export.nodes import NodeExport
 from graph_harness.capture.text import printable
 
 DUMP_SUFFIXES = (".dot", ".gv")
 DUMP_WORKLOAD = "dump:"  # an export's workload names the dump it was read from
-
-
-def is_dump_path(path: str | Path) -> bool:
-    """Whether a file is taken as a graph dump: by its name (.dot, .gv)."""
-    return Path(path).suffix.lower() in DUMP_SUFFIXES
 
 
 def export_of_dump(path: str | Path) -> NodeExport:
@@ -47,6 +43,9 @@ def export_of_dump(path: str | Path) -> NodeExport:
             "module_depth": None,
         },
     )
+
+
+SOURCE = Source(name="a graph dump", suffixes=DUMP_SUFFIXES, read=export_of_dump)
 
 
 def is_dump(export: NodeExport) -> bool:

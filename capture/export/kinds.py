@@ -31,11 +31,12 @@ imports neither torch nor pandas.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from graph_harness.capture.export.documents import ExportError, Fields, load_json, show
+from graph_harness.capture.export.documents import ExportError, load_json
 
 if TYPE_CHECKING:
     from graph_harness.capture.export.nodes import NodeExport  # pandas, and cyclic
@@ -101,6 +102,24 @@ READERS = {
         "path is fine)",
     ),
 }
+
+
+@dataclass(frozen=True, kw_only=True)
+class Source:
+    """One source of node exports, as capture/export/sources.py registers it: `name` as a
+    refusal names it. Taken by its file's `suffixes` and read whole by `read` (one graph);
+    or by its document's `schema`, and then one export (`several` None) or several by name
+    (`several`: the document's exports, its envelope checked; `called`: the document, as
+    its errors name it)."""
+
+    name: str
+    suffixes: tuple[str, ...] = ()
+    read: Callable[[str | Path], NodeExport] | None = None
+    schema: str | None = None
+    several: Callable[[dict, str], dict[str, Any]] | None = None
+    called: str = ""
+
+
 # where a document passed to the wrong reader goes instead
 ELSEWHERE = {
     NODES: "an export goes to advise's EXPORT or delta's A and B",
@@ -160,76 +179,12 @@ def split_ref(ref: str | Path) -> tuple[str | Path, str | None]:
 
 
 def read_export(ref: str | Path) -> NodeExport:
-    """The NodeExport at `ref`: a node export file, one export of count's output
-    (`PATH#NAME`; the name may be left out when it holds one), or a graph dump (a .dot
-    file cudaGraphDebugDotPrint wrote: capture/export/dump.py). ExportError in one line
-    otherwise, naming the file and what to pass."""
-    from graph_harness.capture.export.dump import export_of_dump, is_dump_path
-    from graph_harness.capture.export.nodes import NodeExport
+    """The NodeExport at `ref`: a node export file, one export of count's output or of a
+    sweep (`PATH#NAME`; the name may be left out when it holds one), or a graph dump (a
+    .dot file cudaGraphDebugDotPrint wrote: capture/export/dump.py); each source is one of
+    capture/export/sources.py's SOURCES. ExportError in one line otherwise, naming the file
+    and what to pass."""
+    from graph_harness.capture.export.sources import read_source
 
     path, name = split_ref(ref)
-    if is_dump_path(path):
-        if name is not None:
-            raise ExportError(
-                f"{ref}: #{name} names an export of count's output or of a sweep, and {path} "
-                f"is a graph dump (one graph): drop #{name}"
-            )
-        return export_of_dump(path)
-    doc = load_document(path, "export")
-    schema = schema_of(doc)
-    if schema not in (COUNT, SWEEP):
-        if name is not None:
-            raise ExportError(
-                f"{ref}: #{name} names an export of count's output (`count --json`) or of a "
-                f"sweep, and {path} is neither: drop #{name}"
-            )
-        return NodeExport.from_dict(doc, where=str(path))
-    what = "count's output" if schema == COUNT else "the sweep"
-    exports = (_count_exports if schema == COUNT else _sweep_exports)(doc, str(path))
-    names = ", ".join(exports)
-    if name is None:
-        if len(exports) != 1:
-            first = next(iter(exports))
-            raise ExportError(
-                f"{path}: {what} holds {len(exports)} exports ({names}); name one "
-                f"after a '#': {path}#{first}"
-            )
-        name = next(iter(exports))
-    elif name not in exports:
-        raise ExportError(f"{ref}: {what} has no export {show(name)} (it holds {names})")
-    return NodeExport.from_dict(exports[name], where=f"{path}#{name}")
-
-
-def _count_exports(doc: dict, where: str) -> dict[str, Any]:
-    """count's output checked as far as its own envelope; each export is checked by
-    NodeExport.from_dict when taken."""
-    f = Fields(where)
-    version = doc.get("schema_version")
-    if type(version) is not int or version != COUNT_SCHEMA_VERSION:
-        f.fail(
-            "schema_version",
-            f"{show(version)} is not a version of count's output this graph-harness reads "
-            f"({COUNT_SCHEMA_VERSION}); count again with this graph-harness",
-        )
-    f.keys("", doc, ("schema", "schema_version", "exports"), ("checks", "host_launch"))
-    exports = f.obj("exports", doc["exports"])
-    if not exports:
-        f.fail("exports", "count's output holds no export")
-    return exports
-
-
-def _sweep_exports(doc: dict, where: str) -> dict[str, Any]:
-    """A sweep's exports by size name, its envelope checked as far as they go; each
-    export is checked by NodeExport.from_dict when taken."""
-    f = Fields(where)
-    version = doc.get("schema_version")
-    if type(version) is not int or version not in SWEEP_VERSIONS_READ:
-        f.fail(
-            "schema_version",
-            f"{show(version)} is not a sweep version this graph-harness reads "
-            f"({', '.join(map(str, SWEEP_VERSIONS_READ))}); sweep again with this graph-harness",
-        )
-    exports = f.obj("exports", doc.get("exports"))
-    if not exports:
-        f.fail("exports", "the sweep holds no export")
-    return exports
+    return read_source(ref, path, name)

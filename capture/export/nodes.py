@@ -40,6 +40,7 @@ from graph_harness.capture.export.documents import (
     ExportError as ExportError,  # re-exported: capture.ExportError
 )
 from graph_harness.capture.export.documents import Fields, show
+from graph_harness.capture.export.kinds import NODES, Source
 from graph_harness.capture.export.node_check import check_node, check_options
 from graph_harness.capture.export.workload import export_name, is_round, step_order, unit_of
 from graph_harness.capture.files import write_atomic
@@ -244,6 +245,11 @@ class NodeExport:
         from graph_harness.capture.export.kinds import read_export
 
         return read_export(path)
+
+
+# a node export as a source of itself (capture/export/sources.py); a document no source
+# names is read as one too, its own checks judging it
+SOURCE = Source(name="a node export", schema=NODES)
 
 
 def summarize(export: NodeExport) -> dict[str, pd.DataFrame]:

@@ -9,7 +9,7 @@ import contextlib
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
 
 import torch
 
@@ -18,6 +18,9 @@ from graph_harness.capture.graph.memory import AllocationLog
 from graph_harness.capture.graph.reader import capture_frontier
 from graph_harness.capture.graph.settings import StepSettings
 from graph_harness.capture.scopes.recorder import Recorder, ScopeKey, ScopeMark, recording
+
+# torch.cuda.graph's capture_error_mode: what other threads may do during a capture
+CaptureErrorMode = Literal["global", "thread_local", "relaxed"]
 
 
 class CaptureError(HarnessError, RuntimeError):
@@ -81,7 +84,7 @@ def capture_graph(
     warmup: int = StepSettings.warmup,
     graph_pool: tuple[int, int] | None = None,
     stream: torch.cuda.Stream | None = None,
-    capture_error_mode: str = "global",
+    capture_error_mode: CaptureErrorMode = "global",
     watch: WarmupWatch | None = None,
     allocations: AllocationLog | None = None,
 ) -> Captured:
@@ -149,7 +152,7 @@ def _failure_line(
     exc: BaseException,
     failed: ScopeKey | None,
     stream: torch.cuda.Stream,
-    capture_error_mode: str,
+    capture_error_mode: CaptureErrorMode,
 ) -> str:
     # Imported here: diagnosing is for failures only (capture/graph/diagnose/failure.py says
     # how often it captures the step again to name the op, its module and the class of
@@ -163,7 +166,7 @@ def _failure_line(
 
 
 def try_capture(
-    call: Callable[[], object], *, stream: torch.cuda.Stream, capture_error_mode: str
+    call: Callable[[], object], *, stream: torch.cuda.Stream, capture_error_mode: CaptureErrorMode
 ) -> BaseException | None:
     """Capture one call of `call` on a fresh graph and throw the graph away (nothing is
     instantiated or run): what the call or the capture's end raised, None if it captured.

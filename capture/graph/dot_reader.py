@@ -100,7 +100,29 @@ def read_dump(path: str | Path) -> DotDump:
 
 
 def dump_of(text: str) -> DotDump:
+    """The dump in `text`: its nodes by graph, their dependencies, the one root graph with
+    its children expanded; DotSyntaxError for whatever does not read as a dump."""
     g = parse(text)
+    nodes, graph_of = _by_graph(g)
+    deps = _dependencies(g, graph_of)
+    for name, members in nodes.items():
+        _acyclic(name, members, deps)
+    root = _root(nodes)
+    total = _expanded_size(root, nodes)
+    if total > MAX_NODES:
+        raise DotSyntaxError(f"its child graphs expand to {total:,} nodes, past {MAX_NODES:,}")
+    reached = _reached(root, nodes)
+    if len(reached) != len(nodes):
+        lost = ", ".join(sorted(set(nodes) - reached)[:5])
+        raise DotSyntaxError(f"graphs no graph of the dump holds, reached from none: {lost}")
+    out = _expand(root, nodes, deps)
+    verbose = any(n.grid is not None for ns in nodes.values() for n in ns)
+    return DotDump(out, verbose, len(nodes))
+
+
+def _by_graph(g: DotGraph) -> tuple[dict[str, list[_Node]], dict[str, str]]:
+    """Each graph's nodes (graph name -> its nodes, in the dump's order), and each node's
+    graph (node id -> graph name): a node belongs to the cluster nearest above it."""
     clusters = _clusters(g)
     nodes: dict[str, list[_Node]] = {name: [] for name in clusters.values()}
     graph_of: dict[str, str] = {}
@@ -112,6 +134,12 @@ def dump_of(text: str) -> DotDump:
             raise DotSyntaxError(f"line {g.node_line[nid]}: node {nid!r} is in no graph's cluster")
         graph_of[nid] = clusters[sub]
         nodes[clusters[sub]].append(_node(nid, clusters[sub], attrs, g.node_line[nid]))
+    return nodes, graph_of
+
+
+def _dependencies(g: DotGraph, graph_of: dict[str, str]) -> dict[str, list[str]]:
+    """Node id -> the ids it depends on, from the edges: each joins two nodes of one graph;
+    an edge written twice is one dependency."""
     deps: dict[str, list[str]] = {}
     for a, b, _, line in g.edges:
         for end in (a, b):
@@ -126,8 +154,11 @@ def dump_of(text: str) -> DotDump:
             )
         if a not in deps.setdefault(b, []):  # an edge written twice is one dependency
             deps[b].append(a)
-    for name, members in nodes.items():
-        _acyclic(name, members, deps)
+    return deps
+
+
+def _root(nodes: dict[str, list[_Node]]) -> str:
+    """The one graph no child graph node holds (every child graph it names in the dump)."""
     held_by = [n for ns in nodes.values() for n in ns if n.child is not None]
     for n in held_by:
         if n.child not in nodes:
@@ -146,16 +177,7 @@ def dump_of(text: str) -> DotDump:
         raise DotSyntaxError(
             f"a dump holds one graph with its children; this has roots {which}{hint}"
         )
-    total = _expanded_size(roots[0], nodes)
-    if total > MAX_NODES:
-        raise DotSyntaxError(f"its child graphs expand to {total:,} nodes, past {MAX_NODES:,}")
-    reached = _reached(roots[0], nodes)
-    if len(reached) != len(nodes):
-        lost = ", ".join(sorted(set(nodes) - reached)[:5])
-        raise DotSyntaxError(f"graphs no graph of the dump holds, reached from none: {lost}")
-    out = _expand(roots[0], nodes, deps)
-    verbose = any(n.grid is not None for ns in nodes.values() for n in ns)
-    return DotDump(out, verbose, len(nodes))
+    return roots[0]
 
 
 def _acyclic(graph: str, members: list[_Node], deps: dict[str, list[str]]) -> None:
@@ -213,38 +235,53 @@ _INDEX = re.compile(r"^\d+( \(topoId: \d+\))?$")  # a node's ID line or field
 
 
 def _node(nid: str, graph: str, attrs: dict[str, str], line: int) -> _Node:
-    """One node statement read: a record (verbose flags: `{TYPE | {ID | n | name...}}`)
-    or lines (`n`, then the type, the kernel's symbol or the child graph, then details)."""
+    """One node statement read, by its shape: a record (verbose flags:
+    `{TYPE | {ID | n | name...}}`), an octagon (a kernel outside verbose mode), or lines
+    (`n`, then the type or the child graph, then details)."""
     label = attrs.get("label")
     if label is None:
         raise DotSyntaxError(f"line {line}: node {nid!r} has no label (its type)")
     where = f"line {line}: node {nid!r}"
     if attrs.get("shape") == "record":
-        try:
-            texts = leaves(record_fields(label))
-        except DotSyntaxError as e:
-            raise DotSyntaxError(f"{where}: {e}") from None
-        word = texts[0] if texts else ""
-        kind = DOT_KINDS.get(word)
-        if kind is None:
-            raise DotSyntaxError(f"{where}: {word[:40]!r} is no node type this reader knows")
-        node = _Node(nid, graph, kind)
-        if kind == "kernel":
-            at = next((i for i, t in enumerate(texts) if t == "ID"), None)
-            if at is None or at + 2 >= len(texts) or not _INDEX.match(texts[at + 1]):
-                raise DotSyntaxError(f"{where}: a kernel record without {{ID | n | name}}")
-            node.kernel, node.grid, node.block = kernel_of(texts[at + 2], where)
-        return node
+        return _record_node(nid, graph, label, where)
     lines = [x.strip() for x in label_text(label).split("\n")]
     lines = [x for x in lines if x]
     if len(lines) < 2 or not _INDEX.match(lines[0]):
         raise DotSyntaxError(f"{where}: its label is not `n`, then its type or kernel")
+    read = _octagon_node if attrs.get("shape") == "octagon" else _lines_node
+    return read(nid, graph, lines, where)
+
+
+def _record_node(nid: str, graph: str, label: str, where: str) -> _Node:
+    """A record's node: its type first; a kernel's symbol and geometry after `ID | n`."""
+    try:
+        texts = leaves(record_fields(label))
+    except DotSyntaxError as e:
+        raise DotSyntaxError(f"{where}: {e}") from None
+    word = texts[0] if texts else ""
+    kind = DOT_KINDS.get(word)
+    if kind is None:
+        raise DotSyntaxError(f"{where}: {word[:40]!r} is no node type this reader knows")
+    node = _Node(nid, graph, kind)
+    if kind == "kernel":
+        at = next((i for i, t in enumerate(texts) if t == "ID"), None)
+        if at is None or at + 2 >= len(texts) or not _INDEX.match(texts[at + 1]):
+            raise DotSyntaxError(f"{where}: a kernel record without {{ID | n | name}}")
+        node.kernel, node.grid, node.block = kernel_of(texts[at + 2], where)
+    return node
+
+
+def _octagon_node(nid: str, graph: str, lines: list[str], where: str) -> _Node:
+    """A kernel outside verbose mode: its symbol, then perhaps `<<<...>>>`."""
+    node = _Node(nid, graph, "kernel")
+    geometry = next((x for x in lines[2:] if x.startswith("<<<")), "")
+    node.kernel, node.grid, node.block = kernel_of(lines[1] + geometry, where)
+    return node
+
+
+def _lines_node(nid: str, graph: str, lines: list[str], where: str) -> _Node:
+    """A node of lines: a child graph node (`graph_N`), or one of a type's word."""
     second = lines[1]
-    if attrs.get("shape") == "octagon":  # a kernel: its symbol, then perhaps <<<...>>>
-        node = _Node(nid, graph, "kernel")
-        geometry = next((x for x in lines[2:] if x.startswith("<<<")), "")
-        node.kernel, node.grid, node.block = kernel_of(second + geometry, where)
-        return node
     if _CLUSTER_LABEL.match(second):
         return _Node(nid, graph, "graph", child=second)
     kind = DOT_KINDS.get(second)

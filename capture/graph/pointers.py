@@ -1,19 +1,9 @@
 """Which nodes of a graph point into a tensor's bytes: the addresses in each node's
-parameters, read while the graph exists, matched against a byte range later.
-
-A kernel node's arguments are read as the device sees them (cuFuncGetParamInfo gives each
-argument's offset and size; the node's `kernelParams`, or its `extra` buffer, holds the
-values); every 8-byte word of them is taken as a possible address, so that pointers
-inside structs (TensorIterator's data arrays, Triton's plain pointer arguments, a
-library's descriptors passed by value) are seen too. A word that is an integer happening
-to fall in the range would be seen as a pointer: the match says "points into", and a
-kernel's arguments never say whether it reads or writes what they point to. A memset's
-or memcpy's destination is a write, and is said as one.
-
-What a reader of a difference gets (`touching`): the nodes in graph order (the capture's
-order, kept by `raw`), the first that writes for certain, else the first that points in.
-Needs CUDA and cuda-bindings to read; the matching is plain Python.
-"""
+parameters (every 8-byte word of a kernel's arguments, as cuFuncGetParamInfo lays them
+out; a memset's or memcpy's destination, a certain write), read while the graph exists,
+matched against a byte range later. A kernel's arguments never say whether it reads or
+writes what they point to (docs/record.md, "The node that writes it"). Needs CUDA and
+cuda-bindings to read; the matching is plain Python."""
 
 from __future__ import annotations
 

@@ -30,8 +30,8 @@ TOLERANCE = 0.03  # a priced saving must land within 3% of the measured one
 # is off its timed one, a measured saving not known to within the tolerance); "not judged"
 # where there is no net prediction: the raw one runs high by the profiler's own cost by
 # construction, so judging it would be judging that.
-Verdict = Literal["pass", "fail", "cannot tell", "not judged", "not measured"]
-PASS, FAIL, CANNOT_TELL, NOT_JUDGED, NOT_MEASURED = get_args(Verdict)
+PairVerdict = Literal["pass", "fail", "cannot tell", "not judged", "not measured"]
+PASS, FAIL, CANNOT_TELL, NOT_JUDGED, NOT_MEASURED = get_args(PairVerdict)
 Basis = Literal["timing", "chains", "raw"]  # what the net figures take the excess from
 HOST = "host"  # the verdict's basis where both launches are exposed: the host launches
 
@@ -70,7 +70,7 @@ class PricedPair:
     predicted_launch_us: float
     within_tolerance: bool
     measured_in_interval: bool
-    verdict: Verdict
+    verdict: PairVerdict
     why: str
     passed: bool
 
@@ -191,7 +191,7 @@ def _judged_on_host(
     measured_interval: tuple[float, float],
     host: _Priced,
     host_after_profiler: bool,
-) -> tuple[Verdict, str]:
+) -> tuple[PairVerdict, str]:
     """Both launches exposed (VariantProfile.exposure: the GPU waited for each in the
     back-to-back replays): the loop runs at the host's pace and the device's work hides
     under it, so the saving is priced as the host launch saving alone (A's plain host
@@ -268,7 +268,7 @@ def _verdict(
     net: tuple[float, float, float],
     corners: Sequence[float],
     off: dict[str, float],
-) -> tuple[Verdict, str]:
+) -> tuple[PairVerdict, str]:
     """The verdict on the net prediction (`passed` is verdict == "pass"), taken at its
     point, both ends of its interval and every corner of the excess's: pass when all of
     them lie within TOLERANCE of the measured saving at its point and at both ends of its

@@ -67,20 +67,7 @@ def profile_step(
             before(name)
         say(f"capturing {label}")
         model = models.get(name)
-        try:
-            got = capture_step(
-                step,
-                name=label,
-                warmup=warmup,
-                module=model,
-                own_graphs=check is None,  # a check replays graphs of ours only
-                host_notes=check is None,  # a check makes findings of them
-            )
-        except EmptyStepError as e:  # which of the steps issued no work
-            raise EmptyStepError(f"{label!r}: {e}") from None
-        for line in got.notes:
-            tell(line)
-        require_repeatable(got.watch.repeatability, label)
+        got = _captured(step, label, warmup, model, check is None, tell)
         if reset_of(step) is not None:
             tell(
                 f"{label} has a step.reset: it is reset before every run of replays, each at "
@@ -97,6 +84,33 @@ def profile_step(
     gate(checks)
     result = profile_steps(ready, settings, timed=timed, progress=progress)
     return replace(result, checks=checks)
+
+
+def _captured(
+    step: Callable[[], object],
+    label: str,
+    warmup: int,
+    model: torch.nn.Module | None,
+    unchecked: bool,
+    tell: Callable[[str], None],
+) -> CapturedStep:
+    """One step captured as profile_step takes it, its notes told: a step that issues no
+    work named, one that cannot be replayed refused (StepStateError)."""
+    try:
+        got = capture_step(
+            step,
+            name=label,
+            warmup=warmup,
+            module=model,
+            own_graphs=unchecked,  # a check replays graphs of ours only
+            host_notes=unchecked,  # a check makes findings of them
+        )
+    except EmptyStepError as e:  # which of the steps issued no work
+        raise EmptyStepError(f"{label!r}: {e}") from None
+    for line in got.notes:
+        tell(line)
+    require_repeatable(got.watch.repeatability, label)
+    return got
 
 
 def _replayable(

@@ -9,8 +9,8 @@ graph they make, with no change to the program:
 
 - `capture_begin`: the site and key are read off the stack (capture/record/sites.py, an
   engine's adapter first: keys.py), the capture's stream and pool noted, and a scope
-  recorder made active for it (module scopes, when asked for); where no engine's or
-  Inductor's key was found, what the region reads is looked at (reads_mode.py).
+  recorder made active for it (module scopes, when asked for), and, with no better key,
+  what the region reads looked at (reads_mode.py).
 - `capture_end`: before torch ends the capture, the graph under construction is read
   from the stream (`cudaStreamGetCaptureInfo` gives the graph being captured, which the
   driver lets a reader walk while the capture is open), so the count is the driver's
@@ -20,11 +20,10 @@ graph they make, with no change to the program:
 - `replay`: a counter on the graph's record, one addition per replay.
 - `reset`, and the graph object's collection: the record says the graph was released.
 
-Torch 2.14 adds global hooks on instantiate and destroy, and per-graph hooks on capture
-end and replay. They are not used: no global hook fires at capture begin (the site, the
-key and module scopes need it), a `keep_graph=True` graph never instantiated (captured and
-never replayed: the case worth finding) fires no instantiate hook, and per-graph hooks
-need the graph at its creation. One mechanism serves every torch from 2.4 on.
+Torch 2.14's graph hooks are not used: none fires at capture begin (the site, key and
+module scopes need it), a `keep_graph=True` graph never instantiated (the case worth
+finding) fires no instantiate hook, and per-graph hooks need the graph at its creation.
+One mechanism serves every torch from 2.4 on.
 
 A failure inside the recorder never reaches the program: the capture goes on, and the
 graph's record says what could not be read. What the program's own calls raise is

@@ -1,17 +1,9 @@
-"""What a captured region read that it did not itself write, and the key it names a graph by.
-
-A serving engineer reads graphs by batch size; the shapes of what flowed into a region
-(the input ids' `[8]`, `[4]`) say it without an adapter. Each operator the region ran is
-told as the tensors it read, the tensors it wrote (its in-place and `out=` arguments) and
-its outputs (capture/record/reads_mode.py feeds them from a dispatch mode; tests by hand).
-A tensor is known by its storage, so a view (`ids[:4]`) is the buffer it reads.
-
-The region's *inputs* are the tensors it read whose storage it never wrote (neither in
-place, nor as an output it allocated) and that are not weights (`nn.Parameter`s, and views
-of them): a static KV cache the step updates in place is state, not an input; a weight
-reads alike in every graph. Told as `[8] int64`, distinct, in the order first read.
-Plain Python, no torch: the naming is tested on the CPU with records made by hand.
-"""
+"""What a captured region read that it did not itself write, and the key it names a graph
+by (`reads [8] int64`): a serving engineer reads graphs by batch size. The region's inputs
+are the tensors it read whose storage (a view is its buffer) it never wrote, in place or
+as an output, and that are not weights (`nn.Parameter`s and their views): a KV cache
+updated in place is state. Distinct, in the order first read (docs/record.md, "Keys").
+Plain Python, no torch: tested on the CPU with records made by hand."""
 
 from __future__ import annotations
 

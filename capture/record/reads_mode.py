@@ -1,17 +1,10 @@
 """The reads of a captured region, seen as it runs: a `TorchDispatchMode` pushed once torch
-has begun a capture and popped as the program ends it, telling capture/record/reads.py of
-every aten operator the region runs (what it read, wrote and returned).
-
-It only looks: each operator runs as it would (`func(*args, **kwargs)`, the same kernels on
-the same stream), and what it reads of a tensor is host metadata (storage pointer, shape,
-dtype); nothing it does launches work or can raise into the program (a failure stops the
-looking, and the graph is named by the next rule). It declares `ignore_compile_internals`,
-so torch.compile compiles under it as without it (Dynamo skips frames under any other
-dispatch mode, which would run compiled code eagerly inside the capture): it is pushed only
-on a torch whose Dynamo honours that (`available()`). Higher-order operators pass through
-unlooked-at; work outside the dispatcher (a Triton kernel launched by hand, Inductor's
-generated kernels) is not seen at all: compiled code shows only the aten operators it calls.
-"""
+has begun a capture and popped as the program ends it, telling reads.py of every aten
+operator (what it read, wrote, returned). It only looks: each operator runs as it would,
+and it reads host metadata only; a failure stops the looking. It declares
+`ignore_compile_internals`, so torch.compile compiles under it (pushed only where Dynamo
+honours that: `available()`); work outside the dispatcher (Inductor's or hand-launched
+Triton kernels) is not seen (docs/record.md, "Keys")."""
 
 from __future__ import annotations
 

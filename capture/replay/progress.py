@@ -15,9 +15,7 @@ is recorded as the replays go, at no sync:
   failed.`) to the process's stderr when the host next meets the device, which may be a
   later launch rather than the sync. So stderr (the file descriptor, where the driver
   writes) goes to a temporary file for the whole window and is written back at its end,
-  whatever happened: nothing printed is lost, only held until the window ends (should the
-  process be killed inside it, the file stays: `graph-harness-held-stderr-*` in the
-  temporary folder).
+  whatever happened: nothing printed is lost, only held until the window ends.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from graph_harness.capture.settings import check_whole_numbers
+from graph_harness.capture.settings import SettingsError, check_whole_numbers
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,6 @@ class ReplaySettings:
         check_whole_numbers(self)
         for name in ("lengths", "host_lengths"):  # each per-node fit needs two lengths at least
             if len(set(getattr(self, name))) < 2:
-                raise ValueError(
+                raise SettingsError(
                     f"{name} needs at least two distinct lengths, got {getattr(self, name)!r}"
                 )

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 
 from graph_harness.capture.export.workload import ROUND_STEPS
+from graph_harness.capture.settings import SettingsError
 
 # What each variant runs: (pack, compaction).
 #   pack: "shipped" eight eager ops | "compiled" the same through torch.compile | "fused"
@@ -65,17 +66,17 @@ class RoundParams:
         for name in ("stages", "rows", "k", "world", "shard"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {v!r}")
+                raise SettingsError(f"{name} must be an int >= 1, got {v!r}")
         if isinstance(self.rank, bool) or not isinstance(self.rank, int):
-            raise ValueError(f"rank must be an int, got {self.rank!r}")
+            raise SettingsError(f"rank must be an int, got {self.rank!r}")
         if not 0 <= self.rank < self.world:
-            raise ValueError(f"rank must be in [0, world={self.world}), got {self.rank}")
+            raise SettingsError(f"rank must be in [0, world={self.world}), got {self.rank}")
         if self.k > self.shard:
-            raise ValueError(f"k={self.k} must be <= shard={self.shard}: top-k of a shard")
+            raise SettingsError(f"k={self.k} must be <= shard={self.shard}: top-k of a shard")
         if self.shard >= 2**31:
-            raise ValueError(f"shard must be < 2**31 (an int32 width), got {self.shard}")
+            raise SettingsError(f"shard must be < 2**31 (an int32 width), got {self.shard}")
         if not isinstance(self.seed, int) or isinstance(self.seed, bool):
-            raise ValueError(f"seed must be an int, got {self.seed!r}")
+            raise SettingsError(f"seed must be an int, got {self.seed!r}")
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -101,6 +102,6 @@ def check_variant(variant: str) -> tuple[str, str]:
     try:
         return VARIANTS[variant]
     except KeyError:
-        raise ValueError(
+        raise SettingsError(
             f"unknown variant {variant!r}; choose one of: {', '.join(VARIANTS)}"
         ) from None

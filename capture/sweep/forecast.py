@@ -1,22 +1,10 @@
 """The graph memory of whole ladders predicted from a few captured sizes (`sweep
 --predict-from`, issue 58): per size and in total, with an interval, against the truth
-where the sweep measured it, beside vLLM's own method (vllm_method.py), and the memory
-the KV cache is left under a budget.
-
-- **Pool**: predict.py on the sampled sizes' traces (each request's size a line in
-  batch, every size's trace replayed largest first into one modelled pool).
-- **Executables**: a line through the smallest and largest sampled size's executable
-  (measured by the sweep, 2 MiB pages), at least 0; unknown where not measured.
-- **Interval**, not a statistical one: the lowest and highest prediction over the fits
-  the samples allow (all of them; with three, also each pair), scaled by how far the
-  pool model missed each sampled size's own pool (real / modelled), and for the
-  executables the line and the sampled extremes. The error measured on a model is the
-  figure to trust; the interval says how much the samples themselves disagree.
-- **KV cache left**: the budget less the weights (the step's model's parameters and
-  buffers) and the predicted graphs.
-
-Plain arithmetic on traces and the sweep's rows; tested on the CPU.
-"""
+where the sweep measured it, beside vLLM's own method (vllm_method.py), and the KV cache
+left under a budget. Pool: predict.py on the sampled sizes' traces; executables: a line
+through the sampled sizes' measured ones; the interval is the spread over the fits the
+samples allow, not a statistical one (docs/sweep.md, "Graph memory predicted").
+Plain arithmetic on traces and the sweep's rows; tested on the CPU."""
 
 from __future__ import annotations
 

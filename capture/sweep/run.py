@@ -112,8 +112,7 @@ def sweep_step(
     `settings.seed`, judged by `gate` as `{"interleaved": result}`. `updated`: likewise
     the updated-executable check (`{"updated": result}`). `note`: told, once each, what
     the warm-ups showed of the step that a person should know before it is replayed.
-    Syncs. To predict the graph memory of whole ladders from a few of the sizes: the
-    result's `with_forecast`."""
+    Syncs. Graph memory of whole ladders predicted: the result's `with_forecast`."""
     modes = tuple(m for m, on in (("interleaved", interleaved), ("updated", updated)) if on)
     if modes and check_steps is None:  # each size alone first: its reset, its host values
         check_steps = CheckSettings.steps

@@ -1,25 +1,11 @@
 """vLLM's own estimate of its CUDA graphs' memory, implemented here from its code and
 labelled as such: "vLLM's method (as described in vllm/v1/worker/gpu_model_runner.py,
-GPUModelRunner.profile_cudagraph_memory)". Added by vllm-project/vllm #30515
-(2025-12), on by default since v0.21.0 (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS);
-its arithmetic is quoted in vllm-project/vllm #45178 and #45197 (docs/sweep.md).
-
-What it does, per CUDA graph mode, before the KV cache is sized: into a temporary pool,
-the mode's first two capture sizes in its capture order (largest first) are each warmed
-up and captured, and the free device memory each took is read (`mem_get_info` before,
-and after a synchronize); then
-
-    estimate = first + max(second, 1 MiB) * (n - 1)
-
-`first` stands for the pool's shared part, `second` for every further graph (1 MiB at
-least "for driver overhead"), `n` the mode's sizes. Across modes: the largest `first`
-plus every mode's `(n - 1)` part. A decode step is one mode here.
-
-The sweep's shared-pool stage makes exactly those two measurements (shared.py
-`free_drop`: the free memory each capture, its warm-ups and its executable took, in a
-fresh pool after the cache is emptied), so the estimate is the arithmetic below on them,
-for a ladder whose two largest sizes were the first two captured. Plain arithmetic.
-"""
+GPUModelRunner.profile_cudagraph_memory)", vllm-project/vllm #30515; its arithmetic is
+quoted in #45178 and #45197. The first two capture sizes (largest first) are captured into
+a temporary pool, the free memory each took read, and
+`estimate = first + max(second, 1 MiB) * (n - 1)`; across modes, the largest `first`
+plus every mode's `(n - 1)` part. The sweep's shared stage reads exactly those two
+(shared.py `free_drop`); docs/sweep.md says more. Plain arithmetic."""
 
 from __future__ import annotations
 

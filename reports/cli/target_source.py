@@ -1,16 +1,9 @@
-"""A `path/to/file.py:FUNCTION` target read without running it: whether its FUNCTION is
-surely missing, told from the file's syntax tree before torch's import (which takes
-seconds) and before the user's code runs.
-
-Surely missing means the file spells that name nowhere, in no role and at no depth (no
-def, class, import, assignment, walrus, `global`, attribute or keyword of it), names it
-in no string (sympy's `var('make')`), and has no means to bind a name unseen: `import *`,
-a module `__getattr__`, `globals()`, `vars()`, `locals()`, `exec`, `eval`, `setattr`,
-`__import__`, a `__dict__`, `sys.modules`, a frame's `f_globals`. Anything else (a file
-that does not parse or cannot be read, a dotted MODULE, a dunder FUNCTION: every module
-has some) is left to the import, as before. The message is load_factory's after the
-import (reports/cli/target.py), its hint listing the defs of every branch.
-"""
+"""A `path/to/file.py:FUNCTION` target read without running it: whether FUNCTION is surely
+missing, told from the file's syntax tree before torch's import and the user's code.
+Surely missing: the file spells the name nowhere (no binding, attribute, keyword or
+string of it) and has no means to bind one unseen (`import *`, a module `__getattr__`,
+`globals()`, `exec`, `setattr`, `sys.modules`, ...: `_DYNAMIC_*` list them). Anything else
+(a dotted MODULE, a dunder name, a file that does not parse) is left to the import."""
 
 from __future__ import annotations
 

@@ -18,14 +18,12 @@ from graph_harness.reports.cli.args import (
     out_args,
     positive,
     round_args,
+    settings_from,
     shown_depth,
     step_warmup,
     subcommand,
     timing_args,
     warmup_arg,
-)
-from graph_harness.reports.cli.args import (
-    settings_from as flags_to_settings,
 )
 from graph_harness.reports.cli.console import (
     IO,
@@ -102,10 +100,6 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
 NEEDS_GPU = "profile replays graphs under CUPTI, which records what a CUDA GPU ran"
 
 
-def settings_from(args: argparse.Namespace) -> ProfileSettings:
-    return flags_to_settings(ProfileSettings, args)
-
-
 def check_flags(args: argparse.Namespace) -> None:
     if args.target:
         flags = given_round_flags(args)
@@ -129,7 +123,7 @@ def check_early(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace, io: IO) -> int:
     check_flags(args)
-    settings = settings_from(args)
+    settings = settings_from(ProfileSettings, args)
     params = None if args.target else round_params(args)
     require_gpu(NEEDS_GPU)
     with staged(args, io) as tmp:

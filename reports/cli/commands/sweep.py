@@ -18,14 +18,12 @@ from graph_harness.reports.cli.args import (
     module_scopes_arg,
     out_args,
     positive,
+    settings_from,
     shown_depth,
     step_warmup,
     subcommand,
     timing_args,
     warmup_arg,
-)
-from graph_harness.reports.cli.args import (
-    settings_from as flags_to_settings,
 )
 from graph_harness.reports.cli.console import IO, UsageError, banner, progress, staged, wrote
 from graph_harness.reports.cli.sweeps import sweep_inputs, sweep_target
@@ -192,13 +190,9 @@ def check_flags(args: argparse.Namespace) -> list[tuple[dict[int, float], str]]:
     return sweep_inputs(args.sizes, args.requests)
 
 
-def settings_from(args: argparse.Namespace) -> SweepSettings:
-    return flags_to_settings(SweepSettings, args)
-
-
 def run(args: argparse.Namespace, io: IO) -> int:
     requests = check_flags(args)
-    settings = settings_from(args)
+    settings = settings_from(SweepSettings, args)
     with staged(args, io) as tmp:
         banner(io)
         with progress(io) as say:

@@ -1,4 +1,4 @@
-"""What the `graph_check` fixture makes of a check (capture/check/gate.py,
+"""What the `graph_check` fixture makes of a check (capture/check/fixture.py,
 graph_harness/pytest_plugin.py), on the CPU: check's comparison run with a stand-in graph
 (standin.py's), each verdict turned into a pass, a failure or a skip; and the fixture
 itself in pytest (pytester). The GPU side, real graphs right and wrong, is
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from graph_harness.capture import check_step
-from graph_harness.capture.check.gate import gate
+from graph_harness.capture.check.fixture import fixture_outcome
 from tests import targets as T
 from tests.capture.check.standin import _check
 from tests.plugin_args import PLUGIN  # the plugin alone, as its tests run it
@@ -20,7 +20,7 @@ def test_a_right_graph_passes(no_gpu_parts):
     step = T.stateful(device="cpu")
     out = step()
     step.reset()
-    g = gate(_check(step, step, out))
+    g = fixture_outcome(_check(step, step, out))
     assert g.outcome == "pass" and "agree with the eager calls" in g.message
 
 
@@ -29,7 +29,7 @@ def test_a_frozen_host_value_fails_naming_the_call_and_the_tensor(no_gpu_parts):
     out = step()
     step.reset()
     row = step.table[0]  # the graph copies the row its capture saw, forever
-    g = gate(_check(step, lambda: out.copy_(row), out))
+    g = fixture_outcome(_check(step, lambda: out.copy_(row), out))
     assert g.outcome == "fail"
     assert "[mismatch] call 1, tensor output" in g.message
     assert "[host-state]" in g.message and "closure state.t" in g.message
@@ -41,18 +41,18 @@ def test_a_trajectory_that_compares_nothing_fails(no_gpu_parts):
     def step():  # touches nothing the check can see, returns nothing
         torch.add(x, 1)
 
-    g = gate(_check(step, step, None))
+    g = fixture_outcome(_check(step, step, None))
     assert g.outcome == "fail" and "compared nothing" in g.message, g.message
 
 
 def test_on_the_cpu_a_clean_step_is_skipped_and_a_moving_host_value_fails():
-    clean = gate(check_step(T.stateful(device="cpu"), device="cpu"))
+    clean = fixture_outcome(check_step(T.stateful(device="cpu"), device="cpu"))
     assert clean.outcome == "skip" and "needs a CUDA device" in clean.message
-    moving = gate(check_step(T.host_position(rewind=False), device="cpu"))
+    moving = fixture_outcome(check_step(T.host_position(rewind=False), device="cpu"))
     assert moving.outcome == "fail" and "closure state.p" in moving.message
     # accepting "not verified" is for a graph that was replayed: the CPU replays none
     assert (
-        gate(
+        fixture_outcome(
             check_step(T.host_position(rewind=False), device="cpu"), accept_unverified=True
         ).outcome
         == "fail"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from graph_harness.capture.check.gate import gate
+from graph_harness.capture.check.fixture import fixture_outcome
 from graph_harness.capture.check.outputs import OUTPUT_POISON, OutputPoison, outputs_to_poison
 from tests.capture.check.standin import _check
 
@@ -28,13 +28,13 @@ def test_an_output_the_graph_never_writes_fails(no_gpu_parts):
     step()  # the warm-up wrote the buffer: a graph that skips the write would still match
     for graph in (lambda: None, lambda: x * 2.0):  # nothing, or the product left in a temporary
         result = _check(step, graph, out, steps=1)
-        g = gate(result)
+        g = fixture_outcome(result)
         assert g.outcome == "fail", g.message
         (f,) = [f for f in result.findings if f.severity == "fail" and f.tensor == "output"]
         assert "the graph never wrote it" in f.message and f"{OUTPUT_POISON:#04x}" in f.message
         assert result.poisoned_outputs["filled"] == ["output"]
     right = _check(step, step, out, steps=1)
-    assert gate(right).outcome == "pass" and torch.equal(out, x * 2.0)
+    assert fixture_outcome(right).outcome == "pass" and torch.equal(out, x * 2.0)
 
 
 def test_a_step_that_reads_what_it_returns_still_passes(no_gpu_parts):

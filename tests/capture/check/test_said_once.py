@@ -9,8 +9,7 @@ import sys
 from pathlib import Path
 
 from graph_harness.capture import check_step
-from graph_harness.capture.check.findings import CheckResult, Finding
-from graph_harness.capture.check.step import once_each
+from graph_harness.capture.check.findings import CheckResult, Finding, once_each
 from graph_harness.capture.state.steps import Repeatability
 from tests import targets as T
 

@@ -18,6 +18,7 @@ passes vacuously:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from graph_harness.capture.check.findings import CheckResult
 
@@ -27,21 +28,21 @@ class GraphCheckFailed(AssertionError):
 
 
 @dataclass(frozen=True)
-class Gate:
+class FixtureOutcome:
     """What a test does with a check: `outcome` "pass", "fail" or "skip", and why."""
 
-    outcome: str
+    outcome: Literal["pass", "fail", "skip"]
     message: str
 
 
-def gate(result: CheckResult, *, accept_unverified: bool = False) -> Gate:
+def fixture_outcome(result: CheckResult, *, accept_unverified: bool = False) -> FixtureOutcome:
     """The test's outcome for `result` (see the module's notes)."""
     if result.status == "failed":
-        return Gate("fail", _lines(result, "fail"))
+        return FixtureOutcome("fail", _lines(result, "fail"))
     if not result.compared:  # the CPU: no graph to replay
         if result.status == "unverified":  # a host value that moves: a graph would freeze it
-            return Gate("fail", _lines(result, "unverified"))
-        return Gate(
+            return FixtureOutcome("fail", _lines(result, "unverified"))
+        return FixtureOutcome(
             "skip",
             "graph_check needs a CUDA device to replay the step's graph; here its warm-ups "
             "and two eager runs passed",
@@ -50,7 +51,7 @@ def gate(result: CheckResult, *, accept_unverified: bool = False) -> Gate:
     if result.outputs == 0 and not written:
         # the tensors compared (if any) are ones no call changes: a replay that computed
         # nothing would match them as well as a right one
-        return Gate(
+        return FixtureOutcome(
             "fail",
             f"graph_check compared nothing {result.name} writes: the step returned no "
             "tensor and a call changes no state tensor the check watches; return the "
@@ -58,13 +59,13 @@ def gate(result: CheckResult, *, accept_unverified: bool = False) -> Gate:
             "wrong about",
         )
     if result.status == "unverified" and not accept_unverified:
-        return Gate(
+        return FixtureOutcome(
             "fail",
             _lines(result, "unverified")
             + "\n(graph_check(..., accept_unverified=True) accepts a graph check could not "
             "verify, where the test means to)",
         )
-    return Gate("pass", result.verdict())
+    return FixtureOutcome("pass", result.verdict())
 
 
 def _lines(result: CheckResult, severity: str) -> str:
