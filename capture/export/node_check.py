@@ -55,6 +55,9 @@ def _plain(n: Any, i: int, count: int) -> Node | None:
     return node  # type: ignore[return-value]
 
 
+_STAGES = 2**63  # the stage column is int64: a stage past it cannot be framed
+
+
 def _fields_plain(n: dict, i: int) -> bool:
     """Whether a node's own fields (all but its references) are plainly right."""
     kind, kernel, stage, path = n["type"], n["kernel"], n["stage"], n["scope_path"]
@@ -65,7 +68,7 @@ def _fields_plain(n: dict, i: int) -> bool:
         and kind != ""
         and (kernel is None or type(kernel) is str)
         and all(_dims_plain(n[k]) for k in ("grid", "block"))
-        and (stage is None or (type(stage) is int and stage >= 0))
+        and (stage is None or (type(stage) is int and 0 <= stage < _STAGES))
         and type(n["step"]) is str
         and type(n["scope"]) is str
         and _strs(path)
@@ -143,7 +146,7 @@ def _checked(f: Fields, i: int, n: object, count: int, version: int) -> Node:
         f.expected(f"{p}.type", "a non-empty str", n["type"])
     f.string(f"{p}.kernel", n["kernel"], none=True)
     _checked_dims(f, p, n)
-    f.integer(f"{p}.stage", n["stage"], lo=0, none=True)
+    f.integer(f"{p}.stage", n["stage"], lo=0, hi=_STAGES, none=True)
     f.string(f"{p}.step", n["step"])
     if version == 1:
         n = {**n, **_v1_scope(n["stage"], n["step"])}

@@ -9,6 +9,7 @@ that cannot tell leaves it to the command, after torch's import. Imports no torc
 from __future__ import annotations
 
 import argparse
+import sys
 from types import ModuleType
 
 
@@ -22,7 +23,9 @@ def check_before_torch(args: argparse.Namespace, command: ModuleType) -> None:
     if early is not None:
         early(args)
     needs = getattr(command, "NEEDS_GPU", None)
-    if needs is not None:
+    # torch imported already (graph-harness called from Python): its own check, later,
+    # is the one that counts (a caller may stand a GPU in for it)
+    if needs is not None and "torch" not in sys.modules:
         from graph_harness.capture.environment import cuda_surely_absent
         from graph_harness.capture.errors import NoGPU
 

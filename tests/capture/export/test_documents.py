@@ -107,12 +107,18 @@ BAD_EXPORTS = [
     (
         "stage a float",
         edit("nodes.0.stage", 1.5),
-        f"{X}: nodes[0].stage: expected an int >= 0 or null, got 1.5",
+        f"{X}: nodes[0].stage: expected an int in [0, 9223372036854775808) or null, got 1.5",
+    ),
+    (
+        "stage past int64 (found by the property test: pandas then overflowed)",
+        edit("nodes.0.stage", 2**64),
+        f"{X}: nodes[0].stage: expected an int in [0, 9223372036854775808) or null, "
+        f"got {2**64}",
     ),
     (
         "stage negative",
         edit("nodes.0.stage", -1),
-        f"{X}: nodes[0].stage: expected an int >= 0 or null, got -1",
+        f"{X}: nodes[0].stage: expected an int in [0, 9223372036854775808) or null, got -1",
     ),
     (
         "a 5000-digit rank",
