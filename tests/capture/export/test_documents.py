@@ -112,8 +112,7 @@ BAD_EXPORTS = [
     (
         "stage past int64 (found by the property test: pandas then overflowed)",
         edit("nodes.0.stage", 2**64),
-        f"{X}: nodes[0].stage: expected an int in [0, 9223372036854775808) or null, "
-        f"got {2**64}",
+        f"{X}: nodes[0].stage: expected an int in [0, 9223372036854775808) or null, got {2**64}",
     ),
     (
         "stage negative",
