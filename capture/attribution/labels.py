@@ -1,14 +1,10 @@
 """Scope labels: one meaning of a label with its repeats generalised, and one natural order.
 
-A label's parts are separated by `.` (a module's qualified name, `layers.3.attention`) or
-`/` (the built-in round's `stage3/pack`, a user's `blocks/3/attn`). Generalised, every part
-that is a whole number becomes `*`, and a round stage `stageN` before a `/` becomes
-`stage*`: the same work at every layer, block and stage has one name. The advisor's groups,
-the budgets' suggestions and the profile's groups all generalise here.
-
-Natural order compares labels part by part (`.`), numbers inside a part by value:
-`layers.2` before `layers.10`, `stage2/pack` before `stage10/pack`, a parent before its
-children.
+Generalised, every part (split at `.` or `/`) that is a whole number becomes `*`, and a
+round stage `stageN` before a `/` becomes `stage*`: the same work at every layer, block
+and stage has one name. Natural order compares labels part by part, numbers by value
+(`layers.2` before `layers.10`). Examples and who uses it: docs/your-model.md,
+"capture/attribution/labels.py".
 """
 
 from __future__ import annotations

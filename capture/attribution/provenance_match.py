@@ -1,13 +1,10 @@
 """Graph nodes matched to Inductor's provenance entries (capture/scopes/provenance.py collects
 them), and moved into the module scopes they came from.
 
-Matching runs in launch order: a generated kernel by its name (Inductor names its Triton
-kernels uniquely within a graph; a reused kernel, or a graph whose names recur in
-another, is told apart by the kernels that follow); the extern calls between two matched
-kernels of one compiled graph own the nodes between them (one to one when the counts
-agree, else together, by their deepest common module); those before the first or after
-the last matched kernel of a call are placed by count and labelled so. The conventions
-(root-level work, write-backs, what counts as fused across modules) are provenance.py's.
+Matching runs in launch order: a generated kernel by its name, the extern calls between
+two matched kernels by position, those before the first or after the last by count. The
+rules in full: docs/your-model.md, "capture/attribution/provenance_match.py"; the
+conventions are provenance.py's.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """Repeated layers, folded: a model's blocks (`layers.0` ... `layers.31`) are the same work
-N times, so a table shows one row times N where they agree. Two sources:
-
-- **module scopes**: sibling scopes whose last name is an index (`layers.3`, not `w1`)
-  and whose subtrees agree row for row (`fold_scopes`);
-- **the node sequence** of a graph no one scoped (a dump): the longest run of one block of
-  nodes repeated back to back, by type and kernel in capture order (`repeating_block`).
-
-Nothing is merged that differs: a layer that is not like its neighbours keeps its own
-rows, and a sequence with no block repeated at least twice has none.
+N times, so a table shows one row times N where they agree. Two sources: module scopes
+whose last name is an index and whose subtrees agree row for row (`fold_scopes`), and the
+longest block of nodes repeated back to back in a graph no one scoped
+(`repeating_block`). Nothing is merged that differs. In full: docs/your-model.md,
+"capture/attribution/repeats.py".
 """
 
 from __future__ import annotations

@@ -1,35 +1,11 @@
 """The node budget file: today's counts recorded, so tests check against them
 (the names and the check: capture/budget/limits.py).
 
-The budget file (plain JSON, stable order, for review in a diff):
-
-    {
-      "schema": "graph-harness/node-budgets",
-      "schema_version": 2,
-      "budgets": {
-        "tests/test_decode.py::test_decode": {        <- pytest node id, or a name given
-          "cpu-dispatch": {                            <- one entry per source
-            "total": 11,
-            "scopes": {                                <- by name, either kind of pattern
-              "attention": 4, "layers.*": 2, "sum(layers.*)": 6
-            },
-            "torch": "2.13.0+cpu", "device": "cpu"     <- what recorded it (optional)
-          }
-        }
-      }
-    }
-
-Counts of dispatched ops on the CPU and of graph nodes on a GPU differ, so each source
-keeps its own entry, and a budget is only ever checked against one of its own source.
-
-Version 1 files held a plain pattern's budget as the sum over the scopes it matched,
-which is now `sum(...)`'s meaning (a plain pattern's budget is per match): they are read
-with each such name as its `sum(...)`, so no budget changes meaning without a diff, and
-written back as version 2 when recorded into.
-
-Recording rewrites only a file that reads as a budget file (anything else is refused and
-left as it was), through capture/files.py: written beside and renamed in, a link written
-through and left a link, a folder or unwritable path refused. Nothing is ever deleted.
+Plain JSON, stable order, one entry per test and per source (CPU dispatch counts and GPU
+graph counts differ; a budget is only checked against its own source). Version 1 files
+are read with each plain pattern as its `sum(...)`. Recording rewrites only a file that
+reads as a budget file, through capture/files.py; nothing is ever deleted. The format:
+docs/budgets.md, "capture/budget/file.py".
 """
 
 from __future__ import annotations

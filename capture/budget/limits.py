@@ -1,27 +1,11 @@
 """Node budgets: a step's nodes counted against a limit, in total and per scope, so a
 later change cannot bring nodes back unseen.
 
-A budget name picks out a place in the scope tree, as the scope tables print it
-(capture/attribution/rollup.py): `attention`, `layers.3`, `layers.3.attention`, `decode.sample`, the
-built-in round's `stage0/pack`. It covers the nodes in that scope and in everything nested
-under it: a node is counted when the label of any of its enclosing tree positions equals
-the name. `*` stands for any run of characters within one part of a dotted name, `?` for
-one character, so a name can cover several scopes at once, and there are two kinds of
-budget for them:
-
-- per match, the plain pattern: `layers.*.attention` (every layer's attention),
-  `stage*/pack` (the round's pack in every stage). Each scope it matches is held to the
-  budget on its own, and is a line of the check: "42 per layer" is what a budget on
-  `layers.*` is nearly always meant to say.
-- sum, the pattern inside `sum(...)`: `sum(layers.*.attention)`. The nodes of every scope
-  it matches are summed, each node counted once, and held to the budget together.
-
-For one scope the two are the same. A name that is some scope's own label names that scope
-alone, wildcards or not (so a scope literally called `*` is recorded and checked by its
-label, and so is one called `sum(x)`). `unscoped` names the nodes outside every scope. A
-name that covers no node is refused, with the nearest names that do occur: a scope that
-issued no work leaves no trace in the capture, so it cannot be told from a typo.
-
+A budget name is a scope's label (capture/attribution/rollup.py) and covers everything
+nested under it; `*` and `?` match within one dotted part. A plain pattern's budget holds
+per match, `sum(...)`'s the matches together; `unscoped` names the nodes outside every
+scope; a name that covers no node is refused with the nearest names. In full:
+docs/budgets.md, "The fixture, its names and its file" and "capture/budget/limits.py".
 The budget file that records them: capture/budget/file.py.
 """
 

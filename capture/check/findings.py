@@ -3,13 +3,8 @@ and the node, module or scope where there is one, and the result they make up; p
 data, rendered by reports.
 
 A check ends in one of three verdicts, each with its exit code on the command line:
-- **passed** (0): every watched tensor agreed after every step of the trajectory, bit for
-  bit where two eager runs from one state agree, within their measured spread where
-  they do not;
-- **FAILED** (1): the graph computes something else than the step;
-- **not verified** (3): nothing failed, but something could not be checked (no GPU to
-  replay on while a host value changes or a host read is counted; an integer tensor
-  that two eager runs from one state already disagree on). Doubt is never a pass.
+**passed** (0), **FAILED** (1), **not verified** (3): doubt is never a pass. What each
+means: docs/steps-and-check.md, "capture/check/findings.py".
 """
 
 from __future__ import annotations

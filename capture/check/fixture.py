@@ -1,18 +1,9 @@
 """check's verdict as a test's: what the `graph_check` fixture (graph_harness/pytest_plugin.py)
 passes, fails or skips. A graph test that cannot fail is worse than none, so it never
-passes vacuously:
-
-- a step that captures no node is an error (EmptyStepError, from the capture);
-- a trajectory that compared nothing the step writes (no output tensor returned, no
-  state tensor a call changes) fails, saying what to return;
-- a static output the graph never writes, left holding what the warm-up or an eager
-  call wrote, cannot match: check fills the graph's outputs with a pattern before every
-  call (capture/check/outputs.py), so the replay leaves the pattern where the step left
-  its result, and the failure says the graph never wrote it;
-- "not verified" fails unless the test accepts it, naming what could not be verified;
-- without CUDA there is no graph: the test is skipped with the reason, unless the CPU
-  part already found a defect (a step that does not repeat, a host value that moves),
-  which fails it.
+passes vacuously: a step with no node is an error, a trajectory that compared nothing
+fails, "not verified" fails unless accepted, and without CUDA the test is skipped unless
+the CPU part already found a defect. The cases in full: docs/steps-and-check.md,
+"capture/check/fixture.py".
 """
 
 from __future__ import annotations

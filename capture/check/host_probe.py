@@ -1,23 +1,12 @@
 """Does the step's device work depend on a host value its calls change? Tried, not guessed.
 
-A graph replays what its capture saw of a host value (a Python counter, a position kept on
-the host). Where one changes along check's calls, the trajectory can pass while the value
-matters only later (a branch past call 40 of a 4-call check). So each such value is tried:
-from the step's start (its reset and `feed(0)`), one call with the value as its capture
-saw it (twice: the step's own spread), then one call with it set to what a later call
-sees (the values along the calls extended: an int that moves by a constant step): at
-the trajectory's last call, at 10, 100 and 1,000 times the trajectory, and at the step's
-last call (`step.max_steps`), nearest first. Where a tried value's call differs from the
-captured value's beyond that spread, the step depends on it: FAIL, naming the value and
-the first call where it matters (found by halving between the last value that agreed
-and the first that did not). Where none differs, the values tried are said. Where no
-value can be tried (no reset to start from, a value that does not move by a constant
-step, or one that cannot be set), not verified.
-
-Costs the step's calls: 2, one per value tried (at most 5), and about 10 to find the call.
-On a GPU the replays show a value that matters within the trajectory first (judge.py);
-on the CPU, where there is no graph, this eager trial is the evidence either way.
-The step is left at its start and the value as it was found.
+Each host value that moves along check's calls is tried from the step's start: one call
+with the value as its capture saw it (twice: the step's own spread), then with the values
+later calls see (nearest first, up to `step.max_steps`). A tried call that differs beyond
+that spread FAILs, naming the value and the first call where it matters (by halving);
+none: the values tried are said; a value that cannot be tried: not verified. Costs at
+most about 17 calls. The step is left at its start, the value as found. Which values are
+tried: docs/steps-and-check.md, "capture/check/host_probe.py".
 """
 
 from __future__ import annotations

@@ -1,35 +1,11 @@
 """Sizes interleaved in one pool: every size's graph, captured largest first into one shared
-pool (as engines capture their ladders), replayed in a seeded random serving order, each
-replay compared with its own size's eager call right after it.
+pool, replayed in a seeded random serving order (`serving_order`), each replay compared
+with its own size's eager call right after it. A graph right alone can be wrong beside
+the others (a buffer freed after its capture and written by another size's replays).
 
-A graph that is right alone can be wrong beside the others: a buffer or workspace of one
-size freed or re-allocated after its capture (a smaller size built later handed its
-memory) is written by another size's capture or replays, and nothing shows until the
-sizes take turns, as they do in a server. Check's trajectories (capture/check/step.py)
-replay one size alone; this replays them in turns.
-
-- **The eager reference**, per size, in capture order, as capture/check/size_runs.py
-  makes it: from its start, `steps` calls, twice; then the size back at its start. Its
-  replay of call i runs after its replay of call i-1.
-- **The serving order**: each size's calls, `steps` of them, in their own order (call i
-  before call i+1), the sizes interleaved by `random.Random(seed)` (`serving_order`).
-- **Each replayed call**: the graph's outputs filled with check's pattern
-  (capture/check/outputs.py, before the feed: an output the graph never writes cannot
-  match), `feed(i)`, the generators set to the eager call's state, the replay (in a
-  window of capture/replay/guard.py: a CUDA error is one line), the fingerprint, and the
-  comparison with the eager call i of its size. A size with a reset is reset (and fed
-  call 0) before its first replayed call only, its watched tensors put back to the eager
-  run's start where the reset leaves them otherwise (as check's trajectory does). A size
-  that differs once is not compared again (its later replays still run, so the others
-  see the order they were dealt), and the finding names the other sizes that ran since
-  its previous call.
-
-While the sizes take turns, the allocator's free memory is filled with one pattern and
-held (capture/check/poison.py; on a GPU): a size whose graph still reads a buffer freed
-after its capture (a workspace re-allocated when a later size was built) then reads the
-pattern, not whatever happens to lie there, and differs at once. Every size is left at
-its start. Host values are not judged (its own check does). Cost: per size 2 x `steps`
-eager calls and `steps` replays, each followed by a fingerprint.
+Free memory is held filled with one pattern while the sizes take turns (on a GPU). Every
+size is left at its start; host values are not judged (its own check does). The eager
+reference, each replayed call and the cost: docs/sweep.md, "capture/check/interleaved.py".
 """
 
 from __future__ import annotations

@@ -2,17 +2,10 @@
 against its eager reference, and the result over every size (plain data, and comparisons
 of fingerprints held on the host: no device).
 
-A call is judged as check's judge (capture/check/judge.py) judges a call of its
-trajectory: a tensor the size's two eager runs from one state agree on bit for bit must
-agree bit for bit with the replay; one they disagree on may differ by up to SLACK times
-their own difference if it is floating point and held whole; an integer or boolean one,
-or one compared by digest, cannot be judged there (not verified, never passed). Host
-values are not judged here: a graph never runs host code, and the size's own check
-(which runs first) judges them.
-
-The verdict's words name both sizes: the one whose replay differs, with the call and the
-tensor, and the sizes that ran since its previous call (the last of them first in
-suspicion), or, before anything else ran, the size captured after it.
+A call is judged as capture/check/judge.py judges a call of its trajectory; host values
+are not judged here (the size's own check does). The verdict names the size whose replay
+differs and the sizes that ran since its previous call. In full: docs/sweep.md,
+"capture/check/interleaved_verdict.py".
 """
 
 from __future__ import annotations

@@ -1,19 +1,11 @@
 """Check's verdict on its trajectories (capture/check/trajectory.py): what differs, from
 which step, and why, as findings (capture/check/findings.py).
 
-- **Non-determinism is measured**, never inferred: the tensors two eager runs from one
-  state (A and B) disagree on after call i, and by how much. A tensor they agree on bit
-  for bit must agree bit for bit between the step and its graph (A and C). One they
-  disagree on may differ by up to SLACK times their own difference, if it is floating
-  point and held whole; an integer or boolean one, or one compared by digest, cannot be
-  judged at all: the check is then not verified, never passed.
-- **Two starts that differ** (a reset that misses some state) are not non-determinism.
-  If only host values differ there, and the two runs' tensors differ too, the step's
-  device work depends on a host value: a graph, which replays what its capture saw of
-  it, cannot compute what the step computes (FAIL, the value named). If tensors differ
-  at the start, no run can be compared with another: not verified.
-- **Host values a call changes** that the replays diverge with are named as the cause,
-  with the fix.
+Non-determinism is measured (eager runs A and B from one state), never inferred: a tensor
+A and B agree on must agree bit for bit between the step and its graph; one they disagree
+on may differ by up to SLACK times their difference if floating point and held whole,
+else it cannot be judged (not verified). Two starts that differ, and host values named
+as the cause: docs/steps-and-check.md, "capture/check/judge.py".
 """
 
 from __future__ import annotations

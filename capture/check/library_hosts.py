@@ -1,18 +1,11 @@
 """Host values that libraries keep, and those a step accepts: what check says when a host value
 that moves is not the user's own, and how a user marks one they judged harmless.
 
-- **A library's counter.** A host value's name says where the walk found it; the object
-  that holds it (capture/state/fingerprint.py `host_owners`) says whose it is. Where that
-  is a known library class (KNOWN), the finding names the library's counter as the cause
-  and says what a user can do, instead of advice that cannot be followed (the counter is
-  inside the library, and moves whatever the step feeds). transformers' sliding-window
-  layers are the case met in practice: Gemma2 and Gemma3, Mistral, and Qwen2 with
-  `max_window_layers`, on a static cache.
-- **`step.accept_host`**: names (or fnmatch patterns) of host values the step's author
-  judged harmless to its device work, as a dict of name to reason or a sequence of
-  names. Check does not verify that judgement: an accepted value that moves is shown as
-  accepted (a warning), the verdict says so, and it is never a plain pass. Accepting
-  hides nothing else: a replay that differs from the eager call still fails.
+- **A library's counter**: the object holding the value is a known library class
+  (KNOWN): the finding names the library's counter and what a user can do.
+- **`step.accept_host`**: names (or fnmatch patterns) of host values judged harmless; an
+  accepted value that moves is a warning, never a plain pass.
+In full: docs/steps-and-check.md, "capture/check/library_hosts.py".
 """
 
 from __future__ import annotations

@@ -1,21 +1,11 @@
 """The graph's outputs filled with a pattern before every call of every run: an output the
 graph never writes then holds the pattern after its replay, where the eager call left
-its result, and check fails it. Without this, a static output that the capture's warm-up
-(or the eager run just before) already wrote reads as a match: the vacuous graph test of
-flashinfer-ai/flashinfer #4560 and local-inference-lab/b12x #220.
+its result, and check fails it (else a static output the warm-up wrote reads as a match).
 
-What is filled: each tensor the captured step returned (the graph's static outputs), by
-its own strides, with OUTPUT_POISON in every byte, before the call's inputs are fed (so
-an output that is also a fed input gets its input back). All four runs are filled alike,
-eager ones included: a step that reads what it returns (accumulates into it) reads the
-same pattern in every run, so the comparison stays fair, though its trajectory is not
-the one it would have run alone (CheckResult.poisoned_outputs names what was filled).
-
-What is not: a boolean output (no byte pattern is a valid bool), and an integer output
-that is also the step's own state (reachable from it: a position or index buffer the
-step may read, where the pattern would index out of range and crash the replay). Those
-are named in `left`, with why: a graph that never writes them can still read as a match
-when their value repeats.
+Each returned tensor is filled with OUTPUT_POISON in every byte, by its own strides,
+before the call's inputs are fed, in all four runs alike. Not filled, and named in `left`
+with why: boolean outputs, and integer outputs that are also the step's state. In full:
+docs/steps-and-check.md, "capture/check/outputs.py".
 """
 
 from __future__ import annotations

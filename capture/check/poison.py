@@ -2,13 +2,10 @@
 (a tensor it captured, since dropped) then computes from the pattern, and two replays
 with two patterns disagree. Used by check (capture/check/step.py) around its replays.
 
-The caching allocator's free ("inactive") blocks of the default pool (not graphs' private
-pools) are read from torch.cuda.memory_snapshot() and occupied by uint8 tensors of their
-sizes, largest first, each on the block's stream (a block is reused on its own stream
-only), filled, and released afterwards. Blocks of the small pool (segments of 2 MiB)
-are taken in pieces of at most 1 MiB, the largest request that pool serves. Nothing is
-freed to the driver (torch.cuda.empty_cache is never called): a freed tensor's memory
-stays mapped, so reading it can be caught instead of faulting.
+The default pool's free blocks (torch.cuda.memory_snapshot()) are occupied by uint8
+tensors on each block's stream, filled, and released afterwards; nothing is freed to the
+driver (torch.cuda.empty_cache is never called). How blocks are taken:
+docs/steps-and-check.md, "capture/check/poison.py".
 """
 
 from __future__ import annotations

@@ -1,22 +1,11 @@
-"""Which calls of a long trajectory check compares: every call at first, then a geometric
-sample, and the last. Also how long the trajectory is (`trajectory_length`): a number of
-calls, or `to-end`, the step's own account of when its static cache is full.
+"""Which calls of a long trajectory check compares: every call at first (calls 0 to FIRST),
+then calls at FIRST x RATIO^k rounded up, and the last (23 of 2,048 calls). Also how long
+the trajectory is (`trajectory_length`): a number of calls, or `to-end`, the step's own
+account of when its static cache is full.
 
-Only `--steps to-end` of a step with a reset is sampled (capture/check/step.py says why
-a step without one is not). Why a sample and not every call: a comparison fingerprints
-the step's whole state (its KV cache among it) and copies it off the device; a replay
-alone is one launch. To the end of a cache of a few thousand positions, comparing every
-call would cost thousands of fingerprints; a sample keeps the cost growing with the
-replays. What a sample can miss, and why it rarely matters: every call still runs, eager
-and replayed, so a graph that goes wrong past a window, at a split-count boundary or as
-the cache fills writes a wrong cache row, which every later comparison reads (the cache
-is compared whole). A graph wrong in one call's output alone, with no state left behind,
-shows only if that call is compared.
-
-- FIRST: calls 0 to FIRST are compared (check's default trajectory, 4 calls, and a few
-  more: the start of a trajectory is where frozen host values and stale metadata show);
-- then calls at FIRST x RATIO^k, rounded up, and the last call: about 1.7 log2(n / FIRST)
-  more (23 of 2,048 calls, 28 of 16,384).
+Only `--steps to-end` of a step with a reset is sampled. Every call still runs, eager and
+replayed; only the comparisons (fingerprints copied off the device) are sampled. Why a
+sample, and what it can miss: docs/steps-and-check.md, "capture/check/sample.py".
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """One size of a ladder as the checks over a shared pool run it (capture/check/
 interleaved.py, capture/check/updated.py): its graph as captured, its start, its calls
-fed, and its eager reference.
-
-**The eager reference**, per size: from its start (`start_of`: the reset, then
-`feed(0)`), `steps` calls fed `feed(i)`, fingerprinted after each (kept on the host), the
-default generators' state recorded before each; then a second run from the same start
-with the same inputs and generator states (what differs between the two is what the step
-itself does not repeat: capture/check/interleaved_verdict.py judges by it); then the size
-back at its start. A step without a reset cannot be taken back to a start; it repeats
-(else the sweep refused it), so each call leaves the state the same call would leave
-again: its two eager calls of call i run one after the other, each fed `feed(i)`.
+fed, and its eager reference: from its start (`start_of`), `steps` calls fingerprinted
+(kept on the host), run twice from the same start with the same inputs and generator
+states, then the size back at its start. A step without a reset runs its two eager calls
+of call i one after the other. In full: docs/sweep.md, "capture/check/size_runs.py".
 """
 
 from __future__ import annotations

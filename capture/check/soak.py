@@ -1,31 +1,12 @@
 """check's soak (`check --soak N`): N more replays of the graph along the check's fed
-trajectory, compared with the eager calls at a sample of them, under a watchdog. Failures
-that show only under sustained replay (a pool that drifts, a counter that wraps, a graph
-that wedges after thousands of replays, pytorch/pytorch #196133) need many replays; the
-check's four runs give a few.
+trajectory, compared with the eager calls at a sample of them (laps 0, 1, 2, 4, 8, ...
+and the last), under a watchdog, for failures that show only under sustained replay.
 
-- **The replays.** The trajectory's calls (`steps` of them, to the end with `--steps
-  to-end`) replayed lap after lap: a step with a reset is returned to its start
-  (reset, feed(0), eagerly) before each lap; one without runs call `r mod steps` after
-  call `r - 1`, as its check did call by call. Before each replay the outputs are filled
-  (capture/check/outputs.py), call i's inputs fed and the generators set to what the
-  eager run A had before its call i. The step itself is not called.
-- **The comparisons.** In laps 0, 1, 2, 4, 8, ... and the last, at the calls the check
-  compared (capture/check/sample.py), the state and outputs are fingerprinted and
-  compared with eager run A's after the same call, judged as the check judges A against
-  its replays: bit for bit where two eager runs from one state agree, within their
-  measured spread where they do not (a tensor the check could not judge is left to the
-  check's verdict). The first difference fails the soak, naming the replay, the lap, the
-  call and the tensor.
-- **The watchdog.** Each replay is followed by a CUDA event, and at most IN_FLIGHT
-  replays are queued ahead of the one waited on. Each wait has a deadline: DEADLINE_FACTOR
-  times the time a call of the check's first replayed run took (at least
-  DEADLINE_FLOOR_S), or `soak_deadline`. A replay that does not finish by then is a
-  hang: the soak stops at once, names the replay (which lap, which call) and how many
-  finished before it, and never waits for the device again: no sync, no reset (either
-  would wait behind the hang). The step is left as the hang found it, and the process
-  must exit without waiting on the device (`check` exits with os._exit; a program
-  calling check_step should do the same).
+A replay that misses its deadline (DEADLINE_FACTOR x a replayed call, at least
+DEADLINE_FLOOR_S, or `soak_deadline`) is a hang: the soak stops, names the replay, and
+never waits for the device again (no sync, no reset); the caller must exit without
+waiting (os._exit). The replays, comparisons and watchdog in full: docs/steps-and-check.md,
+"capture/check/soak.py".
 """
 
 from __future__ import annotations

@@ -1,31 +1,12 @@
 """`check`: does the captured graph compute what the step computes, call after call?
 
-From the step's start (after `step.reset` and `feed(0)`; for a step that repeats without
-a reset, the state its warm-ups settled in), a trajectory of `steps` calls, each fed its
-inputs by `step.feed(i)` where the step has one, is run twice eagerly and replayed twice
-from the graph, and the outputs and every watched state tensor are compared after every
-call (capture/check/trajectory.py runs them, capture/check/judge.py judges them):
-bit for bit, except where the two eager runs themselves disagree (non-determinism,
-measured), and never from a tolerance the warm-ups suggested. The two replayed runs go
-with the allocator's free memory filled with two patterns (capture/check/poison.py):
-where they disagree, the graph reads memory freed after capture.
-
-STEPS, 4, is the default length: the first call after a reset starts where the capture
-did, so a host value frozen at its starting value, a rebound input or stale metadata
-shows only from the second call on; four calls see each phase of a double-buffered
-(ping-pong) step twice, and cost 8 eager calls and 8 replays in all (BENCHMARKS.md times
-N against 1).
-
-Also reported, each naming the node (index, kernel, scope) where there is one: the warm-up
-count and whether the step repeats, what state one call changes, host values it changes,
-copies between host and device memory in the graph (their host side is read or written
-at every replay, whatever it holds then), random numbers drawn (torch registers its
-generator with a graph, so each replay draws anew, as an eager call would; every run's
-call i starts from the generator state of the first run's call i).
-
-On the CPU there is no graph: the two eager runs, what the warm-ups show, and what
-cannot be verified without replays (a host value that changes, a host read counted).
-The step runs `warmup` + 1 times to be captured, then 2 x `steps` times eagerly.
+From the step's start, a trajectory of `steps` calls (STEPS, 4, by default), each fed by
+`step.feed(i)`, is run twice eagerly and replayed twice (capture/check/trajectory.py),
+and outputs and every watched state tensor are compared after every call
+(capture/check/judge.py): bit for bit, except where the two eager runs disagree. The
+replays run with free memory filled with two patterns (capture/check/poison.py). On the
+CPU: the eager runs and the warm-ups only. Why 4 calls, what else is reported, the cost:
+docs/steps-and-check.md, "capture/check/step.py".
 """
 
 from __future__ import annotations

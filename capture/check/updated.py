@@ -1,28 +1,12 @@
 """One executable for every size, switched by update: every size's graph (captured largest
 first into one shared pool), ONE executable instantiated from the first size visited, and
-cudaGraphExecUpdate to each next size's graph in a walk that makes every transition (from
-size a to size b, a != b) at least once, as an engine that shares one executable across
-its batch sizes does (sgl-project/sglang #29625, #39176). Each visit is compared with the
-size's own executable launched from the same state, and with the size's eager call.
+cudaGraphExecUpdate to each next size's graph in a walk making every transition (a to b)
+at least once (`transition_order`), as an engine sharing one executable does. Each visit
+is compared with the size's own executable launched from the same state, and with its
+eager call; a launch that never finishes raises ReplayFailed (the CUDA context lost).
 
-- **The eager reference**: capture/check/size_runs.py's, `steps` calls per size, twice.
-- **The walk** (`transition_order`): an Eulerian circuit of every ordered pair of sizes,
-  its start and its turns dealt by `random.Random(seed)`; n sizes make n(n-1) updates.
-  Each visit is the size's next call (from its reset again after `steps` calls).
-- **Three walks alike**, each from every size's start, free memory filled with one
-  pattern (capture/check/poison.py): twice on each size's own executable, then once on
-  the shared one. The twins of a visit start from the same state as long as every earlier
-  visit computed the same, so the first difference from the own executable (beyond what
-  its two walks disagree on) is the update's doing (capture/check/updated_verdict.py);
-  fresh comparisons stop there. Each launch of the shared executable is awaited under a
-  watchdog (check's soak deadline: 100 x the slowest own launch, at least 1 s): a launch
-  that never finishes (#37657's hang) raises ReplayFailed, the CUDA context lost.
-- **What cannot be compared**: each update that succeeded has its graphs' kernel nodes
-  compared by function and launch attribute (capture/check/updated_launches.py); each
-  update that the driver refused is said, and the executable instantiated anew.
-- **Cost**: each update's host time, and each size's re-capture + instantiate.
-
-Every size is left at its start. Syncs. docs/sweep.md says more.
+Every size is left at its start. Syncs. The walk, the three walks alike, the watchdog and
+the cost: docs/sweep.md, "capture/check/updated.py".
 """
 
 from __future__ import annotations

@@ -1,23 +1,10 @@
 """What an update may not carry: each kernel node of the graph an executable was
 instantiated from (its origin) against the node it was updated to, by function and by
-launch attribute (plain data: capture/graph/attributes.py reads them).
-
-An executable's attributes cannot be read back, and cudaGraphExecUpdate reported success
-while keeping the origin's value of an attribute the driver does not report (the
-preferred cluster dimension: sgl-project/sglang #37657, a hang on GB300). So, for every
-update that succeeded, node by node in the driver's order:
-
-- an attribute both graphs report, with other values: the updated executable may launch
-  with either (**unverified**: a fresh executable of the size launches with the new one);
-- an attribute either graph does not report, where the node's function changed: the
-  origin's value may be kept unseen (**warn**, one line per attribute: the outputs agreed
-  here; a hang or another device may not). The same function on both sides is what
-  SGLang's fix keys an executable's sharing on, and is not flagged;
-- a node whose function changed while its kernel's name did not: two modules (two
-  Triton or torch.compile builds) define one name, and a tool keyed on names takes them
-  for one kernel (**warn**);
-- graphs whose nodes differ in number or kind in the driver's order cannot be paired
-  node for node (**unverified**: no attribute was compared).
+launch attribute (plain data: capture/graph/attributes.py reads them), node by node in
+the driver's order, for every update that succeeded. An executable's attributes cannot be
+read back, and an update can report success while keeping the origin's value of one the
+driver does not report (sgl-project/sglang #37657). Flags **unverified** or **warn**;
+which and why: docs/sweep.md, "capture/check/updated_launches.py".
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """What the updated-executable check (capture/check/updated.py) found: its findings' words,
 each update the walk made and what it cost, and the result over every size (plain data).
 
-The findings name the size, the update that brought the executable to it (from which
-size), the visit in the walk and the call, the tensor and by how much it differs:
-- **update** (fail): the updated executable computes other than the size's own
-  executable launched from the same state: the update did not give what instantiating
-  the size's graph gives;
-- **serving** (fail): both executables agree, and differ from the size's eager call: not
-  the update's doing (a buffer re-allocated, or written by another size: the message is
-  the interleaved check's, capture/check/interleaved_verdict.py);
-- **refused** (info): the driver refused an update, with its reason; an engine then
-  instantiates the size's graph anew, and so does the check; **none-updated**
-  (unverified): every update was refused, and nothing updated was checked;
-- the launch flags of capture/check/updated_launches.py, one line per node and attribute.
+The findings name the size, the update that brought the executable to it, the visit, the
+call, the tensor and by how much it differs; their kinds are **update** and **serving**
+(fail), **refused** (info), **none-updated** (unverified), and the launch flags of
+capture/check/updated_launches.py. What each means: docs/sweep.md,
+"capture/check/updated_verdict.py".
 """
 
 from __future__ import annotations

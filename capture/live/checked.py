@@ -1,20 +1,11 @@
 """One checked replay, and the process's checker that record's hooks call.
 
-A checked replay, where the program calls `graph.replay()`:
-1. the form's state (what the graph reads and may write) is snapshotted, and the CUDA
-   generator's state read;
-2. the eager form runs twice from that state (A, then B after putting it back): their
-   outputs and the state each leaves are kept; the state and the generator are put back;
-3. the program's replay runs, and is synchronized (a device-side assertion is caught here,
-   named by its replay);
-4. the replay's outputs and state are compared with A's, judged by A against B
-   (compare.py).
-
-The program goes on from what its replay left: the eager runs' effects were put back
-before the replay ran, and the replay runs last. What it costs: two eager runs, three
-copies of the state, and a synchronization, at each checked replay only (sample.py).
-Eager code that draws random numbers (the generator moved) cannot be compared with a
-replay bit for bit: such a graph is "not checked", never judged.
+Where the program calls `graph.replay()`: the form's state is snapshotted (and the CUDA
+generator's state read), the eager form runs twice from it (A, then B), the state is put
+back, the program's replay runs and is synchronized, and its outputs and state are
+compared with A's, judged by A against B (compare.py). The program goes on from what its
+replay left. Eager code that draws random numbers is "not checked", never judged. The
+steps and the cost: docs/record.md, "capture/live/checked.py".
 """
 
 from __future__ import annotations

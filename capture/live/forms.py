@@ -1,23 +1,11 @@
 """A graph's eager form: what its captured code computes, run eagerly from the graph's
 own inputs and state, found as the capture begins (capture/record/hooks.py asks).
 
-Each form gives three things, by name:
-- `state()`: the tensors the code reads that it (or its eager run) may write: the graph's
-  inputs and what it mutates in place (a KV cache, a module's buffers). check.py snapshots
-  them, runs the eager form, and puts them back before the program's replay runs;
-- `eager()`: the code run eagerly from that state: its outputs;
-- `outputs()`: the graph's outputs as a replay leaves them.
-
-Where each comes from, in order:
-- an engine's adapter (`record --eager MODULE:FUNCTION`): FUNCTION(ctx) returns an
-  `EagerForm`, or None (no opinion; the rules below decide);
-- Inductor's cudagraph trees (`mode="reduce-overhead"`, Hugging Face's `generate()` with a
-  static cache): the tree node's compiled function, its inputs and mutated inputs;
-- `torch.cuda.make_graphed_callables`: a forward graph's callable and its static inputs;
-  a backward graph is not checked (its eager form is autograd's backward over tensors the
-  forward saved, which a re-run would replace);
-- anything else (a `with torch.cuda.graph(...)` block in an engine's loop): no eager form,
-  with the reason and how to give one.
+Each form gives, by name: `state()` (the tensors the code reads and may write), `eager()`
+(the code run eagerly from that state: its outputs) and `outputs()` (the graph's outputs
+as a replay leaves them). From, in order: an engine's adapter (`record --eager`),
+Inductor's cudagraph trees, `torch.cuda.make_graphed_callables` (forward graphs only),
+else none, with the reason. In full: docs/record.md, "capture/live/forms.py".
 """
 
 from __future__ import annotations

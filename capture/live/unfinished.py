@@ -1,16 +1,10 @@
 """Which replay did not finish, when a device-side assertion surfaces after it.
 
-`record --check` compares a sample of each graph's replays; an assertion tripped by a
-replay it does not compare surfaces at the next synchronization: the next checked
-replay's, or the program's own (`.item()`, `.tolist()`), or the process's end. By then
-the CUDA context is lost and nothing can be re-run. So every replay of a checked graph
-is marked as it is launched (capture/replay/progress.py: the device counts the graph's
-finished replays into pinned memory, no sync; the graph's marks made at its first
-replay, outside any capture), and the process's last LAUNCHES replays are remembered in
-launch order: after the error, the first remembered replay past its graph's count is the
-one that did not finish. Two small launches a replay, under `--check` only. A graph
-replayed on several streams is counted across them, which names a replay only where
-its replays run in the order they were launched.
+An assertion tripped by a replay `record --check` does not compare surfaces later, the
+CUDA context lost. So every replay of a checked graph is marked as it is launched
+(capture/replay/progress.py) and the process's last LAUNCHES replays are remembered in
+launch order: the first past its graph's count is the one that did not finish. In
+full: docs/record.md, "capture/live/unfinished.py".
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
 """Replaying a captured graph in runs ("windows"): the one place every replay loop goes
-through (timing in capture/replay/timing.py, CUPTI windows in
-capture/profile/activities.py, the step profile in capture/profile/run.py, check's replays
-in capture/check/step.py).
+through (timing, CUPTI windows, the step profile, check's replays).
 
-A window resets the step first, if it has a `step.reset` (eagerly, outside any graph,
-then syncs so the reset's work stays out of what the window measures), and syncs at its
-end, so a CUDA error is pinned to the window it happened in. A CUDA error surfaces at the
-next sync, so it came from the window's replays at or before the last one (or from the
-reset): it becomes ReplayFailed, one line naming the graph, the window, the replays and
-the likely cause. After a device-side assert or an illegal address the CUDA context is
-lost: nothing more can run on the GPU in this process, which should exit (the CLI does,
-without touching the GPU again).
+A window resets the step first (if it has `step.reset`; then syncs) and syncs at its end,
+so a CUDA error is pinned to its window and becomes ReplayFailed, one line naming the
+graph, the window, the replays and the likely cause. After a device-side assert the CUDA
+context is lost; the process should exit. In full: docs/steps-and-check.md,
+"capture/replay/guard.py".
 """
 
 from __future__ import annotations

@@ -3,20 +3,9 @@ inside the timed span, against the graph's node count, fitted as the device side
 (capture/stats.py fit_chain): a slope per node with its 95% interval, and the fixed cost.
 
 Graphs of three shapes, each of N calls of one chain kind (capture/replay/kinds.py):
-- "chain": one stream, each node waiting for the one before;
-- "fork-join": the capture stream forks to 8 streams, each runs its share serially, and
-  waits for all of them at the end;
-- "wide": the same over 16 streams.
-torch hands streams out round-robin from a pool of 32 per device and priority, the
-capture's own among them: more branches than that would share streams, so the widest
-shape stays well under it, and the branches a graph has are counted from its roots (the
-nodes that wait for nothing), never taken from the request.
-
-Each timed launch starts from an idle device (synchronized before it, outside the timed
-span): launches are asynchronous only until the driver's queue fills, and back-to-back
-launches of a long graph would time the GPU, not the host. So this is a launch's cost
-where nothing hides it; whether a decode loop hides it behind the previous step's work is
-the profile's question. Python's garbage collector is held off while a trial is timed.
+"chain", "fork-join" (8 streams) and "wide" (16 streams). Each timed launch starts from
+an idle device (synchronized outside the timed span), with Python's garbage collector
+held off. Why those shapes and an idle device: docs/profile.md, "capture/replay/host.py".
 """
 
 from __future__ import annotations

@@ -1,21 +1,11 @@
 """Which replay tripped a device-side assertion, and what the assertion said.
 
-A CUDA error surfaces at the next sync, and after a device-side assertion (or an illegal
-address) the CUDA context is lost: nothing can be re-run to find the call. So the place
-is recorded as the replays go, at no sync:
-
-- **Marks.** After each replay, the stream adds one to a device counter and copies it,
-  without waiting, into pinned host memory. Stream order makes the copy wait for the
-  replay's last kernel, and a kernel that traps stops every later copy: after the error,
-  the host value (read as plain memory, no CUDA call) is the number of replays that ran
-  to their end, so the next one tripped it (or its feed, or the reads after it). Two
-  small launches a replay, outside the graph (BENCHMARKS.md measures them against a sync
-  per replay); check's runs mark, timing windows do not.
-- **The assertion's text.** The device prints it (`file:line: ... Assertion `cond`
-  failed.`) to the process's stderr when the host next meets the device, which may be a
-  later launch rather than the sync. So stderr (the file descriptor, where the driver
-  writes) goes to a temporary file for the whole window and is written back at its end,
-  whatever happened: nothing printed is lost, only held until the window ends.
+A CUDA error surfaces at the next sync, and after it the CUDA context is lost. So, at no
+sync: after each replay the stream adds one to a device counter and copies it into
+pinned host memory (**marks**: after the error, the count of replays that ran to their
+end), and stderr (the file descriptor) goes to a temporary file for the window and is
+written back at its end (**the assertion's text**). How, and what it costs:
+docs/steps-and-check.md, "capture/replay/progress.py".
 """
 
 from __future__ import annotations

@@ -1,29 +1,11 @@
 """Module scopes: every submodule's forward runs in a scope named by its qualified path
 (`layers.3.attention`), with no change to the model.
 
-Built the way `torch.utils.module_tracker.ModuleTracker` (which FlopCounterMode uses)
-follows the module hierarchy: one global forward pre-hook and one global forward hook
-(`torch.nn.modules.module.register_module_forward_pre_hook` / `..._forward_hook`), removed
-on exit, so the model itself never carries a hook. ModuleTracker is not used directly: it
-keeps an unordered set of names and offers no call at entry and exit, where a scope has to
-record its boundary (and, on a capturing stream, the capture's frontier).
-
-One meaning of depth, eager or compiled. Depth counts the parts of the qualified name:
-`layers` is 1, `layers.3` is 2, `layers.3.attention` is 3; HF's `model.layers.3` is 3. A
-container whose forward never runs around its children (a ModuleList, a ModuleDict, any
-module whose children are called by someone else) is a level all the same: when a module
-runs, every enclosing module of its qualified name that is not already open is opened
-around it, so an eager node under `layers.0` has `layers` in its `scope_path`, as Inductor's
-module stack gives a compiled one. Decided at run time (is the enclosing module open?), not
-from a list of container classes. The root module opens no scope; its own work lands in
-whatever scope is open around the call.
-
-Recompiles. Dynamo guards a compiled module's call on the global hook dicts, key by key
-(the handle ids). New hooks under new ids on every entry made every `module_scopes` recompile
-an already compiled step. So the hooks are two module-level functions, installed under the
-same two ids on every entry (one handle each, made once per process) and removed on exit:
-a second `module_scopes` around an already compiled step passes its guards and compiles
-nothing (its provenance is reused: capture/scopes/provenance_cache.py).
+One global forward pre-hook and forward hook, as `torch.utils.module_tracker.ModuleTracker`
+follows the hierarchy, removed on exit. Depth counts the parts of the qualified name; a
+container whose forward never runs is a level all the same. The hooks are two module-level
+functions under the same two ids on every entry, so Dynamo's guards pass and a compiled
+step does not recompile. Why, in full: docs/your-model.md, "capture/scopes/modules.py".
 """
 
 from __future__ import annotations
@@ -146,27 +128,14 @@ def _uninstall() -> None:
 class module_scopes:
     """Within this context, every submodule of `module` (down to `depth` parts of its
     qualified name; None: every level) runs inside a `capture.scope` named by its qualified
-    path; scopes nest as the modules do, containers included (see the module's notes).
+    path; scopes nest as the modules do, containers included.
 
         with capture.module_scopes(model):
             export = capture.capture_and_count(step)
 
-    `depth` cuts what is recorded: a module deeper than `depth` opens no scope and its nodes
-    count in its ancestor at `depth`. The CLI records every level and cuts when it renders
-    (`--module-scopes DEPTH`); the export says which (`options.module_depth`) and where the
-    model's repeated blocks are (`options.blocks`, `options.block_depth`).
-
-    Like `capture.scope`, its hooks do nothing while nothing is recording and while
-    torch.compile traces: no scope opens inside a compiled region. Its nodes still reach
-    their modules through Inductor's kernel provenance (capture/scopes/provenance.py) for every
-    compile that happens inside this context, or that happened inside an earlier one and is
-    still the code Dynamo runs (capture/scopes/provenance_cache.py): each generated kernel and
-    extern call goes to the module its FX nodes came from, a kernel fused across modules to
-    their deepest common module (its node carries `fused_modules`). While open, Inductor
-    compiles with provenance tracking on and its FX graph cache off (process-wide: one
-    module_scopes at a time). A step compiled where no provenance was recorded keeps its
-    compiled nodes in the innermost scope open around the compiled call, and the export's
-    options say so (`compiled_attribution`)."""
+    No scope opens inside a compiled region: its nodes reach their modules through
+    Inductor's provenance (process-wide while open: one module_scopes at a time). `depth`
+    and compiled code in full: docs/your-model.md, "module_scopes(module, depth)"."""
 
     def __init__(self, module: nn.Module, depth: int | None = None) -> None:
         if not isinstance(module, nn.Module):

@@ -1,26 +1,11 @@
 """Module scopes in a program nobody named the model of: `graph-harness record
 --module-scopes`.
 
-`module_scopes(model)` names each submodule by its qualified path in a model the user
-hands over. A recorded program hands over nothing, so the model is found where a capture
-begins: the outermost `nn.Module` whose forward is running on the Python stack at that
-moment (HF's `LlamaForCausalLM` under `generate()`, vLLM's model under its graph wrapper)
-is the root, and every module is named by its path in it (`model.layers.3.self_attn`),
-the same names Inductor's provenance gives compiled code traced from that root. The root
-is the outermost module any frame is a method of, running or not (`generate()` is a
-method of the model it runs). Where no module is on the stack when the capture begins (an
-engine that captures its model piece by piece, calling blocks from its own methods), the
-root is the model an object on the stack holds that contains the first module called
-inside the capture: an `nn.Module` attribute of a method's `self` (the engine's
-`self.model`); failing that, the first module called is the root (its own work lands
-outside every module, as module_scopes' root's does).
-
-Nothing is tracked outside captures. The global forward hooks (capture/scopes/modules.py's,
-installed once for the whole program, so that Dynamo's guards on them see the same hooks
-before and after any compile) do nothing while no capture is being recorded; while one is,
-they open and close the scopes of the modules called inside it, and the modules already
-running when it began are opened at its start. A module that is not part of the root
-(a GraphModule an engine built, say) opens no scope: its nodes stay in the scope around it.
+The model is found where a capture begins: the outermost `nn.Module` any frame on the
+Python stack is a method of (else one an object on the stack holds, else the first module
+called inside the capture) is the root, every module named by its path in it. Nothing is
+tracked outside captures; a module not part of the root opens no scope. How the root is
+found: docs/your-model.md, "capture/scopes/program.py".
 """
 
 from __future__ import annotations

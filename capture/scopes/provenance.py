@@ -2,48 +2,11 @@
 collected while it compiles (matching graph nodes to it: capture/attribution/provenance_match.py;
 reusing it in later captures: capture/scopes/provenance_cache.py).
 
-Inside a compiled region no scope opens (Dynamo traces the scope calls away), so its
-nodes first land in the innermost scope open around the compiled call. Inductor can say
-more: with `trace.provenance_tracking_level=1` it maps each kernel it generates (and each
-extern call: cuBLAS matmuls, attention) to the post-grad FX nodes it was made from, and
-every FX node carries the `nn_module_stack` of the module call that produced it. Put
-together, a kernel belongs to the module its FX nodes came from; a kernel fused from
-several modules to their deepest common module, and marked with the modules it fused.
-
-How the pieces are read (torch documents provenance tracking as a prototype, so every
-step degrades to "no provenance", never to a wrong attribution or an error):
-- While `collecting()` is open, Inductor's config is patched: provenance on, its FX graph
-  cache and AOTAutograd's cache off (a cache hit skips the code generation that records
-  provenance; the post-grad pass below, having no uuid, makes Inductor bypass them anyway),
-  and a post-grad pass added that reads each post-grad node's module stack. The autotune
-  and Triton caches stay on: they change no code and keep the compile as fast as a plain
-  one.
-- The kernel -> post-grad-node map is a module global that Inductor resets around each
-  compile; it leaves the compile as the structured-trace artifact
-  `inductor_provenance_tracking_node_mappings` (what tlparse reads), caught here by a
-  handler on the `torch.__trace` logger while collecting. It is paired with the post-grad
-  graph of the same compile (Dynamo's compile id), never with another compile's.
-- Entries are recorded in code-generation order, which is the order the generated
-  wrapper calls them; capture/attribution/provenance_match.py matches graph nodes to them and moves
-  the nodes into their modules' scopes.
-
-Compiles that happen while collecting are recorded, and kept for later captures that run
-the same compiled code (capture/scopes/provenance_cache.py); a step compiled where nothing was
-recorded (warmed up before any `module_scopes`, with hooks Dynamo's guards accept) keeps its
-nodes in the enclosing scope, and the export says so.
-
-Conventions. Work written in the compiled root's own forward (outside any submodule:
-`self.freqs[input_pos]`, say) belongs to no module, so it never pulls a kernel out of the
-submodule whose work it was fused into. Functionalization's write-backs of mutated inputs
-(post-grad `copy_` nodes) carry no module either. A kernel counts as fused across modules
-(`fused_modules`) when the modules it came from have a deepest common module that is none
-of them: `attention` with its own `wqkv` is `attention`'s kernel, `layers.0` with
-`layers.1.attention` is a fusion across layers.
-
-Collecting changes process-wide state while open (Inductor's config, a handler on the
-`torch.__trace` logger): one `module_scopes` at a time per process. If Inductor's
-`post_grad_custom_post_pass` is already set (the user's), provenance is not read at all
-rather than risk changing their compile.
+With `trace.provenance_tracking_level=1` Inductor maps each kernel (and extern call) to
+the post-grad FX nodes it came from, each with its `nn_module_stack`. While `collecting()`
+is open Inductor's config is patched (process-wide: one `module_scopes` at a time); every
+step degrades to "no provenance", never to a wrong attribution or an error. How it is
+read, and the conventions: docs/your-model.md, "capture/scopes/provenance.py".
 """
 
 from __future__ import annotations

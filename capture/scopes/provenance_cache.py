@@ -2,27 +2,10 @@
 compiled inside `module_scopes`, is offered again to every later capture that runs the
 same compiled code, so a second capture compiles nothing and still attributes by module.
 
-Why it is needed: under `module_scopes` an already compiled step is not compiled again
-(capture/scopes/modules.py keeps Dynamo's guards on its hooks passing), so no new provenance
-is written; what the first capture recorded must serve.
-
-How a record is keyed, so that it can never be paired with another graph: by the Dynamo
-cache entry that runs it. Each Inductor compile is recorded with the code object Dynamo
-was compiling (the frame's, e.g. `Transformer.forward`) and its compile id; once the
-compile has returned, the record is bound to the cache entry Dynamo made for it (the entry
-of that frame with that compile id; on a torch whose entries carry no id, the one entry
-that appeared during the compile) by the identity of the entry's transformed code. A record
-is offered only while that very entry is still in Dynamo's cache: a `torch._dynamo.reset()`,
-an eviction or a recompile that replaced it retires the record, and compile ids that
-restart after a reset cannot revive it. It is offered only to a capture whose model (or
-compiled function) the frame belongs to (its modules' forwards, and Dynamo's resume
-functions in their files). Among the live records offered, graph nodes are matched to
-entries by kernel name as for a fresh compile (capture/attribution/provenance_match.py).
-
-A compile whose record cannot be bound (no current Dynamo frame, no cache entry, several
-candidates) is kept as a reason, and a later capture of that frame says why its compiled
-nodes stayed in the enclosing scope. Dynamo's cache-entry list is a debugging API, as
-provenance is a prototype: anything unexpected degrades to "not kept", never to an error.
+A record is bound to the Dynamo cache entry that runs it, offered only while that entry is
+still in Dynamo's cache and only to a capture whose model the frame belongs to, so it is
+never paired with another graph. Anything unexpected degrades to "not kept", never to an
+error. How it is keyed: docs/your-model.md, "capture/scopes/provenance_cache.py".
 """
 
 from __future__ import annotations

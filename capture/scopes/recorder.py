@@ -1,15 +1,10 @@
 """Scopes: label the work between two points, so every node can be attributed.
 
-Scopes nest. Each opening and closing is a boundary; the recorder keeps, for every
-boundary, which scopes were open in the interval that ends there (outermost first). On a
-capturing CUDA stream it also reads the capture's dependency frontier at each boundary;
-after capture, a node belongs to the interval of the first boundary whose frontier has it
-as an ancestor (a nested scope's nodes are the ancestors of its end minus those of its
-begin), and its scope is the innermost one open then. On the CPU dispatch counter a scope
-is just the stack of labels attached to each op as it is dispatched.
-
-While torch.compile traces (Dynamo), scopes do nothing and are not traced: a compiled
-region never breaks on them, `fullgraph=True` included.
+Scopes nest; each opening and closing is a boundary, and the recorder keeps, for every
+boundary, which scopes were open in the interval ending there (outermost first). On a
+capturing CUDA stream a node belongs to the first boundary whose capture frontier has it
+as an ancestor; on the CPU dispatch counter a scope is the label stack on each op. Scopes
+do nothing while Dynamo traces. In full: docs/your-model.md, "capture/scopes/recorder.py".
 """
 
 from __future__ import annotations

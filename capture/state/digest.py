@@ -1,14 +1,11 @@
 """An exact digest of a tensor too large to clone, computed on its own device.
 
 The tensor's bytes are read as 32-bit words, in pieces of CHUNK_WORDS words (4 MiB); each
-piece gives two sums h = sum_i a_i * x_i mod 2^64 (int64 arithmetic, which wraps), the
-x_i its words sign-extended to int64 and the a_i drawn once, from a fixed seed, uniformly
-in [0, 2^62). Let two pieces differ in word j by d (0 < |d| < 2^32, so d's lowest set bit
-v is at most 31). With every other a_i fixed, a miss needs a_j * d = c (mod 2^64): at
-most 2^v solutions, 2^(64-v) apart, of which at most 2^(v-2) <= 2^29 lie in [0, 2^62). A
-sum misses the change with probability at most 2^29 / 2^62 = 2^-33; two independent sums
-2^-66, per piece compared. Pieces are kept apart (a digest is [pieces, 2]), so a swap of
-two pieces is seen, and memory stays at one piece's temporaries whatever the size.
+piece gives two sums h = sum_i a_i * x_i mod 2^64 (int64, wrapping), the a_i drawn once
+from a fixed seed in [0, 2^62). A change is missed with probability at most 2^-66 per
+piece compared. A digest is [pieces, 2] (a swap of two pieces is seen); memory stays at
+one piece's temporaries. The bound's proof: docs/steps-and-check.md,
+"capture/state/digest.py".
 """
 
 from __future__ import annotations

@@ -1,25 +1,12 @@
 """What a step's state is, exactly, at one moment: every tensor and host value reachable
 from the step, by a readable name, held bit for bit (small tensors) or as an exact digest
-(large ones), so two moments can be compared.
+(large ones: capture/state/digest.py), so two moments can be compared.
 
-What is reachable (a bounded walk, first name wins when one object is reached twice):
-- `output ...`: what the step returned (tensors, and those inside tuples, lists, dicts and
-  objects such as a transformers ModelOutput);
-- `module parameter NAME`, `module buffer NAME`, `module attribute NAME`: `step.module`'s
-  parameters, buffers and plain tensor attributes of its submodules;
-- `closure NAME ...`, `attribute NAME ...`, `global NAME ...`, `self NAME ...`: the step's
-  closure cells, its own attributes, the module globals its code names, a bound method's
-  object; and through them, objects' attributes, list items and dict entries (a
-  transformers StaticCache in the closure is `closure cache.layers.0.keys`), functions'
-  closures, and host values (ints, floats, bools: `closure state.t`).
-
-Digests. A tensor of at most CLONE_MAX_BYTES is cloned (up to CLONE_BUDGET_BYTES per
-fingerprint: a model that nearly fills its GPU must still warm up), so a change can be
-shown element by element; check keeps its clones on the host, where any tensor is cloned
-up to HOST_CLONE_BUDGET_BYTES in all. A larger one, or one past the budget, is hashed on its
-own device (capture/state/digest.py: exact but for a collision bound of 2^-66 per 4 MiB piece).
-A fingerprint's work is queued on the current stream (check's, kept on the host, waits
-for it); comparing two reads back and syncs.
+Reachable: the step's outputs, `step.module`'s parameters, buffers and tensor attributes,
+and its closure, attributes, globals and bound object, walked (bounded, first name wins).
+A fingerprint's work is queued on the current stream; comparing two reads back and syncs.
+The names, and what is cloned or hashed (CLONE_MAX_BYTES, CLONE_BUDGET_BYTES,
+HOST_CLONE_BUDGET_BYTES): docs/steps-and-check.md, "capture/state/fingerprint.py".
 """
 
 from __future__ import annotations
