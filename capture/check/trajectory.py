@@ -302,7 +302,19 @@ def _called(run: str, steps: int, *, at: int | None = None) -> Iterator[None]:
 
 
 def _kept(prints: Iterator[Fingerprint | None]) -> list[Fingerprint]:
-    return [fp for fp in prints if fp is not None]
+    """The fingerprints a run kept. Should a call raise (a device-side assertion), those
+    gathered so far are kept for good: their host copies are pinned memory with queued
+    copies, and freeing one after a lost context records an event in a C++ destructor,
+    which aborts the process (seen on an H100: Gemma 3 past its window)."""
+    out: list[Fingerprint] = []
+    try:
+        for fp in prints:
+            if fp is not None:
+                out.append(fp)
+    except BaseException:
+        KEPT.append(out)
+        raise
+    return out
 
 
 class _Clock:

@@ -78,3 +78,34 @@ def test_without_marks_the_error_says_at_or_before(no_gpu_parts):
     with pytest.raises(ReplayFailed) as got:
         _check(step, replay, out, steps=TO_END)
     assert got.value.tripped is None and "at or before replay" in str(got.value)
+
+
+def test_the_fingerprints_of_a_run_that_raised_are_never_freed():
+    # Freeing a pinned host copy after a lost context aborts the process (a C++
+    # destructor records an event: seen on an H100, Gemma 3 past its window); the
+    # fingerprints a run gathered before its call raised are kept, not dropped.
+    import gc
+    import weakref
+
+    from graph_harness.capture.replay.guard import KEPT
+
+    class _Print:  # stands in for a Fingerprint holding pinned copies
+        pass
+
+    made: list[weakref.ref] = []
+
+    def prints():
+        for _ in range(2):
+            p = _Print()
+            made.append(weakref.ref(p))
+            yield p
+        yield None
+        raise RuntimeError("CUDA error: device-side assert triggered")
+
+    before = len(KEPT)
+    with pytest.raises(RuntimeError, match="device-side assert"):
+        TR._kept(prints())
+    gc.collect()
+    assert len(made) == 2 and all(r() is not None for r in made)
+    assert [id(p) for p in KEPT[before]] == [id(r()) for r in made]
+    del KEPT[before:]
