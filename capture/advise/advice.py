@@ -1,14 +1,8 @@
 """The fusion advisor: from any export, what is worth fusing, ranked by time saved, as one
-document (`Advice`). Composes the three steps, each in its own module:
-
-- capture/advise/candidates.py finds the candidates: serial chains in one scope, and copies
-  after a kernel, each of which would become one node;
-- capture/advise/groups.py groups identical candidates, prices each group per replay of
-  the export's graph (per round for the built-in round, per step for a callable) and
-  ranks them;
-- capture/advise/measured.py sets the predictions beside measured savings, where a
-  workload registered them and the costs hold them (the built-in round's variant pairs:
-  capture/round/advice.py).
+document (`Advice`). Composes three steps, each its own module: candidates.py finds
+candidates (serial chains in one scope, copies after a kernel), groups.py groups, prices
+and ranks them, measured.py sets predictions beside measured savings where a workload
+registered them (docs/advise.md, "Inside the advisor").
 
 Computes only: the `advise` command and reports/tables.py render the document.
 """

@@ -1,19 +1,11 @@
 """Where nodes could become one: each node's role, the serial runs of fusable nodes, and
 the candidates they make. Finds; does not group, price or rank (capture/advise/groups.py).
 
-Candidates, each of which would become one node:
-- a *chain*: a maximal run of nodes in one scope (equal scope paths) that form a serial
-  chain: each node's only dependency is the node before it, and it is that node's only
-  dependent. Fused, the run is one kernel.
-- *copies after a kernel*: a maximal such run made only of copies and sets (memcpy and
-  memset nodes; on the CPU source copy_, fill_ and zero_ ops) whose first node depends on
-  one kernel and nothing else, in any scope. The kernel writes where the copies would
-  have (a direct write) and the copies go.
-Library kernels (GEMMs, attention, sort and top-k, collectives: `LIBRARY`, matched on the
-kernel name) break runs: they are fused by their own libraries, not by a kernel author
-writing one kernel for a run, as Inductor leaves them as extern kernels it does not fuse
-into. Nodes that launch nothing fusable (events, host nodes, child graphs and their
-nodes, empty nodes) break runs too.
+Candidates, each of which would become one node: a *chain* (a maximal serial run of nodes
+in one scope) and *copies after a kernel* (a maximal such run of memcpy/memset nodes, or
+the CPU's copy_/fill_/zero_, depending on one kernel alone). Library kernels (`LIBRARY`:
+GEMMs, attention, sort and top-k, collectives) and nodes that launch nothing fusable break
+runs (docs/advise.md, "Candidates").
 """
 
 from __future__ import annotations

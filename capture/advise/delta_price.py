@@ -1,13 +1,10 @@
 """What a node delta buys: B - A priced per replay of the graph with per-node costs
-(capture/advise/costs.py: a replay document's chain slopes, or the built-in H200 table),
-each node at the slope of its type's chain (capture/replay/kinds.py's TYPE_CHAIN: kernel
-nodes at torch-add's, memcpy and memset at theirs), and split by kernel family to say
-which families carry most of the gap.
+(capture/advise/costs.py), each node at the slope of its type's chain
+(capture/replay/kinds.py's TYPE_CHAIN), and split by kernel family.
 
-A node of a type no chain measures (an event, an empty or child-graph node, a host
-function) is not priced: it is counted, and said, never guessed at a kernel's price.
-What this prices is dispatch: the per-node cost of a graph's launch, not the kernels'
-own work (a GEMM that moves from cuBLAS to nvjet costs the same node).
+A node of a type no chain measures (event, empty, child-graph, host) is counted and said,
+never priced. This prices dispatch, not the kernels' own work (docs/compare.md, "How a
+delta is priced").
 """
 
 from __future__ import annotations

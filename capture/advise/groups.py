@@ -2,17 +2,10 @@
 group, each group's saving per replay of the export's graph, the groups ranked by it. Not
 the measured side (capture/advise/measured.py) nor the document (capture/advise/advice.py).
 
-Identical candidates form a group: the same scope with stage and layer indices stripped
-(`stage*/pack`, `layers.*.attention`) and the same kernels in the same order. A group's
-saving is the sum over its occurrences, per replay of the export's graph: per round for
-the built-in round, per step for a callable.
-
-Pricing (capture/advise/costs.py: a replay document's fits, or the built-in H200 table): each
-removed node at the slope of its type's chain (replay.kinds.TYPE_CHAIN: kernel nodes at
-torch-add's, memcpy and memset at theirs); or, where a chain replays the candidate's own
-nodes (a workload registers which, capture/advise/hooks.py: the built-in round's pack call
-and compaction copies, at the round's default shape), at that chain's slope, work
-included.
+Identical: the same scope with stage and layer indices stripped and the same kernels in
+order. Each removed node is priced at its type's chain slope (capture/advise/costs.py), or
+at the slope of a chain that replays the candidate's own nodes, work included, where a
+workload registers one (hooks.py). docs/advise.md, "Groups and prices".
 """
 
 from __future__ import annotations

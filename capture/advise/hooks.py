@@ -1,17 +1,11 @@
 """What a workload adds to the advisor, registered where the workload is defined (as chain
 kinds are, capture/replay/kinds.py): the advisor itself knows no workload.
 
-- `@own_chains`: given an export, a function from one of its steps to the chain kind that
-  replays that step's own call with its real shapes (its nodes are then priced at that
-  chain's slope, work included), or None where no chain replays this export's calls;
-- `@measured_savings`: given an export, its ranked groups and the costs, the measured
-  savings the predictions are set against (capture/advise/measured.py Comparison) and
-  notes on what could not be compared; ([], []) for an export of another workload.
-
-The built-in round registers both (capture/round/advice.py). Its registration is loaded
-by name on first use, as a plugin is (BUILTIN), so that a round's export read from a file
-is advised alike in every process, whatever it imported before; the advisor's code names
-nothing of the round. Plain data at import: nothing here loads torch or pandas.
+`@own_chains`: given an export, a function from a step to the chain kind that replays its
+own call, or None; `@measured_savings`: given an export, its groups and the costs, the
+measured savings (measured.py Comparison) and notes, or ([], []). The built-in round's
+registration is loaded by name on first use (BUILTIN), as a plugin is (docs/advise.md,
+"What a workload registers"). Plain data at import: nothing here loads torch or pandas.
 """
 
 from __future__ import annotations

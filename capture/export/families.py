@@ -1,18 +1,12 @@
 """Kernel families: what library or generator a graph node's work comes from, so that two
-engines that name their kernels differently (cuBLAS against nvjet against CUTLASS GEMMs,
-FlashAttention against FlashInfer) are compared by what their nodes do.
+engines that name their kernels differently (cuBLAS, nvjet, CUTLASS; FlashAttention,
+FlashInfer) are compared by what their nodes do.
 
-One table of rules, read top to bottom, the first that matches a node naming its family:
-a rule matches a node type (memcpy and memset nodes are their own families) or a regular
-expression searched in the kernel's demangled name (capture/graph/reader.py `demangle`).
-Users put rules of their own in front (`read_rules`: a CSV of `family,pattern`), so a
-kernel the built-in rules file under "other", or under the wrong family, is theirs to
-name. `families_table` is the table as documented (docs/families.md).
-
-What a name cannot tell: a Triton kernel a user wrote is named as its function is (only
-Inductor's generated kernels carry `triton_`); a GEMM library's kernel that a vendor
-renames moves to "other" until a rule names it. The rules are a reading of names, not of
-code.
+One table of rules, read top to bottom, the first match naming the family: a node type, or
+a regular expression searched in the demangled kernel name (capture/graph/reader.py
+`demangle`). Users' rules go in front (`read_rules`: a CSV of `family,pattern`);
+`families_table` is the table as documented. The rules read names, not code
+(docs/families.md, "What a name cannot tell").
 """
 
 from __future__ import annotations

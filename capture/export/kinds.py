@@ -1,31 +1,12 @@
 """What a graph-harness JSON document is, and the one place that reads a document by what
-it holds: every command that takes a file goes through `load_document` (or
-`read_export`, which builds on it), so a document of another kind is refused in one line
-that names the file to pass instead, and a document that holds what was asked for reads
-back whichever command wrote it.
+it holds: every command that takes a file goes through `load_document` (or `read_export`),
+so a document of another kind is refused in one line naming the file to pass instead.
 
-Every JSON graph-harness writes names its kind in `schema` (a timeline, trace.json, in
-its `otherData`, a key Perfetto's importer skips, so the kind costs the timeline nothing;
-what it shows is in the `metadata` Perfetto reads: capture/profile/trace.py). What reads
-where:
-
-- a node export (`nodes-NAME.json`, from `count`, `check`, `report --out`): `delta`,
-  `advise`;
-- count's output (`count --json`): it holds every export in full, so `delta` and
-  `advise` read it too; one export is taken as it is, of several one is named after a
-  `#`: `c.json#fused` (`c.json#target` for a `--target`, `#shipped-rank1` under
-  `--distributed`);
-- a sweep (`sweep.json`, `sweep --json`): it holds each size's export in full, so
-  `delta` and `advise` read one size of it, `s.json#batch8` (`delta s.json#batch1
-  s.json#batch64`: what the larger size adds);
-- a replay document (`replay.json`, `replay --json`): `advise --costs`;
-- a budget file: `node_budget(record=...)`;
-- the rest (profile, check, delta, advice, timeline, an output folder's manifest) hold
-  measurements or findings, not what any command reads: refused, naming what to pass.
-
-The schema strings are the writers' own (a test checks each against its module's
-constant); they are listed here rather than imported so that reading a document's kind
-imports neither torch nor pandas.
+Every JSON graph-harness writes names its kind in `schema` (a timeline in its `otherData`).
+Which documents each command reads (exports, count's and sweep's by `#name`, replay's for
+`--costs`, budget files): docs/output.md, "Which document each command reads". Schema
+strings are listed here, not imported (a test checks each against its writer), so reading
+a kind imports neither torch nor pandas.
 """
 
 from __future__ import annotations

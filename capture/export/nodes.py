@@ -1,31 +1,11 @@
 """The node export: a versioned JSON document and a tidy DataFrame of the same nodes.
 
-One row per node (graph node, or dispatched op on the CPU source), with its type, kernel
-name, launch shape where known, scopes and dependencies. A node's scopes: `scope` (the
-innermost, e.g. "layers.3.attention" or "stage0/pack"), `scope_path` (the labels of
-every scope open around the node, outermost first and ending with `scope` itself:
-`["layers", "layers.3", "layers.3.attention"]`; `[]` for an unscoped node) and the
-built-in round's `stage` and `step` (of the innermost scope). Per-round, per-stage,
-per-step, per-scope and per-kernel counts are group-bys of the frame
-(capture/attribution/rollup.py rolls scopes up to any depth).
-
-What the document's fields hold, and their Python names:
-- `nodes`: every node recorded. On the CPU source that includes the ops that launch
-  nothing, `type` "view" (an op whose outputs alias its inputs) and "alloc" (an empty
-  tensor made), so `len(nodes)` exceeds `total_nodes` there. A graph (source
-  "cuda-graph") has no such nodes. `type` tells them apart (NON_LAUNCHING).
-- `total_nodes`: the launching nodes, `type` not in NON_LAUNCHING, the figure every table
-  counts; `NodeExport.total` in Python (derived from `nodes`, checked on reading).
-  `NodeExport.frame()` holds the launching nodes, `frame(launching_only=False)` all.
-
-Version 2 added `scope` and `scope_path`; version-1 files are still read (their flat
-(stage, step) scope becomes a path of one). Version 3 puts module containers in eager
-scope paths (`layers` before `layers.0`, as compiled paths have them), names a step's
-workload by its target (`llama_decode.py:make_step`), and records in `options` how the
-export was captured: `warmup`, `module_depth` (the depth module scopes were cut to, "every
-level", or null: no module scopes), `blocks` and `block_depth` (the model's repeated blocks
-and the depth of one row per block), `target` (the --target spec). Versions 1 and 2 still
-read; what they lack is unknown (a delta does not compare it).
+One row per node (graph node, or dispatched op on the CPU source): type, kernel name,
+launch shape where known, scopes (`scope`, `scope_path`, the round's `stage` and `step`)
+and dependencies; counts are group-bys of the frame. `total_nodes` (`NodeExport.total`)
+counts launching nodes only: the CPU source also records "view" and "alloc" nodes
+(NON_LAUNCHING). Version 3; versions 1 and 2 still read. Fields and versions:
+docs/your-model.md, "The node export's fields".
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
 """Each kernel node of a kept graph as it will launch: its function (the handle, its
 identity) and its launch attributes, read back through cudaGraphKernelNodeGetAttribute.
 
-An executable's nodes cannot be read back at all (cuda-bindings has no getter for an
-executable's node attributes): what can be read is the graph an executable was
-instantiated from and the graph it was updated to (capture/check/updated_launches.py
-compares the two). Every attribute the bindings know is read, but two: a programmatic
-event and a launch-completion event name event handles of their own capture (a capture
-turns them into edges and event nodes, which an update pairs as nodes). Each value is
-kept as the attribute union's bytes (`pad`), compared whole: a field the bindings
-cannot decode (an enum member they lack) still compares; the device-updatable
-attribute keeps its flag alone (its other field is the node's own device handle).
-An attribute the driver refuses to report is kept as unreadable, with the driver's code.
+An executable's nodes cannot be read back: what is read is the graph it was instantiated
+from and the graph it was updated to (capture/check/updated_launches.py compares them).
+Each value is kept as the attribute union's bytes, compared whole; an attribute the driver
+refuses to report is kept as unreadable, with its code. Which attributes, and why two are
+not read: docs/sweep.md, "Launch attributes".
 """
 
 from __future__ import annotations

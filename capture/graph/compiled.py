@@ -1,19 +1,12 @@
 """torch.compile'd code in a step: found before counting, refused where it cannot be
 counted honestly.
 
-- `mode="reduce-overhead"` (or `options={"triton.cudagraphs": True}`) makes Inductor
-  record its own CUDA graphs (cudagraph trees), which cannot be captured into another
-  graph: refused on every device, with what to use instead.
-- On the CPU the dispatch counter is a TorchDispatchMode, and torch.compile does not run
-  under one (it raises "non-infra torch dispatch mode present", or on newer torch quietly
-  runs the eager code instead, which would be counted as if it were the compiled step):
-  a compiled step is refused there, with one line that says to count it on a GPU.
-
-Compiled objects are found by walking what the step can reach: its closure, bound
-`self`, the globals its code names, a `.module` attribute (the --target convention), and
-the submodules of any nn.Module met (a compiled submodule, or one compiled in place by
-`Module.compile()`). The backend's settings are read from the compiled object's Dynamo
-context, as torch.compile stored them (`_TorchCompileInductorWrapper.config`).
+`mode="reduce-overhead"` (or `triton.cudagraphs`): Inductor records its own CUDA graphs,
+which cannot be captured into another: refused on every device, with what to use instead.
+On the CPU, where torch.compile does not run under the dispatch counter's mode, any
+compiled step is refused with one line that says to count it on a GPU. Compiled objects
+are found by walking what the step can reach (docs/your-model.md, "How compiled code is
+found").
 """
 
 from __future__ import annotations

@@ -2,18 +2,10 @@
 
 Every ATen op dispatched while counting is recorded with the scopes it ran in; views and
 allocations (which launch nothing) are recorded as such and left out of the totals. Triton
-kernels launched through `kernels.launch` count as one "triton" launch each (their
-interpreter's own tensor traffic is hidden), and a torch.compile'd region as one
-"compiled" call. This is a count of dispatches, not of graph nodes, and says so.
-
-A view is decided from the op as it ran, not from a list of names: an op is a view when
-its schema says so (`Tensor(a) self -> Tensor(a)`), or when it wrote nothing (no argument
-its schema marks as written: not in-place, not out=) and every tensor it returned shares
-its storage with one of its tensor inputs. That takes in `aten._unsafe_view` and
-`aten.alias`, whose schemas carry no alias annotation, and whatever else only re-describes
-its input; `aten.copy_`, `index_copy_`, an `add(out=)` that returns its argument, or a
-collective that fills its output argument (`c10d._allgather_base_`, unannotated but named
-in place) still count, since they write.
+kernels launched through `kernels.launch` count as one "triton" launch each, a compiled
+region as one "compiled" call. A count of dispatches, not of graph nodes, and says so. A
+view is decided from the op as it ran (its schema, or it wrote nothing and returned only
+its inputs' storage): docs/your-model.md, "Views, decided as they run".
 """
 
 from __future__ import annotations

@@ -1,22 +1,12 @@
 """A CUDA graph read back from the DOT file `cudaGraphDebugDotPrint` writes (torch's
 `CUDAGraph.debug_dump`, TensorRT-LLM's and any C++ engine's dumps): the same `RawNode`s
-capture/graph/reader.py reads from a live graph, so a dump is counted, attributed and
-compared as a capture is.
+capture/graph/reader.py reads from a live graph, so a dump is counted as a capture is.
 
-What a dump holds, as the driver writes it (read from real dumps of every node kind:
-benchmarks/experiments/dot_probe.py):
-- one `subgraph cluster_N` per graph, labelled `graph_N`: the graph itself and each child
-  graph (a child graph node owns its own copy, so a child held twice is two clusters);
-- one node statement per node, `"graph_N_node_K"`, its label a record whose first field
-  is the node's type (`KERNEL`, `MEMCPY`, ...); a kernel's symbol (mangled) follows with
-  its launch geometry, `name<<<grid,block,smem>>>`, in verbose mode;
-- one edge statement per dependency.
-
-Reading executes nothing and trusts nothing: the file is parsed as data
-(capture/graph/dot_syntax.py), every name is text, and whatever does not read as a
-graph dump (a missing cluster, a node of no known type, a child graph that contains
-itself) is one `DotDumpError` naming the file and the line; no partial count is ever
-returned.
+A dump holds a `subgraph cluster_N` per graph and child graph, a node statement per node
+(its type first; a kernel's mangled symbol and launch geometry in verbose mode), an edge
+per dependency (docs/compare.md, "What a dump holds"). Parsed as data (dot_syntax.py):
+whatever does not read as a graph dump is one `DotDumpError` naming the file and line;
+no partial count is ever returned.
 """
 
 from __future__ import annotations

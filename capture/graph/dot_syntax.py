@@ -1,16 +1,11 @@
 """The DOT language, read as data: a Graphviz file's nodes, edges and subgraphs with their
-attributes (what a label says is capture/graph/dot_labels.py's).
+attributes (what a label says is capture/graph/dot_labels.py's; what the statements mean
+for a CUDA graph, dot_reader.py's).
 
-Nothing is executed or looked up: a file is text, tokenized by one regular expression and
-parsed with an explicit stack (no recursion, so no nesting depth can exhaust Python's),
-its nesting and size bounded. Whatever cannot be read is one `DotSyntaxError` naming the
-line, never a partial result. What the statements mean for a CUDA graph is
-capture/graph/dot_reader.py's.
-
-The subset read is what any DOT writer puts out: `strict`, `graph`/`digraph`, `subgraph`,
-node, edge (`->`, `--`, chains) and attribute statements, quoted, bare and numeral IDs,
-ports (`a:p`), `//`, `/* */` and `#` comments. HTML-like labels (`<...>`) are refused:
-cudaGraphDebugDotPrint never writes one."""
+Nothing is executed or looked up: text tokenized by one regular expression, parsed with an
+explicit stack (no recursion), nesting and size bounded. Whatever cannot be read is one
+`DotSyntaxError` naming the line, never a partial result. The subset read:
+docs/compare.md, "What a dump holds"."""
 
 from __future__ import annotations
 

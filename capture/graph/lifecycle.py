@@ -1,23 +1,11 @@
 """What a graph costs beyond its replays: capture, instantiate, upload, update in place,
 and the device memory its executable holds outside the caching allocator.
 
-For a callable (its buffers static, as for any capture), after `warmup` calls on a side
-stream, `repeats` rounds of:
-- capture: capture_begin .. capture_end of one call (the graph kept, nothing
-  instantiated), host time;
-- instantiate: `graph.instantiate()` (cudaGraphInstantiate), host time;
-- upload: cudaGraphUpload on the capture stream, host time to that stream's synchronize;
-- update: a second capture of the same callable (an equal topology), then
-  cudaGraphExecUpdate of the first executable from it, host time, beside that second
-  graph's capture + instantiate (what re-capturing costs instead); the driver's result
-  is kept ("success", or why it refused), and the updated executable is replayed once;
-- executable memory: the device's free memory (cudaMemGetInfo) before instantiate and
-  after upload, nothing allocated between (the capture's blocks are already the
-  allocator's), and after the graph is destroyed: what the executable holds, and whether
-  destroying it gives it back. The driver maps memory in pages of 2 MiB: a figure below
-  that reads as 0 or a page, and is said as such.
-
-Every time is the host's (time.perf_counter_ns) from an idle device. Needs CUDA; syncs.
+For a callable, after `warmup` calls on a side stream, `repeats` rounds of each, timed on
+the host (time.perf_counter_ns) from an idle device; update is cudaGraphExecUpdate from a
+second capture, beside re-capturing's cost, with the driver's result; executable memory is
+cudaMemGetInfo around instantiate + upload and destroy (2 MiB pages). Each measure:
+docs/sweep.md, "What a graph costs beyond its replays". Needs CUDA; syncs.
 """
 
 from __future__ import annotations

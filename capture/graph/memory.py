@@ -1,21 +1,11 @@
 """Graph memory, read from the graph's own pool: what the caching allocator holds for a
 captured graph, and which scope each of its bytes was allocated in.
 
-Deltas of `memory_reserved()` or `memory_allocated()` around a capture swing, even
-negative, as the allocator reuses blocks; a graph's memory is the memory of its private
-pool, which the allocator's snapshot lists segment by segment under the pool's id
-(`segment_pool_id`, the graph's `pool()`). Graphs that share one pool share its segments:
-the pool's figures are then theirs together.
-
-By scope: while a capture runs, every change of the open scopes sets the allocator's
-memory metadata (`torch.cuda.memory._set_memory_metadata`, where torch has it) to the scopes
-open, with the allocator's history recording; each allocation the capture makes in the
-pool then carries the scopes it was made in. A pool's reserved bytes are the segments
-the allocator took from the driver for it (`segment_alloc`), so the segments each scope
-caused sum to the pool's reserved total when the pool was empty before.
-
-Turning the history on replaces any history a user records (the allocator keeps one):
-what records it is said where it is used (`capture_and_keep(memory=True)`).
+A graph's memory is its private pool's segments in the allocator's snapshot (not deltas of
+`memory_reserved()`, which swing as blocks are reused); graphs sharing a pool share its
+figures. By scope: the allocator's memory metadata set to the open scopes while the capture
+runs, its history recording. Turning the history on replaces any history a user records
+(`capture_and_keep(memory=True)` says so). docs/sweep.md, "Graph memory, from the pool".
 """
 
 from __future__ import annotations

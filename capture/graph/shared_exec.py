@@ -1,15 +1,11 @@
 """One executable shared by several kept graphs, switched between them by
-cudaGraphExecUpdate, as an engine that keeps one executable for all its batch sizes
-does (SGLang, sgl-project/sglang #29625); and a kept graph's own executable launched the
-same way, for the comparison.
+cudaGraphExecUpdate, as an engine that keeps one for all its batch sizes does (SGLang,
+sgl-project/sglang #29625); and a kept graph's own executable launched the same way.
 
-Both launch with cudaGraphLaunch on the current stream, never through torch's
-`CUDAGraph.replay()`: torch's replay also advances its random generators before the
-launch (the graph reads their seed and offset from device memory), which no launch of
-another executable does. Launched alike, the two differ only in the executable: what
-an update changed, or did not. The shared one is instantiated with the flags torch gave
-the first graph's own executable (cudaGraphExecGetFlags), so that the flags do not differ
-either. Needs CUDA and cuda-bindings.
+Both launch with cudaGraphLaunch on the current stream, never `CUDAGraph.replay()` (which
+also advances torch's random generators), and the shared one is instantiated with the first
+graph's own flags, so the two differ only in the executable (docs/sweep.md, "Launching
+shared and own executables"). Needs CUDA and cuda-bindings.
 """
 
 from __future__ import annotations

@@ -1,21 +1,11 @@
 """What one recording holds that another does not (`delta RECORDING_A RECORDING_B`): two
 releases of an engine, two engines, a program before and after a change.
 
-No one keys two engines' graphs alike, and an engine may run one decode step as several
-graphs (vLLM's piecewise graphs, a graph per piece split at attention). So three views,
-each B - A:
-- **graphs**, paired by name (the key the recording gave each: capture/record/sites.py),
-  a graph only one side has shown as such;
-- **steps**, where a `step_key` says which graphs make one step: a regular expression
-  searched in each graph's name, its first group (or whole match) the step's name, so
-  `bs=(\\d+)` makes `bs=4 piece=1/3`, `bs=4 piece=2/3` and `bs=4 piece=3/3` one step `4`
-  of three graphs, and matches an engine whose graph for the same size is `batch 4`
-  under `batch (\\d+)`. A step's nodes are its graphs' summed (each run once per step);
-  a graph the key does not match is a step of its own, named as the graph; with several
-  processes (ranks), a step is a process's;
-- **in total**, over every graph each side captured, by type, kernel, kernel family
-  (capture/export/families.py) and module: node_delta of the two recordings' graphs
-  joined.
+Three views, each B - A: **graphs**, paired by name (capture/record/sites.py); **steps**,
+graphs grouped into one step by a `step_key` regular expression (an engine may run one
+decode step as several graphs); **in total**, over every graph each side captured, by
+type, kernel, kernel family and module. What each view pairs and sums: docs/compare.md,
+"How two recordings are paired".
 """
 
 from __future__ import annotations

@@ -1,33 +1,12 @@
 """Every CUDA graph a process captures through PyTorch, seen as it is captured: the
 methods of `torch.cuda.CUDAGraph` wrapped on the class, once per process.
 
-`torch.cuda.graph`, `make_graphed_callables`, Inductor's cudagraph trees
-(`mode="reduce-overhead"`) and the engines built on them (vLLM's `CUDAGraphWrapper`,
-SGLang's runner) all capture through `CUDAGraph.capture_begin` and `capture_end`, and
-replay through `CUDAGraph.replay`; wrapping those four methods (and `reset`) sees every
-graph they make, with no change to the program:
-
-- `capture_begin`: the site and key are read off the stack (capture/record/sites.py, an
-  engine's adapter first: keys.py), the capture's stream and pool noted, and a scope
-  recorder made active for it (module scopes, when asked for), and, with no better key,
-  what the region reads looked at (reads_mode.py).
-- `capture_end`: before torch ends the capture, the graph under construction is read
-  from the stream (`cudaStreamGetCaptureInfo` gives the graph being captured, which the
-  driver lets a reader walk while the capture is open), so the count is the driver's
-  whatever `keep_graph` the program chose: its graphs instantiate, replay and are freed
-  exactly as without the recorder. Then torch's own `capture_end` runs, and the graph's
-  pool is read from the caching allocator.
-- `replay`: a counter on the graph's record, one addition per replay.
-- `reset`, and the graph object's collection: the record says the graph was released.
-
-Torch 2.14's graph hooks are not used: none fires at capture begin (the site, key and
-module scopes need it), a `keep_graph=True` graph never instantiated (the case worth
-finding) fires no instantiate hook, and per-graph hooks need the graph at its creation.
-One mechanism serves every torch from 2.4 on.
-
-A failure inside the recorder never reaches the program: the capture goes on, and the
-graph's record says what could not be read. What the program's own calls raise is
-re-raised unchanged, after the failed capture is recorded.
+`capture_begin` reads the site and key (sites.py, keys.py) and starts the capture's scope
+recorder; `capture_end` reads the graph from the stream before torch ends the capture (so
+the program's graphs are unchanged), then its pool; `replay` counts; `reset` and collection
+mark the graph released. A failure inside the recorder never reaches the program; what the
+program's own calls raise is re-raised unchanged. Each method, and why not torch's graph
+hooks: docs/record.md, "The wrapped methods".
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
-"""Signals that arrive while foreign code runs inside the program: what tells a signal's
-exception (Ctrl-C's KeyboardInterrupt, a program's SIGTERM handler calling sys.exit, an
-alarm's timeout) from an exception that code raised itself (a key adapter:
-capture/record/keys.py).
+"""Signals that arrive while foreign code runs inside the program (a key adapter:
+capture/record/keys.py): what tells a signal's exception (Ctrl-C's KeyboardInterrupt, a
+SIGTERM handler's sys.exit, an alarm's timeout) from one that code raised itself.
 
-Python runs signal handlers on the main thread only, between bytecodes of whatever runs
-there; the exception a handler raises surfaces in that code. While the code runs, every
-handler of Python's own (default_int_handler included) is wrapped to keep what it raised,
-so that the caller can tell that exception, by identity, from the code's own, and let it
-go on to the program, where it belongs.
+While the code runs, every handler of Python's own (default_int_handler included) is
+wrapped to keep what it raised, so that the caller can tell that exception, by identity,
+from the code's own, and let it go on to the program (docs/record.md, "Key adapters").
 """
 
 from __future__ import annotations

@@ -1,23 +1,12 @@
 """An engine's own name for its graphs: the key adapter.
 
-An engine knows what tells its graphs apart (vLLM's `BatchDescriptor`, SGLang's batch
-size); graph-harness cannot guess it from the stack alone. An adapter is a callable that
-takes the `CaptureContext` of a capture as it begins and returns the key (a str; None:
-no opinion, the next rule decides: capture/record/sites.py). It is found two ways:
-- named on the command line (`graph-harness record --key MODULE:FUNCTION` or
-  `--key path/to/file.py:FUNCTION`), or as `record(key=...)` in Python; every recorded
-  process loads it at its first capture;
-- installed: an entry point in the group `graph_harness.record_keys`, loaded in every
-  recorded process (an engine's package can ship its adapter).
-
-An adapter runs inside the program's capture and must not touch the device. One that
-raises (or returns what is not a str) is never allowed to break the program: the graph
-takes the next rule's key and the recording says what the adapter did
-(`key_note`). That holds for any exception, `SystemExit` and `KeyboardInterrupt` included
-(an adapter, or its file at import, that calls sys.exit cannot end the program). One kind
-goes on to the program: what a signal handler raised while the adapter ran (Ctrl-C's
-KeyboardInterrupt, a program's SIGTERM handler's sys.exit, an alarm's timeout), which is
-the program's (capture/record/interrupts.py tells the two apart).
+An adapter is a callable that takes a capture's `CaptureContext` as it begins and returns
+the key (a str; None: the next rule decides, capture/record/sites.py). Named with `record
+--key MODULE:FUNCTION` (or `FILE.py:FUNCTION`) or `record(key=...)`, or installed as an
+entry point in `graph_harness.record_keys`. It runs inside the capture and must not touch
+the device; whatever it raises (SystemExit included) never breaks the program: the graph
+takes the next rule's key and `key_note` says why. A signal's exception goes on to the
+program (interrupts.py). How it is loaded, and why: docs/record.md, "Key adapters".
 """
 
 from __future__ import annotations

@@ -1,25 +1,12 @@
 """One process's recording: the listener that keeps what hooks.py sees, writes it to the
 session folder as it goes, and its start in every process of a recorded program.
 
-How a program's processes are reached: `graph-harness record` (and `record_graphs()` with
-children) sets two variables in the program's environment and puts graph-harness's
-start-up folder first on PYTHONPATH (graph_harness/_record_boot/sitecustomize.py, which
-loads any sitecustomize of the program's own after it). Every Python process the program
-starts, by spawn, forkserver, subprocess or a console script, inherits them and starts
-its recorder; a forked child goes on with its parent's (os.register_at_fork) under its own
-pid and file. Nothing is done in a process until torch is imported: a post-import hook
-starts the recorder when `import torch` completes (before any of the program's code can
-capture), so processes that never import torch leave no trace.
-
-The session folder gets, per process, `<pid>-<token>.jsonl`: one line when the recorder
-starts (the process), one per capture (its GraphRecord, the node export included, written
-as soon as the capture ends), one when the process exits (replay counts and releases);
-and `<pid>-<token>.replays.json`, the replay counts at the last flush, replaced whole
-(every 4,096 replays of a graph at most every 2 s, at each capture, and at exit). A
-process that ends without running its exit handlers (killed, `os._exit`) keeps every
-capture and the replays of its last flush; the recording says which processes did not
-exit cleanly. Exit handlers: atexit, and multiprocessing's own finalizers for its
-children (which leave through os._exit).
+`record` puts two variables in the program's environment and graph_harness/_record_boot
+first on PYTHONPATH, so every Python process the program starts (a forked child too)
+starts its recorder when `import torch` completes. Per process, `<pid>-<token>.jsonl` (a
+line at start, one per capture as it ends, one at exit) and `<pid>-<token>.replays.json`
+(replay counts at the last flush); a process killed keeps every capture. How processes are
+reached, and what is flushed when: docs/record.md, "The session folder, process by process".
 """
 
 from __future__ import annotations

@@ -1,13 +1,11 @@
 """Running a program under the recorder, and recording a block of Python code: the two
 ways a recording is made (`graph-harness record -- PROGRAM`, `capture.record_graphs()`).
 
-A program is run unchanged, as a child process with the program's own standard streams,
-arguments and working folder; only its environment gains the recorder's two variables and
-the start-up folder first on PYTHONPATH (capture/record/process.py). Its exit code is the
-recording's `exit_code` (a program killed by signal N: -N, as Python's subprocess says).
-While it runs, SIGINT is the program's (a terminal's Ctrl-C reaches the whole process
-group: the program decides what it means, and the recording of what it captured is kept);
-SIGTERM and SIGHUP sent to graph-harness are passed on to it.
+A program is run unchanged, as a child process with its own standard streams, arguments
+and working folder; only its environment gains the recorder's start-up (process.py). Its
+exit code is the recording's `exit_code` (-N: killed by signal N). SIGINT is the program's;
+SIGTERM and SIGHUP sent to graph-harness are passed on (docs/record.md, "Running a program
+under the recorder").
 """
 
 from __future__ import annotations
@@ -239,11 +237,7 @@ def record_graphs(
 ) -> Iterator[Recording]:
     """Record every CUDA graph captured inside the block, in this process and (with
     `children`) in every Python process started inside it; the Recording yielded is
-    filled when the block ends (also when it raises).
-
-        with capture.record_graphs(module_scopes=True) as rec:
-            model.generate(**inputs, cache_implementation="static")
-        print(len(rec.graphs), rec.never_replayed())
+    filled when the block ends (also when it raises). Example: docs/record.md, at its start.
 
     `module_scopes`: attribute nodes to the modules running in each capture; `key`: an
     engine's key adapter (capture/record/keys.py), by name (every process loads it) or the

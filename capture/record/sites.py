@@ -1,23 +1,11 @@
 """Where a capture was opened, and what tells a graph from its siblings: both read off the
 Python stack at `capture_begin`, once per capture (never on a replay).
 
-The stack is read outward from the frame that called torch's capture machinery (which,
-with `contextlib` and this package's wrappers, is no site). What is left splits in two:
-- the *library frame*, the innermost frame in an installed package or the standard library
-  (Inductor's `cudagraph_trees.py` `_record`, vLLM's `CUDAGraphWrapper.__call__`,
-  `make_graphed_callables`), or none where the program opened the capture itself;
-- the *user frame*, the innermost frame outside every installed package (the program's
-  own code), or none where the whole stack is library code.
-
-A graph's key, in order of preference (`key_source`):
-- `engine`: what an engine's adapter returns (capture/record/keys.py);
-- `inductor`: Inductor's cudagraph tree recorded it: the compile and function it recorded
-  (`compile 0/1 fn 0`), its symbolic ints (the tree's own shape key) and the shapes of its
-  non-static inputs;
-- `shapes`: what the region read and never wrote (`reads [8] int64`, reads.py);
-- `arguments`: the arguments of the innermost frame of the site that has tensors or
-  numbers among them (`bs=8`, `input_ids[8, 1]`): what flowed into the captured region;
-- `order`: none of those; the capture order and site alone tell it apart.
+The stack splits into the *library frame* (the innermost in an installed package or the
+standard library, e.g. Inductor's `_record`) and the *user frame* (the innermost outside
+every installed package). A graph's key, in order of preference (`key_source`): `engine`
+(an adapter, keys.py), `inductor`, `shapes` (reads.py), `arguments`, `order`; what each
+holds: docs/record.md, "Sites and key sources".
 """
 
 from __future__ import annotations

@@ -1,20 +1,11 @@
 """A step that captures its own graphs (`torch.compile(mode="reduce-overhead")`: Inductor's
 cudagraph trees) counted by recording them, since no graph can be captured around it.
 
-The step is called as any step is before capture (`warmup` calls, each from its reset),
-then again, from its start, until a call captures no new graph and replays at least one:
-then the step runs as it will from there on, and its graphs are those that call replayed
-(a tree node per partition or per piece; eager code between them launches no graph node
-and is not counted). The step's count is their sum, a graph the call replayed twice
-counted twice, each node carrying its graph
-(`graph`: the place of its graph in `RecordedStep.graphs`). Graphs captured on the way
-and not replayed by that call (a recording Inductor threw away, another shape's) are
-kept apart (`others`). A step still capturing after MAX_SETTLE calls, or one that replays
-nothing (Inductor ran it without graphs), is an error that says so.
-
-What replays a captured step (timing, the profile, the sweep) replays such a step as
-`StepCalls`: each replay one call of the step, which is how it runs, eager code between
-its graphs and Inductor's copies of inputs into them included.
+After its warm-ups the step is called again, from its start, until a call captures no new
+graph and replays at least one; its graphs are those that call replayed (each node carries
+its `graph`), others captured on the way are kept apart (`others`). Still capturing after
+MAX_SETTLE calls, or replaying nothing, is an error. Such a step is replayed as
+`StepCalls`, one call per replay (docs/record.md, "How such a step is counted").
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """One recorded graph's check verdict (`record --check`), as the recording keeps it: what
 was compared, at which replays, and the first difference, assertion or reason found.
 
-- `agrees`: every compared replay computed what the eager form computes from the same
-  inputs and state (bit for bit where the eager form repeats bit for bit; within its own
-  measured spread where it does not);
-- `differs`: replay `first.replay` did not (the tensor, by how much);
-- `assert`: a replay tripped a device-side assertion (the process could not go on);
-- `not verified`: compared, but the eager runs disagreed where nothing can be judged
-  (integer tensors that differ between two eager runs from one state);
-- `not checked`: no eager form, or it could not run (`reason` says which and what to do);
-- `skipped`: nothing to compare by design (a make_graphed_callables backward graph, the
-  empty graph an Inductor tree keeps its pool with): not a doubt;
-- `unchecked`: an eager form, but no replay reached the sample (never replayed).
+Statuses: `agrees`, `differs` (replay `first.replay` did not), `assert`, `not verified`,
+`not checked` (`reason` says why), `skipped` (nothing to compare by design: not a doubt),
+`unchecked` (never replayed). What each means: docs/record.md, "The verdicts as the
+recording keeps them".
 """
 
 from __future__ import annotations

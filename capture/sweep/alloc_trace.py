@@ -1,15 +1,10 @@
 """One capture's allocations, as the caching allocator saw them: the requests it served for
 a graph's private pool, in order, each freed or still live when the capture ended.
 
-A trace is the input of the pool's model (allocator_model.py) and of the prediction
-across batch sizes (predict.py). On a GPU it is read from the allocator's history
-(`torch.cuda.memory._record_memory_history`, then `_snapshot()`, as
-capture/graph/memory.py's AllocationLog records it): the history's entries carry an
-action, an address and a size, but no pool id, so an entry belongs to the pool when its
-address lies in one of the pool's segments (a graph's pool keeps every segment it took
-while the graph lives). An allocation is `alloc` (the size requested, before rounding);
-it is back in the pool at its `free_completed` (a block used on another stream waits
-for its events, and `free_requested` comes first). Plain data; tested on the CPU.
+The input of the pool's model (allocator_model.py) and of the prediction across batch sizes
+(predict.py). On a GPU it is read from the allocator's history (capture/graph/memory.py's
+AllocationLog), an entry belonging to the pool when its address lies in one of the pool's
+segments (docs/sweep.md, "Allocation traces"). Plain data; tested on the CPU.
 """
 
 from __future__ import annotations

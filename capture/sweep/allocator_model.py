@@ -1,27 +1,11 @@
 """PyTorch's CUDA caching allocator, replayed for one private pool on one stream: what a
 graph pool reserves from the driver for a sequence of requests (alloc_trace.Trace).
 
-The rules, as c10/cuda/CUDACachingAllocator.cpp has them (pytorch/pytorch at
-001074d25084fdb87a799823e395a50f5ec044d3; default allocator settings: no
-max_split_size, no roundup_power2_divisions, no expandable segments):
-
-- a request is rounded up to a multiple of 512 bytes, 512 at least (`round_size`);
-- requests of 1 MiB or less (rounded) are served from the pool's small blocks, larger ones
-  from its large blocks (`get_pool`, kSmallSize); the two never share a segment;
-- a request finds the smallest free block of its kind that fits, the lowest address
-  among equals (`get_free_block`: `lower_bound` in a set ordered by stream, size, address);
-- with none, a new segment (`alloc_block`, `get_allocation_size`): 2 MiB for a small
-  request; 20 MiB for a large one under 10 MiB; else the request rounded up to 2 MiB;
-- the block found is split when what remains is >= 512 bytes (small) or > 1 MiB (large)
-  (`should_split`); the request takes the low end (`alloc_found_block`);
-- a freed block merges with its free neighbours in its segment (`free_block`,
-  `try_merge_blocks`); a graph's pool gives no segment back while its graphs live
-  (`release_cached_blocks` frees only pools made freeable by `releasePool`).
-
-What grows with batch is the requests; the segments come in steps (2 MiB, 20 MiB, 2 MiB
-multiples), so a pool's bytes are a staircase of the requests, not a line through them.
-Addresses are the model's own (segments laid end to end in the order taken); the driver's
-order can differ, which only matters where two free blocks of one size tie.
+The rules (rounding to 512 bytes, small and large blocks, best fit at the lowest address,
+segment sizes, splitting, merging; no segment given back while the pool's graphs live)
+follow c10/cuda/CUDACachingAllocator.cpp at default settings; each, with the function that
+holds it: docs/sweep.md, "The allocator's rules". A pool's bytes are a staircase of the
+requests, not a line through them. Addresses are the model's own (segments end to end).
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
-"""The sweep as one document (`SweepResult`, schema `graph-harness/sweep`): a row per size
-(nodes by type, warm-up + capture and compile seconds, replay time with its 95% interval
-and rows per second, own-pool memory, the leak check, the check's verdicts), the shared
-pool's growth, the checks of the shared pool's graphs (interleaved: its order's seed,
-replays and findings; updated: its walk, updates, costs and findings), memory by
-scope, and each size's node export in full, so `delta` and `advise` read one size of it
-as `sweep.json#batch8`. With a request distribution, the padding section: each ladder's
-cost (capture/sweep/padding.py) and the sizes chosen.
+"""The sweep as one document (`SweepResult`, schema `graph-harness/sweep`): a row per size,
+the shared pool's growth, the checks of the shared pool's graphs, memory by scope, each
+size's node export in full (`sweep.json#batch8` for `delta` and `advise`) and, with a
+request distribution, the padding section (what each holds: docs/sweep.md, "What
+sweep.json holds").
 
 Assembles the tables and writes them; the arithmetic is in padding.py, the measuring in
 run.py.

@@ -1,24 +1,11 @@
 """A sweep's graph memory, whole, against what the common estimators would have said, and
-where its start-up went (issue 43, items 3 and 4). An engine sizes its KV cache from what
-its graphs will hold, and it estimates that before capturing them all; the trackers show
-the estimates wrong both ways (vllm-project/vllm #45178, #53013, #57475). With every size
-captured alone and again into one shared pool, the sweep has the truth to set them
-against.
+where its start-up went (issue 43, items 3 and 4).
 
-- The truth: the shared pool after the last size, plus every size's executable (the
-  device memory its instantiated graph holds outside the caching allocator).
-- "linear from two sizes": the smallest and the largest size each captured alone (pool
-  plus executable), a straight line through the two, summed over every size. This is
-  extrapolating from two sampled graphs as if each size held its own memory.
-- "sum of per-size deltas": what each size took when captured alone (its own pool plus
-  its executable), summed, as a loop measuring free memory around each capture in a
-  fresh pool would add it up.
-
-Start-up: the own-pool sizes' warm-ups and capture (a compile's first call taken out;
-graph-harness's own reads during them, fingerprints, the node read and the allocator's
-history, are in it), compile, instantiate and upload, summed, each with its share.
-
-Plain arithmetic on the sweep's rows; tested on the CPU.
+The truth (the shared pool after the last size plus every size's executable) beside
+"linear from two sizes" and "sum of per-size deltas"; start-up split into warm-ups and
+capture, compile, instantiate and upload, each with its share. Why and how each is
+computed: docs/sweep.md, "Estimators and start-up". Plain arithmetic on the sweep's rows;
+tested on the CPU.
 """
 
 from __future__ import annotations

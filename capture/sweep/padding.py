@@ -1,22 +1,12 @@
 """Padding up a capture-size ladder, and the ladder worth capturing. Plain arithmetic on
 the sweep's measured replay times: no torch.
 
-An engine pads each batch up to the smallest captured size at or above it (vLLM's
-`bs_to_padded_graph_size`) and replays that size's graph. Given how often each batch size
-comes (a request distribution: batch size -> share of steps), a ladder costs, per step,
-the expected replay time of the sizes it pads to; its padding is the share of rows that
-are padding; the time lost to padding is what it costs over a graph captured for each
-exact size. Replay times between measured sizes are interpolated linearly (a size below
-the smallest measured takes the smallest's time, so a loss there is a lower bound): every
-figure that rests on a size not measured says so (`interpolated`).
-
-`choose` finds the ladder of measured sizes that minimizes the expected time per step,
-with at most K sizes and/or within a memory budget (each size's own-pool bytes summed: a
-shared pool holds no more than that), by dynamic programming over the sorted sizes.
-
-Padding itself is counting: with no replay times (a sweep on the CPU), `ladder_cost`
-gives each ladder's padded rows and leaves the times None, and `fewest_padded` is the
-ladder of swept sizes that pads the fewest rows.
+A ladder's cost per step is the expected replay time of the sizes it pads to, given a
+request distribution (batch size -> share of steps); times between measured sizes are
+interpolated (`interpolated` says so). `choose`: the ladder minimizing it with at most K
+sizes and/or within a memory budget (dynamic programming); with no replay times,
+`ladder_cost` counts padded rows and `fewest_padded` pads fewest (docs/sweep.md, "How a
+ladder is priced").
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
 """A ladder's shared graph pool, predicted from two or three captured sizes (issue 58).
 
-The same step at another batch size makes the same requests in the same order; what
-changes is their sizes. An activation's is affine in batch (a + b * batch); a workspace's
-(cuBLAS, a kernel's scratch) is constant, or jumps where the library picks another
-algorithm. So: align the captured sizes' traces event by event (same length, the same
-frees, the same live set, else no prediction, and the reason); fit each request's size
-exactly through the captured points (two points fit any line; a third must lie on it,
-else the request is flagged and predicted as the largest size seen, erring high);
-write the trace of every size on the ladder; and replay them, largest first, into one
-modelled pool (allocator_model.py). The pool's bytes are a staircase of the sizes
-(segment rounding), which is why the traces, not the pool figures, are extrapolated.
+The captured sizes' traces are aligned event by event (else no prediction, and why), each
+request's size fitted exactly through the captured points (a third point off the line:
+flagged, predicted as the largest size seen), every ladder size's trace written and
+replayed, largest first, into one modelled pool (allocator_model.py). Traces, not pool
+figures, are extrapolated: the pool is a staircase (docs/sweep.md, "How the prediction
+is made").
 """
 
 from __future__ import annotations

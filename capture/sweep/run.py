@@ -1,49 +1,12 @@
 """A step captured at every batch size of a ladder: `sweep_step`.
 
-`make(batch)` builds the step for one batch size (the CLI calls the target's factory as
-`FUNCTION(batch=B)`). Per size, in this order:
-
-1. **Own pools.** The sizes are built and captured largest first (the engines' order),
-   each into a pool of its own, with its memory read from that pool and tagged by scope
-   (capture/graph/memory.py); warm-ups and capture timed, and for a compiled step the
-   first warm-up call's excess over the later ones, which is where it compiles. With
-   `check`, each graph is checked over a short trajectory (capture/check/step.py) before
-   it is timed. Then every size's graph is timed, trials interleaved across sizes
-   (capture/replay/timing.py), and a leak check replays each once and then
-   `leak_replays` more times, reading its pool after each: a graph that grows its pool
-   as it replays holds more after the second reading.
-2. **One shared pool.** The own-pool graphs freed, every size's step is captured again,
-   largest first, into one pool (`torch.cuda.graph_pool_handle()`, as vLLM's runner
-   shares one across its sizes), the pool read after each capture: its total, and what
-   each size adds to it.
-3. **Interleaved** (`interleaved`, after each size's own check): the shared pool's graphs
-   kept alive, every size replayed in turns, in a serving order shuffled with
-   `settings.seed`, each replay compared with its size's eager call
-   (capture/check/interleaved.py): a size whose buffers another size's capture or
-   replays overwrote fails there, naming both. **Updated** (`updated`): one executable
-   switched between the sizes by update, in a walk dealt by `settings.seed`, each launch
-   compared with the size's own executable and its eager call (capture/check/updated.py).
-   Then the graphs are freed.
-
-`make` is called once per size; each step runs warm-up + 1 times per capture (two
-captures), plus its check (interleaved: 2 x its calls more, and as many replays; updated:
-2 x its calls more, and three launches per visit of a walk) and its
-replays, and is left at its start (its reset). A
-compiled step is compiled anew at each size: Dynamo's recompile limit (8 by default, after which
-it runs the code eagerly, silently) is raised for the sweep to cover them and restored
-after (recorded in the document's options).
-
-A step compiled with mode="reduce-overhead" captures its own graphs (Inductor's
-cudagraph trees) into the one pool Inductor keeps for every tree of the device, so there
-are no own pools and no second capture: each size is counted by recording its graphs
-(capture/record/steps.py), the pool read after each size is recorded (the shared rows),
-and its replays are calls of the step, checked to be steady calls (StepCalls: each
-replays the size's graphs and records none). Such a step cannot be checked (`check`
-replays graphs of graph-harness's own).
-
-On the CPU there are no graphs: each size's dispatched operations are counted (as
-`count` does), and time and memory are left out, saying why; the checks of the shared
-pool's graphs, which replay graphs, do not run and say so (their results' `skipped`).
+`make(batch)` builds the step for one batch size. Per size: captured into its own pool
+(largest first), memory read by scope, warm-ups and capture timed, checked with `check`,
+timed (trials interleaved across sizes) and leak-checked; then every size captured again
+into one shared pool; then the interleaved and updated checks of the shared pool's graphs.
+A `reduce-overhead` step is counted by recording its graphs; on the CPU dispatches are
+counted, and time, memory and the shared-pool checks say why they are left out. Each
+phase, and how often `make` and the step run: docs/sweep.md, "The phases, per size".
 """
 
 from __future__ import annotations
@@ -102,17 +65,15 @@ def sweep_step(
     progress: Callable[[str], None] | None = None,
     note: Callable[[str], None] | None = None,
 ) -> SweepResult:
-    """Capture `make(batch)` at every size (module docstring says how, and how often it
-    runs). `module_of(step)`: the model to attribute nodes and memory by (module_scopes),
-    or None. `check_steps`: check each size's graph over that many calls first; `gate`
-    judges each check (default capture/check/step.py's: one that does not pass stops
-    the sweep, CheckFailed or CheckUnverified). `interleaved`: after the shared pool's
-    captures, also the interleaved check over `check_steps` calls per size (default
-    CheckSettings.steps; each size checked alone first), its order dealt with
-    `settings.seed`, judged by `gate` as `{"interleaved": result}`. `updated`: likewise
-    the updated-executable check (`{"updated": result}`). `note`: told, once each, what
-    the warm-ups showed of the step that a person should know before it is replayed.
-    Syncs. Graph memory of whole ladders predicted: the result's `with_forecast`."""
+    """Capture `make(batch)` at every size (docs/sweep.md, "The phases, per size").
+    `module_of(step)`: the model to attribute nodes and memory by (module_scopes), or None.
+    `check_steps`: check each size's graph over that many calls first; `gate` judges each
+    check (default capture/check/step.py's: one that does not pass stops the sweep,
+    CheckFailed or CheckUnverified). `interleaved`: after the shared pool's captures, the
+    interleaved check over `check_steps` calls per size (default CheckSettings.steps), dealt
+    with `settings.seed`, judged as `{"interleaved": result}`; `updated`: likewise
+    (`{"updated": result}`). `note`: told, once each, what the warm-ups showed that a person
+    should know. Syncs. Whole ladders' memory predicted: the result's `with_forecast`."""
     modes = tuple(m for m, on in (("interleaved", interleaved), ("updated", updated)) if on)
     if modes and check_steps is None:  # each size alone first: its reset, its host values
         check_steps = CheckSettings.steps

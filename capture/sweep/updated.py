@@ -1,19 +1,12 @@
 """`check_updated(make, sizes)`: the updated-executable check (capture/check/updated.py) of a
 step factory, as one library call, without the rest of a sweep.
 
-The sizes are built and captured one after the other, largest first, each right after it
-is built, into one shared pool on one capture stream, as an engine captures its ladder;
-each graph is made executable (its own executable: what the shared one is compared
-with). Then one executable is switched between them by update. What a size's capture
-leaves behind stays as the next size's build leaves it: a workspace that the factory
-allocates anew for each size it builds, while a larger size's graph still reads the old
-one, is read by that graph as freed memory, filled with check's pattern while the walk
-runs, and differs from the eager step (`sweep --check updated` captures every size again
-after all are built, which hides that one: the sweep's own checks see it alone).
-
-Each size is not checked alone here: a size whose step draws random numbers is then not
-verified (its launches cannot be compared with its eager step). On the CPU it does not
-run, and says that it needs a GPU (UpdatedResult.skipped). Syncs.
+Sizes are built and captured one after another, largest first, each right after it is
+built, into one shared pool on one capture stream, each made executable (what the shared
+one is compared with); one executable is then switched between them by update. A stale
+workspace a later build left is filled with check's pattern and differs (the sweep hides
+it). No size is checked alone first; on the CPU it does not run (UpdatedResult.skipped).
+Syncs. docs/sweep.md, "One executable updated between sizes".
 """
 
 from __future__ import annotations

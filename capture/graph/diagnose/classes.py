@@ -1,25 +1,10 @@
 """Why a capture failed, in words: the class of a failure, decided from what was seen.
 
-Three kinds of evidence, best first (capture/graph/diagnose/watch.py records them):
-- the ATen op that raised, with its arguments bound to its schema (`OpSeen`): devices,
-  pinnedness, dtypes, `non_blocking`, `output_size`, what the op returns;
-- the torch API call that raised outside any op (`CallSeen`), such as `Tensor.__getitem__`
-  with a Python list, whose copy to the GPU happens in torch's bindings, below dispatch;
-- the exception itself: its type (PoolFrozen), torch's or CUDA's words, and the frames
-  it passed through (`torch.cuda.synchronize`, `torch.distributed`).
-
-What torch does for each class (its source: c10/cuda/CUDAFunctions.h, aten/native/cuda):
-`.item()` is `aten._local_scalar_dense`, a cudaMemcpyAsync then cudaStreamSynchronize,
-which a capturing stream refuses ("operation not permitted when stream is capturing");
-`nonzero` (and what is built on it: boolean-mask indexing, `argwhere`) allocates pinned
-host memory and copies its count there the same way (`memcpy_and_sync`); a blocking copy
-between host and device ends in `memcpy_and_sync` too; a Python list index or
-`torch.tensor(list, device="cuda")` is a blocking copy made in torch's bindings, below
-every dispatch mode; and since early 2026 (pytorch#172156) a copy from a host tensor that
-is not pinned is refused by name ("Cannot copy between CPU and CUDA tensors during CUDA
-graph capture unless the CPU tensor is pinned"; before, a non_blocking one captured and
-read the pageable buffer at every replay). Only that last message is relied on here, and
-only where the op itself cannot be seen.
+Evidence, best first (watch.py records it): the ATen op that raised, its arguments bound
+to its schema (`OpSeen`); the torch call that raised outside any op (`CallSeen`); the
+exception itself (type, message, frames). What torch does for each class (`.item()`,
+`nonzero`, blocking copies, list indices, unpinned host copies), and which message is
+relied on: docs/capture-failures.md, "The classes, and torch's reasons".
 
 No CUDA is needed here: every decision is a function of plain records (tests build them).
 """

@@ -1,32 +1,12 @@
 """Naming a failed capture: the op in flight, its module and the class of failure, in
 one line (capture/graph/capture.py raises it as CaptureError).
 
-A capture runs the step's Python and records its kernels without running them, so trying
-again costs Python time only and changes nothing on the device. After a failed capture
-(abandoned: the stream is no longer capturing), the step is captured again, each time on
-a fresh graph that is thrown away:
-
-1. **Once, watched** (capture/graph/diagnose/watch.py): the ATen op and the torch call in
-   flight when it fails, the modules open, each submodule's inputs. With every compiled
-   region forced eager (`torch.compiler.set_stance("force_eager")`): a dispatch mode, a
-   function mode or a new global hook would make Dynamo compile again, inside the capture.
-   For a step without compiled code that changes nothing, and the op that raised (unless
-   the capture was already broken by an earlier call) is the answer: its name, its
-   module, and its class from its arguments (capture/graph/diagnose/classes.py). A compiled
-   step with no submodule compiled on its own (the whole model compiled) gets the op its
-   eager code fails at, and says so.
-2. **Bisection**, where the op cannot be read off (a compiled submodule, a capture broken
-   earlier, a failure at the capture's end): each submodule recorded in 1 is captured
-   alone with the inputs it had, deepest first (then those open at the failure, then the
-   latest called), stopping at the first that fails: the smallest module that fails on
-   its own. One that reaches compiled code runs it as compiled and never compiles anew
-   (`set_stance("fail_on_recompile")`); an eager one is watched, to name its op.
-
-So a failed capture runs the step's Python once more, and each submodule's forward at
-most once more. Not at all while a torch.distributed process group is initialized:
-running one rank's collectives again would put the ranks out of step; the class then
-comes from the error alone. Each attempt ends with the stream not capturing and the
-device synchronized, or the diagnosis stops there and the message says so.
+After a failed capture the step is captured again on throwaway graphs: once watched
+(watch.py), compiled regions forced eager, naming the op that raised; then, where that
+cannot name it, bisection over the submodules recorded, deepest first. So the step's
+Python runs once more, each submodule's forward at most once more; not at all under an
+initialized process group. Each attempt ends with the stream not capturing and the device
+synchronized (docs/capture-failures.md, "The attempts, step by step").
 """
 
 from __future__ import annotations

@@ -2,16 +2,11 @@
 in flight when it failed, inside which module and scope, and what each submodule was
 called with (so that bisection can capture it alone).
 
-- Ops: a TorchDispatchMode, and torch calls: a TorchFunctionMode. Both only pass calls
-  through, and on an exception record the failing call's arguments as plain records
-  (capture/graph/diagnose/classes.py), never the tensors. They are used only where the step
-  runs no compiled code (torch.compile does not run as compiled under a mode).
-- Modules: one global forward pre-hook and one forward hook (as capture/scopes/modules.py),
-  removed on exit: the stack of modules open, and each named submodule's first call
-  (its positional arguments, its keyword arguments read from torch's `_call_impl` frame,
-  since global pre-hooks are not given them, and the grad modes it ran under).
-
-Device-agnostic: on the CPU the tests drive it with failures injected by a mode below it.
+A TorchDispatchMode and a TorchFunctionMode pass calls through and record a failing call's
+arguments as plain records (never the tensors); a global forward pre-hook and forward hook,
+removed on exit, keep the module stack and each submodule's first call. Details:
+docs/capture-failures.md, "Watching an attempt". Device-agnostic: the CPU tests inject
+failures with a mode below it.
 """
 
 from __future__ import annotations
