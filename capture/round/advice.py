@@ -1,19 +1,9 @@
 """The round's measured savings beside the advisor's predictions, and its own chains for
-pricing: registered with the advisor (capture/advise/hooks.py) when the round's package is
-imported.
-
-- Own chains: on the round's graph at the default shape the chains run at, a candidate
-  that is a whole step's call (the shipped pack's ten kernels, the allocating
-  compaction's two copies) is priced at the chain that replays that call
-  (capture/round/chains.py).
-- Measured savings: where the costs hold a measured saving of a variant pair of the round
-  (same shape), the groups whose steps the pair changes, predicted against it, with
-  whether the prediction lies in its 95% interval and, if not, the per-node figures that
-  say why.
-
-Plain data at import (the CLI's parser imports the round's parameters): the chain kinds
-are registered when first asked for.
-"""
+pricing (a whole step's call priced at the chain that replays it): registered with the
+advisor (capture/advise/hooks.py) when the round's package is imported. Plain data at
+import (the CLI's parser imports the round's parameters): the chain kinds are registered
+when first asked for. What each adds: docs/builtin-round.md, "Its savings beside the
+advisor's predictions"."""
 
 from __future__ import annotations
 
