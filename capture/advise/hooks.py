@@ -8,10 +8,10 @@ kinds are, capture/replay/kinds.py): the advisor itself knows no workload.
   savings the predictions are set against (capture/advise/measured.py Comparison) and
   notes on what could not be compared; ([], []) for an export of another workload.
 
-The built-in round registers both (capture/round/advice.py). Its registration is loaded
-by name on first use, as a plugin is (BUILTIN), so that a round's export read from a file
-is advised alike in every process, whatever it imported before; the advisor's code names
-nothing of the round. Plain data at import: nothing here loads torch or pandas.
+The built-in round registers both (capture/round/advice.py `register`), called by name on
+first use, as a plugin's is (BUILTIN), so that a round's export read from a file is advised
+alike in every process, whatever it imported before; the advisor's code names nothing of
+the round. Plain data at import: nothing here loads torch or pandas.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ MeasuredSavings = Callable[
     ["NodeExport", "list[Group]", "Costs"], "tuple[list[Comparison], list[str]]"
 ]
 
-# The registrations that ship with graph-harness, imported on first use.
-BUILTIN = ("graph_harness.capture.round.advice",)
+# The registrations that ship with graph-harness, "module:function", called on first use.
+BUILTIN = ("graph_harness.capture.round.advice:register",)
 
 _OWN_CHAINS: dict[str, OwnChains] = {}  # by qualified name: a module imported again
 _MEASURED: dict[str, MeasuredSavings] = {}  # replaces its entries, never doubles them
@@ -57,7 +57,8 @@ def measured_savings(fn: MeasuredSavings) -> MeasuredSavings:
 
 def _load_builtin() -> None:
     for name in BUILTIN:
-        importlib.import_module(name)
+        module, function = name.split(":")
+        getattr(importlib.import_module(module), function)()
 
 
 def step_chains(export: NodeExport) -> StepChain | None:

@@ -1,8 +1,8 @@
 """The round's measured savings beside the advisor's predictions, and its own chains for
-pricing (a whole step's call priced at the chain that replays it): registered with the
-advisor (capture/advise/hooks.py) when the round's package is imported. Plain data at
-import (the CLI's parser imports the round's parameters): the chain kinds are registered
-when first asked for. What each adds: docs/builtin-round.md, "Its savings beside the
+pricing (a whole step's call priced at the chain that replays it): `register()` adds them
+to the advisor (capture/advise/hooks.py calls it on first use). Plain data at import
+(the CLI's parser imports the round's parameters): the chain kinds are registered when
+first asked for. What each adds: docs/builtin-round.md, "Its savings beside the
 advisor's predictions"."""
 
 from __future__ import annotations
@@ -22,12 +22,11 @@ if TYPE_CHECKING:
 
 
 def _step_chain(variant: str, step: str) -> str | None:
-    from graph_harness.capture.round.chains import step_chain  # registers the kinds
+    from graph_harness.capture.round.chains import step_chain
 
     return step_chain(variant, step)
 
 
-@own_chains
 def round_chains(export: NodeExport) -> StepChain | None:
     """Which chain replays each step's call of this export, when it is the round's graph at
     the chains' shape; None for any other export."""
@@ -38,7 +37,6 @@ def round_chains(export: NodeExport) -> StepChain | None:
     return lambda step: _step_chain(export.variant, step)
 
 
-@measured_savings
 def round_savings(
     export: NodeExport, groups: list[Group], costs: Costs
 ) -> tuple[list[Comparison], list[str]]:
@@ -72,6 +70,14 @@ def round_savings(
         if members:
             out.append(_compare(export, s, members, costs))
     return out, []
+
+
+def register() -> None:
+    """Register the round's own chains and measured savings with the advisor
+    (capture/advise/hooks.py, which calls this on first use); a second call changes
+    nothing."""
+    own_chains(round_chains)
+    measured_savings(round_savings)
 
 
 def _nonzero(d: dict[str, int]) -> dict[str, int]:
