@@ -18,11 +18,11 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import graph_harness.capture.round.chains  # noqa: F401  (registers the round's chain kinds)
 from graph_harness.capture import VARIANTS, RoundParams
 from graph_harness.capture.replay.chains import measure_chains
 from graph_harness.capture.replay.kinds import chain_kinds
 from graph_harness.capture.replay.settings import ReplaySettings
+from graph_harness.capture.round import chains as round_chains
 from graph_harness.capture.round.replays import run_replays
 from graph_harness.capture.round.timing import measure_round_configs
 from graph_harness.capture.stats import median_by_variant, round_series, saving_interval
@@ -41,6 +41,7 @@ def main() -> None:
     settings = ReplaySettings(trials=args.trials, builds=args.builds)
     args.out.mkdir(parents=True, exist_ok=True)
     params = RoundParams()
+    round_chains.register()  # the round's kinds among those listed
     kinds = chain_kinds() + chain_kinds(pdl=True)
     result = run_replays(params, list(VARIANTS), kinds=kinds, settings=settings, progress=print)
     result.write_json(args.out / "replay.json")

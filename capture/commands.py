@@ -2,13 +2,10 @@
 `graph-harness count` does for a step (count_step: captured, counted, optionally checked,
 its host launch timed where it may be replayed) and for the built-in round's variants
 (count_variants), and what `graph-harness report` measures for the round (round_report).
-The command line parses, calls one of these, and renders what it returns.
-
-The other commands' calls live with their stage: check_step (check/step.py; `check` is
-count_step with a check and no count of its own), profile_step (profile/step.py),
-sweep_step (sweep/run.py), record (record/). At the top of capture: it may use every
-stage and the round.
-"""
+The command line parses, calls one of these, and renders what it returns. The other
+commands' calls live with their stage: check_step (check/step.py), profile_step
+(profile/step.py), sweep_step (sweep/run.py), record (record/). At the top of capture: it
+may use every stage and the round (docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -95,21 +92,12 @@ def count_step(
     note: Progress = None,
     shown: str | None = None,
 ) -> CountedStep:
-    """Capture and count `step` (capture/step.py capture_step: `module` by its modules);
-    with `check` (a number of calls, or "to-end"), check its graph over that trajectory
-    and soak it `soak` replays (check/step.py check_captured); with `host_launch`, on a
-    GPU, time its graph's host launch where it may be replayed (from its reset, or where
-    its warm-ups showed that it repeats; never a step that captures its own graphs), after
-    the check and only where it passed. `step` runs its warm-ups and capture; the check
-    and the launches as their functions say.
-
-    Without `check`, a step that captures its own graphs (reduce-overhead) is counted by
-    recording them, and the notes say which host values a call changes and (on the CPU)
-    which ops read a value back to the host; with it, the check makes findings of those.
-    `watch`: as capture_step's (default: always with `check`, else only a step without a
-    reset). `progress` hears "capturing X" and "checking X", X `shown` (default `name`);
-    `note` hears each note as soon as the capture has given it, before any check runs
-    (so a check that raises loses none). EmptyStepError where the step issued no work."""
+    """Capture and count `step` (capture/step.py capture_step: `module` by its modules); with
+    `check` (a number of calls, or "to-end"), check its graph over that trajectory and soak it
+    `soak` replays (check/step.py check_captured); with `host_launch`, on a GPU, time its
+    graph's host launch where it may be replayed, after the check and only where it passed.
+    EmptyStepError where the step issued no work. Steps with their own graphs, `watch`,
+    `progress`, `note`: docs/your-model.md, "From Python: `capture_and_keep` and `count_step`"."""
     if soak and check is None:
         raise ValueError(f"soak={soak} soaks a checked graph: give check= too")
     if progress:

@@ -129,41 +129,13 @@ def capture_and_keep(
 ) -> Counted:
     """Capture any callable (a model's decode step, say) and export its nodes.
 
-    `fn` takes no arguments and must only touch static buffers (carve them from `pool`,
-    which is frozen here before capture). It is called `warmup` times, then once more
-    captured (on the CPU: counted); with a `step.reset` (capture/state/steps.py), reset
-    before each warm-up and once at the end. `watch` (a StateWatch of `fn`) also tells from
-    the warm-ups whether it repeats (`watch.repeatability`). Use `capture.scope(step,
-    stage)` inside it, and `module=model` (the capture runs inside `module_scopes(model,
-    depth)`) or `capture.module_scopes(model)` around this call, to attribute nodes;
-    unscoped nodes get scope "unscoped". torch.compile'd code in `fn` is counted on CUDA
-    and refused on the CPU (CompiledStepError saying what to do: capture/graph/compiled.py).
-    A step compiled with `mode="reduce-overhead"` captures its own graphs (Inductor's
-    cudagraph trees), which no graph can be captured around: with `own_graphs` (on CUDA)
-    it is counted by recording them (capture/record/steps.py: the graphs one steady call
-    replays, summed, `Counted.recorded` holding them and `captured` None), else refused
-    like compiled code on the CPU. A capture
-    that holds no node raises EmptyStepError saying why (a step on the CPU's tensors, or
-    one that issued no work). Returns the export and, on CUDA, the kept graph it was read
-    from (Counted).
-
-    `name` names the workload in the export and its tables (the CLI passes the target
-    as typed, `examples/llama_decode.py:make_step`); without it, `callable:` and the
-    callable's qualified name. The export's options record `warmup` and, under
-    module_scopes, the depth it was scoped to (`module_depth`: an int, or "every level")
-    and the model's repeated blocks (`blocks`, `block_depth`: the default depth of the
-    tables).
-
-    `memory=True` (CUDA): also read the graph's memory from its pool, and tag each
-    allocation of the capture with the scopes open (GraphMemory). The tagging records the
-    allocator's history during the capture and turns it off after: a history you were
-    recording yourself ends there. With `graph_pool` shared by earlier captures, the pool's
-    figures are theirs together.
-
-    `stream` (CUDA): the side stream to warm up and capture on (default: a new one per
-    capture, as capture_graph makes). Captures that share a `graph_pool` reuse each
-    other's freed blocks only on one stream (the caching allocator keeps a block for
-    the stream it was freed on), as torch.cuda.graph's one capture stream does."""
+    `fn` takes no arguments and must only touch static buffers (carve them from `pool`, frozen
+    here before capture). It is called `warmup` times, then once more captured (on the CPU:
+    counted), reset around them where it has a `step.reset`. Nodes are attributed by
+    `capture.scope` and `module=` (else "unscoped"). Returns the export and, on CUDA, the kept
+    graph it was read from (Counted); EmptyStepError where the capture holds no node. Compiled
+    code, `own_graphs`, `name`, `memory`, `stream`, `watch`: docs/your-model.md, "From Python:
+    `capture_and_keep` and `count_step`"."""
     args = (fn, warmup, pool, device, graph_pool, name, watch, memory, stream, own_graphs)
     if module is None:
         return _capture(*args)

@@ -1,16 +1,10 @@
 """The errors graph-harness raises on purpose, and what the command line does with them.
 
-Every one is a `HarnessError`. A `UsageError` is a mistake in what graph-harness was
-given: its flags or arguments, an input file or output path, the protocol a step must
-follow (a step that cannot be replayed), a process group that does not fit, or a command
-that measures what a GPU runs on a machine without one (`NoGPU`). The command line prints
-its message alone, one sentence saying what to do, and exits 2. Any other error (one of
-ours such as CaptureError, or one the user's code or the runtime raised) is printed in
-one line with its type and exits 1.
-
-Each class keeps the built-in base it had (a ValueError, a RuntimeError), so callers that
-catch those still do. No imports: every module may use these.
-"""
+Every one is a `HarnessError`. A `UsageError` (a mistake in what graph-harness was given,
+`NoGPU` among them) prints its message alone and exits 2; any other error prints one line
+with its type and exits 1. Each class keeps the built-in base it had (a ValueError, a
+RuntimeError), so callers that catch those still do. No imports: every module may use
+these. What counts as a usage error: docs/output.md, "The errors"."""
 
 from __future__ import annotations
 

@@ -1,33 +1,12 @@
 """Files the user names, written without surprises: the one place that decides how a
 path is written (what a path is, and reading one: capture/paths.py).
 
-Writing (`write_output`):
-- `-` is stdout.
-- A path that reaches one of this process's open descriptors through /proc
-  (`/dev/stdout`, `/dev/stderr`, `/dev/fd/N`, `/proc/self/fd/N`, or a link to one) is
-  written through that descriptor, as a stream: appended where the shell opened it to
-  append (`>>`), at its offset otherwise, into a pipe if it is one. Never renamed over:
-  the file behind `/dev/stdout` is the user's, and so is what it already holds.
-- A character device or a FIFO (`/dev/null`, a named pipe someone reads) is opened and
-  written as a stream.
-- A regular file, or a new path, is written beside and renamed in (git's lock files,
-  rsync's temporaries): a reader sees the old file or the whole new one, never half. A
-  symbolic link is written through, never replaced: the temporary goes beside the file it
-  points to and is renamed onto that, so the link stays a link.
-- Refused (OutputPathError, one line saying which): a folder, a socket, a block device, a
-  FIFO nobody reads (it would block), a read-only file, a link to nothing, a folder that
-  does not exist. `check_output` says it before any work.
-
-Text goes out as UTF-8, and a lone surrogate (which a JSON `\\udc80` escape can put in a
-name) as its backslash escape instead of an encoding error.
-
-Claims: inside an output folder being built (reports/output/folder.py registers it with
-`claiming`), every file's name is claimed before the file is made, so the folder's
-manifest lists all it may hold at every instant and a cleanup removes only what it lists.
-
-Files get the permissions any tool gives them: 0666 less the umask, or the mode of the
-file they replace.
-"""
+`write_output`: `-` is stdout; a path to one of this process's descriptors, a device or a
+FIFO is written as a stream; a regular file or a new path is written beside and renamed
+in (a link written through); anything else is refused (OutputPathError; `check_output`
+says it before any work). Text is UTF-8, a lone surrogate as its backslash escape. Inside
+an output folder being built every file is claimed before it is made (`claiming`). Every
+rule: docs/output.md, "Files the user names"."""
 
 from __future__ import annotations
 

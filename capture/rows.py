@@ -4,11 +4,9 @@ table's columns are written once (as Node's are, capture/attribution/node.py).
     @dataclass(frozen=True)
     class Saving:
         a: str
-        ...
 
     SAVING_COLUMNS = columns(Saving)
-    frame(rows, Saving)  # one row per record, those columns, also when there are none
-"""
+    frame(rows, Saving)  # one row per record, those columns, also when there are none"""
 
 from __future__ import annotations
 

@@ -1,16 +1,8 @@
 """Names as text: every string graph-harness takes in (a user's `scope("...")`, a module's
-name, a document's field) holds only what UTF-8 can encode.
-
-A lone surrogate (a `\\udc80` JSON escape makes one; so does a path or argument Python
-decoded with surrogateescape) is a str no stream, file or Arrow-backed pandas column can
-take: writing or framing it fails far from where it came in. A control character (ESC,
-BEL, a carriage return, C1 codes, the bidirectional overrides) is one a terminal obeys: a
-kernel name from a document that holds `\\x1b]52;c;...\\x07` writes the user's
-clipboard when printed, and `\\x1b[1A\\x1b[2K` rewrites the line above. Each is kept as
-its backslash escape instead, at the point it enters (and again wherever text is shown),
-so the data that flows on is text and nothing that came from a file is obeyed.
-And `plural`, for every count put into words (progress lines here, tables in reports).
-"""
+name, a document's field) holds only what UTF-8 can encode, and nothing a terminal obeys.
+A lone surrogate or a control character is kept as its backslash escape, at the point it
+enters (and again wherever text is shown). Why each matters: docs/output.md, "Names as
+text". And `plural`, for every count put into words (progress lines, tables in reports)."""
 
 from __future__ import annotations
 

@@ -15,32 +15,14 @@ LOST = pytest.StashKey[int]()  # the exit status, once a graph_check lost the CU
 
 
 class GraphCheck:
-    """The `graph_check` fixture's value: `graph_check(step, ...)` runs `graph-harness
-    check`'s trajectory on `step` (capture/check/step.py: warm-ups, one capture, `steps`
-    calls from the step's start, fed by `step.feed(i)` where it has one, twice eagerly and
-    twice replayed with freed memory and outputs poisoned, compared after every call) and
-    fails the test with check's verdict and findings (the call, the tensor, the node and
-    its module, the host value a graph froze). It does not pass vacuously
-    (capture/check/fixture.py): a step that captures no node is an error, a trajectory that
-    compares nothing fails, "not verified" fails unless `accept_unverified=True`, and an
-    output the graph never writes fails (check fills the outputs with a pattern before
-    every call). Without CUDA the test is skipped with the reason, unless the CPU part
-    already found a defect. Returns check's CheckResult for a test to look further.
-
-    `steps="to-end"` runs the trajectory until the step's static cache is full, by its
-    `step.max_steps`, compared at a sample of its calls (capture/check/sample.py);
-    `soak=N` adds N replays along it under a watchdog (capture/check/soak.py). A soak
-    that finds a hang fails the test at once; the device is still running the hung
-    replay, so the session stops there (pytest.exit, exit 1), saying why. So does a
-    replay that trips a device-side assertion (the CUDA context is then lost): the call,
-    the run and the assertion are said, and the process leaves without the teardown
-    whose CUDA destructors would abort it.
-
-        def test_my_kernel_graph(graph_check):
-            graph_check(lambda: my_op(x, out=y))  # x, y static: made once, outside
-
-    The step runs `warmup` + 1 times to be captured, then 2 x `steps` times eagerly and
-    is replayed 2 x `steps` times; with `step.reset` it is reset before each run."""
+    """The `graph_check` fixture's value: `graph_check(step, ...)` runs `graph-harness check`'s
+    trajectory on `step` (capture/check/step.py) and fails the test with check's verdict and
+    findings; returns check's CheckResult. Not vacuously (capture/check/fixture.py): no node
+    is an error; nothing compared, "not verified" (unless `accept_unverified=True`) or an
+    output the graph never writes fails. Without CUDA it is skipped unless the CPU part found
+    a defect. A soak's hang or a device-side assertion stops the session (pytest.exit, exit
+    1). `steps="to-end"`, `soak=N`, how often the step runs, an example: docs/steps-and-check.md,
+    "In your tests: the `graph_check` fixture"."""
 
     def __init__(self, nodeid: str, config: pytest.Config | None = None) -> None:
         self.nodeid, self.config = nodeid, config

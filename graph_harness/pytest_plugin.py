@@ -1,48 +1,13 @@
 """The `node_budget` and `graph_check` pytest fixtures: a test fails when a change brings
-nodes back, or when a step's graph computes something else than the step.
+nodes back, or when a step's graph computes something else than the step. Registered
+through the `pytest11` entry point (pyproject.toml): no conftest needed.
 
-Registered through the `pytest11` entry point (pyproject.toml), so installing
-graph-harness makes it available to every test, no conftest needed:
-
-    def test_decode_nodes(node_budget):
-        step = make_step()
-        node_budget(step, total=264, per_scope={"layers.*": 12, "sum(layers.*)": 96})
-        node_budget(step, record="budgets/decode.json", per_scope=["attention", "mlp"])
-
-`node_budget(step, ...)` captures `step` as `capture.capture_and_count` does (on CUDA:
-warm-up calls, then one call captured and its graph nodes read, syncing the device; on the
-CPU: its dispatched ops counted, and the failure message says so), checks the counts, and
-returns the NodeExport for a test to look further. Over budget, it raises
-NodeBudgetExceeded (an AssertionError) whose message is a table: each scope over budget,
-its budget, its count, the difference and the kernels that make it up, and the total line.
-Names and how they cover nested scopes: capture/budget/limits.py. A pattern's budget holds
-each scope it matches (`"layers.*": 12`, 12 per layer: a row per layer over it); the sum
-over them is `"sum(layers.*)": 96`.
-
-- `total=N`, `per_scope={name: N}`: budgets written in the test. They apply to whatever
-  this machine counts (graph nodes or CPU dispatches); for budgets that differ between
-  the two, use `record=`.
-- `record="budgets/decode.json"` (relative to pytest's rootdir): budgets read from that
-  file, from the entry for this test (its node id, or `name=`) and this source. Run
-  `pytest --update-node-budgets` and the file is written instead: today's total, and the
-  count of each name in `per_scope` (a list of names here; a pattern's count is its
-  largest match's, a `sum(...)`'s the sum) or, without it, of each top-level scope. Other
-  entries of the file are kept. Without the flag, a missing file or entry fails, saying
-  to run with it.
-- `module=model` (with `depth=`): as `with capture.module_scopes(model, depth=...)`
-  around the capture, so every submodule's nodes carry its qualified name, containers
-  (a ModuleList) included; `depth=` cuts the scopes at that many parts of the name
-  (`layers.3` is 2, HF's `model.layers.3` is 3; default: every level). A step compiled in
-  an earlier test's capture is not compiled again: its provenance is reused.
-- Everything else (`warmup=`, `pool=`, `device=`, `graph_pool=`) goes to
-  `capture.capture_and_count`, with its defaults (`warmup` from capture/graph/settings.py
-  StepSettings). A step with `step.reset` is reset before each warm-up call and once
-  at the end (docs/steps-and-check.md).
-
-Budgets with room left are listed at the end of the run (terminal summary), so they can
-be tightened. This module imports only pytest until the fixture is used: installing
-graph-harness must not slow every pytest run in the environment by importing torch.
-"""
+`node_budget(step, total=..., per_scope=..., record=..., module=..., depth=...)` captures
+`step` as `capture.capture_and_count` does (on CUDA syncing the device), checks the counts
+and returns the NodeExport; over budget it raises NodeBudgetExceeded (an AssertionError)
+with a table. Budgets with room left are listed at the end of the run. Imports only pytest
+until a fixture is used (no torch in every pytest run). Names, patterns, recorded budgets
+and `--update-node-budgets`: docs/budgets.md, "The fixture, its names and its file"."""
 
 from __future__ import annotations
 

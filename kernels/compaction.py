@@ -1,30 +1,13 @@
 """Compaction of selected local records: after the global top-k, keep this rank's records.
 
 Contract for `ids` int32 `[rows, K]` (global ids, negative = dead), `rank`, `width`:
-    local[r, j]   = ids[r, j] >= 0 and ids[r, j] // width == int32(rank)   (no overflow:
-                    the quotient of a non-negative int32 by a positive width; a rank tensor
-                    of any integer dtype is taken as int32, two's complement, as the pack
-                    takes it)
+    local[r, j]   = ids[r, j] >= 0 and ids[r, j] // width == int32(rank)
     physical[r, :counts[r]] = the local slots ids - rank * width, in order of appearance
                               (stable), mapped through slot_map (int32 `[width]`) if given
     physical[r, counts[r]:] = -1;  counts int32 `[rows]`
-
-The old path allocates `physical`/`counts` and the caller copies them into the stage's
-retained buffers: two more copies, two more graph nodes per stage. Given `out=` and
-`count_out=` (retained buffers carved from a GraphBufferPool) the kernel writes them
-directly, each element exactly once.
-
-- `selected_local_records_shipped`: pure torch (floor-divide, argsort, gather, where):
-  allocates about ten [rows, K] temporaries, moves ~60 B per element.
-- `selected_local_records`: one Triton program per row: reads each id once (4 B), writes
-  each output slot once (4 B) and one count; nothing allocated when out/count_out are given.
-
-Any strides are accepted for ids, out (elements not overlapping), count_out and
-slot_map. Offsets are int32 unless a tensor's extent reaches 2**31 elements from its
-data pointer (kernels/launch.py); then the launch passes INT64_OFFSETS and the column
-and slot offsets are widened to int64 before any multiply. K must stay below 2**31: a
-count is int32.
-"""
+`selected_local_records_shipped` (pure torch, allocates) beside `selected_local_records`
+(one Triton program per row, writing `out=`/`count_out=` directly). Overflow, strides,
+offset widths, bytes moved: docs/builtin-round.md, "The compaction"."""
 
 from __future__ import annotations
 
@@ -114,6 +97,7 @@ def _alloc(
 
 
 # --- the shipped path: pure torch -----------------------------------------------------------
+# Floor-divide, argsort, gather, where: about ten [rows, K] temporaries, ~60 B per element.
 
 
 def selected_local_records_shipped(
@@ -151,6 +135,8 @@ def selected_local_records_shipped(
 
 
 # --- the Triton kernel -----------------------------------------------------------------------
+# One program per row: reads each id once (4 B), writes each output slot once (4 B) and one
+# count; nothing allocated when out/count_out are given.
 
 if HAS_TRITON:
     # Parameters bare (noqa): Triton reads an annotation as the type to compile for;

@@ -1,26 +1,12 @@
 """Where a Triton kernel runs: compiled on CUDA tensors, interpreted on CPU tensors.
 
-Each kernel is built twice from one source: a `JITFunction` for CUDA tensors and an
-`InterpretedFunction` (Triton's interpreter, the same kernel code run by numpy, bit for
-bit) for CPU tensors. Building both explicitly, rather than through `TRITON_INTERPRET`,
-means one process can run CUDA kernels and CPU-checked kernels side by side, and an
-environment variable never silently changes what runs.
-
-Every launch is announced to the registered listeners (kernel name, device, grid), so
-a dispatch counter on a machine without a GPU can count Triton launches as what they
-are: one kernel each.
-
-Offset width. A kernel addresses element `i` of a tensor as `ptr + i * stride` with
-Triton's integer types: a block index and `tl.arange` are int32, and so is a stride or
-size argument below 2**31. When every operand fits in int32 the product is computed in
-int32, so a view whose extent passes 2**31 elements (a column stride of 2**16 over
-2**15 + 64 columns, say) wraps to a negative offset and reads or writes outside the
-tensor. Each launch therefore asks `needs_int64_offsets(...)` of the tensors it
-addresses and passes the answer as the kernel's `INT64_OFFSETS` constexpr: True widens
-the element offsets to int64 before any multiply. The common case (every tensor's
-largest offset below 2**31) keeps its 32-bit math and its compiled kernel; the wide one
-is a second specialization of the same source, compiled on first use.
-"""
+Each kernel is built twice from one source, explicitly (never through TRITON_INTERPRET):
+a `JITFunction` for CUDA tensors, an `InterpretedFunction` (Triton's interpreter, bit for
+bit) for CPU tensors. Every launch is announced to the registered listeners (kernel name,
+device, grid), so a CPU dispatch counter counts it as one kernel. Each launch passes
+`needs_int64_offsets(...)` of the tensors it addresses as the kernel's `INT64_OFFSETS`
+constexpr, since int32 offsets wrap past 2**31 elements: docs/builtin-round.md, "Where a
+kernel runs"."""
 
 from __future__ import annotations
 

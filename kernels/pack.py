@@ -1,35 +1,13 @@
 """Score/id pack: each rank's top-k candidates as (score, global id) pairs in a cursor buffer.
 
 Contract, bit for bit, for `indices`/`scores` `[rows, k]` and `out` float32 `[rows, k, 2]`:
-    out[r, j, 0]                 = scores[r, j]  if indices[r, j] >= 0 else -inf
-    out[r, j, 1].view(int32)     = int32(indices[r, j]) + int32(rank) * int32(width)
-                                   (two's-complement wrap)  if indices[r, j] >= 0 else -1
-A dead id's -1 reads as a NaN through float32: compare through int32 views. NaN scores
-keep their exact bits (both paths only select and copy them).
-
-Two implementations of one contract:
-- `pack_scores_ids_shipped`: the eight eager torch ops serving stacks ship. Per element
-  (int64 indices) they move 63 B: ge 8+1, where 1+4+4, copy 4+4, cast 8+4, add 4+4,
-  where 1+4+4, copy 4+4 (mul touches one scalar). In a CUDA graph they become about a
-  dozen kernel nodes per call (counted by `capture`, not assumed here).
-- `pack_scores_ids`: one Triton kernel: load id (8 B) and score (4 B), select, one 8-byte
-  store of the pair: 20 B per element, one node, nothing allocated. Contiguous buffers
-  (the usual case) take a 1-D launch with few arguments; any row strides take a 2-D one.
-
-The rank. A Python int, or a 0-d integer tensor of any width (int8 to int64, uint8) read
-at run time. Whatever its dtype, the id is computed in int32: the shipped path casts the
-rank to int32 before the multiply (a no-op for the int32 rank the round carves; one more
-op for other dtypes), the kernel loads it and converts to int32. A rank value beyond
-int32 (an int64 tensor holding 2**31 or more) is taken modulo 2**32 by both, as the id
-itself is; a negative one is used as given by both (a Python int rank is range-checked).
-
-Offset width (see kernels/launch.py). Each launch computes element offsets in int32
-unless a tensor it addresses reaches 2**31 elements from its data pointer (a huge column
-stride, or more than 2**31 elements in all); such a launch passes INT64_OFFSETS and
-widens the column index to int64 before multiplying by a stride. Row offsets are always
-int64 (one multiply per program). `_int64_offsets=True` forces the wide variant so a
-benchmark can time both widths on the same shapes.
-"""
+    out[r, j, 0]             = scores[r, j]  if indices[r, j] >= 0 else -inf
+    out[r, j, 1].view(int32) = int32(indices[r, j]) + int32(rank) * int32(width)
+                               (two's-complement wrap)  if indices[r, j] >= 0 else -1
+A dead id's -1 reads as a NaN through float32: compare through int32 views; NaN scores keep
+their bits. `pack_scores_ids_shipped` (eight eager ops) beside `pack_scores_ids` (one Triton
+kernel). The rank's dtypes, offset widths, bytes moved: docs/builtin-round.md, "The
+score/id pack"."""
 
 from __future__ import annotations
 
@@ -87,6 +65,9 @@ def _check_pack_args(
 
 
 # --- the shipped reference: eight eager ops --------------------------------------------
+# Per element (int64 indices) they move 63 B: ge 8+1, where 1+4+4, copy 4+4, cast 8+4,
+# add 4+4, where 1+4+4, copy 4+4 (mul touches one scalar). In a CUDA graph they become about
+# a dozen kernel nodes per call (counted by `capture`, not assumed here).
 
 
 def pack_scores_ids_shipped(
@@ -117,6 +98,9 @@ def pack_scores_ids_shipped(
 
 
 # --- the fused Triton kernel -------------------------------------------------------------
+# Load id (8 B) and score (4 B), select, one 8-byte store of the pair: 20 B per element,
+# one node, nothing allocated. Contiguous buffers take a 1-D launch with few arguments; any
+# row strides a 2-D one.
 
 if HAS_TRITON:
     # Parameters bare (noqa): Triton reads an annotation as the type to compile for;

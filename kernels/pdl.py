@@ -1,20 +1,12 @@
 """Programmatic dependent launch only where it can pay: decided from the graph at capture.
 
-A kernel launched with PDL may start while its predecessor is still running, but only
-once the predecessor signals (`griddepcontrol.launch_dependents`, Triton's
-`gdc_launch_dependents`). Torch's kernels never signal, so a PDL launch behind one gains
-nothing: the edge becomes a programmatic one that still waits for the whole predecessor,
-and in the decode round that cost ~0.35 us per launch (BENCHMARKS.md, "Programmatic
-dependent launch"). So while a stream is capturing, a `pdl=True` launch asks the capture
-which nodes it will depend on (`cudaStreamGetCaptureInfo`): PDL is kept only when that is
-exactly one node, and that node is a launch of ours that signals its dependents. Every
-other launch goes out plainly; its kernel still signals (it is the USE_PDL build), so a
-PDL kernel of ours behind it can overlap.
-
-Outside capture there is no graph to read and `pdl=True` is honoured as asked. Without
-cuda-bindings the capture cannot be read, and a capturing `pdl=True` launch goes out
-plainly (never slower; the PDL-chain benchmarks need cuda-bindings, as node reading does).
-"""
+While a stream is capturing, a `pdl=True` launch asks the capture which nodes it will
+depend on (`cudaStreamGetCaptureInfo`) and keeps PDL only when that is exactly one node, a
+launch of ours that signals its dependents (torch's kernels never signal: behind one, PDL
+gains nothing and cost ~0.35 us per launch). Every other launch goes out plainly, its
+kernel still signalling. Outside capture `pdl=True` is honoured as asked; without
+cuda-bindings a capturing one goes out plainly. Why: docs/builtin-round.md, "Programmatic
+dependent launch"."""
 
 from __future__ import annotations
 

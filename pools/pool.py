@@ -1,21 +1,11 @@
 """GraphBufferPool: static, named, aligned views carved from shared device chunks.
 
-A captured CUDA graph bakes buffer addresses into its nodes, so every buffer it
-touches must outlive the graph and never move. The pool takes one allocation per
-chunk and hands out typed views at a cursor, so many small buffers share one
-storage at fixed addresses. After `freeze()` nothing more may be carved: a graph
-captured on these addresses must not see the pool grow under it.
-
-Alignment is of the address itself (`view.data_ptr() % alignment == 0`), not of the
-offset in a chunk: the allocator aligns a chunk only to its own granule (64 B on the
-CPU, 512 B on CUDA), so a chunk whose first view may need padding is taken
-`alignment - 1` bytes larger, counted in `bytes_reserved` and the budget. A view of zero
-bytes reserves nothing: it is an empty tensor of its own, in no chunk.
-
-Shapes are an int or a tuple/list of ints, where an int is anything `operator.index`
-accepts (numpy integers too) except bools and tensors; a dtype must be one whose raw
-bytes torch can view (quantized dtypes cannot be: a view would have no scale).
-"""
+A captured CUDA graph bakes buffer addresses into its nodes, so every buffer it touches
+must outlive the graph and never move: the pool takes one allocation per chunk and hands
+out typed views at a cursor; after `freeze()` nothing more may be carved. Alignment is of
+the address itself (a chunk taken `alignment - 1` bytes larger where needed, counted in
+`bytes_reserved` and the budget); a zero-byte view reserves nothing. Shapes and dtypes
+accepted, and why: docs/builtin-round.md, "The buffer pool"."""
 
 from __future__ import annotations
 

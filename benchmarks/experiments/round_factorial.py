@@ -8,10 +8,10 @@ sys.path.insert(0, ".")
 import pandas as pd
 import torch
 
-import graph_harness.capture.round.chains  # noqa: F401  (registers the round's chain kinds)
 from graph_harness.capture.replay.chains import measure_chains
 from graph_harness.capture.replay.pricing import per_call_us
 from graph_harness.capture.replay.settings import ReplaySettings
+from graph_harness.capture.round import chains as round_chains
 from graph_harness.capture.round import params as P
 from graph_harness.capture.round.timing import measure_round_configs
 from graph_harness.capture.stats import median_by_variant, saving_interval
@@ -33,6 +33,7 @@ CHANGES = [
 
 def main():
     params = P.RoundParams()
+    round_chains.register()  # the round's pack and copy kinds, measured below
     print(torch.cuda.get_device_name(), torch.__version__, flush=True)
     ct, fits = measure_chains(
         ("torch-add", "memcpy", "pack-shipped", "pack-compiled", "pack-fused", "compaction-copies"),

@@ -4,8 +4,8 @@ kinds are, capture/replay/kinds.py): the advisor itself knows no workload.
 `@own_chains`: given an export, a function from a step to the chain kind that replays its
 own call, or None; `@measured_savings`: given an export, its groups and the costs, the
 measured savings (measured.py Comparison) and notes, or ([], []). The built-in round's
-registration is loaded by name on first use (BUILTIN), as a plugin is (docs/advise.md,
-"What a workload registers"). Plain data at import: nothing here loads torch or pandas.
+`register` (capture/round/advice.py) is called by name on first use (BUILTIN), as a
+plugin's is (docs/advise.md, "What a workload registers"). Plain data at import.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ MeasuredSavings = Callable[
     ["NodeExport", "list[Group]", "Costs"], "tuple[list[Comparison], list[str]]"
 ]
 
-# The registrations that ship with graph-harness, imported on first use.
-BUILTIN = ("graph_harness.capture.round.advice",)
+# The registrations that ship with graph-harness, "module:function", called on first use.
+BUILTIN = ("graph_harness.capture.round.advice:register",)
 
 _OWN_CHAINS: dict[str, OwnChains] = {}  # by qualified name: a module imported again
 _MEASURED: dict[str, MeasuredSavings] = {}  # replaces its entries, never doubles them
@@ -51,7 +51,8 @@ def measured_savings(fn: MeasuredSavings) -> MeasuredSavings:
 
 def _load_builtin() -> None:
     for name in BUILTIN:
-        importlib.import_module(name)
+        module, function = name.split(":")
+        getattr(importlib.import_module(module), function)()
 
 
 def step_chains(export: NodeExport) -> StepChain | None:

@@ -1,22 +1,8 @@
 """What the GPU ran, as CUPTI saw it: a graph replayed under torch.profiler, its device
 activities (kernels, copies, memsets) read from the exported Chrome trace and split into
-replays.
-
-Only `record_replays` needs a GPU; reading a trace and splitting it are plain functions
-of the trace, tested on the CPU with synthetic ones.
-
-What a trace holds for each device activity (Kineto's JSON, `"ph": "X"`): `cat` (kernel,
-gpu_memcpy, gpu_memset), `name` (a kernel's demangled C++ name; a copy "Memcpy DtoD
-(Device -> Device)"), `ts` and `dur` in microseconds, and `args` with `stream` and
-`correlation`. A graph's kernels all carry the correlation id of the cudaGraphLaunch that
-ran them. Newer Kineto adds CUPTI's `graph id` and `graph node id` (the node of the
-instantiated graph; some versions pack the graph id into its upper 32 bits); read when
-present, they let capture/profile/matching.py check its matching by another route.
-
-The driver may run a graph's device-to-device memcpy node as a copy kernel of its own
-(CUPTI files it under "kernel" as `memcpy32_post` on the H200, driver 580), or as a
-"Memcpy DtoD" activity: both are the node's activity (capture/profile/matching.py).
-"""
+replays. Only `record_replays` needs a GPU; reading a trace and splitting it are plain
+functions of the trace, tested on the CPU with synthetic ones. The trace's fields read,
+and the driver's copy kernel: docs/profile.md, "What a trace holds"."""
 
 from __future__ import annotations
 

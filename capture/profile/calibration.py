@@ -2,38 +2,10 @@
 the same run, so that a profile's gaps, periods, dispatch shares and priced savings can be
 given net of it beside the raw figures (capture/profile/nodes.py subtracts it). A graph
 that was also event-timed takes the excess fitted to its own timing instead
-(capture/profile/fit.py says why); the chains' stay the basis of an untimed one and a
-cross-check of every timed one.
-
-The model, and why (BENCHMARKS.md, "The profiler's own cost", has the runs):
-- Under CUPTI every node of a graph starts at least about 0.26-0.29 us after what it
-  waits for (on the H200, driver 580): the profiler serialises what the GPU otherwise
-  overlaps. How much that adds depends on how much of the launch the GPU hid without it:
-  a one-CTA kernel after another (an empty Triton kernel, an add on one float) runs about
-  0.03-0.08 us after its predecessor unprofiled, so CUPTI adds 0.17-0.26 us to it; a wide
-  kernel or a GEMM already waits about 0.2 us, and CUPTI adds 0.05-0.11 us. The profile
-  cannot tell the two apart (both show the floor), so the excess is priced per node from
-  a chain of the kind of node decode steps hold: for kernel nodes a chain of bf16 GEMMs
-  at a decode projection's shape (64 x 512 x 1536), for copies and sets chains of their
-  own (the replay command's `memcpy` and `memset` kinds).
-- A chain of N such nodes is event-timed (a trial of `REPLAYS` replays between CUDA
-  events) and profiled right after (a window of a lead-in and `REPLAYS` replays), at two
-  lengths; in each round the per-node excess is the difference of the two lengths'
-  excesses (profiled period less timed) over the difference of their node counts, which
-  leaves out the launch's fixed cost per replay (a few us on the chains); it is not taken
-  out of a graph's figures, since these runs cannot tell whether a decode step pays it.
-  The figure is the median over rounds with a 95% bootstrap interval.
-- Its limits: one figure per node type, where the true excess of a kernel node lies
-  between about 0.05 and 0.26 us by what it is and follows (a copy's 0.16-0.31, a memset
-  node's 1.25); a graph of one-CTA kernels back to
-  back is under-corrected by more than 2x, one of wide kernels over-corrected; and a
-  decode step's own excess moves from run to run (0.07-0.13 us per node in one H200 run,
-  0.12-0.18 in the next) more than the chain's does (0.07-0.11). The report
-  prints the excess per node it used and, where the graph was also event-timed, how far
-  the net period still lies from the timed one.
-
-Only `measure_excess` needs a GPU; `excess_per_node` is arithmetic on its rows.
-"""
+(capture/profile/fit.py); the chains' stay the basis of an untimed one and a cross-check
+of every timed one. Per node type, two chain lengths, the median over rounds with a 95%
+interval. Only `measure_excess` needs a GPU; `excess_per_node` is arithmetic on its rows.
+The model, why, and its limits: docs/profile.md, "The calibration chains"."""
 
 from __future__ import annotations
 

@@ -1,22 +1,9 @@
 """Whether a graph's launch is hidden when it is replayed back to back, as a decode loop
 replays it (issue 43, item 2), measured on CUPTI's one clock: the runtime API record of
-each `cudaGraphLaunch` and the device activities of the replay it launched.
-
-A replay's launch is hidden when the host call that launched it returned before the GPU
-ran out of the replay before it: the GPU never waited on the host. Otherwise it is exposed
-by the part of the GPU's idle between the two replays that came before the call returned.
-That is an upper bound (the driver may hand the work over before its call returns, and
-the idle also holds the device's own latency from one graph to the next).
-
-The profiler slows both sides. CUPTI's callback lengthens each launch call (on the H200,
-to about 1.4 us per node: BENCHMARKS.md, issue 43), and its cost per node lengthens each
-replay's device work (the profile's excess). So a launch is called hidden only where it
-returned early by more than the device excess of a replay (at the upper end of that
-excess's interval), in every sampled replay; and exposed only where it returned late by
-more than its whole call took under the profiler, in most replays. Between the two the
-verdict is "cannot tell". A step that launches its own graphs among eager work (a call of
-it is a replay) is not judged: only its first launch is read.
-"""
+each `cudaGraphLaunch` and the device activities of the replay it launched. Hidden: the
+launch returned early by more than the profiler's excess in every sampled replay;
+exposed: late by more than its whole call took, in most; else "cannot tell". The rule and
+its reasons: docs/profile.md, "Hidden or exposed launches"."""
 
 from __future__ import annotations
 

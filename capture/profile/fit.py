@@ -1,26 +1,9 @@
 """CUPTI's excess per node fitted to a graph's own event timing, and the choice of which
-excess each graph's net figures use (its **basis**).
-
-Where a graph was also event-timed (the profile's default), what CUPTI added to it is
-measured on the graph itself: its median profiled period less its median event-timed
-period. Spread evenly over its activity nodes, that is its excess per node; its net
-figures (gaps, period, dispatch share, the timeline's net gaps) take that out, so its net
-period matches its timed one by construction, which is no test of anything. The test is
-a pair's: a change A -> B is priced with A's excess on both sides (pairs.py), so B's own
-timing, which the saving is judged against, is not used to predict it; how far B's period
-net of A's excess lies from B's timed one is exactly the priced saving's error.
-
-Why this basis before the calibration chains' (capture/profile/calibration.py): the
-excess depends on what the GPU hides of each launch without the profiler, which a chain
-of one kind of node does not share with a decode step (BENCHMARKS.md, "The profiler's
-own cost": on the H200 the chains' excess left the steps' net periods 1-5% over their
-timed ones, and their priced savings 3-7% high; fitted to the eager step and carried to
-the compiled one, 0.4-1% on the savings). Its limits: one figure for every node of a
-graph, where a tiny kernel's true excess is about 3x a GEMM's and a memset node's 10x;
-it carries whatever per-replay cost CUPTI adds (the chains put that at a few us, which
-they leave out); and it transfers to B only as far as B's nodes are like A's. Without
-event timing a graph takes the chains' excess (basis "chains"), or none.
-"""
+excess each graph's net figures use (its **basis**): "timing" (its median profiled period
+less its median event-timed one, spread over its activity nodes) where it was event-timed,
+else "chains" (capture/profile/calibration.py), or none. Its net period then matches its
+timed one by construction; the test is a pair's, priced at A's excess (pairs.py). Why this
+basis first, and its limits: docs/profile.md, "The excess fitted to a graph's own timing"."""
 
 from __future__ import annotations
 

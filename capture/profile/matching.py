@@ -1,31 +1,9 @@
-"""Which graph node each activity CUPTI recorded is: activities of one replay matched to
-the export's nodes. Pure functions of the nodes and the activities (no GPU).
-
-Kernel, memcpy and memset nodes each run as one device activity per replay; other nodes
-(events, empty nodes, host nodes, child-graph containers) run none, and a node that
-depends on one of them depends, for this purpose, on the activity nodes before it
-(`plan_of`, capture/profile/match_plan.py).
-
-**By order** (`match_by_order`, always available). Within one replay, activities are
-taken in start order; each is given the *ready* node (every node it depends on already
-matched, i.e. started: this holds for programmatic edges too, where a node may start
-before its predecessor ends) of its own kind and name: a kernel node by its demangled
-kernel name, a memcpy node by a copy activity or the driver's copy kernel (`memcpy...`,
-e.g. `memcpy32_post`), a memset node likewise. Several ready nodes of one name (parallel
-branches) go in node-index order. An activity with no ready node of its name is given the
-first unmatched node of that name whose dependencies have not all started, counted as
-`out_of_order`; with none at all it is unmatched. A match is verified when every node and
-activity is matched and nothing was out of order.
-
-**By id** (`match_by_id`, where the driver and the profiler expose it). CUPTI's
-graphNodeId of an activity is the node's id in the instantiated graph; the driver keeps a
-top-level node's local id on instantiation (cudaGraphNodeGetToolsId of the captured node
-packs graph id << 32 | local id; PyTorch's torch/cuda/_graph_annotations.py relies on
-the same). Matching the low 32 bits of the two is a route independent of names and
-timing; `agreement` compares it with the order match. Without the tools ids, a trace that
-carries graph node ids still checks the order match: each node must get one id in every
-replay, and no two nodes the same (`ids_consistent`).
-"""
+"""Which graph node each activity CUPTI recorded is: activities of one replay matched to the
+export's nodes. Pure functions of the nodes and the activities (no GPU). By order
+(`match_by_order`, always: ready nodes of the activity's kind and name, in start order)
+and by id (`match_by_id`, where the driver's tools ids and CUPTI's graph node ids exist;
+`agreement` compares the two; `ids_consistent` checks the order match against ids alone).
+The rules in full: docs/profile.md, "Matching, in detail"."""
 
 from __future__ import annotations
 

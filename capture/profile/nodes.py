@@ -2,43 +2,10 @@
 graph's nodes and costed (duration, gap), raw and net of the profiler. Pure computation on
 activities (capture/profile/activities.py) matched to nodes (capture/profile/matching.py)
 and costed row by row (capture/profile/windows.py); capture/profile/run.py collects them
-on a GPU. Not every
-node's statistics (capture/profile/node_stats.py), the roll-ups (capture/profile/rollup.py),
-the excess's basis (capture/profile/fit.py), the pricing of a change
-(capture/profile/pairs.py) or the document (capture/profile/document.py).
-
-Definitions, per replay of a graph (times as CUPTI stamps them on the GPU):
-- a node's **duration** is its activity's end minus its start;
-- the **gap** before it is its start minus the end of the latest-ending activity it
-  depends on (capture/profile/matching.py: through events and empty nodes to the activity nodes
-  before it). For a node that depends on nothing (the graph's first), that is the end
-  of the previous replay's last activity: replays run back to back, so its gap is the
-  graph launch as the GPU sees it. The gap is what the GPU spent between being able to
-  run the node and running it: dispatch (launch) latency, not work. It can be negative:
-  a programmatic (PDL) dependent may start before its primary ends.
-- a node's **in-round cost** is its duration plus its gap. On a serial graph (one
-  stream, as the built-in round and a captured model step are) the costs of a replay's
-  nodes sum exactly to its **period**: the end of its last activity minus the end of the
-  previous replay's last. Where branches run in parallel the sum exceeds the period by
-  their overlap, which is reported (`overlap_us`).
-- the **dispatch share** of a replay is the sum of its gaps over its period; of a scope,
-  its gaps over its cost.
-
-Per-node figures are medians over every sampled replay with 95% bootstrap intervals.
-
-**Net of the profiler** (where the run measured CUPTI's own cost per node: fitted to the
-graph's own event timing, capture/profile/fit.py, or from calibration chains,
-capture/profile/calibration.py; `excess_basis` says which): each node's gap less its
-excess, and so each replay's gaps, cost and period less the sum over its matched nodes
-(`excess_us`); the dispatch share net is the net gaps over the net period. The raw
-figures stay beside them.
-
-Each sample also keeps when its activity started (`start_us`), and each replay when it
-began (`start_us`: the previous replay's end), in its window's frame: microseconds after
-the window's lead-in replay ended, as CUPTI stamped them, so that a timeline
-(capture/profile/trace.py) shows what the GPU did rather than a reconstruction. Nothing
-else reads them: the statistics are of durations and gaps alone.
-"""
+on a GPU. A node's in-round cost is its duration plus the gap before it; on a serial graph
+a replay's costs sum to its period. Per-node figures are medians with 95% bootstrap
+intervals. The definitions, the net figures and what lives elsewhere: docs/profile.md,
+"The costs of one graph"."""
 
 from __future__ import annotations
 

@@ -192,18 +192,11 @@ def _judged_on_host(
     host: _Priced,
     host_after_profiler: bool,
 ) -> tuple[PairVerdict, str]:
-    """Both launches exposed (VariantProfile.exposure: the GPU waited for each in the
-    back-to-back replays): the loop runs at the host's pace and the device's work hides
-    under it, so the saving is priced as the host launch saving alone (A's plain host
-    launch less B's, from the host trials, the profile's HOST_LAUNCH_COLUMNS: trials
-    interleaved, so paired by trial, with its interval), neither the excess nor the net
-    periods entering it (on the H200 it came 22% under to 2% over the measured saving,
-    where device plus host missed it by far: BENCHMARKS.md, issue 43). Where one is exposed
-    and the other not, one side runs at the host's pace and the other at the device's,
-    which neither price covers: "cannot tell" (price_pair). Where neither is exposed the
-    host saving is shown, not used: a hidden launch costs the loop nothing.
-    Without host launch times, or with times taken after a profiler session in the process
-    (`host_after_profiler`: they read 3.7-26x high, BENCHMARKS.md), "cannot tell"."""
+    """Both launches exposed (VariantProfile.exposure): priced and judged on the host launch
+    saving alone (A's plain host launch less B's, paired by trial, with its interval). One
+    exposed and the other not, no host launch times, or times taken after a profiler session
+    (`host_after_profiler`): "cannot tell". Neither exposed: the host saving is shown, not
+    used. Why: docs/profile.md, "A pair's verdicts"."""
     verdict, why = _verdict(HOST, measured, measured_interval, host, [], {})
     if math.isnan(host[0]) and verdict == CANNOT_TELL:
         why = "the host launches were not timed"
@@ -269,17 +262,12 @@ def _verdict(
     corners: Sequence[float],
     off: dict[str, float],
 ) -> tuple[PairVerdict, str]:
-    """The verdict on the net prediction (`passed` is verdict == "pass"), taken at its
-    point, both ends of its interval and every corner of the excess's: pass when all of
-    them lie within TOLERANCE of the measured saving at its point and at both ends of its
-    interval; fail when all of them lie more than TOLERANCE outside the measured interval;
-    cannot tell otherwise, and, on the chains' basis, where A or B runs more than
-    PERIOD_TOLERANCE off its event-timed period net of the excess (the excess does not fit
-    that graph; on A's own timing that error is the saving's own, judged directly). The
-    predicted interval carries the profiles' sampling noise only (0.1-0.4% of a decode
-    step's saving on the H200), not the excess model's error, so the measured saving lying
-    inside it (`measured_in_interval`) is shown, not required: a prediction 0.4% off would
-    otherwise fail a 3% goal."""
+    """The verdict on the net prediction (`passed` is verdict == "pass"), taken at its point,
+    both ends of its interval and every corner of the excess's: pass when all lie within
+    TOLERANCE of the measured saving (point and both ends), fail when all lie more than
+    TOLERANCE outside the measured interval, cannot tell otherwise (and, on the chains' basis,
+    where A or B runs more than PERIOD_TOLERANCE off its timed period net of the excess).
+    `measured_in_interval` is shown, not required: docs/profile.md, "A pair's verdicts"."""
     tol = f"{100 * TOLERANCE:.0f}%"
     if math.isnan(measured):
         return NOT_MEASURED, "no event-timed saving to judge it against"

@@ -45,18 +45,13 @@ def profile_step(
     note: Note = None,
     before: Note = None,
 ) -> ProfileResult:
-    """Capture each step (a callable, named "step", or name -> callable; `warmup`
-    warm-ups; with `module`, one model or name -> model, by its modules) and profile them
-    together, the second and later priced against the first (profile_steps).
-
-    `check`: check each graph first over that many calls (or "to-end"), and stop with
-    CheckFailed (or CheckUnverified) before any profile if one does not pass; the error's
-    `results` hold every check. The checks that passed are the result's `checks`.
-    `shown`: how each step is named in notes and errors (the command line: the target as
-    typed); default its name. `note` gets what a person should know (a reset, a step that
-    captures its own graphs, ...), `progress` each phase as it starts, `before` the name of
-    each step just before its code runs. A step that does not repeat and has no reset is
-    refused (StepStateError) as soon as it is captured, before any replay."""
+    """Capture each step (a callable, named "step", or name -> callable; `warmup` warm-ups;
+    with `module`, one model or name -> model, by its modules) and profile them together, the
+    second and later priced against the first (profile_steps). `check`: check each graph
+    first over that many calls (or "to-end"), raising CheckFailed (or CheckUnverified), its
+    `results` every check, before any profile if one does not pass. A step that does not
+    repeat and has no reset: StepStateError once captured, before any replay. `shown`,
+    `note`, `progress`, `before`: docs/profile.md, "`profile_step`'s arguments"."""
     steps = {"step": steps} if callable(steps) else dict(steps)
     models = module if isinstance(module, Mapping) else dict.fromkeys(steps, module)
     say, tell = progress or (lambda _: None), note or (lambda _: None)

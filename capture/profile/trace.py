@@ -2,50 +2,10 @@
 ui.perfetto.dev and chrome://tracing open) of the first sampled replays of every profiled
 graph, as CUPTI recorded them (capture/profile/nodes.py keeps each activity's start,
 duration and gap). Pure computation; capture/profile/document.py writes it as trace.json.
-
-Per graph (a round variant or a step), one process named for it, holding:
-- a `replays` track: each traced replay a slice, from the end of the one before it to
-  the end of its last activity (its period), its totals and the graph's workload as args;
-- a track per step of the round (every stage's `pack` on `pack`) or per scope of a step
-  cut at the depth the tables show (the innermost where they show every level), in the
-  order the graph first runs them (`thread_sort_index`, and tids in that order);
-- each node a complete ("X") slice named by its short kernel name (its type for copies
-  and memsets), args: the full kernel, node type and index, scope path, and its start,
-  duration and gap exactly as CUPTI stamped them;
-- the gap before a node a slice of its own, `gap`, on the node's track just before it
-  (none where the gap is not positive). A slice rather than only an arg: selecting a
-  stretch in Perfetto then sums gaps and kernels apart (the dispatch share of any
-  stretch), and idle stretches show without clicking each node. One name gives them
-  one colour in Perfetto (it colours by name); chrome://tracing takes `cname`;
-- each dependency between nodes on different tracks a flow arrow, "s" in the node it
-  leaves and "f" (with "bp": "e") in the node it reaches. Edges within a track are left
-  out (order shows them there), which keeps arrows fewer than slices however big the
-  graph; the metadata says how many were drawn and left out.
-
-Times are microseconds; 0 is the start of each graph's first traced replay. Each graph's
-replays come from its own profiler session: the processes share an origin, not a moment.
-
-Perfetto's JSON importer (tests/capture/profile/perfetto_import.py models its rules,
-from its source; test_trace_import.py replays them) reads each ts and dur apart as
-nanoseconds, std::llround(us * 1000) now and truncated before, and needs a track's
-slices nested or disjoint, or it moves one to an overflow track with an import error.
-CUPTI's times sit on no nanosecond grid (the H200's on a 1/1024 us one), and gaps and
-kernels meet edge to edge: each edge is therefore laid out in whole nanoseconds, the
-nearest to CUPTI's time, neighbours sharing the very same edge, and written as
-`to_us(ns)` (capture/profile/trace_grid.py), which both conversions read back as that
-integer. A gap or replay slice is trimmed by the nanosecond where rounding alone would
-overlap it with its neighbour (a gap that rounds to nothing has no slice), and a node
-slice that overlaps another of its track (parallel branches, a PDL launch) goes on a
-second lane, `label (2)`; every exact value stays in the args. A flow event binds the
-slice open on its track when the importer reads it (the last one begun), so each sits
-inside its node's nanoseconds: a nanosecond after its start or before its end.
-
-What the importer reads and what it skips: the document's metadata (what the graphs are,
-how they were cut, counts per graph) is in `metadata`, which it keeps as the trace's
-metadata, not in `otherData`, which it skips (otherData keeps only the schema, as every
-graph-harness document names its kind: capture/export/kinds.py). Names in any script are
-written as UTF-8, never as the surrogate-pair escapes its parser refuses.
-"""
+One process per graph, a track per step or scope, each node a slice, the gap before it a
+`gap` slice, cross-track dependencies as flow arrows; times in microseconds, every edge on
+the nanosecond grid Perfetto's importer reads back exactly (capture/profile/trace_grid.py).
+The layout and the importer's rules it meets: docs/profile.md, "The timeline's document"."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """Chain kinds: the units of work `replay` captures N of into one graph, to price one node.
 
-One registry: a kind joins it where it is defined, with `@chain_kind`. The generic kinds
-(an empty Triton kernel, a torch add, a copy, a set) are defined here; the built-in round
-registers the calls of its own steps in capture/round/chains.py. Every list of kinds
+One registry: the generic kinds (an empty Triton kernel, a torch add, a copy, a set) join
+it here, with `@chain_kind`; the built-in round adds the calls of its own steps by an
+explicit call, capture/round/chains.py `register` (`add_kinds`). Every list of kinds
 (the command line's choices, the default set measured) is read from the registry.
 
 Plain data at import: a kind's torch work is built inside its maker, so the command line's
@@ -49,6 +49,16 @@ def chain_kind(
         return make
 
     return register
+
+
+def add_kinds(*kinds: ChainKind) -> None:
+    """Add `kinds` to the registry, in order: a workload's explicit registration (the
+    round's: capture/round/chains.py `register`). A kind already there as given is kept, so
+    a second call changes nothing; another kind of a registered name is refused."""
+    for kind in kinds:
+        known = _KINDS.setdefault(kind.name, kind)
+        if known != kind:
+            raise ValueError(f"chain kind {kind.name!r} is registered twice")
 
 
 def chain_kinds(*, pdl: bool = False) -> tuple[str, ...]:

@@ -14,13 +14,11 @@ and running it on several processes.
 
 The round sits at the top of capture: generic measurement (replay, profile, advise) knows
 nothing of it, and the round registers what it adds to each (its chain kinds, what the
-advisor prices its calls with and compares its predictions against). Importing this
-package registers the advisor's part (plain data; chains.py registers its kinds when first
-asked for).
+advisor prices its calls with and compares its predictions against). Nothing registers on
+import: the advisor calls advice.py's `register` on first use (capture/advise/hooks.py
+BUILTIN), and chains.py's `register` is called where the round's kinds are first needed.
 
 May import: capture.count, capture.export, capture.graph, capture.scopes, capture.replay
 (its timing, chains and document), capture.profile (its rounds profiled), capture.advise
 (what it registers), kernels, pools.
 """
-
-from graph_harness.capture.round import advice as _advice  # noqa: F401  (registers)

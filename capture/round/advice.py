@@ -1,19 +1,9 @@
 """The round's measured savings beside the advisor's predictions, and its own chains for
-pricing: registered with the advisor (capture/advise/hooks.py) when the round's package is
-imported.
-
-- Own chains: on the round's graph at the default shape the chains run at, a candidate
-  that is a whole step's call (the shipped pack's ten kernels, the allocating
-  compaction's two copies) is priced at the chain that replays that call
-  (capture/round/chains.py).
-- Measured savings: where the costs hold a measured saving of a variant pair of the round
-  (same shape), the groups whose steps the pair changes, predicted against it, with
-  whether the prediction lies in its 95% interval and, if not, the per-node figures that
-  say why.
-
-Plain data at import (the CLI's parser imports the round's parameters): the chain kinds
-are registered when first asked for.
-"""
+pricing (a whole step's call priced at the chain that replays it): `register()` adds them
+to the advisor (capture/advise/hooks.py calls it on first use). Plain data at import
+(the CLI's parser imports the round's parameters): the chain kinds are registered when
+first asked for. What each adds: docs/builtin-round.md, "Its savings beside the
+advisor's predictions"."""
 
 from __future__ import annotations
 
@@ -32,12 +22,11 @@ if TYPE_CHECKING:
 
 
 def _step_chain(variant: str, step: str) -> str | None:
-    from graph_harness.capture.round.chains import step_chain  # registers the kinds
+    from graph_harness.capture.round.chains import step_chain
 
     return step_chain(variant, step)
 
 
-@own_chains
 def round_chains(export: NodeExport) -> StepChain | None:
     """Which chain replays each step's call of this export, when it is the round's graph at
     the chains' shape; None for any other export."""
@@ -48,7 +37,6 @@ def round_chains(export: NodeExport) -> StepChain | None:
     return lambda step: _step_chain(export.variant, step)
 
 
-@measured_savings
 def round_savings(
     export: NodeExport, groups: list[Group], costs: Costs
 ) -> tuple[list[Comparison], list[str]]:
@@ -82,6 +70,14 @@ def round_savings(
         if members:
             out.append(_compare(export, s, members, costs))
     return out, []
+
+
+def register() -> None:
+    """Register the round's own chains and measured savings with the advisor
+    (capture/advise/hooks.py, which calls this on first use); a second call changes
+    nothing."""
+    own_chains(round_chains)
+    measured_savings(round_savings)
 
 
 def _nonzero(d: dict[str, int]) -> dict[str, int]:

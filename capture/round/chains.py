@@ -2,16 +2,17 @@
 and the allocating compaction's two copies, at the round's default shape, so a chain of
 them prices a round step's call with its work, not its dispatch alone.
 
-Importing this module registers them; what lists or measures the round's kinds imports
-it (capture/round/replays.py, the `replay` command), and what prices the round's calls
-with them (capture/round/pricing.py, capture/round/advice.py).
+Importing this module registers nothing: `register()` adds them (ROUND_KINDS), called
+where they are first needed: what lists or measures the round's kinds
+(capture/round/replays.py, the `replay` command) and `step_chain`, through which the
+round's calls are priced with them (capture/round/pricing.py, capture/round/advice.py).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from graph_harness.capture.replay.kinds import Call, chain_kind, kind_replaying
+from graph_harness.capture.replay.kinds import Call, ChainKind, add_kinds, kind_replaying
 from graph_harness.capture.round.params import VARIANTS, RoundParams
 
 if TYPE_CHECKING:
@@ -32,7 +33,6 @@ def _pack_inputs(device: torch.device) -> tuple:
     return idx, scores, rank, d.shard, out
 
 
-@chain_kind("pack-shipped", replays=("pack", "shipped"))
 def _pack_shipped(device: torch.device) -> Call:
     from graph_harness.kernels import pack_scores_ids_shipped
 
@@ -40,7 +40,6 @@ def _pack_shipped(device: torch.device) -> Call:
     return lambda: pack_scores_ids_shipped(*args)
 
 
-@chain_kind("pack-compiled", replays=("pack", "compiled"))
 def _pack_compiled(device: torch.device) -> Call:
     from graph_harness.capture.round.decode import compiled_shipped_pack
 
@@ -48,7 +47,6 @@ def _pack_compiled(device: torch.device) -> Call:
     return lambda: compiled(*args)
 
 
-@chain_kind("pack-fused", replays=("pack", "fused"))
 def _pack_fused(device: torch.device) -> Call:
     from graph_harness.kernels import pack_scores_ids
 
@@ -56,7 +54,6 @@ def _pack_fused(device: torch.device) -> Call:
     return lambda: pack_scores_ids(*args)
 
 
-@chain_kind("compaction-copies", replays=("copy", "alloc-copy"))
 def _compaction_copies(device: torch.device) -> Call:
     import torch
 
@@ -75,12 +72,27 @@ def _compaction_copies(device: torch.device) -> Call:
     return copies
 
 
-@chain_kind("pack-fused-pdl", pdl=True)
 def _pack_fused_pdl(device: torch.device) -> Call:
     from graph_harness.kernels import pack_scores_ids
 
     args = _pack_inputs(device)
     return lambda: pack_scores_ids(*args, pdl=True)
+
+
+# The round's kinds, in the order they are listed after the generic ones.
+ROUND_KINDS = (
+    ChainKind(name="pack-shipped", make=_pack_shipped, replays=("pack", "shipped")),
+    ChainKind(name="pack-compiled", make=_pack_compiled, replays=("pack", "compiled")),
+    ChainKind(name="pack-fused", make=_pack_fused, replays=("pack", "fused")),
+    ChainKind(name="compaction-copies", make=_compaction_copies, replays=("copy", "alloc-copy")),
+    ChainKind(name="pack-fused-pdl", make=_pack_fused_pdl, pdl=True),
+)
+
+
+def register() -> None:
+    """Add the round's kinds (ROUND_KINDS) to the chain-kind registry
+    (capture/replay/kinds.py); a second call changes nothing."""
+    add_kinds(*ROUND_KINDS)
 
 
 # --- which chain replays which of the round's calls ------------------------------------------
@@ -107,5 +119,6 @@ def step_chain(variant: str, step: str) -> str | None:
     """The chain kind that replays this round step's own call at the round's default
     shape (the kinds above): the variant's pack, or the allocating compaction's two
     copies; None for the other steps."""
+    register()
     pack, compaction = VARIANTS[variant]
     return kind_replaying(step, pack if step == "pack" else compaction)

@@ -37,15 +37,10 @@ if TYPE_CHECKING:
 def compiled_shipped_pack() -> Callable[..., torch.Tensor]:
     """The eight-op pack through torch.compile (Inductor), compiled once per process.
     dynamic=False: a serving stack compiles for its fixed shapes (and Inductor in torch
-    2.11 miscompiles the id's bitcast when the width is symbolic).
-
-    Compiled in this process, never through Inductor's pool of compile workers: on its
-    first compile Inductor starts one worker process per core (each importing torch) and
-    returns without waiting for them, and for the next seconds they starve whatever runs
-    next of CPU. On the H200's 16 cores that made the next rebuilds of a shipped-compiled
-    round take 2.3 to 6.8 s instead of 0.3 s (BENCHMARKS.md, "Rebuild speed"); one small
-    kernel gains nothing from parallel compilation. The patch is per call (about 16 us)
-    because a recompile can come on any call."""
+    2.11 miscompiles the id's bitcast when the width is symbolic). Compiled in this process,
+    never through Inductor's pool of compile workers, which starve the next rebuilds of CPU;
+    the patch is per call (about 16 us) because a recompile can come on any call. Why and
+    what it cost: docs/builtin-round.md, "The compiled shipped pack"."""
     compiled = torch.compile(pack_scores_ids_shipped, fullgraph=True, dynamic=False)
     from torch._inductor import config
 

@@ -1,14 +1,10 @@
 """The decode round on several processes: a real all-gather in step 3, on torch.distributed.
 
 One process per rank, started by `torchrun` (NCCL on GPUs, one GPU per rank; gloo on the
-CPU). Each rank packs its pairs straight into its own slot of the gather buffer, and the
-all-gather fills the other slots in place (`all_gather_into_tensor` with the input being
-this rank's slot of the output: NCCL's in-place all-gather). On CUDA the collective is
-captured into the round's graph like everything else; its nodes land in the `gather` step.
-
-Rank r's result is bit-identical to the single-process round for rank r (which holds the
-other ranks' slots as static inputs computed from the same seed): `emulate_rank`.
-"""
+CPU). Each rank packs its pairs into its own slot of the gather buffer, and the in-place
+all-gather fills the other slots; on CUDA it is captured into the round's graph, its nodes
+in the `gather` step. Rank r's result is bit-identical to the single-process round for
+rank r: `emulate_rank` (docs/distributed.md)."""
 
 from __future__ import annotations
 

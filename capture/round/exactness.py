@@ -1,15 +1,9 @@
 """Whether every variant of the round computes what the shipped round computes, bit for bit:
-the seed's bit-exactness matrix, measured by the run instead of quoted.
-
-Each variant's round, as counted (`count_round`), is run once more: its captured graph
-replayed on a GPU, its `run()` on the CPU. Before that run every output buffer (each
-stage's slot of packed score/id pairs, the compacted `physical` records, their `counts`)
-is filled with random bits of the variant's own, so a buffer the run never wrote cannot
-agree with the shipped round's by accident. All variants start from the same inputs
-(`stage_inputs`: the round's seed alone). The outputs are then compared with the shipped
-round's through integer views, so a NaN or a -0.0 compares by its bits: one `Cell` per
-variant and kind of output, summed over the stages.
-"""
+the seed's bit-exactness matrix, measured by the run instead of quoted. Each variant's
+counted round is run once more from the same inputs, its output buffers first filled with
+random bits of its own (a buffer never written cannot agree by accident), and compared
+with the shipped round's through integer views: one `Cell` per variant and kind of output,
+summed over the stages (docs/builtin-round.md, "The bit-exactness matrix, measured")."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ from graph_harness.capture.export.nodes import NodeExport
 from graph_harness.capture.replay.document import ReplayResult, Saving
 from graph_harness.capture.replay.kinds import TYPE_CHAIN
 from graph_harness.capture.replay.pricing import per_call_us, predicted_saving_us
-from graph_harness.capture.round.chains import step_chain  # (registers the round's chain kinds)
+from graph_harness.capture.round.chains import step_chain
 from graph_harness.capture.rows import frame
 from graph_harness.capture.stats import (
     median_by_variant,

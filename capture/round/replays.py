@@ -9,13 +9,13 @@ from dataclasses import asdict
 
 import torch
 
-import graph_harness.capture.round.chains  # noqa: F401  (registers the round's chain kinds)
 from graph_harness.capture.environment import environment, now
 from graph_harness.capture.replay.chains import measure_chains
 from graph_harness.capture.replay.document import ReplayResult
 from graph_harness.capture.replay.host import HOST_KINDS, measure_host_launch
 from graph_harness.capture.replay.kinds import chain_kinds
 from graph_harness.capture.replay.settings import ReplaySettings
+from graph_harness.capture.round import chains as round_chains
 from graph_harness.capture.round.params import RoundParams
 from graph_harness.capture.round.pricing import PRICE_KINDS, savings
 from graph_harness.capture.round.timing import measure_rounds
@@ -40,6 +40,7 @@ def run_replays(
     rounds are timed, the chains their predictions price nodes with (PRICE_KINDS) are
     measured too, whether or not `kinds` names them."""
     settings = settings or ReplaySettings()
+    round_chains.register()  # the round's kinds, measured and priced with below
     kinds = list(chain_kinds() if kinds is None else kinds)
     if variants:
         kinds += [k for k in PRICE_KINDS if k not in kinds]

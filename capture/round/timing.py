@@ -41,14 +41,10 @@ def measure_round_configs(
     """Like measure_rounds, for labelled (variant, pdl) configurations timed together.
 
     Each build constructs and captures every configuration afresh while every earlier
-    build's rounds and graphs are still held, so that none of its buffers can land where
-    an earlier build's did: on the H200 where a round's data lives moves its time by up to
-    ~35 us, 0.5-0.7% of a round (BENCHMARKS.md, "Placement"), more than most single changes
-    save. Holding costs memory: builds x configurations x the round's pool (32 MiB at the
-    default sizes) and its graph's. Spacers in front of each build do not do this: the
-    driver handed a 32 MiB chunk the same address after `empty_cache` behind every spacer
-    tried (benchmarks/experiments/spacer_probe.py, session 20). Trials within a build are
-    interleaved; savings() pools the builds."""
+    build's rounds and graphs are still held (memory: builds x configurations x the round's
+    pool and graph), so that none of its buffers can land where an earlier build's did.
+    Trials within a build are interleaved; savings() pools the builds. Why (placement moves
+    a round's time) and why not spacers: docs/builtin-round.md, "Builds held while timing"."""
     settings = settings or ReplaySettings()
     rows, exports = [], {}
     held = []  # every build's rounds and graphs, until all are timed

@@ -1,15 +1,12 @@
 """graph-harness record's start-up hook, first on a recorded program's PYTHONPATH.
 
-Python imports `sitecustomize` at start-up in every process that does not run with -S
-or -I. This one loads the sitecustomize that was next on the path, the program's own or
-its environment's, exactly as if this one were not there, then arms graph-harness's
-recorder: a finder that waits for `import torch`. It imports nothing itself (only `os` and
-`sys`, which the interpreter has already loaded): at start-up the program's folder is not
-yet on sys.path, so any module imported here would be the standard library's or ours
-where the program's own `secrets.py`, `json.py` or `graph_harness.py` should have been.
-The recorder (capture/record/boot.py) is imported once torch is, as torch's own imports
-are, with the program's path in place.
-"""
+Loads the sitecustomize that was next on the path (the program's own or its
+environment's) exactly as if this one were not there, then arms the recorder: a finder
+that waits for `import torch`. It imports nothing but `os` and `sys` (already loaded): at
+start-up the program's folder is not yet on sys.path, so a module imported here would
+shadow the program's own `secrets.py` or `json.py`. The recorder (capture/record/boot.py)
+is imported once torch is, with the program's path in place (docs/record.md, "Every
+process")."""
 
 import os
 import sys

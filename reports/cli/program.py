@@ -1,26 +1,10 @@
 """The graph-harness command line: count, delta, advise, replay, profile, check, report.
 Here the top-level parser, main and its exit codes; each subcommand's flags are beside it
-in commands/.
-
-Streams: results (tables, or one JSON document with --json) on stdout; the banner,
-progress, notes, warnings and errors on stderr, so `graph-harness count --json | jq` works.
-Exit codes (capture/errors.py sorts them): 0 success; 2 a usage error, the message alone
-(our flags, arguments and input files, a step that cannot be replayed, replay or profile on
-a machine without a GPU); 1 anything else raised, by graph-harness, the user's code
-(--target) or the runtime, in one line with the exception's type and where it came from
-(--debug for the traceback); 3 a check that could not verify its graph; 128+n on SIGHUP
-(129), SIGINT (130) and SIGTERM (143), with nothing partial left and an earlier output
-kept as it was, from the moment graph_harness/__init__.py has run (Python's own start-up
-before it is not ours: BENCHMARKS.md measures it) through torch's import; 141 when the
-reader of stdout goes away (`| head`). A closed stdout (`>&-`) is an error in one line
-when results are due.
-Every exception from the user's code, BaseException included, is one line.
-`check` exits 1 when the graph computes something else than the step, 3 when it could not
-verify it (so do `--check` on count, profile and report). After a CUDA error
-(the context is lost) main leaves the process at once, once its line is printed.
-Output folders follow reports/output/folder.py: built aside, swapped in, never a user's
-data lost.
-"""
+in commands/. Results on stdout, everything else on stderr. Exit codes (capture/errors.py
+sorts them): 0 success, 2 a usage error, 1 anything else raised (one line, --debug for the
+traceback), 3 a check that could not verify its graph, 128+n on SIGHUP, SIGINT, SIGTERM
+(nothing partial left), 141 when stdout's reader goes away. After a CUDA error main leaves
+the process at once. In full: docs/output.md, "Exit codes" and "The command line"."""
 
 from __future__ import annotations
 

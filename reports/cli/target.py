@@ -1,37 +1,12 @@
 """`--target`: import the user's module, call its factory, and say where a failure came from.
 
-`--target` IMPORTS AND RUNS the user's code, as `python -m` or `python FILE` would: the
-module's top level, then FUNCTION(), then the callable it returns (warm-up and capture).
-`sweep` imports the module once and calls FUNCTION(batch=B) for each batch size B.
-Two forms:
-- `MODULE:FUNCTION` (`mypkg.steps:make_step`): imported by name; the current folder is
-  searched LAST, after the standard library and installed packages, so a `profile.py` or
-  `getpass.py` beside you cannot stand in for the standard library's modules.
-- `path/to/file.py:FUNCTION`: loaded from that file (its folder is searched last too, for
-  its own sibling imports).
-The user's folders answer imports made by the user's code only (reports/cli/user_imports.py):
-a `gmpy2.py` beside you is not what sympy gets when torch asks for its optional gmpy2.
-
-A step with state carries how to return it to its start, `step.reset` (a zero-argument
-function: capture/state/steps.py, docs/steps-and-check.md), and may carry how to write
-each call's inputs, `step.feed(i)`. Both are wrapped as the step is, and the wrapped ones
-are what `step.reset`, `step.feed` and `Target.reset` give: every call of the user's
-code goes through the same guard.
-
-For `count --module-scopes`, the step carries the model it runs as an attribute,
-`step.module = model` (a function's attribute, or an attribute of a callable object):
-nodes are then attributed to that model's submodules by qualified name. The factory keeps
-the choice of which module is "the model" (the eager one when the step runs a compiled
-wrapper of it, as examples/llama_decode.py does).
-
-Every call into the user's code (the import, the factory, the step, and anything else the
-CLI calls of theirs) goes through `_guard_exit`: `sys.exit()` inside it becomes an error
-that says so, instead of ending graph-harness with nothing written; closing descriptors
-graph-harness holds (`os.closerange(3, 1024)`) is an error said right after the call, with
-nothing left behind; and what it prints to
-stdout (Python's `print`, or a C library writing to descriptor 1) goes to stderr: stdout
-carries graph-harness's results alone (`count --json | python -m json.tool`).
-"""
+`--target` IMPORTS AND RUNS the user's code: the module's top level, then FUNCTION(), then
+the callable it returns. `MODULE:FUNCTION` or `path/to/file.py:FUNCTION`, the user's
+folders searched last and answering the user's code's imports only
+(reports/cli/user_imports.py). `step.reset`, `step.feed` and `step.module` ride on the
+step. Every call into the user's code goes through `_guard_exit` (sys.exit, closed
+descriptors, stdout sent to stderr). In full: docs/your-model.md, "How `--target` loads
+and runs your code"."""
 
 from __future__ import annotations
 

@@ -1,17 +1,10 @@
 """The manifest that marks an output folder as graph-harness's own, and removing only what
 it lists: graph-harness never deletes anything it did not write.
 
-A folder being built lists every file before the file is made (capture/files.py claims),
-so at every instant the manifest names all that graph-harness may have put there. The
-manifest itself is written to MANIFEST_NEW and renamed in (only the run that holds the
-folder's lock writes it), so that name is the manifest's own too.
-
-Until the first manifest is renamed in, the folder holds nothing but MANIFEST_NEW (no file
-is claimed before then), and what that holds is a beginning of what `write_manifest` writes:
-nothing at all when a full disk failed its first write, some of it when the disk filled
-midway, all of it when the run was killed before the rename. Such a folder is recognisably
-ours without a manifest; anything else in it, or other bytes in MANIFEST_NEW, is not.
-"""
+Every file is listed before it is made (capture/files.py claims); the manifest is written
+to MANIFEST_NEW and renamed in by the run that holds the folder's lock. A folder holding
+only (a beginning of) MANIFEST_NEW is recognisably ours too: docs/output.md, "The
+manifest"."""
 
 from __future__ import annotations
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import argparse
 
-import graph_harness.capture.round.chains  # noqa: F401  (registers the round's chain kinds)
 from graph_harness.capture.errors import require_gpu
 from graph_harness.capture.replay.kinds import chain_kinds
+from graph_harness.capture.round import chains as round_chains
 from graph_harness.capture.round.params import VARIANTS
 from graph_harness.reports.cli.args import (
     json_arg,
@@ -51,6 +51,7 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
         variants=True,
     )
     round_args(r)
+    round_chains.register()  # the choices below list the round's kinds too
     r.add_argument(
         "--kind",
         action="append",

@@ -254,8 +254,10 @@ def test_chains_need_cuda():
 
 @pytest.mark.gpu
 def test_short_chain_sweep_on_gpu():
-    import graph_harness.capture.round.chains  # noqa: F401  (registers pack-fused)
     from graph_harness.capture.replay.chains import measure_chains
+    from graph_harness.capture.round import chains as round_chains
+
+    round_chains.register()  # pack-fused
 
     trials, fits = measure_chains(
         ("triton-empty", "torch-add", "memcpy", "pack-fused"),
