@@ -81,10 +81,12 @@ def read_pointers(raw: list[RawNode]) -> list[NodePointers | None]:
     could not be read, or that has none worth reading)."""
     rt, drv = _bindings()
     out: list[NodePointers | None] = []
+    layouts: dict[int, list[tuple[int, int]]] = {}  # a kernel's argument layout, read once
     for n in raw:
         try:
             if n.kind == "kernel":
-                out.append(NodePointers(frozenset(_kernel_words(rt, drv, n.handle))))
+                words = _kernel_words(drv, n.handle, layouts)
+                out.append(NodePointers(frozenset(words)))
             elif n.kind == "memset":
                 out.append(_memset(rt, n.handle))
             elif n.kind == "memcpy":
@@ -97,29 +99,46 @@ def read_pointers(raw: list[RawNode]) -> list[NodePointers | None]:
     return out
 
 
-def _kernel_words(rt: Any, drv: Any, handle: int) -> set[int]:
+def _kernel_words(drv: Any, handle: int, layouts: dict[int, list[tuple[int, int]]]) -> set[int]:
     (p,) = _ok(drv.cuGraphKernelNodeGetParams(handle), "cuGraphKernelNodeGetParams")
     if int(p.kernelParams):
-        return _argument_words(drv, p, int(p.kernelParams))
+        return _argument_words(drv, p, int(p.kernelParams), layouts)
     if int(p.extra):
         return _extra_words(int(p.extra))
     return set()
 
 
-def _argument_words(drv: Any, p: Any, params: int) -> set[int]:
-    """Each argument's bytes, as cuFuncGetParamInfo (cuKernelGetParamInfo) lays them out."""
+def _argument_words(
+    drv: Any, p: Any, params: int, layouts: dict[int, list[tuple[int, int]]] | None = None
+) -> set[int]:
+    """Each argument's bytes, as cuFuncGetParamInfo (cuKernelGetParamInfo) lays them out
+    (`layouts`: each function's layout, kept across one graph's nodes)."""
+    key = int(p.func) or int(p.kern)
+    layout = None if layouts is None else layouts.get(key)
+    if layout is None:
+        layout = _layout(drv, p)
+        if layouts is not None:
+            layouts[key] = layout
+    out: set[int] = set()
+    for i, (offset, size) in enumerate(layout):
+        value = ctypes.c_void_p.from_address(params + i * _WORD).value
+        if value and size:
+            out |= words_of(ctypes.string_at(value, size), offset)
+    return out
+
+
+def _layout(drv: Any, p: Any) -> list[tuple[int, int]]:
+    """A kernel's arguments' (offset, size), in order."""
     if int(p.func):
         info = lambda i: drv.cuFuncGetParamInfo(p.func, i)
     else:
         info = lambda i: drv.cuKernelGetParamInfo(p.kern, i)
-    out: set[int] = set()
+    out = []
     for i in range(_MAX_ARGS):
         err, offset, size = info(i)
         if int(err) != 0:  # past the last argument
             break
-        value = ctypes.c_void_p.from_address(params + i * _WORD).value
-        if value and size:
-            out |= words_of(ctypes.string_at(value, int(size)), int(offset))
+        out.append((int(offset), int(size)))
     return out
 
 

@@ -45,6 +45,12 @@ def test_kernel_arguments_read_through_kernel_params():
     p = SimpleNamespace(func=1, kern=0)
     got = P._argument_words(drv, p, ctypes.addressof(args))
     assert got == {BASE + 0x100, BASE + 0x200, BASE + 0x300}
+    # one graph's nodes of one function: its layout read once, then reused
+    layouts: dict = {}
+    assert P._argument_words(drv, p, ctypes.addressof(args), layouts) == got
+    drv.layout = []  # a second read of the driver would now find no argument
+    assert P._argument_words(drv, p, ctypes.addressof(args), layouts) == got
+    assert layouts == {1: [(0, 8), (8, 4), (16, 24)]}
 
 
 def test_kernel_arguments_read_through_extra():
