@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from graph_harness.capture.replay.settings import ReplaySettings
-from graph_harness.capture.settings import check_whole_numbers
+from graph_harness.capture.settings import SettingsError, check_whole_numbers
 
 POOL_MODES = ("own", "shared", "both")
 # What `sweep --check MODE` runs, the first what `--check` alone means
@@ -74,14 +74,14 @@ def check_sizes(sizes: object) -> tuple[int, ...]:
     """Batch sizes to capture: whole numbers >= 1, each once; sorted ascending. ValueError
     saying what was expected otherwise."""
     if isinstance(sizes, str | bytes) or not hasattr(sizes, "__iter__"):
-        raise ValueError(f"sizes must be a list of batch sizes, got {sizes!r}")
+        raise SettingsError(f"sizes must be a list of batch sizes, got {sizes!r}")
     out = list(sizes)
     if not out:
-        raise ValueError("sizes is empty: give at least one batch size (--sizes 1 2 4 8)")
+        raise SettingsError("sizes is empty: give at least one batch size (--sizes 1 2 4 8)")
     for s in out:
         if isinstance(s, bool) or not isinstance(s, int) or s < 1:
-            raise ValueError(f"a batch size must be a whole number >= 1, got {s!r}")
+            raise SettingsError(f"a batch size must be a whole number >= 1, got {s!r}")
     twice = sorted({s for s in out if out.count(s) > 1})
     if twice:
-        raise ValueError(f"batch size {twice[0]} is given twice: give each size once")
+        raise SettingsError(f"batch size {twice[0]} is given twice: give each size once")
     return tuple(sorted(out))

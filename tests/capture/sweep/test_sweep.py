@@ -22,6 +22,7 @@ from graph_harness.capture.sweep.padding import (
     replay_time,
     vllm_ladder,
 )
+from graph_harness.capture.settings import SettingsError
 from graph_harness.capture.sweep.settings import check_sizes
 from tests.capture.sweep.fake_sweep import _fake_sweep
 
@@ -152,7 +153,8 @@ def test_choose_refuses_requests_above_every_size():
 def test_sizes_are_whole_numbers_each_once():
     assert check_sizes([8, 1, 4]) == (1, 4, 8)
     for bad, says in (([], "empty"), ([0], ">= 1"), ([2, 2], "given twice"), ("8", "a list")):
-        with pytest.raises(ValueError, match=says):
+        # the one settings error (a usage error, exit 2; a ValueError still)
+        with pytest.raises(SettingsError, match=says):
             check_sizes(bad)
 
 
