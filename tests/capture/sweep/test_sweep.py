@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from graph_harness.capture.settings import SettingsError
 from graph_harness.capture.sweep.padding import (
     RequestsError,
     builtin_requests,
@@ -22,7 +23,6 @@ from graph_harness.capture.sweep.padding import (
     replay_time,
     vllm_ladder,
 )
-from graph_harness.capture.settings import SettingsError
 from graph_harness.capture.sweep.settings import check_sizes
 from tests.capture.sweep.fake_sweep import _fake_sweep
 
