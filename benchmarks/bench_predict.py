@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import importlib.util
 import json
 import sys
 import time
@@ -48,6 +47,7 @@ from graph_harness.capture.sweep.forecast import VLLM_DEFAULT  # noqa: E402
 from graph_harness.capture.sweep.run import sweep_step  # noqa: E402
 from graph_harness.capture.sweep.settings import SweepSettings  # noqa: E402
 from graph_harness.reports import plots  # noqa: E402
+from tests.llama_example import load_example  # noqa: E402
 
 POW2 = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 # (example file, factory keywords): dense Llama (ours and transformers'), dense Qwen2,
@@ -62,20 +62,11 @@ MODELS = {
 FAST = SweepSettings(trials=2, replays=1, host_launches=0, leak_replays=1)
 
 
-def example(name: str):
-    path = REPO / "examples" / f"{name}_decode.py"
-    spec = importlib.util.spec_from_file_location(f"_bench_{name}", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def factory(model: str):
     """`make(batch)` for a model name (MODELS, `-compiled` for torch.compile)."""
     base, compiled = model.removesuffix("-compiled"), model.endswith("-compiled")
     file, kw = MODELS[base]
-    mod = example(file)
+    mod = load_example(file)
     return lambda b: mod.make_step(compiled=compiled, batch=b, **kw)
 
 

@@ -16,7 +16,7 @@ the replay left.
   after it (every checked graph's replays counted by the device)
 
 May import: capture.record, capture.state, capture.replay (its marks: progress.py),
-capture.graph (node addresses: pointers.py), capture.scopes.
+capture.graph (node addresses: pointers.py), capture.scopes, kernels (byte_range).
 """
 
 from __future__ import annotations

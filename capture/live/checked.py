@@ -23,7 +23,7 @@ from graph_harness.capture.live.lost import end_process, fatal
 from graph_harness.capture.live.lost import first_line as _first_line
 from graph_harness.capture.live.sample import Sample
 from graph_harness.capture.live.unfinished import Launches
-from graph_harness.capture.live.writers import byte_range, describe_writer
+from graph_harness.capture.live.writers import describe_writer
 from graph_harness.capture.record.keys import CaptureContext
 from graph_harness.capture.record.verdict import LISTED, Difference, GraphVerdict
 from graph_harness.capture.replay.progress import Marks
@@ -218,6 +218,10 @@ class GraphCheck:
         t = replayed.get(name)
         if self.nodes is None or not isinstance(t, torch.Tensor):
             return None
+        # here, on a difference only: graph_harness.kernels imports Triton (a second or
+        # more), which a recorded program's process is not made to pay otherwise
+        from graph_harness.kernels.guard import byte_range
+
         try:
             return describe_writer(byte_range(t), *self.nodes)
         except Exception:  # naming the node is a help, never the check's failure

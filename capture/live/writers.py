@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
-
 from graph_harness.capture.graph.pointers import NodePointers, first_writer, touching
 from graph_harness.capture.graph.reader import demangle
 from graph_harness.capture.scopes.names import UNSCOPED
@@ -19,23 +17,15 @@ from graph_harness.capture.scopes.names import UNSCOPED
 _KERNEL_SHOWN = 60  # characters of a kernel's name
 
 
-def byte_range(t: torch.Tensor) -> tuple[int, int] | None:
-    """[start, end) of the bytes `t` spans (None: it has none)."""
-    if t.numel() == 0:
-        return None
-    lo = t.data_ptr()
-    span = sum((s - 1) * st for s, st in zip(t.shape, t.stride()) if s > 0) + 1
-    return lo, lo + span * t.element_size()
-
-
 def describe_writer(
     span: tuple[int, int] | None,
     pointers: list[NodePointers | None],
     nodes: list[dict[str, Any]] | None,
 ) -> str | None:
-    """The first node that writes the bytes `span` for certain, else the first whose
-    arguments point into them, in words; None where no node's parameters point there."""
-    if span is None:
+    """The first node that writes the bytes `span` ([lo, hi): kernels/guard.py's
+    byte_range) for certain, else the first whose arguments point into them, in words;
+    None where no node's parameters point there."""
+    if span is None or span[0] >= span[1]:
         return None
     touches = touching(pointers, *span)
     first = first_writer(touches)
