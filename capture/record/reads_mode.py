@@ -57,45 +57,60 @@ def _types() -> tuple[type, type]:
     return _TYPES
 
 
-def _touches(value: Any, tensor: type, parameter: type, out: list[Touch]) -> None:
+def _touches(value: Any, tensor: type, parameter: type, out: list[Touch], full: bool) -> None:
     """The tensors in an argument or result (a tensor, or a list or tuple of them), each
     by its storage's base pointer (no storage object made: this runs per tensor of every
-    operator)."""
+    operator); shape and dtype only where `full` (a read: what a key names)."""
     if isinstance(value, tensor):
         try:
             ptr = value.data_ptr() - value.storage_offset() * value.element_size()
         except Exception:  # a wrapper subclass has no storage of its own: not looked at
             return
-        if ptr:  # an empty tensor holds no data (and shares pointer 0 with the others)
-            dtype = value.dtype
-            name = _DTYPES.get(dtype)
-            if name is None:
-                name = _DTYPES[dtype] = str(dtype).removeprefix("torch.")
-            weight = issubclass(type(value), parameter)  # Parameter's isinstance is slow
-            out.append(Touch((value.get_device(), ptr), tuple(value.shape), name, weight))
+        if not ptr:  # an empty tensor holds no data (and shares pointer 0 with the others)
+            return
+        weight = issubclass(type(value), parameter)  # Parameter's isinstance is slow
+        if not full:
+            out.append(Touch((value.get_device(), ptr), (), "", weight))
+            return
+        dtype = value.dtype
+        name = _DTYPES.get(dtype)
+        if name is None:
+            name = _DTYPES[dtype] = str(dtype).removeprefix("torch.")
+        out.append(Touch((value.get_device(), ptr), tuple(value.shape), name, weight))
     elif isinstance(value, (list, tuple)):
         for v in value:
-            _touches(v, tensor, parameter, out)
+            _touches(v, tensor, parameter, out, full)
 
 
 def tell(reads: RegionReads, func: Any, args: tuple, kwargs: dict, result: Any) -> None:
-    """One operator the region ran, told to `reads` (its aliasing from its schema)."""
+    """One operator the region ran, told to `reads` (its aliasing from its schema). A view
+    reads no data: only the weights among its arguments are looked at."""
     schema = _schema_of(func)
     if schema is None:
         return
     view, places, names = schema
     T, P = _TYPES or _types()
+    if view:
+        weights = [a for a in args if issubclass(type(a), P)]
+        if weights:
+            touched: list[Touch] = []
+            _touches(weights, T, P, touched, False)
+            reads.view(touched)
+        return
     read: list[Touch] = []
     write: list[Touch] = []
     for i, a in enumerate(args):
-        _touches(a, T, P, write if i in places else read)
+        if i in places:
+            _touches(a, T, P, write, False)
+        else:
+            _touches(a, T, P, read, True)
     for k, a in kwargs.items():
-        _touches(a, T, P, write if k in names else read)
-    if view:
-        reads.view(read)
-        return
+        if k in names:
+            _touches(a, T, P, write, False)
+        else:
+            _touches(a, T, P, read, True)
     outputs: list[Touch] = []
-    _touches(result, T, P, outputs)
+    _touches(result, T, P, outputs, False)
     reads.op(read, write, outputs)
 
 
