@@ -43,6 +43,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from graph_harness.capture.environment import environment  # noqa: E402
+from graph_harness.capture.sweep.alloc_trace import Alloc  # noqa: E402
 from graph_harness.capture.sweep.forecast import VLLM_DEFAULT  # noqa: E402
 from graph_harness.capture.sweep.run import sweep_step  # noqa: E402
 from graph_harness.capture.sweep.settings import SweepSettings  # noqa: E402
@@ -100,6 +101,22 @@ def record(model: str, ladder: tuple[int, ...], result, seconds: float) -> dict:
         if name in est:
             row[key], row[f"{key}_error"] = est[name]["bytes"], est[name]["error"]
     return row
+
+
+def write_traces(result, path: Path) -> None:
+    """Every size's own-pool allocator requests and the shared rows, as read: what the
+    prediction is made from, kept so that the model can be refitted without a GPU."""
+
+    def one(t):
+        if t is None:
+            return None
+        events = [["a", e.size] if isinstance(e, Alloc) else ["f", e.alloc] for e in t.events]
+        return dict(events=events, live=sorted(t.live), reserved=t.reserved)
+
+    data = dict(traces={str(b): one(t) for b, t in sorted(result.traces.items())},
+                shared=result.shared, weights=result.weights,
+                execs={str(r.batch): r.exec_bytes for r in result.rows})  # fmt: skip
+    path.write_text(json.dumps(data) + "\n")
 
 
 def pct(x: float | None) -> str:
@@ -162,6 +179,7 @@ def main() -> None:
         folder = args.out / model
         folder.mkdir(exist_ok=True)
         result.write(folder)
+        write_traces(result, folder / "traces.json")
         plots.sweep(result, folder / "sweep.png")
         rows.append(record(model, ladder, result, seconds))
         del result
