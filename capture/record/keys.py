@@ -3,9 +3,9 @@
 An adapter is a callable that takes a capture's `CaptureContext` as it begins and returns
 the key (a str; None: the next rule decides, capture/record/sites.py). Named with `record
 --key MODULE:FUNCTION` (or `FILE.py:FUNCTION`) or `record(key=...)`, or installed as an
-entry point in `graph_harness.record_keys`. It runs inside the capture and must not touch
-the device; whatever it raises (SystemExit included) never breaks the program: the graph
-takes the next rule's key and `key_note` says why. A signal's exception goes on to the
+entry point in `graph_harness.record_keys`. It runs just before torch begins the capture
+(capturing.py); whatever it raises (SystemExit included) never breaks the program: the
+graph takes the next rule's key and `key_note` says why. A signal's exception goes on to the
 program (interrupts.py). How it is loaded, and why: docs/record.md, "Key adapters".
 """
 
