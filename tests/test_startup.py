@@ -116,6 +116,10 @@ _STEPS = "import torch\n\n\ndef make_step(batch: int = 1):\n    return torch.zer
 _NO_FACTORY = (
     "--target 'steps.py:make_stp': module 'steps.py' has no 'make_stp'; its functions: make_step"
 )
+_NO_FACTORY_DOTTED = (
+    "--target 'mypkg.steps:make_stp': module 'mypkg.steps' has no 'make_stp'; its functions: "
+    "make_step"
+)
 
 
 @pytest.mark.parametrize(
@@ -143,6 +147,11 @@ _NO_FACTORY = (
         (["check", "--target", "steps.py:make_stp"], _NO_FACTORY),
         (["sweep", "--target", "steps.py:make_stp", "--sizes", "1", "2"], _NO_FACTORY),
         (["report", "--target", "steps.py:make_stp", "--out", "r"], _NO_FACTORY),
+        # a dotted MODULE found as its import would find it, its package read, not run
+        (["count", "--target", "mypkg.steps:make_stp"], _NO_FACTORY_DOTTED),
+        (["sweep", "--target", "mypkg.steps:make_stp", "--sizes", "1"], _NO_FACTORY_DOTTED),
+        (["count", "--target", "mypkg.stepz:make_step"], "no module named 'mypkg.stepz'"),
+        (["count", "--target", "mypkz.steps:make_step"], "no module named 'mypkz'"),
     ],
 )
 def test_a_refusal_of_flags_and_paths_is_said_before_torch(tmp_path, argv, said):
@@ -150,6 +159,9 @@ def test_a_refusal_of_flags_and_paths_is_said_before_torch(tmp_path, argv, said)
     (tmp_path / "held").mkdir()
     (tmp_path / "held" / "mine.txt").write_text("the user's")
     (tmp_path / "steps.py").write_text(_STEPS)
+    (tmp_path / "mypkg").mkdir()
+    (tmp_path / "mypkg" / "__init__.py").write_text("import torch\n")  # were it run early
+    (tmp_path / "mypkg" / "steps.py").write_text(_STEPS)
     code = (
         "import contextlib, io, runpy, sys\n"
         f"sys.argv = ['graph-harness', *{argv!r}]\n"

@@ -9,8 +9,9 @@ subcommands, the flags and console they share, and loading a user's --target.
 - sweeps.py: a --target swept over batch sizes (sweep, report --sizes)
 - refs.py: what an export argument names (a variant, or an export file)
 - prefetch.py: modules a command needs later, imported while it waits (record's program)
-- early.py, target_source.py: what is refused before torch's import (an --out held, a
-  command's flags, no GPU for replay and profile, a file target's missing factory)
+- early.py, target_source.py, module_source.py: what is refused before torch's import (an
+  --out held, a command's flags, no GPU for replay and profile, a target's missing factory
+  or dotted MODULE, its files read and not run)
 
 May import: all of capture and reports. Building the parser imports no torch, pandas,
 matplotlib or Triton: what a command needs is imported when it runs (`record` runs a

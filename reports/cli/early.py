@@ -2,9 +2,10 @@
 paths and the machine show alone, checked in the order the command itself would check
 them. An --out already held; the command's own flags (its module's `check_early`); a
 command that needs a CUDA GPU (its module's `NEEDS_GPU`: why, in NoGPU's words) on a
-machine that surely has none (capture/environment.py `cuda_surely_absent`); a
-`file.py:FUNCTION` target whose file surely has no FUNCTION (target_source.py). A check
-that cannot tell leaves it to the command, after torch's import. Imports no torch."""
+machine that surely has none (capture/environment.py `cuda_surely_absent`); a target
+whose module surely has no FUNCTION, or whose dotted MODULE no finder has, read without
+running it (target_source.py). A check that cannot tell leaves it to the command, after
+torch's import. Imports no torch."""
 
 from __future__ import annotations
 
@@ -32,10 +33,12 @@ def check_before_torch(args: argparse.Namespace, command: ModuleType) -> None:
         if cuda_surely_absent():
             raise NoGPU(needs)
     targets = getattr(args, "target", None)
-    for spec in [targets] if isinstance(targets, str) else targets or []:
-        from graph_harness.reports.cli.target import TargetUsageError
+    specs = [targets] if isinstance(targets, str) else targets or []
+    for i, spec in enumerate(specs):
+        from graph_harness.reports.cli.target import TargetUsageError, is_file_spec
         from graph_harness.reports.cli.target_source import missing_factory
 
-        problem = missing_factory(spec)
+        files = [s.rpartition(":")[0] for s in specs[:i]]  # loaded first: their folders
+        problem = missing_factory(spec, [f for f in files if is_file_spec(f)])
         if problem is not None:
             raise TargetUsageError(problem)

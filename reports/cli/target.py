@@ -211,16 +211,11 @@ def load_factory(spec: str) -> Factory:
             mod = _guard_exit(importlib.import_module, spec, "while importing")(module_name)
         except ModuleNotFoundError as e:
             if e.name and (e.name == module_name or module_name.startswith(e.name + ".")):
-                raise TargetUsageError(
-                    f"--target {spec!r}: no module named {e.name!r} (searched the installed "
-                    "packages, then the current folder)"
-                ) from e
+                raise TargetUsageError(no_module(spec, e.name)) from e
             raise
     factory = getattr(mod, func, None)
     if factory is None:
-        raise TargetUsageError(
-            f"--target {spec!r}: module {module_name!r} has no {func!r}{_functions_of(mod)}"
-        )
+        raise TargetUsageError(no_factory(spec, _functions_of(mod)))
     if not callable(factory):
         raise TargetUsageError(f"--target {spec!r}: {func!r} is {a_type(factory)}, not a function")
     return Factory(spec, mod, factory)
@@ -253,9 +248,26 @@ def build_target(factory: Factory, **kwargs: object) -> Target:
     return Target(spec, mod, root, guarded, model, reset)
 
 
-def _functions_of(mod: ModuleType) -> str:
-    """ "; its functions: a, b" for the functions a module defines itself, or ""."""
-    names = [
+def no_module(spec: str, name: str) -> str:
+    """The refusal of a MODULE:FUNCTION target whose module `name` is not found."""
+    where = "searched the installed packages, then the current folder"
+    return f"--target {spec!r}: no module named {name!r} ({where})"
+
+
+def no_factory(spec: str, functions: list[str]) -> str:
+    """The refusal of a target whose module has no FUNCTION, naming the `functions` it
+    has, ten at most (the same words before the import: target_source.py)."""
+    module_name, _, func = spec.rpartition(":")
+    shown = ", ".join(functions[:10])
+    if len(functions) > 10:
+        shown += f" and {len(functions) - 10} more"
+    listed = f"; its functions: {shown}" if functions else ""
+    return f"--target {spec!r}: module {module_name!r} has no {func!r}{listed}"
+
+
+def _functions_of(mod: ModuleType) -> list[str]:
+    """The public functions a module defines itself, in the order it bound them."""
+    return [
         n
         for n, v in vars(mod).items()
         if not n.startswith("_")
@@ -263,10 +275,6 @@ def _functions_of(mod: ModuleType) -> str:
         and getattr(v, "__module__", None) == mod.__name__
         and not isinstance(v, type)
     ]
-    if not names:
-        return ""
-    shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
-    return f"; its functions: {shown}"
 
 
 def root_guess(spec: str) -> Path:

@@ -1,41 +1,91 @@
-"""A `path/to/file.py:FUNCTION` target read without running it: whether FUNCTION is surely
-missing, told from the file's syntax tree before torch's import and the user's code.
-Surely missing: the file spells the name nowhere (no binding, attribute, keyword or
-string of it) and has no means to bind one unseen (`import *`, a module `__getattr__`,
-`globals()`, `exec`, `setattr`, `sys.modules`, ...: `_DYNAMIC_*` list them). Anything else
-(a dotted MODULE, a dunder name, a file that does not parse) is left to the import."""
+"""A target's module read without running it: whether its FUNCTION is surely missing, told
+from the syntax tree of each file its import would run, before torch's import and the
+user's code. Surely missing: no such file runs a spelling of the name (no binding,
+attribute, keyword or string of it) or has means to bind one unseen (`import *`, a module
+`__getattr__`, `globals()`, `exec`, `setattr`, `sys.modules`, ...: `_DYNAMIC_*` list them).
+A dotted MODULE is found as its import would find it (module_source.py); a module no
+finder has is refused too; a package on the way that could move its folders
+(`_PACKAGE_PATHS`) leaves it to the import, as does anything else not told here (a dunder
+name, a file that does not parse, a module not plain Python source)."""
 
 from __future__ import annotations
 
 import ast
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 # Names that read or write a namespace by a name known only at run time.
 _DYNAMIC_CALLS = frozenset(
     {"globals", "vars", "locals", "exec", "eval", "setattr", "__import__", "_getframe"}
 )
 _DYNAMIC_ATTRIBUTES = frozenset({"__dict__", "modules", "f_globals", "_getframe", "__setattr__"})
+# Names a package spells to move where its submodules are found, or how.
+_PACKAGE_PATHS = ("__path__", "declare_namespace", "meta_path", "path_hooks")
 _LARGEST = 10 * 2**20  # bytes: a bigger file is left to the import
 
 
-def missing_factory(spec: str) -> str | None:
-    """The refusal for `path/to/file.py:FUNCTION` whose file surely binds no FUNCTION
-    (module docstring), in load_factory's words; None when it may, or cannot be told."""
+def missing_factory(spec: str, files_before: Sequence[str] = ()) -> str | None:
+    """The refusal for a target whose module surely binds no FUNCTION, or whose dotted
+    MODULE no finder has (module docstring), in load_factory's words; None when it may, or
+    cannot be told. `files_before`: the file targets the command loads before this one."""
     from graph_harness.reports.cli.target import is_file_spec
 
+    module_name = spec.rpartition(":")[0]
+    if not is_file_spec(module_name):
+        return _dotted_problem(spec, [Path(f) for f in files_before])
+    if not module_name.endswith(".py"):
+        return None  # a file importlib would not load as Python
+    return _lacks(spec, [_parsed(module_name)], ())
+
+
+def _dotted_problem(spec: str, files_before: list[Path]) -> str | None:
+    """missing_factory for a dotted MODULE, found as its import would find it; each
+    package's `__init__.py` on the way is read too, and must not spell a package path's
+    names (`_PACKAGE_PATHS`) either."""
+    from graph_harness.reports.cli.module_source import find_source
+    from graph_harness.reports.cli.target import no_module
+    from graph_harness.reports.cli.user_imports import folders_before
+
     module_name, _, func = spec.rpartition(":")
-    if not module_name.endswith(".py") or not is_file_spec(module_name):
-        return None  # a dotted MODULE, or a file importlib would not load as Python
+    found = find_source(module_name, folders_before(files_before))
+    if found is None:
+        return None
+    inits = [_parsed(p) for p in found.packages]
+    if not all(t is not None and _surely_unbound(t, _PACKAGE_PATHS) for t in inits):
+        return None
+    if found.missing is not None:
+        return no_module(spec, found.missing)
+    if found.path is None or _has_entry(found.folders, func):
+        return None  # a package's submodule of that name: importing it binds the name
+    return _lacks(spec, [_parsed(found.path), *inits], _PACKAGE_PATHS)
+
+
+def _lacks(spec: str, trees: list[ast.Module | None], also: tuple[str, ...]) -> str | None:
+    """The refusal when no tree of `trees` (the module's, then its packages') binds
+    FUNCTION or spells any of `also`; else None."""
+    from graph_harness.reports.cli.target import no_factory
+
+    func = spec.rpartition(":")[2]
     if not func.isidentifier() or func.startswith("__"):  # a module's own __dict__, __doc__
         return None
-    tree = _parsed(module_name)
-    if tree is None or not _surely_unbound(tree, func):
+    module = trees[0]
+    if module is None or not all(t and _surely_unbound(t, (func, *also)) for t in trees):
         return None
-    names = _functions(tree)
-    shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
-    listed = f"; its functions: {shown}" if names else ""
-    return f"--target {spec!r}: module {module_name!r} has no {func!r}{listed}"
+    return no_factory(spec, _functions(module))
+
+
+def _has_entry(folders: Sequence[str], name: str) -> bool:
+    """Whether a folder holds `name` or `name.*` (a submodule's file or folder), or cannot
+    be listed."""
+    for folder in folders:
+        try:
+            entries = os.listdir(folder)
+        except OSError:
+            return True
+        if any(e == name or e.startswith(f"{name}.") for e in entries):
+            return True
+    return False
 
 
 def _parsed(path: str) -> ast.Module | None:
@@ -52,15 +102,16 @@ def _parsed(path: str) -> ast.Module | None:
         return None
 
 
-def _surely_unbound(tree: ast.Module, name: str) -> bool:
-    """Whether `tree` names `name` nowhere, in no role (bound, read, an attribute, a
-    keyword, in a string), defines no module `__getattr__` and has no means to bind a
-    name unseen (module docstring)."""
+def _surely_unbound(tree: ast.Module, names: tuple[str, ...]) -> bool:
+    """Whether `tree` spells none of `names` anywhere, in no role (bound, read, an
+    attribute, a keyword, in a string), defines no module `__getattr__` and has no means
+    to bind a name unseen (module docstring)."""
     for node in ast.walk(tree):
-        names = _identifiers(node)
-        if name in names or "__getattr__" in names or _dynamic(node):
+        spelled = _identifiers(node)
+        if "__getattr__" in spelled or _dynamic(node) or not spelled.isdisjoint(names):
             return False
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and name in node.value:
+        text = node.value if isinstance(node, ast.Constant) else None
+        if isinstance(text, str) and any(name in text for name in names):
             return False
     return True
 

@@ -92,3 +92,17 @@ def add_folder(folder: Path, *, top: str | None = None) -> None:
             _finder.tops.add(top)
         if _finder not in sys.meta_path:
             sys.meta_path.append(_finder)
+
+
+def is_user_finder(finder: object) -> bool:
+    """Whether `finder` is the one that searches the user's folders (this module's)."""
+    return finder is _finder
+
+
+def folders_before(files: Sequence[Path]) -> list[str]:
+    """The folders that will answer a MODULE:FUNCTION target's top-level name once the
+    file targets loaded before it (`files`) have added theirs, in the order searched:
+    those added already, the files' folders, then the current folder (target.py)."""
+    with _finder.lock:
+        held = list(_finder.folders)
+    return [str(f) for f in [*held, *(p.resolve().parent for p in files), Path(os.getcwd())]]

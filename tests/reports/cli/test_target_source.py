@@ -1,6 +1,14 @@
-"""A `file.py:FUNCTION` target whose FUNCTION is surely missing, told from its syntax tree
-before torch's import (reports/cli/target_source.py): refused in the words the import would
-use, and never refused where running the file could bind the name (issue 60, item 7)."""
+"""A target whose FUNCTION is surely missing, told from its module's syntax tree before
+torch's import (reports/cli/target_source.py): a `file.py:FUNCTION` and a dotted
+`MODULE:FUNCTION` (found as its import would find it, module_source.py), refused in the
+words the import would use, and never refused where running the module could bind the
+name (issue 60, item 7)."""
+
+import importlib
+import importlib.machinery
+import importlib.util
+import sys
+import uuid
 
 import pytest
 
@@ -65,7 +73,7 @@ def test_a_file_that_may_bind_the_name_is_left_to_the_import(tmp_path, name):
 def test_what_cannot_be_read_or_is_not_a_file_is_left_to_the_import(tmp_path):
     import os
 
-    assert missing_factory("tests.targets:nonesuch") is None  # a dotted MODULE: imported
+    assert missing_factory("tests.targets:nonesuch") is None  # imported already: told there
     (tmp_path / "steps.txt").write_text("X = 1\n")  # importlib loads no such file as Python
     assert missing_factory(f"{tmp_path / 'steps.txt'}:make") is None
     (tmp_path / "steps.py").write_text("X = 1\n")
@@ -92,3 +100,210 @@ def test_the_listing_is_cut_at_ten(tmp_path):
     path.write_text("".join(f"def f{i}():\n    pass\n" for i in range(12)))
     said = missing_factory(f"{path}:make")
     assert said.endswith("its functions: f0, f1, f2, f3, f4, f5, f6, f7, f8, f9 and 2 more")
+
+
+# --- a dotted MODULE -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def package(tmp_path, monkeypatch):
+    """A fresh package `NAME` on sys.path, made of the files given (`{"steps.py": text}`;
+    an `__init__.py` unless given): its name is returned, and every module of it is
+    forgotten after the test."""
+    name = f"ghpkg_{uuid.uuid4().hex[:10]}"
+    root = tmp_path / "site"
+
+    def make(files: dict[str, str], init: str | None = "") -> str:
+        (root / name).mkdir(parents=True)
+        if init is not None:
+            (root / name / "__init__.py").write_text(init)
+        for path, text in files.items():
+            (root / name / path).parent.mkdir(parents=True, exist_ok=True)
+            (root / name / path).write_text(text)
+        monkeypatch.syspath_prepend(str(root))
+        return name
+
+    yield make
+    for m in [m for m in sys.modules if m == name or m.startswith(f"{name}.")]:
+        del sys.modules[m]
+
+
+@pytest.mark.parametrize("name", sorted(SURELY_MISSING))
+def test_a_dotted_modules_missing_factory_is_refused_as_the_import_would(package, name):
+    spec = f"{package({'steps.py': SURELY_MISSING[name]})}.steps:make"
+    said = missing_factory(spec)
+    assert said is not None
+    with pytest.raises(TargetUsageError) as e:
+        load_factory(spec)
+    assert said == str(e.value)
+
+
+@pytest.mark.parametrize("name", sorted(MAY_BIND))
+def test_a_dotted_module_that_may_bind_the_name_is_left_to_the_import(package, name):
+    spec = f"{package({'steps.py': MAY_BIND[name]})}.steps:make"
+    assert missing_factory(spec) is None
+
+
+# A package on the way whose `__init__` could move where its submodules are found: neither
+# a missing factory nor a missing module is said before the import.
+PACKAGE_MAY_MOVE = {
+    "extends its __path__": "from pkgutil import extend_path\n"
+    "__path__ = extend_path(__path__, __name__)\n",
+    "a namespace declared": "from pkg_resources import declare_namespace\n"
+    "declare_namespace(__name__)\n",
+    "a finder installed": "import sys\nsys.meta_path.append(object())\n",
+    "a path hook installed": "import sys\nsys.path_hooks.insert(0, print)\n",
+    "sys.modules written": "import sys, types\n"
+    "sys.modules[__name__ + '.stepz'] = types.ModuleType('s')\n",
+    "import star": "from os.path import *\n",
+    "not Python": "def (:\n",
+}
+# One whose `__init__` could bind the name in the module: its missing factory is left to
+# the import (a missing module still is not: the import fails as it is said early).
+PACKAGE_MAY_BIND = {
+    "the name set in it": "from . import steps\nsteps.make = print\n",
+    "a string names it": "from . import steps\nsteps.__dict__.update({'make': print})\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(PACKAGE_MAY_MOVE))
+def test_a_package_that_may_move_its_modules_is_left_to_the_import(package, name):
+    pkg = package({"steps.py": "X = 1\n"}, init=PACKAGE_MAY_MOVE[name])
+    assert missing_factory(f"{pkg}.steps:make") is None
+    assert missing_factory(f"{pkg}.stepz:make") is None
+
+
+@pytest.mark.parametrize("name", sorted(PACKAGE_MAY_BIND))
+def test_a_package_that_may_bind_the_name_in_its_module_is_left_to_the_import(package, name):
+    pkg = package({"steps.py": "X = 1\n"}, init=PACKAGE_MAY_BIND[name])
+    assert missing_factory(f"{pkg}.steps:make") is None
+    load_factory(f"{pkg}.steps:make")  # bound, by the package
+
+
+def test_a_missing_module_is_refused_as_the_import_would(package):
+    pkg = package({"steps.py": "def make_step():\n    pass\n"})
+    for spec, missing in (
+        (f"{pkg}.stepz:make_step", f"{pkg}.stepz"),  # a package's submodule
+        (f"{pkg}x.steps:make_step", f"{pkg}x"),  # the top level: installed, then the folder
+        (f"{pkg}.deeper.steps:make_step", f"{pkg}.deeper"),
+    ):
+        said = missing_factory(spec)
+        assert said is not None and f"no module named {missing!r}" in said
+        with pytest.raises(TargetUsageError) as e:
+            load_factory(spec)
+        assert said == str(e.value)
+
+
+def test_packages_on_the_way_are_read_not_run(package, tmp_path):
+    # a package, a package in it and the module: none of their code runs early
+    marker = tmp_path / "ran"
+    pkg = package(
+        {
+            "__init__.py": f"open({str(marker)!r}, 'w').close()\n",
+            "inner/__init__.py": f"open({str(marker)!r}, 'w').close()\n",
+            "inner/steps.py": f"open({str(marker)!r}, 'w').close()\n",
+        }
+    )
+    said = missing_factory(f"{pkg}.inner.steps:make")
+    assert said == f"--target '{pkg}.inner.steps:make': module '{pkg}.inner.steps' has no 'make'"
+    assert not marker.exists() and not [m for m in sys.modules if m.startswith(pkg)]
+
+
+def test_a_namespace_package_on_the_way_is_searched_as_the_import_would(package):
+    pkg = package({"steps.py": "def make_step():\n    pass\n"}, init=None)
+    said = missing_factory(f"{pkg}.steps:make")
+    assert said is not None and said.endswith("has no 'make'; its functions: make_step")
+    with pytest.raises(TargetUsageError) as e:
+        load_factory(f"{pkg}.steps:make")
+    assert said == str(e.value)
+
+
+def test_a_namespace_package_in_one_is_left_to_the_import(package):
+    # its path is computed from its parent's module, which is not imported yet
+    pkg = package({"inner/steps.py": "X = 1\n"}, init=None)
+    assert missing_factory(f"{pkg}.inner.steps:make") is None
+
+
+def test_a_package_targets_submodule_of_that_name_is_left_to_the_import(package):
+    # importing `pkg.make` anywhere binds `make` on the package, its __init__ unseen
+    pkg = package({"make.py": "X = 1\n"})
+    assert missing_factory(f"{pkg}:make") is None
+    said = missing_factory(f"{pkg}:other")
+    assert said == f"--target '{pkg}:other': module '{pkg}' has no 'other'"
+
+
+def test_what_the_finders_cannot_tell_is_left_to_the_import(package, monkeypatch):
+    pkg = package({"steps.py": "X = 1\n", "plain_module_parent.py": "X = 1\n"})
+    assert missing_factory(f"{pkg}.plain_module_parent.sub:make") is None  # no package
+    assert missing_factory(f"{pkg}:make") is not None
+    assert missing_factory(f"{pkg}.steps:__doc__") is None  # every module's
+    monkeypatch.delitem(sys.modules, "colorsys", raising=False)  # not imported: read
+    assert missing_factory("colorsys:nonesuch").startswith(
+        "--target 'colorsys:nonesuch': module 'colorsys' has no 'nonesuch'; its functions: "
+    )
+    assert missing_factory("sys:nonesuch") is None  # built in: imported already
+    monkeypatch.delitem(sys.modules, "_csv", raising=False)
+    assert type(importlib.util.find_spec("_csv").loader).__name__ == "ExtensionFileLoader"
+    assert missing_factory("_csv:nonesuch") is None  # compiled: no source to read
+    importlib.import_module(f"{pkg}.steps")
+    assert missing_factory(f"{pkg}.steps:make") is None  # imported already: its namespace
+    # a parent imported already lends its own path: its submodules are still read
+    assert missing_factory(f"{pkg}.other:make") == (
+        f"--target '{pkg}.other:make': no module named '{pkg}.other' (searched the installed "
+        "packages, then the current folder)"
+    )
+
+
+class _OwnLoader(importlib.machinery.SourceFileLoader):
+    """An import hook's loader, which may change the source (typeguard, pytest's asserts)."""
+
+
+class _Hook:
+    def find_spec(self, name, path=None, target=None):
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is not None and name.startswith("ghpkg_"):
+            spec.loader = _OwnLoader(name, spec.origin)
+        return spec
+
+
+class _Legacy:
+    """A finder with find_module alone: Python 3.10 and 3.11 still ask it."""
+
+    def find_module(self, name, path=None):
+        return None
+
+
+@pytest.mark.parametrize("finder", [_Hook, _Legacy])
+def test_a_finder_of_its_own_is_left_to_the_import(package, monkeypatch, finder):
+    pkg = package({"steps.py": "X = 1\n"})
+    assert missing_factory(f"{pkg}.steps:make") is not None  # not vacuous
+    monkeypatch.setattr(sys, "meta_path", [finder(), *sys.meta_path])
+    assert missing_factory(f"{pkg}.steps:make") is None
+    assert missing_factory(f"{pkg}.stepz:make") is None
+
+
+def test_the_current_folder_is_searched_last_and_file_targets_folders_before_it(
+    tmp_path, monkeypatch
+):
+    # the console script has no current folder on sys.path: load_factory adds it (and each
+    # file target's folder, loaded before) for the target's top level, after the finders
+    name = f"ghcwd_{uuid.uuid4().hex[:10]}"
+    here, there = tmp_path / "here", tmp_path / "there"
+    for folder, text in ((here, "def a():\n    pass\n"), (there, "def b():\n    pass\n")):
+        (folder / name).mkdir(parents=True)
+        (folder / name / "__init__.py").write_text(text)
+    (there / "first.py").write_text("def f():\n    pass\n")
+    monkeypatch.chdir(here)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", str(here))])
+    said = missing_factory(f"{name}:make")
+    assert said is not None and said.endswith("its functions: a")
+    said = missing_factory(f"{name}:make", [str(there / "first.py")])
+    assert said is not None and said.endswith("its functions: b")
+    try:  # as the command loads them: the file first, its folder then searched before this one
+        load_factory(f"{there / 'first.py'}:f")
+        with pytest.raises(TargetUsageError) as e:
+            load_factory(f"{name}:make")
+        assert said == str(e.value)
+    finally:
+        for m in (name, "_graph_harness_target_first"):
+            sys.modules.pop(m, None)
