@@ -11,10 +11,24 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from graph_harness.capture.rows import columns
+
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
 
-ROUND_TRIAL_COLUMNS = ["variant", "build", "trial", "us"]  # what round timing records
+
+@dataclass(frozen=True)
+class RoundTrial:
+    """What round timing records (capture/round/timing.py measure_rounds): one trial of a
+    variant's replays in one build, its replay's time."""
+
+    variant: str
+    build: int
+    trial: int
+    us: float  # one replay, the trial's mean
+
+
+ROUND_TRIAL_COLUMNS = columns(RoundTrial)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 from rich.table import Table
 
 if TYPE_CHECKING:
-    from graph_harness.capture.sweep.document import SizeRow, SweepResult
+    from graph_harness.capture.sweep.document import SweepResult
+    from graph_harness.capture.sweep.tables import SizeRow
 
 
 STATUS_COLUMNS = ("check", "interleaved", "updated")  # SizeRow's statuses, in this order

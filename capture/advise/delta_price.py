@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from graph_harness.capture.export.documents import frame_records
 from graph_harness.capture.export.families import RULES, Rule, families
 from graph_harness.capture.replay.kinds import TYPE_CHAIN
+from graph_harness.capture.rows import frame
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -25,13 +26,33 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
+class TypePrice:
+    """One node type's part of a delta: its nodes (B - A) at its chain's cost per node."""
+
+    type: str
+    delta: int
+    chain: str
+    us_per_node: float
+    us: float
+
+
+@dataclass(frozen=True)
+class FamilyPrice:
+    """One kernel family's part of a delta: its nodes (B - A) and their price, us."""
+
+    family: str
+    delta: int
+    us: float
+
+
+@dataclass(frozen=True)
 class DeltaPrice:
     """B - A in microseconds per replay (negative: B dispatches less)."""
 
     label: str  # where the costs came from
     us: float  # the priced nodes' total
-    by_type: pd.DataFrame  # type, delta, chain, us_per_node, us (priced types)
-    by_family: pd.DataFrame  # family, delta, us, share (of the priced gap), largest first
+    by_type: pd.DataFrame  # TypePrice rows (priced types)
+    by_family: pd.DataFrame  # FamilyPrice rows with `share` (of the priced gap), largest first
     unpriced: dict[str, int]  # node type -> delta, types no chain prices
 
     def line(self, unit: str = "replay", *, named: bool = True) -> str:
@@ -76,16 +97,8 @@ def price_delta(d: NodeDelta, costs: Costs, rules: tuple[Rule, ...] = RULES) -> 
             if r.delta:
                 unpriced[r.type] = int(r.delta)
             continue
-        rows.append(
-            {
-                "type": r.type,
-                "delta": int(r.delta),
-                "chain": TYPE_CHAIN[r.type],
-                "us_per_node": s,
-                "us": r.delta * s,
-            }
-        )
-    by_type = pd.DataFrame(rows, columns=["type", "delta", "chain", "us_per_node", "us"])
+        rows.append(TypePrice(r.type, int(r.delta), TYPE_CHAIN[r.type], s, r.delta * s))
+    by_type = frame(rows, TypePrice)
     fa, fb = d.a.frame(), d.b.frame()
     per = []
     for side, f in ((-1, fa), (1, fb)):
@@ -101,9 +114,8 @@ def price_delta(d: NodeDelta, costs: Costs, rules: tuple[Rule, ...] = RULES) -> 
         row["delta"] += int(n)
         if s is not None:
             row["us"] += n * s
-    by_family = pd.DataFrame(
-        [{"family": f, "delta": int(v["delta"]), "us": v["us"]} for f, v in fam_rows.items()],
-        columns=["family", "delta", "us"],
+    by_family = frame(
+        [FamilyPrice(f, int(v["delta"]), v["us"]) for f, v in fam_rows.items()], FamilyPrice
     )
     total = float(by_type["us"].sum()) if not by_type.empty else 0.0
     by_family = by_family[(by_family.delta != 0) | (by_family.us != 0)]

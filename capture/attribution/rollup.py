@@ -11,10 +11,12 @@ that is never called itself (`layers`) is still a level, as its qualified name s
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import pandas as pd
 
 from graph_harness.capture.attribution.labels import natural, natural_parts
+from graph_harness.capture.rows import frame as record_frame  # `frame` names a parameter here
 from graph_harness.capture.scopes.names import UNSCOPED
 
 
@@ -62,12 +64,21 @@ def deeper_than(frame: pd.DataFrame, depth: int | None) -> int:
 ROOT = "(all)"  # the scope tree's root: every node; its `own` are the unscoped ones
 
 
+@dataclass(frozen=True, kw_only=True)
+class ScopeNodes:
+    """One position of the scope tree and its nodes (scope_tree)."""
+
+    scope: str  # its label; the root is ROOT
+    depth: int
+    nodes: int  # all nodes under it, itself included
+    own: int  # nodes in it and in no child
+    fused: int  # of the own, compiled kernels fused from several modules
+
+
 def scope_tree(frame: pd.DataFrame, depth: int | None = None) -> pd.DataFrame:
-    """Every position of the scope tree down to `depth`: `scope` (label; the root is
-    "(all)"), `depth`, `nodes` (all nodes under it, itself included), `own` (nodes in
-    it and in no child) and `fused` (of the own, compiled kernels fused from several
-    modules, which sit in their deepest common one), in tree order. Rows at one depth
-    sum, with shallower `own`s, to the total."""
+    """Every position of the scope tree down to `depth` (ScopeNodes; a fused kernel sits in
+    its modules' deepest common one), in tree order. Rows at one depth sum, with
+    shallower `own`s, to the total."""
     parts = frame["scope_path"].map(tree_parts)
     fused_of = (
         frame["fused_modules"].notna()
@@ -86,16 +97,16 @@ def scope_tree(frame: pd.DataFrame, depth: int | None = None) -> pd.DataFrame:
         for d in range(len(cut) + 1):
             total[cut[:d]] = total.get(cut[:d], 0) + int(n)
     rows = [
-        {
-            "scope": tree_label(p) if p else ROOT,
-            "depth": len(p),
-            "nodes": total[p],
-            "own": own.get(p, 0),
-            "fused": fused.get(p, 0),
-        }
+        ScopeNodes(
+            scope=tree_label(p) if p else ROOT,
+            depth=len(p),
+            nodes=total[p],
+            own=own.get(p, 0),
+            fused=fused.get(p, 0),
+        )
         for p in sorted(total, key=natural_parts)
     ]
-    return pd.DataFrame(rows, columns=["scope", "depth", "nodes", "own", "fused"])
+    return record_frame(rows, ScopeNodes)
 
 
 def tree_order(label: str) -> list:

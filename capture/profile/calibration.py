@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from graph_harness.capture.rows import columns, frame
 from graph_harness.capture.stats import median_interval
 
 # The node types that have activities (and so gaps), each with the chain that prices its
@@ -28,8 +29,33 @@ GEMM_SHAPE = (64, 512, 1536)  # rows x in x out: a decode projection's GEMM, bf1
 # How near the event-timed period a graph's period net of the profiler should come: the
 # report says by how much where it does not.
 PERIOD_TOLERANCE = 0.02
-ROW_COLUMNS = ["type", "round", "nodes", "timed_us", "period_us"]
-EXCESS_COLUMNS = ["type", "chain", "rounds", "us_per_node", "us_per_node_lo", "us_per_node_hi"]
+
+
+@dataclass(frozen=True)
+class CalibrationRow:
+    """One chain in one calibration round: its event-timed replay and its profiled period."""
+
+    type: str  # the node type the chain is made of
+    round: int
+    nodes: int  # the chain's length
+    timed_us: float
+    period_us: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExcessRow:
+    """One node type's excess per node, the median over rounds with its 95% interval."""
+
+    type: str
+    chain: str  # the chain that measured it (CHAINS)
+    rounds: int
+    us_per_node: float
+    us_per_node_lo: float
+    us_per_node_hi: float
+
+
+ROW_COLUMNS = columns(CalibrationRow)
+EXCESS_COLUMNS = columns(ExcessRow)
 
 
 @dataclass(frozen=True)
@@ -89,7 +115,7 @@ def excess_per_node(rows: pd.DataFrame) -> Excess:
         lo, hi = median_interval(slopes) if len(slopes) >= 2 else (math.nan, math.nan)
         per_node[t] = point
         table.append(
-            dict(
+            ExcessRow(
                 type=t,
                 chain=CHAINS.get(t, t),
                 rounds=len(slopes),
@@ -98,7 +124,7 @@ def excess_per_node(rows: pd.DataFrame) -> Excess:
                 us_per_node_hi=float(hi),
             )
         )
-    return Excess(per_node, pd.DataFrame(table, columns=EXCESS_COLUMNS), rows[ROW_COLUMNS])
+    return Excess(per_node, frame(table, ExcessRow), rows[ROW_COLUMNS])
 
 
 def _units(device: object) -> dict[str, Callable[[], object]]:
@@ -167,6 +193,6 @@ def measure_excess(
                 )
             ends = [max(a.end_us for a in rep) for rep in reps]
             period = float(np.median(np.diff(ends)))
-            rows.append(dict(type=key[0], round=r, nodes=key[1], timed_us=timed, period_us=period))
+            rows.append(CalibrationRow(key[0], r, key[1], timed, period))
     del graphs, units
-    return excess_per_node(pd.DataFrame(rows, columns=ROW_COLUMNS))
+    return excess_per_node(frame(rows, CalibrationRow))

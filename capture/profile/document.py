@@ -26,7 +26,7 @@ from graph_harness.capture.profile.pairs import PricedPair, price_pair
 from graph_harness.capture.profile.rollup import group_costs, scope_costs
 from graph_harness.capture.profile.settings import ProfileSettings
 from graph_harness.capture.profile.trace import Names, profile_trace, trace_text
-from graph_harness.capture.rows import frame
+from graph_harness.capture.rows import columns, frame
 from graph_harness.capture.stats import median_by_variant
 
 if TYPE_CHECKING:
@@ -36,8 +36,19 @@ PROFILE_SCHEMA = "graph-harness/profile"
 # 2: net of the profiler, verdicts; 3: excess bases; 4: launches (replays' lead gaps and
 # launch exposure, each graph's host launch: the summary's columns, host_trials)
 PROFILE_SCHEMA_VERSION = 4
-HOST_LAUNCH_COLUMNS = ["variant", "trial", "us"]  # a trial's median single launch, CPU us
 TRACE_FILE = "trace.json"
+
+
+@dataclass(frozen=True)
+class HostLaunch:
+    """A graph's host launch in one trial (capture/profile/run.py host_launches)."""
+
+    variant: str
+    trial: int
+    us: float  # the trial's median single launch, CPU us
+
+
+HOST_LAUNCH_COLUMNS = columns(HostLaunch)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,7 +65,7 @@ class ProfileResult:
     # None where not measured. Each profile carries the excess its net figures use.
     excess: Excess | None = None
     round_trials: pd.DataFrame | None = None  # variant, build, trial, us: event-timed
-    # HOST_LAUNCH_COLUMNS: each graph's launch timed on the CPU from an idle device
+    # HostLaunch rows: each graph's launch timed on the CPU from an idle device
     # (capture/replay/host.py); None where not measured.
     host_trials: pd.DataFrame | None = None
     pairs: list[tuple[str, str]] = field(default_factory=list)

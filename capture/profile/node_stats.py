@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -15,6 +16,7 @@ from graph_harness.capture.attribution.labels import generalize
 from graph_harness.capture.attribution.node import Node
 from graph_harness.capture.export.nodes import NodeExport
 from graph_harness.capture.profile.match_plan import plan_of
+from graph_harness.capture.rows import columns, frame
 from graph_harness.capture.stats import median_interval
 
 
@@ -27,16 +29,43 @@ def group_of(node: Node) -> str:
     return generalize(node["scope"])
 
 
-NODE_COLUMNS = ["node", "type", "kernel", "stage", "step", "scope", "scope_path", "group"]
-NODE_COLUMNS += ["samples", "dur_us", "dur_lo", "dur_hi", "gap_us", "gap_lo", "gap_hi"]
-NODE_COLUMNS += ["cost_us", "dur_mean", "gap_mean", "excess_us", "gap_net_us", "cost_net_us"]
-NODE_COLUMNS += ["gap_net_mean"]
+@dataclass(frozen=True, kw_only=True)
+class NodeStat:
+    """One activity node over a graph's sampled replays: where it sits, how often it was
+    sampled, its median duration, gap and cost (us) with 95% intervals, the means the
+    roll-ups sum, and its gap and cost net of CUPTI's excess (NaN without one)."""
+
+    node: int
+    type: str
+    kernel: str | None
+    stage: int | None
+    step: str
+    scope: str
+    scope_path: list[str]
+    group: str  # group_of
+    samples: int
+    dur_us: float
+    dur_lo: float
+    dur_hi: float
+    gap_us: float
+    gap_lo: float
+    gap_hi: float
+    cost_us: float
+    dur_mean: float
+    gap_mean: float
+    excess_us: float  # one constant per node: the net median is the shift
+    gap_net_us: float
+    cost_net_us: float
+    gap_net_mean: float
+
+
+NODE_COLUMNS = columns(NodeStat)
 
 
 def node_stats(
     export: NodeExport, samples: pd.DataFrame, excess: dict[int, float] | None = None
 ) -> pd.DataFrame:
-    """Per activity node its statistics over the sampled replays (NODE_COLUMNS); `excess`
+    """Per activity node its statistics over the sampled replays (NodeStat); `excess`
     (node -> CUPTI's excess, us) gives the net columns, NaN without it."""
     excess = excess or {}
     plan = plan_of(export.nodes)
@@ -55,9 +84,11 @@ def node_stats(
     for j, n in enumerate(index):
         rec = by_index[n]
         col_d, col_g = d[:, j], g[:, j]
-        seen = ~np.isnan(col_d)
+        gap_us, gap_mean = _nan(np.nanmedian, col_g), _nan(np.nanmean, col_g)
+        cost_us = _nan(np.nanmedian, col_d + col_g)
+        x = excess.get(n, math.nan)
         rows.append(
-            dict(
+            NodeStat(
                 node=n,
                 type=rec["type"],
                 kernel=rec["kernel"],
@@ -66,26 +97,23 @@ def node_stats(
                 scope=rec["scope"],
                 scope_path=list(rec["scope_path"]),
                 group=group_of(rec),
-                samples=int(seen.sum()),
+                samples=int((~np.isnan(col_d)).sum()),
                 dur_us=_nan(np.nanmedian, col_d),
                 dur_lo=float(lo[j]),
                 dur_hi=float(hi[j]),
-                gap_us=_nan(np.nanmedian, col_g),
+                gap_us=gap_us,
                 gap_lo=float(lo[k + j]),
                 gap_hi=float(hi[k + j]),
-                cost_us=_nan(np.nanmedian, col_d + col_g),
+                cost_us=cost_us,
                 dur_mean=_nan(np.nanmean, col_d),
-                gap_mean=_nan(np.nanmean, col_g),
+                gap_mean=gap_mean,
+                excess_us=x,
+                gap_net_us=gap_us - x,
+                cost_net_us=cost_us - x,
+                gap_net_mean=gap_mean - x,
             )
         )
-        x = excess.get(n, math.nan)  # one constant per node: the net median is the shift
-        rows[-1].update(
-            excess_us=x,
-            gap_net_us=rows[-1]["gap_us"] - x,
-            cost_net_us=rows[-1]["cost_us"] - x,
-            gap_net_mean=rows[-1]["gap_mean"] - x,
-        )
-    return pd.DataFrame(rows, columns=NODE_COLUMNS)
+    return frame(rows, NodeStat)
 
 
 def _nan(f: Callable[[np.ndarray], object], x: np.ndarray) -> float:

@@ -9,14 +9,32 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import pandas as pd
 
 from graph_harness.capture.attribution.rollup import ROOT, tree_label, tree_order, tree_parts
+from graph_harness.capture.rows import columns, frame
 from graph_harness.capture.scopes.names import UNSCOPED
 
-SCOPE_COLUMNS = ["scope", "depth", "nodes", "exec_us", "gap_us", "cost_us", "dispatch_share"]
-SCOPE_COLUMNS += ["share", "gap_net_us", "dispatch_share_net"]
+
+@dataclass(frozen=True, kw_only=True)
+class ScopeCost:
+    """One position of the scope tree (or one group): its nodes' summed mean costs, us."""
+
+    scope: str
+    depth: int
+    nodes: int
+    exec_us: float  # summed mean durations
+    gap_us: float  # summed mean gaps
+    cost_us: float
+    dispatch_share: float  # gap / cost
+    share: float  # of the whole's cost
+    gap_net_us: float  # net of the profiler; NaN where no node was sampled
+    dispatch_share_net: float
+
+
+SCOPE_COLUMNS = columns(ScopeCost)
 
 
 def _cost_rows(
@@ -40,7 +58,7 @@ def _cost_rows(
     for a in acc.values():
         a[3] = a[3] if a[4] else math.nan  # no sampled node: no net value, not 0
     rows = [
-        dict(
+        ScopeCost(
             scope=label,
             depth=0 if depths is None else depths[label],
             nodes=int(n),
@@ -54,7 +72,7 @@ def _cost_rows(
         )
         for label, (n, e, g, x, _) in acc.items()
     ]
-    return pd.DataFrame(rows, columns=SCOPE_COLUMNS)
+    return frame(rows, ScopeCost)
 
 
 def _total(stats: pd.DataFrame) -> float:

@@ -24,7 +24,7 @@ from graph_harness.capture.profile.activities import (
     record_replays,
 )
 from graph_harness.capture.profile.calibration import EXCESS_COLUMNS, Excess, measure_excess
-from graph_harness.capture.profile.document import HOST_LAUNCH_COLUMNS, ProfileResult
+from graph_harness.capture.profile.document import HostLaunch, ProfileResult
 from graph_harness.capture.profile.fit import with_bases
 from graph_harness.capture.profile.nodes import Window, profile_windows
 from graph_harness.capture.profile.settings import ProfileSettings
@@ -32,7 +32,9 @@ from graph_harness.capture.record.steps import StepCalls
 from graph_harness.capture.replay.guard import Replayer, as_replayer
 from graph_harness.capture.replay.host import time_launches_us
 from graph_harness.capture.replay.timing import time_replays_us
+from graph_harness.capture.rows import frame
 from graph_harness.capture.state.steps import require_repeatable
+from graph_harness.capture.stats import RoundTrial
 from graph_harness.capture.text import plural
 
 Progress = Callable[[str], None] | None  # called with each phase's name as it starts
@@ -198,12 +200,8 @@ def _timed_steps(
         trials=settings.trials,
         warmup=settings.warmup,
     )
-    return pd.DataFrame(
-        [
-            dict(variant=n, build=0, trial=t, us=x)
-            for n, ts in times.items()
-            for t, x in enumerate(ts)
-        ]
+    return frame(
+        [RoundTrial(n, 0, t, x) for n, ts in times.items() for t, x in enumerate(ts)], RoundTrial
     )
 
 
@@ -214,7 +212,7 @@ def host_launches(
     first_trial: int = 0,
 ) -> pd.DataFrame | None:
     """Each graph's host launch (capture/replay/host.py: single launches from an idle
-    device, timed on the CPU), trials interleaved: one row per trial (HOST_LAUNCH_COLUMNS:
+    device, timed on the CPU), trials interleaved: one row per trial (HostLaunch:
     variant, trial, us; trials numbered from `first_trial`, so that builds' follow on);
     None where `settings.host_launches` is 0."""
     if settings.host_launches < 1:
@@ -224,13 +222,9 @@ def host_launches(
     times = time_launches_us(
         runs, trials=settings.trials, launches=settings.host_launches, warmup=1
     )
-    return pd.DataFrame(
-        [
-            dict(variant=n, trial=first_trial + t, us=x)
-            for n, ts in times.items()
-            for t, x in enumerate(ts)
-        ],
-        columns=HOST_LAUNCH_COLUMNS,
+    return frame(
+        [HostLaunch(n, first_trial + t, x) for n, ts in times.items() for t, x in enumerate(ts)],
+        HostLaunch,
     )
 
 

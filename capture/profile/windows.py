@@ -1,6 +1,6 @@
 """Profiled windows matched and costed: every sampled replay's activities matched to the
 graph's nodes (by order, and by CUPTI's node id where the trace carries it), each matched
-node's duration and gap (SAMPLE_COLUMNS), each replay's totals and launch (REPLAY_COLUMNS),
+node's duration and gap (Sample), each replay's totals and launch (ReplayCost),
 and how the matching went. Pure computation; the definitions of duration, gap and period
 are capture/profile/nodes.py's, which makes one graph's profile of these rows."""
 
@@ -24,17 +24,52 @@ from graph_harness.capture.profile.matching import (
     match_by_id,
     match_by_order,
 )
+from graph_harness.capture.rows import columns, frame
 
-SAMPLE_COLUMNS = ["build", "window", "replay", "node", "dur_us", "gap_us", "start_us"]
-REPLAY_COLUMNS = ["build", "window", "replay", "period_us", "exec_us", "gap_us", "cost_us"]
-REPLAY_COLUMNS += ["activities", "unmatched_activities", "unmatched_nodes", "out_of_order"]
-REPLAY_COLUMNS += ["start_us"]
-# The launch of each replay (capture/profile/exposure.py): the GPU idle before its first
-# activity, how late its host call returned after the replay before it ran out of work
-# (negative: that much early; capture/profile/exposure.py judges what that shows), the
-# part of the idle spent waiting on the host,
-# and the host call's length under the profiler; NaN where the trace names no launch.
-REPLAY_COLUMNS += ["lead_gap_us", "launch_late_us", "exposed_us", "launch_us"]
+
+@dataclass(frozen=True)
+class Sample:
+    """One matched node in one sampled replay: its duration and gap, and its start in its
+    window's frame (0 is when the window's first sampled replay began); us."""
+
+    build: int
+    window: int
+    replay: int
+    node: int
+    dur_us: float
+    gap_us: float
+    start_us: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplayCost:
+    """One sampled replay: its totals (us), how its matching went, and its launch."""
+
+    build: int
+    window: int
+    replay: int
+    period_us: float  # from the previous replay's last activity's end to its own
+    exec_us: float
+    gap_us: float
+    cost_us: float
+    activities: int
+    unmatched_activities: int
+    unmatched_nodes: int
+    out_of_order: int
+    start_us: float  # when the previous replay ran out of work, in the window's frame
+    # The launch (capture/profile/exposure.py): the GPU idle before its first activity, how
+    # late its host call returned after the replay before it ran out of work (negative:
+    # that much early; exposure.py judges what that shows), the part of the idle spent
+    # waiting on the host, and the host call's length under the profiler; NaN where the
+    # trace names no launch.
+    lead_gap_us: float
+    launch_late_us: float
+    exposed_us: float
+    launch_us: float
+
+
+SAMPLE_COLUMNS = columns(Sample)
+REPLAY_COLUMNS = columns(ReplayCost)
 
 
 # --- one replay: durations and gaps ------------------------------------------------------
@@ -118,18 +153,18 @@ def cost_windows(
     plan: MatchPlan, windows: Sequence[Window], matched: Matched
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Every sampled replay of `windows` costed by its chosen match: the samples
-    (SAMPLE_COLUMNS) and the replays (REPLAY_COLUMNS)."""
+    (Sample) and the replays (ReplayCost)."""
     samples, rows = [], []
     for w, chosen in zip(windows, matched.chosen):
         mine, replays = _window_rows(plan, w, chosen)
         samples += mine
         rows += replays
-    return pd.DataFrame(samples, columns=SAMPLE_COLUMNS), pd.DataFrame(rows, columns=REPLAY_COLUMNS)
+    return frame(samples, Sample), frame(rows, ReplayCost)
 
 
 def _window_rows(
     plan: MatchPlan, w: Window, chosen: list[Match]
-) -> tuple[list[tuple], list[tuple]]:
+) -> tuple[list[Sample], list[ReplayCost]]:
     """One window's sampled replays costed: a row per matched node and one per replay,
     times in its frame (0 is when its first sampled replay began)."""
     samples, rows = [], []
@@ -140,15 +175,30 @@ def _window_rows(
         acts, m = replays[r], chosen[r]
         costs = replay_costs(plan, acts, m, prev_end)
         start = {n: a.start_us for a, n in zip(acts, m.node) if n is not None}
-        samples += [(w.build, w.window, r, n, d, g, start[n] - origin) for n, d, g in costs]
+        samples += [Sample(w.build, w.window, r, n, d, g, start[n] - origin) for n, d, g in costs]
         last = max((a.end_us for a in acts), default=prev_end)
         exec_us, gap_us = sum(c[1] for c in costs), sum(c[2] for c in costs)
-        counts = (len(acts), len(m.unmatched_activities), len(m.unmatched_nodes))
-        timing = (last - prev_end, exec_us, gap_us, exec_us + gap_us)
         call = w.launches[r] if w.launches and r < len(w.launches) else None
-        launch = launch_exposure(acts, prev_end, call)
+        lead, late, exposed, launch = launch_exposure(acts, prev_end, call)
         rows.append(
-            (w.build, w.window, r, *timing, *counts, m.out_of_order, prev_end - origin, *launch)
+            ReplayCost(
+                build=w.build,
+                window=w.window,
+                replay=r,
+                period_us=last - prev_end,
+                exec_us=exec_us,
+                gap_us=gap_us,
+                cost_us=exec_us + gap_us,
+                activities=len(acts),
+                unmatched_activities=len(m.unmatched_activities),
+                unmatched_nodes=len(m.unmatched_nodes),
+                out_of_order=m.out_of_order,
+                start_us=prev_end - origin,
+                lead_gap_us=lead,
+                launch_late_us=late,
+                exposed_us=exposed,
+                launch_us=launch,
+            )
         )
         prev_end = last
     return samples, rows

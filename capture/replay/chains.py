@@ -13,9 +13,11 @@ import pandas as pd
 import torch
 
 from graph_harness.capture.graph.reader import read_graph
+from graph_harness.capture.replay.document import ChainTrial
 from graph_harness.capture.replay.kinds import chain_kinds, get_kind
 from graph_harness.capture.replay.settings import ReplaySettings
 from graph_harness.capture.replay.timing import capture_unrolled, time_replays_us
+from graph_harness.capture.rows import frame
 from graph_harness.capture.stats import fit_chain
 from graph_harness.capture.text import plural
 
@@ -62,10 +64,8 @@ def measure_chains(
     for key, ts in times.items():
         kind, calls = key.split("|")
         nodes = meta[(kind, int(calls))]
-        rows += [
-            dict(kind=kind, calls=int(calls), nodes=nodes, trial=t, us=v) for t, v in enumerate(ts)
-        ]
-    trials_df = pd.DataFrame(rows)
+        rows += [ChainTrial(kind, int(calls), nodes, t, v) for t, v in enumerate(ts)]
+    trials_df = frame(rows, ChainTrial)
     return trials_df, fits_of(trials_df)
 
 

@@ -31,12 +31,37 @@ REPLAY_SCHEMA_VERSION = 3
 
 # --- the document ------------------------------------------------------------------------
 
-CHAIN_TRIAL_COLUMNS = ["kind", "calls", "nodes", "trial", "us"]
-FIT_COLUMNS = ["kind", *Fit.__dataclass_fields__]
-# The host side of a launch (capture/replay/host.py): a trial's median launch of a graph of
-# one kind and shape, and one fit per kind and shape.
-HOST_TRIAL_COLUMNS = ["kind", "shape", "branches", "calls", "nodes", "trial", "us"]
-HOST_FIT_COLUMNS = ["kind", "shape", *Fit.__dataclass_fields__]
+
+@dataclass(frozen=True)
+class ChainTrial:
+    """One trial of a chain (capture/replay/chains.py): `calls` calls of one kind, `nodes`
+    nodes, and one replay's time, us."""
+
+    kind: str
+    calls: int
+    nodes: int
+    trial: int
+    us: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class HostTrial:
+    """The host side of a launch (capture/replay/host.py): a trial's median launch, us,
+    of a graph of one kind and shape (`branches`: its roots)."""
+
+    kind: str
+    shape: str
+    branches: int
+    calls: int
+    nodes: int
+    trial: int
+    us: float
+
+
+CHAIN_TRIAL_COLUMNS = columns(ChainTrial)
+FIT_COLUMNS = ["kind", *columns(Fit)]
+HOST_TRIAL_COLUMNS = columns(HostTrial)
+HOST_FIT_COLUMNS = ["kind", "shape", *columns(Fit)]  # one fit per kind and shape
 # run_replays adds the ratio of measured to the real-shape prediction.
 SAVING_OPTIONAL = ["ratio_shapes"]
 REPLAY_KEYS = ("schema", "schema_version", "env", "created", "params", "options")

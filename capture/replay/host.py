@@ -20,10 +20,12 @@ import torch
 from graph_harness.capture.graph.capture import capture_graph
 from graph_harness.capture.graph.reader import read_graph
 from graph_harness.capture.replay.chains import chain_calls
-from graph_harness.capture.replay.document import HOST_FIT_COLUMNS, HOST_TRIAL_COLUMNS
+from graph_harness.capture.replay.document import HOST_FIT_COLUMNS, HostTrial
+from graph_harness.capture.replay.document import HOST_TRIAL_COLUMNS as HOST_TRIAL_COLUMNS
 from graph_harness.capture.replay.guard import Replayer, as_replayer, sync
 from graph_harness.capture.replay.kinds import get_kind
 from graph_harness.capture.replay.settings import ReplaySettings
+from graph_harness.capture.rows import frame
 from graph_harness.capture.state.steps import Repeatability, start_of
 from graph_harness.capture.stats import fit_chain
 from graph_harness.capture.text import plural
@@ -110,7 +112,7 @@ def measure_host_launch(
     progress: Callable[[str], None] | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(trial rows, fits): the host launch time of graphs of each kind and shape at about
-    `lengths` nodes (syncs; needs CUDA). Trial rows: HOST_TRIAL_COLUMNS, `us` a trial's
+    `lengths` nodes (syncs; needs CUDA). Trial rows: HostTrial, `us` a trial's
     median launch. Fits: one per kind and shape (HOST_FIT_COLUMNS): `slope` us per node,
     `intercept` the fixed cost of a launch, each with its 95% bootstrap interval."""
     unknown = [s for s in shapes if s not in SHAPES]
@@ -143,12 +145,12 @@ def measure_host_launch(
         progress(f"timing the launches of {plural(len(graphs), 'graph')}")
     times = time_launches_us(graphs, trials=trials, launches=launches, warmup=warmup)
     rows = [
-        dict(kind=k, shape=s, branches=b, calls=c, nodes=n, trial=t, us=us)
+        HostTrial(kind=k, shape=s, branches=b, calls=c, nodes=n, trial=t, us=us)
         for key, ts in times.items()
         for (k, s, b, c, n) in [meta[key]]
         for t, us in enumerate(ts)
     ]
-    trials_df = pd.DataFrame(rows, columns=HOST_TRIAL_COLUMNS)
+    trials_df = frame(rows, HostTrial)
     return trials_df, host_fits(trials_df)
 
 

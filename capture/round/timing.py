@@ -13,6 +13,8 @@ from graph_harness.capture.replay.settings import ReplaySettings
 from graph_harness.capture.replay.timing import time_replays_us
 from graph_harness.capture.round.count import CountedRound, count_round
 from graph_harness.capture.round.params import RoundParams
+from graph_harness.capture.rows import frame
+from graph_harness.capture.stats import RoundTrial
 
 
 def measure_rounds(
@@ -64,13 +66,9 @@ def measure_round_configs(
             trials=settings.trials,
             warmup=settings.warmup,
         )
-        rows += [
-            dict(variant=v, build=build, trial=t, us=x)
-            for v, ts in times.items()
-            for t, x in enumerate(ts)
-        ]
+        rows += [RoundTrial(v, build, t, x) for v, ts in times.items() for t, x in enumerate(ts)]
         if after_build is not None:
             after_build(build, keep)
         held.append((graphs, keep))
     del held
-    return pd.DataFrame(rows), exports
+    return frame(rows, RoundTrial), exports

@@ -12,6 +12,7 @@ nodes, time, graph memory and padding per size, and the sizes worth capturing.
 - padding.py: request sizes padded up a ladder, and the ladder that minimizes the time
   per request (plain arithmetic)
 - document.py: SweepResult, the `graph-harness/sweep` document, its tables and files
+- tables.py: the rows of those tables (SizeRow, a row per size), their fields the columns
 - ladders.py: a request distribution's padding section, each ladder costed
 - alloc_trace.py: one capture's requests to its pool, read from the allocator's history
 - allocator_model.py: the caching allocator's rules replayed for one graph pool

@@ -11,7 +11,6 @@ run.py.
 from __future__ import annotations
 
 import json
-import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -22,16 +21,23 @@ import pandas as pd
 from graph_harness.capture.export.documents import frame_records
 from graph_harness.capture.export.kinds import SWEEP_SCHEMA_VERSION
 from graph_harness.capture.files import write_atomic, write_csv
+from graph_harness.capture.rows import columns, frame
 from graph_harness.capture.sweep.estimate import estimate_frame, startup_frame, with_forecast
 from graph_harness.capture.sweep.ladders import Padding, padding_of
+from graph_harness.capture.sweep.padding import LadderCost
+from graph_harness.capture.sweep.tables import (
+    SIZE_COLUMNS,
+    ModuleMemory,
+    ScopeMemory,
+    SizeRow,
+    SizeTrial,
+)
 
 if TYPE_CHECKING:
     from graph_harness.capture.check.findings import CheckResult
     from graph_harness.capture.check.interleaved_verdict import InterleavedResult
     from graph_harness.capture.check.updated_verdict import UpdatedResult
-    from graph_harness.capture.count import Counted
     from graph_harness.capture.export.nodes import NodeExport
-    from graph_harness.capture.graph.lifecycle import Executable
     from graph_harness.capture.graph.memory import ScopeBytes
     from graph_harness.capture.sweep.alloc_trace import Trace
     from graph_harness.capture.sweep.forecast import Forecast
@@ -50,109 +56,10 @@ def batch_of(name: str) -> int:
     return int(name.removeprefix("batch"))
 
 
-@dataclass(frozen=True, kw_only=True)
-class SizeRow:
-    """One captured size. Times in seconds (first-run costs) and microseconds (a replay);
-    memory in bytes; None where not measured (the CPU, an eager step's compile)."""
-
-    batch: int
-    nodes: int
-    by_type: dict[str, int]
-    capture_s: float  # the step's warm-ups and its capture (a compile included)
-    compile_s: float | None = None  # a compiled step's first warm-up call over the others
-    replay_us: float | None = None  # median over trials
-    replay_lo: float | None = None  # its 95% bootstrap interval
-    replay_hi: float | None = None
-    trials: tuple[float, ...] = ()
-    host_launch_us: float | None = None  # one launch's CPU time from an idle device, median
-    # its graph made executable before its first replay (capture/graph/lifecycle.py):
-    # host seconds, and the executable's device memory outside the allocator (2 MiB pages)
-    instantiate_s: float | None = None
-    upload_s: float | None = None
-    exec_bytes: int | None = None
-    reserved: int | None = None  # its own pool's segments just after capture
-    allocated: int | None = None  # of those, the blocks in use
-    leak: int | None = None  # bytes the pool grew by over the leak check's replays
-    leak_device: int | None = None  # bytes in use on the device, grown over the same
-    check: str | None = None  # the check's status, when checked
-    interleaved: str | None = None  # its status in the interleaved check, when run
-    updated: str | None = None  # its status in the updated-executable check, when run
-
-    @property
-    def rows_per_s(self) -> float | None:
-        return None if not self.replay_us else self.batch / (self.replay_us * 1e-6)
-
-    @classmethod
-    def counted(
-        cls, batch: int, export: NodeExport, capture_s: float, *, check: str | None = None
-    ) -> SizeRow:
-        return cls(
-            batch=batch,
-            nodes=export.total,
-            by_type={str(k): int(v) for k, v in export.counts("type").items()},
-            capture_s=capture_s,
-            check=check,
-        )
-
-    @classmethod
-    def measured(
-        cls,
-        batch: int,
-        counted: Counted,
-        *,
-        capture_s: float,
-        compile_s: float | None,
-        trials: list[float],
-        lo: float,
-        hi: float,
-        leak: tuple[int, int],
-        check: CheckResult | None,
-        host_launch_us: float | None = None,
-        executable: Executable | None = None,
-    ) -> SizeRow:
-        mem = counted.memory.pool if counted.memory is not None else None  # recorded: none
-        return cls(
-            batch=batch,
-            nodes=counted.export.total,
-            by_type={str(k): int(v) for k, v in counted.export.counts("type").items()},
-            capture_s=capture_s,
-            compile_s=compile_s,
-            replay_us=statistics.median(trials),
-            replay_lo=lo,
-            replay_hi=hi,
-            trials=tuple(trials),
-            reserved=None if mem is None else mem.reserved,
-            allocated=None if mem is None else mem.allocated,
-            leak=leak[0],
-            leak_device=leak[1],
-            check=None if check is None else check.status,
-            host_launch_us=host_launch_us,
-            instantiate_s=None if executable is None else executable.instantiate_s,
-            upload_s=None if executable is None else executable.upload_s,
-            exec_bytes=None if executable is None else executable.exec_bytes,
-        )
-
-
-SIZE_COLUMNS = [
-    "batch", "nodes", "by_type", "capture_s", "compile_s", "replay_us", "replay_lo",
-    "replay_hi", "rows_per_s", "host_launch_us", "instantiate_s", "upload_s", "reserved",
-    "allocated", "exec_bytes", "leak", "leak_device", "check", "interleaved",
-    "updated",
-]  # fmt: skip
 SHARED_COLUMNS = ["batch", "total_reserved", "adds", "total_allocated", "exec_bytes", "free_drop"]
-SCOPE_COLUMNS = ["batch", "scope_path", "reserved", "requested", "held"]
-LADDER_COLUMNS = [
-    "requests",
-    "ladder",
-    "sizes",
-    "graphs",
-    "memory",
-    "expected_us",
-    "exact_us",
-    "lost_us",
-    "padding_share",
-]
-LADDER_COLUMNS += ["uncovered", "interpolated"]
+SCOPE_COLUMNS = columns(ScopeMemory)
+# The ladders table: a LadderCost's fields after the padding's requests, its name as `ladder`
+LADDER_COLUMNS = ["requests", "ladder", *(c for c in columns(LadderCost) if c != "name")]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -197,10 +104,8 @@ class SweepResult:
         return pd.DataFrame(rows, columns=SIZE_COLUMNS)
 
     def trials_table(self) -> pd.DataFrame:
-        rows = [
-            dict(batch=r.batch, trial=t, us=us) for r in self.rows for t, us in enumerate(r.trials)
-        ]
-        return pd.DataFrame(rows, columns=["batch", "trial", "us"])
+        rows = [SizeTrial(r.batch, t, us) for r in self.rows for t, us in enumerate(r.trials)]
+        return frame(rows, SizeTrial)
 
     def estimate_table(self) -> pd.DataFrame:
         """The graphs' true memory against the common estimators (capture/sweep/estimate.py
@@ -217,12 +122,12 @@ class SweepResult:
 
     def scope_table(self) -> pd.DataFrame:
         rows = [
-            dict(batch=batch_of(n), scope_path=json.dumps(list(s.scope_path)), reserved=s.reserved,
-                 requested=s.requested, held=s.held)
+            ScopeMemory(batch=batch_of(n), scope_path=json.dumps(list(s.scope_path)),
+                        reserved=s.reserved, requested=s.requested, held=s.held)
             for n, scopes in (self.memory_by_scope or {}).items()
             for s in scopes or []
         ]  # fmt: skip
-        return pd.DataFrame(rows, columns=SCOPE_COLUMNS)
+        return frame(rows, ScopeMemory)
 
     def memory_by_module(self, depth: int | None = None) -> pd.DataFrame:
         """Memory by scope cut to `depth` parts of the scope tree (None: every level), per
@@ -232,15 +137,13 @@ class SweepResult:
         from graph_harness.capture.attribution.rollup import tree_label, tree_parts
 
         rows = [
-            dict(batch=batch_of(n),
-                 scope=tree_label(tree_parts(s.scope_path)[: None if depth is None else depth]),
-                 reserved=s.reserved, requested=s.requested, held=s.held)
+            ModuleMemory(batch=batch_of(n), scope=tree_label(tree_parts(s.scope_path)[:depth]),
+                         reserved=s.reserved, requested=s.requested, held=s.held)
             for n, scopes in (self.memory_by_scope or {}).items()
             for s in scopes or []
         ]  # fmt: skip
-        cols = ["batch", "scope", "reserved", "requested", "held"]
-        df = pd.DataFrame(rows, columns=cols)
-        return df.groupby(["batch", "scope"], as_index=False, sort=False).sum()[cols]
+        per = frame(rows, ModuleMemory).groupby(["batch", "scope"], as_index=False, sort=False)
+        return per.sum()[columns(ModuleMemory)]
 
     def ladder_table(self) -> pd.DataFrame:
         rows = [

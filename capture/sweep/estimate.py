@@ -11,17 +11,41 @@ tested on the CPU.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pandas as pd
 
-if TYPE_CHECKING:
-    from graph_harness.capture.sweep.document import SizeRow
-    from graph_harness.capture.sweep.forecast import Forecast
+from graph_harness.capture.rows import columns, frame
 
-ESTIMATE_COLUMNS = ["estimator", "bytes", "true_bytes", "error"]
-STARTUP_COLUMNS = ["phase", "seconds", "share"]
+if TYPE_CHECKING:
+    from graph_harness.capture.sweep.forecast import Forecast
+    from graph_harness.capture.sweep.tables import SizeRow
+
 CAPTURES = "warm-ups and capture (graph-harness's reads in it)"
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """An estimator's figure for the sweep's graph memory against the truth."""
+
+    estimator: str
+    bytes: int
+    true_bytes: int
+    error: float | None  # estimate / true - 1; None where the truth is 0
+
+
+@dataclass(frozen=True)
+class StartupPhase:
+    """One phase of the sizes' start-up, summed over the sizes."""
+
+    phase: str
+    seconds: float
+    share: float | None  # of the phases' sum; None where that is 0
+
+
+ESTIMATE_COLUMNS = columns(Estimate)
+STARTUP_COLUMNS = columns(StartupPhase)
 
 
 def true_total(shared: Sequence[Mapping[str, int | None]]) -> int | None:
@@ -32,7 +56,7 @@ def true_total(shared: Sequence[Mapping[str, int | None]]) -> int | None:
     return int(shared[-1]["total_reserved"]) + sum(int(r["exec_bytes"]) for r in shared)
 
 
-def estimates(own: Mapping[int, int], true: int) -> list[dict[str, object]]:
+def estimates(own: Mapping[int, int], true: int) -> list[Estimate]:
     """Each estimator's figure for the sizes `own` (batch -> bytes the size took alone:
     pool plus executable) against `true` (bytes), with its error (estimate / true - 1)."""
     if not own:
@@ -48,16 +72,13 @@ def estimates(own: Mapping[int, int], true: int) -> list[dict[str, object]]:
         "linear from two sizes": round(linear),
         "sum of per-size deltas": sum(own.values()),
     }
-    return [
-        dict(estimator=k, bytes=v, true_bytes=true, error=(v / true - 1) if true else None)
-        for k, v in figures.items()
-    ]
+    return [Estimate(k, v, true, (v / true - 1) if true else None) for k, v in figures.items()]
 
 
 def estimate_frame(
     rows: Sequence[SizeRow], shared: Sequence[Mapping[str, int | None]] | None
 ) -> pd.DataFrame:
-    """ESTIMATE_COLUMNS for a sweep's sizes (each alone: pool plus executable) and its
+    """Estimate rows for a sweep's sizes (each alone: pool plus executable) and its
     shared pool; empty where the sweep did not read both."""
     true = true_total(shared or [])
     own = {
@@ -67,7 +88,7 @@ def estimate_frame(
     }
     if true is None or len(own) != len(rows):
         return pd.DataFrame(columns=ESTIMATE_COLUMNS)
-    return pd.DataFrame(estimates(own, true), columns=ESTIMATE_COLUMNS)
+    return frame(estimates(own, true), Estimate)
 
 
 def with_forecast(df: pd.DataFrame, fc: Forecast | None) -> pd.DataFrame:
@@ -82,12 +103,12 @@ def with_forecast(df: pd.DataFrame, fc: Forecast | None) -> pd.DataFrame:
               f"{swept.last.total_hi} B)", swept.last.total)]  # fmt: skip
     if swept.vllm is not None:
         extra.append(("vLLM's method (profile_cudagraph_memory)", swept.vllm))
-    rows = [dict(estimator=k, bytes=v, true_bytes=true, error=v / true - 1) for k, v in extra]
-    return pd.concat([df, pd.DataFrame(rows, columns=ESTIMATE_COLUMNS)], ignore_index=True)
+    rows = [Estimate(k, v, true, v / true - 1) for k, v in extra]
+    return pd.concat([df, frame(rows, Estimate)], ignore_index=True)
 
 
 def startup_frame(rows: Sequence[SizeRow]) -> pd.DataFrame:
-    """STARTUP_COLUMNS: the sizes' start-up by phase (module docstring), in seconds and as
+    """StartupPhase rows: the sizes' start-up by phase (module docstring), in seconds and as
     shares of their sum; empty where not every size was made executable here."""
     made = [r for r in rows if r.instantiate_s is not None]
     if not made or len(made) != len(rows):
@@ -100,7 +121,6 @@ def startup_frame(rows: Sequence[SizeRow]) -> pd.DataFrame:
         "upload": sum(r.upload_s for r in made),
     }
     total = sum(phases.values())
-    return pd.DataFrame(
-        [dict(phase=k, seconds=v, share=v / total if total else None) for k, v in phases.items()],
-        columns=STARTUP_COLUMNS,
+    return frame(
+        [StartupPhase(k, v, v / total if total else None) for k, v in phases.items()], StartupPhase
     )

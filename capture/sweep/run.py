@@ -25,7 +25,7 @@ from graph_harness.capture.environment import environment, now
 from graph_harness.capture.graph.settings import StepSettings
 from graph_harness.capture.state.steps import StateWatch
 from graph_harness.capture.stats import median_interval
-from graph_harness.capture.sweep.document import SizeRow, SweepResult, size_name
+from graph_harness.capture.sweep.document import SweepResult, size_name
 from graph_harness.capture.sweep.replays import leak, steady, timed
 from graph_harness.capture.sweep.settings import SweepSettings, check_sizes
 from graph_harness.capture.sweep.shared import SHARED_CHECKS, Turns, shared_pool
@@ -39,6 +39,7 @@ from graph_harness.capture.sweep.sizes import (
     trace_of,
     weights_of,
 )
+from graph_harness.capture.sweep.tables import SizeRow
 
 if TYPE_CHECKING:
     from graph_harness.capture.check.findings import CheckResult

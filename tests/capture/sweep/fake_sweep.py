@@ -6,7 +6,8 @@ def _fake_sweep(sizes=(1, 2, 4, 8)):
     """A GPU sweep's result made by hand, for what is computed and drawn from it: replay
     time 100 + 10 * batch us, own pools 2 MiB x batch."""
     from graph_harness.capture.export.nodes import NodeExport
-    from graph_harness.capture.sweep.document import SizeRow, SweepResult, size_name
+    from graph_harness.capture.sweep.document import SweepResult, size_name
+    from graph_harness.capture.sweep.tables import SizeRow
 
     node = dict(index=0, type="kernel", kernel="k", grid=None, block=None, stage=None,
                 step="unscoped", scope="unscoped", scope_path=[], deps=[], parent=None)  # fmt: skip

@@ -24,14 +24,14 @@ def test_the_truth_is_the_shared_pool_after_its_last_size_plus_every_executable(
 def test_each_estimator_against_the_truth():
     # sizes alone: 1 -> 10 MiB, 2 -> 14, 4 -> 30, 8 -> 38 (pool plus executable)
     own = {1: 10 * MIB, 2: 14 * MIB, 4: 30 * MIB, 8: 38 * MIB}
-    rows = {r["estimator"]: r for r in estimates(own, 50 * MIB)}
+    rows = {r.estimator: r for r in estimates(own, 50 * MIB)}
     # the line through (1, 10) and (8, 38): 4 MiB per row, at 1, 2, 4, 8: 10+14+22+38
-    assert rows["linear from two sizes"]["bytes"] == 84 * MIB
-    assert rows["sum of per-size deltas"]["bytes"] == 92 * MIB
-    assert rows["linear from two sizes"]["error"] == pytest.approx(84 / 50 - 1)
-    assert rows["sum of per-size deltas"]["true_bytes"] == 50 * MIB
-    (one,) = [r for r in estimates({4: 7}, 7) if r["estimator"] == "linear from two sizes"]
-    assert one["bytes"] == 7 and one["error"] == 0
+    assert rows["linear from two sizes"].bytes == 84 * MIB
+    assert rows["sum of per-size deltas"].bytes == 92 * MIB
+    assert rows["linear from two sizes"].error == pytest.approx(84 / 50 - 1)
+    assert rows["sum of per-size deltas"].true_bytes == 50 * MIB
+    (one,) = [r for r in estimates({4: 7}, 7) if r.estimator == "linear from two sizes"]
+    assert one.bytes == 7 and one.error == 0
 
 
 def test_the_sweep_sets_them_beside_its_truth_and_says_where_its_start_up_went(tmp_path):
