@@ -16,9 +16,9 @@ MAX_READS = 8  # inputs kept in a graph's record (`reads`)
 
 class Touch(NamedTuple):
     """One tensor an operator touched: its `storage` (device index and the storage's data
-    pointer: views of one buffer share it), the `shape` and `dtype` it was touched as,
-    and whether it is a `weight` (an `nn.Parameter`). A tuple: one is made per tensor
-    argument of every operator a region runs."""
+    pointer: views of one buffer share it), the `shape` and `dtype` it was read as (a read
+    only: `()` and `""` for a write or an output) and whether it is a `weight` (an
+    `nn.Parameter`). A tuple: one is made per tensor of every operator a region runs."""
 
     storage: tuple[int, int]
     shape: tuple[int, ...]

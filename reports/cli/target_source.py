@@ -5,8 +5,9 @@ attribute, keyword or string of it) or has means to bind one unseen (`import *`,
 `__getattr__`, `globals()`, `exec`, `setattr`, `sys.modules`, ...: `_DYNAMIC_*` list them).
 A dotted MODULE is found as its import would find it (module_source.py); a module no
 finder has is refused too; a package on the way that could move its folders
-(`_PACKAGE_PATHS`) leaves it to the import, as does anything else not told here (a dunder
-name, a file that does not parse, a module not plain Python source)."""
+(`_PACKAGE_PATHS`), a file that imports another module of its own package, and anything
+not told here (a dunder name, a file that does not parse, not plain Python) are left to
+the import."""
 
 from __future__ import annotations
 
@@ -54,6 +55,10 @@ def _dotted_problem(spec: str, files_before: list[Path]) -> str | None:
     inits = [_parsed(p) for p in found.packages]
     if not all(t is not None and _surely_unbound(t, _PACKAGE_PATHS) for t in inits):
         return None
+    top = module_name.partition(".")[0]
+    own = [*inits, _parsed(found.path) if found.path else None]
+    if any(t is not None and _imports_own_package(t, top) for t in own):
+        return None  # a module of the package, not read here, may add the name or a finder
     if found.missing is not None:
         return no_module(spec, found.missing)
     if found.path is None or _has_entry(found.folders, func):
@@ -128,10 +133,32 @@ def _identifiers(node: ast.AST) -> set[str]:
     return {v for v in (getattr(node, f, None) for f in fields) if isinstance(v, str)}
 
 
+def _imports_own_package(tree: ast.Module, top: str) -> bool:
+    """Whether `tree` imports another module of its own top-level package `top` (a
+    relative import, or `top.` by name): one that could bind names in it unseen."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                return True
+            named = [node.module or ""]
+        elif isinstance(node, ast.Import):
+            named = [a.name for a in node.names]
+        else:
+            continue
+        if any(n.partition(".")[0] == top for n in named):
+            return True
+    return False
+
+
 def _dynamic(node: ast.AST) -> bool:
-    """Whether `node` could bind a name the tree does not spell."""
+    """Whether `node` could bind a name the tree does not spell (the module's own name
+    handed to a call: `export(__name__, ...)` may set attributes on it)."""
     if isinstance(node, ast.alias) and node.name == "*":
         return True
+    if isinstance(node, ast.Call):
+        given = [*node.args, *(k.value for k in node.keywords)]
+        if any(isinstance(a, ast.Name) and a.id == "__name__" for a in given):
+            return True
     if isinstance(node, ast.Name) and node.id in _DYNAMIC_CALLS:
         return True
     return isinstance(node, ast.Attribute) and node.attr in _DYNAMIC_ATTRIBUTES

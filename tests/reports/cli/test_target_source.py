@@ -180,6 +180,60 @@ def test_a_package_that_may_bind_the_name_in_its_module_is_left_to_the_import(pa
     load_factory(f"{pkg}.steps:make")  # bound, by the package
 
 
+# A module of the package that is not read early, imported on the way: it could bind the
+# name in the target, or install a finder that has the target module.
+OTHER_MODULE_MAY_BIND = {
+    "a plugin sets it": (
+        {"plugins.py": "from . import steps\nsteps.make = print\n"},
+        "from . import plugins\n",
+        "steps",
+    ),
+    "a plugin sets it, imported by name": (
+        {"plugins.py": "import sys\nsys.modules[__package__ + '.steps'].make = print\n"},
+        "from . import steps\nfrom . import plugins\n",
+        "steps",
+    ),
+    "a finder has the module": (
+        {
+            "_hooks.py": "import importlib.abc, importlib.machinery, sys\n"
+            "class F(importlib.abc.MetaPathFinder, importlib.abc.Loader):\n"
+            "    def find_spec(self, name, path, target=None):\n"
+            "        if name.endswith('.generated'):\n"
+            "            return importlib.machinery.ModuleSpec(name, self)\n"
+            "    def create_module(self, spec):\n        return None\n"
+            "    def exec_module(self, module):\n        module.make = print\n"
+            "sys.meta_path.insert(0, F())\n"
+        },
+        "from . import _hooks\n",
+        "generated",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OTHER_MODULE_MAY_BIND))
+def test_a_module_of_the_package_imported_on_the_way_leaves_it_to_the_import(package, name):
+    files, init, module = OTHER_MODULE_MAY_BIND[name]
+    pkg = package({"steps.py": "X = 1\n", **files}, init=init)
+    before = list(sys.meta_path)
+    try:
+        assert missing_factory(f"{pkg}.{module}:make") is None
+        assert load_factory(f"{pkg}.{module}:make").function is print  # it loads
+    finally:
+        sys.meta_path[:] = before
+
+
+def test_a_module_that_hands_its_name_to_a_call_is_left_to_the_import(package, tmp_path):
+    helper = "import sys\n\n\ndef export(name, names):\n    for n in names:\n"
+    helper += "        setattr(sys.modules[name], n, print)\n"
+    steps = "from .helper import export\n\nexport(__name__, ['ma' + 'ke'])\n"
+    pkg = package({"steps.py": steps, "helper.py": helper})
+    assert missing_factory(f"{pkg}.steps:make") is None
+    # a file target: no import of its own package gives it away
+    (tmp_path / "steps.py").write_text("import exporter\n\nexporter.export(__name__, ['m'])\n")
+    assert missing_factory(f"{tmp_path / 'steps.py'}:make") is None
+    assert load_factory(f"{pkg}.steps:make").function is print
+
+
 def test_a_missing_module_is_refused_as_the_import_would(package):
     pkg = package({"steps.py": "def make_step():\n    pass\n"})
     for spec, missing in (
