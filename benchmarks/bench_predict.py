@@ -22,9 +22,10 @@ hf-llama, qwen2, qwen2-moe (examples/hf_decode.py, the "small" preset); each wit
 to 512 ([1, 2, 4] + every multiple of 8: 67 sizes; the default for eager models); `pow2`,
 1 to 512 in powers of two (10 sizes; the default for compiled ones, each size a compile
 of its own). Writes DIR/predict.json, DIR/predict.md and DIR/NAME/ (each sweep's files, as
-`sweep --out`); prints the markdown table. On the H100, an eager model of the vLLM ladder
-takes about a minute; a compiled one of the pow2 ladder about two (estimates: run one
-model first and read `seconds`).
+`sweep --out`, and traces.json: every size's own-pool allocator requests, events
+`["a", bytes]` or `["f", allocation number]`, to refit without a GPU); prints the table.
+On the H100, an eager model of the vLLM ladder takes about a minute; a compiled one of the
+pow2 ladder about two (estimates: run one model first and read `seconds`).
 """
 
 from __future__ import annotations
@@ -116,7 +117,9 @@ def write_traces(result, path: Path) -> None:
     data = dict(traces={str(b): one(t) for b, t in sorted(result.traces.items())},
                 shared=result.shared, weights=result.weights,
                 execs={str(r.batch): r.exec_bytes for r in result.rows})  # fmt: skip
-    path.write_text(json.dumps(data) + "\n")
+    part = path.with_suffix(".part")
+    part.write_text(json.dumps(data) + "\n")
+    part.replace(path)  # whole or not at all
 
 
 def pct(x: float | None) -> str:

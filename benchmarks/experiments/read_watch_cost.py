@@ -96,13 +96,15 @@ def main() -> None:
         row = {
             "layers": layers,
             "ops": ops,
-            **{f"{h}_ms": round(med[h] * 1e3, 3) for h in hows},
-            "watch_over_plain_ms": round((med["watch"] - med["plain"]) * 1e3, 3),
-            "watch_us_per_op": round((med["watch"] - med["plain"]) / ops * 1e6, 2),
-            "pass_us_per_op": round((med["pass-through"] - med["plain"]) / ops * 1e6, 2),
+            **{f"{h}_ms": med[h] * 1e3 for h in hows},
+            "watch_over_plain_ms": (med["watch"] - med["plain"]) * 1e3,
+            "watch_us_per_op": (med["watch"] - med["plain"]) / ops * 1e6,
+            "pass_us_per_op": (med["pass-through"] - med["plain"]) / ops * 1e6,
+            "runs_s": times,
         }
         out["rows"].append(row)
-        print(json.dumps(row))
+        shown = {k: v for k, v in row.items() if k != "runs_s"}
+        print({k: round(v, 3) if isinstance(v, float) else v for k, v in shown.items()})
     if a.json:
         with open(a.json, "w") as f:
             json.dump(out, f, indent=1)

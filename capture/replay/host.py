@@ -21,7 +21,6 @@ from graph_harness.capture.graph.capture import capture_graph
 from graph_harness.capture.graph.reader import read_graph
 from graph_harness.capture.replay.chains import chain_calls
 from graph_harness.capture.replay.document import HOST_FIT_COLUMNS, HostTrial
-from graph_harness.capture.replay.document import HOST_TRIAL_COLUMNS as HOST_TRIAL_COLUMNS
 from graph_harness.capture.replay.guard import Replayer, as_replayer, sync
 from graph_harness.capture.replay.kinds import get_kind
 from graph_harness.capture.replay.settings import ReplaySettings

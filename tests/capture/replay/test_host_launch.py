@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import graph_harness.capture.replay.host as H
+from graph_harness.capture.replay.document import HOST_TRIAL_COLUMNS
 
 
 class Clock:
@@ -71,7 +72,7 @@ def test_the_fit_recovers_the_cost_per_node_and_the_fixed_cost(clock):
         for (key, ts), n in zip(times.items(), H.HOST_LENGTHS)
         for t, us in enumerate(ts)
     ]
-    (fit,) = H.host_fits(pd.DataFrame(rows, columns=H.HOST_TRIAL_COLUMNS)).itertuples()
+    (fit,) = H.host_fits(pd.DataFrame(rows, columns=HOST_TRIAL_COLUMNS)).itertuples()
     assert fit.slope == pytest.approx(0.031) and fit.intercept == pytest.approx(4.0)
     # exact medians: an interval of no width, at the cost (to rounding)
     assert fit.slope_lo - 1e-9 <= 0.031 <= fit.slope_hi + 1e-9 and fit.r2 == pytest.approx(1.0)
@@ -117,7 +118,7 @@ def test_host_launch_figures_round_trip_through_the_replay_document(tmp_path):
                  us=3.0 + 0.02 * n + 0.1 * t)
             for n in (64, 1024) for t in range(3)
         ],
-        columns=H.HOST_TRIAL_COLUMNS,
+        columns=HOST_TRIAL_COLUMNS,
     )  # fmt: skip
     fits = H.host_fits(trials)
     empty = pd.DataFrame(columns=["kind", "calls", "nodes", "trial", "us"])
@@ -143,7 +144,7 @@ def test_replay_measures_the_host_side_of_the_kinds_it_measures_unless_told_not_
     from graph_harness.capture.round.params import RoundParams
 
     asked = []
-    trials = pd.DataFrame(columns=H.HOST_TRIAL_COLUMNS)
+    trials = pd.DataFrame(columns=HOST_TRIAL_COLUMNS)
     monkeypatch.setattr(R, "measure_chains", lambda kinds, settings, **kw: (trials, trials))
     monkeypatch.setattr(R, "environment", lambda device: {"device": "stand-in"})
 
