@@ -116,7 +116,9 @@ def write_traces(result, path: Path) -> None:
 
     data = dict(traces={str(b): one(t) for b, t in sorted(result.traces.items())},
                 shared=result.shared, weights=result.weights,
-                execs={str(r.batch): r.exec_bytes for r in result.rows})  # fmt: skip
+                execs={str(r.batch): r.exec_bytes for r in result.rows},
+                exec_each={str(r.batch): [r.exec_each, r.exec_each_spread]
+                           for r in result.rows})  # fmt: skip
     part = path.with_suffix(".part")
     part.write_text(json.dumps(data) + "\n")
     part.replace(path)  # whole or not at all

@@ -56,7 +56,10 @@ def batch_of(name: str) -> int:
     return int(name.removeprefix("batch"))
 
 
-SHARED_COLUMNS = ["batch", "total_reserved", "adds", "total_allocated", "exec_bytes", "free_drop"]
+SHARED_COLUMNS = [
+    "batch", "total_reserved", "adds", "total_allocated", "exec_bytes", "own_exec_bytes",
+    "free_drop",
+]  # fmt: skip
 SCOPE_COLUMNS = columns(ScopeMemory)
 # The ladders table: a LadderCost's fields after the padding's requests, its name as `ladder`
 LADDER_COLUMNS = ["requests", "ladder", *(c for c in columns(LadderCost) if c != "name")]

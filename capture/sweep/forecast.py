@@ -2,7 +2,8 @@
 --predict-from`, issue 58): per size and in total, with an interval, against the truth
 where the sweep measured it, beside vLLM's own method (vllm_method.py), and the KV cache
 left under a budget. Pool: predict.py on the sampled sizes' traces; executables: a line
-through the sampled sizes' measured ones; the interval is the spread over the fits the
+through the sampled sizes' own, each resolved below the page (capture/graph/exec_size.py),
+summed in the driver's whole pages; the interval is the spread over the fits the
 samples allow, not a statistical one (docs/sweep.md, "Graph memory predicted").
 Plain arithmetic on traces and the sweep's rows; tested on the CPU."""
 
@@ -13,8 +14,11 @@ from dataclasses import asdict, dataclass, field
 from itertools import combinations
 from typing import TYPE_CHECKING, Any
 
+from graph_harness.capture.graph.lifecycle import PAGE
+
 from .alloc_trace import Trace
 from .allocator_model import own_pool_reserved
+from .estimate import true_execs
 from .padding import vllm_ladder
 from .predict import NotPredictable, predict_shared_pool
 from .vllm_method import vllm_for_ladder
@@ -221,17 +225,24 @@ Column = list[int | None]
 
 
 def _exec_line(
-    execs: Mapping[int, int | None], order: Sequence[int]
+    execs: Mapping[int, int | None], order: Sequence[int], spread: Mapping[int, int]
 ) -> tuple[Column, Column, Column]:
     """Each size's executable: the line through the smallest and largest sample, and the
-    ends (with the sampled extremes); None each where a sample's was not measured."""
+    ends (with the sampled extremes, each to within its `spread`); None each where a
+    sample's was not measured."""
     if not execs or any(v is None for v in execs.values()):
         return [None] * len(order), [None] * len(order), [None] * len(order)
     (b0, e0), (b1, e1) = min(execs.items()), max(execs.items())
     slope = (e1 - e0) / (b1 - b0) if b1 != b0 else 0.0
     line = [max(0, round(e0 + slope * (b - b0))) for b in order]
-    least, most = min(execs.values()), max(execs.values())
-    return line, [min(v, least) for v in line], [max(v, most) for v in line]
+    wide = max(spread.values(), default=0)
+    least, most = min(execs.values()) - wide, max(execs.values()) + wide
+    return line, [max(0, min(v, least)) for v in line], [max(v, most) for v in line]
+
+
+def _pages(n: float, up: bool = True) -> int:
+    """`n` bytes in the driver's pages, rounded up (or down)."""
+    return (-(-int(n) // PAGE) if up else int(n) // PAGE) * PAGE
 
 
 def predict_ladder(
@@ -240,31 +251,34 @@ def predict_ladder(
     traces: Mapping[int, Trace],
     execs: Mapping[int, int | None],
     shared: Sequence[Mapping[str, int | None]] | None = None,
+    spread: Mapping[int, int] | None = None,
 ) -> LadderForecast:
     """`ladder`'s graph memory predicted from the sampled sizes' `traces` and executables
-    (`execs`), in capture order; against `shared` (the sweep's shared-pool rows) where
-    they are this ladder's, captured largest first. NotPredictable where the traces do
-    not align."""
+    (`execs`: one executable's bytes, resolved below the page, each to within `spread`),
+    in capture order; the executables so far in whole pages (the driver's). Against
+    `shared` (the sweep's shared-pool rows) where they are this ladder's, captured
+    largest first. NotPredictable where the traces do not align."""
     order = sorted(set(ladder), reverse=True)
     miss = _model_miss(traces)
     pool, pool_lo, pool_hi, flagged = _pool_range(traces, order, miss)
-    ex, ex_lo, ex_hi = _exec_line(execs, order)
+    ex, ex_lo, ex_hi = _exec_line(execs, order, spread or {})
     truth = list(shared or [])
     measured = [r.get("batch") for r in truth] == order
-    rows, sums, true_execs = [], [0, 0, 0], 0
+    true_execs_so_far = true_execs(truth) if measured else [None] * len(order)
+    rows, sums = [], [0, 0, 0]
     for i, b in enumerate(order):
         if ex[i] is not None:
             sums = [sums[0] + ex[i], sums[1] + ex_lo[i], sums[2] + ex_hi[i]]
         t = truth[i] if measured else {}
-        te = t.get("exec_bytes")
-        true_execs = None if te is None or true_execs is None else true_execs + int(te)
-        tp = t.get("total_reserved")
+        tp, te = t.get("total_reserved"), true_execs_so_far[i]
+        before = true_execs_so_far[i - 1] if i else 0
         rows.append(ForecastRow(
             batch=b, pool=pool[i], pool_lo=pool_lo[i], pool_hi=pool_hi[i], exec_bytes=ex[i],
-            exec_lo=ex_lo[i], exec_hi=ex_hi[i], total=pool[i] + sums[0],
-            total_lo=pool_lo[i] + sums[1], total_hi=pool_hi[i] + sums[2],
-            true_pool=tp, true_exec=te,
-            true_total=None if tp is None or true_execs is None else tp + true_execs,
+            exec_lo=ex_lo[i], exec_hi=ex_hi[i], total=pool[i] + _pages(sums[0]),
+            total_lo=pool_lo[i] + _pages(sums[1], up=False),
+            total_hi=pool_hi[i] + _pages(sums[2]),
+            true_pool=tp, true_exec=None if te is None or before is None else te - before,
+            true_total=None if tp is None or te is None else tp + te,
         ))  # fmt: skip
     vllm, why = vllm_for_ladder(order, truth)
     return LadderForecast(name=name, rows=rows, flagged=flagged, vllm=vllm, vllm_why=why,
@@ -279,10 +293,11 @@ def forecast(
     *,
     weights: int | None = None,
     budget: int | None = None,
+    spread: Mapping[int, int] | None = None,
 ) -> Forecast:
     """Every ladder of `ladders` (name -> sizes) predicted from the `sampled` sizes'
-    traces (None: not read) and executables, each against `shared` where it is the
-    ladder the sweep captured; or a Forecast that says why not."""
+    traces (None: not read) and executables (bytes each, to within `spread`), each against
+    `shared` where it is the ladder the sweep captured; or a Forecast that says why not."""
     sizes = tuple(sorted(sampled))
     unread = [b for b, t in sorted(sampled.items()) if t is None]
     base = dict(sampled=sizes, weights=weights, budget=budget)
@@ -294,7 +309,8 @@ def forecast(
         ))  # fmt: skip
     traces = {b: t for b, t in sampled.items() if t is not None}
     try:
-        out = [predict_ladder(n, ladder, traces, execs, shared) for n, ladder in ladders.items()]
+        out = [predict_ladder(n, ladder, traces, execs, shared, spread)
+               for n, ladder in ladders.items()]  # fmt: skip
     except NotPredictable as e:
         return Forecast(**base, why_not=f"the sampled sizes' requests do not align: {e}")
     return Forecast(**base, ladders=out, model_miss=_model_miss(traces))
@@ -308,9 +324,11 @@ def forecast_of(result: SweepResult, sampled: Sequence[int], budget: int | None)
     chosen = check_samples(sizes, sampled)
     if not result.measured:
         return Forecast(sampled=chosen, budget=budget, why_not=NO_GPU)
-    execs = {r.batch: r.exec_bytes for r in result.rows if r.batch in chosen}
+    execs = {r.batch: r.exec_each for r in result.rows if r.batch in chosen}
+    spread = {r.batch: r.exec_each_spread or 0 for r in result.rows if r.batch in chosen}
     ladders = {"sizes swept": sizes}
     if sorted(VLLM_DEFAULT) != sorted(sizes):
         ladders[f"vLLM default ({len(VLLM_DEFAULT)} sizes, 1-{max(VLLM_DEFAULT)})"] = VLLM_DEFAULT
     samples = {b: result.traces.get(b) for b in chosen}
-    return forecast(samples, execs, ladders, result.shared, weights=result.weights, budget=budget)
+    return forecast(samples, execs, ladders, result.shared, weights=result.weights,
+                    budget=budget, spread=spread)  # fmt: skip

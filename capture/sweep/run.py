@@ -36,6 +36,7 @@ from graph_harness.capture.sweep.sizes import (
     default_gate,
     own_pools,
     recompiles,
+    resolve_execs,
     trace_of,
     weights_of,
 )
@@ -179,6 +180,7 @@ def _on_gpu(run: _Sweep, device: torch.device) -> SweepResult:
         with steady(own):
             times, host = timed(own, run.settings)
             leaks = {s.batch: leak(s, run.settings) for s in own}
+        resolve_execs(own, stream)
         rows = [
             _row(s, times[size_name(s.batch)], leaks[s.batch], host.get(size_name(s.batch)))
             for s in own
@@ -233,6 +235,8 @@ def _shared(
     gc.collect()
     torch.cuda.empty_cache()
     shared, turns, returned = shared_pool(steps, run.name, run.warmup, run.say, stream, run.turns())
+    own = {r.batch: r.exec_bytes for r in rows}  # the same sizes' executables, made first
+    shared = [{**r, "own_exec_bytes": own.get(r["batch"])} for r in shared]
     for mode, result in turns.items():
         (run.gate or default_gate())({mode: result})
         rows = [replace(r, **{mode: result.by_size.get(r.batch)}) for r in rows]
@@ -265,4 +269,5 @@ def _row(s: Size, us: list[float], leak: tuple[int, int], host: list[float] | No
         check=s.check,
         host_launch_us=statistics.median(host) if host else None,
         executable=s.executable,
+        each=s.each,
     )

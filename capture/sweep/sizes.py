@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 import torch
 
 from graph_harness.capture.count import Counted, capture_and_keep
+from graph_harness.capture.graph.exec_size import ExecSize, exec_size
 from graph_harness.capture.graph.lifecycle import Executable, instantiate_and_upload
 from graph_harness.capture.graph.memory import pool_memory
 from graph_harness.capture.record.steps import RecordedStep, StepCalls, outside_scopes
@@ -80,6 +81,7 @@ class Size:
     shared: dict[str, int] | None = None  # and Inductor's one pool, read after it
     replayed: str | None = None  # its replays' graphs, where not the counted ones
     executable: Executable | None = None  # its graph made executable (ours only)
+    each: ExecSize | None = None  # one executable's bytes below the page (ours only)
 
 
 def default_gate() -> Callable[[dict[str, CheckResult]], None]:
@@ -138,6 +140,15 @@ def own_pools(run: SizesRun, stream: torch.cuda.Stream | None) -> list[Size]:
             gate({size_name(b): size.check})
         out.append(size)
     return out
+
+
+def resolve_execs(own: list[Size], stream: torch.cuda.Stream) -> None:
+    """Each size's executable resolved below the page (capture/graph/exec_size.py), once
+    every size's own executable has been made: copies made before would hand their freed
+    pages to the later sizes, whose own reading would then drop less."""
+    for s in own:
+        if s.executable is not None:
+            s.each = exec_size(s.counted.captured.graph, stream)
 
 
 def _capture_size(

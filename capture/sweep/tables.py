@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from graph_harness.capture.check.findings import CheckResult
     from graph_harness.capture.count import Counted
     from graph_harness.capture.export.nodes import NodeExport
+    from graph_harness.capture.graph.exec_size import ExecSize
     from graph_harness.capture.graph.lifecycle import Executable
 
 
@@ -41,6 +42,10 @@ class SizeRow:
     allocated: int | None = None  # of those, the blocks in use
     # the executable's device memory outside the allocator (2 MiB pages; lifecycle.py)
     exec_bytes: int | None = None
+    # one executable's bytes resolved below the page from copies (graph/exec_size.py), and
+    # to within how many; None where not resolved
+    exec_each: int | None = None
+    exec_each_spread: int | None = None
     leak: int | None = None  # bytes the pool grew by over the leak check's replays
     leak_device: int | None = None  # bytes in use on the device, grown over the same
     check: str | None = None  # the check's status, when checked
@@ -78,6 +83,7 @@ class SizeRow:
         check: CheckResult | None,
         host_launch_us: float | None = None,
         executable: Executable | None = None,
+        each: ExecSize | None = None,
     ) -> SizeRow:
         mem = counted.memory.pool if counted.memory is not None else None  # recorded: none
         return cls(
@@ -99,6 +105,8 @@ class SizeRow:
             instantiate_s=None if executable is None else executable.instantiate_s,
             upload_s=None if executable is None else executable.upload_s,
             exec_bytes=None if executable is None else executable.exec_bytes,
+            exec_each=None if each is None else each.bytes,
+            exec_each_spread=None if each is None else each.spread,
         )
 
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from graph_harness.capture.sweep.estimate import estimates, true_total
+from graph_harness.capture.sweep.estimate import estimates, true_execs, true_total
 from tests.capture.sweep.fake_sweep import _fake_sweep as fake_sweep
 
 MIB = 1 << 20
@@ -19,6 +19,22 @@ def test_the_truth_is_the_shared_pool_after_its_last_size_plus_every_executable(
     ]
     assert true_total(shared) == 106 * MIB
     assert true_total([{**shared[0], "exec_bytes": None}]) is None and true_total([]) is None
+
+
+def test_executables_are_the_larger_of_the_two_phases_readings_so_far():
+    # the shared pool's executables reuse the pages the own-pool ones left (readings of 0
+    # on the H100): each phase's sum is at most the truth, so the larger is taken
+    shared = [
+        dict(batch=8, total_reserved=100 * MIB, exec_bytes=0, own_exec_bytes=2 * MIB),
+        dict(batch=4, total_reserved=100 * MIB, exec_bytes=0, own_exec_bytes=0),
+        dict(batch=2, total_reserved=102 * MIB, exec_bytes=2 * MIB, own_exec_bytes=2 * MIB),
+        dict(batch=1, total_reserved=102 * MIB, exec_bytes=2 * MIB, own_exec_bytes=0),
+    ]
+    assert true_execs(shared) == [2 * MIB, 2 * MIB, 4 * MIB, 4 * MIB]
+    assert true_total(shared) == 106 * MIB
+    # without the own-pool readings (a document from before them): the shared pool's own
+    older = [{k: v for k, v in r.items() if k != "own_exec_bytes"} for r in shared]
+    assert true_execs(older) == [0, 0, 2 * MIB, 4 * MIB]
 
 
 def test_each_estimator_against_the_truth():

@@ -140,6 +140,17 @@ def test_executables_follow_the_line_through_the_samples():
     assert lf.last.total == lf.last.pool + 6 * MIB
 
 
+def test_executables_below_the_page_are_summed_then_rounded_to_pages():
+    # 0.7 MiB each, to within 0.05: three take 2.1 MiB, two pages; the interval's ends are
+    # the sums' ends, rounded down and up (1.95 -> 0 pages, 2.25 -> 2 pages)
+    each = 7 * MIB // 10
+    lf = predict_ladder("s", [1, 2, 3], {b: _step(b) for b in (1, 3)}, {1: each, 3: each},
+                        spread={1: MIB // 20, 3: MIB // 20})  # fmt: skip
+    assert [r.exec_bytes for r in lf.rows] == [each] * 3
+    assert [r.total - r.pool for r in lf.rows] == [2 * MIB, 2 * MIB, 4 * MIB]
+    assert lf.last.total_lo == lf.last.pool_lo and lf.last.total_hi == lf.last.pool_hi + 4 * MIB
+
+
 def test_the_kv_cache_is_left_the_budget_less_weights_and_graphs():
     fc = forecast({b: _step(b) for b in (1, 64)}, {1: 0, 64: 0}, {"swept": LADDER}, None,
                   weights=3 << 30, budget=70 << 30)  # fmt: skip
@@ -186,8 +197,8 @@ def _predicted_sweep(truth: bool = True, budget: int | None = 1 << 30):
     """A fake GPU sweep of 1, 2, 4, 8 whose own-pool traces are _step's, its shared pool
     the model's truth (or none read), predicted from 1 and 8."""
     base = _fake_sweep()
-    rows = [replace(r, exec_bytes=2 * MIB, reserved=own_pool_reserved(_step(r.batch)))
-            for r in base.rows]  # fmt: skip
+    rows = [replace(r, exec_bytes=2 * MIB, exec_each=2 * MIB, exec_each_spread=0,
+                    reserved=own_pool_reserved(_step(r.batch))) for r in base.rows]  # fmt: skip
     result = replace(base, rows=rows, shared=_truth([1, 2, 4, 8]) if truth else None,
                      traces={r.batch: _step(r.batch) for r in rows}, weights=64 * MIB)  # fmt: skip
     return result.with_forecast([8, 1], budget=budget)

