@@ -1,13 +1,12 @@
 """One executable's device memory, resolved below the driver's 2 MiB page.
 
-The driver gives executables device memory in 2 MiB pages and packs several into a page:
-one instantiate reads as 0 or a page, and a page freed by a destroyed executable is kept
-and handed to the next without a drop in free memory. So copies of one kept graph are
-instantiated (torch's flag, auto-free on launch) and uploaded one at a time, free memory
-read after each: the first copy that takes a page is where the pages held before run out;
-from there, the bytes taken before each later jump over the copies made between them give
-one executable's bytes, to within one executable over that many copies (the fill of the
-page at either jump). Measured on the H100 and written up in docs/sweep.md, "Executables".
+The driver gives executables memory in 2 MiB pages, several to a page: one instantiate
+reads as 0 or a page, and a page a destroyed executable freed goes to the next with no
+drop in free memory. So copies of one kept graph are instantiated (torch's flag, auto-free
+on launch) and uploaded one at a time, free memory read after each: the first copy that
+takes a page is where the pages held before ran out; the bytes taken between that jump and
+the last, over the copies made between them, are one executable's, to within one
+executable over that many copies (the page's fill at either jump). docs/sweep.md.
 """
 
 from __future__ import annotations
