@@ -1,8 +1,9 @@
 """The tiny llama compiled with `reduce-overhead`, recorded with --check, with one output
 of its tree's eager form changed after the first recorded replay (what a stale buffer
 would do); prints each graph's verdict as JSON. Run in a process of its own by
-test_live_gpu.py: a second `reduce-overhead` compile in one process was seen capturing
-nothing under its record (H100, 2026-12-07), so the test would not reach the form.
+test_live_gpu.py, so that the compile and the trees are this program's alone. The
+Recording is filled when the block ends: inside it, the graphs are the process
+recorder's own records (capture/record/process.py), reached here as a test may.
 
     python -m tests.capture.live.bent_inductor
 """
@@ -14,6 +15,7 @@ import json
 import torch
 
 from graph_harness.capture import record_graphs
+from graph_harness.capture.record import process
 from tests.llama_example import load_example
 
 
@@ -36,12 +38,13 @@ def main() -> None:
     step = load_example("llama").make_step(compiled="reduce-overhead", preset="tiny")
     seen, calls, live = [], 0, []
     with record_graphs(children=False, check=True) as rec:
+        (recorder,) = list(process._LIVE)
         # as many calls as the tree takes to record this function's graphs
         for n in range(1, 13):
             calls = n
             step()
             torch.cuda.synchronize()
-            live = [g for g in rec.graphs if g.live is not None and g.replays]
+            live = [g for g in recorder.records if g.live is not None and g.replays]
             if live:
                 break
         for g in live:
@@ -50,8 +53,9 @@ def main() -> None:
         for _ in range(2):
             step()
         torch.cuda.synchronize()
-    for g in rec.graphs:
-        seen.append(dict(key=g.key, replays=g.replays, bent=any(g is x for x in live),
+    bent_keys = {g.key for g in live}
+    for g in rec.graphs:  # copies of the records, taken as the block ended
+        seen.append(dict(key=g.key, replays=g.replays, bent=g.key in bent_keys,
                          check=None if g.check is None else g.check.status,
                          line=None if g.check is None else g.check.line()))  # fmt: skip
     print(json.dumps({"calls_to_record": calls, "graphs": seen}))

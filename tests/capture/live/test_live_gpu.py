@@ -182,8 +182,7 @@ def test_an_unchecked_replay_that_trips_an_assertion_is_named_by_the_devices_cou
 
 
 def _reduce_overhead_step():
-    # a fresh compile and fresh trees: without them, a second test of the process replays
-    # graphs the first one captured (seen on an H100: nothing captured under its record)
+    # a fresh compile and fresh trees: the graphs of this test are captured under its record
     torch._dynamo.reset()
     from torch._inductor.cudagraph_trees import reset_cudagraph_trees
 
