@@ -36,6 +36,7 @@ import json
 import sys
 import time
 import traceback
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -170,7 +171,8 @@ def main() -> None:
         print(f"{model}: {len(ladder)} sizes, 1-{max(ladder)}", file=sys.stderr, flush=True)
         t0 = time.perf_counter()
         try:
-            result = sweep_step(factory(model), ladder, FAST, name=model)
+            settings = replace(FAST, resolve=tuple(args.sampled))
+            result = sweep_step(factory(model), ladder, settings, name=model)
             result = result.with_forecast(args.sampled)
         except Exception as e:  # one model's failure is its row; the others still run
             traceback.print_exc()

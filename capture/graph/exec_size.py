@@ -43,7 +43,7 @@ def exec_size(
     graph: torch.cuda.CUDAGraph,
     stream: torch.cuda.Stream,
     *,
-    most_copies: int = 256,
+    most_copies: int = 1024,
     most_bytes: int = 256 << 20,
 ) -> ExecSize:
     """Copies of `graph`'s kept graph (keep_graph=True) instantiated and uploaded on

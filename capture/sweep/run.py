@@ -180,7 +180,7 @@ def _on_gpu(run: _Sweep, device: torch.device) -> SweepResult:
         with steady(own):
             times, host = timed(own, run.settings)
             leaks = {s.batch: leak(s, run.settings) for s in own}
-        resolve_execs(own, stream)
+        resolve_execs([s for s in own if s.batch in run.settings.resolve], stream)
         rows = [
             _row(s, times[size_name(s.batch)], leaks[s.batch], host.get(size_name(s.batch)))
             for s in own

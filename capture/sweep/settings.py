@@ -66,6 +66,11 @@ class SweepSettings:
         },
     )
 
+    # The sizes whose executables are resolved below the page (capture/graph/exec_size.py):
+    # the ones a prediction samples (`--predict-from`); each resolution leaves its copies'
+    # pages with the driver. Not a flag of its own.
+    resolve: tuple[int, ...] = field(default=(), metadata={"min": 1})
+
     def __post_init__(self) -> None:
         check_whole_numbers(self)
 

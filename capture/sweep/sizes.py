@@ -145,7 +145,9 @@ def own_pools(run: SizesRun, stream: torch.cuda.Stream | None) -> list[Size]:
 def resolve_execs(own: list[Size], stream: torch.cuda.Stream) -> None:
     """Each size's executable resolved below the page (capture/graph/exec_size.py), once
     every size's own executable has been made: copies made before would hand their freed
-    pages to the later sizes, whose own reading would then drop less."""
+    pages to the later sizes, whose own reading would then drop less. Only the sizes a
+    prediction samples: each resolution leaves its copies' pages with the driver, and
+    the next must use those up before it sees a page taken."""
     for s in own:
         if s.executable is not None:
             s.each = exec_size(s.counted.captured.graph, stream)

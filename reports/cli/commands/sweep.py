@@ -6,6 +6,7 @@ the sizes worth capturing (capture/sweep/)."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
 
 from graph_harness.capture.sweep.forecast import check_samples
@@ -192,7 +193,10 @@ def check_flags(args: argparse.Namespace) -> list[tuple[dict[int, float], str]]:
 
 def run(args: argparse.Namespace, io: IO) -> int:
     requests = check_flags(args)
-    settings = settings_from(SweepSettings, args)
+    # the sampled sizes' executables resolved below the page, for the prediction
+    settings = dataclasses.replace(
+        settings_from(SweepSettings, args), resolve=tuple(args.predict_from or ())
+    )
     with staged(args, io) as tmp:
         banner(io)
         with progress(io) as say:

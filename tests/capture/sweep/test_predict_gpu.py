@@ -21,6 +21,7 @@ REPO = Path(__file__).resolve().parents[3]
 SIZES = [1, 2, 4, 8, 16, 24, 32, 48, 64]
 SAMPLED = [1, 16, 64]
 FAST = dict(trials=2, replays=1, host_launches=0, leak_replays=1)  # memory is tested here
+FAST["resolve"] = tuple(SAMPLED)  # the sampled sizes' executables, below the page
 
 
 @pytest.fixture(scope="module")
@@ -64,9 +65,10 @@ def test_the_prediction_of_the_sizes_swept_against_their_truth(predicted):
     # is a few MiB, read in the driver's 2 MiB pages: one page is more than 5% of it
     miss = abs(swept.last.total - swept.true_total)
     assert miss <= max(0.05 * swept.true_total, PAGE), (swept.last, predicted.shared)
-    # the executables were resolved below the page, and are not all nothing
-    each = [r.exec_each for r in predicted.rows]
-    assert all(e is not None and 0 < e < PAGE for e in each), each
+    # the sampled sizes' executables were resolved below the page (the others were not
+    # asked for), each more than nothing
+    each = {r.batch: r.exec_each for r in predicted.rows if r.exec_each is not None}
+    assert set(each) == set(SAMPLED) and all(0 < e < PAGE for e in each.values()), each
     # the other ladder, vLLM's default to 512, predicted with this model's error beside it
     other = fc.ladders[1]
     assert len(other.rows) == 67 and other.true_total is None
@@ -98,3 +100,7 @@ def test_the_command_line_shows_and_writes_the_prediction(tmp_path):
     with open(tmp_path / "s" / "sweep-memory-forecast.csv") as f:
         rows = list(csv.DictReader(f))
     assert {row["ladder"] for row in rows} == {"sizes swept", "vLLM default (67 sizes, 1-512)"}
+    # the sampled sizes' executables were resolved below the page, and only theirs
+    with open(tmp_path / "s" / "sweep-sizes.csv") as f:
+        each = {int(row["batch"]): row["exec_each"] for row in csv.DictReader(f)}
+    assert {b for b, v in each.items() if v} == {1, 16}, each
