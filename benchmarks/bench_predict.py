@@ -18,21 +18,22 @@ Each model is swept as `graph-harness sweep --predict-from` runs it (`sweep_step
 
 Models (examples/, built from configs, random weights): llama (examples/llama_decode.py),
 hf-llama, qwen2, qwen2-moe (examples/hf_decode.py, the "small" preset); each with
-`-compiled` (torch.compile, default mode). Ladders: `vllm`, vLLM's default capture sizes
-to 512 ([1, 2, 4] + every multiple of 8: 67 sizes; the default for eager models); `pow2`,
-1 to 512 in powers of two (10 sizes; the default for compiled ones, each size a compile
-of its own). Writes DIR/predict.json, DIR/predict.md and DIR/NAME/ (each sweep's files, as
-`sweep --out`, and traces.json: every size's own-pool allocator requests, events
-`["a", bytes]` or `["f", allocation number]`, to refit without a GPU); prints the table.
-On the H100, an eager model of the vLLM ladder takes about a minute; a compiled one of the
-pow2 ladder about two (estimates: run one model first and read `seconds`).
+`-compiled` (torch.compile, default mode); each model in a process of its own. Ladders:
+`vllm`, vLLM's default capture sizes to 512 ([1, 2, 4] + every multiple of 8: 67 sizes;
+the default for eager models); `pow2`, 1 to 512 in powers of two (10 sizes; the default
+for compiled ones, each size a compile of its own). Writes DIR/predict.json,
+DIR/predict.md and DIR/NAME/ (each sweep's files, as `sweep --out`, and traces.json:
+every size's own-pool allocator requests, events `["a", bytes]` or `["f", allocation
+number]`, to refit without a GPU); prints the table. On the H100, an eager model of the
+vLLM ladder took 30-36 s (2026-12-07, before its sampled executables were resolved); a
+compiled one of the pow2 ladder about two minutes (estimate: read `seconds`).
 """
 
 from __future__ import annotations
 
 import argparse
-import gc
 import json
+import subprocess
 import sys
 import time
 import traceback
@@ -153,6 +154,53 @@ def markdown(rows: list[dict], env: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def one(model: str, args: argparse.Namespace) -> dict:
+    """One model swept and predicted in this process: its files under DIR/MODEL, its row."""
+    ladder = ladder_of(args.ladder, model)
+    print(f"{model}: {len(ladder)} sizes, 1-{max(ladder)}", file=sys.stderr, flush=True)
+    t0 = time.perf_counter()
+    try:
+        settings = replace(FAST, resolve=tuple(args.sampled))
+        result = sweep_step(factory(model), ladder, settings, name=model)
+        result = result.with_forecast(args.sampled)
+    except Exception as e:  # the failure is the row
+        traceback.print_exc()
+        return dict(model=model, sizes=len(ladder), largest=max(ladder),
+                    failed=f"{type(e).__name__}: {e}"[:300], why_not=None)  # fmt: skip
+    seconds = time.perf_counter() - t0
+    folder = args.out / model
+    folder.mkdir(exist_ok=True)
+    result.write(folder)
+    write_traces(result, folder / "traces.json")
+    plots.sweep(result, folder / "sweep.png")
+    return record(model, ladder, result, seconds)
+
+
+def alone(model: str, args: argparse.Namespace) -> dict:
+    """`model` in a process of its own: the driver keeps the pages of every executable a
+    process destroys and hands them to the next with no drop in free memory, so a second
+    model in one process would read its executables as nothing."""
+    row_file = args.out / f"{model}.row.json"
+    row_file.unlink(missing_ok=True)  # this script's own file, from an earlier run
+    cmd = [
+        sys.executable,
+        __file__,
+        "--out",
+        str(args.out),
+        "--models",
+        model,
+        "--one",
+        "--from",
+        *map(str, args.sampled),
+        *(["--ladder", args.ladder] if args.ladder else []),
+    ]
+    rc = subprocess.run(cmd).returncode  # fmt: skip
+    if rc == 0 and row_file.exists():
+        return json.loads(row_file.read_text())
+    return dict(model=model, sizes=None, largest=None, failed=f"its process exited {rc}",
+                why_not=None)  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True)
@@ -160,36 +208,17 @@ def main() -> None:
                     choices=[*MODELS, *(f"{m}-compiled" for m in MODELS)])  # fmt: skip
     ap.add_argument("--ladder", help="vllm, pow2 or B,B,... (default: vllm eager, pow2 compiled)")
     ap.add_argument("--from", dest="sampled", type=int, nargs="+", default=[1, 64, 512])
+    ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # a child's
     args = ap.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("bench_predict measures graph memory: it needs a CUDA GPU")
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.one:
+        (model,) = args.models
+        (args.out / f"{model}.row.json").write_text(json.dumps(one(model, args)) + "\n")
+        return
+    rows = [alone(model, args) for model in args.models]
     env = environment(torch.device("cuda"))
-    rows = []
-    for model in args.models:
-        ladder = ladder_of(args.ladder, model)
-        print(f"{model}: {len(ladder)} sizes, 1-{max(ladder)}", file=sys.stderr, flush=True)
-        t0 = time.perf_counter()
-        try:
-            settings = replace(FAST, resolve=tuple(args.sampled))
-            result = sweep_step(factory(model), ladder, settings, name=model)
-            result = result.with_forecast(args.sampled)
-        except Exception as e:  # one model's failure is its row; the others still run
-            traceback.print_exc()
-            rows.append(dict(model=model, sizes=len(ladder), largest=max(ladder),
-                             failed=f"{type(e).__name__}: {e}"[:300], why_not=None))  # fmt: skip
-            continue
-        finally:
-            gc.collect()
-            torch.cuda.empty_cache()
-        seconds = time.perf_counter() - t0
-        folder = args.out / model
-        folder.mkdir(exist_ok=True)
-        result.write(folder)
-        write_traces(result, folder / "traces.json")
-        plots.sweep(result, folder / "sweep.png")
-        rows.append(record(model, ladder, result, seconds))
-        del result
     (args.out / "predict.json").write_text(json.dumps({"env": env, "rows": rows}, indent=1) + "\n")
     text = markdown(rows, env)
     (args.out / "predict.md").write_text(text)

@@ -1,17 +1,19 @@
 """One executable's device memory, resolved below the driver's 2 MiB page (issue 58, item 3):
 a graph of N kernel nodes (a chain of in-place adds on a small tensor, captured once, kept),
-instantiated C times (cudaGraphInstantiateWithFlags on the kept graph: C executables of one
-graph), each uploaded where the flag asks; the device's free memory (cudaMemGetInfo, the
-caching allocator untouched between the reads) before and after, divided by C, and again
-after all C are destroyed (what comes back). Per node count and per instantiate flag set:
-none, auto-free-on-launch (torch's), upload (cudaGraphUpload after instantiating), device
-launch (the graph must then hold kernels only). A flag set the driver refuses is said.
+per instantiate flag set (none, auto-free-on-launch: torch's, upload: cudaGraphUpload after
+instantiating, device launch: the graph must then hold kernels only), measured two ways:
+copies made one at a time until the free memory has jumped by pages 32 copies apart
+(capture/graph/exec_size.py: the pages the driver held before cancel out), and C copies
+held at once, read as one drop (cudaMemGetInfo before and after, over C; then what comes
+back once they are destroyed). The driver keeps the pages of destroyed executables and
+hands them to the next, so the held figure of every flag set after the first is short by
+what the earlier sets left: the jumps' figure is the one to read. A refused flag is said.
 
     python benchmarks/experiments/exec_memory.py [--nodes 1 10 100 1000 5000] [--copies 64]
         [--json FILE]
 
-Prints one JSON document: rows of nodes, flags, copies, bytes per executable, bytes
-returned, and the page count the C executables took. Needs CUDA and cuda-bindings.
+Prints one JSON line per row (nodes, flags, bytes per executable with its spread, the held
+copies' figure, bytes returned). Needs CUDA and cuda-bindings.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from pathlib import Path
 
 import torch
 
-from graph_harness.capture.graph.lifecycle import PAGE, ok, runtime
+from graph_harness.capture.graph.exec_size import exec_size
+from graph_harness.capture.graph.lifecycle import ok, runtime
 
 FLAGS = {"none": 0, "auto-free": 1, "upload": 0, "device-launch": 4}  # cudaGraphInstantiateFlag*
 
@@ -49,33 +52,36 @@ def free_bytes() -> int:
 
 
 def measure(graph: torch.cuda.CUDAGraph, name: str, copies: int) -> dict:
-    """`copies` executables of `graph` with flag set `name`; free memory around them."""
+    """Flag set `name`: one executable's bytes from the page jumps (exec_size: what the
+    driver held before cancels out, as the pages the previous flag set's destroyed
+    copies left); and `copies` copies held at once, read as one drop (that leftover
+    included: the first flag set's figure is the one to set beside the jumps')."""
     rt = runtime()
-    stream = torch.cuda.current_stream().cuda_stream
-    raw = graph.raw_cuda_graph()
-    before = free_bytes()
-    made = []
+    stream = torch.cuda.current_stream()
+    raw, upload = graph.raw_cuda_graph(), name == "upload"
     try:
-        for _ in range(copies):
-            (ex,) = ok(rt.cudaGraphInstantiateWithFlags(raw, FLAGS[name]), f"instantiate {name}")
-            made.append(ex)
-            if name == "upload":
-                ok(rt.cudaGraphUpload(ex, stream), "cudaGraphUpload")
+        each = exec_size(graph, stream, flags=FLAGS[name], upload=upload)
     except RuntimeError as e:
         rt.cudaGetLastError()
-        for ex in made:
-            rt.cudaGraphExecDestroy(ex)
         return {"flags": name, "refused": str(e)}
+    before = free_bytes()
+    made = []
+    for _ in range(copies):
+        (ex,) = ok(rt.cudaGraphInstantiateWithFlags(raw, FLAGS[name]), f"instantiate {name}")
+        made.append(ex)
+        if upload:
+            ok(rt.cudaGraphUpload(ex, stream.cuda_stream), "cudaGraphUpload")
     held = before - free_bytes()
     for ex in made:
         ok(rt.cudaGraphExecDestroy(ex), "cudaGraphExecDestroy")
-    back = free_bytes() - (before - held)
     return {
         "flags": name,
-        "copies": copies,
-        "bytes_per_executable": held / copies,
-        "pages_taken": held / PAGE,
-        "bytes_returned": back,
+        "bytes_per_executable": each.bytes,
+        "spread": each.spread,
+        "jump_copies": each.copies,
+        "held_copies": copies,
+        "held_bytes_per_executable": held / copies,
+        "bytes_returned": free_bytes() - (before - held),
     }
 
 

@@ -45,11 +45,15 @@ def exec_size(
     *,
     most_copies: int = 1024,
     most_bytes: int = 256 << 20,
+    flags: int = AUTO_FREE_ON_LAUNCH,
+    upload: bool = True,
 ) -> ExecSize:
     """Copies of `graph`'s kept graph (keep_graph=True) instantiated and uploaded on
     `stream` until SPAN copies lie between the first and the last page taken, or
     `most_copies` were made, or they took `most_bytes`; all destroyed before returning
-    (their pages stay with the driver, as any destroyed executable's). Needs CUDA; syncs."""
+    (their pages stay with the driver, as any destroyed executable's). `flags`, `upload`:
+    cudaGraphInstantiateWithFlags's flags, and whether each copy is uploaded (torch's
+    instantiate, then sweep's upload, by default). Needs CUDA; syncs."""
     rt, raw = runtime(), graph.raw_cuda_graph()
     start = _free(stream)
     made: list = []
@@ -57,9 +61,10 @@ def exec_size(
     taken = 0
     try:
         while len(made) < most_copies and taken < most_bytes:
-            (ex,) = ok(rt.cudaGraphInstantiateWithFlags(raw, AUTO_FREE_ON_LAUNCH), "instantiate")
+            (ex,) = ok(rt.cudaGraphInstantiateWithFlags(raw, flags), "instantiate")
             made.append(ex)
-            ok(rt.cudaGraphUpload(ex, stream.cuda_stream), "cudaGraphUpload")
+            if upload:
+                ok(rt.cudaGraphUpload(ex, stream.cuda_stream), "cudaGraphUpload")
             now = start - _free(stream)
             if now > taken:
                 jumps.append((len(made) - 1, taken))
