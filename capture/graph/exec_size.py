@@ -3,10 +3,10 @@
 The driver gives executables memory in 2 MiB pages, several to a page: one instantiate
 reads as 0 or a page, and a page a destroyed executable freed goes to the next with no
 drop in free memory. So copies of one kept graph are instantiated (torch's flag, auto-free
-on launch) and uploaded one at a time, free memory read after each: the first copy that
-takes a page is where the pages held before ran out; the bytes taken between that jump and
-the last, over the copies made between them, are one executable's, to within one
-executable over that many copies (the page's fill at either jump). docs/sweep.md.
+on launch) and uploaded one at a time, free memory read after each, past the copy where
+the pages held before ran out; the bytes taken between two jumps of the later half, over
+the copies made between them, are one executable's, to within one executable and a page
+over that many copies (the fill at either jump). docs/sweep.md, "What it measures, per size".
 """
 
 from __future__ import annotations
@@ -15,23 +15,23 @@ from dataclasses import dataclass
 
 import torch
 
-from graph_harness.capture.graph.lifecycle import ok, runtime
+from graph_harness.capture.graph.lifecycle import PAGE, ok, runtime
 
 AUTO_FREE_ON_LAUNCH = 1  # cudaGraphInstantiateFlagAutoFreeOnLaunch: torch's instantiate
-SPAN = 32  # copies between the first and the last jump: the bytes to 1/SPAN of their own
+# Copies between two jumps in the later half of those made since the first page taken: the
+# figure to 1/SPAN of a page and an executable. The earlier half lets a second run of pages
+# (an upload's, if it has its own) use up the pages held before it, as the first run did.
+SPAN = 32
 
 
 @dataclass(frozen=True)
 class ExecSize:
-    """Bytes of one executable (None where fewer than two pages were taken within the
-    limits), to within `spread`, over `copies` copies; `most`, at most that many bytes
-    (from the copies after the first page taken; None where none was: the pages held
-    before are not known)."""
+    """Bytes of one executable (None where the pages taken within the limits were too few
+    to tell), to within `spread`, from `copies` copies."""
 
     bytes: int | None
     spread: int | None
     copies: int
-    most: int | None
 
 
 def _free(stream: torch.cuda.Stream) -> int:
@@ -69,15 +69,29 @@ def exec_size(
             if now > taken:
                 jumps.append((len(made) - 1, taken))
             taken = max(taken, now)
-            if len(jumps) > 1 and jumps[-1][0] - jumps[0][0] >= SPAN:
+            if _later(jumps)[-1][0] - _later(jumps)[0][0] >= SPAN:
                 break
     finally:
         for ex in made:
             rt.cudaGraphExecDestroy(ex)
-    after = len(made) - 1 - jumps[0][0] if jumps else 0  # copies after the first page taken
-    most = -(-(taken - jumps[0][1]) // after) if after > 0 else None
-    if len(jumps) < 2:
-        return ExecSize(None, None, len(made), most)
-    (c0, b0), (c1, b1) = jumps[0], jumps[-1]
+    return _from_jumps(jumps, len(made))
+
+
+def _later(jumps: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The jumps from halfway between the first and the last on ([(0, 0)] for none)."""
+    if not jumps:
+        return [(0, 0)]
+    middle = (jumps[0][0] + jumps[-1][0]) / 2
+    return [j for j in jumps if j[0] >= middle]
+
+
+def _from_jumps(jumps: list[tuple[int, int]], copies: int) -> ExecSize:
+    """The bytes between the later half's first jump and its last, over the copies between
+    them: within the fill of the page at either (an executable), and a page more where
+    the driver fills more than one run of pages (seen on the H100: one graph's figures
+    two pages apart over 32 copies, as if instantiate and upload each took their own)."""
+    (c0, b0), (c1, b1) = _later(jumps)[0], _later(jumps)[-1]
+    if c1 == c0:  # within the limits, too few pages taken to tell
+        return ExecSize(None, None, copies)
     each = round((b1 - b0) / (c1 - c0))
-    return ExecSize(each, -(-each // (c1 - c0)), len(made), most)
+    return ExecSize(each, -(-(each + PAGE) // (c1 - c0)), copies)
