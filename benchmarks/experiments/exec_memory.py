@@ -1,13 +1,13 @@
 """One executable's device memory, resolved below the driver's 2 MiB page (issue 58, item 3):
 a graph of N kernel nodes (a chain of in-place adds on a small tensor, captured once, kept),
 per instantiate flag set (none, auto-free-on-launch: torch's, upload: cudaGraphUpload after
-instantiating, device launch: the graph must then hold kernels only), measured two ways:
-copies made one at a time until the free memory has jumped by pages 32 copies apart
-(capture/graph/exec_size.py: the pages the driver held before cancel out), and C copies
-held at once, read as one drop (cudaMemGetInfo before and after, over C; then what comes
-back once they are destroyed). The driver keeps the pages of destroyed executables and
-hands them to the next, so the held figure of every flag set after the first is short by
-what the earlier sets left: the jumps' figure is the one to read. A refused flag is said.
+instantiating, device launch: the graph must then hold kernels only), measured two ways: C
+copies held at once, read as one drop (cudaMemGetInfo before and after, over C; then what
+comes back once they are destroyed), then copies made one at a time, free memory read after
+each (capture/graph/exec_size.py: the pages the driver held before cancel out). The driver
+keeps the pages of destroyed executables and hands them to the next, so every held figure
+after the first node count's first flag set is short by what came before: the jumps'
+figure is the one to read. A refused flag is said.
 
     python benchmarks/experiments/exec_memory.py [--nodes 1 10 100 1000 5000] [--copies 64]
         [--json FILE]
@@ -52,28 +52,28 @@ def free_bytes() -> int:
 
 
 def measure(graph: torch.cuda.CUDAGraph, name: str, copies: int) -> dict:
-    """Flag set `name`: one executable's bytes from the page jumps (exec_size: what the
-    driver held before cancels out, as the pages the previous flag set's destroyed
-    copies left); and `copies` copies held at once, read as one drop (that leftover
-    included: the first flag set's figure is the one to set beside the jumps')."""
+    """Flag set `name`: `copies` copies held at once, read as one drop (short by what the
+    driver held before: the first flag set's is the one to set beside the jumps'); then one
+    executable's bytes from the page jumps (exec_size: what was held cancels out)."""
     rt = runtime()
     stream = torch.cuda.current_stream()
     raw, upload = graph.raw_cuda_graph(), name == "upload"
+    before, made = free_bytes(), []
     try:
-        each = exec_size(graph, stream, flags=FLAGS[name], upload=upload)
+        for _ in range(copies):
+            (ex,) = ok(rt.cudaGraphInstantiateWithFlags(raw, FLAGS[name]), f"instantiate {name}")
+            made.append(ex)
+            if upload:
+                ok(rt.cudaGraphUpload(ex, stream.cuda_stream), "cudaGraphUpload")
+        held = before - free_bytes()
     except RuntimeError as e:
         rt.cudaGetLastError()
         return {"flags": name, "refused": str(e)}
-    before = free_bytes()
-    made = []
-    for _ in range(copies):
-        (ex,) = ok(rt.cudaGraphInstantiateWithFlags(raw, FLAGS[name]), f"instantiate {name}")
-        made.append(ex)
-        if upload:
-            ok(rt.cudaGraphUpload(ex, stream.cuda_stream), "cudaGraphUpload")
-    held = before - free_bytes()
-    for ex in made:
-        ok(rt.cudaGraphExecDestroy(ex), "cudaGraphExecDestroy")
+    finally:
+        for ex in made:
+            rt.cudaGraphExecDestroy(ex)
+    back = free_bytes() - (before - held)
+    each = exec_size(graph, stream, flags=FLAGS[name], upload=upload)
     return {
         "flags": name,
         "bytes_per_executable": each.bytes,
@@ -81,7 +81,7 @@ def measure(graph: torch.cuda.CUDAGraph, name: str, copies: int) -> dict:
         "jump_copies": each.copies,
         "held_copies": copies,
         "held_bytes_per_executable": held / copies,
-        "bytes_returned": free_bytes() - (before - held),
+        "bytes_returned": back,
     }
 
 

@@ -12,6 +12,8 @@ be captured) and reading the graph back; on the CPU, counting dispatched operati
 - diagnose/: why a capture failed, in one line
 - lifecycle.py: a graph's capture, instantiate, upload and update in place, and the
   device memory its executable holds outside the caching allocator
+- pages.py: the driver's 2 MiB pages, without torch
+- exec_size.py: one executable's device memory, resolved below the page from copies
 - pointers.py: the addresses in each node's parameters, matched to a tensor's bytes
 - attributes.py: each kernel node's function and launch attributes, read back
 - shared_exec.py: one executable switched between kept graphs by update, and a graph's

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import torch
 
-from graph_harness.capture.graph.lifecycle import PAGE, ok, runtime
+from graph_harness.capture.graph.lifecycle import ok, runtime
+from graph_harness.capture.graph.pages import PAGE
 
 AUTO_FREE_ON_LAUNCH = 1  # cudaGraphInstantiateFlagAutoFreeOnLaunch: torch's instantiate
 # Copies between two jumps in the later half of those made since the first page taken: the
@@ -89,7 +90,10 @@ def _from_jumps(jumps: list[tuple[int, int]], copies: int) -> ExecSize:
     """The bytes between the later half's first jump and its last, over the copies between
     them: within the fill of the page at either (an executable), and a page more where
     the driver fills more than one run of pages (seen on the H100: one graph's figures
-    two pages apart over 32 copies, as if instantiate and upload each took their own)."""
+    two pages apart over 32 copies, as if instantiate and upload each took their own).
+    Assumed, not tested on a GPU: pages held before are shared between such runs as the
+    copies' own are (as earlier copies leave them); held in one run only, and more than
+    the earlier half uses up, the figure is that of the other runs alone."""
     (c0, b0), (c1, b1) = _later(jumps)[0], _later(jumps)[-1]
     if c1 == c0:  # within the limits, too few pages taken to tell
         return ExecSize(None, None, copies)

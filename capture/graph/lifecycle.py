@@ -19,10 +19,9 @@ from types import ModuleType
 import torch
 
 from graph_harness.capture.graph.capture import abandon_capture, warm_up
+from graph_harness.capture.graph.pages import PAGE
 from graph_harness.capture.graph.reader import read_graph
 from graph_harness.capture.graph.settings import StepSettings
-
-PAGE = 2 << 20  # the driver's mapping granularity for device memory (bytes)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -14,13 +14,13 @@ from dataclasses import asdict, dataclass, field
 from itertools import combinations
 from typing import TYPE_CHECKING, Any
 
-from graph_harness.capture.graph.lifecycle import PAGE
+from graph_harness.capture.graph.pages import pages
 
 from .alloc_trace import Trace
 from .allocator_model import own_pool_reserved
-from .estimate import true_execs
 from .padding import vllm_ladder
 from .predict import NotPredictable, predict_shared_pool
+from .truth import true_execs
 from .vllm_method import vllm_for_ladder
 
 if TYPE_CHECKING:
@@ -240,11 +240,6 @@ def _exec_line(
     return line, [max(0, min(v, least)) for v in line], [max(v, most) for v in line]
 
 
-def _pages(n: float, up: bool = True) -> int:
-    """`n` bytes in the driver's pages, rounded up (or down)."""
-    return (-(-int(n) // PAGE) if up else int(n) // PAGE) * PAGE
-
-
 def predict_ladder(
     name: str,
     ladder: Sequence[int],
@@ -274,9 +269,9 @@ def predict_ladder(
         before = true_execs_so_far[i - 1] if i else 0
         rows.append(ForecastRow(
             batch=b, pool=pool[i], pool_lo=pool_lo[i], pool_hi=pool_hi[i], exec_bytes=ex[i],
-            exec_lo=ex_lo[i], exec_hi=ex_hi[i], total=pool[i] + _pages(sums[0]),
-            total_lo=pool_lo[i] + _pages(sums[1], up=False),
-            total_hi=pool_hi[i] + _pages(sums[2]),
+            exec_lo=ex_lo[i], exec_hi=ex_hi[i], total=pool[i] + pages(sums[0]),
+            total_lo=pool_lo[i] + pages(sums[1], up=False),
+            total_hi=pool_hi[i] + pages(sums[2]),
             true_pool=tp, true_exec=None if te is None or before is None else te - before,
             true_total=None if tp is None or te is None else tp + te,
         ))  # fmt: skip

@@ -221,8 +221,7 @@ def test_inductor_form_sees_a_replay_that_differs():
     bent = [g for g in doc["graphs"] if g["bent"]]
     assert bent, doc
     assert all(g["check"] == "differs" for g in bent), doc
-    # the graphs left as they were still agree: the change is what the check saw
-    assert all(g["check"] != "differs" for g in doc["graphs"] if not g["bent"]), doc
+    # the same tree unbent agrees: test_inductor_trees_checked_without_help_...
 
 
 def test_make_graphed_callables_forward_checked_backward_said_why():

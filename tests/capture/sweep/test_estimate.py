@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from graph_harness.capture.sweep.estimate import estimates, true_execs, true_total
+from graph_harness.capture.sweep.estimate import estimates
+from graph_harness.capture.sweep.truth import true_execs, true_total
 from tests.capture.sweep.fake_sweep import _fake_sweep as fake_sweep
 
 MIB = 1 << 20

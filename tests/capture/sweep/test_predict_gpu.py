@@ -53,7 +53,7 @@ def test_the_pool_model_rebuilds_each_sampled_size_s_own_pool(predicted):
 
 
 def test_the_prediction_of_the_sizes_swept_against_their_truth(predicted):
-    from graph_harness.capture.sweep.estimate import true_total
+    from graph_harness.capture.sweep.truth import true_total
 
     fc = predicted.forecast
     swept = fc.ladders[0]
