@@ -74,7 +74,8 @@ def _caption(fc: Forecast) -> str:
         "profile_cudagraph_memory), where those two were captured here",
     ]
     if any(not lf.execs_known for lf in fc.ladders):
-        parts.append("executables unknown (not measured): the pool alone")
+        parts.append("executables unknown (a sampled size's was not resolved below the page, "
+                     "or not measured): the pool alone, short by every executable")  # fmt: skip
     flagged = max((len(lf.flagged) for lf in fc.ladders), default=0)
     if flagged:
         parts.append(f"{flagged} requests not on one line across the samples: held at "
