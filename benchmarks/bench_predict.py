@@ -35,6 +35,7 @@ import argparse
 import json
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from dataclasses import replace
@@ -179,24 +180,16 @@ def one(model: str, args: argparse.Namespace) -> dict:
 def alone(model: str, args: argparse.Namespace) -> dict:
     """`model` in a process of its own: the driver keeps the pages of every executable a
     process destroys and hands them to the next with no drop in free memory, so a second
-    model in one process would read its executables as nothing."""
-    row_file = args.out / f"{model}.row.json"
-    row_file.unlink(missing_ok=True)  # this script's own file, from an earlier run
-    cmd = [
-        sys.executable,
-        __file__,
-        "--out",
-        str(args.out),
-        "--models",
-        model,
-        "--one",
-        "--from",
-        *map(str, args.sampled),
-        *(["--ladder", args.ladder] if args.ladder else []),
-    ]
-    rc = subprocess.run(cmd).returncode  # fmt: skip
-    if rc == 0 and row_file.exists():
-        return json.loads(row_file.read_text())
+    model in one process would read its executables as nothing. Its row comes back through
+    a file in a temporary folder of this run's own."""
+    with tempfile.TemporaryDirectory() as tmp:
+        row_file = Path(tmp) / "row.json"
+        cmd = [sys.executable, __file__, "--out", str(args.out), "--models", model,
+               "--row", str(row_file), "--from", *map(str, args.sampled),
+               *(["--ladder", args.ladder] if args.ladder else [])]  # fmt: skip
+        rc = subprocess.run(cmd).returncode
+        if rc == 0 and row_file.exists():
+            return json.loads(row_file.read_text())
     return dict(model=model, sizes=None, largest=None, failed=f"its process exited {rc}",
                 why_not=None)  # fmt: skip
 
@@ -208,14 +201,14 @@ def main() -> None:
                     choices=[*MODELS, *(f"{m}-compiled" for m in MODELS)])  # fmt: skip
     ap.add_argument("--ladder", help="vllm, pow2 or B,B,... (default: vllm eager, pow2 compiled)")
     ap.add_argument("--from", dest="sampled", type=int, nargs="+", default=[1, 64, 512])
-    ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # a child's
+    ap.add_argument("--row", type=Path, help=argparse.SUPPRESS)  # a child's: one model
     args = ap.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("bench_predict measures graph memory: it needs a CUDA GPU")
     args.out.mkdir(parents=True, exist_ok=True)
-    if args.one:
+    if args.row is not None:
         (model,) = args.models
-        (args.out / f"{model}.row.json").write_text(json.dumps(one(model, args)) + "\n")
+        args.row.write_text(json.dumps(one(model, args)) + "\n")
         return
     rows = [alone(model, args) for model in args.models]
     env = environment(torch.device("cuda"))
