@@ -45,7 +45,8 @@ class Capture:
         if note:
             self.notes.append(note)
         # no engine's or Inductor's key: named by what the region reads, if it reads any
-        self.by_reads = self.source in ("arguments", "order")
+        # (unless --no-read-names: the watch costs a Python call per operator)
+        self.by_reads = self.source in ("arguments", "order") and settings.read_names
         self.watch = None  # the region's reads, looked at from begin() to end_reads()
         self.reads: list[str] | None = None
         self.rank = self._safely("rank", rank, None)

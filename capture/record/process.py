@@ -54,6 +54,7 @@ class RecordOptions:
     module_scopes: bool = False  # attribute nodes to the modules running in each capture
     key: str | None = None  # a key adapter, MODULE:FUNCTION or file.py:FUNCTION (keys.py)
     pool_memory: bool = True  # read each graph's pool from the caching allocator
+    read_names: bool = True  # name a graph no key names by its region's reads (reads_mode.py)
     check: bool = False  # record --check: replays compared with their eager forms
     eager: str | None = None  # an eager-form adapter, MODULE:FUNCTION or file.py:FUNCTION
     check_sample: str = "8,2"  # which replays are checked (capture/live/sample.py)
@@ -136,6 +137,7 @@ class ProcessRecorder:
             adapters=adapters,
             module_scopes=self.options.module_scopes,
             pool_memory=self.options.pool_memory,
+            read_names=self.options.read_names,
             attribute=attribute_compiled if self.options.module_scopes else unset_attribute,
             check=self._check,
         )

@@ -231,6 +231,7 @@ def record_graphs(
     key: str | KeyFn | None = RecordOptions.key,
     children: bool = True,
     pool_memory: bool = RecordOptions.pool_memory,
+    read_names: bool = RecordOptions.read_names,
     check: bool = RecordOptions.check,
     eager: str | None = RecordOptions.eager,
     check_sample: str = RecordOptions.check_sample,
@@ -241,14 +242,15 @@ def record_graphs(
 
     `module_scopes`: attribute nodes to the modules running in each capture; `key`: an
     engine's key adapter (capture/record/keys.py), by name (every process loads it) or the
-    callable itself (this process only). `check`, `eager`, `check_sample`: as `record
-    --check` (capture/live/). The process's recorder settings are process-wide: one
-    recording at a time per process."""
+    callable itself (this process only). `pool_memory`, `read_names`, `check`, `eager`,
+    `check_sample`: as `record`'s flags (`--check`: capture/live/). The process's recorder
+    settings are process-wide: one recording at a time per process."""
     named = key if isinstance(key, str) or key is None else None
     options = RecordOptions(
         module_scopes=module_scopes,
         key=named,
         pool_memory=pool_memory,
+        read_names=read_names,
         check=check,
         eager=eager,
         check_sample=check_sample,

@@ -159,6 +159,7 @@ class Recording:
                 "module_scopes": self.options.module_scopes,
                 "key": self.options.key,
                 "pool_memory": self.options.pool_memory,
+                "read_names": self.options.read_names,
                 **(
                     {
                         "check": True,
@@ -213,18 +214,6 @@ class Recording:
         if program is not None:
             for j, a in enumerate(f.array("program", program)):
                 f.string(f"program[{j}]", a)
-        opts = f.obj("options", doc["options"])
-        f.keys(
-            "options",
-            opts,
-            ("module_scopes", "key", "pool_memory"),
-            ("check", "eager", "check_sample"),
-        )
-        if not isinstance(opts.get("check", False), bool):
-            f.expected("options.check", "a bool", opts["check"])
-        for k in ("module_scopes", "pool_memory"):
-            if not isinstance(opts[k], bool):
-                f.expected(f"options.{k}", "a bool", opts[k])
         processes = []
         for j, p in enumerate(f.array("processes", doc["processes"])):
             processes.append(_process(f, f"processes[{j}]", p))
@@ -238,14 +227,7 @@ class Recording:
         return cls(
             graphs=graphs,
             processes=processes,
-            options=RecordOptions(
-                module_scopes=opts["module_scopes"],
-                key=f.string("options.key", opts["key"], none=True),
-                pool_memory=opts["pool_memory"],
-                check=opts.get("check", False),
-                eager=f.string("options.eager", opts.get("eager"), none=True),
-                check_sample=f.string("options.check_sample", opts.get("check_sample", "8,2")),
-            ),
+            options=_options(f, doc["options"]),
             program=None if program is None else list(program),
             exit_code=f.integer("exit_code", doc["exit_code"], none=True),
             wall_s=wall,
@@ -289,6 +271,32 @@ def _order(rec: Recording, pid: int) -> int:
         if p.pid == pid:
             return i
     return len(rec.processes)
+
+
+def _options(f: Fields, doc: Any) -> RecordOptions:
+    """The recording's options, each checked (those a recording from before a flag lacks
+    take the flag's default)."""
+    opts = f.obj("options", doc)
+    f.keys(
+        "options",
+        opts,
+        ("module_scopes", "key", "pool_memory"),
+        ("check", "eager", "check_sample", "read_names"),
+    )
+    for k, default in (("module_scopes", None), ("pool_memory", None), ("check", False),
+                       ("read_names", True)):  # fmt: skip
+        v = opts[k] if default is None else opts.get(k, default)
+        if not isinstance(v, bool):
+            f.expected(f"options.{k}", "a bool", v)
+    return RecordOptions(
+        module_scopes=opts["module_scopes"],
+        key=f.string("options.key", opts["key"], none=True),
+        pool_memory=opts["pool_memory"],
+        read_names=opts.get("read_names", True),
+        check=opts.get("check", False),
+        eager=f.string("options.eager", opts.get("eager"), none=True),
+        check_sample=f.string("options.check_sample", opts.get("check_sample", "8,2")),
+    )
 
 
 def _process(f: Fields, path: str, p: Any) -> ProcessInfo:

@@ -23,6 +23,8 @@ class Settings:
     adapters: list[tuple[str, KeyFn]] = field(default_factory=list)
     module_scopes: bool = False  # open module scopes in each capture (program.py)
     pool_memory: bool = True  # read the pool's bytes after each capture
+    # name a graph no key names by what its region reads (a dispatch mode in the capture)
+    read_names: bool = True
     attribute: Callable[[list, Any], str | None] | None = None  # compiled code's modules
     check: Any = None  # record --check: the process's checker (capture/live/checked.py)
     started: float = field(default_factory=time.perf_counter)
@@ -31,7 +33,7 @@ class Settings:
 settings = Settings()
 lock = threading.RLock()
 _counter = itertools.count()
-_NAMES = ("adapters", "module_scopes", "pool_memory", "attribute", "check")
+_NAMES = ("adapters", "module_scopes", "pool_memory", "read_names", "attribute", "check")
 _KEEP: Any = object()  # configure(check=...) not given
 
 
@@ -58,6 +60,7 @@ def configure(
     adapters: list[tuple[str, KeyFn]] | None = None,
     module_scopes: bool | None = None,
     pool_memory: bool | None = None,
+    read_names: bool | None = None,
     attribute: Callable[[list, Any], str | None] | None = None,
     check: Any = _KEEP,
 ) -> dict[str, Any]:
@@ -71,6 +74,8 @@ def configure(
             settings.module_scopes = module_scopes
         if pool_memory is not None:
             settings.pool_memory = pool_memory
+        if read_names is not None:
+            settings.read_names = read_names
         if attribute is not None:
             settings.attribute = attribute
         if check is not _KEEP:

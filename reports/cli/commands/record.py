@@ -74,6 +74,13 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
         help="do not read each graph's pool from the caching allocator after its capture",
     )
     p.add_argument(
+        "--no-read-names",
+        dest="read_names",
+        action="store_false",
+        help="do not name a graph that no key names by the shapes its region reads (a "
+        "Python call per operator at capture; then named by arguments and order)",
+    )
+    p.add_argument(
         "--top",
         type=positive(1),
         default=40,
@@ -157,6 +164,7 @@ def run(args: argparse.Namespace, io: IO) -> int:
         module_scopes=args.module_scopes is not False,
         key=args.key,
         pool_memory=args.pool_memory,
+        read_names=args.read_names,
         check=args.check,
         eager=args.eager,
         check_sample=args.check_sample,

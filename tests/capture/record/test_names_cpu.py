@@ -127,6 +127,24 @@ def test_an_engines_key_wins_and_its_region_is_not_looked_at(recorder):
     assert seen == [0, 0], "no mode pushed where an engine names the graph"
 
 
+def test_no_read_names_pushes_no_mode_and_names_by_arguments(recorder):
+    # `record --no-read-names`: the watch's Python call per operator spared, the loop's
+    # graphs keyed by its arguments, alike, as before the reads were looked at
+    settings.configure(read_names=False)
+    seen = []
+
+    class Watching(Runner):
+        def step(self, b):
+            seen.append(torch._C._len_torch_dispatch_stack())
+            return super().step(b)
+
+    Watching().capture_all((8, 4))
+    recs = recorder.records
+    assert seen == [0, 0], "no mode pushed"
+    assert [r.key for r in recs] == ["sizes=(8, 4)"] * 2 and recs[0].reads is None
+    assert {r.key_source for r in recs} == {"arguments"}
+
+
 def test_a_failed_capture_is_named_by_what_it_read_and_the_mode_popped(recorder):
     runner = Runner()
     g = Graph(runner.log, fail="end")

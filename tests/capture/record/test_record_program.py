@@ -317,3 +317,21 @@ def _cuda() -> bool:
     import torch
 
     return torch.cuda.is_available()
+
+
+def test_no_read_names_reaches_the_recorded_process_and_the_recording(tmp_path):
+    # the flag travels with the options into the program's process (its recorder's
+    # settings), and the recording says it; without the flag, the reads are looked at
+    prog = tmp_path / "prog.py"
+    prog.write_text(
+        "import torch\n"
+        "from graph_harness.capture.record import settings\n"
+        "print('read_names', settings.settings.read_names)\n"
+    )
+    for flags, want in (([], True), (["--no-read-names"], False)):
+        out = tmp_path / f"rec{len(flags)}"
+        r = gh("record", *flags, "--out", str(out), "--", str(prog), cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert f"read_names {want}" in r.stdout, r.stdout
+        doc = json.loads((out / "recording.json").read_text())
+        assert doc["options"]["read_names"] is want

@@ -77,6 +77,20 @@ def test_written_and_read_back_the_same(tmp_path):
     assert back.graphs[0].export.nodes == rec.graphs[0].export.nodes
 
 
+def test_read_names_kept_and_a_recording_from_before_it_still_read(tmp_path):
+    rec = Recording(graphs=[record(0, 1, "bs=1", 4)], options=RecordOptions(read_names=False))
+    rec.write(tmp_path)
+    assert Recording.read(tmp_path).options.read_names is False
+    doc = json.loads((tmp_path / "recording.json").read_text())
+    del doc["options"]["read_names"]  # as written before the flag
+    (tmp_path / "recording.json").write_text(json.dumps(doc))
+    assert Recording.read(tmp_path).options.read_names is True
+    doc["options"]["read_names"] = "no"
+    (tmp_path / "recording.json").write_text(json.dumps(doc))
+    with pytest.raises(ExportError, match="options.read_names"):
+        Recording.read(tmp_path)
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
