@@ -3,6 +3,7 @@ under `record`, `record --module-scopes` and `record --module-scopes --out DIR -
 for one process and for several, each run a fresh process tree, the variants interleaved.
 
     python benchmarks/bench_record_startup.py [--repeats 5] [--processes 3] [--repo DIR]
+        [--variants record "record --no-read-names" ...] [--json FILE]
 
 The program is examples/tiny_engine.py (`--sizes` 1 to 8: eight graphs in one pool, as
 engines capture; replays served for `--steps`); with several processes, a parent that
@@ -12,7 +13,9 @@ start-up alone. Prints one JSON document: each variant's wall seconds (median, m
 every run), what each adds to the program alone (the median of the differences within a
 round), what one more process adds, and, from the --out runs' recording.json, the
 recorder's own seconds per graph (`record_s`, summed over its processes). `--repo DIR`
-measures another checkout (PYTHONPATH=DIR), for a before and after.
+measures another checkout (PYTHONPATH=DIR), for a before and after. `--variants` picks the
+recorded variants (`record --no-read-names` among them, not by default); `--json FILE` is
+written after each program, so a deadline keeps what ran.
 """
 
 from __future__ import annotations
@@ -36,7 +39,9 @@ VARIANTS = {
     "record": [],
     "record --module-scopes": ["--module-scopes"],
     "record --module-scopes --out --json": ["--module-scopes", "--out", "{out}", "--json"],
+    "record --no-read-names": ["--no-read-names"],
 }
+DEFAULT = [v for v in VARIANTS if v != "record --no-read-names"]
 # a parent that imports no torch, starting `n` engines that each do (spawn: fresh Pythons)
 PARENT = """import multiprocessing as mp, runpy, sys
 
@@ -90,10 +95,9 @@ def _recorder_s(out: Path) -> dict | None:
     }
 
 
-def scenario(program: list[str], env: dict, repeats: int, work: Path) -> dict:
-    """Every variant of one program, `repeats` rounds after a warm-up round, interleaved
-    (each round starts at the next variant: no variant always runs first)."""
-    names = list(VARIANTS)
+def scenario(program: list[str], env: dict, repeats: int, work: Path, names: list[str]) -> dict:
+    """The variants `names` ("alone" first) of one program, `repeats` rounds after a warm-up
+    round, interleaved (each round starts at the next variant: none always runs first)."""
     runs: dict[str, list[float]] = {n: [] for n in names}
     recorder = []
     for r in range(-1, repeats):  # round -1: the warm-up, not counted
@@ -149,7 +153,11 @@ def main() -> None:
     ap.add_argument("--processes", type=int, default=3, help="engines of the second program")
     ap.add_argument("--steps", type=int, default=64, help="each engine's served steps")
     ap.add_argument("--repo", type=Path, default=REPO, help="the checkout to measure")
+    ap.add_argument("--variants", nargs="+", choices=list(VARIANTS)[1:], default=DEFAULT[1:],
+                    help="the recorded variants, beside the program alone")  # fmt: skip
+    ap.add_argument("--json", type=Path, help="also write the document here, after each program")
     args = ap.parse_args()
+    names = ["alone", *args.variants]
     repo = args.repo.resolve()
     env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
     env["PYTHONPATH"] = str(repo)
@@ -159,24 +167,30 @@ def main() -> None:
     try:
         (work / "parent.py").write_text(PARENT)
         several = [str(work / "parent.py"), str(args.processes), *engine]
-        one = scenario(engine, env, args.repeats, work)
-        many = scenario(several, env, args.repeats, work)
+        doc = {"checkout": str(repo), "machine": _machine(env), "repeats": args.repeats}
+        doc["one_process"] = scenario(engine, env, args.repeats, work, names)
+        _keep(doc, args.json)  # what ran survives a deadline
+        doc[f"{args.processes}_processes"] = many = scenario(
+            several, env, args.repeats, work, names
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    n = args.processes
-    doc = {
-        "checkout": str(repo),
-        "machine": _machine(env),
-        "repeats": args.repeats,
-        "one_process": one,
-        f"{n}_processes": many,
-        # what one more recorded process adds: one engine alone, then n under a parent
-        # that imports no torch (the parent's own start-up is not in the difference)
-        "per_process_s": {
-            v: (many["added_s"][v] - one["added_s"][v]) / max(n - 1, 1) for v in one["added_s"]
-        },
+    one, n = doc["one_process"], args.processes
+    # what one more recorded process adds: one engine alone, then n under a parent that
+    # imports no torch (the parent's own start-up is not in the difference)
+    doc["per_process_s"] = {
+        v: (many["added_s"][v] - one["added_s"][v]) / max(n - 1, 1) for v in one["added_s"]
     }
+    _keep(doc, args.json)
     print(json.dumps(doc, indent=1))
+
+
+def _keep(doc: dict, path: Path | None) -> None:
+    """`doc` written to `path` whole (a temporary file, then renamed), where given."""
+    if path is not None:
+        part = path.with_name(path.name + ".part")
+        part.write_text(json.dumps(doc, indent=1) + "\n")
+        part.replace(path)
 
 
 if __name__ == "__main__":
