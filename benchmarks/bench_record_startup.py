@@ -157,7 +157,9 @@ def main() -> None:
                     help="the recorded variants, beside the program alone")  # fmt: skip
     ap.add_argument("--json", type=Path, help="also write the document here, after each program")
     args = ap.parse_args()
-    names = ["alone", *args.variants]
+    names = ["alone", *dict.fromkeys(args.variants)]  # each once: one list of runs each
+    if args.json is not None and not args.json.parent.is_dir():
+        raise SystemExit(f"--json {args.json}: its folder does not exist")
     repo = args.repo.resolve()
     env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
     env["PYTHONPATH"] = str(repo)

@@ -135,6 +135,18 @@ class Recording:
 
     # --- the document -----------------------------------------------------------------
 
+    def _options_doc(self) -> dict[str, Any]:
+        """The options as the document holds them: those a later version added written only
+        where not their default, so that a recording of the defaults reads in versions
+        before (`check`'s with it, `read_names` where off)."""
+        o = self.options
+        out = {"module_scopes": o.module_scopes, "key": o.key, "pool_memory": o.pool_memory}
+        if not o.read_names:
+            out["read_names"] = False
+        if o.check:
+            out.update(check=True, eager=o.eager, check_sample=o.check_sample)
+        return out
+
     def to_dict(self, *, inline: bool = False) -> dict[str, Any]:
         """The document; each graph's export as a file name (`inline`: the export)."""
         graphs = []
@@ -155,21 +167,7 @@ class Recording:
             "exit_code": self.exit_code,
             "wall_s": self.wall_s,
             "created": self.created,
-            "options": {
-                "module_scopes": self.options.module_scopes,
-                "key": self.options.key,
-                "pool_memory": self.options.pool_memory,
-                "read_names": self.options.read_names,
-                **(
-                    {
-                        "check": True,
-                        "eager": self.options.eager,
-                        "check_sample": self.options.check_sample,
-                    }
-                    if self.options.check
-                    else {}
-                ),
-            },
+            "options": self._options_doc(),
             "processes": [p.to_dict() for p in self.processes],
             "notes": self.notes,
             "graphs": graphs,
@@ -214,6 +212,7 @@ class Recording:
         if program is not None:
             for j, a in enumerate(f.array("program", program)):
                 f.string(f"program[{j}]", a)
+        options = _read_options(f, doc["options"])
         processes = []
         for j, p in enumerate(f.array("processes", doc["processes"])):
             processes.append(_process(f, f"processes[{j}]", p))
@@ -227,7 +226,7 @@ class Recording:
         return cls(
             graphs=graphs,
             processes=processes,
-            options=_options(f, doc["options"]),
+            options=options,
             program=None if program is None else list(program),
             exit_code=f.integer("exit_code", doc["exit_code"], none=True),
             wall_s=wall,
@@ -273,7 +272,7 @@ def _order(rec: Recording, pid: int) -> int:
     return len(rec.processes)
 
 
-def _options(f: Fields, doc: Any) -> RecordOptions:
+def _read_options(f: Fields, doc: Any) -> RecordOptions:
     """The recording's options, each checked (those a recording from before a flag lacks
     take the flag's default)."""
     opts = f.obj("options", doc)
@@ -283,7 +282,7 @@ def _options(f: Fields, doc: Any) -> RecordOptions:
         ("module_scopes", "key", "pool_memory"),
         ("check", "eager", "check_sample", "read_names"),
     )
-    for k, default in (("module_scopes", None), ("pool_memory", None), ("check", False),
+    for k, default in (("check", False), ("module_scopes", None), ("pool_memory", None),
                        ("read_names", True)):  # fmt: skip
         v = opts[k] if default is None else opts.get(k, default)
         if not isinstance(v, bool):

@@ -145,6 +145,15 @@ def test_no_read_names_pushes_no_mode_and_names_by_arguments(recorder):
     assert {r.key_source for r in recs} == {"arguments"}
 
 
+def test_record_graphs_read_names_false_reaches_the_capture(recorder):
+    from graph_harness.capture import record_graphs
+
+    with record_graphs(children=False, read_names=False) as rec:
+        Runner().capture_all((8, 4))
+    assert [g.key for g in rec.graphs] == ["sizes=(8, 4)"] * 2, [g.key for g in rec.graphs]
+    assert rec.options.read_names is False and settings.settings.read_names is True
+
+
 def test_a_failed_capture_is_named_by_what_it_read_and_the_mode_popped(recorder):
     runner = Runner()
     g = Graph(runner.log, fail="end")

@@ -28,9 +28,11 @@ FAST["resolve"] = tuple(SAMPLED)  # the sampled sizes' executables, below the pa
 
 @contextlib.contextmanager
 def pages_held_before_used_up():
-    """Executables of a throwaway graph made and kept until free memory has dropped twice:
-    the pages the driver held from executables earlier tests destroyed are then in use,
-    and the sweep reads its own executables as a fresh process (an engine's) would."""
+    """Executables of a throwaway two-node graph made (and uploaded, as the sweep's are)
+    and kept until free memory has dropped twice: the pages the driver held from
+    executables earlier tests destroyed are then in use, and the sweep reads its own as a
+    fresh process (an engine's) would, but for the rest of the last page taken (under a
+    page: the tolerance below)."""
     from graph_harness.capture.graph.lifecycle import ok, runtime
 
     x = torch.zeros(64, device="cuda")
@@ -38,15 +40,16 @@ def pages_held_before_used_up():
     graph, stream = torch.cuda.CUDAGraph(keep_graph=True), torch.cuda.Stream()
     with torch.cuda.stream(stream):
         graph.capture_begin()
-        for _ in range(500):
+        for _ in range(2):
             x.add_(1)
         graph.capture_end()
     rt, kept, drops = runtime(), [], 0
     try:
         torch.cuda.synchronize()
         free = torch.cuda.mem_get_info()[0]
-        while drops < 2 and len(kept) < 4096:
+        while drops < 2 and len(kept) < 1 << 16:
             kept.append(ok(rt.cudaGraphInstantiateWithFlags(graph.raw_cuda_graph(), 1), "i")[0])
+            ok(rt.cudaGraphUpload(kept[-1], stream.cuda_stream), "upload")
             torch.cuda.synchronize()
             now = torch.cuda.mem_get_info()[0]
             drops, free = drops + (now < free), now
