@@ -112,35 +112,35 @@ def test_without_the_reads_a_loops_graphs_share_its_arguments(recorder, monkeypa
     assert len(_recording(recs).shared_keys()) == 1
 
 
+class Watching(Runner):
+    """The runner, noting how many dispatch modes are active at each step."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[int] = []
+
+    def step(self, b: int) -> torch.Tensor:
+        self.seen.append(torch._C._len_torch_dispatch_stack())
+        return super().step(b)
+
+
 def test_an_engines_key_wins_and_its_region_is_not_looked_at(recorder):
     settings.configure(adapters=[("engine", lambda ctx: f"bs={ctx.find('b')}")])
-    seen = []
-
-    class Watching(Runner):
-        def step(self, b):
-            seen.append(torch._C._len_torch_dispatch_stack())
-            return super().step(b)
-
-    Watching().capture_all((8, 4))
+    runner = Watching()
+    runner.capture_all((8, 4))
     assert [r.key for r in recorder.records] == ["bs=8", "bs=4"]
     assert [r.reads for r in recorder.records] == [None, None]
-    assert seen == [0, 0], "no mode pushed where an engine names the graph"
+    assert runner.seen == [0, 0], "no mode pushed where an engine names the graph"
 
 
 def test_no_read_names_pushes_no_mode_and_names_by_arguments(recorder):
     # `record --no-read-names`: the watch's Python call per operator spared, the loop's
     # graphs keyed by its arguments, alike, as before the reads were looked at
     settings.configure(read_names=False)
-    seen = []
-
-    class Watching(Runner):
-        def step(self, b):
-            seen.append(torch._C._len_torch_dispatch_stack())
-            return super().step(b)
-
-    Watching().capture_all((8, 4))
+    runner = Watching()
+    runner.capture_all((8, 4))
     recs = recorder.records
-    assert seen == [0, 0], "no mode pushed"
+    assert runner.seen == [0, 0], "no mode pushed"
     assert [r.key for r in recs] == ["sizes=(8, 4)"] * 2 and recs[0].reads is None
     assert {r.key_source for r in recs} == {"arguments"}
 
