@@ -17,31 +17,45 @@ from graph_harness.capture.graph.lifecycle import ok, runtime
 COPIES = 48
 
 
-def main() -> None:
-    x = torch.zeros(256, device="cuda")
-    x.add_(1)
+def kept_chain(nodes: int) -> tuple[torch.cuda.CUDAGraph, torch.cuda.Stream]:
+    """A kept graph of `nodes` in-place adds on a small tensor (alive with the graph), and
+    the stream it was captured on."""
+    x = torch.zeros(64, device="cuda")
+    x.add_(1)  # the kernel loaded before the capture
     torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph(keep_graph=True)
-    stream = torch.cuda.Stream()
+    graph, stream = torch.cuda.CUDAGraph(keep_graph=True), torch.cuda.Stream()
     with torch.cuda.stream(stream):
         graph.capture_begin()
-        for _ in range(1000):
+        for _ in range(nodes):
             x.add_(1)
         graph.capture_end()
-    rt, raw = runtime(), graph.raw_cuda_graph()
+    graph._x = x
+    return graph, stream
+
+
+def copy_of(graph: torch.cuda.CUDAGraph, stream: torch.cuda.Stream) -> object:
+    """One more executable of `graph`, instantiated as torch does and uploaded, as the
+    sweep's are (the caller destroys it)."""
+    rt = runtime()
+    (ex,) = ok(rt.cudaGraphInstantiateWithFlags(graph.raw_cuda_graph(), AUTO_FREE_ON_LAUNCH),
+               "instantiate")  # fmt: skip
+    ok(rt.cudaGraphUpload(ex, stream.cuda_stream), "cudaGraphUpload")
+    return ex
+
+
+def main() -> None:
+    graph, stream = kept_chain(1000)
     torch.cuda.synchronize()
     free0 = torch.cuda.mem_get_info()[0]
     held = []
     try:
         for _ in range(COPIES):
-            (ex,) = ok(rt.cudaGraphInstantiateWithFlags(raw, AUTO_FREE_ON_LAUNCH), "instantiate")
-            held.append(ex)
-            ok(rt.cudaGraphUpload(ex, stream.cuda_stream), "cudaGraphUpload")
+            held.append(copy_of(graph, stream))
         torch.cuda.synchronize()
         bulk = (free0 - torch.cuda.mem_get_info()[0]) / COPIES
     finally:
         for ex in held:
-            rt.cudaGraphExecDestroy(ex)
+            runtime().cudaGraphExecDestroy(ex)
     got = exec_size(graph, stream)
     print(json.dumps({"bulk": bulk, "bytes": got.bytes, "spread": got.spread}))
 

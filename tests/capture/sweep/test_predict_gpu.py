@@ -33,23 +33,16 @@ def pages_held_before_used_up():
     executables earlier tests destroyed are then in use, and the sweep reads its own as a
     fresh process (an engine's) would, but for the rest of the last page taken (under a
     page: the tolerance below)."""
-    from graph_harness.capture.graph.lifecycle import ok, runtime
+    from graph_harness.capture.graph.lifecycle import runtime
+    from tests.capture.graph.exec_copies import copy_of, kept_chain
 
-    x = torch.zeros(64, device="cuda")
-    x.add_(1)
-    graph, stream = torch.cuda.CUDAGraph(keep_graph=True), torch.cuda.Stream()
-    with torch.cuda.stream(stream):
-        graph.capture_begin()
-        for _ in range(2):
-            x.add_(1)
-        graph.capture_end()
-    rt, kept, drops = runtime(), [], 0
+    graph, stream = kept_chain(2)
+    kept, drops = [], 0
     try:
         torch.cuda.synchronize()
         free = torch.cuda.mem_get_info()[0]
         while drops < 2 and len(kept) < 1 << 16:
-            kept.append(ok(rt.cudaGraphInstantiateWithFlags(graph.raw_cuda_graph(), 1), "i")[0])
-            ok(rt.cudaGraphUpload(kept[-1], stream.cuda_stream), "upload")
+            kept.append(copy_of(graph, stream))
             torch.cuda.synchronize()
             now = torch.cuda.mem_get_info()[0]
             drops, free = drops + (now < free), now
@@ -57,7 +50,7 @@ def pages_held_before_used_up():
         yield
     finally:
         for ex in kept:
-            rt.cudaGraphExecDestroy(ex)
+            runtime().cudaGraphExecDestroy(ex)
 
 
 @pytest.fixture(scope="module")
