@@ -43,7 +43,7 @@ class RegionReads:
     def view(self, touched: Iterable[Touch]) -> None:
         """A view operator (`slice`, `t`): it reads no data and writes none; a weight
         among its arguments marks its storage (the transposed weight a matmul reads)."""
-        self._weights.update(t.storage for t in touched if t.weight)
+        self._weights.update(t[0] for t in touched if t[3])
 
     def op(self, reads: Iterable[Touch], writes: Iterable[Touch], outputs: Iterable[Touch]) -> None:
         """An operator that read `reads`, wrote `writes` in place and returned `outputs`:
@@ -51,16 +51,16 @@ class RegionReads:
         one on an argument's storage is that argument (an alias), not a write."""
         self.ops += 1
         args = set()
-        for t in reads:
-            args.add(t.storage)
-            if t.weight:
-                self._weights.add(t.storage)
+        for storage, shape, dtype, weight in reads:  # Touch's fields, by place: per tensor
+            args.add(storage)
+            if weight:
+                self._weights.add(storage)
             else:
-                self._reads.setdefault((t.storage, t.shape, t.dtype))
+                self._reads.setdefault((storage, shape, dtype))
         for t in writes:
-            args.add(t.storage)
-            self._written.add(t.storage)
-        self._written.update(t.storage for t in outputs if t.storage not in args)
+            args.add(t[0])
+            self._written.add(t[0])
+        self._written.update(t[0] for t in outputs if t[0] not in args)
 
     def inputs(self) -> list[str]:
         """The region's inputs (the module's notes), each `[shape] dtype`, distinct, in

@@ -57,34 +57,36 @@ def _types() -> tuple[type, type]:
     return _TYPES
 
 
-def _touches(value: Any, tensor: type, parameter: type, out: list[Touch], full: bool) -> None:
-    """The tensors in an argument or result (a tensor, or a list or tuple of them), each
-    by its storage's base pointer (no storage object made: this runs per tensor of every
-    operator); shape and dtype only where `full` (a read: what a key names)."""
+def _touches(value: Any, tensor: type, parameter: type, out: list, full: bool) -> None:
+    """The tensors in an argument or result (a tensor, or a list or tuple of them), each a
+    `Touch` made as a plain tuple (this runs per tensor of every operator: the host cost
+    of a capture), by its storage's data pointer; shape and dtype only where `full` (a
+    read: what a key names)."""
     if isinstance(value, tensor):
         try:
-            ptr = value.data_ptr() - value.storage_offset() * value.element_size()
+            ptr = value.untyped_storage().data_ptr()
         except Exception:  # a wrapper subclass has no storage of its own: not looked at
             return
         if not ptr:  # an empty tensor holds no data (and shares pointer 0 with the others)
             return
         weight = issubclass(type(value), parameter)  # Parameter's isinstance is slow
         if not full:
-            out.append(Touch((value.get_device(), ptr), (), "", weight))
+            out.append(((value.get_device(), ptr), (), "", weight))
             return
         dtype = value.dtype
         name = _DTYPES.get(dtype)
         if name is None:
             name = _DTYPES[dtype] = str(dtype).removeprefix("torch.")
-        out.append(Touch((value.get_device(), ptr), tuple(value.shape), name, weight))
-    elif isinstance(value, (list, tuple)):
+        out.append(((value.get_device(), ptr), tuple(value.shape), name, weight))
+    elif type(value) is list or type(value) is tuple:
         for v in value:
             _touches(v, tensor, parameter, out, full)
 
 
 def tell(reads: RegionReads, func: Any, args: tuple, kwargs: dict, result: Any) -> None:
     """One operator the region ran, told to `reads` (its aliasing from its schema). A view
-    reads no data: only the weights among its arguments are looked at."""
+    reads no data: only the weights among its arguments are looked at. Scalars are passed
+    over before any call (most arguments of most operators)."""
     schema = _schema_of(func)
     if schema is None:
         return
@@ -100,15 +102,11 @@ def tell(reads: RegionReads, func: Any, args: tuple, kwargs: dict, result: Any) 
     read: list[Touch] = []
     write: list[Touch] = []
     for i, a in enumerate(args):
-        if i in places:
-            _touches(a, T, P, write, False)
-        else:
-            _touches(a, T, P, read, True)
+        if isinstance(a, T) or type(a) is list or type(a) is tuple:
+            _touches(a, T, P, write if i in places else read, i not in places)
     for k, a in kwargs.items():
-        if k in names:
-            _touches(a, T, P, write, False)
-        else:
-            _touches(a, T, P, read, True)
+        if isinstance(a, T) or type(a) is list or type(a) is tuple:
+            _touches(a, T, P, write if k in names else read, k not in names)
     outputs: list[Touch] = []
     _touches(result, T, P, outputs, False)
     reads.op(read, write, outputs)
