@@ -210,11 +210,14 @@ def main() -> None:
         (model,) = args.models
         args.row.write_text(json.dumps(one(model, args)) + "\n")
         return
-    rows = [alone(model, args) for model in args.models]
     env = environment(torch.device("cuda"))
-    (args.out / "predict.json").write_text(json.dumps({"env": env, "rows": rows}, indent=1) + "\n")
-    text = markdown(rows, env)
-    (args.out / "predict.md").write_text(text)
+    rows: list[dict] = []
+    for model in args.models:  # the table after each model: a run cut short keeps its rows
+        rows.append(alone(model, args))
+        doc = json.dumps({"env": env, "rows": rows}, indent=1) + "\n"
+        (args.out / "predict.json").write_text(doc)
+        text = markdown(rows, env)
+        (args.out / "predict.md").write_text(text)
     print(text)
 
 
