@@ -78,7 +78,7 @@ def _touches(value: Any, tensor: type, parameter: type, out: list, full: bool) -
         if name is None:
             name = _DTYPES[dtype] = str(dtype).removeprefix("torch.")
         out.append(((value.get_device(), ptr), tuple(value.shape), name, weight))
-    elif type(value) is list or type(value) is tuple:
+    elif isinstance(value, (list, tuple)):
         for v in value:
             _touches(v, tensor, parameter, out, full)
 
@@ -102,10 +102,10 @@ def tell(reads: RegionReads, func: Any, args: tuple, kwargs: dict, result: Any) 
     read: list[Touch] = []
     write: list[Touch] = []
     for i, a in enumerate(args):
-        if isinstance(a, T) or type(a) is list or type(a) is tuple:
+        if isinstance(a, (T, list, tuple)):
             _touches(a, T, P, write if i in places else read, i not in places)
     for k, a in kwargs.items():
-        if isinstance(a, T) or type(a) is list or type(a) is tuple:
+        if isinstance(a, (T, list, tuple)):
             _touches(a, T, P, write if k in names else read, k not in names)
     outputs: list[Touch] = []
     _touches(result, T, P, outputs, False)
