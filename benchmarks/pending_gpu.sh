@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The device runs the open issues wait for (56, 57, 58, 59, 60, 61), in parts that each fit
+# one call; each part packs its files into $OUT as it ends (a call cut short keeps them):
+#   bash benchmarks/pending_gpu.sh tests|watch|predict|predict-compiled|startup
+# tests: the gpu tests whose code changed since the last whole gpu half (then the rest of
+#   the half with gpu_part.sh); watch: the read watch's and an executable's costs (59, 58);
+#   predict*: issue 58's 5% on four models; startup: issue 59's start-up goals.
+set -u; OUT=${OUT:-out}; X=/tmp/x; mkdir -p "$X" "$OUT"
+pack() { tar czf "$OUT/x.tgz" -C /tmp x; }
+case "${1:?tests, watch, predict, predict-compiled or startup}" in
+tests)
+  BUDGET=${BUDGET:-300} bash benchmarks/gpu_part.sh a tests/capture/graph/test_exec_size.py \
+    tests/capture/sweep/test_predict_gpu.py tests/capture/live/test_live_gpu.py \
+    tests/capture/record/test_record_gpu.py tests/capture/record/test_names_gpu.py ;;
+watch)
+  timeout 120 python3 benchmarks/experiments/read_watch_cost.py --layers 8 64 256 --repeats 11 \
+    --json $X/read_watch.json > $X/read_watch.log 2>&1; echo "read watch rc=$?"; pack
+  timeout 90 python3 benchmarks/experiments/exec_memory.py --nodes 1 1000 5000 --copies 32 \
+    --json $X/exec_memory.json > $X/exec_memory.log 2>&1; echo "exec memory rc=$?"; pack ;;
+predict)
+  timeout 500 python3 benchmarks/bench_predict.py --out $X/p --models llama qwen2 qwen2-moe \
+    hf-llama > $X/predict.log 2>&1; echo "predict rc=$?"; tail -10 $X/predict.log; pack ;;
+predict-compiled)
+  timeout 540 python3 benchmarks/bench_predict.py --out $X/pc --models llama-compiled \
+    qwen2-moe-compiled > $X/predict-compiled.log 2>&1; echo "rc=$?"; tail -8 $X/predict-compiled.log; pack ;;
+startup)
+  timeout 560 python3 benchmarks/bench_record_startup.py --repeats 5 --processes 3 --variants \
+    record "record --module-scopes" "record --module-scopes --out --json" "record --no-read-names" \
+    --json $X/startup.json > $X/startup.log 2>&1; echo "startup rc=$?"; tail -20 $X/startup.log; pack ;;
+esac
