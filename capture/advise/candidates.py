@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from graph_harness.capture.export.nodes import NodeExport
 from graph_harness.capture.graph.node_types import NON_LAUNCHING
@@ -97,12 +97,15 @@ def find_runs(nodes: list[dict[str, Any]]) -> list[tuple[int, ...]]:
     return runs
 
 
+Kind = Literal["chain", "copies-after-kernel"]  # a run of kernels, or copies after one
+
+
 @dataclass(frozen=True)
 class Candidate:
     """One place where nodes would become one: `removed` go; `kept` (the run's first
     kernel, or the kernel the copies follow) stays, doing their work."""
 
-    kind: str  # "chain" | "copies-after-kernel"
+    kind: Kind
     run: tuple[int, ...]  # the run's nodes, in order
     kept: int  # the node that stays
     anchor: int | None  # copies-after-kernel: the kernel they follow (also `kept`)

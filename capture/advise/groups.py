@@ -14,7 +14,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from graph_harness.capture.advise.candidates import Candidate, find_candidates, node_role
+from graph_harness.capture.advise.candidates import Candidate, Kind, find_candidates, node_role
 from graph_harness.capture.advise.costs import Costs
 from graph_harness.capture.advise.hooks import step_chains
 from graph_harness.capture.attribution.labels import generalize
@@ -32,7 +32,7 @@ class Group:
     """Identical candidates (same kind, scope pattern and kernels), priced together."""
 
     rank: int
-    kind: str  # "chain" | "copies-after-kernel"
+    kind: Kind
     scope: str  # the run's scope pattern (`stage*/pack`); the innermost label
     scope_path: tuple[str, ...]  # the pattern of its whole scope path
     kernels: tuple[str, ...]  # the run's kernels in order (a copy or set: its type)

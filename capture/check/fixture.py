@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from graph_harness.capture.check.findings import CheckResult
+from graph_harness.capture.check.findings import CheckResult, Severity
 
 
 class GraphCheckFailed(AssertionError):
@@ -59,7 +59,7 @@ def fixture_outcome(result: CheckResult, *, accept_unverified: bool = False) -> 
     return FixtureOutcome("pass", result.verdict())
 
 
-def _lines(result: CheckResult, severity: str) -> str:
+def _lines(result: CheckResult, severity: Severity) -> str:
     """The verdict, then each finding of `severity`: where (call, tensor, node) and what."""
     out = [result.verdict()]
     for f in result.findings:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from graph_harness.capture.check.findings import Finding
+from graph_harness.capture.check.findings import Finding, Severity
 from graph_harness.capture.check.outputs import OUTPUT_POISON
 from graph_harness.capture.state.changes import Change, names
 
@@ -155,7 +155,7 @@ def host_undecided(start_host: list[Change]) -> Finding:
     )
 
 
-def restored(names_: list[str], severity: str) -> Finding:
+def restored(names_: list[str], severity: Severity) -> Finding:
     shown = ", ".join(names_[:3]) + (f" and {len(names_) - 3} more" if len(names_) > 3 else "")
     what = " (the buffer the step returns its output in)" if severity == "info" else ""
     return Finding(

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from graph_harness.capture.graph.capture import first_line
+from graph_harness.capture.graph.capture import CaptureErrorMode, first_line
 from graph_harness.capture.record.graphs import GraphRecord
 from graph_harness.capture.record.keys import CaptureContext, ask
 from graph_harness.capture.record.settings import next_index, settings
@@ -72,7 +72,7 @@ class Capture:
             self.notes.append(f"{what} not read: {type(e).__name__}: {e}")
             return fallback
 
-    def begin(self, mode: str) -> None:
+    def begin(self, mode: CaptureErrorMode) -> None:
         """The capture has begun: its stream, and the scopes recorded in it."""
         import torch
 

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from graph_harness.capture.export.documents import Fields
 from graph_harness.capture.export.nodes import NodeExport
 from graph_harness.capture.record.sites import CaptureSite
 from graph_harness.capture.record.verdict import GraphVerdict
+
+if TYPE_CHECKING:  # the recorder's start-up imports no torch: capture/graph/capture.py does
+    from graph_harness.capture.graph.capture import CaptureErrorMode
 
 KEY_SOURCES = ("engine", "inductor", "shapes", "arguments", "order")
 # captured: read whole; failed: the program's capture raised (its graph, where it could be
@@ -52,7 +55,7 @@ class GraphRecord:
     site: CaptureSite
     device: int | None = None
     stream: int | None = None  # the capture stream's handle
-    capture_mode: str | None = None  # "global", "thread_local" or "relaxed"
+    capture_mode: CaptureErrorMode | None = None
     pool: tuple[int, int] | None = None  # the memory pool's id (shared pools share it)
     pool_reserved: int | None = None  # the pool's bytes just after this capture
     pool_allocated: int | None = None

@@ -27,7 +27,7 @@ from graph_harness.capture.state.steps import StateWatch
 from graph_harness.capture.stats import median_interval
 from graph_harness.capture.sweep.document import SweepResult, size_name
 from graph_harness.capture.sweep.replays import leak, steady, timed
-from graph_harness.capture.sweep.settings import SweepSettings, check_sizes
+from graph_harness.capture.sweep.settings import SharedMode, SweepSettings, check_sizes
 from graph_harness.capture.sweep.shared import SHARED_CHECKS, Turns, shared_pool
 from graph_harness.capture.sweep.sizes import (
     ModuleOf,
@@ -113,7 +113,7 @@ class _Sweep:
     module_of: ModuleOf | None
     warmup: int
     check_steps: int | str | None
-    modes: tuple[str, ...]  # the checks of the shared pool's graphs (SHARED_CHECKS)
+    modes: tuple[SharedMode, ...]  # the checks of the shared pool's graphs (SHARED_CHECKS)
     gate: Gate | None
     say: Callable[[str], None]
     note: Callable[[str], None] | None

@@ -19,6 +19,7 @@ from graph_harness.capture.count import capture_and_keep
 from graph_harness.capture.graph.lifecycle import instantiate_and_upload
 from graph_harness.capture.graph.memory import pool_memory
 from graph_harness.capture.state.steps import Repeatability
+from graph_harness.capture.sweep.settings import SharedMode
 
 if TYPE_CHECKING:
     from graph_harness.capture.check.size_runs import SizeGraph
@@ -31,7 +32,7 @@ class Turns:
     """A check of the shared pool's graphs (`mode`: a key of SHARED_CHECKS) over `calls`
     calls per size, its order or walk dealt with `seed`."""
 
-    mode: str
+    mode: SharedMode
     calls: int
     seed: int
     name: str

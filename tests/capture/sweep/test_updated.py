@@ -280,11 +280,19 @@ def test_check_updated_on_the_cpu_says_it_needs_a_gpu():
 
 
 def test_sweep_step_on_the_cpu_records_the_skip_with_its_seed():
+    from typing import get_args
+
     from graph_harness.capture.sweep.run import sweep_step
-    from graph_harness.capture.sweep.settings import SHARED_MODES, SweepSettings
+    from graph_harness.capture.sweep.settings import (
+        CHECK_MODES,
+        SHARED_MODES,
+        SharedMode,
+        SweepSettings,
+    )
     from graph_harness.capture.sweep.shared import SHARED_CHECKS
 
     assert tuple(SHARED_CHECKS) == SHARED_MODES  # the parser's modes, each run
+    assert SHARED_MODES == get_args(SharedMode) == tuple(m for m in CHECK_MODES if m != "alone")
     result = sweep_step(S.clean, [2, 1], SweepSettings(seed=11), updated=True)
     u = result.updated
     assert u.status == "skipped" and u.seed == 11 and "needs a CUDA GPU" in u.verdict()
