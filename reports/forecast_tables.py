@@ -10,14 +10,11 @@ from typing import TYPE_CHECKING
 from rich.table import Table
 
 from graph_harness.capture.sweep.forecast import NOT_MEASURED
+from graph_harness.reports.sweep_tables import mib
 
 if TYPE_CHECKING:
     from graph_harness.capture.sweep.document import SweepResult
     from graph_harness.capture.sweep.forecast import Forecast, LadderForecast
-
-
-def mib(n: int | None) -> str:
-    return "-" if n is None else f"{n / 2**20:,.1f}"
 
 
 def pct(x: float | None) -> str:

@@ -17,6 +17,7 @@ STATUS_COLUMNS = ("check", "interleaved", "updated")  # SizeRow's statuses, in t
 
 
 def mib(n: int | None) -> str:
+    """Bytes as MiB in a table's cell (also the forecast's tables)."""
     return "-" if n is None else f"{n / 2**20:,.1f}"
 
 

@@ -31,14 +31,9 @@ class Judged:
     compared: int = 0  # tensors compared
 
 
-def spread(a: Fingerprint, b: Fingerprint) -> dict[str, Change]:
-    """The tensors two eager runs from one state disagree on after one call."""
-    return {c.name: c for c in compare(a, b) if not c.host}
-
-
 def judge_call(reference: Fingerprint, own: dict[str, Change], replayed: Fingerprint) -> Judged:
     """The replay's fingerprint against the eager call's (`reference`), `own` being what the
-    two eager runs disagree on there (`spread`)."""
+    two eager runs disagree on there (capture/state/changes.py: `disagreement`)."""
     out = Judged(compared=reference.tensors())
     for c in compare(reference, replayed):
         if c.host:

@@ -31,7 +31,7 @@ from graph_harness.capture.check.messages import (
     what,
 )
 from graph_harness.capture.check.trajectory import POISONS, Trajectories
-from graph_harness.capture.state.changes import Change, compare, names
+from graph_harness.capture.state.changes import Change, compare, disagreement, names
 from graph_harness.capture.state.fingerprint import Fingerprint, Seen
 
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ def judge(
         moved = {n: v for n, v in moved.items() if n not in taken}
     start_host, start_tensors = starts(t)  # a host value the reset misses is never accepted
     # the lists below follow t.at, the calls compared: position k is call t.at[k]
-    eager = [spread(t, k) for k in range(len(t.at))]  # A against B
+    eager = [spread_at(t, k) for k in range(len(t.at))]  # A against B
     differ = any(eager)
     result.findings += _restored_findings(t)
     if start_tensors and differ:
@@ -234,10 +234,10 @@ def host_moves(t: Trajectories) -> dict[str, list]:
     return {n: v for n, v in out.items() if len(set(map(repr, v))) > 1}
 
 
-def spread(t: Trajectories, k: int) -> dict[str, Change]:  # also the soak's
+def spread_at(t: Trajectories, k: int) -> dict[str, Change]:  # also the soak's
     """The tensors the two eager runs disagree on after compared call k (both from one
     state)."""
-    return {c.name: c for c in compare(t.a.after[k], t.b.after[k]) if not c.host}
+    return disagreement(t.a.after[k], t.b.after[k])
 
 
 def _seen(t: Trajectories, k: int, c: Change) -> Seen:

@@ -13,11 +13,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from graph_harness.capture.check.interleaved_verdict import spread
 from graph_harness.capture.check.outputs import OutputPoison, outputs_to_poison
 from graph_harness.capture.check.restore import restore
 from graph_harness.capture.replay.guard import Replayer, sync
-from graph_harness.capture.state.changes import Change
+from graph_harness.capture.state.changes import Change, disagreement
 from graph_harness.capture.state.fingerprint import Fingerprint, fingerprint
 from graph_harness.capture.state.rng import rng_moved, rng_state, set_rng_state
 from graph_harness.capture.state.steps import Repeatability, feed_of, reset_of, start_of
@@ -107,7 +106,7 @@ class SizeRuns:
             for i in range(steps):
                 self.after.append(self.eager(i, fed=False, record=True))
                 b.append(self.eager(i, fed=False, record=False))
-        self.spreads = [spread(x, y) for x, y in zip(self.after, b, strict=True)]
+        self.spreads = [disagreement(x, y) for x, y in zip(self.after, b, strict=True)]
 
 
 def size_runs(g: SizeGraph, name: str) -> SizeRuns:

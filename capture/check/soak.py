@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import torch
 
 from graph_harness.capture.check.findings import Finding
-from graph_harness.capture.check.judge import classify, exact_kind, spread
+from graph_harness.capture.check.judge import classify, exact_kind, spread_at
 from graph_harness.capture.check.messages import what
 from graph_harness.capture.check.outputs import OutputPoison
 from graph_harness.capture.check.restore import put_back
@@ -145,7 +145,7 @@ class _Soak:
         self.r = Replayer(
             graph, name, reset=self.start if t.sequential else None, repeatability=rep
         )
-        self.spreads = [spread(t, k) for k in range(len(t.at))]
+        self.spreads = [spread_at(t, k) for k in range(len(t.at))]
         self.position = {i: k for k, i in enumerate(t.at)}
         self.queue: list[tuple[int, int, int, object]] = []  # (replay, lap, call, event)
         self.said: set[str] = set()  # tensors with a finding: each said once

@@ -14,7 +14,6 @@ from graph_harness.capture.check.findings import Finding
 from graph_harness.capture.check.interleaved_verdict import (
     judge_call,
     mismatch,
-    spread,
     suspects,
     unjudged,
     within,
@@ -32,6 +31,7 @@ from graph_harness.capture.check.updated_verdict import (
     where,
 )
 from graph_harness.capture.graph.attributes import GraphLaunches
+from graph_harness.capture.state.changes import disagreement
 from graph_harness.capture.state.fingerprint import Fingerprint
 
 _RANK = {"passed": 0, "unverified": 1, "failed": 2}
@@ -91,7 +91,7 @@ def _against_own(
 ) -> bool:
     """A visit against the own executable's; False once they differ."""
     one, two, got = fps
-    judged = judge_call(one, spread(one, two), got)
+    judged = judge_call(one, disagreement(one, two), got)
     out.tensors += judged.compared
     if judged.bad:
         out.add(update_differs(t, k, total, call, judged.bad), t.after)

@@ -123,6 +123,12 @@ def _shape(meta: tuple) -> str:
     return f"{list(meta[1])} {str(meta[3]).removeprefix('torch.')}"
 
 
+def disagreement(a: Fingerprint, b: Fingerprint) -> dict[str, Change]:
+    """The tensors two eager runs from one state disagree on after one call, by name (the
+    spread every check judges a replay's differences by)."""
+    return {c.name: c for c in compare(a, b) if not c.host}
+
+
 def compare(a: Fingerprint, b: Fingerprint, *, outputs: bool = True) -> list[Change]:
     """What differs from `a` to `b`, in `a`'s order (then what only `b` holds)."""
     out = []

@@ -17,7 +17,8 @@ import pytest
 import torch
 
 from graph_harness.capture.check.interleaved import check_interleaved, serving_order
-from graph_harness.capture.check.interleaved_verdict import judge_call, spread, suspects
+from graph_harness.capture.check.interleaved_verdict import judge_call, suspects
+from graph_harness.capture.state.changes import disagreement
 from graph_harness.capture.state.fingerprint import Fingerprint, Seen, fingerprint
 from tests.capture.sweep import interleaved_steps as S
 from tests.capture.sweep.standins import sizes as _sizes
@@ -174,7 +175,7 @@ def test_a_call_is_judged_as_check_judges_one():
     assert [c.name for c in j.bad] == ["output"] and "1 of 2 elements differ" in j.bad[0].detail
     # where they disagree: floating within 4x their spread passes (info), beyond fails
     b = _fp(output=torch.tensor([1.0, 2.1]), closure_pos=torch.tensor([3]))
-    own = spread(ref, b)
+    own = disagreement(ref, b)
     assert list(own) == ["output"]
     near = _fp(output=torch.tensor([1.0, 2.3]), closure_pos=torch.tensor([3]))
     far = _fp(output=torch.tensor([1.0, 3.0]), closure_pos=torch.tensor([3]))
@@ -182,7 +183,7 @@ def test_a_call_is_judged_as_check_judges_one():
     assert [c.name for c in judge_call(ref, own, far).bad] == ["output"]
     # an integer tensor the eager runs disagree on cannot be judged: not verified
     ref2 = _fp(closure_pos=torch.tensor([3]))
-    own2 = spread(ref2, _fp(closure_pos=torch.tensor([4])))
+    own2 = disagreement(ref2, _fp(closure_pos=torch.tensor([4])))
     j = judge_call(ref2, own2, _fp(closure_pos=torch.tensor([5])))
     assert [c.name for c in j.unjudged] == ["closure pos"] and not j.bad
 
