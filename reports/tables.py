@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from graph_harness.capture.export.delta import NodeDelta
-    from graph_harness.capture.export.families import Rule
+    from graph_harness.capture.export.families import FamilyRule
 
 
 def source_note(export: NodeExport) -> str:
@@ -155,7 +155,7 @@ def per_kernel_table(export: NodeExport, *, top: int = 30) -> Table:
     return t
 
 
-def per_family_table(export: NodeExport, rules: tuple[Rule, ...] | None = None) -> Table:
+def per_family_table(export: NodeExport, rules: tuple[FamilyRule, ...] | None = None) -> Table:
     """Nodes by kernel family (capture/export/families.py; docs/families.md): what a
     graph with no scopes (a dump) is best read by."""
     from graph_harness.capture.export.families import RULES, families

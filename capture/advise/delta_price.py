@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from graph_harness.capture.export.documents import frame_records
-from graph_harness.capture.export.families import RULES, Rule, families
+from graph_harness.capture.export.families import RULES, FamilyRule, families
 from graph_harness.capture.replay.kinds import TYPE_CHAIN
 from graph_harness.capture.rows import frame
 
@@ -85,7 +85,7 @@ class DeltaPrice:
         }
 
 
-def price_delta(d: NodeDelta, costs: Costs, rules: tuple[Rule, ...] = RULES) -> DeltaPrice:
+def price_delta(d: NodeDelta, costs: Costs, rules: tuple[FamilyRule, ...] = RULES) -> DeltaPrice:
     """`d` priced with `costs` (see the module's notes)."""
     import pandas as pd
 
@@ -165,7 +165,7 @@ class RecordingPrice:
 
 
 def price_recording(
-    d: RecordingDelta, costs: Costs, rules: tuple[Rule, ...] = RULES
+    d: RecordingDelta, costs: Costs, rules: tuple[FamilyRule, ...] = RULES
 ) -> RecordingPrice:
     """`d`'s steps (with a step key) and its total priced with `costs`."""
     graphs = {k: (len(d.a.steps[k]), len(d.b.steps[k])) for k in d.step_pairs}

@@ -15,7 +15,7 @@ from graph_harness.capture.attribution.repeats import Repeat, repeating_block
 from graph_harness.capture.attribution.rollup import scope_tree, tree_order
 from graph_harness.capture.errors import UsageError
 from graph_harness.capture.export.documents import frame_records
-from graph_harness.capture.export.families import OTHER, RULES, Rule, families
+from graph_harness.capture.export.families import OTHER, RULES, FamilyRule, families
 from graph_harness.capture.export.nodes import NodeExport
 
 
@@ -166,7 +166,7 @@ def _side_by_side(a: pd.Series, b: pd.Series, names: list[str]) -> pd.DataFrame:
 
 
 def node_delta(
-    a: NodeExport, b: NodeExport, rules: tuple[Rule, ...] = RULES, *, repeats: bool = True
+    a: NodeExport, b: NodeExport, rules: tuple[FamilyRule, ...] = RULES, *, repeats: bool = True
 ) -> NodeDelta:
     """B minus A. Refuses exports of different sources, or rounds of different shapes.
     `rules`: the kernel families' (a user's in front of the built-in ones: read_rules).
@@ -232,7 +232,7 @@ def _refuse_unlike(a: NodeExport, b: NodeExport) -> None:
 
 
 def _blocks(
-    fa: pd.DataFrame, fb: pd.DataFrame, rules: tuple[Rule, ...]
+    fa: pd.DataFrame, fb: pd.DataFrame, rules: tuple[FamilyRule, ...]
 ) -> tuple[tuple[Repeat | None, Repeat | None], pd.DataFrame | None]:
     """The block each unscoped graph repeats, and where both have one, one block of each
     by family (else None)."""
@@ -253,7 +253,7 @@ def _block(frame: pd.DataFrame) -> Repeat | None:
     return repeating_block(list(zip(frame["type"], frame["kernel"])))
 
 
-def _by_family(fa: pd.DataFrame, fb: pd.DataFrame, rules: tuple[Rule, ...]) -> pd.DataFrame:
+def _by_family(fa: pd.DataFrame, fb: pd.DataFrame, rules: tuple[FamilyRule, ...]) -> pd.DataFrame:
     """Nodes by kernel family, side by side, in the rules' order (graph nodes only: a CPU
     dispatch count names operators, not kernels)."""
     df = _side_by_side(

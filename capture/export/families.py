@@ -36,7 +36,7 @@ class FamilyRulesError(UsageError, ValueError):
 
 
 @dataclass(frozen=True)
-class Rule:
+class FamilyRule:
     family: str
     pattern: str  # searched in the demangled kernel name; "" with node_type
     node_type: str | None = None  # matches every node of this type instead
@@ -55,44 +55,46 @@ class Rule:
 # In order: the first rule that matches names the family. Specific before general: the
 # attention and GEMM libraries before the generic "gemm" and ATen patterns, Inductor's
 # Triton kernels (whose names say what they fuse: `triton_tem_fused_mm`) before both.
-RULES: tuple[Rule, ...] = (
-    Rule("memcpy", "", "memcpy", "every memcpy node (a copy the driver runs as a kernel too)"),
-    Rule("memset", "", "memset", "every memset node"),
-    Rule("NCCL", r"^nccl|ncclDevKernel|ncclKernel", note="collectives (NCCL)"),
-    Rule(
+RULES: tuple[FamilyRule, ...] = (
+    FamilyRule(
+        "memcpy", "", "memcpy", "every memcpy node (a copy the driver runs as a kernel too)"
+    ),
+    FamilyRule("memset", "", "memset", "every memset node"),
+    FamilyRule("NCCL", r"^nccl|ncclDevKernel|ncclKernel", note="collectives (NCCL)"),
+    FamilyRule(
         "Triton (Inductor)",
         r"^triton_",
         note="Inductor's generated kernels: triton_poi_, triton_per_, triton_red_, triton_tem_",
     ),
-    Rule(
+    FamilyRule(
         "attention: FlashInfer",
         r"flashinfer::.*(?:Decode|Prefill|MergeState|Attention)|Batch(?:Decode|Prefill)With|"
         r"Single(?:Decode|Prefill)With|MergeStates",
         note="FlashInfer's decode, prefill and merge kernels",
     ),
-    Rule(
+    FamilyRule(
         "FlashInfer (other)",
         r"flashinfer::",
         note="FlashInfer's norms, activations and sampling",
     ),
-    Rule(
+    FamilyRule(
         "attention: FlashAttention",
         r"flash_fwd|flash_bwd|flash::|FlashAttn|flash_attn|pytorch_flash",
         note="FlashAttention 2 and 3 (vLLM's and PyTorch's builds)",
     ),
-    Rule(
+    FamilyRule(
         "attention: SDPA",
         r"fmha_cutlass|efficient_attention|mem_efficient|cudnn_generated_fort_native_sdpa|"
         r"at::native::.*(?:sdp|scaled_dot_product)",
         note="PyTorch's memory-efficient and cuDNN attention kernels",
     ),
-    Rule(
+    FamilyRule(
         "attention: other",
         r"fmha|[Aa]ttention|paged_attention|mha_",
         note="other attention kernels (TensorRT-LLM's fmha, vLLM's paged attention, ...)",
     ),
-    Rule("GEMM: nvjet", r"^nvjet", note="cuBLAS's nvjet kernels (Hopper and later)"),
-    Rule(
+    FamilyRule("GEMM: nvjet", r"^nvjet", note="cuBLAS's nvjet kernels (Hopper and later)"),
+    FamilyRule(
         "GEMM: cuBLAS",
         r"^(?:ampere|volta|turing|hopper|sm\d+)_\w*gemm|xmma_gemm|gemv2[NT]_kernel|gemvx|"
         r"gemmSN|gemmk1|splitKreduce|cublas|cutlass::Kernel2?<cutlass_\d+_|^cutlass_\d+_",
@@ -100,26 +102,26 @@ RULES: tuple[Rule, ...] = (
         "reductions, the CUTLASS-built kernels it ships): the same kernels serve both, so a "
         "name cannot tell which launched it",
     ),
-    Rule("GEMM: CUTLASS", r"cutlass", note="CUTLASS kernels (vLLM's, TensorRT-LLM's, ...)"),
-    Rule("GEMM: other", r"gemm|Gemm|gemv|Gemv", note="other GEMMs (DeepGEMM, Marlin, ...)"),
-    Rule(
+    FamilyRule("GEMM: CUTLASS", r"cutlass", note="CUTLASS kernels (vLLM's, TensorRT-LLM's, ...)"),
+    FamilyRule("GEMM: other", r"gemm|Gemm|gemv|Gemv", note="other GEMMs (DeepGEMM, Marlin, ...)"),
+    FamilyRule(
         "sort, scan, top-k",
         r"[Ss]ort|[Tt]op[Kk]|topk|DeviceScan|[Ss]can_|cumsum",
         note="sorts, top-k and scans (ATen's and CUB's: a decode step's sampling)",
     ),
-    Rule(
+    FamilyRule(
         "ATen indexing",
         r"at::native::.*(?:index_elementwise_kernel|indexSelect|index_select|index_put|"
         r"index_copy|indexFunc|gather|scatter|embedding|take_kernel|masked_(?:fill|scatter|"
         r"select))",
         note="ATen's indexing, gather, scatter and embedding kernels",
     ),
-    Rule(
+    FamilyRule(
         "ATen elementwise",
         r"at::native::.*(?:elementwise_kernel|fill_kernel|copy_kernel|CatArrayBatchedCopy)",
         note="ATen's elementwise, fill, copy and cat kernels",
     ),
-    Rule(
+    FamilyRule(
         "ATen reduction",
         r"at::native::.*(?:reduce_kernel|[Ss]oft[Mm]ax|norm_kernel|layer_norm|rms_norm|cunn_|"
         r"argmax|argmin)",
@@ -132,7 +134,7 @@ NOT_A_KERNEL = "the node's type"  # a node of any other type: its type names its
 def family_of(
     node_type: str,
     kernel: str | None,
-    rules: tuple[Rule, ...] = RULES,
+    rules: tuple[FamilyRule, ...] = RULES,
     running: Running | None = None,
 ) -> str:
     """The family of a node (its type, its kernel's name, mangled or not): the first rule
@@ -149,7 +151,7 @@ def family_of(
     return OTHER if node_type == "kernel" else node_type
 
 
-def families(frame: pd.DataFrame, rules: tuple[Rule, ...] = RULES) -> pd.Series:
+def families(frame: pd.DataFrame, rules: tuple[FamilyRule, ...] = RULES) -> pd.Series:
     """Each row's family (an export's frame: `type` and `kernel` columns), under a
     deadline that names a rule whose pattern runs without end (capture/patterns.py)."""
     memo: dict[tuple[str, str], str] = {}
@@ -166,7 +168,7 @@ def families(frame: pd.DataFrame, rules: tuple[Rule, ...] = RULES) -> pd.Series:
     return pd.Series(got, index=frame.index, name="family", dtype=object)
 
 
-def read_rules(path: str | Path) -> tuple[Rule, ...]:
+def read_rules(path: str | Path) -> tuple[FamilyRule, ...]:
     """A user's rules (a CSV with the header `family,pattern`: a Python regular expression
     searched in demangled kernel names, spaces around either field ignored), put in front
     of the built-in ones. Refused whole, saying where, if any row cannot be read: no rule
@@ -185,7 +187,7 @@ def read_rules(path: str | Path) -> tuple[Rule, ...]:
     return (*parse_rules(text, str(path)), *RULES)
 
 
-def parse_rules(text: str, where: str = "rules") -> tuple[Rule, ...]:
+def parse_rules(text: str, where: str = "rules") -> tuple[FamilyRule, ...]:
     reader = csv.reader(io.StringIO(text, newline=""))
     out = []
     try:
@@ -208,7 +210,7 @@ def parse_rules(text: str, where: str = "rules") -> tuple[Rule, ...]:
     return tuple(out)
 
 
-def _rule(row: list[str], at: str, source: str) -> Rule:
+def _rule(row: list[str], at: str, source: str) -> FamilyRule:
     if len(row) != 2:
         raise FamilyRulesError(f"{at}: expected 2 fields (family,pattern), got {len(row)}")
     family, pattern = row[0].strip(), row[1].strip()
@@ -219,7 +221,7 @@ def _rule(row: list[str], at: str, source: str) -> Rule:
     if len(pattern) > MAX_PATTERN:
         raise FamilyRulesError(f"{at}: a pattern of at most {MAX_PATTERN} characters")
     try:
-        rule = Rule(family, pattern, source=source)
+        rule = FamilyRule(family, pattern, source=source)
     except (re.error, OverflowError, RecursionError) as e:
         raise FamilyRulesError(f"{at}: not a regular expression: {e}") from None
     try:

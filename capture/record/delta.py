@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from graph_harness.capture.errors import UsageError
 from graph_harness.capture.export.delta import NodeDelta, node_delta
 from graph_harness.capture.export.documents import frame_records
-from graph_harness.capture.export.families import RULES, Rule
+from graph_harness.capture.export.families import RULES, FamilyRule
 from graph_harness.capture.export.nodes import NodeExport, joined_nodes
 from graph_harness.capture.patterns import MAX_NAME, checked, deadline
 
@@ -237,7 +237,7 @@ def recording_delta(
     *,
     labels: tuple[str, str] = ("A", "B"),
     step_keys: tuple[str | None, str | None] = (None, None),
-    rules: tuple[Rule, ...] = RULES,
+    rules: tuple[FamilyRule, ...] = RULES,
 ) -> RecordingDelta:
     """B - A (see the module's notes). `step_keys`: A's and B's step keys (regular
     expressions; None for none). Priced by capture/advise/delta_price.py's

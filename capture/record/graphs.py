@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from graph_harness.capture.export.documents import Fields
 from graph_harness.capture.export.nodes import NodeExport
@@ -22,7 +22,8 @@ if TYPE_CHECKING:  # the recorder's start-up imports no torch: capture/graph/cap
 KEY_SOURCES = ("engine", "inductor", "shapes", "arguments", "order")
 # captured: read whole; failed: the program's capture raised (its graph, where it could be
 # read, is kept); unread: captured, but graph-harness could not read it (error says why)
-STATUSES = ("captured", "failed", "unread")
+CaptureStatus = Literal["captured", "failed", "unread"]
+STATUSES: tuple[str, ...] = get_args(CaptureStatus)
 RELEASES = ("reset", "collected")
 
 _KEYS = (
@@ -61,7 +62,7 @@ class GraphRecord:
     pool_allocated: int | None = None
     pool_segments: int | None = None
     keep_graph: bool | None = None  # the program's own keep_graph setting
-    status: str = "captured"  # one of STATUSES
+    status: CaptureStatus = "captured"
     error: str | None = None  # why the capture failed
     export: NodeExport | None = None
     capture_s: float = 0.0  # capture_begin to capture_end, the recorder's own time included

@@ -10,16 +10,14 @@ recording keeps them".
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from graph_harness.capture.export.documents import Fields
 
-Status = Literal[
+VerdictStatus = Literal[
     "agrees", "differs", "assert", "not verified", "not checked", "skipped", "unchecked"
 ]
-STATUSES: tuple[str, ...] = (
-    "agrees", "differs", "assert", "not verified", "not checked", "skipped", "unchecked",
-)  # fmt: skip
+STATUSES: tuple[str, ...] = get_args(VerdictStatus)
 FAILING = ("differs", "assert")  # the exit code's: a graph computed what its code does not
 SHOWN = 64  # replay numbers kept in `compared` (the count is `compared_count`)
 LISTED = 12  # tensors listed in a difference
@@ -45,7 +43,7 @@ class Difference:
 
 @dataclass(kw_only=True)
 class GraphVerdict:
-    status: Status = "unchecked"
+    status: VerdictStatus = "unchecked"
     source: str | None = None  # where the eager form came from (forms.py)
     reason: str | None = None  # not checked / not verified: why
     compared: list[int] = field(default_factory=list)  # the first SHOWN replays compared

@@ -318,7 +318,7 @@ def seconds_arg(text: str) -> float:
     return v
 
 
-def check_steps(args: argparse.Namespace) -> int | str:
+def steps_to_check(args: argparse.Namespace) -> int | str:
     """--steps / --check-steps, or the default."""
     from graph_harness.capture.check.settings import CheckSettings
 

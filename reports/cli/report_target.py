@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from graph_harness.capture.sweep.settings import SweepSettings
-from graph_harness.reports.cli.args import check_steps, shown_depth, step_warmup
+from graph_harness.reports.cli.args import shown_depth, step_warmup, steps_to_check
 from graph_harness.reports.cli.console import (
     IO,
     UsageError,
@@ -96,7 +96,7 @@ def run_target_report(args: argparse.Namespace, io: IO) -> int:
                 say,
                 settings=SweepSettings(),
                 warmup=step_warmup(args),
-                check_steps=check_steps(args) if args.check else None,
+                check_steps=steps_to_check(args) if args.check else None,
                 requests=requests,
                 most=None,
                 budget=None,
@@ -135,7 +135,7 @@ def _profile_targets(
         say,
         warmup=step_warmup(args),
         check=args.check,
-        check_steps=check_steps(args),
+        check_steps=steps_to_check(args),
         targets=targets,
     )
     exports = {n: p.export for n, p in profile.profiles.items()}
@@ -158,7 +158,7 @@ def _count_targets(
             args.module_scopes,
             io,
             warmup=step_warmup(args),
-            check=check_steps(args) if args.check else None,
+            check=steps_to_check(args) if args.check else None,
             host_launch=False,  # no GPU here
             watch=args.check,  # unchecked, a report replays nothing here: no watch
             target=target,

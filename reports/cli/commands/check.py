@@ -12,13 +12,13 @@ import sys
 
 from graph_harness.capture.errors import UsageError
 from graph_harness.reports.cli.args import (
-    check_steps,
     json_arg,
     module_scopes_arg,
     out_args,
     soak_args,
     step_warmup,
     steps_arg,
+    steps_to_check,
     subcommand,
     warmup_arg,
 )
@@ -83,7 +83,7 @@ def run(args: argparse.Namespace, io: IO) -> int:
                 args.module_scopes,
                 io,
                 warmup=step_warmup(args),
-                check=check_steps(args),
+                check=steps_to_check(args),
                 soak=args.soak or 0,
                 soak_deadline=args.soak_deadline,
                 host_launch=False,

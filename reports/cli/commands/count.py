@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING
 from graph_harness.capture.round.params import VARIANTS
 from graph_harness.reports.cli.args import (
     check_arg,
-    check_steps,
     json_arg,
     module_scopes_arg,
     out_args,
     round_args,
     shown_depth,
     step_warmup,
+    steps_to_check,
     subcommand,
     warmup_arg,
 )
@@ -193,7 +193,7 @@ def _count_target(
         args.module_scopes,
         io,
         warmup=step_warmup(args),
-        check=check_steps(args) if args.check else None,
+        check=steps_to_check(args) if args.check else None,
     )
     checks: dict = {}
     if got.check is not None:

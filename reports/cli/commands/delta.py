@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from graph_harness.capture.advise.costs import Costs
     from graph_harness.capture.advise.delta_price import DeltaPrice
     from graph_harness.capture.export.delta import NodeDelta
-    from graph_harness.capture.export.families import Rule
+    from graph_harness.capture.export.families import FamilyRule
     from graph_harness.capture.export.nodes import NodeExport
 
 
@@ -283,7 +283,9 @@ def _show(io: IO, d: NodeDelta, price: DeltaPrice | None) -> None:
         io.out.print(price.line(d.a.unit), markup=False, soft_wrap=True)
 
 
-def run_recordings(args: argparse.Namespace, io: IO, rules: tuple[Rule, ...], costs: Costs) -> int:
+def run_recordings(
+    args: argparse.Namespace, io: IO, rules: tuple[FamilyRule, ...], costs: Costs
+) -> int:
     from graph_harness.capture.advise.delta_price import price_recording
     from graph_harness.capture.files import write_output
     from graph_harness.capture.record.delta import recording_delta

@@ -12,7 +12,6 @@ from graph_harness.capture.profile.settings import ProfileSettings
 from graph_harness.capture.round.params import VARIANTS
 from graph_harness.reports.cli.args import (
     check_arg,
-    check_steps,
     json_arg,
     module_scopes_arg,
     out_args,
@@ -21,6 +20,7 @@ from graph_harness.reports.cli.args import (
     settings_from,
     shown_depth,
     step_warmup,
+    steps_to_check,
     subcommand,
     timing_args,
     warmup_arg,
@@ -139,7 +139,7 @@ def run(args: argparse.Namespace, io: IO) -> int:
                     say,
                     warmup=step_warmup(args),
                     check=args.check,
-                    check_steps=check_steps(args),
+                    check_steps=steps_to_check(args),
                 )
             else:
                 from graph_harness.capture.round.profile import profile_rounds

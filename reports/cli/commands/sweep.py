@@ -14,7 +14,6 @@ from graph_harness.capture.sweep.padding import BUILTIN
 from graph_harness.capture.sweep.settings import CHECK_MODES, SHARED_MODES, SweepSettings
 from graph_harness.reports.cli.args import (
     check_arg,
-    check_steps,
     json_arg,
     module_scopes_arg,
     out_args,
@@ -22,6 +21,7 @@ from graph_harness.reports.cli.args import (
     settings_from,
     shown_depth,
     step_warmup,
+    steps_to_check,
     subcommand,
     timing_args,
     warmup_arg,
@@ -208,7 +208,7 @@ def run(args: argparse.Namespace, io: IO) -> int:
                 say,
                 settings=settings,
                 warmup=step_warmup(args),
-                check_steps=check_steps(args) if args.check else None,
+                check_steps=steps_to_check(args) if args.check else None,
                 shared_check=args.check if args.check in SHARED_MODES else None,
                 requests=requests,
                 most=args.choose,
