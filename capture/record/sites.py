@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import sys
-import sysconfig
 import types
 from dataclasses import dataclass, field
 
@@ -31,9 +30,19 @@ MAX_KEY = 160  # characters of a key made from arguments
 
 
 def _library_roots() -> tuple[str, ...]:
-    paths = sysconfig.get_paths()
-    roots = {paths.get(k) for k in ("purelib", "platlib", "stdlib", "platstdlib")}
-    roots |= {os.path.dirname(os.__file__)}
+    """The standard library's folder and every site-packages one. Read from modules the
+    interpreter has already imported (`os`, `site`) and from sys.path: this runs in the
+    program's process once torch is imported, and an import here (`sysconfig`) could find
+    a module of the program's own folder instead."""
+    roots = {os.path.dirname(os.__file__)}
+    site = sys.modules.get("site")  # None under `python -S`: sys.path still names them
+    for read in ("getsitepackages", "getusersitepackages"):
+        try:
+            got = getattr(site, read)()
+        except Exception:
+            continue
+        roots.update([got] if isinstance(got, str) else got)
+    roots.update(p for p in sys.path if os.path.basename(p) in ("site-packages", "dist-packages"))
     return tuple(os.path.abspath(r) + os.sep for r in roots if r)
 
 

@@ -296,6 +296,29 @@ def test_a_program_with_its_own_secrets_is_recorded(tmp_path):
     assert p["failed"] is None and p["exited"] is True, p
 
 
+def test_the_recorder_imports_no_module_the_program_could_hide(tmp_path):
+    # Armed as torch is imported, the recorder must import nothing by a name the program's
+    # folder can hold (it imported `sysconfig`, found the program's, and failed to start):
+    # the program's module runs when the program imports it, and the recorder starts.
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "sysconfig.py").write_text("print('the program imported its sysconfig')\n")
+    prog = app / "prog.py"
+    prog.write_text("import torch\nprint('after torch')\nimport sysconfig\n")
+    plain = subprocess.run(
+        [sys.executable, str(prog)], capture_output=True, text=True, cwd=tmp_path, timeout=120
+    )
+    assert plain.returncode == 0, plain.stderr
+    r = gh("record", "--out", str(tmp_path / "rec"), "--", str(prog), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[:2] == plain.stdout.splitlines() == [
+        "after torch",
+        "the program imported its sysconfig",
+    ], r.stdout
+    (p,) = json.loads((tmp_path / "rec" / "recording.json").read_text())["processes"]
+    assert p["failed"] is None and p["exited"] is True, p
+
+
 def test_without_cuda_it_says_why_nothing_was_captured(tmp_path):
     if _cuda():
         pytest.skip("a CUDA device is here: the program could capture")
