@@ -185,21 +185,38 @@ def entry_point_adapters() -> list[tuple[str, KeyFn]]:
 
 def ask(adapters: list[tuple[str, KeyFn]], ctx: CaptureContext) -> tuple[str | None, str | None]:
     """The first key an adapter gives, and a note on any that failed. Never raises what
-    an adapter raised; only what a signal handler raised while one ran (the module's notes)."""
-    notes = []
+    an adapter raised, nor what its returned value or its exception raised as they were
+    read; only what a signal handler raised while one ran (the module's notes)."""
+    notes: list[str] = []
     for name, fn in adapters:
         with raised_by_signals() as signalled:
             try:
-                got = fn(ctx)
+                key = _key_from(name, fn, ctx, notes)
             except BaseException as e:
                 if any(e is s for s in signalled):
                     raise  # a signal handler's: the program's, not the adapter's
-                notes.append(f"key adapter {name} raised {type(e).__name__}: {e}")
+                notes.append(f"key adapter {name} raised {_said(e)}")
                 continue
-        if got is None:
-            continue
-        if not isinstance(got, str) or not got.strip():
-            notes.append(f"key adapter {name} returned {type(got).__name__}, not a key (a str)")
-            continue
-        return printable(got), "; ".join(notes) or None
+        if key is not None:
+            return key, "; ".join(notes) or None
     return None, printable("; ".join(notes)) if notes else None
+
+
+def _key_from(name: str, fn: KeyFn, ctx: CaptureContext, notes: list[str]) -> str | None:
+    """The key `fn` gives, or None (and why, in `notes`). Only an exact `str` is a key: a
+    subclass's methods are the adapter's code too, and would run as it is read."""
+    got = fn(ctx)
+    if got is None:
+        return None
+    if type(got) is not str or not got.strip():
+        notes.append(f"key adapter {name} returned {type(got).__name__}, not a key (a str)")
+        return None
+    return printable(got)
+
+
+def _said(e: BaseException) -> str:
+    """`Type: message`, or the type alone where the message itself raises."""
+    try:
+        return f"{type(e).__name__}: {e}"
+    except BaseException:
+        return f"{type(e).__name__} (its message could not be read)"

@@ -150,6 +150,42 @@ def test_an_adapter_that_exits_or_interrupts_never_breaks_the_capture(tmp_path):
     assert f"{exits}:key raised SystemExit: 5" in note
 
 
+class _ExitsAsText(Exception):
+    def __str__(self):
+        raise SystemExit(9)
+
+
+class _KeyThatExits(str):
+    def strip(self, *chars):
+        raise SystemExit(11)
+
+
+class _ClassThatExits:
+    @property
+    def __class__(self):
+        raise SystemExit(13)
+
+
+def test_what_an_adapters_value_or_error_raises_as_it_is_read_is_the_adapters():
+    # an exception whose message exits, a str whose methods exit, an object whose class
+    # exits: each is read by the recorder, never reaches the program (attack pass)
+    def raises_exiting(ctx):
+        raise _ExitsAsText
+
+    adapters = [
+        ("text", raises_exiting),
+        ("str", lambda ctx: _KeyThatExits("bs=4")),
+        ("class", lambda ctx: _ClassThatExits()),
+    ]
+    key, note = ask(adapters, CaptureContext([], graph=None, index=0))
+    assert key is None, key
+    assert "text raised _ExitsAsText (its message could not be read)" in note, note
+    assert "str returned _KeyThatExits, not a key" in note, note
+    assert "class returned _ClassThatExits, not a key" in note, note
+    key, _ = ask([*adapters, ("plain", lambda ctx: "bs=4")], CaptureContext([], None, 0))
+    assert key == "bs=4"
+
+
 def test_what_a_signal_raises_while_an_adapter_runs_is_the_programs():
     # Ctrl-C, or a program's SIGTERM handler, landing inside the adapter: on to the program
     def signalled(signum):
