@@ -61,6 +61,16 @@ def test_a_length_that_is_not_a_whole_number_is_refused(bad):
         trajectory_length(step, TO_END)
 
 
+@pytest.mark.parametrize("huge", [100_001, 3 * 10**7, 10**13])
+def test_a_length_past_the_bound_of_every_count_is_refused_before_any_call(huge):
+    # every entry point's bound (100,000 calls): a check keeps a fingerprint per call, so
+    # a step claiming 10**13 would grow memory until the process dies (attack pass)
+    step = _long()
+    step.max_steps = huge
+    with pytest.raises(StepStateError, match=f"step.max_steps is {huge:,}, more than the 100,000"):
+        trajectory_length(step, TO_END)
+
+
 def test_a_step_with_no_length_cannot_run_to_the_end_and_is_told_what_to_set():
     step = T.stateful(device="cpu")
     with pytest.raises(StepStateError, match="set step.max_steps .* or give a number"):
