@@ -4,6 +4,8 @@ the process, its graphs, and what became of each (replays, release, check verdic
 from __future__ import annotations
 
 import json
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -12,6 +14,8 @@ from graph_harness.capture.export.documents import ExportError, Fields, made_pri
 from graph_harness.capture.record.graphs import GraphRecord
 from graph_harness.capture.record.verdict import GraphVerdict
 from graph_harness.capture.text import printable
+
+SAID = 5  # lines of a file that are not JSON, each named; the rest counted
 
 if TYPE_CHECKING:
     from graph_harness.capture.record.recording import Recording
@@ -44,23 +48,35 @@ class ProcessInfo:
 def read_process(path: Path, rec: Recording) -> None:
     """One process's file into `rec` (its graphs with the replay counts of its exit line,
     else of its last flush); a partial last line (a process killed mid-write) is left
-    out and said."""
+    out and said. A link or a pipe the program made there is left out: a FIFO would block
+    the read for good (a folder fails to read, with its reason, to the caller)."""
+    if not _plain_or_folder(path):
+        rec.notes.append(
+            f"{printable(path.name)} is not a file the recorder wrote (a link or a pipe the "
+            "program made there); left out"
+        )
+        return
     lines = path.read_bytes().split(b"\n")
     partial = lines.pop() if lines and lines[-1] else b""
     got = _Lines()
     f = Fields(path.name)
+    bad = 0  # lines that are not JSON: the first SAID named
     for n, raw in enumerate(lines):
         if not raw:
             continue
         try:
             line = _parsed(raw)
-        except ValueError:
-            rec.notes.append(f"{path.name}: line {n + 1} is not JSON; left out")
+        except (ValueError, RecursionError):  # nested past the parser's depth: not ours
+            bad += 1
+            if bad <= SAID:
+                rec.notes.append(f"{path.name}: line {n + 1} is not JSON; left out")
             continue
         try:
             got.take(line, f, f"line {n + 1}")
         except (ExportError, KeyError, TypeError, ValueError) as e:
             rec.notes.append(f"{path.name}: line {n + 1} could not be read ({e}); left out")
+    if bad > SAID:
+        rec.notes.append(f"{path.name}: {bad - SAID} more lines are not JSON; left out")
     if partial:
         rec.notes.append(
             f"{path.name}: its last line was cut off (the process ended while writing it); left out"
@@ -75,6 +91,14 @@ def read_process(path: Path, rec: Recording) -> None:
             _what_became(g, c, f, rec)
     rec.processes.append(info)
     rec.graphs.extend(got.graphs)
+
+
+def _plain_or_folder(path: Path) -> bool:
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return True  # the read says why
+    return stat.S_ISREG(mode) or stat.S_ISDIR(mode)
 
 
 @dataclass

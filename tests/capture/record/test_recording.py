@@ -5,6 +5,7 @@ process's recorder writes them."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -129,3 +130,31 @@ def test_a_folder_named_as_a_process_file_is_left_out_and_said(tmp_path):
     assert [g.key for g in rec.graphs] == ["decode"]
     (note,) = rec.notes
     assert note.startswith("0-made-by-the-program.jsonl could not be read (is a directory)")
+
+
+def test_a_pipe_or_a_link_named_as_a_process_file_is_left_out_unread(tmp_path):
+    # a FIFO blocked the read for good (record hung, the exit code lost); a link was
+    # followed out of the session folder (attack pass)
+    write_process(tmp_path, 7, [record(0, 7, "decode", 3)])
+    os.mkfifo(tmp_path / "1-fifo.jsonl")
+    outside = tmp_path.parent / f"{tmp_path.name}-outside.txt"
+    outside.write_text("not the recorder's\n")
+    (tmp_path / "2-link.jsonl").symlink_to(outside)
+    rec = Recording.from_session(tmp_path, options=RecordOptions())
+    assert [g.key for g in rec.graphs] == ["decode"]
+    assert rec.notes == [
+        f"{name} is not a file the recorder wrote (a link or a pipe the program made there); "
+        "left out"
+        for name in ("1-fifo.jsonl", "2-link.jsonl")
+    ]
+
+
+def test_lines_nested_past_the_parsers_depth_or_many_are_said_once_each_and_counted(tmp_path):
+    write_process(tmp_path, 7, [record(0, 7, "decode", 3)])
+    (tmp_path / "1-junk.jsonl").write_bytes(b"[" * 100_000 + b"\n" + b"not json\n" * 40)
+    rec = Recording.from_session(tmp_path, options=RecordOptions())
+    assert [g.key for g in rec.graphs] == ["decode"]
+    assert rec.notes == [
+        *(f"1-junk.jsonl: line {n} is not JSON; left out" for n in range(1, 6)),
+        "1-junk.jsonl: 36 more lines are not JSON; left out",
+    ]
