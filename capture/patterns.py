@@ -6,7 +6,9 @@ Three bounds, each said where it applies:
 - a pattern sees the first MAX_NAME characters of a name (graph names and kernel names
   are far shorter; a longer one is cut, and the caller says so);
 - the matching of a whole pass runs under a deadline (main thread, where no alarm of the
-  caller's is set): past it, a usage error names the pattern that was running.
+  caller's is set): past it, a usage error names the pattern that was running. Within
+  `matching_budget()` (a command's run: `delta` of two recordings makes a pass per graph)
+  every pass draws on one deadline, so many passes each just under it add up to no more.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import contextlib
 import re
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -94,6 +97,25 @@ class Running:
     pattern: str = ""
 
 
+@dataclass
+class _Budget:
+    seconds: float  # the whole budget
+    left: float
+
+
+_budgets: list[_Budget] = []  # the budgets in force, innermost last
+
+
+@contextlib.contextmanager
+def matching_budget(seconds: float = DEADLINE_S) -> Iterator[None]:
+    """One deadline shared by every pass in the block (the module's notes)."""
+    _budgets.append(_Budget(seconds, seconds))
+    try:
+        yield
+    finally:
+        _budgets.pop()
+
+
 @contextlib.contextmanager
 def deadline(seconds: float | None = None) -> Iterator[Running]:
     """Matching bounded to `seconds`: set `.what`/`.pattern` of the object yielded as
@@ -105,6 +127,11 @@ def deadline(seconds: float | None = None) -> Iterator[Running]:
     if not _free():
         yield running
         return
+    budget = _budgets[-1] if _budgets else None
+    said = seconds if budget is None else budget.seconds  # what the error names
+    if budget is not None:
+        seconds = max(min(seconds, budget.left), 1e-3)  # 0 would switch the timer off
+    start = time.monotonic()
 
     def expired(signum: int, frame: object) -> None:
         raise _Expired
@@ -115,12 +142,14 @@ def deadline(seconds: float | None = None) -> Iterator[Running]:
         yield running
     except _Expired:
         raise PatternError(
-            f"{running.what} {running.pattern!r} ran past {seconds:g} s of matching (its "
+            f"{running.what} {running.pattern!r} ran past {said:g} s of matching (its "
             "backtracking grows without bound on these names): simplify it"
         ) from None
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        if budget is not None:
+            budget.left -= time.monotonic() - start
 
 
 class _Expired(Exception):

@@ -232,6 +232,13 @@ def export_for(ref: str, args: argparse.Namespace, io: IO) -> NodeExport:
 
 
 def run(args: argparse.Namespace, io: IO) -> int:
+    from graph_harness.capture.patterns import matching_budget
+
+    with matching_budget():  # every pass over the names (one per graph) draws on one deadline
+        return _run(args, io)
+
+
+def _run(args: argparse.Namespace, io: IO) -> int:
     from graph_harness.capture.advise.costs import Costs, builtin_costs
     from graph_harness.capture.advise.delta_price import price_delta
     from graph_harness.capture.export.delta import node_delta

@@ -8,6 +8,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -196,3 +197,24 @@ def test_a_rule_that_backtracks_without_end_is_stopped_and_named(monkeypatch):
     frame = pd.DataFrame({"type": ["kernel"], "kernel": ["a" * 40]})
     with pytest.raises(patterns.PatternError, match=r"rule '\(a\|aa\)\+b' ran past"):
         families(frame, rules)
+
+
+def test_passes_within_a_budget_share_its_one_deadline():
+    # `delta` of two recordings makes a pass per graph: each just under its own deadline,
+    # 20 graphs a side took minutes (attack pass); within a command's budget they add up
+    import graph_harness.capture.patterns as patterns
+
+    rules = (*parse_rules("family,pattern\nmine,(a|aa)+b\n", "mine.csv"), *RULES)
+    n, one = 20, 0.0
+    while one < 0.02:  # a name that takes a measurable while to refuse, well inside 5 s
+        n += 2
+        frame = pd.DataFrame({"type": ["kernel"], "kernel": ["a" * n]})
+        t0 = time.monotonic()
+        families(frame, rules)
+        one = time.monotonic() - t0
+    for _ in range(8):
+        families(frame, rules)  # alone, each pass is well within its deadline
+    refused = pytest.raises(patterns.PatternError, match=r"rule '\(a\|aa\)\+b' ran past")
+    with patterns.matching_budget(3 * one), refused:
+        for _ in range(8):
+            families(frame, rules)
