@@ -157,6 +157,7 @@ def run(args: argparse.Namespace, io: IO) -> int:
     from graph_harness.capture.record.process import RecordOptions
     from graph_harness.capture.record.program import run_program
     from graph_harness.capture.results import results_descriptor
+    from graph_harness.reports.output.commit import OutputConflict
     from graph_harness.reports.record_tables import program_line
 
     program = check_flags(args)
@@ -194,6 +195,11 @@ def run(args: argparse.Namespace, io: IO) -> int:
             "(or give --out on another disk) and run the program again; --json > FILE "
             "keeps the recording in one file"
         )
+        return checked_status(rec, exit_status(rec.exit_code))
+    except OutputConflict as e:  # the recording was kept beside it: the program's code stands
+        if rec is None:
+            raise
+        io.note(str(e))
         return checked_status(rec, exit_status(rec.exit_code))
     if args.out is not None:
         io.err.print(f"wrote the recording to {args.out}", markup=False)

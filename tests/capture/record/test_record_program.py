@@ -311,12 +311,31 @@ def test_the_recorder_imports_no_module_the_program_could_hide(tmp_path):
     assert plain.returncode == 0, plain.stderr
     r = gh("record", "--out", str(tmp_path / "rec"), "--", str(prog), cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.splitlines()[:2] == plain.stdout.splitlines() == [
-        "after torch",
-        "the program imported its sysconfig",
-    ], r.stdout
+    assert (
+        r.stdout.splitlines()[:2]
+        == plain.stdout.splitlines()
+        == [
+            "after torch",
+            "the program imported its sysconfig",
+        ]
+    ), r.stdout
     (p,) = json.loads((tmp_path / "rec" / "recording.json").read_text())["processes"]
     assert p["failed"] is None and p["exited"] is True, p
+
+
+def test_an_out_folder_made_while_the_program_ran_keeps_its_exit_code(tmp_path):
+    # another run (or the program) made --out meanwhile: the recording is kept beside it,
+    # said in a note, and the program's own exit code stands (it was exit 1 and a raw
+    # OutputConflict; attack pass)
+    prog = tmp_path / "prog.py"
+    prog.write_text("import os, sys\nos.mkdir(sys.argv[1])\nsys.exit(3)\n")
+    out = tmp_path / "rec"
+    r = gh("record", "--out", str(out), "--", str(prog), str(out), cwd=tmp_path)
+    assert r.returncode == 3, r.stderr
+    assert "appeared while this run was going" in r.stderr and "Traceback" not in r.stderr
+    assert list(out.iterdir()) == [], "the folder made meanwhile is left as it is"
+    (kept,) = [p for p in tmp_path.iterdir() if p.name.startswith("rec.graph-harness")]
+    assert (kept / "recording.json").is_file(), "the recording kept beside it"
 
 
 def test_without_cuda_it_says_why_nothing_was_captured(tmp_path):
