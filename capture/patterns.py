@@ -1,14 +1,12 @@
 """A user's regular expressions, bounded: `delta --step-key` and the rules of a
 `--families` file are Python patterns, and Python's engine backtracks. `(a+)+b` on a
 31-character name, or `(\\d+) piece` on a 100,000-character one, runs for minutes.
-Three bounds, each said where it applies:
+Three bounds:
 - a pattern whose quantifiers nest (`(a+)+`, `(\\w+\\s?)*`) is refused as it is read;
-- a pattern sees the first MAX_NAME characters of a name (graph names and kernel names
-  are far shorter; a longer one is cut, and the caller says so);
-- the matching of a whole pass runs under a deadline (main thread, where no alarm of the
-  caller's is set): past it, a usage error names the pattern that was running. Within
-  `matching_budget()` (a command's run: `delta` of two recordings makes a pass per graph)
-  every pass draws on one deadline, so many passes each just under it add up to no more.
+- a pattern sees a name's first MAX_NAME characters (a longer one is cut, and said);
+- matching runs under a deadline (main thread, where no alarm of the caller's is set),
+  one per pass or, within `matching_budget()`, one for a command's passes together:
+  past it, a usage error names the pattern that was running (docs/families.md).
 """
 
 from __future__ import annotations

@@ -56,10 +56,25 @@ def read_process(path: Path, rec: Recording) -> None:
             "program made there); left out"
         )
         return
+    f = Fields(path.name)
+    got = _read_lines(path, f, rec)
+    info = got.info
+    if info is None:
+        return
+    counts = got.counts if got.counts is not None else _flushed_counts(path)
+    for g in got.graphs:
+        c = (counts or {}).get(str(g.index))
+        if isinstance(c, dict):
+            _what_became(g, c, f, rec)
+    rec.processes.append(info)
+    rec.graphs.extend(got.graphs)
+
+
+def _read_lines(path: Path, f: Fields, rec: Recording) -> _Lines:
+    """The file's lines taken in order; what could not be, said in `rec`'s notes."""
     lines = path.read_bytes().split(b"\n")
     partial = lines.pop() if lines and lines[-1] else b""
     got = _Lines()
-    f = Fields(path.name)
     bad = 0  # lines that are not JSON: the first SAID named
     for n, raw in enumerate(lines):
         if not raw:
@@ -81,16 +96,7 @@ def read_process(path: Path, rec: Recording) -> None:
         rec.notes.append(
             f"{path.name}: its last line was cut off (the process ended while writing it); left out"
         )
-    info = got.info
-    if info is None:
-        return
-    counts = got.counts if got.counts is not None else _flushed_counts(path)
-    for g in got.graphs:
-        c = (counts or {}).get(str(g.index))
-        if isinstance(c, dict):
-            _what_became(g, c, f, rec)
-    rec.processes.append(info)
-    rec.graphs.extend(got.graphs)
+    return got
 
 
 def _plain_or_folder(path: Path) -> bool:
