@@ -23,6 +23,11 @@ from graph_harness.capture.errors import UsageError
 
 MAX_NAME = 4096  # characters of a name a pattern is matched against
 DEADLINE_S = 5.0  # seconds of matching for one pass over the names
+# seconds for all of a command's passes together (matching_budget): a pass over a large
+# graph's names with the built-in rules alone takes tens of milliseconds, so a command of
+# thousands of graphs stays inside it, while passes each just under DEADLINE_S cannot
+# add up to more
+COMMAND_S = 60.0
 
 _REPEATS = ("MAX_REPEAT", "MIN_REPEAT")  # the repeats that backtrack (not possessive ones)
 
@@ -105,7 +110,7 @@ _budgets: list[_Budget] = []  # the budgets in force, innermost last
 
 
 @contextlib.contextmanager
-def matching_budget(seconds: float = DEADLINE_S) -> Iterator[None]:
+def matching_budget(seconds: float = COMMAND_S) -> Iterator[None]:
     """One deadline shared by every pass in the block (the module's notes)."""
     _budgets.append(_Budget(seconds, seconds))
     try:
@@ -126,9 +131,10 @@ def deadline(seconds: float | None = None) -> Iterator[Running]:
         yield running
         return
     budget = _budgets[-1] if _budgets else None
-    said = seconds if budget is None else budget.seconds  # what the error names
-    if budget is not None:
-        seconds = max(min(seconds, budget.left), 1e-3)  # 0 would switch the timer off
+    said = f"{seconds:g} s of matching"  # the bound that will stop it, named in the error
+    if budget is not None and budget.left < seconds:
+        said = f"the {budget.seconds:g} s of matching its command's passes share"
+        seconds = max(budget.left, 1e-3)  # 0 would switch the timer off
     start = time.monotonic()
 
     def expired(signum: int, frame: object) -> None:
@@ -140,7 +146,7 @@ def deadline(seconds: float | None = None) -> Iterator[Running]:
         yield running
     except _Expired:
         raise PatternError(
-            f"{running.what} {running.pattern!r} ran past {said:g} s of matching (its "
+            f"{running.what} {running.pattern!r} ran past {said} (its "
             "backtracking grows without bound on these names): simplify it"
         ) from None
     finally:

@@ -14,6 +14,7 @@ import math
 from collections.abc import Callable
 
 from graph_harness.capture.check.settings import TO_END
+from graph_harness.capture.settings import MAX_COUNT
 
 FIRST = 8  # every call compared up to here
 RATIO = 1.5  # then one compared call per factor of 1.5
@@ -50,5 +51,10 @@ def trajectory_length(step: Callable[[], object], steps: int | str) -> int:
             "account, and this step gives none: set step.max_steps to the number of calls "
             "from its start (after step.reset and feed(0)) until its cache is full, as the "
             "examples do (docs/steps-and-check.md), or give a number of calls (--steps N)"
+        )
+    if n > MAX_COUNT:  # the bound every count has: a check keeps each call's fingerprint
+        raise StepStateError(
+            f"--steps to-end runs step.max_steps calls, {n:,}, more than the {MAX_COUNT:,} a "
+            "check runs: give a number of calls (--steps N, or steps=N)"
         )
     return n

@@ -218,5 +218,5 @@ def _said(e: BaseException) -> str:
     """`Type: message`, or the type alone where the message itself raises."""
     try:
         return f"{type(e).__name__}: {e}"
-    except BaseException:
-        return f"{type(e).__name__} (its message could not be read)"
+    except BaseException:  # its class's name may be the adapter's code too
+        return "an exception whose type and message could not be read"

@@ -67,7 +67,7 @@ def _touches(value: Any, tensor: type, parameter: type, out: list, full: bool) -
             ptr = value.untyped_storage().data_ptr()
         except Exception:  # a wrapper subclass has no storage of its own: not looked at
             return
-        if not ptr:  # an empty tensor holds no data (and shares pointer 0 with the others)
+        if not ptr or not value.numel():  # an empty tensor, or an empty view, reads no data
             return
         weight = issubclass(type(value), parameter)  # Parameter's isinstance is slow
         if not full:

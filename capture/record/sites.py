@@ -35,13 +35,15 @@ def _library_roots() -> tuple[str, ...]:
     program's process once torch is imported, and an import here (`sysconfig`) could find
     a module of the program's own folder instead."""
     roots = {os.path.dirname(os.__file__)}
-    site = sys.modules.get("site")  # None under `python -S`: sys.path still names them
+    # `site` as the interpreter ran it; under `python -S` a `site` in sys.modules may be the
+    # program's own, and sys.path names the folders anyway
+    site = None if sys.flags.no_site else sys.modules.get("site")
     for read in ("getsitepackages", "getusersitepackages"):
         try:
             got = getattr(site, read)()
+            roots.update([got] if isinstance(got, str) else [str(p) for p in got])
         except Exception:
             continue
-        roots.update([got] if isinstance(got, str) else got)
     roots.update(p for p in sys.path if os.path.basename(p) in ("site-packages", "dist-packages"))
     return tuple(os.path.abspath(r) + os.sep for r in roots if r)
 

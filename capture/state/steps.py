@@ -13,7 +13,6 @@ from dataclasses import dataclass
 import torch
 
 from graph_harness.capture.errors import UsageError
-from graph_harness.capture.settings import MAX_COUNT
 from graph_harness.capture.state.changes import Change, compare, names, replaced_by
 from graph_harness.capture.state.fingerprint import Fingerprint, fingerprint, host_values
 from graph_harness.capture.state.rng import rng_moved, rng_state, set_rng_state
@@ -72,11 +71,6 @@ def length_of(step: Callable[[], object]) -> int | None:
             f"step.max_steps is {a_type(v)} {v!r}, not a whole number >= 1: set it to the "
             "number of calls from the step's start (after step.reset and feed(0)) until its "
             "static cache is full (docs/steps-and-check.md)"
-        )
-    if v > MAX_COUNT:  # the bound every count has: a check keeps each call's fingerprint
-        raise StepStateError(
-            f"step.max_steps is {v:,}, more than the {MAX_COUNT:,} calls a check runs: give "
-            "a number of calls (--steps N, or steps=N) or a smaller step.max_steps"
         )
     return v
 

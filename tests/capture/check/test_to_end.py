@@ -67,8 +67,15 @@ def test_a_length_past_the_bound_of_every_count_is_refused_before_any_call(huge)
     # a step claiming 10**13 would grow memory until the process dies (attack pass)
     step = _long()
     step.max_steps = huge
-    with pytest.raises(StepStateError, match=f"step.max_steps is {huge:,}, more than the 100,000"):
+    with pytest.raises(StepStateError, match=f"max_steps calls, {huge:,}, more than the 100,000"):
         trajectory_length(step, TO_END)
+
+
+def test_a_length_past_the_bound_leaves_a_numbered_check_alone():
+    # a 128k-token cache's step is checked for --steps N; only to-end is bounded by it
+    step = _long()
+    step.max_steps = 131_072
+    assert trajectory_length(step, 7) == 7
 
 
 def test_a_step_with_no_length_cannot_run_to_the_end_and_is_told_what_to_set():

@@ -209,12 +209,16 @@ def test_passes_within_a_budget_share_its_one_deadline():
     while one < 0.02:  # a name that takes a measurable while to refuse, well inside 5 s
         n += 2
         frame = pd.DataFrame({"type": ["kernel"], "kernel": ["a" * n]})
-        t0 = time.monotonic()
-        families(frame, rules)
-        one = time.monotonic() - t0
+        one = min(_seconds(families, frame, rules) for _ in range(3))
     for _ in range(8):
         families(frame, rules)  # alone, each pass is well within its deadline
-    refused = pytest.raises(patterns.PatternError, match=r"rule '\(a\|aa\)\+b' ran past")
+    refused = pytest.raises(patterns.PatternError, match=r"rule '\(a\|aa\)\+b' ran past the")
     with patterns.matching_budget(3 * one), refused:
-        for _ in range(8):
+        for _ in range(30):  # ten times the budget, had each pass its own deadline
             families(frame, rules)
+
+
+def _seconds(fn, *args) -> float:
+    t0 = time.monotonic()
+    fn(*args)
+    return time.monotonic() - t0

@@ -179,7 +179,7 @@ def test_what_an_adapters_value_or_error_raises_as_it_is_read_is_the_adapters():
     ]
     key, note = ask(adapters, CaptureContext([], graph=None, index=0))
     assert key is None, key
-    assert "text raised _ExitsAsText (its message could not be read)" in note, note
+    assert "text raised an exception whose type and message could not be read" in note, note
     assert "str returned _KeyThatExits, not a key" in note, note
     assert "class returned _ClassThatExits, not a key" in note, note
     key, _ = ask([*adapters, ("plain", lambda ctx: "bs=4")], CaptureContext([], None, 0))
