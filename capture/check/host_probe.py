@@ -20,7 +20,7 @@ from graph_harness.capture.check.findings import Finding
 from graph_harness.capture.check.judge import classify, host_moves, starts
 from graph_harness.capture.check.library_hosts import accepted
 from graph_harness.capture.check.messages import HOST_FIX, values
-from graph_harness.capture.state.changes import Change, compare
+from graph_harness.capture.state.changes import Change, compare, disagreement
 from graph_harness.capture.state.fingerprint import Fingerprint, fingerprint
 from graph_harness.capture.state.host_paths import NotSettable, setter
 from graph_harness.capture.state.steps import length_of, start_of
@@ -124,7 +124,7 @@ def _reference(
     step: Callable[[], object], start: Callable[[], None], put: Callable, v0: int
 ) -> tuple[Fingerprint, dict[str, Change]]:
     a, b = _call_at(step, start, put, v0), _call_at(step, start, put, v0)
-    return a, {c.name: c for c in compare(a, b) if not c.host}
+    return a, disagreement(a, b)
 
 
 def _call_at(

@@ -215,7 +215,7 @@ def _key_from(name: str, fn: KeyFn, ctx: CaptureContext, notes: list[str]) -> st
 
 
 def _said(e: BaseException) -> str:
-    """`Type: message`, or the type alone where the message itself raises."""
+    """`Type: message`, or a plain phrase where reading either raises."""
     try:
         return f"{type(e).__name__}: {e}"
     except BaseException:  # its class's name may be the adapter's code too

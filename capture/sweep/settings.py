@@ -5,7 +5,7 @@ fields). Plain data, no torch."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, get_args
 
 from graph_harness.capture.replay.settings import ReplaySettings
 from graph_harness.capture.settings import SettingsError, check_whole_numbers
@@ -25,7 +25,7 @@ CHECK_MODES = {
 # the modes past "alone" check the shared pool's graphs (capture/sweep/shared.py runs each:
 # SHARED_CHECKS); each is a field of SweepResult and a column of its sizes
 SharedMode = Literal["interleaved", "updated"]
-SHARED_MODES: tuple[SharedMode, ...] = ("interleaved", "updated")
+SHARED_MODES: tuple[SharedMode, ...] = get_args(SharedMode)
 
 
 @dataclass(frozen=True)

@@ -72,10 +72,14 @@ def test_a_length_past_the_bound_of_every_count_is_refused_before_any_call(huge)
 
 
 def test_a_length_past_the_bound_leaves_a_numbered_check_alone():
-    # a 128k-token cache's step is checked for --steps N; only to-end is bounded by it
+    # a 128k-token cache's step is checked for --steps N, and the host probe tries a
+    # moving host value up to its last call; only to-end is bounded by the length
+    from graph_harness.capture.check.host_probe import _calls_to_try
+
     step = _long()
     step.max_steps = 131_072
     assert trajectory_length(step, 7) == 7
+    assert _calls_to_try(step, 10)[-1] == 131_071
 
 
 def test_a_step_with_no_length_cannot_run_to_the_end_and_is_told_what_to_set():
