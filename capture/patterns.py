@@ -156,8 +156,9 @@ def deadline(seconds: float | None = None) -> Iterator[Running]:
             budget.left -= time.monotonic() - start
 
 
-class _Expired(Exception):
-    pass
+class _Expired(BaseException):
+    """The timer's signal: a BaseException, so that no `except Exception` of the code the
+    timer interrupts (pandas, a rule's own) swallows or rewrites it."""
 
 
 def _free() -> bool:

@@ -9,11 +9,10 @@ from pathlib import Path
 
 from graph_harness.capture.environment import now
 from graph_harness.capture.export.documents import ExportError
-from graph_harness.capture.export.kinds import Source
+from graph_harness.capture.export.kinds import DUMP_SUFFIXES, Source
 from graph_harness.capture.export.nodes import NodeExport
 from graph_harness.capture.text import printable
 
-DUMP_SUFFIXES = (".dot", ".gv")
 DUMP_WORKLOAD = "dump:"  # an export's workload names the dump it was read from
 
 

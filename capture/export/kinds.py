@@ -35,19 +35,27 @@ KINDS = {
     "graph-harness/trace": "a timeline (`profile --out DIR`'s trace.json, for Perfetto)",
     "graph-harness/output": "an output folder's manifest",
     "graph-harness/sweep": "a sweep (`sweep --out DIR`'s sweep.json, `sweep --json`)",
+    "graph-harness/recording": "a recording (`record --out DIR`'s recording.json)",
+    "graph-harness/recording-delta": "a delta of two recordings (`delta REC_A REC_B --json`)",
 }
-NODES, COUNT, REPLAY, BUDGETS, SWEEP = (
+NODES, COUNT, REPLAY, BUDGETS, SWEEP, RECORDING = (
     "graph-harness/nodes",
     "graph-harness/count",
     "graph-harness/replay",
     "graph-harness/node-budgets",
     "graph-harness/sweep",
+    "graph-harness/recording",
 )
 # The version a sweep writes (capture/sweep/document.py takes it from here), and those
 # read: version 2 only added fields beside the exports, which are all a reader takes.
 SWEEP_SCHEMA_VERSION = 2
 SWEEP_VERSIONS_READ = (1, 2)
 COUNT_SCHEMA_VERSION = 1
+RECORDING_SCHEMA_VERSION = 1
+# a recording's document in its folder (capture/record/recording.py writes it), and the
+# files a graph dump is taken by (capture/export/dump.py reads them)
+RECORDING_DOCUMENT = "recording.json"
+DUMP_SUFFIXES = (".dot", ".gv")
 
 EXPORT_FILE = (
     "pass a node export: `graph-harness count --out DIR` writes DIR/nodes-VARIANT.json "
@@ -67,7 +75,7 @@ class Reader:
 
 
 READERS = {
-    "export": Reader((NODES, COUNT, SWEEP), "export", "a node export", EXPORT_FILE),
+    "export": Reader((NODES, COUNT, SWEEP, RECORDING), "export", "a node export", EXPORT_FILE),
     "replay": Reader(
         (REPLAY,),
         "replay document",
@@ -106,6 +114,7 @@ ELSEWHERE = {
     NODES: "an export goes to advise's EXPORT or delta's A and B",
     COUNT: "its exports go to advise's EXPORT or delta's A and B, FILE#NAME for one",
     SWEEP: "its sizes' exports go to advise's EXPORT or delta's A and B, FILE#batchN for one",
+    RECORDING: "its graphs' exports go to advise's EXPORT or delta's A and B, FILE#NAME for one",
     REPLAY: "a replay document goes to advise --costs",
     BUDGETS: "a budget file goes to node_budget's record=",
 }

@@ -6,10 +6,11 @@ torch, no pandas: each source's reader brings what it needs when it reads."""
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Any
 
-from graph_harness.capture.export import count_output, dump, nodes, sweep_output
+from graph_harness.capture.export import count_output, dump, nodes, recording_output, sweep_output
 from graph_harness.capture.export.documents import ExportError, show
 from graph_harness.capture.export.kinds import Source, load_document, schema_of
 from graph_harness.capture.export.nodes import NodeExport
@@ -19,6 +20,7 @@ SOURCES: tuple[Source, ...] = (
     nodes.SOURCE,  # a node export: one
     count_output.SOURCE,  # count's output: every export it counted
     sweep_output.SOURCE,  # a sweep: each size's export
+    recording_output.SOURCE,  # a recording: each graph's export
 )
 # what `#NAME` may name an export of, as a refusal says it
 _SEVERAL = " or of ".join(s.name for s in SOURCES if s.several is not None)
@@ -59,7 +61,7 @@ def _one_of(
             first = next(iter(exports))
             raise ExportError(
                 f"{path}: {source.called} holds {len(exports)} exports ({names}); name one "
-                f"after a '#': {path}#{first}"
+                f"after a '#': {shlex.quote(f'{path}#{first}')}"
             )
         name = next(iter(exports))
     elif name not in exports:

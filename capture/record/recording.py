@@ -10,14 +10,16 @@ process's records in memory; read back checked, field by field, like every docum
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from graph_harness.capture.environment import now
 from graph_harness.capture.export.documents import ExportError, Fields, load_json, show
+from graph_harness.capture.export.kinds import RECORDING, RECORDING_DOCUMENT
+from graph_harness.capture.export.kinds import RECORDING_SCHEMA_VERSION as SCHEMA_VERSION
 from graph_harness.capture.export.nodes import NodeExport
+from graph_harness.capture.export.recording_output import GRAPH_FILE
 from graph_harness.capture.files import write_atomic
 from graph_harness.capture.paths import os_reason
 from graph_harness.capture.record.graphs import GraphRecord
@@ -28,10 +30,8 @@ from graph_harness.capture.text import printable
 if TYPE_CHECKING:
     import pandas as pd
 
-SCHEMA = "graph-harness/recording"
-SCHEMA_VERSION = 1
-GRAPH_FILE = re.compile(r"graph-[0-9]+\.json")  # a graph's export, beside the document
-DOCUMENT = "recording.json"
+SCHEMA = RECORDING
+DOCUMENT = RECORDING_DOCUMENT
 
 
 @dataclass(kw_only=True)

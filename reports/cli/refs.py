@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import re
 
-from graph_harness.capture.export.kinds import split_ref
+from graph_harness.capture.export.kinds import DUMP_SUFFIXES, split_ref
 from graph_harness.capture.round.params import VARIANTS
 from graph_harness.reports.cli.console import UsageError
 
@@ -19,7 +19,7 @@ def is_export_path(ref: str) -> bool:
 
     def looks(p: str) -> bool:
         seps = ("/", os.sep, os.altsep or "/")
-        return p.lower().endswith((".json", ".dot", ".gv")) or any(c in p for c in seps)
+        return p.lower().endswith((".json", *DUMP_SUFFIXES)) or any(c in p for c in seps)
 
     # the file as named (`c.json#fused` may be a file's whole name), or what comes before a '#'
     return looks(str(split_ref(ref)[0])) or looks(ref.partition("#")[0])

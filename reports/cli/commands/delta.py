@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from graph_harness.capture.export.kinds import split_ref
+from graph_harness.capture.export.kinds import RECORDING_DOCUMENT, split_ref
 from graph_harness.capture.files import check_output
 from graph_harness.capture.paths import check_input
 from graph_harness.capture.round.params import VARIANTS
@@ -93,9 +93,11 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
 
 
 def is_recording(ref: str) -> bool:
-    """A recording's folder (it holds recording.json), or its recording.json."""
-    return (os.path.isdir(ref) and os.path.isfile(os.path.join(ref, "recording.json"))) or (
-        os.path.basename(ref) == "recording.json"
+    """A recording's folder (it holds recording.json), or its recording.json, whole (one
+    graph of it, `recording.json#NAME`, is an export: capture/export/recording_output.py)."""
+    doc = RECORDING_DOCUMENT
+    return (os.path.isdir(ref) and os.path.isfile(os.path.join(ref, doc))) or (
+        os.path.basename(ref) == doc
     )
 
 
@@ -209,9 +211,9 @@ def _recording_files(ref: str) -> list[Path]:
     """A recording's own files (its document and each graph's export), where `ref` is one."""
     p = Path(ref)
     folder = p if p.is_dir() else p.parent
-    if not (folder / "recording.json").is_file():
+    if not (folder / RECORDING_DOCUMENT).is_file():
         return []
-    return [folder / "recording.json", *folder.glob("graph-*.json")]
+    return [folder / RECORDING_DOCUMENT, *folder.glob("graph-*.json")]
 
 
 def export_for(ref: str, args: argparse.Namespace, io: IO) -> NodeExport:
@@ -329,4 +331,4 @@ def run_recordings(
 def _label(ref: str) -> str:
     """A recording's name in tables: its folder's name."""
     p = Path(ref)
-    return (p.parent if p.name == "recording.json" else p).resolve().name or str(p)
+    return (p.parent if p.name == RECORDING_DOCUMENT else p).resolve().name or str(p)

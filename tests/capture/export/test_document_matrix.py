@@ -24,9 +24,11 @@ from graph_harness.capture.budget.file import (
 from graph_harness.capture.errors import UsageError
 from graph_harness.capture.export.kinds import KINDS, schema_of
 from graph_harness.capture.profile.document import ProfileResult
+from graph_harness.capture.record.recording import Recording
 from graph_harness.capture.replay.document import ReplayResult
 from tests.capture.export.valid_documents import replay_doc
 from tests.capture.profile.synthetic import _model
+from tests.capture.record.recorded import record
 from tests.in_process import _run
 
 REPO = Path(__file__).resolve().parents[3]
@@ -83,6 +85,13 @@ def docs(tmp_path_factory) -> dict[str, Path]:
     budgets = {"test_x": {"cpu-dispatch": BudgetEntry(7, {"matmul": 1})}}
     (d / "budgets.json").write_text(render_budgets(budgets))
     got["budget file"] = d / "budgets.json"
+    # a recording (record --out's writer; the CPU captures no graph) and two compared
+    (d / "recorded").mkdir()
+    Recording(graphs=[record(0, 1, "decode n=1", 3), record(1, 1, "decode n=4", 5)]).write(
+        d / "recorded"
+    )
+    got["record --out recording.json"] = d / "recorded" / "recording.json"
+    got["delta REC REC --json"] = stdout_of(["delta", "recorded", "recorded", "--json"], "rd.json")
     return got
 
 
@@ -110,6 +119,7 @@ READS = {
     "profile.json": (None, EXPORT_FILE),
     "trace.json": (None, EXPORT_FILE),
     "budget file": (None, EXPORT_FILE),
+    "delta REC REC --json": (None, EXPORT_FILE),
 }
 REPLAY_FILE = "replay --out DIR` writes DIR/replay.json"
 BUDGET_FILE = "pytest --update-node-budgets"
@@ -200,6 +210,39 @@ def test_one_export_of_counts_output_by_name(docs):
     ):
         code, out, err = _check(argv, path.parent)
         assert code == 0, (argv, err)
+
+
+def test_one_graph_of_a_recording_by_name(docs):
+    path = docs["record --out recording.json"]
+    graphs = {g["name"]: g for g in json.loads(path.read_text())["graphs"]}
+    other = docs["count --out nodes-shipped.json"]
+    want = {}
+    for name, g in graphs.items():
+        want[name] = json.loads((path.parent / g["export"]).read_text())["total_nodes"]
+        code, out, _ = _check(["advise", f"{path}#{name}", "--json"], path.parent)
+        got = json.loads(out)["export"]["total_nodes"]
+        assert code == 0 and got == want[name] == g["total_nodes"]
+    a, b = (f"{path}#{name}" for name in graphs)
+    code, out, _ = _check(["delta", a, b, "--json"], path.parent)
+    d = json.loads(out)
+    assert code == 0 and [d["total_a"], d["total_b"]] == list(want.values()) == [3, 5]
+    # the whole recording: advise wants one graph of it; delta compares two recordings
+    names = "(decode n=1, decode n=4)"
+    refused(["advise", str(path)], path.parent, path, f"{names}; name one after a '#': '")
+    missing = f'no export "decode n=2" (it holds {names[1:-1]})'
+    refused(["advise", f"{path}#decode n=2"], path.parent, path, missing)
+    refused(["advise", str(other), "--costs", str(path)], path.parent, path, REPLAY_FILE)
+    with pytest.raises(BudgetFileError, match=BUDGET_FILE):
+        read_budgets(path)
+
+
+def test_a_key_two_processes_share_is_told_apart_by_its_file(tmp_path):
+    Recording(graphs=[record(0, 1, "w", 2), record(1, 2, "w", 4)]).write(tmp_path)
+    path = tmp_path / "recording.json"
+    for name, nodes in (("w (graph-0)", 2), ("w (graph-1)", 4)):
+        code, out, _ = _check(["advise", f"{path}#{name}", "--json"], tmp_path)
+        assert code == 0 and json.loads(out)["export"]["total_nodes"] == nodes
+    refused(["advise", f"{path}#w"], tmp_path, path, "it holds w (graph-0), w (graph-1)")
 
 
 @pytest.mark.parametrize("name", sorted(READS))
