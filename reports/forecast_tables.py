@@ -77,6 +77,13 @@ def _caption(fc: Forecast) -> str:
     if flagged:
         parts.append(f"{flagged} requests not on one line across the samples: held at "
                      "their largest sampled size")  # fmt: skip
+    own = sorted({b for lf in fc.ladders for b in lf.own_path})
+    if own:
+        line = ", ".join(str(b) for b in fc.sampled if b not in own)
+        parts.append(f"batch {', '.join(map(str, own))}: the step takes a path of its own "
+                     f"there (its allocator requests do not align with {line}'s): its own "
+                     f"capture is used at that size, the line through {line} at every other; "
+                     "where between them the path changes is not known")  # fmt: skip
     if fc.model_miss:
         miss = ", ".join(f"{b}: {pct(m)}" for b, m in fc.model_miss.items())
         parts.append(f"pool model against each sample's own pool: {miss}")

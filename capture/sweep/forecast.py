@@ -19,7 +19,7 @@ from graph_harness.capture.graph.pages import pages
 from .alloc_trace import Trace
 from .allocator_model import own_pool_reserved
 from .padding import vllm_ladder
-from .predict import NotPredictable, predict_shared_pool
+from .predict import NotPredictable, Prediction, predict_shared_pool
 from .truth import true_execs
 from .vllm_method import vllm_for_ladder
 
@@ -68,6 +68,7 @@ class LadderForecast:
     vllm: int | None = None
     vllm_why: str | None = None
     execs_known: bool = True
+    own_path: tuple[int, ...] = ()  # sampled sizes whose step took a path of its own
 
     @property
     def sizes(self) -> tuple[int, ...]:
@@ -162,7 +163,8 @@ class Forecast:
             "budget": self.budget,
             "model_miss": {str(b): m for b, m in self.model_miss.items()},
             "ladders": [
-                {"name": lf.name, "sizes": list(lf.sizes), "flagged": list(lf.flagged)}
+                {"name": lf.name, "sizes": list(lf.sizes), "flagged": list(lf.flagged),
+                 "own_path": list(lf.own_path)}  # fmt: skip
                 for lf in self.ladders
             ],
             "totals": self.totals_table(),
@@ -204,21 +206,23 @@ def _model_miss(traces: Mapping[int, Trace]) -> dict[int, float]:
 
 def _pool_range(
     traces: Mapping[int, Trace], order: Sequence[int], miss: Mapping[int, float]
-) -> tuple[list[int], list[int], list[int], tuple[int, ...]]:
+) -> tuple[list[int], list[int], list[int], Prediction]:
     """The pool after each size: the point prediction, and the low and high ends over
     every fit the samples allow, scaled by the model's miss (module docstring)."""
     point = predict_shared_pool(traces, order)
+    own = {b: traces[b] for b in point.own_path}  # in every fit: each is its size's own
+    line = [b for b in sorted(traces) if b not in own]
     fits = [point] + [
-        predict_shared_pool({b: traces[b] for b in pair}, order)
-        for pair in combinations(sorted(traces), 2)
-        if len(traces) > 2
+        predict_shared_pool({**{b: traces[b] for b in pair}, **own}, order)
+        for pair in combinations(line, 2)
+        if len(line) > 2
     ]
     lo_k = 1 + min([0.0, *miss.values()])
     hi_k = 1 + max([0.0, *miss.values()])
     cols = list(zip(*(f.reserved_after for f in fits), strict=True))
     lo = [int(min(c) * lo_k) for c in cols]
     hi = [-int(-max(c) * hi_k // 1) for c in cols]
-    return list(point.reserved_after), lo, hi, point.flagged
+    return list(point.reserved_after), lo, hi, point
 
 
 Column = list[int | None]
@@ -255,7 +259,7 @@ def predict_ladder(
     largest first. NotPredictable where the traces do not align."""
     order = sorted(set(ladder), reverse=True)
     miss = _model_miss(traces)
-    pool, pool_lo, pool_hi, flagged = _pool_range(traces, order, miss)
+    pool, pool_lo, pool_hi, point = _pool_range(traces, order, miss)
     ex, ex_lo, ex_hi = _exec_line(execs, order, spread or {})
     truth = list(shared or [])
     measured = [r.get("batch") for r in truth] == order
@@ -276,8 +280,9 @@ def predict_ladder(
             true_total=None if tp is None or te is None else tp + te,
         ))  # fmt: skip
     vllm, why = vllm_for_ladder(order, truth)
-    return LadderForecast(name=name, rows=rows, flagged=flagged, vllm=vllm, vllm_why=why,
-                          execs_known=ex[0] is not None)  # fmt: skip
+    return LadderForecast(name=name, rows=rows, flagged=point.flagged, vllm=vllm,
+                          vllm_why=why, execs_known=ex[0] is not None,
+                          own_path=point.own_path)  # fmt: skip
 
 
 def forecast(

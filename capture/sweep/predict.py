@@ -5,7 +5,8 @@ request's size fitted exactly through the captured points (a third point off the
 flagged, predicted as the largest size seen), every ladder size's trace written and
 replayed, largest first, into one modelled pool (allocator_model.py). Traces, not pool
 figures, are extrapolated: the pool is a staircase (docs/sweep.md, "How the prediction
-is made").
+is made"). A sample whose step takes a path of its own (Inductor specialises batch 1)
+is used at its own size only, the others' line everywhere else (`own_path`).
 """
 
 from __future__ import annotations
@@ -63,6 +64,22 @@ def _check_shapes(traces: Mapping[int, Trace]) -> None:
             )
 
 
+def paths(traces: Mapping[int, Trace]) -> list[tuple[int, ...]]:
+    """The sampled batches grouped by the path their step took: traces that align."""
+    groups: list[list[int]] = []
+    for b in sorted(traces):
+        for g in groups:
+            try:
+                _check_shapes({g[0]: traces[g[0]], b: traces[b]})
+            except NotPredictable:
+                continue
+            g.append(b)
+            break
+        else:
+            groups.append([b])
+    return [tuple(g) for g in groups]
+
+
 def fit_sizes(traces: Mapping[int, Trace]) -> list[SizeFit]:
     """Each allocation's size as a function of batch, from `traces` (batch -> Trace, two
     batches or more); NotPredictable where they do not align."""
@@ -97,6 +114,7 @@ class Prediction:
     ladder: tuple[int, ...]
     reserved_after: tuple[int, ...]
     flagged: tuple[int, ...]
+    own_path: tuple[int, ...] = ()  # samples on a path of their own: their trace, there only
 
     @property
     def reserved(self) -> int:
@@ -105,10 +123,22 @@ class Prediction:
 
 def predict_shared_pool(traces: Mapping[int, Trace], ladder: Sequence[int]) -> Prediction:
     """The pool `ladder`'s graphs will share, from the traces of a few captured sizes
-    (batch -> Trace); NotPredictable with the reason where they do not align."""
-    fits = fit_sizes(traces)
-    template = traces[min(traces)]
+    (batch -> Trace); NotPredictable with the reason where they do not align. Where all
+    but single samples align, each of those is its own path (module docstring)."""
+    groups = paths(traces)
+    lines = [g for g in groups if len(g) > 1]
+    if len(groups) > 1 and len(lines) != 1:
+        _check_shapes(traces)  # raises, saying where the first two differ
+    line = lines[0] if lines else groups[0]
+    own = {b: traces[b] for g in groups if g != line for b in g}
+    fits = fit_sizes({b: traces[b] for b in line})
+    template = traces[line[0]]
     order = tuple(sorted(ladder, reverse=True))
-    reserved = shared_pool_reserved([trace_at(template, fits, b) for b in order])
+    planned = [own[b] if b in own else trace_at(template, fits, b) for b in order]
     flagged = tuple(i for i, f in enumerate(fits) if f.flagged)
-    return Prediction(ladder=order, reserved_after=tuple(reserved), flagged=flagged)
+    return Prediction(
+        ladder=order,
+        reserved_after=tuple(shared_pool_reserved(planned)),
+        flagged=flagged,
+        own_path=tuple(sorted(own)),
+    )

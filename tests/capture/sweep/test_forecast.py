@@ -277,3 +277,26 @@ def test_predict_from_is_refused_before_the_target_is_imported(tmp_path, argv, s
     )  # fmt: skip
     assert r.returncode == 2 and says in r.stderr, r.stderr
     assert "imported" not in r.stderr
+
+
+def _specialised(batch: int) -> Trace:
+    """Batch 1 specialised (as Inductor does): every other batch one more request."""
+    t = _step(batch)
+    if batch == 1:
+        return t
+    return Trace(events=(*t.events, Alloc(32 * KIB * batch), Free(len(t.allocs))), live=t.live)
+
+
+def test_a_sample_on_a_path_of_its_own_is_predicted_and_said():
+    from graph_harness.reports.forecast_tables import totals_table
+
+    truth = _truth(LADDER, _specialised)
+    fc = forecast({b: _specialised(b) for b in (1, 16, 64)}, {1: 0, 16: 0, 64: 0},
+                  {"swept": LADDER}, truth)  # fmt: skip
+    (lf,) = fc.ladders
+    assert fc.why_not is None and lf.own_path == (1,)
+    assert [r.pool for r in lf.rows] == [r["total_reserved"] for r in truth]
+    assert fc.to_dict()["ladders"][0]["own_path"] == [1]
+    caption = " ".join(_text(totals_table(fc)).split())
+    assert "batch 1: the step takes a path of its own there" in caption
+    assert "the line through 16, 64 at every other" in caption

@@ -111,3 +111,33 @@ def test_another_live_set_is_refused():
 def test_one_size_is_refused():
     with pytest.raises(NotPredictable, match="a line needs two"):
         predict_shared_pool({8: _step(8)}, LADDER)
+
+
+def _specialised(batch: int) -> Trace:
+    """A compiled step as Inductor makes it: batch 1 specialised, a kernel fewer and one
+    request less (no scratch), every other batch the same path (a scratch of its own)."""
+    t = _step(batch)
+    if batch == 1:
+        return t
+    events = (*t.events, Alloc(32 * KIB * batch), Free(len(t.allocs)))
+    return Trace(events=events, live=t.live)
+
+
+def test_a_sample_on_a_path_of_its_own_is_used_at_its_size_and_the_line_elsewhere():
+    # The truth: batch 1's own trace at 1, the other path at every other size.
+    pred = predict_shared_pool({b: _specialised(b) for b in (1, 16, 64)}, LADDER)
+    assert pred.own_path == (1,)
+    assert list(pred.reserved_after) == _truth(LADDER, _specialised)
+    # not vacuous: the line through 16 and 64 at batch 1 would have another trace there
+    assert len(_specialised(1).events) != len(_specialised(2).events)
+
+
+@pytest.mark.parametrize("captured", [(1, 64), (1, 16, 64, 2)])
+def test_a_path_of_its_own_needs_a_line_beside_it(captured):
+    # two samples on two paths: no line at all; three paths of one sample each: none
+    traces = {b: _specialised(b) for b in captured}
+    if len(captured) > 2:  # a third path: batch 2 with another live set
+        traces[2] = Trace(events=_specialised(2).events, live=frozenset({0}))
+        traces = {b: traces[b] for b in (1, 2, 64)}
+    with pytest.raises(NotPredictable, match="allocator events|keeps allocations"):
+        predict_shared_pool(traces, LADDER)
