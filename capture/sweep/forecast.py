@@ -163,8 +163,12 @@ class Forecast:
             "budget": self.budget,
             "model_miss": {str(b): m for b, m in self.model_miss.items()},
             "ladders": [
-                {"name": lf.name, "sizes": list(lf.sizes), "flagged": list(lf.flagged),
-                 "own_path": list(lf.own_path)}  # fmt: skip
+                {
+                    "name": lf.name,
+                    "sizes": list(lf.sizes),
+                    "flagged": list(lf.flagged),
+                    "own_path": list(lf.own_path),
+                }
                 for lf in self.ladders
             ],
             "totals": self.totals_table(),
