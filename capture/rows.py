@@ -24,12 +24,18 @@ def columns(cls: type) -> list[str]:
     return [f.name for f in dataclasses.fields(cls)]
 
 
-def frame(rows: Iterable[Any], cls: type) -> pd.DataFrame:
+def frame(rows: Iterable[Any], cls: type, *, counts: bool = False) -> pd.DataFrame:
     """The records (instances of `cls`) as a table with `cls`'s columns, each value as the
-    record holds it (not copied: a profile's samples run to 10^5 rows)."""
+    record holds it (not copied: a profile's samples run to 10^5 rows); with `counts`,
+    each field declared `int | None` is pandas' nullable Int64 (a missing count is not
+    a float's NaN)."""
     import pandas as pd
 
     names = columns(cls)
     get = attrgetter(*names)
     values = [get(r) for r in rows] if len(names) > 1 else [(get(r),) for r in rows]
-    return pd.DataFrame(values, columns=names)
+    out = pd.DataFrame(values, columns=names)
+    if not counts:
+        return out
+    ints = [f.name for f in dataclasses.fields(cls) if f.type in ("int | None", int | None)]
+    return out.astype({c: "Int64" for c in ints})

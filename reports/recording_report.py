@@ -5,12 +5,15 @@ from the recording; nothing is measured here."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from graph_harness.capture.files import write_csv, write_output
 from graph_harness.capture.record.recording import Recording
+from graph_harness.capture.rows import frame
 from graph_harness.reports import plots
 from graph_harness.reports.record_tables import (
     MIB,
@@ -25,44 +28,70 @@ from graph_harness.reports.record_tables import (
 from graph_harness.reports.tables import default_depth
 from graph_harness.reports.text import markdown_table
 
+if TYPE_CHECKING:
+    from graph_harness.capture.record.graphs import GraphRecord
+
+
+@dataclass(frozen=True)
+class GraphRow:
+    """One graph as graphs.csv shows it: where, its key (and the captures of its process
+    that share it, by capture order), what its region read, nodes, replays, pool, site,
+    its export's file and its check."""
+
+    process: str
+    pid: int
+    rank: int | None
+    index: int
+    name: str
+    key: str
+    key_source: str
+    shares_key_with: str
+    reads: str | None
+    status: str
+    nodes: int
+    replays: int
+    launches: int
+    pool_reserved_bytes: int | None
+    pool: str | None
+    capture_s: float | None
+    record_s: float | None
+    released: bool | None
+    keep_graph: bool | None
+    site_library: str | None
+    site_user: str | None
+    export: str | None
+    error: str | None
+    check: str | None
+    check_compared: int | None
+    check_finding: str | None
+
+
+def _row(rec: Recording, g: GraphRecord, name: str, file: str, shared: list[int]) -> GraphRow:
+    check = g.check
+    return GraphRow(
+        process=rec.process_label(g), pid=g.pid, rank=g.rank, index=g.index, name=name,
+        key=g.key, key_source=g.key_source, shares_key_with=" ".join(map(str, shared)),
+        reads=None if g.reads is None else "; ".join(g.reads), status=g.status,
+        nodes=g.nodes, replays=g.replays, launches=g.nodes * g.replays,
+        pool_reserved_bytes=g.pool_reserved,
+        pool=None if g.pool is None else f"{g.pool[0]}:{g.pool[1]}",
+        capture_s=g.capture_s, record_s=g.record_s, released=g.released,
+        keep_graph=g.keep_graph, site_library=g.site.library, site_user=g.site.user,
+        export=file if g.export is not None else None, error=g.error,
+        check=None if check is None else check.status,
+        check_compared=None if check is None else check.compared_count,
+        check_finding=None if check is None else check.line(),
+    )  # fmt: skip
+
 
 def graphs_frame(rec: Recording) -> pd.DataFrame:
-    """One row per graph (graphs.csv): where, its key (and the captures of its process
-    that share it, by capture order), what its region read, nodes, replays, pool, site."""
-    rows = []
+    """One row per graph (graphs.csv: GraphRow's columns, also where there is none)."""
     shared = {id(g): [x.index for x in gs if x is not g] for gs in rec.shared_keys() for g in gs}
-    for g, name, file in zip(rec.graphs, rec.names(), rec.files()):
-        rows.append(
-            dict(
-                process=rec.process_label(g),
-                pid=g.pid,
-                rank=g.rank,
-                index=g.index,
-                name=name,
-                key=g.key,
-                key_source=g.key_source,
-                shares_key_with=" ".join(str(i) for i in shared.get(id(g), [])),
-                reads=None if g.reads is None else "; ".join(g.reads),
-                status=g.status,
-                nodes=g.nodes,
-                replays=g.replays,
-                launches=g.nodes * g.replays,
-                pool_reserved_bytes=g.pool_reserved,
-                pool=None if g.pool is None else f"{g.pool[0]}:{g.pool[1]}",
-                capture_s=g.capture_s,
-                record_s=g.record_s,
-                released=g.released,
-                keep_graph=g.keep_graph,
-                site_library=g.site.library,
-                site_user=g.site.user,
-                export=file if g.export is not None else None,
-                error=g.error,
-                check=None if g.check is None else g.check.status,
-                check_compared=None if g.check is None else g.check.compared_count,
-                check_finding=None if g.check is None else g.check.line(),
-            )
-        )
-    return pd.DataFrame(rows)
+    rows = [
+        _row(rec, g, name, file, shared.get(id(g), []))
+        for g, name, file in zip(rec.graphs, rec.names(), rec.files())
+    ]
+    return frame(rows, GraphRow)
 
 
 REPORT_FILES = ("graphs.csv", "recorded_graphs.png", "modules.csv", "report.md")

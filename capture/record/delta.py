@@ -20,6 +20,7 @@ from graph_harness.capture.export.documents import frame_records
 from graph_harness.capture.export.families import RULES, FamilyRule
 from graph_harness.capture.export.nodes import NodeExport, joined_nodes
 from graph_harness.capture.patterns import MAX_NAME, checked, deadline
+from graph_harness.capture.rows import frame
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -231,6 +232,33 @@ def gap_families(d: NodeDelta | None, most: int = 2) -> str | None:
     return ", ".join(f"{r.family} {int(r.delta):+d}" for r in fams.head(most).itertuples())
 
 
+@dataclass(frozen=True)
+class GraphPair:
+    """A graph by name on A's side and B's (None where one lacks it): the delta's
+    `graphs` table."""
+
+    graph: str
+    a_nodes: int | None
+    b_nodes: int | None
+    delta: int | None
+    a_replays: int | None
+    b_replays: int | None
+    family: str | None
+
+
+@dataclass(frozen=True)
+class StepPair:
+    """A step (its key's group) on both sides: the delta's `steps` table."""
+
+    step: str
+    a_graphs: int | None
+    a_nodes: int | None
+    b_graphs: int | None
+    b_nodes: int | None
+    delta: int | None
+    family: str | None
+
+
 def recording_delta(
     a: Recording,
     b: Recording,
@@ -242,7 +270,6 @@ def recording_delta(
     """B - A (see the module's notes). `step_keys`: A's and B's step keys (regular
     expressions; None for none). Priced by capture/advise/delta_price.py's
     price_recording."""
-    import pandas as pd
 
     patterns = [step_pattern(k) if k is not None else None for k in step_keys]
     sa = Side.of(a, labels[0], patterns[0])
@@ -257,20 +284,13 @@ def recording_delta(
         d = node_delta(ea, eb, rules) if ea is not None and eb is not None else None
         if d is not None:
             pairs[name] = d
-        rows.append(
-            {
-                "graph": name,
-                "a_nodes": None if ea is None else ea.total,
-                "b_nodes": None if eb is None else eb.total,
-                "delta": None if d is None else d.total_delta,
-                "a_replays": sa.replays.get(name),
-                "b_replays": sb.replays.get(name),
-                "family": gap_families(d),
-            }
-        )
-    graphs = pd.DataFrame(rows).astype(
-        {c: "Int64" for c in ("a_nodes", "b_nodes", "delta", "a_replays", "b_replays")}
-    )
+        rows.append(GraphPair(
+            graph=name, a_nodes=None if ea is None else ea.total,
+            b_nodes=None if eb is None else eb.total, delta=None if d is None else d.total_delta,
+            a_replays=sa.replays.get(name), b_replays=sb.replays.get(name),
+            family=gap_families(d),
+        ))  # fmt: skip
+    graphs = frame(rows, GraphPair, counts=True)
     steps, step_pairs = None, {}
     if any(p is not None for p in patterns):
         srows = []
@@ -283,19 +303,12 @@ def recording_delta(
                 d = node_delta(ja, jb, rules, repeats=len(ga) == len(gb) == 1)
             if d is not None:
                 step_pairs[step] = d
-            srows.append(
-                {
-                    "step": step,
-                    "a_graphs": len(ga) if ga else None,
-                    "a_nodes": None if ja is None else ja.total,
-                    "b_graphs": len(gb) if gb else None,
-                    "b_nodes": None if jb is None else jb.total,
-                    "delta": None if d is None else d.total_delta,
-                    "family": gap_families(d),
-                }
-            )
-        steps = pd.DataFrame(srows).astype(
-            {c: "Int64" for c in ("a_graphs", "a_nodes", "b_graphs", "b_nodes", "delta")}
-        )
+            srows.append(StepPair(
+                step=step, a_graphs=len(ga) if ga else None,
+                a_nodes=None if ja is None else ja.total, b_graphs=len(gb) if gb else None,
+                b_nodes=None if jb is None else jb.total,
+                delta=None if d is None else d.total_delta, family=gap_families(d),
+            ))  # fmt: skip
+        steps = frame(srows, StepPair, counts=True)
     total = node_delta(sa.joined(sa.names), sb.joined(sb.names), rules, repeats=False)
     return RecordingDelta(sa, sb, graphs, steps, total, pairs, step_pairs, tuple(step_keys))

@@ -146,18 +146,18 @@ def timing_args(
         )
 
 
-def settings_from(settings: type, args: argparse.Namespace) -> Any:
-    """A settings class (ReplaySettings, ProfileSettings, SweepSettings) from the flags
-    `timing_args` made of its fields: those given, the class's defaults for the rest (a
-    list the parser gathered becomes the tuple the field holds); its ValueError a usage
-    error. The one way back from flags to settings."""
+def settings_from(settings: type, args: argparse.Namespace, **override: Any) -> Any:
+    """A settings class (ReplaySettings, ProfileSettings, SweepSettings, the round's
+    RoundParams) from the flags made of its fields: those given, then `override`, the
+    class's defaults for the rest (a list the parser gathered becomes the tuple the field
+    holds); its ValueError a usage error. The one way back from flags to settings."""
     given = {
         f.name: tuple(v) if isinstance(v, list) else v
         for f in dataclasses.fields(settings)
         if (v := getattr(args, f.name, None)) is not None
     }
     try:
-        return settings(**given)
+        return settings(**{**given, **override})
     except ValueError as e:
         raise UsageError(str(e)) from e
 

@@ -18,6 +18,7 @@ from graph_harness.capture.errors import UsageError as UsageError  # bad flags: 
 from graph_harness.capture.replay.settings import ReplaySettings
 from graph_harness.capture.round.params import RoundParams
 from graph_harness.capture.text import printable
+from graph_harness.reports.cli.args import settings_from
 
 if TYPE_CHECKING:
     import argparse
@@ -222,11 +223,8 @@ def given_round_flags(args: argparse.Namespace) -> list[str]:
 
 
 def round_params(args: argparse.Namespace, **override: Any) -> RoundParams:
-    given = {n: getattr(args, n) for n in ROUND_FIELDS if getattr(args, n, None) is not None}
-    try:
-        return RoundParams(**{**given, **override})
-    except ValueError as e:
-        raise UsageError(str(e)) from e
+    """The round's parameters from its flags (reports/cli/args.py's settings_from)."""
+    return settings_from(RoundParams, args, **override)
 
 
 def refuse(flags: list[str], why: str) -> None:
