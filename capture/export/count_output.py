@@ -5,21 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from graph_harness.capture.export.documents import Fields, show
-from graph_harness.capture.export.kinds import COUNT, COUNT_SCHEMA_VERSION, Source
+from graph_harness.capture.export.documents import Fields
+from graph_harness.capture.export.kinds import COUNT, COUNT_SCHEMA_VERSION, Source, check_version
 
 
 def count_exports(doc: dict, where: str) -> dict[str, Any]:
     """count's output checked as far as its own envelope; each export is checked by
     NodeExport.from_dict when taken."""
+    check_version(doc, where, (COUNT_SCHEMA_VERSION,), "count's output", "count again")
     f = Fields(where)
-    version = doc.get("schema_version")
-    if type(version) is not int or version != COUNT_SCHEMA_VERSION:
-        f.fail(
-            "schema_version",
-            f"{show(version)} is not a version of count's output this graph-harness reads "
-            f"({COUNT_SCHEMA_VERSION}); count again with this graph-harness",
-        )
     f.keys("", doc, ("schema", "schema_version", "exports"), ("checks", "host_launch"))
     exports = f.obj("exports", doc["exports"])
     if not exports:

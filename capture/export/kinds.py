@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from graph_harness.capture.export.documents import ExportError, load_json
+from graph_harness.capture.export.documents import ExportError, Fields, load_json, show
 
 if TYPE_CHECKING:
     from graph_harness.capture.export.nodes import NodeExport  # pandas, and cyclic
@@ -107,6 +107,18 @@ class Source:
     schema: str | None = None
     several: Callable[[dict, str], dict[str, Any]] | None = None
     called: str = ""
+
+
+def check_version(doc: dict, where: str, read: tuple[int, ...], what: str, again: str) -> None:
+    """ExportError naming the file unless `doc`'s schema_version is one of `read`: "`what`
+    version N is not one this graph-harness reads (...); `again` with this graph-harness"."""
+    version = doc.get("schema_version")
+    if type(version) is not int or version not in read:
+        Fields(where).fail(
+            "schema_version",
+            f"{show(version)} is not a version of {what} this graph-harness reads "
+            f"({', '.join(map(str, read))}); {again} with this graph-harness",
+        )
 
 
 # where a document passed to the wrong reader goes instead

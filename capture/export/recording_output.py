@@ -10,8 +10,13 @@ import re
 from pathlib import Path
 from typing import Any
 
-from graph_harness.capture.export.documents import Fields, load_json, show
-from graph_harness.capture.export.kinds import RECORDING, RECORDING_SCHEMA_VERSION, Source
+from graph_harness.capture.export.documents import Fields, load_json
+from graph_harness.capture.export.kinds import (
+    RECORDING,
+    RECORDING_SCHEMA_VERSION,
+    Source,
+    check_version,
+)
 
 GRAPH_FILE = re.compile(r"graph-[0-9]+\.json")  # a graph's export, beside the document
 
@@ -20,14 +25,8 @@ def recording_exports(doc: dict, where: str) -> dict[str, Any]:
     """A recording's exports by graph name (graphs without nodes have none), each read
     from its file beside the document (or held inline, as `record --json` prints it);
     each export is checked by NodeExport.from_dict when taken."""
+    check_version(doc, where, (RECORDING_SCHEMA_VERSION,), "a recording", "record again")
     f = Fields(where)
-    version = doc.get("schema_version")
-    if type(version) is not int or version != RECORDING_SCHEMA_VERSION:
-        f.fail(
-            "schema_version",
-            f"{show(version)} is not a recording version this graph-harness reads "
-            f"({RECORDING_SCHEMA_VERSION}); record again with this graph-harness",
-        )
     graphs = f.array("graphs", doc.get("graphs"))
     named: list[tuple[str, str, Any]] = []
     for j, g in enumerate(graphs):

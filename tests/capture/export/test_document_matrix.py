@@ -285,3 +285,14 @@ def test_a_count_out_folder_reads_as_variants_and_its_files_by_path(docs, tmp_pa
         for v in ("shipped", "fused")
     ]
     assert code == 0 and [d["total_a"], d["total_b"]] == totals
+
+
+def test_a_recording_of_another_version_or_with_a_stray_file_name_is_refused(tmp_path):
+    Recording(graphs=[record(0, 1, "a", 2), record(1, 1, "b", 3)]).write(tmp_path)
+    path = tmp_path / "recording.json"
+    doc = json.loads(path.read_text())
+    path.write_text(json.dumps({**doc, "schema_version": 2}))
+    refused(["advise", f"{path}#a"], tmp_path, path, "not a version of a recording")
+    doc["graphs"][0]["export"] = "../outside.json"  # no file but graph-<n>.json beside it
+    path.write_text(json.dumps(doc))
+    refused(["advise", f"{path}#b"], tmp_path, path, "a file graph-<n>.json beside it")

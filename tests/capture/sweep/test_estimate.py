@@ -94,5 +94,5 @@ def test_a_sweep_of_the_version_before_is_still_read_for_its_exports(tmp_path):
     assert load_export(f"{path}#{name}").total == doc["exports"][name]["total_nodes"]
     doc["schema_version"] = 3
     path.write_text(json.dumps(doc))
-    with pytest.raises(Exception, match="3 is not a sweep version this graph-harness reads"):
+    with pytest.raises(Exception, match="3 is not a version of a sweep this graph-harness reads"):
         load_export(f"{path}#{name}")
