@@ -1,17 +1,29 @@
 #!/usr/bin/env bash
-# The device runs the open issues wait for (56, 57, 58, 59, 60, 61), in parts that each fit
-# one call; each part packs its files into $OUT as it ends (a call cut short keeps them):
-#   bash benchmarks/pending_gpu.sh tests|watch|predict|predict-compiled|startup
-# tests: the gpu tests whose code changed since the last whole gpu half (then the rest of
-#   the half with gpu_part.sh); watch: the read watch's and an executable's costs (59, 58);
-#   predict*: issue 58's 5% on four models; startup: issue 59's start-up goals.
+# The device runs the open issues wait for (58, 59, 61), in parts that each fit one call;
+# each part packs its files into $OUT as it ends (a call cut short keeps them):
+#   bash benchmarks/pending_gpu.sh tests|watch|moe|checks|predict|predict-compiled|startup
+# tests: the gpu tests whose code changed since session 27's gpu half (the recording's
+#   tables and delta, the sweep's prediction); watch: the read watch's and an executable's
+#   costs (59, 58); moe: the compiled MoE predicted with batch 1 on a path of its own (58,
+#   9e2cce3); checks: the project's own checks (the HF example, record of generate(),
+#   record --check against the plain run); predict*: issue 58 again on every model;
+#   startup: issue 59's start-up goals.
 set -u; OUT=${OUT:-out}; X=/tmp/x; mkdir -p "$X" "$OUT"
 pack() { tar czf "$OUT/x.tgz" -C /tmp x; }
-case "${1:?tests, watch, predict, predict-compiled or startup}" in
+case "${1:?tests, watch, moe, checks, predict, predict-compiled or startup}" in
 tests)
-  BUDGET=${BUDGET:-300} bash benchmarks/gpu_part.sh a tests/capture/graph/test_exec_size.py \
-    tests/capture/sweep/test_predict_gpu.py tests/capture/live/test_live_gpu.py \
-    tests/capture/record/test_record_gpu.py tests/capture/record/test_names_gpu.py ;;
+  BUDGET=${BUDGET:-300} bash benchmarks/gpu_part.sh a tests/capture/sweep/test_predict_gpu.py \
+    tests/capture/record/test_record_gpu.py tests/capture/record/test_names_gpu.py \
+    tests/capture/live/test_live_gpu.py tests/capture/sweep/test_sweep.py ;;
+moe)
+  timeout 200 python3 benchmarks/bench_predict.py --out $X/moe --models qwen2-moe-compiled \
+    > $X/moe.log 2>&1; echo "moe rc=$?"; tail -6 $X/moe.log; pack ;;
+checks)
+  timeout 200 bash benchmarks/hf_runs.sh $X/hf > $X/hf.log 2>&1; echo "hf rc=$?"; pack
+  timeout 150 python3 benchmarks/bench_record.py --out $X/rec --parts hf > $X/rec.log 2>&1
+  echo "record hf rc=$?"; tail -5 $X/rec.log; pack
+  timeout 200 python3 benchmarks/bench_live.py --out $X/live --parts window cost > $X/live.log 2>&1
+  echo "live rc=$?"; tail -8 $X/live.log; pack ;;
 watch)
   timeout 120 python3 benchmarks/experiments/read_watch_cost.py --layers 8 64 256 --repeats 11 \
     --json $X/read_watch.json > $X/read_watch.log 2>&1; echo "read watch rc=$?"; pack
