@@ -82,8 +82,9 @@ def _caption(fc: Forecast) -> str:
         line = ", ".join(str(b) for b in fc.sampled if b not in own)
         parts.append(f"batch {', '.join(map(str, own))}: the step takes a path of its own "
                      f"there (its allocator requests do not align with {line}'s): its own "
-                     f"capture is used at that size, the line through {line} at every other; "
-                     "where between them the path changes is not known")  # fmt: skip
+                     f"capture is used at that size, the line through {line} at every other "
+                     "(no pair of them fitted); where between them the path changes is not "
+                     "known, and the interval does not cover it")  # fmt: skip
     if fc.model_miss:
         miss = ", ".join(f"{b}: {pct(m)}" for b, m in fc.model_miss.items())
         parts.append(f"pool model against each sample's own pool: {miss}")

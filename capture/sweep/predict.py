@@ -5,8 +5,9 @@ request's size fitted exactly through the captured points (a third point off the
 flagged, predicted as the largest size seen), every ladder size's trace written and
 replayed, largest first, into one modelled pool (allocator_model.py). Traces, not pool
 figures, are extrapolated: the pool is a staircase (docs/sweep.md, "How the prediction
-is made"). A sample whose step takes a path of its own (Inductor specialises batch 1)
-is used at its own size only, the others' line everywhere else (`own_path`).
+is made"). The smallest sample may take a path of its own (Inductor specialises batch 1):
+it is used at its own size only, the others' line everywhere else (`own_path`); any other
+sample off the others' path is refused, as a path that changes inside the ladder is.
 """
 
 from __future__ import annotations
@@ -123,14 +124,14 @@ class Prediction:
 
 def predict_shared_pool(traces: Mapping[int, Trace], ladder: Sequence[int]) -> Prediction:
     """The pool `ladder`'s graphs will share, from the traces of a few captured sizes
-    (batch -> Trace); NotPredictable with the reason where they do not align. Where all
-    but single samples align, each of those is its own path (module docstring)."""
+    (batch -> Trace); NotPredictable with the reason where they do not align, but for
+    the smallest sample on a path of its own beside the others' (module docstring)."""
     groups = paths(traces)
-    lines = [g for g in groups if len(g) > 1]
-    if len(groups) > 1 and len(lines) != 1:
-        _check_shapes(traces)  # raises, saying where the first two differ
-    line = lines[0] if lines else groups[0]
-    own = {b: traces[b] for g in groups if g != line for b in g}
+    smallest = min(traces)
+    own = {smallest: traces[smallest]} if groups[0] == (smallest,) and len(groups) == 2 else {}
+    line = groups[-1] if own else tuple(sorted(traces))
+    if len(line) < 2 and own:  # two samples, two paths: no line
+        _check_shapes(traces)
     fits = fit_sizes({b: traces[b] for b in line})
     template = traces[line[0]]
     order = tuple(sorted(ladder, reverse=True))

@@ -141,3 +141,24 @@ def test_a_path_of_its_own_needs_a_line_beside_it(captured):
         traces = {b: traces[b] for b in (1, 2, 64)}
     with pytest.raises(NotPredictable, match="allocator events|keeps allocations"):
         predict_shared_pool(traces, LADDER)
+
+
+def _grows_from_32(batch: int) -> Trace:
+    """A path that changes inside the ladder: from batch 32 an extra buffer kept live."""
+    t = _step(batch)
+    if batch < 32:
+        return t
+    return Trace(events=(*t.events, Alloc(MIB * batch)), live=t.live | {len(t.allocs)})
+
+
+def _odd_at_16(batch: int) -> Trace:
+    return _grows_from_32(64) if batch == 16 else _step(batch)
+
+
+@pytest.mark.parametrize("step", [_grows_from_32, _odd_at_16])
+def test_a_sample_off_the_others_path_other_than_the_smallest_is_refused(step):
+    # the largest alone on its path (the line through 1 and 16 would miss 32 and 48 by a
+    # quarter), or one in the middle: no prediction
+    traces = {b: step(b) for b in (1, 16, 64)}
+    with pytest.raises(NotPredictable, match="allocator events"):
+        predict_shared_pool(traces, LADDER)
