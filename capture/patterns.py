@@ -136,21 +136,26 @@ def deadline(seconds: float | None = None) -> Iterator[Running]:
         said = f"the {budget.seconds:g} s of matching its command's passes share"
         seconds = max(budget.left, 1e-3)  # 0 would switch the timer off
     start = time.monotonic()
+    armed = [True]  # disarmed first thing once the block ends: a late signal is then a no-op
 
     def expired(signum: int, frame: object) -> None:
-        raise _Expired
+        if armed[0]:
+            raise _Expired
 
     signal.signal(signal.SIGALRM, expired)
     signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
-        yield running
+        try:
+            yield running
+        finally:  # a signal before the disarming lands in the `except` below
+            armed[0] = False
+            signal.setitimer(signal.ITIMER_REAL, 0)
     except _Expired:
         raise PatternError(
             f"{running.what} {running.pattern!r} ran past {said} (its "
             "backtracking grows without bound on these names): simplify it"
         ) from None
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, signal.SIG_DFL)
         if budget is not None:
             budget.left -= time.monotonic() - start

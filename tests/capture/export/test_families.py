@@ -222,3 +222,24 @@ def _seconds(fn, *args) -> float:
     t0 = time.monotonic()
     fn(*args)
     return time.monotonic() - t0
+
+
+def test_a_signal_that_lands_as_the_block_ends_is_no_bare_expiry(monkeypatch):
+    # the race at the block's end, made certain: the timer's signal handled just as the
+    # timer is switched off. Never an exception past the block (before: a bare _Expired,
+    # a BaseException past every `except Exception`), and the handler never left installed
+    import signal
+
+    import graph_harness.capture.patterns as patterns
+
+    real = signal.setitimer
+
+    def late(which, seconds, *rest):
+        if seconds == 0:
+            signal.getsignal(signal.SIGALRM)(signal.SIGALRM, None)
+        return real(which, seconds, *rest)
+
+    monkeypatch.setattr(signal, "setitimer", late)
+    with patterns.deadline(5.0) as running:
+        running.what, running.pattern = "rule", "x"
+    assert signal.getsignal(signal.SIGALRM) is signal.SIG_DFL
