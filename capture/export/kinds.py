@@ -12,7 +12,7 @@ a kind imports neither torch nor pandas.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -105,7 +105,7 @@ class Source:
     suffixes: tuple[str, ...] = ()
     read: Callable[[str | Path], NodeExport] | None = None
     schema: str | None = None
-    several: Callable[[dict, str], dict[str, Any]] | None = None
+    several: Callable[[dict, str], Mapping[str, Any]] | None = None
     called: str = ""
 
 

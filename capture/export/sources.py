@@ -7,6 +7,7 @@ torch, no pandas: each source's reader brings what it needs when it reads."""
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +52,7 @@ def read_source(ref: str | Path, path: str | Path, name: str | None) -> NodeExpo
 
 
 def _one_of(
-    ref: str | Path, path: str | Path, name: str | None, source: Source, exports: dict[str, Any]
+    ref: str | Path, path: str | Path, name: str | None, source: Source, exports: Mapping[str, Any]
 ) -> NodeExport:
     """The export `name` of a document holding several; the one it holds where `name` is
     None."""

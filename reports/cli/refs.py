@@ -31,7 +31,8 @@ def neither(ref: str) -> UsageError:
     if "#" in ref:  # FILE#NAME whose FILE is no path: ./ would not help
         path = split_ref(ref)[0]
         return UsageError(
-            f"{what}: in FILE#NAME (one export of count's output) FILE holds a '/' or ends "
+            f"{what}: in FILE#NAME (one export of count's output, a sweep or a recording) "
+            "FILE holds a '/' or ends "
             f"in .json, and {path!r} does neither: ./{path} for a file here"
         )
     if os.path.isdir(ref):  # an output folder of ours, say: name a document in it

@@ -113,7 +113,8 @@ def check_flags(args: argparse.Namespace) -> None:
             which = "A" if recordings[0] else "B"
             raise UsageError(
                 f"{which} is a recording and the other is not: compare two recordings, or one "
-                "graph of the recording (its folder's graph-N.json, an export) with the other"
+                "graph of the recording ('DIR/recording.json#NAME', or its folder's "
+                "graph-N.json) with the other"
             )
         flags = given_round_flags(args) + ["--from"] * (args.from_dir is not None)
         refuse(flags, "apply to variants, not to recordings: drop them")
@@ -208,11 +209,11 @@ def _output_folder_around(path: Path) -> Path | None:
 
 
 def _recording_files(ref: str) -> list[Path]:
-    """A recording's own files (its document and each graph's export), where `ref` is one."""
+    """The files a recording's graphs are read from, where `ref` may be one or its
+    folder: its recording.json and every graph-<n>.json beside `ref` (a recording read
+    by its schema may be renamed: `rec.json#NAME` reads them all)."""
     p = Path(ref)
     folder = p if p.is_dir() else p.parent
-    if not (folder / RECORDING_DOCUMENT).is_file():
-        return []
     return [folder / RECORDING_DOCUMENT, *folder.glob("graph-*.json")]
 
 

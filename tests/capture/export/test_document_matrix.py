@@ -296,3 +296,30 @@ def test_a_recording_of_another_version_or_with_a_stray_file_name_is_refused(tmp
     doc["graphs"][0]["export"] = "../outside.json"  # no file but graph-<n>.json beside it
     path.write_text(json.dumps(doc))
     refused(["advise", f"{path}#b"], tmp_path, path, "a file graph-<n>.json beside it")
+
+
+def test_one_graph_of_a_recording_is_read_alone_and_a_bad_one_named(tmp_path):
+    Recording(graphs=[record(0, 1, "a", 2), record(1, 1, "b", 3)]).write(tmp_path)
+    path = tmp_path / "recording.json"
+    (tmp_path / "graph-1.json").unlink()
+    (tmp_path / "graph-1.json").mkdir()  # b's file is no file now: a is still read
+    code, out, _ = _check(["advise", f"{path}#a", "--json"], tmp_path)
+    assert code == 0 and json.loads(out)["export"]["total_nodes"] == 2
+    refused(["advise", f"{path}#b"], tmp_path, path, "graphs[1].export: cannot read export")
+
+
+def test_a_made_up_name_that_meets_a_real_one_is_refused(tmp_path):
+    graphs = [record(0, 1, "w", 2), record(1, 2, "w", 3), record(2, 1, "w (graph-1)", 4)]
+    Recording(graphs=graphs).write(tmp_path)
+    path = tmp_path / "recording.json"
+    refused(["advise", f"{path}#w (graph-0)"], tmp_path, path, "two graphs are named")
+
+
+def test_csv_never_replaces_a_graph_of_a_renamed_recording(tmp_path):
+    Recording(graphs=[record(0, 1, "a", 2), record(1, 1, "b", 3)]).write(tmp_path)
+    renamed = tmp_path / "rec.json"
+    (tmp_path / "recording.json").rename(renamed)
+    before = (tmp_path / "graph-1.json").read_bytes()
+    argv = ["delta", f"{renamed}#a", f"{renamed}#b", "--csv", str(tmp_path / "graph-1.json")]
+    refused(argv, tmp_path, tmp_path / "graph-1.json", "which this run reads")
+    assert (tmp_path / "graph-1.json").read_bytes() == before
