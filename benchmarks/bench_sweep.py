@@ -127,7 +127,7 @@ def main() -> None:
             torch._dynamo.reset()
             hand_s = by_hand(make, sizes)
             own = sum(r.reserved for r in result.rows)
-            shared = result.shared[-1]["total_reserved"]
+            shared = result.shared[-1].total_reserved
             summary.append(
                 dict(model=model, mode=mode, sizes=" ".join(map(str, sizes)), sweep_s=sweep_s,
                      by_hand_s=hand_s, own_pools_bytes=own, shared_pool_bytes=shared,

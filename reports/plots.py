@@ -229,10 +229,10 @@ def sweep(result: SweepResult, path: Path) -> Path:
                   label="own pool")  # fmt: skip
     if result.shared:
         shared = sorted(
-            (s for s in result.shared if s["adds"] is not None), key=lambda s: s["batch"]
+            (s for s in result.shared if s.adds is not None), key=lambda s: s.batch
         )  # a first size's addition can be unknown (Inductor's pool: capture/sweep/sizes.py)
         ax_m.plot(
-            [s["batch"] for s in shared], [s["adds"] / 2**20 for s in shared],
+            [s.batch for s in shared], [s.adds / 2**20 for s in shared],
             marker="s", label="adds to the shared pool (largest first)",
         )  # fmt: skip
     ax_m.set(xlabel="batch size", ylabel="graph memory, MiB", xscale="log")

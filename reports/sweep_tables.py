@@ -134,15 +134,15 @@ def checks_line(result: SweepResult) -> str | None:
 
 def shared_pool_table(result: SweepResult) -> Table:
     t = Table(title="Every size in one shared pool, captured largest first")
-    execs = any(row.get("exec_bytes") is not None for row in result.shared or [])
+    execs = any(row.exec_bytes is not None for row in result.shared or [])
     cols = ["batch", "pool MiB after it", "it adds MiB", "in use MiB"]
     for c in cols + (["executable MiB"] if execs else []):
         t.add_column(c, justify="right")
     for row in result.shared or []:
-        cells = [str(row["batch"]), mib(row["total_reserved"]), mib(row["adds"]),
-                 mib(row["total_allocated"])]  # fmt: skip
-        t.add_row(*cells, *([mib(row.get("exec_bytes"))] if execs else []))
-    total = result.shared[-1]["total_reserved"] if result.shared else 0
+        cells = [str(row.batch), mib(row.total_reserved), mib(row.adds),
+                 mib(row.total_allocated)]  # fmt: skip
+        t.add_row(*cells, *([mib(row.exec_bytes)] if execs else []))
+    total = result.shared[-1].total_reserved if result.shared else 0
     if result.options.get("cudagraphs") == "inductor":
         t.title = "Inductor's one pool (every size's graphs), read as each was recorded"
         t.caption = (

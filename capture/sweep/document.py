@@ -32,6 +32,7 @@ from graph_harness.capture.sweep.tables import (
     SizeRow,
     SizeTrial,
 )
+from graph_harness.capture.sweep.truth import SharedRow
 
 if TYPE_CHECKING:
     from graph_harness.capture.check.findings import CheckResult
@@ -56,10 +57,7 @@ def batch_of(name: str) -> int:
     return int(name.removeprefix("batch"))
 
 
-SHARED_COLUMNS = [
-    "batch", "total_reserved", "adds", "total_allocated", "exec_bytes", "own_exec_bytes",
-    "free_drop",
-]  # fmt: skip
+SHARED_COLUMNS = columns(SharedRow)
 SCOPE_COLUMNS = columns(ScopeMemory)
 # The ladders table: a LadderCost's fields after the padding's requests, its name as `ladder`
 LADDER_COLUMNS = ["requests", "ladder", *(c for c in columns(LadderCost) if c != "name")]
@@ -73,7 +71,7 @@ class SweepResult:
     env: dict[str, Any] = field(default_factory=dict)
     created: str = ""
     options: dict[str, Any] = field(default_factory=dict)
-    shared: list[dict[str, int]] | None = None  # in capture order, largest first
+    shared: list[SharedRow] | None = None  # in capture order, largest first
     memory_by_scope: dict[str, list[ScopeBytes] | None] | None = None
     checks: dict[str, CheckResult] = field(default_factory=dict)
     # every size replayed in turns from one shared pool (--check interleaved)
@@ -121,7 +119,7 @@ class SweepResult:
         return startup_frame(self.rows)
 
     def shared_table(self) -> pd.DataFrame:
-        return pd.DataFrame(self.shared or [], columns=SHARED_COLUMNS)
+        return frame(self.shared or [], SharedRow)
 
     def scope_table(self) -> pd.DataFrame:
         rows = [

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from graph_harness.capture.rows import columns, frame
-from graph_harness.capture.sweep.truth import true_total
+from graph_harness.capture.sweep.truth import SharedRow, true_total
 
 if TYPE_CHECKING:
     from graph_harness.capture.sweep.forecast import Forecast
@@ -68,9 +68,7 @@ def estimates(own: Mapping[int, int], true: int) -> list[Estimate]:
     return [Estimate(k, v, true, (v / true - 1) if true else None) for k, v in figures.items()]
 
 
-def estimate_frame(
-    rows: Sequence[SizeRow], shared: Sequence[Mapping[str, int | None]] | None
-) -> pd.DataFrame:
+def estimate_frame(rows: Sequence[SizeRow], shared: Sequence[SharedRow] | None) -> pd.DataFrame:
     """Estimate rows for a sweep's sizes (each alone: pool plus executable) and its
     shared pool; empty where the sweep did not read both."""
     true = true_total(shared or [])

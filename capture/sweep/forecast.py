@@ -20,7 +20,7 @@ from .alloc_trace import Trace
 from .allocator_model import own_pool_reserved
 from .padding import vllm_ladder
 from .predict import NotPredictable, Prediction, predict_shared_pool
-from .truth import true_execs
+from .truth import SharedRow, true_execs
 from .vllm_method import vllm_for_ladder
 
 if TYPE_CHECKING:
@@ -253,7 +253,7 @@ def predict_ladder(
     ladder: Sequence[int],
     traces: Mapping[int, Trace],
     execs: Mapping[int, int | None],
-    shared: Sequence[Mapping[str, int | None]] | None = None,
+    shared: Sequence[SharedRow] | None = None,
     spread: Mapping[int, int] | None = None,
 ) -> LadderForecast:
     """`ladder`'s graph memory predicted from the sampled sizes' `traces` and executables
@@ -266,14 +266,13 @@ def predict_ladder(
     pool, pool_lo, pool_hi, point = _pool_range(traces, order, miss)
     ex, ex_lo, ex_hi = _exec_line(execs, order, spread or {})
     truth = list(shared or [])
-    measured = [r.get("batch") for r in truth] == order
+    measured = [r.batch for r in truth] == order
     true_execs_so_far = true_execs(truth) if measured else [None] * len(order)
     rows, sums = [], [0, 0, 0]
     for i, b in enumerate(order):
         if ex[i] is not None:
             sums = [sums[0] + ex[i], sums[1] + ex_lo[i], sums[2] + ex_hi[i]]
-        t = truth[i] if measured else {}
-        tp, te = t.get("total_reserved"), true_execs_so_far[i]
+        tp, te = truth[i].total_reserved if measured else None, true_execs_so_far[i]
         before = true_execs_so_far[i - 1] if i else 0
         rows.append(ForecastRow(
             batch=b, pool=pool[i], pool_lo=pool_lo[i], pool_hi=pool_hi[i], exec_bytes=ex[i],
@@ -293,7 +292,7 @@ def forecast(
     sampled: Mapping[int, Trace | None],
     execs: Mapping[int, int | None],
     ladders: Mapping[str, Sequence[int]],
-    shared: Sequence[Mapping[str, int | None]] | None,
+    shared: Sequence[SharedRow] | None,
     *,
     weights: int | None = None,
     budget: int | None = None,

@@ -4,10 +4,9 @@ The captured sizes' traces are aligned event by event (else no prediction, and w
 request's size fitted exactly through the captured points (a third point off the line:
 flagged, predicted as the largest size seen), every ladder size's trace written and
 replayed, largest first, into one modelled pool (allocator_model.py). Traces, not pool
-figures, are extrapolated: the pool is a staircase (docs/sweep.md, "How the prediction
-is made"). The smallest sample may take a path of its own (Inductor specialises batch 1):
-it is used at its own size only, the others' line everywhere else (`own_path`); any other
-sample off the others' path is refused, as a path that changes inside the ladder is.
+figures, are extrapolated: the pool is a staircase. The smallest sample may take a path
+of its own (Inductor specialises batch 1): used at its own size only (`own_path`); any
+other sample off the others' path is refused (docs/sweep.md, "How the prediction is made").
 """
 
 from __future__ import annotations

@@ -236,7 +236,7 @@ def _shared(
     torch.cuda.empty_cache()
     shared, turns, returned = shared_pool(steps, run.name, run.warmup, run.say, stream, run.turns())
     own = {r.batch: r.exec_bytes for r in rows}  # the same sizes' executables, made first
-    shared = [{**r, "own_exec_bytes": own.get(r["batch"])} for r in shared]
+    shared = [replace(r, own_exec_bytes=own.get(r.batch)) for r in shared]
     for mode, result in turns.items():
         (run.gate or default_gate())({mode: result})
         rows = [replace(r, **{mode: result.by_size.get(r.batch)}) for r in rows]

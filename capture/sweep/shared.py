@@ -20,6 +20,7 @@ from graph_harness.capture.graph.lifecycle import instantiate_and_upload
 from graph_harness.capture.graph.memory import pool_memory
 from graph_harness.capture.state.steps import Repeatability
 from graph_harness.capture.sweep.settings import SharedMode
+from graph_harness.capture.sweep.truth import SharedRow
 
 if TYPE_CHECKING:
     from graph_harness.capture.check.size_runs import SizeGraph
@@ -119,9 +120,9 @@ def shared_pool(
         mem = pool_memory(pool)
         torch.cuda.synchronize()
         rows.append(
-            dict(batch=b, total_reserved=mem.reserved, adds=mem.reserved - before,
-                 total_allocated=mem.allocated, exec_bytes=exe.exec_bytes,
-                 free_drop=free - torch.cuda.mem_get_info()[0])
+            SharedRow(batch=b, total_reserved=mem.reserved, adds=mem.reserved - before,
+                      total_allocated=mem.allocated, exec_bytes=exe.exec_bytes,
+                      free_drop=free - torch.cuda.mem_get_info()[0])
         )  # fmt: skip
         before = mem.reserved
     checked = {}

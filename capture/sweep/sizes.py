@@ -23,6 +23,7 @@ from graph_harness.capture.replay.guard import sync
 from graph_harness.capture.state.steps import StateWatch, require_repeatable, start_of
 from graph_harness.capture.sweep.alloc_trace import Trace, trace_from_history
 from graph_harness.capture.sweep.document import size_name
+from graph_harness.capture.sweep.truth import SharedRow
 
 if TYPE_CHECKING:
     from graph_harness.capture.check.findings import CheckResult
@@ -78,7 +79,7 @@ class Size:
     capture_s: float
     check: CheckResult | None = None
     calls: StepCalls | None = None  # a step that captures its own graphs: its calls
-    shared: dict[str, int] | None = None  # and Inductor's one pool, read after it
+    shared: SharedRow | None = None  # and Inductor's one pool, read after it
     replayed: str | None = None  # its replays' graphs, where not the counted ones
     executable: Executable | None = None  # its graph made executable (ours only)
     each: ExecSize | None = None  # one executable's bytes below the page (ours only)
@@ -189,7 +190,7 @@ def _own_graphs(run: SizesRun, size: Size, before: int | None) -> set[tuple[int,
         size.counted = replace(counted, export=moved.export, recorded=moved.calls.recorded)
     pools = tree_pools(size.calls.recorded)
     total, in_use = read_pools(pools)
-    size.shared = dict(
+    size.shared = SharedRow(
         batch=b,
         total_reserved=total,
         adds=None if before is None else total - before,

@@ -9,7 +9,9 @@ plus every mode's `(n - 1)` part. The sweep's shared stage reads exactly those t
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+
+from .truth import SharedRow
 
 MIB = 1 << 20
 LABEL = "vLLM's method (profile_cudagraph_memory)"
@@ -25,19 +27,19 @@ def vllm_estimate(first: int, second: int | None, graphs: int) -> int:
 
 
 def vllm_for_ladder(
-    ladder: Sequence[int], shared: Sequence[Mapping[str, int | None]] | None
+    ladder: Sequence[int], shared: Sequence[SharedRow] | None
 ) -> tuple[int | None, str | None]:
     """vLLM's estimate for `ladder` from a sweep's shared-pool rows (capture order), or
     None and why: its samples are the ladder's two largest sizes, captured first."""
     order = sorted(ladder, reverse=True)
     want = order[:2]
     rows = list(shared or [])[: len(want)]
-    got = [r.get("batch") for r in rows]
-    if got != want or any(r.get("free_drop") is None for r in rows):
+    got = [r.batch for r in rows]
+    if got != want or any(r.free_drop is None for r in rows):
         return None, (
             f"vLLM's method samples the ladder's largest sizes {want} captured first into a "
             f"fresh pool; this sweep's shared pool began with {got or 'none'}"
             + ("" if got == want else f": sweep --sizes with {' and '.join(map(str, want))}")
         )
-    drops = [int(r["free_drop"]) for r in rows]
+    drops = [r.free_drop for r in rows if r.free_drop is not None]
     return vllm_estimate(drops[0], drops[1] if len(drops) > 1 else None, len(order)), None

@@ -187,11 +187,11 @@ def test_sweep_of_a_reduce_overhead_step(tmp_path):
         assert export_counts(export)[0] == sum((k for k, _ in walked), start=Counter())
         assert row.nodes == export.total and row.replay_us > 0
         assert row.reserved is None and row.leak == 0, row  # one pool, and it holds
-    shared = {r["batch"]: r for r in result.shared}
-    assert [r["batch"] for r in result.shared] == [4, 1]  # largest first
-    assert shared[4]["total_reserved"] > 0
+    shared = {r.batch: r for r in result.shared}
+    assert [r.batch for r in result.shared] == [4, 1]  # largest first
+    assert shared[4].total_reserved > 0
     # before the first size's graphs no pool of Inductor's was known: its addition unknown
-    assert shared[4]["adds"] is None and shared[1]["adds"] is not None
+    assert shared[4].adds is None and shared[1].adds is not None
 
 
 def test_cli_sweep_of_a_reduce_overhead_target_by_module(tmp_path):

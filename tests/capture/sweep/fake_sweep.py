@@ -8,6 +8,7 @@ def _fake_sweep(sizes=(1, 2, 4, 8)):
     from graph_harness.capture.export.nodes import NodeExport
     from graph_harness.capture.sweep.document import SweepResult, size_name
     from graph_harness.capture.sweep.tables import SizeRow
+    from graph_harness.capture.sweep.truth import SharedRow
 
     node = dict(index=0, type="kernel", kernel="k", grid=None, block=None, stage=None,
                 step="unscoped", scope="unscoped", scope_path=[], deps=[], parent=None)  # fmt: skip
@@ -22,5 +23,5 @@ def _fake_sweep(sizes=(1, 2, 4, 8)):
             source="cuda-graph", workload="callable:f", variant=None, params=None,
             nodes=[dict(node)],
         )  # fmt: skip
-    shared = [dict(batch=8, total_reserved=16 << 20, adds=16 << 20, total_allocated=8 << 10)]
+    shared = [SharedRow(batch=8, total_reserved=16 << 20, adds=16 << 20, total_allocated=8 << 10)]
     return SweepResult(rows=rows, exports=exports, name="f", shared=shared)

@@ -3,38 +3,44 @@ start-up shares, and a sweep document of the version before them still read for 
 exports: on the CPU, from rows with known figures."""
 
 import json
+from dataclasses import replace
 
 import pytest
 
 from graph_harness.capture.sweep.estimate import estimates
-from graph_harness.capture.sweep.truth import true_execs, true_total
+from graph_harness.capture.sweep.truth import SharedRow, true_execs, true_total
 from tests.capture.sweep.fake_sweep import _fake_sweep as fake_sweep
 
 MIB = 1 << 20
 
 
+def row(**kw) -> SharedRow:
+    """A shared-pool row; what the test does not set, not read (None) or nothing in use."""
+    return SharedRow(**{"adds": None, "total_allocated": 0, **kw})
+
+
 def test_the_truth_is_the_shared_pool_after_its_last_size_plus_every_executable():
     shared = [
-        dict(batch=8, total_reserved=100 * MIB, adds=100 * MIB, exec_bytes=2 * MIB),
-        dict(batch=1, total_reserved=104 * MIB, adds=4 * MIB, exec_bytes=0),
+        row(batch=8, total_reserved=100 * MIB, adds=100 * MIB, exec_bytes=2 * MIB),
+        row(batch=1, total_reserved=104 * MIB, adds=4 * MIB, exec_bytes=0),
     ]
     assert true_total(shared) == 106 * MIB
-    assert true_total([{**shared[0], "exec_bytes": None}]) is None and true_total([]) is None
+    assert true_total([replace(shared[0], exec_bytes=None)]) is None and true_total([]) is None
 
 
 def test_executables_are_the_larger_of_the_two_phases_readings_so_far():
     # the shared pool's executables reuse the pages the own-pool ones left (readings of 0
     # on the H100): each phase's sum is at most the truth, so the larger is taken
     shared = [
-        dict(batch=8, total_reserved=100 * MIB, exec_bytes=0, own_exec_bytes=2 * MIB),
-        dict(batch=4, total_reserved=100 * MIB, exec_bytes=0, own_exec_bytes=0),
-        dict(batch=2, total_reserved=102 * MIB, exec_bytes=2 * MIB, own_exec_bytes=2 * MIB),
-        dict(batch=1, total_reserved=102 * MIB, exec_bytes=2 * MIB, own_exec_bytes=0),
+        row(batch=8, total_reserved=100 * MIB, exec_bytes=0, own_exec_bytes=2 * MIB),
+        row(batch=4, total_reserved=100 * MIB, exec_bytes=0, own_exec_bytes=0),
+        row(batch=2, total_reserved=102 * MIB, exec_bytes=2 * MIB, own_exec_bytes=2 * MIB),
+        row(batch=1, total_reserved=102 * MIB, exec_bytes=2 * MIB, own_exec_bytes=0),
     ]
     assert true_execs(shared) == [2 * MIB, 2 * MIB, 4 * MIB, 4 * MIB]
     assert true_total(shared) == 106 * MIB
-    # without the own-pool readings (a document from before them): the shared pool's own
-    older = [{k: v for k, v in r.items() if k != "own_exec_bytes"} for r in shared]
+    # without the own-pool readings (not read): the shared pool's own
+    older = [replace(r, own_exec_bytes=None) for r in shared]
     assert true_execs(older) == [0, 0, 2 * MIB, 4 * MIB]
 
 
@@ -60,8 +66,9 @@ def test_the_sweep_sets_them_beside_its_truth_and_says_where_its_start_up_went(t
                 upload_s=0.002, capture_s=0.5, compile_s=0.25)
         for i, r in enumerate(base.rows)
     ]  # fmt: skip
-    shared = [dict(batch=r.batch, total_reserved=(6 + i) * MIB, adds=MIB, total_allocated=0,
-                   exec_bytes=0) for i, r in enumerate(reversed(rows))]  # fmt: skip
+    shared = [SharedRow(batch=r.batch, total_reserved=(6 + i) * MIB, adds=MIB,
+                        total_allocated=0, exec_bytes=0)
+              for i, r in enumerate(reversed(rows))]  # fmt: skip
     result = replace(base, rows=rows, shared=shared, returned=(5 + len(rows)) * MIB)
     est = result.estimate_table().set_index("estimator")
     assert (est.true_bytes == (5 + len(rows)) * MIB).all()

@@ -22,6 +22,7 @@ from graph_harness.capture.sweep.forecast import (
     forecast,
     predict_ladder,
 )
+from graph_harness.capture.sweep.truth import SharedRow
 from graph_harness.capture.sweep.vllm_method import vllm_estimate, vllm_for_ladder
 from tests.capture.sweep.fake_sweep import _fake_sweep
 
@@ -51,11 +52,13 @@ def _truth(ladder, step=_step, exec_bytes=2 * MIB) -> list[dict]:
     traces, largest first, each executable `exec_bytes`; vLLM's free-memory samples."""
     order = sorted(ladder, reverse=True)
     after = shared_pool_reserved([step(b) for b in order])
-    rows = [dict(batch=b, total_reserved=a, adds=a - p, total_allocated=0, exec_bytes=exec_bytes)
+    rows = [SharedRow(batch=b, total_reserved=a, adds=a - p, total_allocated=0,
+                      exec_bytes=exec_bytes)
             for b, a, p in zip(order, after, [0, *after])]  # fmt: skip
-    rows[0]["free_drop"] = after[0] + exec_bytes + 3 * MIB  # and the warm-ups' cached blocks
+    # vLLM's samples, the first with the warm-ups' cached blocks
+    rows[0] = replace(rows[0], free_drop=after[0] + exec_bytes + 3 * MIB)
     if len(rows) > 1:
-        rows[1]["free_drop"] = after[1] - after[0] + exec_bytes
+        rows[1] = replace(rows[1], free_drop=after[1] - after[0] + exec_bytes)
     return rows
 
 
@@ -72,11 +75,15 @@ def test_vllm_adds_the_second_capture_to_the_first_for_every_further_size():
 
 
 def test_vllm_needs_the_ladders_two_largest_captured_first():
-    rows = [dict(batch=8, free_drop=50 * MIB), dict(batch=4, free_drop=3 * MIB)]
+    def drop(batch, free_drop):
+        return SharedRow(batch=batch, total_reserved=0, adds=None, total_allocated=0,
+                         free_drop=free_drop)  # fmt: skip
+
+    rows = [drop(8, 50 * MIB), drop(4, 3 * MIB)]
     assert vllm_for_ladder([1, 2, 4, 8], rows) == (50 * MIB + 3 * 3 * MIB, None)
     est, why = vllm_for_ladder([1, 2, 4, 8, 16], rows)
     assert est is None and "largest sizes [16, 8]" in why and "began with [8, 4]" in why
-    est, why = vllm_for_ladder([4, 8], [rows[0], {**rows[1], "free_drop": None}])
+    est, why = vllm_for_ladder([4, 8], [rows[0], replace(rows[1], free_drop=None)])
     assert est is None and why
 
 
@@ -97,8 +104,8 @@ def test_affine_requests_predict_every_size_exactly_with_executables(sampled):
     assert lf.error == 0 and lf.within and lf.flagged == ()
     assert lf.last.total_lo == lf.last.total == lf.last.total_hi  # the samples agree
     # vLLM's method on the same sweep, and it is not the truth
-    assert lf.vllm == _truth(LADDER)[0]["free_drop"] + (len(LADDER) - 1) * max(
-        _truth(LADDER)[1]["free_drop"], MIB
+    assert lf.vllm == _truth(LADDER)[0].free_drop + (len(LADDER) - 1) * max(
+        _truth(LADDER)[1].free_drop, MIB
     )
     assert lf.vllm_error is not None and lf.vllm_error != 0
 
@@ -295,7 +302,7 @@ def test_a_sample_on_a_path_of_its_own_is_predicted_and_said():
                   {"swept": LADDER}, truth)  # fmt: skip
     (lf,) = fc.ladders
     assert fc.why_not is None and lf.own_path == (1,)
-    assert [r.pool for r in lf.rows] == [r["total_reserved"] for r in truth]
+    assert [r.pool for r in lf.rows] == [r.total_reserved for r in truth]
     assert fc.to_dict()["ladders"][0]["own_path"] == [1]
     caption = " ".join(_text(totals_table(fc)).split())
     assert "batch 1: the step takes a path of its own there" in caption

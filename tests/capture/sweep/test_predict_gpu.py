@@ -110,8 +110,8 @@ def test_vllm_s_method_is_its_formula_on_the_sweep_s_first_two_captures(predicte
     from graph_harness.capture.sweep.vllm_method import vllm_estimate
 
     first, second = predicted.shared[0], predicted.shared[1]
-    assert (first["batch"], second["batch"]) == (64, 48)
-    want = vllm_estimate(first["free_drop"], second["free_drop"], len(SIZES))
+    assert (first.batch, second.batch) == (64, 48)
+    want = vllm_estimate(first.free_drop, second.free_drop, len(SIZES))
     assert predicted.forecast.ladders[0].vllm == want
 
 

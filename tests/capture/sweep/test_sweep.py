@@ -24,6 +24,7 @@ from graph_harness.capture.sweep.padding import (
     vllm_ladder,
 )
 from graph_harness.capture.sweep.settings import check_sizes
+from graph_harness.capture.sweep.truth import SharedRow
 from tests.capture.sweep.fake_sweep import _fake_sweep
 
 REPO = Path(__file__).resolve().parents[3]
@@ -294,8 +295,8 @@ def test_a_sweep_of_inductors_graphs_has_no_own_pools_to_budget_and_still_render
     fake = _fake_sweep()
     rows = [replace(r, reserved=None, allocated=None) for r in fake.rows]
     shared = [  # largest first; the first size's addition unknown
-        dict(batch=8, total_reserved=16 << 20, adds=None, total_allocated=0),
-        dict(batch=4, total_reserved=24 << 20, adds=8 << 20, total_allocated=0),
+        SharedRow(batch=8, total_reserved=16 << 20, adds=None, total_allocated=0),
+        SharedRow(batch=4, total_reserved=24 << 20, adds=8 << 20, total_allocated=0),
     ]
     r = replace(fake, rows=rows, shared=shared, options={"cudagraphs": "inductor"})
     with pytest.raises(ValueError, match="reduce-overhead"):
