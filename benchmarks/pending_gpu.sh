@@ -2,8 +2,8 @@
 # The device runs the open issues wait for (58, 59, 61), in parts that each fit one call;
 # each part packs its files into $OUT as it ends (a call cut short keeps them):
 #   bash benchmarks/pending_gpu.sh tests|watch|moe|checks|predict|predict-compiled|startup
-# tests: the gpu tests whose code changed since session 27's gpu half (the recording's
-#   tables and delta, the sweep's prediction); watch: the read watch's and an executable's
+# tests: the gpu tests whose code changed since session 27's gpu half (the sweep's
+#   shared-pool rows and prediction, the recording's tables and delta); watch: the read watch's and an executable's
 #   costs (59, 58); moe: the compiled MoE predicted with batch 1 on a path of its own (58,
 #   9e2cce3); checks: the project's own checks (the HF example, record of generate(),
 #   record --check against the plain run); predict*: issue 58 again on every model;
@@ -12,9 +12,10 @@ set -u; OUT=${OUT:-out}; X=/tmp/x; mkdir -p "$X" "$OUT"
 pack() { tar czf "$OUT/x.tgz" -C /tmp x; }
 case "${1:?tests, watch, moe, checks, predict, predict-compiled or startup}" in
 tests)
-  BUDGET=${BUDGET:-300} bash benchmarks/gpu_part.sh a tests/capture/sweep/test_predict_gpu.py \
-    tests/capture/record/test_record_gpu.py tests/capture/record/test_names_gpu.py \
-    tests/capture/live/test_live_gpu.py tests/capture/sweep/test_sweep.py ;;
+  BUDGET=${BUDGET:-420} bash benchmarks/gpu_part.sh a tests/capture/sweep/test_predict_gpu.py \
+    tests/capture/sweep/test_sweep.py tests/capture/record/test_step_calls_gpu.py \
+    tests/capture/sweep/test_interleaved_gpu.py tests/capture/sweep/test_updated_gpu.py \
+    tests/capture/record/test_record_gpu.py tests/capture/record/test_names_gpu.py ;;
 moe)
   timeout 200 python3 benchmarks/bench_predict.py --out $X/moe --models qwen2-moe-compiled \
     > $X/moe.log 2>&1; echo "moe rc=$?"; tail -6 $X/moe.log; pack ;;
