@@ -2,12 +2,12 @@
 work it counts), reading checked documents back, the delta between two, and DOT.
 
 - sources.py: the registry of where an export is read from (SOURCES: a graph dump, a
-  node export, count's output, a sweep; each a `Source` its module defines); a new
-  node-count source is one module and one line there
+  node export, count's output, a sweep, a recording; each a `Source` its module
+  defines); a new node-count source is one module and one line there
 - kinds.py: what a graph-harness document is, read by what it holds (`read_export`,
   `load_document`)
-- count_output.py, sweep_output.py: count's output and a sweep as sources (their
-  envelopes checked)
+- count_output.py, sweep_output.py, recording_output.py: count's output, a sweep and a
+  recording as sources (their envelopes checked; a recording's graphs read when taken)
 - dump.py: a graph dump (capture/graph/dot_reader.py) as a source
 - nodes.py: NodeExport (JSON document and DataFrame), its group-bys; read, checked and
   written without pandas or torch

@@ -20,7 +20,8 @@ nodes, time, graph memory and padding per size, and the sizes worth capturing.
 - forecast.py: whole ladders' graph memory (pool plus executables) predicted from the
   sampled sizes, with an interval, against the truth, the KV cache left (`--predict-from`)
 - vllm_method.py: vLLM's own estimate (profile_cudagraph_memory), implemented from its code
-- truth.py: the graph memory the ladder truly took (its executables read in two phases)
+- truth.py: the shared pool's rows (SharedRow) and the graph memory the ladder truly
+  took (its executables read in two phases)
 - estimate.py: the common estimators against that truth, and the start-up's phases
 
 May import: capture.count, capture.graph, capture.replay (timing and its guard),
