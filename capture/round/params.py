@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 
 from graph_harness.capture.export.workload import ROUND_STEPS
-from graph_harness.capture.settings import SettingsError
+from graph_harness.capture.settings import MAX_COUNT, SettingsError
 
 # What each variant runs: (pack, compaction).
 #   pack: "shipped" eight eager ops | "compiled" the same through torch.compile | "fused"
@@ -40,9 +40,14 @@ STEPS = ROUND_STEPS
 PART_STEPS = (("pack",), ("compaction", "copy"))
 
 
-def _param(default: int, help: str) -> int:  # a Field, typed as its value (as field() is)
-    """A round parameter: its default and what it means (`help`, read by --help)."""
-    return field(default=default, metadata={"help": help})
+INT32_WIDTH = 2**31 - 1  # a shard's scores are indexed in int32
+SEED_MAX = 2**64 - 1  # torch's manual_seed takes no more
+
+
+def _param(default: int, help: str, lo: int = 1, hi: int = MAX_COUNT) -> int:  # a Field
+    """A round parameter: its default, what it means (`help`, read by --help), and the
+    whole numbers it may take, `lo` to `hi` (past MAX_COUNT is a typo, not a round)."""
+    return field(default=default, metadata={"help": help, "lo": lo, "hi": hi})
 
 
 @dataclass(frozen=True)
@@ -56,27 +61,29 @@ class RoundParams:
 
     stages: int = _param(24, "stages per round, each: topk, pack, gather, select, compaction")
     rows: int = _param(8, "rows of indexer scores per stage, each picking its own top k")
-    k: int = _param(2048, "scores each row keeps: this rank's top k, then the global top k")
+    k: int = _param(
+        2048, "scores each row keeps: this rank's top k, then the global top k", hi=INT32_WIDTH
+    )
     world: int = _param(8, "ranks the scores are sharded over; a row gathers world * k scores")
-    rank: int = _param(0, "this process's rank in [0, world): whose shard and slot it computes")
-    shard: int = _param(8192, "indexer scores per row on one rank: the local top-k's width, >= k")
-    seed: int = _param(0, "seed of the scores: the same bits for every variant, device, process")
+    rank: int = _param(
+        0, "this process's rank in [0, world): whose shard and slot it computes", lo=0
+    )
+    shard: int = _param(
+        8192, "indexer scores per row on one rank: the local top-k's width, >= k", hi=INT32_WIDTH
+    )
+    seed: int = _param(
+        0, "seed of the scores: the same bits for every variant, device, process", 0, SEED_MAX
+    )
 
     def __post_init__(self) -> None:
-        for name in ("stages", "rows", "k", "world", "shard"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise SettingsError(f"{name} must be an int >= 1, got {v!r}")
-        if isinstance(self.rank, bool) or not isinstance(self.rank, int):
-            raise SettingsError(f"rank must be an int, got {self.rank!r}")
-        if not 0 <= self.rank < self.world:
+        for f in fields(self):
+            v, lo, hi = getattr(self, f.name), f.metadata["lo"], f.metadata["hi"]
+            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+                raise SettingsError(f"{f.name} must be an int from {lo} to {hi:,}, got {v!r}")
+        if self.rank >= self.world:
             raise SettingsError(f"rank must be in [0, world={self.world}), got {self.rank}")
         if self.k > self.shard:
             raise SettingsError(f"k={self.k} must be <= shard={self.shard}: top-k of a shard")
-        if self.shard >= 2**31:
-            raise SettingsError(f"shard must be < 2**31 (an int32 width), got {self.shard}")
-        if not isinstance(self.seed, int) or isinstance(self.seed, bool):
-            raise SettingsError(f"seed must be an int, got {self.seed!r}")
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)

@@ -81,7 +81,7 @@ def round_args(p: argparse.ArgumentParser) -> None:
     for f in dataclasses.fields(RoundParams):
         g.add_argument(
             f"--{f.name}",
-            type=int,
+            type=positive(f.metadata["lo"], f.metadata["hi"]),  # digits alone, in range
             default=None,
             help=f"{f.metadata['help']} (default {getattr(d, f.name)})",
         )

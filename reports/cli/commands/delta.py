@@ -185,6 +185,8 @@ def _not_an_input(args: argparse.Namespace) -> None:
     if not csv.exists():
         return
     given = [split_ref(r)[0] for r in (args.a, args.b) if is_export_path(r) or is_recording(r)]
+    if args.from_dir is not None:  # a variant read from --from DIR: DIR/nodes-VARIANT.json
+        given += [args.from_dir / f"nodes-{r}.json" for r in (args.a, args.b) if r in VARIANTS]
     given += [f for f in (args.families, args.costs) if f is not None]
     for ref in given:
         for f in [ref, *_recording_files(ref)]:
@@ -200,7 +202,8 @@ def _output_folder_around(path: Path) -> Path | None:
     or with its links followed, or None."""
     from graph_harness.reports.output.manifest import MANIFEST
 
-    for where in (path.absolute().parent, Path(os.path.realpath(path)).parent):
+    # as written (`o/../x.csv` is not in o), and as the links lead
+    for where in (Path(os.path.abspath(path)).parent, Path(os.path.realpath(path)).parent):
         for folder in (where, *where.parents):
             with contextlib.suppress(OSError):
                 if (folder / MANIFEST).is_file():

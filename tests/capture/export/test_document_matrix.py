@@ -323,3 +323,20 @@ def test_csv_never_replaces_a_graph_of_a_renamed_recording(tmp_path):
     argv = ["delta", f"{renamed}#a", f"{renamed}#b", "--csv", str(tmp_path / "graph-1.json")]
     refused(argv, tmp_path, tmp_path / "graph-1.json", "which this run reads")
     assert (tmp_path / "graph-1.json").read_bytes() == before
+
+
+def test_csv_never_replaces_a_variant_read_from_a_folder_and_dotdot_leaves_one(docs, tmp_path):
+    plain = tmp_path / "plain"  # a copy of count's exports, without its manifest
+    plain.mkdir()
+    for v in ("shipped", "fused"):
+        shutil.copy(docs["count --out nodes-shipped.json"].parent / f"nodes-{v}.json", plain)
+    before = (plain / "nodes-fused.json").read_bytes()
+    argv = ["delta", "shipped", "fused", "--from", "plain", "--csv", "plain/nodes-fused.json"]
+    refused(argv, tmp_path, Path("plain/nodes-fused.json"), "which this run reads")
+    assert (plain / "nodes-fused.json").read_bytes() == before
+    # `out/../x.csv` is beside the output folder, not in it
+    out = docs["count --out nodes-shipped.json"].parent
+    argv = ["delta", "shipped", "fused", "--from", "plain", "--csv", f"{out}/../beside.csv"]
+    code, _, err = _run(argv, tmp_path)
+    assert code == 0 and (out.parent / "beside.csv").is_file(), err
+    (out.parent / "beside.csv").unlink()

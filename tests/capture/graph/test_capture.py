@@ -121,10 +121,13 @@ def test_export_roundtrip_and_schema(tmp_path):
     [
         (dict(k=300), "k=300 must be <= shard=256"),
         (dict(rank=4), r"rank must be in \[0, world=4\)"),
-        (dict(stages=0), "stages must be an int >= 1"),
-        (dict(rows=-1), "rows must be an int >= 1"),
-        (dict(world=2.0), "world must be an int >= 1"),
-        (dict(shard=2**31, k=1), "shard must be < 2\\*\\*31"),
+        (dict(stages=0), "stages must be an int from 1 to 100,000, got 0"),
+        (dict(rows=-1), "rows must be an int from 1 to 100,000, got -1"),
+        (dict(world=2.0), "world must be an int from 1 to 100,000, got 2.0"),
+        (dict(shard=2**31, k=1), "shard must be an int from 1 to 2,147,483,647"),
+        (dict(rows=10**23), "rows must be an int from 1 to 100,000"),  # a typo, not a round
+        (dict(seed=2**64), "seed must be an int from 0 to 18,446,744,073,709,551,615"),
+        (dict(seed=True), "seed must be an int"),
     ],
 )
 def test_bad_params(change, message):

@@ -7,6 +7,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -443,3 +444,24 @@ def test_csv_to_a_descriptor_open_for_reading_is_refused_before_the_tables(tmp_p
     )  # fmt: skip
     assert r.returncode == 2 and r.stdout == "", (r.stdout[-300:], r.stderr)
     assert "/dev/stdin: descriptor 0 is open for reading only" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize(
+    "flags, says",
+    [
+        (["--seed", "99999999999999999999999"], "--seed: expected a whole number from 0 to"),
+        (["--rows", "99999999999999999999999"], "--rows: expected a whole number from 1 to"),
+        (["--world", "4611686018427387904"], "--world: expected a whole number from 1 to"),
+        (["--stages", "1_0"], "--stages: expected a whole number"),
+        (["--seed", " 3"], "--seed: expected a whole number"),
+        (["--k", "\u0661"], "--k: expected a whole number"),
+    ],
+)
+@pytest.mark.parametrize("command", [["count"], ["delta", "shipped", "fused"]])
+def test_a_round_flag_past_its_range_is_refused_before_any_work(tmp_path, command, flags, says):
+    # before: int() took them, and a seed past 64 bits or a 10**23-row round failed with
+    # exit 1 after "capturing shipped ..."
+    argv = [sys.executable, "-m", "graph_harness", *command, *flags]
+    r = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and r.stdout == "" and says in r.stderr, r.stderr
+    assert "capturing" not in r.stderr and list(tmp_path.iterdir()) == []
