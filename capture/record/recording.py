@@ -333,8 +333,10 @@ def _graph(f: Fields, path: str, g: Any, folder: Path | None) -> GraphRecord:
     def export_of(value: Any) -> NodeExport | None:
         if value is None:
             return None
+        if isinstance(value, dict):  # inline, as `record --json` prints it
+            return NodeExport.from_dict(value, where=f"{f.where}: {path}.export")
         if not isinstance(value, str) or not GRAPH_FILE.fullmatch(value):
-            f.expected(f"{path}.export", "null or a file graph-<n>.json beside it", value)
+            f.expected(f"{path}.export", "null, an export, or a file graph-<n>.json", value)
         if folder is None:
             f.fail(f"{path}.export", "names a file, but the recording was not read from a folder")
         try:

@@ -1,12 +1,20 @@
 """What a command's export argument names (`delta A B`, `advise EXPORT`): a variant of the
-built-in round, or an export file (`c.json#fused`: one export of count's output)."""
+built-in round, an export file (`c.json#fused`: one export of count's output), or a
+recording whole (its folder, or its recording.json)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 
-from graph_harness.capture.export.kinds import DUMP_SUFFIXES, split_ref
+from graph_harness.capture.export.kinds import (
+    DUMP_SUFFIXES,
+    RECORDING,
+    RECORDING_DOCUMENT,
+    schema_of,
+    split_ref,
+)
 from graph_harness.capture.round.params import VARIANTS
 from graph_harness.reports.cli.console import UsageError
 
@@ -23,6 +31,28 @@ def is_export_path(ref: str) -> bool:
 
     # the file as named (`c.json#fused` may be a file's whole name), or what comes before a '#'
     return looks(str(split_ref(ref)[0])) or looks(ref.partition("#")[0])
+
+
+def is_recording(ref: str) -> bool:
+    """A recording's folder (it holds recording.json), or its recording.json, whole (one
+    graph of it, `recording.json#NAME`, is an export: capture/export/recording_output.py);
+    a node export that happens to be named recording.json is an export."""
+    doc = RECORDING_DOCUMENT
+    if os.path.isdir(ref):
+        return os.path.isfile(os.path.join(ref, doc))
+    return os.path.basename(ref) == doc and _schema_of_file(ref) in (RECORDING, None)
+
+
+def _schema_of_file(path: str) -> str | None:
+    """The schema a regular file's JSON names; None where it cannot be read as one (the
+    reader that takes it says why), never waiting on a FIFO."""
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path, "rb") as f:
+            return schema_of(json.loads(f.read()))
+    except (OSError, ValueError, RecursionError):
+        return None
 
 
 def neither(ref: str) -> UsageError:

@@ -21,7 +21,7 @@ from graph_harness.reports.cli.console import (
     refuse,
     round_params,
 )
-from graph_harness.reports.cli.refs import is_export_path, neither
+from graph_harness.reports.cli.refs import is_export_path, is_recording, neither
 
 if TYPE_CHECKING:
     from graph_harness.capture.advise.costs import Costs
@@ -90,15 +90,6 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
         "kernel names; docs/families.md)",
     )
     json_arg(d, "the delta")
-
-
-def is_recording(ref: str) -> bool:
-    """A recording's folder (it holds recording.json), or its recording.json, whole (one
-    graph of it, `recording.json#NAME`, is an export: capture/export/recording_output.py)."""
-    doc = RECORDING_DOCUMENT
-    return (os.path.isdir(ref) and os.path.isfile(os.path.join(ref, doc))) or (
-        os.path.basename(ref) == doc
-    )
 
 
 def check_early(args: argparse.Namespace) -> None:

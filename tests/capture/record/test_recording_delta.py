@@ -212,3 +212,21 @@ def test_a_long_name_is_searched_in_its_first_characters_and_said(monkeypatch):
     d = recording_delta(x, x, step_keys=(r"(\d+) piece", None))
     assert time.perf_counter() - t0 < 5
     assert any("1 graph names longer than 4,096 characters" in n for n in d.notes), d.notes
+
+
+def test_inline_exports_and_an_export_named_recording_json(tmp_path, capsys):
+    # `record --json` prints each export inline: delta of two recordings reads it as
+    # advise FILE#NAME does; a node export that happens to be named recording.json is one
+    x, y, n1, n2 = (tmp_path / d for d in ("x", "y", "n1", "n2"))
+    for d in (x, y, n1, n2):
+        d.mkdir()
+    engine_x().write(x)
+    doc = engine_y().to_dict(inline=True)
+    (y / "recording.json").write_text(json.dumps(doc))
+    assert main(["delta", str(x), str(y), "--step-key", r"(\d+)", "--json"]) == 0
+    steps = {r["step"]: r for r in json.loads(capsys.readouterr().out)["steps"]}
+    assert steps["1"]["b_nodes"] == 5
+    for d, n in ((n1, 3), (n2, 4)):
+        export([GEMM] * n, "n").write_json(d / "recording.json")
+    assert main(["delta", str(n1 / "recording.json"), str(n2 / "recording.json"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["total_delta"] == 1
