@@ -23,7 +23,7 @@ checks)
   timeout 200 bash benchmarks/hf_runs.sh $X/hf > $X/hf.log 2>&1; echo "hf rc=$?"; pack
   timeout 150 python3 benchmarks/bench_record.py --out $X/rec --parts hf > $X/rec.log 2>&1
   echo "record hf rc=$?"; tail -5 $X/rec.log; pack
-  timeout 200 python3 benchmarks/bench_live.py --out $X/live --parts window cost > $X/live.log 2>&1
+  timeout 280 python3 benchmarks/bench_live.py --out $X/live --parts hf window cost > $X/live.log 2>&1
   echo "live rc=$?"; tail -8 $X/live.log; pack ;;
 watch)
   timeout 120 python3 benchmarks/experiments/read_watch_cost.py --layers 8 64 256 --repeats 11 \

@@ -4,7 +4,6 @@ recording whole (its folder, or its recording.json)."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 
@@ -44,14 +43,13 @@ def is_recording(ref: str) -> bool:
 
 
 def _schema_of_file(path: str) -> str | None:
-    """The schema a regular file's JSON names; None where it cannot be read as one (the
-    reader that takes it says why), never waiting on a FIFO."""
-    if not os.path.isfile(path):
-        return None
+    """The schema a file's JSON names; None where it cannot be read as JSON (the reader
+    that takes it says why; load_json reads a regular file only, never waiting on a FIFO)."""
+    from graph_harness.capture.export.documents import ExportError, load_json
+
     try:
-        with open(path, "rb") as f:
-            return schema_of(json.loads(f.read()))
-    except (OSError, ValueError, RecursionError):
+        return schema_of(load_json(path, "document"))
+    except ExportError:
         return None
 
 
