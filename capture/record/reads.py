@@ -36,6 +36,7 @@ class RegionReads:
 
     def __init__(self) -> None:
         self.ops = 0  # operators told
+        self.last_input = 0  # the operator (1-based) that first read the latest input yet
         self._reads: dict[tuple, None] = {}  # (storage, shape, dtype), first read first
         self._written: set[tuple[int, int]] = set()
         self._weights: set[tuple[int, int]] = set()
@@ -55,8 +56,10 @@ class RegionReads:
             args.add(storage)
             if weight:
                 self._weights.add(storage)
-            else:
-                self._reads.setdefault((storage, shape, dtype))
+            elif (storage, shape, dtype) not in self._reads:
+                self._reads[storage, shape, dtype] = None
+                if storage not in self._written and storage not in self._weights:
+                    self.last_input = self.ops
         for t in writes:
             args.add(t[0])
             self._written.add(t[0])

@@ -1,7 +1,10 @@
 """The reads of a captured region, seen as it runs: a `TorchDispatchMode` pushed once torch
-has begun a capture and popped as the program ends it, telling reads.py of every aten
-operator (what it read, wrote, returned). It only looks: each operator runs as it would,
-and it reads host metadata only; a failure stops the looking. It declares
+has begun a capture, telling reads.py of every aten operator (what it read, wrote,
+returned) until QUIET operators in a row have read no new input (a step reads its inputs
+first), MAX_OPS at most; then it leaves the dispatch stack at the next Python event outside
+any handler, so the rest of the region runs as if unwatched (a mode left on the stack costs
+every later operator a Python call, 7-9 us on an H100's host). It only looks: each operator
+runs as it would, and it reads host metadata only; a failure stops the looking. It declares
 `ignore_compile_internals`, so torch.compile compiles under it (pushed only where Dynamo
 honours that: `available()`); work outside the dispatcher (Inductor's or hand-launched
 Triton kernels) is not seen (docs/record.md, "Keys")."""
@@ -14,7 +17,9 @@ from typing import Any
 
 from graph_harness.capture.record.reads import RegionReads, Touch
 
-MAX_OPS = 1 << 20  # operators looked at per capture; past it, the rest pass through
+QUIET = 32  # operators in a row that read no new input, after which the looking ends
+MAX_OPS = 256  # operators looked at per capture at most
+_PATIENCE = 4096  # Python events waited for a place to leave at, before staying (a no-op)
 
 
 def available() -> str | None:
@@ -119,12 +124,46 @@ def _look(self: Any, func: Any, types: Any, args: tuple = (), kwargs: dict | Non
     if self.looking:
         try:
             tell(self.reads, func, args, kwargs, result)
-            if self.reads.ops >= MAX_OPS:
+            reads = self.reads
+            if reads.ops - reads.last_input >= self.quiet or reads.ops >= self.most:
                 self.looking = False
+                self.capped = reads.ops - reads.last_input < self.quiet
+                _leave_soon(self)
         except Exception as e:
             self.looking = False
             self.broken = f"{type(e).__name__}: {e}"
     return result
+
+
+def _leave_soon(mode: Any) -> None:
+    """The mode taken off the dispatch stack at the next Python event (`sys.setprofile`)
+    where it is the innermost mode and no mode's handler is running (a handler runs with
+    its mode off the stack, put back by its guard as it returns, and with the
+    PythonTLSSnapshot key excluded: outside every handler it is not). Never where the
+    program has a profiler of its own, nor from under a mode the region pushed above it
+    (their flags would be restored out of order): it stays there, a no-op, popped as the
+    capture ends."""
+    if sys.getprofile() is not None:
+        return
+    import torch
+    from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+    excluded = torch._C._dispatch_tls_is_dispatch_key_excluded
+    snapshot = torch._C.DispatchKey.PythonTLSSnapshot
+    waited = 0
+
+    def leave(frame: Any, event: str, arg: Any) -> None:
+        nonlocal waited
+        waited += 1
+        if _get_current_dispatch_mode() is mode and not excluded(snapshot):
+            sys.setprofile(None)
+            mode.__exit__(None, None, None)
+            mode.left = True
+        elif waited > _PATIENCE:
+            sys.setprofile(None)
+
+    mode.hook = leave
+    sys.setprofile(leave)
 
 
 @functools.cache
@@ -148,10 +187,13 @@ def _mode_type(dynamo: bool) -> type:
         def _should_skip_dynamo(cls) -> bool:
             return False  # decided here: `dynamo`
 
-        def __init__(self, reads: RegionReads) -> None:
+        def __init__(self, reads: RegionReads, quiet: int, most: int) -> None:
             super().__init__()
-            self.reads = reads
+            self.reads, self.quiet, self.most = reads, quiet, most
             self.looking = True
+            self.capped = False  # stopped at `most` while still finding inputs
+            self.left = False  # off the stack already (`_leave_soon`)
+            self.hook: Any = None
             self.broken: str | None = None
 
     if dynamo:
@@ -164,15 +206,18 @@ def _mode_type(dynamo: bool) -> type:
 
 
 class RegionWatch:
-    """The mode over one region: `start()` pushes it, `stop()` pops it and says what went
-    wrong, if anything (the reads are `reads`)."""
+    """The mode over one region: `start()` pushes it, `stop()` pops it (where it has not
+    left already) and says what went wrong, if anything (the reads are `reads`). `quiet`
+    and `most`: QUIET and MAX_OPS, or more to look at a whole region (the cost's
+    benchmark, benchmarks/experiments/read_watch_cost.py)."""
 
-    def __init__(self) -> None:
+    def __init__(self, quiet: int = QUIET, most: int = MAX_OPS) -> None:
         self.reads = RegionReads()
+        self.quiet, self.most = quiet, most
         self._mode: Any = None
 
     def start(self) -> None:
-        mode = _mode_type("torch._dynamo" in sys.modules)(self.reads)
+        mode = _mode_type("torch._dynamo" in sys.modules)(self.reads, self.quiet, self.most)
         mode.__enter__()
         self._mode = mode
 
@@ -186,11 +231,14 @@ class RegionWatch:
         if mode is None:
             return "the reads were never looked at"
         mode.looking = False
-        if _get_current_dispatch_mode() is not mode:
-            return "another dispatch mode was left active inside the capture"
-        mode.__exit__(None, None, None)
+        if mode.hook is not None and sys.getprofile() is mode.hook:
+            sys.setprofile(None)  # it found no place to leave at: it leaves here
+        if not mode.left:
+            if _get_current_dispatch_mode() is not mode:
+                return "another dispatch mode was left active inside the capture"
+            mode.__exit__(None, None, None)
         if mode.broken is not None:
             return f"stopped looking: {mode.broken}"
-        if mode.reads.ops >= MAX_OPS:
-            return f"looked at the first {MAX_OPS} operators only"
+        if mode.capped:
+            return f"looked at the first {mode.most} operators only, still finding inputs"
         return None

@@ -5,6 +5,8 @@ the same on either device), with torch.compile under it."""
 
 from __future__ import annotations
 
+import sys
+
 import torch
 from torch import nn
 
@@ -206,3 +208,80 @@ def test_torch_compile_compiles_under_it_as_without_it():
     assert len(compiles) == 2
     _watched(lambda: outside(x))
     assert len(compiles) == 2, "no recompile under the watch"
+
+
+# --- leaving once the inputs are read --------------------------------------------------------
+
+
+def _chain(x: torch.Tensor, n: int) -> torch.Tensor:
+    for _ in range(n):
+        x = x * 1.0001
+    return x
+
+
+def test_it_leaves_the_stack_once_quiet_and_the_rest_runs_unwatched():
+    depth = torch._C._len_torch_dispatch_stack()
+    ids, late = torch.arange(8), torch.ones(3, 5)
+    seen = {}
+
+    def step():
+        y = _chain(ids.float(), reads_mode.QUIET - 2)
+        y = y.sum() + late.sum()  # a second input read before the quiet stretch ends
+        _chain(y, 3 * reads_mode.QUIET)
+        seen["depth"] = torch._C._len_torch_dispatch_stack()
+        return y
+
+    _, reads, note = _watched(step)
+    assert note is None
+    assert seen["depth"] == depth, "off the stack before the region ended"
+    assert reads.inputs() == ["[8] int64", "[3, 5] float32"]
+    assert reads.ops == reads.last_input + reads_mode.QUIET, "not one operator more looked at"
+    assert sys.getprofile() is None
+
+
+def test_a_programs_own_profiler_is_left_as_it_is():
+    calls = []
+
+    def own(frame, event, arg):
+        calls.append(event)
+
+    ids = torch.arange(4)
+    sys.setprofile(own)
+    try:
+        _, reads, note = _watched(lambda: _chain(ids.float(), 2 * reads_mode.QUIET))
+        assert sys.getprofile() is own
+    finally:
+        sys.setprofile(None)
+    assert note is None and calls, "its profiler saw the region"
+    assert reads.inputs() == ["[4] int64"]
+    assert torch._C._len_torch_dispatch_stack() == 0
+
+
+def test_it_never_leaves_from_under_a_mode_the_region_pushed():
+    from torch.utils import _python_dispatch as pd
+
+    class Other(pd.TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    watch = RegionWatch()
+    watch.start()
+    other = Other()
+    try:
+        with other:  # the region's own mode, above the watch, for the whole quiet stretch
+            _chain(torch.arange(4).float(), 2 * reads_mode.QUIET)
+            assert pd._get_current_dispatch_mode() is other
+            assert torch._C._len_torch_dispatch_stack() == 2, "the watch still under it"
+    finally:
+        note = watch.stop()  # it left as `other` did, or leaves here
+    assert note is None and torch._C._len_torch_dispatch_stack() == 0
+    assert sys.getprofile() is None
+    assert not pd._is_in_torch_dispatch_mode, "the modes' flags restored in their order"
+
+
+def test_a_region_still_finding_inputs_at_the_limit_says_so():
+    xs = [torch.full((i + 1,), float(i)) for i in range(reads_mode.MAX_OPS + 8)]
+    _, reads, note = _watched(lambda: [x + 1 for x in xs])
+    assert reads.ops == reads_mode.MAX_OPS
+    assert note == f"looked at the first {reads_mode.MAX_OPS} operators only, still finding inputs"
+    assert len(reads.inputs()) == reads_mode.MAX_OPS
