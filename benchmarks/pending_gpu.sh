@@ -6,11 +6,11 @@
 #   shared-pool rows and prediction, the recording's tables and delta); watch: the read watch's and an executable's
 #   costs (59, 58); moe: the compiled MoE predicted with batch 1 on a path of its own (58,
 #   9e2cce3); checks: the project's own checks (the HF example, record of generate(),
-#   record --check against the plain run); predict*: issue 58 again on every model;
+#   record --check against the plain run; hf and live: its halves); predict*: issue 58 again on every model;
 #   startup: issue 59's start-up goals.
 set -u; OUT=${OUT:-out}; X=/tmp/x; mkdir -p "$X" "$OUT"
 pack() { tar czf "$OUT/x.tgz" -C /tmp x; }
-case "${1:?tests, watch, moe, checks, predict, predict-compiled or startup}" in
+case "${1:?tests, watch, moe, checks (hf, live), predict, predict-compiled or startup}" in
 tests)
   BUDGET=${BUDGET:-420} bash benchmarks/gpu_part.sh a tests/capture/sweep/test_predict_gpu.py \
     tests/capture/sweep/test_sweep.py tests/capture/record/test_step_calls_gpu.py \
@@ -19,10 +19,11 @@ tests)
 moe)
   timeout 200 python3 benchmarks/bench_predict.py --out $X/moe --models qwen2-moe-compiled \
     > $X/moe.log 2>&1; echo "moe rc=$?"; tail -6 $X/moe.log; pack ;;
-checks)
+checks|hf)
   timeout 200 bash benchmarks/hf_runs.sh $X/hf > $X/hf.log 2>&1; echo "hf rc=$?"; pack
   timeout 150 python3 benchmarks/bench_record.py --out $X/rec --parts hf > $X/rec.log 2>&1
-  echo "record hf rc=$?"; tail -5 $X/rec.log; pack
+  echo "record hf rc=$?"; tail -5 $X/rec.log; pack ;;&
+checks|live)
   timeout 280 python3 benchmarks/bench_live.py --out $X/live --parts hf window cost > $X/live.log 2>&1
   echo "live rc=$?"; tail -8 $X/live.log; pack ;;
 watch)
