@@ -155,12 +155,16 @@ def _leave_soon(mode: Any) -> None:
     def leave(frame: Any, event: str, arg: Any) -> None:
         nonlocal waited
         waited += 1
-        if _get_current_dispatch_mode() is mode and not excluded(snapshot):
+        try:
+            if _get_current_dispatch_mode() is mode and not excluded(snapshot):
+                sys.setprofile(None)
+                mode.__exit__(None, None, None)
+                mode.left = True
+            elif waited > _PATIENCE:
+                sys.setprofile(None)
+        except Exception as e:  # never into the program: it stays, popped at the end
             sys.setprofile(None)
-            mode.__exit__(None, None, None)
-            mode.left = True
-        elif waited > _PATIENCE:
-            sys.setprofile(None)
+            mode.broken = f"{type(e).__name__}: {e}"
 
     mode.hook = leave
     sys.setprofile(leave)

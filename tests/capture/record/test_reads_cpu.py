@@ -285,3 +285,23 @@ def test_a_region_still_finding_inputs_at_the_limit_says_so():
     assert reads.ops == reads_mode.MAX_OPS
     assert note == f"looked at the first {reads_mode.MAX_OPS} operators only, still finding inputs"
     assert len(reads.inputs()) == reads_mode.MAX_OPS
+
+
+def test_a_failure_to_leave_never_reaches_the_program(monkeypatch):
+    from torch.utils import _python_dispatch as pd
+
+    def broken():
+        raise RuntimeError("no stack to read")
+
+    x = torch.arange(4.0)
+    watch = RegionWatch()
+    watch.start()
+    try:
+        monkeypatch.setattr(pd, "_get_current_dispatch_mode", broken)
+        got = _chain(x, 2 * reads_mode.QUIET).sum()
+        monkeypatch.undo()
+    finally:
+        note = watch.stop()
+    assert torch.equal(got, _chain(x, 2 * reads_mode.QUIET).sum())
+    assert note == "stopped looking: RuntimeError: no stack to read"
+    assert sys.getprofile() is None and torch._C._len_torch_dispatch_stack() == 0
