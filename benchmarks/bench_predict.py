@@ -38,7 +38,7 @@ import sys
 import tempfile
 import time
 import traceback
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
@@ -118,7 +118,7 @@ def write_traces(result, path: Path) -> None:
         return dict(events=events, live=sorted(t.live), reserved=t.reserved)
 
     data = dict(traces={str(b): one(t) for b, t in sorted(result.traces.items())},
-                shared=result.shared, weights=result.weights,
+                shared=[asdict(r) for r in result.shared], weights=result.weights,
                 execs={str(r.batch): r.exec_bytes for r in result.rows},
                 exec_each={str(r.batch): [r.exec_each, r.exec_each_spread]
                            for r in result.rows})  # fmt: skip

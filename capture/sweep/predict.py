@@ -80,6 +80,19 @@ def paths(traces: Mapping[int, Trace]) -> list[tuple[int, ...]]:
     return [tuple(g) for g in groups]
 
 
+def _refuse_paths(traces: Mapping[int, Trace], groups: list[tuple[int, ...]]) -> None:
+    """NotPredictable: the first difference, and the paths the samples fell on (only the
+    smallest may take one of its own, beside a line through two or more)."""
+    try:
+        _check_shapes(traces)
+    except NotPredictable as e:
+        on = "; ".join("batch " + ", ".join(str(b) for b in g) for g in groups)
+        raise NotPredictable(
+            f"{e}; the samples take {len(groups)} paths ({on}): a line needs two samples "
+            "on one path, and only the smallest may take a path of its own"
+        ) from None
+
+
 def fit_sizes(traces: Mapping[int, Trace]) -> list[SizeFit]:
     """Each allocation's size as a function of batch, from `traces` (batch -> Trace, two
     batches or more); NotPredictable where they do not align."""
@@ -129,8 +142,8 @@ def predict_shared_pool(traces: Mapping[int, Trace], ladder: Sequence[int]) -> P
     smallest = min(traces)
     own = {smallest: traces[smallest]} if groups[0] == (smallest,) and len(groups) == 2 else {}
     line = groups[-1] if own else tuple(sorted(traces))
-    if len(line) < 2 and own:  # two samples, two paths: no line
-        _check_shapes(traces)
+    if len(groups) > 1 and (len(line) < 2 or not own):  # no line the others share
+        _refuse_paths(traces, groups)
     fits = fit_sizes({b: traces[b] for b in line})
     template = traces[line[0]]
     order = tuple(sorted(ladder, reverse=True))

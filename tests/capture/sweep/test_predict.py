@@ -139,8 +139,10 @@ def test_a_path_of_its_own_needs_a_line_beside_it(captured):
     if len(captured) > 2:  # a third path: batch 2 with another live set
         traces[2] = Trace(events=_specialised(2).events, live=frozenset({0}))
         traces = {b: traces[b] for b in (1, 2, 64)}
-    with pytest.raises(NotPredictable, match="allocator events|keeps allocations"):
+    on = "batch 1; batch 64" if len(captured) == 2 else "batch 1; batch 2; batch 64"
+    with pytest.raises(NotPredictable, match="allocator events|keeps allocations") as e:
         predict_shared_pool(traces, LADDER)
+    assert f"the samples take {len(traces)} paths ({on})" in str(e.value)
 
 
 def _grows_from_32(batch: int) -> Trace:
@@ -160,5 +162,7 @@ def test_a_sample_off_the_others_path_other_than_the_smallest_is_refused(step):
     # the largest alone on its path (the line through 1 and 16 would miss 32 and 48 by a
     # quarter), or one in the middle: no prediction
     traces = {b: step(b) for b in (1, 16, 64)}
-    with pytest.raises(NotPredictable, match="allocator events"):
+    with pytest.raises(NotPredictable, match="allocator events") as e:
         predict_shared_pool(traces, LADDER)
+    on = "batch 1, 16; batch 64" if step is _grows_from_32 else "batch 1, 64; batch 16"
+    assert f"the samples take 2 paths ({on})" in str(e.value)
