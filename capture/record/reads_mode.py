@@ -1,9 +1,10 @@
 """The reads of a captured region, seen as it runs: a `TorchDispatchMode` pushed once torch
 has begun a capture, telling reads.py of every aten operator (what it read, wrote,
 returned) until QUIET operators in a row have read no new input (a step reads its inputs
-first), MAX_OPS at most; then it leaves the dispatch stack at the next Python event outside
-any handler, so the rest of the region runs as if unwatched (a mode left on the stack costs
-every later operator a Python call, 7-9 us on an H100's host). It only looks: each operator
+first), MAX_OPS at most; then it leaves the dispatch stack at the next Python event where
+that disturbs no other mode (`_leave_soon`), so the rest of the region runs as if unwatched
+(a mode left on the stack costs every later operator a Python call, 7-9 us on an H100's
+host). It only looks: each operator
 runs as it would, and it reads host metadata only; a failure stops the looking. It declares
 `ignore_compile_internals`, so torch.compile compiles under it (pushed only where Dynamo
 honours that: `available()`); work outside the dispatcher (Inductor's or hand-launched
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import threading
 from typing import Any
 
 from graph_harness.capture.record.reads import RegionReads, Touch
@@ -136,27 +138,23 @@ def _look(self: Any, func: Any, types: Any, args: tuple = (), kwargs: dict | Non
 
 
 def _leave_soon(mode: Any) -> None:
-    """The mode taken off the dispatch stack at the next Python event (`sys.setprofile`)
-    where it is the innermost mode and no mode's handler is running (a handler runs with
-    its mode off the stack, put back by its guard as it returns, and with the
-    PythonTLSSnapshot key excluded: outside every handler it is not). Never where the
-    program has a profiler of its own, nor from under a mode the region pushed above it
-    (their flags would be restored out of order): it stays there, a no-op, popped as the
-    capture ends."""
-    if sys.getprofile() is not None:
+    """The mode taken off the dispatch stack at the next Python event (`sys.setprofile`,
+    on the thread that pushed it) found at a safe place (`_safe`), and the hook removed.
+    Never where the program has a profiler of its own, on another thread (the autograd
+    engine's runs with the capturing thread's modes), or with another mode's handler
+    below on the Python stack (a mode above it): it stays there, a no-op, popped as the
+    capture ends. After _PATIENCE events with no safe place, it stops waiting."""
+    if sys.getprofile() is not None or threading.get_ident() != mode.thread:
         return
-    import torch
-    from torch.utils._python_dispatch import _get_current_dispatch_mode
-
-    excluded = torch._C._dispatch_tls_is_dispatch_key_excluded
-    snapshot = torch._C.DispatchKey.PythonTLSSnapshot
+    if _handler_above(sys._getframe(1)):
+        return
     waited = 0
 
     def leave(frame: Any, event: str, arg: Any) -> None:
         nonlocal waited
         waited += 1
         try:
-            if _get_current_dispatch_mode() is mode and not excluded(snapshot):
+            if _safe(mode, frame):
                 sys.setprofile(None)
                 mode.__exit__(None, None, None)
                 mode.left = True
@@ -168,6 +166,44 @@ def _leave_soon(mode: Any) -> None:
 
     mode.hook = leave
     sys.setprofile(leave)
+
+
+_MODE_CODE = ("torch/utils/_python_dispatch.py", "torch/_ops.py")  # modes moved in Python
+
+
+def _safe(mode: Any, frame: Any) -> bool:
+    """Whether popping `mode` here leaves every other mode as it was: the dispatch stack
+    is the one it was pushed onto (the same modes, infra modes included, none off it for
+    a while), no C++ handler guard holds a mode off it (PythonTLSSnapshot is excluded
+    inside one), and no torch code that moves modes in Python runs (`_disable_current_
+    modes`, `_pop_mode_temporarily`: a higher-order operator's dispatch)."""
+    import torch
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+    if torch._C._dispatch_tls_is_dispatch_key_excluded(torch._C.DispatchKey.PythonTLSSnapshot):
+        return False
+    stack = _get_current_dispatch_mode_stack()
+    if len(stack) != len(mode.stack) or any(a is not b for a, b in zip(stack, mode.stack)):
+        return False
+    return not _in_files(frame, _MODE_CODE)
+
+
+def _in_files(frame: Any, ends: tuple[str, ...]) -> bool:
+    while frame is not None:
+        if frame.f_code.co_filename.replace("\\", "/").endswith(ends):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _handler_above(frame: Any) -> bool:
+    """Whether another mode's `__torch_dispatch__` runs below `frame` (the one that
+    called this mode's handler: a mode above it)."""
+    while frame is not None:
+        if frame.f_code.co_name == "__torch_dispatch__":
+            return True
+        frame = frame.f_back
+    return False
 
 
 @functools.cache
@@ -198,6 +234,8 @@ def _mode_type(dynamo: bool) -> type:
             self.capped = False  # stopped at `most` while still finding inputs
             self.left = False  # off the stack already (`_leave_soon`)
             self.hook: Any = None
+            self.stack: tuple = ()  # the dispatch stack it was pushed onto, itself on top
+            self.thread = threading.get_ident()
             self.broken: str | None = None
 
     if dynamo:
@@ -221,8 +259,11 @@ class RegionWatch:
         self._mode: Any = None
 
     def start(self) -> None:
+        from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
         mode = _mode_type("torch._dynamo" in sys.modules)(self.reads, self.quiet, self.most)
         mode.__enter__()
+        mode.stack = tuple(_get_current_dispatch_mode_stack())
         self._mode = mode
 
     def stop(self) -> str | None:

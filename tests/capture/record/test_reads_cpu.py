@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 
+import pytest
 import torch
 from torch import nn
 
@@ -219,6 +220,31 @@ def _chain(x: torch.Tensor, n: int) -> torch.Tensor:
     return x
 
 
+def _one(x: torch.Tensor) -> torch.Tensor:
+    return x * 1.0001
+
+
+def _step_by_step(x: torch.Tensor, n: int) -> torch.Tensor:
+    """`_chain`, with a Python call (an event for the hook) between operators."""
+    for _ in range(n):
+        x = _one(x)
+    return x
+
+
+def _flags() -> tuple:
+    from torch.utils import _python_dispatch as pd
+
+    return (pd._is_in_torch_dispatch_mode, pd._is_in_non_infra_torch_dispatch_mode,
+            pd._is_in_any_mode_without_ignore_compile_internals)  # fmt: skip
+
+
+def _clean() -> None:
+    """Nothing of the watch left: no mode, no hook, the modes' flags as before any."""
+    assert torch._C._len_torch_dispatch_stack() == 0
+    assert sys.getprofile() is None
+    assert _flags() == (False, False, False), _flags()
+
+
 def test_it_leaves_the_stack_once_quiet_and_the_rest_runs_unwatched():
     depth = torch._C._len_torch_dispatch_stack()
     ids, late = torch.arange(8), torch.ones(3, 5)
@@ -229,11 +255,13 @@ def test_it_leaves_the_stack_once_quiet_and_the_rest_runs_unwatched():
         y = y.sum() + late.sum()  # a second input read before the quiet stretch ends
         _chain(y, 3 * reads_mode.QUIET)
         seen["depth"] = torch._C._len_torch_dispatch_stack()
+        seen["profile"] = sys.getprofile()
         return y
 
     _, reads, note = _watched(step)
     assert note is None
     assert seen["depth"] == depth, "off the stack before the region ended"
+    assert seen["profile"] is None, "the hook removed as it left"
     assert reads.inputs() == ["[8] int64", "[3, 5] float32"]
     assert reads.ops == reads.last_input + reads_mode.QUIET, "not one operator more looked at"
     assert sys.getprofile() is None
@@ -288,20 +316,151 @@ def test_a_region_still_finding_inputs_at_the_limit_says_so():
 
 
 def test_a_failure_to_leave_never_reaches_the_program(monkeypatch):
-    from torch.utils import _python_dispatch as pd
+    snapshot = torch._C.DispatchKey.PythonTLSSnapshot
 
-    def broken():
-        raise RuntimeError("no stack to read")
+    def broken(mode, frame):  # fails only outside every handler: the hook's own place
+        if not torch._C._dispatch_tls_is_dispatch_key_excluded(snapshot):
+            raise RuntimeError("no stack to read")
+        return False
 
+    monkeypatch.setattr(reads_mode, "_safe", broken)
+    x = torch.arange(4.0)
+    got, _, note = _watched(lambda: _step_by_step(x, 2 * reads_mode.QUIET).sum())
+    assert torch.equal(got, _chain(x, 2 * reads_mode.QUIET).sum())
+    assert note == "stopped looking: RuntimeError: no stack to read"
+    assert sys.getprofile() is None and torch._C._len_torch_dispatch_stack() == 0
+
+
+def _pass(self, func, types, args=(), kwargs=None):
+    return func(*args, **(kwargs or {}))
+
+
+def _other(named: bool):
+    """A mode of the program's own; its handler `__torch_dispatch__` by name, or a
+    function of another name set on the class (as the watch's own is)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Other(TorchDispatchMode):
+        supports_higher_order_operators = True
+
+        if named:
+
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                return func(*args, **(kwargs or {}))
+
+    if not named:
+        Other.__torch_dispatch__ = _pass
+    return Other()
+
+
+@pytest.mark.parametrize("named", [True, False], ids=["named", "unnamed"])
+def test_modes_moved_in_python_above_it_are_never_disturbed(named):
+    # printing a tensor pops every mode for a while (`_disable_current_modes`), one at a
+    # time: the watch, on top once the program's mode is off, must not leave there
     x = torch.arange(4.0)
     watch = RegionWatch()
     watch.start()
     try:
-        monkeypatch.setattr(pd, "_get_current_dispatch_mode", broken)
-        got = _chain(x, 2 * reads_mode.QUIET).sum()
-        monkeypatch.undo()
+        with _other(named):
+            y = _step_by_step(x, 2 * reads_mode.QUIET)
+            if named:  # a handler below its own on the Python stack: never armed
+                assert sys.getprofile() is None
+            text = repr(y)
     finally:
         note = watch.stop()
-    assert torch.equal(got, _chain(x, 2 * reads_mode.QUIET).sum())
-    assert note == "stopped looking: RuntimeError: no stack to read"
-    assert sys.getprofile() is None and torch._C._len_torch_dispatch_stack() == 0
+    assert note is None and text.startswith("tensor(")
+    _clean()
+
+
+@pytest.mark.parametrize("named", [True, False], ids=["named", "unnamed"])
+def test_a_higher_order_operator_under_the_programs_mode_leaves_it_in_place(named):
+    from torch._higher_order_ops.out_dtype import out_dtype
+
+    a = torch.randint(-8, 8, (4, 4), dtype=torch.int8)
+    watch = RegionWatch()
+    watch.start()
+    try:
+        with _other(named):
+            _step_by_step(torch.arange(4.0), 2 * reads_mode.QUIET)
+            got = out_dtype(torch.ops.aten.mm.default, torch.int32, a, a)
+            assert torch._C._len_torch_dispatch_stack() == 2, "the watch still under it"
+    finally:
+        note = watch.stop()
+    assert note is None and torch.equal(got, a.int() @ a.int())
+    _clean()
+
+
+def test_an_infra_mode_entered_in_the_region_is_never_left_on_a_changed_stack():
+    import warnings
+
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    watch = RegionWatch()
+    watch.start()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with FakeTensorMode():
+                y = _step_by_step(torch.ones(4), 2 * reads_mode.QUIET)
+                assert type(y).__name__ == "FakeTensor"
+                assert torch._C._len_torch_dispatch_stack() == 2
+    finally:
+        note = watch.stop()
+    assert note is None
+    _clean()
+
+
+def test_another_thread_running_its_modes_never_takes_it_off():
+    # the autograd engine's device thread runs a captured backward under the capturing
+    # thread's modes: here a thread pushes the same mode, as the engine's guard does
+    import threading
+
+    seen = {}
+
+    def backward(mode):
+        torch._C._push_on_torch_dispatch_stack(mode)
+        try:
+            _step_by_step(torch.ones(3), 2 * reads_mode.QUIET)
+            seen["profile"] = sys.getprofile()
+        finally:
+            torch._C._pop_torch_dispatch_stack(None)
+
+    watch = RegionWatch()
+    watch.start()
+    try:
+        t = threading.Thread(target=backward, args=(watch._mode,))
+        t.start()
+        t.join()
+        assert not watch._mode.left and seen["profile"] is None, "nothing armed there"
+    finally:
+        note = watch.stop()
+    assert note is None
+    _clean()
+
+
+def test_a_hook_still_waiting_as_the_capture_ends_is_removed(monkeypatch):
+    monkeypatch.setattr(reads_mode, "_safe", lambda mode, frame: False)
+    watch = RegionWatch()
+    watch.start()
+    try:
+        _step_by_step(torch.arange(4.0), 2 * reads_mode.QUIET)
+        assert sys.getprofile() is watch._mode.hook, "armed, with no safe place found"
+    finally:
+        note = watch.stop()
+    assert note is None
+    _clean()
+
+
+def test_it_stops_waiting_for_a_safe_place(monkeypatch):
+    monkeypatch.setattr(reads_mode, "_safe", lambda mode, frame: False)
+    monkeypatch.setattr(reads_mode, "_PATIENCE", 5)
+    watch = RegionWatch()
+    watch.start()
+    try:
+        _step_by_step(torch.arange(4.0), reads_mode.QUIET + 20)
+        assert sys.getprofile() is None, "given up: no hook on every later event"
+        assert torch._C._len_torch_dispatch_stack() == 1, "stays, a no-op"
+    finally:
+        note = watch.stop()
+    assert note is None
+    _clean()
