@@ -1,11 +1,9 @@
 """The reads of a captured region, seen as it runs: a `TorchDispatchMode` pushed once torch
-has begun a capture, telling reads.py of every aten operator (what it read, wrote,
-returned) until QUIET operators in a row have read no new input (a step reads its inputs
-first), MAX_OPS at most; then it leaves the dispatch stack at the next Python event where
-that disturbs no other mode (`_leave_soon`), so the rest of the region runs as if unwatched
-(a mode left on the stack costs every later operator a Python call, 7-9 us on an H100's
-host). It only looks: each operator
-runs as it would, and it reads host metadata only; a failure stops the looking. It declares
+has begun a capture, telling reads.py of each aten operator (what it read, wrote, returned)
+until QUIET operators in a row read no new input (a step reads its inputs first), MAX_OPS at
+most; then it leaves the dispatch stack where that disturbs no other mode (`_leave_soon`),
+and the rest runs unwatched (a mode left there costs each operator a Python call, 7-9 us on
+an H100's host). It only looks, host metadata only; a failure stops the looking. It declares
 `ignore_compile_internals`, so torch.compile compiles under it (pushed only where Dynamo
 honours that: `available()`); work outside the dispatcher (Inductor's or hand-launched
 Triton kernels) is not seen (docs/record.md, "Keys")."""
