@@ -1,8 +1,9 @@
 """What the read watch (capture/record/reads_mode.py, issue 59 item 2) costs a capture:
 a stack of small layers captured (CUDA) or run (CPU) plain, under a pass-through dispatch
-mode, under the watch as shipped (it leaves once QUIET operators read no new input) and
-under a watch that looks at the whole region, interleaved; medians of the region's wall
-time, per operator and per graph, for a few operator counts. Goal: at most 2 ms a graph.
+mode, under the watch as shipped (it stops looking once QUIET operators read no new input,
+then passes operators through) and under a watch that looks at the whole region,
+interleaved; medians of the region's wall time, per operator and per graph, for a few
+operator counts. Goal: at most 2 ms a graph.
 
     python benchmarks/experiments/read_watch_cost.py [--layers 8 64 256] [--repeats 15] [--json F]
 """

@@ -1,25 +1,23 @@
 """The reads of a captured region, seen as it runs: a `TorchDispatchMode` pushed once torch
-has begun a capture, telling reads.py of each aten operator (what it read, wrote, returned)
-until QUIET operators in a row read no new input (a step reads its inputs first), MAX_OPS at
-most; then it leaves the dispatch stack where that disturbs no other mode (`_leave_soon`),
-and the rest runs unwatched (a mode left there costs each operator a Python call, 7-9 us on
-an H100's host). It only looks, host metadata only; a failure stops the looking. It declares
-`ignore_compile_internals`, so torch.compile compiles under it (pushed only where Dynamo
-honours that: `available()`); work outside the dispatcher (Inductor's or hand-launched
-Triton kernels) is not seen (docs/record.md, "Keys")."""
+has begun a capture and popped as the program ends it, telling reads.py of each aten
+operator (what it read, wrote, returned) until QUIET operators in a row read no new input
+(a step reads its inputs first), MAX_OPS at most; past that it passes operators through.
+It stays on the stack to the end: C++ guards entered inside the region (inference_mode, a
+compiled call's, the autograd engine's) put back the dispatch state they found, this mode
+included, so a mode popped mid-region breaks the thread (docs/record.md). It only looks,
+host metadata only; a failure stops the looking. It declares `ignore_compile_internals`
+(Dynamo compiles under it: `available()`); work outside the dispatcher is not seen."""
 
 from __future__ import annotations
 
 import functools
 import sys
-import threading
 from typing import Any
 
 from graph_harness.capture.record.reads import RegionReads, Touch
 
 QUIET = 32  # operators in a row that read no new input, after which the looking ends
 MAX_OPS = 256  # operators looked at per capture at most
-_PATIENCE = 4096  # Python events waited for a place to leave at, before staying (a no-op)
 
 
 def available() -> str | None:
@@ -126,82 +124,12 @@ def _look(self: Any, func: Any, types: Any, args: tuple = (), kwargs: dict | Non
             tell(self.reads, func, args, kwargs, result)
             reads = self.reads
             if reads.ops - reads.last_input >= self.quiet or reads.ops >= self.most:
-                self.looking = False
+                self.looking = False  # the rest pass through
                 self.capped = reads.ops - reads.last_input < self.quiet
-                _leave_soon(self)
         except Exception as e:
             self.looking = False
             self.broken = f"{type(e).__name__}: {e}"
     return result
-
-
-def _leave_soon(mode: Any) -> None:
-    """The mode taken off the dispatch stack at the next Python event (`sys.setprofile`,
-    on the thread that pushed it) found at a safe place (`_safe`), and the hook removed.
-    Never where the program has a profiler of its own, on another thread (the autograd
-    engine's runs with the capturing thread's modes), or with another mode's handler
-    below on the Python stack (a mode above it): it stays there, a no-op, popped as the
-    capture ends. After _PATIENCE events with no safe place, it stops waiting."""
-    if sys.getprofile() is not None or threading.get_ident() != mode.thread:
-        return
-    if _handler_above(sys._getframe(1)):
-        return
-    waited = 0
-
-    def leave(frame: Any, event: str, arg: Any) -> None:
-        nonlocal waited
-        waited += 1
-        try:
-            if _safe(mode, frame):
-                sys.setprofile(None)
-                mode.__exit__(None, None, None)
-                mode.left = True
-            elif waited > _PATIENCE:
-                sys.setprofile(None)
-        except Exception as e:  # never into the program: it stays, popped at the end
-            sys.setprofile(None)
-            mode.broken = f"{type(e).__name__}: {e}"
-
-    mode.hook = leave
-    sys.setprofile(leave)
-
-
-_MODE_CODE = ("torch/utils/_python_dispatch.py", "torch/_ops.py")  # modes moved in Python
-
-
-def _safe(mode: Any, frame: Any) -> bool:
-    """Whether popping `mode` here leaves every other mode as it was: the dispatch stack
-    is the one it was pushed onto (the same modes, infra modes included, none off it for
-    a while), no C++ handler guard holds a mode off it (PythonTLSSnapshot is excluded
-    inside one), and no torch code that moves modes in Python runs (`_disable_current_
-    modes`, `_pop_mode_temporarily`: a higher-order operator's dispatch)."""
-    import torch
-    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
-
-    if torch._C._dispatch_tls_is_dispatch_key_excluded(torch._C.DispatchKey.PythonTLSSnapshot):
-        return False
-    stack = _get_current_dispatch_mode_stack()
-    if len(stack) != len(mode.stack) or any(a is not b for a, b in zip(stack, mode.stack)):
-        return False
-    return not _in_files(frame, _MODE_CODE)
-
-
-def _in_files(frame: Any, ends: tuple[str, ...]) -> bool:
-    while frame is not None:
-        if frame.f_code.co_filename.replace("\\", "/").endswith(ends):
-            return True
-        frame = frame.f_back
-    return False
-
-
-def _handler_above(frame: Any) -> bool:
-    """Whether another mode's `__torch_dispatch__` runs below `frame` (the one that
-    called this mode's handler: a mode above it)."""
-    while frame is not None:
-        if frame.f_code.co_name == "__torch_dispatch__":
-            return True
-        frame = frame.f_back
-    return False
 
 
 @functools.cache
@@ -230,10 +158,6 @@ def _mode_type(dynamo: bool) -> type:
             self.reads, self.quiet, self.most = reads, quiet, most
             self.looking = True
             self.capped = False  # stopped at `most` while still finding inputs
-            self.left = False  # off the stack already (`_leave_soon`)
-            self.hook: Any = None
-            self.stack: tuple = ()  # the dispatch stack it was pushed onto, itself on top
-            self.thread = threading.get_ident()
             self.broken: str | None = None
 
     if dynamo:
@@ -246,8 +170,8 @@ def _mode_type(dynamo: bool) -> type:
 
 
 class RegionWatch:
-    """The mode over one region: `start()` pushes it, `stop()` pops it (where it has not
-    left already) and says what went wrong, if anything (the reads are `reads`). `quiet`
+    """The mode over one region: `start()` pushes it, `stop()` pops it and says what went
+    wrong, if anything (the reads are `reads`). `quiet`
     and `most`: QUIET and MAX_OPS, or more to look at a whole region (the cost's
     benchmark, benchmarks/experiments/read_watch_cost.py)."""
 
@@ -257,11 +181,8 @@ class RegionWatch:
         self._mode: Any = None
 
     def start(self) -> None:
-        from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
-
         mode = _mode_type("torch._dynamo" in sys.modules)(self.reads, self.quiet, self.most)
         mode.__enter__()
-        mode.stack = tuple(_get_current_dispatch_mode_stack())
         self._mode = mode
 
     def stop(self) -> str | None:
@@ -274,12 +195,9 @@ class RegionWatch:
         if mode is None:
             return "the reads were never looked at"
         mode.looking = False
-        if mode.hook is not None and sys.getprofile() is mode.hook:
-            sys.setprofile(None)  # it found no place to leave at: it leaves here
-        if not mode.left:
-            if _get_current_dispatch_mode() is not mode:
-                return "another dispatch mode was left active inside the capture"
-            mode.__exit__(None, None, None)
+        if _get_current_dispatch_mode() is not mode:
+            return "another dispatch mode was left active inside the capture"
+        mode.__exit__(None, None, None)
         if mode.broken is not None:
             return f"stopped looking: {mode.broken}"
         if mode.capped:
