@@ -171,9 +171,8 @@ def _mode_type(dynamo: bool) -> type:
 
 class RegionWatch:
     """The mode over one region: `start()` pushes it, `stop()` pops it and says what went
-    wrong, if anything (the reads are `reads`). `quiet`
-    and `most`: QUIET and MAX_OPS, or more to look at a whole region (the cost's
-    benchmark, benchmarks/experiments/read_watch_cost.py)."""
+    wrong, if anything (the reads are `reads`). `quiet` and `most`: QUIET and MAX_OPS, or
+    more to look at a whole region (benchmarks/experiments/read_watch_cost.py)."""
 
     def __init__(self, quiet: int = QUIET, most: int = MAX_OPS) -> None:
         self.reads = RegionReads()
