@@ -15,6 +15,7 @@ Each model is swept as `graph-harness sweep --predict-from` runs it (`sweep_step
 
     python benchmarks/bench_predict.py --out DIR [--models llama qwen2 ...] \\
         [--ladder vllm|pow2|B,B,...] [--from 1 64 512]
+    python benchmarks/bench_predict.py --refit DIR/NAME/traces.json [--from 1 64 512]
 
 Models (examples/, built from configs, random weights): llama (examples/llama_decode.py),
 hf-llama, qwen2, qwen2-moe (examples/hf_decode.py, the "small" preset); each with
@@ -24,7 +25,8 @@ the default for eager models); `pow2`, 1 to 512 in powers of two (10 sizes; the 
 for compiled ones, each size a compile of its own). Writes DIR/predict.json,
 DIR/predict.md and DIR/NAME/ (each sweep's files, as `sweep --out`, and traces.json:
 every size's own-pool allocator requests, events `["a", bytes]` or `["f", allocation
-number]`, to refit without a GPU); prints the table. On the H100, an eager model of the
+number]`, to refit without a GPU: `--refit` predicts from it again, with no GPU); prints
+the table. On the H100, an eager model of the
 vLLM ladder took 30-36 s (2026-12-07, before its sampled executables were resolved); a
 compiled one of the pow2 ladder about two minutes (estimate: read `seconds`).
 """
@@ -47,10 +49,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from graph_harness.capture.environment import environment  # noqa: E402
-from graph_harness.capture.sweep.alloc_trace import Alloc  # noqa: E402
-from graph_harness.capture.sweep.forecast import VLLM_DEFAULT  # noqa: E402
+from graph_harness.capture.sweep.alloc_trace import Alloc, Free, Trace  # noqa: E402
+from graph_harness.capture.sweep.forecast import VLLM_DEFAULT, Forecast, forecast  # noqa: E402
 from graph_harness.capture.sweep.run import sweep_step  # noqa: E402
 from graph_harness.capture.sweep.settings import SweepSettings  # noqa: E402
+from graph_harness.capture.sweep.truth import SharedRow  # noqa: E402
 from graph_harness.reports import plots  # noqa: E402
 from tests.llama_example import load_example  # noqa: E402
 
@@ -96,6 +99,7 @@ def record(model: str, ladder: tuple[int, ...], result, seconds: float) -> dict:
         row.update(
             true_bytes=lf.true_total, predicted=lf.last.total, lo=lf.last.total_lo,
             hi=lf.last.total_hi, error=lf.error, within=lf.within, flagged=len(lf.flagged),
+            path_changes=[(c.lo, c.hi, c.held, c.share) for c in lf.path_changes],
             vllm=lf.vllm, vllm_error=lf.vllm_error, vllm_why=lf.vllm_why,
             model_miss={str(b): m for b, m in fc.model_miss.items()},
             per_size=[dict(batch=r.batch, predicted=r.total, true=r.true_total, error=r.error)
@@ -125,6 +129,29 @@ def write_traces(result, path: Path) -> None:
     part = path.with_suffix(".part")
     part.write_text(json.dumps(data) + "\n")
     part.replace(path)  # whole or not at all
+
+
+def refit(path: Path, sampled: list[int]) -> Forecast:
+    """The prediction made again from a traces.json (write_traces) and `sampled` sizes,
+    with no GPU: the sizes swept and vLLM's default ladder, against the shared pool read."""
+    data = json.loads(path.read_text())
+
+    def trace(t: dict) -> Trace:
+        events = tuple(Alloc(v) if k == "a" else Free(v) for k, v in t["events"])
+        return Trace(events=events, live=frozenset(t["live"]), reserved=t["reserved"])
+
+    missing = [b for b in sampled if data["traces"].get(str(b)) is None]
+    if missing:
+        raise SystemExit(f"{path} holds no trace of batch {missing[0]}: give --from sizes "
+                         f"among {sorted(map(int, data['traces']))}")  # fmt: skip
+    shared = [SharedRow(**r) for r in data["shared"]]
+    sizes = sorted((r.batch for r in shared), reverse=True)
+    ladders = {"sizes swept": sizes, f"vLLM default ({len(VLLM_DEFAULT)} sizes)": VLLM_DEFAULT}
+    each = {b: data["exec_each"][str(b)] for b in sampled}
+    spread = {b: e[1] or 0 for b, e in each.items()}
+    return forecast({b: trace(data["traces"][str(b)]) for b in sampled},
+                    {b: e[0] for b, e in each.items()}, ladders, shared,
+                    weights=data["weights"], spread=spread)  # fmt: skip
 
 
 def pct(x: float | None) -> str:
@@ -196,15 +223,21 @@ def alone(model: str, args: argparse.Namespace) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--out", type=Path)
     ap.add_argument("--models", nargs="+", default=["llama", "qwen2"],
                     choices=[*MODELS, *(f"{m}-compiled" for m in MODELS)])  # fmt: skip
     ap.add_argument("--ladder", help="vllm, pow2 or B,B,... (default: vllm eager, pow2 compiled)")
     ap.add_argument("--from", dest="sampled", type=int, nargs="+", default=[1, 64, 512])
     ap.add_argument("--row", type=Path, help=argparse.SUPPRESS)  # a child's: one model
+    ap.add_argument("--refit", type=Path, help="a traces.json: predict again, no GPU needed")
     args = ap.parse_args()
+    if args.refit is not None:
+        print(json.dumps(refit(args.refit, args.sampled).totals_table(), indent=1))
+        return
     if not torch.cuda.is_available():
         raise SystemExit("bench_predict measures graph memory: it needs a CUDA GPU")
+    if args.out is None:
+        ap.error("--out DIR is needed to measure (or --refit traces.json)")
     args.out.mkdir(parents=True, exist_ok=True)
     if args.row is not None:
         (model,) = args.models

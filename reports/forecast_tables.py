@@ -85,6 +85,15 @@ def _caption(fc: Forecast) -> str:
                      f"capture is used at that size, the line through {line} at every other "
                      "(no pair of them fitted); where between them the path changes is not "
                      "known, and the interval does not cover it")  # fmt: skip
+    changes = {(c.lo, c.hi): c for lf in fc.ladders for c in lf.path_changes}
+    if changes:
+        each = ", ".join(f"{lo} and {hi} ({c.held} requests, {100 * c.share:.1f}% of "
+                         "the bytes)" for (lo, hi), c in sorted(changes.items()))  # fmt: skip
+        parts.append(f"the step takes another path between batch {each}: each size between "
+                     "two samples is predicted on the larger one's requests, each matched at "
+                     "the smaller on the line through the two, each unmatched at its own size "
+                     "(the interval's low end: on the smaller one's); where the path changes "
+                     "is not known")  # fmt: skip
     if fc.model_miss:
         miss = ", ".join(f"{b}: {pct(m)}" for b, m in fc.model_miss.items())
         parts.append(f"pool model against each sample's own pool: {miss}")

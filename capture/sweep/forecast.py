@@ -19,7 +19,7 @@ from graph_harness.capture.graph.pages import pages
 from .alloc_trace import Trace
 from .allocator_model import own_pool_reserved
 from .padding import vllm_ladder
-from .predict import NotPredictable, Prediction, predict_shared_pool
+from .predict import NotPredictable, PathChange, Prediction, predict_shared_pool
 from .truth import SharedRow, true_execs
 from .vllm_method import vllm_for_ladder
 
@@ -69,6 +69,7 @@ class LadderForecast:
     vllm_why: str | None = None
     execs_known: bool = True
     own_path: tuple[int, ...] = ()  # sampled sizes whose step took a path of its own
+    path_changes: tuple[PathChange, ...] = ()  # neighbouring samples on two paths
 
     @property
     def sizes(self) -> tuple[int, ...]:
@@ -168,6 +169,7 @@ class Forecast:
                     "sizes": list(lf.sizes),
                     "flagged": list(lf.flagged),
                     "own_path": list(lf.own_path),
+                    "path_changes": [asdict(c) for c in lf.path_changes],
                 }
                 for lf in self.ladders
             ],
@@ -216,11 +218,12 @@ def _pool_range(
     point = predict_shared_pool(traces, order)
     own = {b: traces[b] for b in point.own_path}  # in every fit: each is its size's own
     line = [b for b in sorted(traces) if b not in own]
-    fits = [point] + [
-        predict_shared_pool({**{b: traces[b] for b in pair}, **own}, order)
-        for pair in combinations(line, 2)
-        if len(line) > 2
-    ]
+    fits = [point] + [predict_shared_pool(traces, order, low=True)] * bool(point.path_changes)
+    for pair in combinations(line, 2) if len(line) > 2 else ():
+        try:
+            fits.append(predict_shared_pool({**{b: traces[b] for b in pair}, **own}, order))
+        except NotPredictable:  # two samples apart on two paths: no fit of their own
+            continue
     lo_k = 1 + min([0.0, *miss.values()])
     hi_k = 1 + max([0.0, *miss.values()])
     cols = list(zip(*(f.reserved_after for f in fits), strict=True))
@@ -285,7 +288,8 @@ def predict_ladder(
     vllm, why = vllm_for_ladder(order, truth)
     return LadderForecast(name=name, rows=rows, flagged=point.flagged, vllm=vllm,
                           vllm_why=why, execs_known=ex[0] is not None,
-                          own_path=point.own_path)  # fmt: skip
+                          own_path=point.own_path,
+                          path_changes=point.path_changes)  # fmt: skip
 
 
 def forecast(

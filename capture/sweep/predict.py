@@ -5,15 +5,18 @@ request's size fitted exactly through the captured points (a third point off the
 flagged, predicted as the largest size seen), every ladder size's trace written and
 replayed, largest first, into one modelled pool (allocator_model.py). Traces, not pool
 figures, are extrapolated: the pool is a staircase. The smallest sample may take a path
-of its own (Inductor specialises batch 1): used at its own size only (`own_path`); any
-other sample off the others' path is refused (docs/sweep.md, "How the prediction is made").
+of its own (Inductor specialises batch 1): used at its own size only (`own_path`). Samples
+on other paths are matched request by request and predicted between neighbours, the
+unmatched held high (`piecewise`; docs/sweep.md, "How the prediction is made").
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from difflib import SequenceMatcher
 from fractions import Fraction
+from itertools import pairwise
 
 from .alloc_trace import Alloc, Event, Free, Trace
 from .allocator_model import shared_pool_reserved
@@ -118,6 +121,20 @@ def trace_at(template: Trace, fits: Sequence[SizeFit], batch: int) -> Trace:
     return Trace(events=events, live=template.live)
 
 
+MOST_HELD = 0.05  # issue 58's error bound: paths differing by more give no prediction
+
+
+@dataclass(frozen=True)
+class PathChange:
+    """Neighbouring samples `lo` < `hi` on two paths: `held` requests of the two have no
+    partner in the other (at most `share` of either's bytes), each held at its own size."""
+
+    lo: int
+    hi: int
+    held: int
+    share: float
+
+
 @dataclass(frozen=True, kw_only=True)
 class Prediction:
     """The shared pool predicted for `ladder` (captured largest first): its reserved bytes
@@ -128,25 +145,31 @@ class Prediction:
     reserved_after: tuple[int, ...]
     flagged: tuple[int, ...]
     own_path: tuple[int, ...] = ()  # samples on a path of their own: their trace, there only
+    path_changes: tuple[PathChange, ...] = ()  # neighbours on two paths (piecewise)
 
     @property
     def reserved(self) -> int:
         return self.reserved_after[-1]
 
 
-def predict_shared_pool(traces: Mapping[int, Trace], ladder: Sequence[int]) -> Prediction:
+def predict_shared_pool(
+    traces: Mapping[int, Trace], ladder: Sequence[int], *, low: bool = False
+) -> Prediction:
     """The pool `ladder`'s graphs will share, from the traces of a few captured sizes
-    (batch -> Trace); NotPredictable with the reason where they do not align, but for
-    the smallest sample on a path of its own beside the others' (module docstring)."""
+    (batch -> Trace): one line through them, the smallest sample on a path of its own
+    beside it, or else piecewise (`low`: its low end; module docstring); NotPredictable
+    with the reason where the paths differ too much."""
+    if len(traces) < 2:
+        raise NotPredictable(f"{len(traces)} captured size(s): a line needs two")
     groups = paths(traces)
     smallest = min(traces)
     own = {smallest: traces[smallest]} if groups[0] == (smallest,) and len(groups) == 2 else {}
     line = groups[-1] if own else tuple(sorted(traces))
+    order = tuple(sorted(ladder, reverse=True))
     if len(groups) > 1 and (len(line) < 2 or not own):  # no line the others share
-        _refuse_paths(traces, groups)
+        return piecewise(traces, order, groups, low=low)
     fits = fit_sizes({b: traces[b] for b in line})
     template = traces[line[0]]
-    order = tuple(sorted(ladder, reverse=True))
     planned = [own[b] if b in own else trace_at(template, fits, b) for b in order]
     flagged = tuple(i for i, f in enumerate(fits) if f.flagged)
     return Prediction(
@@ -155,3 +178,88 @@ def predict_shared_pool(traces: Mapping[int, Trace], ladder: Sequence[int]) -> P
         flagged=flagged,
         own_path=tuple(sorted(own)),
     )
+
+
+def _shape(trace: Trace) -> list[tuple[str, int]]:
+    """Each event's shape, its size left out (it changes with batch): an allocation and
+    whether it stays live; a free and how many allocations back its target was made."""
+    out, count = [], 0
+    for e in trace.events:
+        if isinstance(e, Alloc):
+            out.append(("a", count in trace.live))
+            count += 1
+        else:
+            out.append(("f", count - e.alloc))
+    return out
+
+
+def partners(template: Trace, other: Trace) -> dict[int, int]:
+    """`template`'s allocation numbers -> `other`'s, for the allocations the two traces
+    share: their events matched by shape (difflib's longest matching blocks)."""
+    numbers = []
+    for t in (template, other):
+        n = iter(range(len(t.events)))
+        numbers.append([next(n) if isinstance(e, Alloc) else None for e in t.events])
+    out = {}
+    matcher = SequenceMatcher(None, _shape(template), _shape(other), autojunk=False)
+    for i, j, size in matcher.get_matching_blocks():
+        for k in range(size):
+            if numbers[0][i + k] is not None:
+                out[numbers[0][i + k]] = numbers[1][j + k]
+    return out
+
+
+def _between(template: Trace, tb: int, other: Trace, ob: int, batch: int) -> Trace:
+    """`template` (captured at `tb`) at `batch`: each request with a partner at `ob` on
+    the line through the two, each without one at its own size."""
+    sizes, match = template.allocs, partners(template, other)
+    at = [s if n not in match else
+          max(0, -(-(s + Fraction(other.allocs[match[n]] - s, ob - tb) * (batch - tb)) // 1))
+          for n, s in enumerate(sizes)]  # fmt: skip
+    return trace_at(template, [SizeFit(Fraction(v), Fraction(0), False, v) for v in at], batch)
+
+
+def _change(traces: Mapping[int, Trace], lo: int, hi: int) -> PathChange:
+    """What `lo` and `hi` do not share: either side's requests without a partner, the
+    larger share of its own bytes (each side is a template: `piecewise`)."""
+    top, bottom = traces[hi].allocs, traces[lo].allocs
+    match = partners(traces[hi], traces[lo])
+    held = [s for n, s in enumerate(top) if n not in match]
+    taken = set(match.values())
+    alone = [s for n, s in enumerate(bottom) if n not in taken]
+    share = max(sum(held) / max(1, sum(top)), sum(alone) / max(1, sum(bottom)))
+    return PathChange(lo, hi, len(held) + len(alone), share)
+
+
+def piecewise(
+    traces: Mapping[int, Trace], order: Sequence[int], groups: list[tuple[int, ...]],
+    *, low: bool = False,
+) -> Prediction:  # fmt: skip
+    """Samples on several paths: each size between two neighbouring samples on the
+    larger one's trace (`low`: the smaller one's), each request matched at the other
+    (`partners`) on the line through the two, each unmatched at its own size; beyond the
+    samples, the nearest two. NotPredictable where a pair's unmatched requests exceed
+    MOST_HELD of its bytes: where between them the path changes could move it more."""
+    s = sorted(traces)
+    pairs = list(pairwise(s))
+    changes = tuple(c for c in (_change(traces, lo, hi) for lo, hi in pairs) if c.held)
+    worst = max(changes, key=lambda c: c.share, default=None)
+    if worst is not None and worst.share > MOST_HELD:
+        try:
+            _refuse_paths(traces, groups)
+        except NotPredictable as e:
+            raise NotPredictable(
+                f"{e}; between batch {worst.lo} and {worst.hi} {worst.held} requests "
+                f"({100 * worst.share:.1f}% of the bytes) have no partner, more than the "
+                f"{100 * MOST_HELD:.0f}% a piecewise prediction allows"
+            ) from None
+    planned = []
+    for b in order:
+        if b in traces:
+            planned.append(traces[b])
+            continue
+        lo, hi = next(((x, y) for x, y in pairs if b < y), pairs[-1])
+        t, o = (lo, hi) if low else (hi, lo)
+        planned.append(_between(traces[t], t, traces[o], o, b))
+    return Prediction(ladder=tuple(order), reserved_after=tuple(shared_pool_reserved(planned)),
+                      flagged=(), path_changes=changes)  # fmt: skip

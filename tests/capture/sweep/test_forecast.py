@@ -307,3 +307,20 @@ def test_a_sample_on_a_path_of_its_own_is_predicted_and_said():
     caption = " ".join(_text(totals_table(fc)).split())
     assert "batch 1: the step takes a path of its own there" in caption
     assert "the line through 16, 64 at every other" in caption
+
+
+def test_samples_on_three_paths_are_predicted_piecewise_and_said():
+    from graph_harness.reports.forecast_tables import totals_table
+    from tests.capture.sweep.test_predict import _moe_like
+
+    truth = _truth(LADDER, _moe_like)
+    fc = forecast({b: _moe_like(b) for b in (1, 16, 64)}, {b: 2 * MIB for b in (1, 16, 64)},
+                  {"swept": LADDER}, truth)  # fmt: skip
+    (lf,) = fc.ladders
+    assert fc.why_not is None and [(c.lo, c.hi) for c in lf.path_changes] == [(1, 16), (16, 64)]
+    assert lf.last.total_lo <= lf.last.total <= lf.last.total_hi
+    assert abs(lf.error) < 0.05
+    assert fc.to_dict()["ladders"][0]["path_changes"][0]["held"] == 1
+    caption = " ".join(_text(totals_table(fc)).split())
+    assert "another path between batch 1 and 16 (1 requests" in caption
+    assert "where the path changes is not known" in caption
