@@ -1,13 +1,12 @@
 """A ladder's shared graph pool, predicted from two or three captured sizes (issue 58).
 
-The captured sizes' traces are aligned event by event (else no prediction, and why), each
-request's size fitted exactly through the captured points (a third point off the line:
-flagged, predicted as the largest size seen), every ladder size's trace written and
-replayed, largest first, into one modelled pool (allocator_model.py). Traces, not pool
-figures, are extrapolated: the pool is a staircase. The smallest sample may take a path
-of its own (Inductor specialises batch 1): used at its own size only (`own_path`). Samples
-on other paths are matched request by request and predicted between neighbours, the
-unmatched held high (`piecewise`; docs/sweep.md, "How the prediction is made").
+The captured sizes' traces are aligned event by event, each request's size fitted through
+the captured points (a third point off the line: flagged, held at its largest), every
+ladder size's trace written and replayed, largest first, into one modelled pool
+(allocator_model.py): traces, not pool figures, are extrapolated. The smallest sample may
+take a path of its own (Inductor specialises batch 1: `own_path`); samples on more paths
+are matched request by request and predicted between neighbours (`piecewise`), or
+refused with the reason (docs/sweep.md, "How the prediction is made").
 """
 
 from __future__ import annotations

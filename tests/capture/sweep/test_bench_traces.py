@@ -30,20 +30,3 @@ def test_the_traces_are_written_whole_and_read_back(tmp_path):
         "own_exec_bytes": None, "free_drop": None,
     }]  # fmt: skip
     assert sorted(data["execs"], key=int) == [str(r.batch) for r in result.rows]
-
-
-def test_a_refit_from_the_traces_is_the_prediction_made_in_the_sweep(tmp_path):
-    from tests.capture.sweep.test_forecast import _predicted_sweep
-
-    spec = importlib.util.spec_from_file_location("bench_predict_for_tests", BENCH)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    result = _predicted_sweep()
-    bench.write_traces(result, tmp_path / "traces.json")
-    again = bench.refit(tmp_path / "traces.json", [1, 8])
-    made = result.forecast.totals_table()[0]
-    assert made["error"] is not None  # measured against the truth, so comparable
-    kv = {"kv_left", "kv_lo", "kv_hi"}  # a refit is given no budget
-    assert {k: v for k, v in again.totals_table()[0].items() if k not in kv} == {
-        k: v for k, v in made.items() if k not in kv
-    }

@@ -4,6 +4,7 @@ model run on the true trace of every size, the interval, the KV cache left, what
 prediction is shown with, the document, tables and plot, and `sweep --predict-from`'s
 refusals before anything is imported. CPU only."""
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -311,7 +312,7 @@ def test_a_sample_on_a_path_of_its_own_is_predicted_and_said():
 
 def test_samples_on_three_paths_are_predicted_piecewise_and_said():
     from graph_harness.reports.forecast_tables import totals_table
-    from tests.capture.sweep.test_predict import _moe_like
+    from tests.capture.sweep.made_traces import moe_like as _moe_like
 
     truth = _truth(LADDER, _moe_like)
     fc = forecast({b: _moe_like(b) for b in (1, 16, 64)}, {b: 2 * MIB for b in (1, 16, 64)},
@@ -324,3 +325,20 @@ def test_samples_on_three_paths_are_predicted_piecewise_and_said():
     caption = " ".join(_text(totals_table(fc)).split())
     assert "another path between batch 1 and 16 (1 requests" in caption
     assert "where the path changes is not known" in caption
+
+
+def test_a_refit_from_the_traces_is_the_prediction_made_in_the_sweep(tmp_path):
+    # benchmarks/bench_predict.py --refit: the prediction made again from what it kept
+    bench_file = REPO / "benchmarks" / "bench_predict.py"
+    spec = importlib.util.spec_from_file_location("bench_predict_for_tests", bench_file)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    result = _predicted_sweep()
+    bench.write_traces(result, tmp_path / "traces.json")
+    again = bench.refit(tmp_path / "traces.json", [1, 8])
+    made = result.forecast.totals_table()[0]
+    assert made["error"] is not None  # measured against the truth, so comparable
+    kv = {"kv_left", "kv_lo", "kv_hi"}  # a refit is given no budget
+    assert {k: v for k, v in again.totals_table()[0].items() if k not in kv} == {
+        k: v for k, v in made.items() if k not in kv
+    }

@@ -15,27 +15,12 @@ from graph_harness.capture.sweep.predict import (
     predict_shared_pool,
     trace_at,
 )
+from tests.capture.sweep.made_traces import decode_trace as _step
+from tests.capture.sweep.made_traces import moe_like as _moe_like
 
 KIB = 1 << 10
 MIB = 1 << 20
 LADDER = [1, 2, 4, 8, 16, 24, 32, 48, 64]
-
-
-def _step(batch: int, workspace=lambda b: 4 * MIB) -> Trace:
-    """A decode step's requests at `batch`: a workspace (constant unless told), four
-    layers of activations affine in batch (some small at batch 1 and large at 64, so
-    they change pools across the ladder), the logits kept live as the graph's output."""
-    events = [Alloc(workspace(batch))]  # #0, kept
-    n = 1
-    h = None
-    for _ in range(4):
-        events += [Alloc(64 * KIB * batch + 256), Alloc(256 * KIB * batch)]  # h, mlp
-        if h is not None:
-            events.append(Free(h))
-        events.append(Free(n + 1))  # mlp freed within the layer
-        h, n = n, n + 2
-    events += [Alloc(128 * KIB * batch + 512), Free(h)]  # logits, last h freed
-    return Trace(events=tuple(events), live=frozenset({0, n}))
 
 
 def _truth(ladder, step=_step) -> list[int]:
@@ -156,19 +141,6 @@ def test_three_paths_of_one_sample_each_differing_too_much_are_refused():
     assert "the samples take 3 paths (batch 1; batch 2; batch 64)" in str(e.value)
     assert "between batch 2 and 64 2 requests" in str(e.value)
     assert "have no partner, more than the 5%" in str(e.value)
-
-
-def _moe_like(batch: int) -> Trace:
-    """A compiled MoE as Inductor made it on the H100 (docs/data/gpu-2026-12-07f): a path
-    at every few sizes, each a small request more or in another place. Here: batch 1
-    bare; from 2 a routing scratch at the end; from 32 a 1 KiB one before it."""
-    t = _step(batch)
-    ev, n = list(t.events), len(t.allocs)
-    for size, on in ((KIB, batch >= 32), (32 * KIB * batch, batch >= 2)):
-        if on:
-            ev += [Alloc(size), Free(n)]
-            n += 1
-    return Trace(events=tuple(ev), live=t.live)
 
 
 def test_samples_on_three_paths_a_few_requests_apart_are_bracketed():
