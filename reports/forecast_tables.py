@@ -92,8 +92,8 @@ def _caption(fc: Forecast) -> str:
         parts.append(f"the step takes another path between batch {each}: each size between "
                      "two samples is predicted on the larger one's requests, each matched at "
                      "the smaller on the line through the two, each unmatched at its own size "
-                     "(the interval's low end: on the smaller one's); where the path changes "
-                     "is not known")  # fmt: skip
+                     "(the interval also spans the same on the smaller one's); where the path "
+                     "changes is not known")  # fmt: skip
     if fc.model_miss:
         miss = ", ".join(f"{b}: {pct(m)}" for b, m in fc.model_miss.items())
         parts.append(f"pool model against each sample's own pool: {miss}")

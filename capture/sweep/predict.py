@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from difflib import SequenceMatcher
 from fractions import Fraction
 from itertools import pairwise
 
@@ -120,13 +119,13 @@ def trace_at(template: Trace, fits: Sequence[SizeFit], batch: int) -> Trace:
     return Trace(events=events, live=template.live)
 
 
-MOST_HELD = 0.05  # issue 58's error bound: paths differing by more give no prediction
+MOST_HELD = 0.05  # of either sample's requested bytes unmatched: more gives no prediction
 
 
 @dataclass(frozen=True)
 class PathChange:
     """Neighbouring samples `lo` < `hi` on two paths: `held` requests of the two have no
-    partner in the other (at most `share` of either's bytes), each held at its own size."""
+    partner in the other (`share`: the larger part of either's bytes), each at its size."""
 
     lo: int
     hi: int
@@ -179,50 +178,83 @@ def predict_shared_pool(
     )
 
 
-def _shape(trace: Trace) -> list[tuple[str, int]]:
-    """Each event's shape, its size left out (it changes with batch): an allocation and
-    whether it stays live; a free and how many allocations back its target was made."""
+def _shape(trace: Trace) -> list[tuple[str, int, int]]:
+    """Each event's shape and size: an allocation, whether it stays live, its bytes; a
+    free, how many allocations back its target was made, 0."""
     out, count = [], 0
     for e in trace.events:
         if isinstance(e, Alloc):
-            out.append(("a", count in trace.live))
+            out.append(("a", count in trace.live, e.size))
             count += 1
         else:
-            out.append(("f", count - e.alloc))
+            out.append(("f", count - e.alloc, 0))
     return out
 
 
-def partners(template: Trace, other: Trace) -> dict[int, int]:
-    """`template`'s allocation numbers -> `other`'s, for the allocations the two traces
-    share: their events matched by shape (difflib's longest matching blocks)."""
-    numbers = []
-    for t in (template, other):
-        n = iter(range(len(t.events)))
-        numbers.append([next(n) if isinstance(e, Alloc) else None for e in t.events])
-    out = {}
-    matcher = SequenceMatcher(None, _shape(template), _shape(other), autojunk=False)
-    for i, j, size in matcher.get_matching_blocks():
-        for k in range(size):
-            if numbers[0][i + k] is not None:
-                out[numbers[0][i + k]] = numbers[1][j + k]
-    return out
+def _same(hi: tuple, hb: int, lo: tuple, lb: int) -> bool:
+    """Could `hi` (at batch `hb`) and `lo` (at `lb` < `hb`) be one request? The same shape,
+    and for an allocation a size `a + b * batch` with a, b >= 0 allows: never smaller at
+    the larger batch, nor grown more than the batches' ratio."""
+    if hi[:2] != lo[:2]:
+        return False
+    return lo[2] <= hi[2] and hi[2] * lb <= lo[2] * hb
 
 
-def _between(template: Trace, tb: int, other: Trace, ob: int, batch: int) -> Trace:
-    """`template` (captured at `tb`) at `batch`: each request with a partner at `ob` on
-    the line through the two, each without one at its own size."""
-    sizes, match = template.allocs, partners(template, other)
+def partners(hi: Trace, hb: int, lo: Trace, lb: int) -> dict[int, int]:
+    """`hi`'s allocation numbers -> `lo`'s: the longest run of events in order that could
+    be the same requests (`_same`), one matching used both ways."""
+    a, b = _shape(hi), _shape(lo)
+    head = 0
+    while head < min(len(a), len(b)) and _same(a[head], hb, b[head], lb):
+        head += 1
+    tail = 0
+    while tail < min(len(a), len(b)) - head and _same(a[-1 - tail], hb, b[-1 - tail], lb):
+        tail += 1
+    mid_a, mid_b = a[head : len(a) - tail], b[head : len(b) - tail]
+    # the longest common subsequence of what lies between the shared head and tail
+    n, m = len(mid_a), len(mid_b)
+    best = [[0] * (m + 1) for _ in range(n + 1)]
+    for i in range(n - 1, -1, -1):
+        for j in range(m - 1, -1, -1):
+            best[i][j] = (best[i + 1][j + 1] + 1 if _same(mid_a[i], hb, mid_b[j], lb)
+                          else max(best[i + 1][j], best[i][j + 1]))  # fmt: skip
+    pairs = [(k, k) for k in range(head)]
+    i = j = 0
+    while i < n and j < m:
+        if _same(mid_a[i], hb, mid_b[j], lb) and best[i][j] == best[i + 1][j + 1] + 1:
+            pairs.append((head + i, head + j))
+            i, j = i + 1, j + 1
+        elif best[i + 1][j] >= best[i][j + 1]:
+            i += 1
+        else:
+            j += 1
+    pairs += [(len(a) - 1 - k, len(b) - 1 - k) for k in range(tail)]
+    number_a = _numbers(hi)
+    number_b = _numbers(lo)
+    return {number_a[x]: number_b[y] for x, y in pairs if a[x][0] == "a"}
+
+
+def _numbers(trace: Trace) -> dict[int, int]:
+    """Event index -> allocation number, for the allocations."""
+    at = [i for i, e in enumerate(trace.events) if isinstance(e, Alloc)]
+    return {i: n for n, i in enumerate(at)}
+
+
+def _between(template: Trace, tb: int, other: Trace, ob: int, match: Mapping[int, int],
+             batch: int) -> Trace:  # fmt: skip
+    """`template` (captured at `tb`) at `batch`: each request with a partner at `ob`
+    (`match`) on the line through the two, each without one at its own size."""
+    sizes = template.allocs
     at = [s if n not in match else
           max(0, -(-(s + Fraction(other.allocs[match[n]] - s, ob - tb) * (batch - tb)) // 1))
           for n, s in enumerate(sizes)]  # fmt: skip
     return trace_at(template, [SizeFit(Fraction(v), Fraction(0), False, v) for v in at], batch)
 
 
-def _change(traces: Mapping[int, Trace], lo: int, hi: int) -> PathChange:
-    """What `lo` and `hi` do not share: either side's requests without a partner, the
-    larger share of its own bytes (each side is a template: `piecewise`)."""
+def _change(traces: Mapping[int, Trace], lo: int, hi: int, match: Mapping[int, int]) -> PathChange:
+    """What `lo` and `hi` do not share: either side's requests without a partner in
+    `match` (hi's numbers -> lo's), the larger share of its own bytes."""
     top, bottom = traces[hi].allocs, traces[lo].allocs
-    match = partners(traces[hi], traces[lo])
     held = [s for n, s in enumerate(top) if n not in match]
     taken = set(match.values())
     alone = [s for n, s in enumerate(bottom) if n not in taken]
@@ -230,35 +262,60 @@ def _change(traces: Mapping[int, Trace], lo: int, hi: int) -> PathChange:
     return PathChange(lo, hi, len(held) + len(alone), share)
 
 
-def piecewise(
+def _kept_alone(traces: Mapping[int, Trace], lo: int, hi: int, match: Mapping[int, int]) -> bool:
+    """A live (kept) request on one side without a partner on the other: kept once per size
+    of the ladder, so where the path changes decides how many times it counts."""
+    taken = set(match.values())
+    return any(n not in match for n in traces[hi].live) or any(
+        n not in taken for n in traces[lo].live
+    )
+
+
+def piecewise_traces(
     traces: Mapping[int, Trace], order: Sequence[int], groups: list[tuple[int, ...]],
     *, low: bool = False,
-) -> Prediction:  # fmt: skip
+) -> tuple[list[Trace], tuple[PathChange, ...]]:  # fmt: skip
     """Samples on several paths: each size between two neighbouring samples on the
     larger one's trace (`low`: the smaller one's), each request matched at the other
     (`partners`) on the line through the two, each unmatched at its own size; beyond the
-    samples, the nearest two. NotPredictable where a pair's unmatched requests exceed
-    MOST_HELD of its bytes: where between them the path changes could move it more."""
-    s = sorted(traces)
-    pairs = list(pairwise(s))
-    changes = tuple(c for c in (_change(traces, lo, hi) for lo, hi in pairs) if c.held)
-    worst = max(changes, key=lambda c: c.share, default=None)
-    if worst is not None and worst.share > MOST_HELD:
-        try:
-            _refuse_paths(traces, groups)
-        except NotPredictable as e:
-            raise NotPredictable(
-                f"{e}; between batch {worst.lo} and {worst.hi} {worst.held} requests "
-                f"({100 * worst.share:.1f}% of the bytes) have no partner, more than the "
-                f"{100 * MOST_HELD:.0f}% a piecewise prediction allows"
-            ) from None
+    samples, the nearest one's, on the line through the nearest two; with every pair
+    not on one path. NotPredictable where a pair leaves a kept request, or more than
+    MOST_HELD of either's bytes, unmatched."""
+    pairs = list(pairwise(sorted(traces)))
+    match = {(lo, hi): partners(traces[hi], hi, traces[lo], lo) for lo, hi in pairs}
+    changes = tuple(_change(traces, lo, hi, match[lo, hi]) for lo, hi in pairs
+                    if not any(lo in g and hi in g for g in groups))  # fmt: skip
+    for c in changes:
+        kept = _kept_alone(traces, c.lo, c.hi, match[c.lo, c.hi])
+        if kept or c.share > MOST_HELD:
+            why = ("a kept request (an output) has no partner: it is kept once per size"
+                   if kept else f"{c.held} requests ({100 * c.share:.1f}% of the bytes) have "
+                   f"no partner, more than the {100 * MOST_HELD:.0f}% a piecewise prediction "
+                   "allows")  # fmt: skip
+            try:
+                _refuse_paths(traces, groups)
+            except NotPredictable as e:
+                raise NotPredictable(f"{e}; between batch {c.lo} and {c.hi} {why}") from None
     planned = []
     for b in order:
         if b in traces:
             planned.append(traces[b])
             continue
         lo, hi = next(((x, y) for x, y in pairs if b < y), pairs[-1])
-        t, o = (lo, hi) if low else (hi, lo)
-        planned.append(_between(traces[t], t, traces[o], o, b))
+        m = match[lo, hi]
+        if b > hi or (b > lo and not low):  # above the samples, or the larger one's
+            planned.append(_between(traces[hi], hi, traces[lo], lo, m, b))
+        else:  # below the samples, or the smaller one's: the matching turned round
+            back = {v: k for k, v in m.items()}
+            planned.append(_between(traces[lo], lo, traces[hi], hi, back, b))
+    return planned, changes
+
+
+def piecewise(
+    traces: Mapping[int, Trace], order: Sequence[int], groups: list[tuple[int, ...]],
+    *, low: bool = False,
+) -> Prediction:  # fmt: skip
+    """The pool of `piecewise_traces`, with the pairs not on one path."""
+    planned, changes = piecewise_traces(traces, order, groups, low=low)
     return Prediction(ladder=tuple(order), reserved_after=tuple(shared_pool_reserved(planned)),
                       flagged=(), path_changes=changes)  # fmt: skip

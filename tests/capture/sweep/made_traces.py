@@ -27,10 +27,12 @@ def decode_trace(batch: int, workspace=lambda b: 4 * MIB) -> Trace:
 def moe_like(batch: int) -> Trace:
     """A compiled MoE as Inductor made it on the H100 (docs/data/gpu-2026-12-07f): a path
     at every few sizes, each a small request more or in another place. Here: batch 1
-    bare; from 2 a routing scratch at the end; from 32 a 1 KiB one before it."""
+    bare; from 2 a routing scratch at the end, padded to a power of two of rows (not a
+    line in batch); from 32 a 1 KiB one before it."""
     t = decode_trace(batch)
     ev, n = list(t.events), len(t.allocs)
-    for size, on in ((KIB, batch >= 32), (32 * KIB * batch, batch >= 2)):
+    rows = 1 << (batch - 1).bit_length()
+    for size, on in ((KIB, batch >= 32), (32 * KIB * rows, batch >= 2)):
         if on:
             ev += [Alloc(size), Free(n)]
             n += 1
