@@ -87,7 +87,7 @@ def _caption(fc: Forecast) -> str:
                      "known, and the interval does not cover it")  # fmt: skip
     changes = {(c.lo, c.hi): c for lf in fc.ladders for c in lf.path_changes}
     if changes:
-        each = ", ".join(f"{lo} and {hi} ({c.held} requests, {100 * c.share:.1f}% of "
+        each = ", ".join(f"{lo} and {hi} ({c.held} unmatched, {100 * c.share:.1f}% of "
                          "the bytes)" for (lo, hi), c in sorted(changes.items()))  # fmt: skip
         parts.append(f"the step takes another path between batch {each}: each size between "
                      "two samples is predicted on the larger one's requests, each matched at "

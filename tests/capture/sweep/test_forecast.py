@@ -323,7 +323,7 @@ def test_samples_on_three_paths_are_predicted_piecewise_and_said():
     assert abs(lf.error) < 0.05
     assert fc.to_dict()["ladders"][0]["path_changes"][0]["held"] == 1
     caption = " ".join(_text(totals_table(fc)).split())
-    assert "another path between batch 1 and 16 (1 requests" in caption
+    assert "another path between batch 1 and 16 (1 unmatched" in caption
     assert "where the path changes is not known" in caption
 
 
