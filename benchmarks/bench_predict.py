@@ -50,7 +50,12 @@ sys.path.insert(0, str(REPO))
 
 from graph_harness.capture.environment import environment  # noqa: E402
 from graph_harness.capture.sweep.alloc_trace import Alloc, Free, Trace  # noqa: E402
-from graph_harness.capture.sweep.forecast import VLLM_DEFAULT, Forecast, forecast  # noqa: E402
+from graph_harness.capture.sweep.forecast import (  # noqa: E402
+    VLLM_DEFAULT,
+    Forecast,
+    forecast,
+    ladders_for,
+)
 from graph_harness.capture.sweep.run import sweep_step  # noqa: E402
 from graph_harness.capture.sweep.settings import SweepSettings  # noqa: E402
 from graph_harness.capture.sweep.truth import SharedRow  # noqa: E402
@@ -145,8 +150,7 @@ def refit(path: Path, sampled: list[int]) -> Forecast:
         raise SystemExit(f"{path} holds no trace of batch {missing[0]}: give --from sizes "
                          f"among {sorted(map(int, data['traces']))}")  # fmt: skip
     shared = [SharedRow(**r) for r in data["shared"]]
-    sizes = sorted((r.batch for r in shared), reverse=True)
-    ladders = {"sizes swept": sizes, f"vLLM default ({len(VLLM_DEFAULT)} sizes)": VLLM_DEFAULT}
+    ladders = ladders_for(sorted((r.batch for r in shared), reverse=True))
     each = {b: data["exec_each"][str(b)] for b in sampled}
     spread = {b: e[1] or 0 for b, e in each.items()}
     return forecast({b: trace(data["traces"][str(b)]) for b in sampled},

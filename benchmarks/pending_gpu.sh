@@ -5,8 +5,9 @@
 # tests: the gpu tests whose code changed since session 27's gpu half (the sweep's
 #   shared-pool rows and prediction, the recording's tables and delta, the read watch that
 #   stays on the stack: 8a9d511); watch: the read watch's and an executable's costs (59,
-#   58); moe: the compiled MoE predicted, its traces kept (58); checks: the project's own checks (the HF example, record of generate(),
-#   record --check against the plain run; hf and live: its halves); predict*: issue 58 again on every model;
+#   58); moe: the compiled MoE predicted, its traces kept (58); checks: the project's own
+#   checks (the HF example, record of generate(), record --check against the plain run;
+#   hf and live: its halves); predict*: issue 58 again on every model;
 #   startup: issue 59's start-up goals.
 set -u; OUT=${OUT:-out}; X=/tmp/x; mkdir -p "$X" "$OUT"
 pack() { tar czf "$OUT/x.tgz" -C /tmp x; }

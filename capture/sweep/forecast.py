@@ -218,7 +218,9 @@ def _pool_range(
     point = predict_shared_pool(traces, order)
     own = {b: traces[b] for b in point.own_path}  # in every fit: each is its size's own
     line = [b for b in sorted(traces) if b not in own]
-    fits = [point] + [predict_shared_pool(traces, order, low=True)] * bool(point.path_changes)
+    fits = [point]
+    if point.path_changes:  # piecewise: the same sizes on the smaller neighbours' traces
+        fits.append(predict_shared_pool(traces, order, low=True))
     for pair in combinations(line, 2) if len(line) > 2 else ():
         try:
             fits.append(predict_shared_pool({**{b: traces[b] for b in pair}, **own}, order))
@@ -323,6 +325,15 @@ def forecast(
     return Forecast(**base, ladders=out, model_miss=_model_miss(traces))
 
 
+def ladders_for(sizes: Sequence[int]) -> dict[str, Sequence[int]]:
+    """The ladders a sweep of `sizes` is predicted for: those sizes, and vLLM's default
+    unless it is the same ladder."""
+    ladders: dict[str, Sequence[int]] = {"sizes swept": sizes}
+    if sorted(VLLM_DEFAULT) != sorted(sizes):
+        ladders[f"vLLM default ({len(VLLM_DEFAULT)} sizes, 1-{max(VLLM_DEFAULT)})"] = VLLM_DEFAULT
+    return ladders
+
+
 def forecast_of(result: SweepResult, sampled: Sequence[int], budget: int | None) -> Forecast:
     """`result`'s sizes swept and vLLM's default ladder predicted from its `sampled` sizes
     (check_samples; ValueError otherwise), against its shared pool; the KV cache left
@@ -333,9 +344,7 @@ def forecast_of(result: SweepResult, sampled: Sequence[int], budget: int | None)
         return Forecast(sampled=chosen, budget=budget, why_not=NO_GPU)
     execs = {r.batch: r.exec_each for r in result.rows if r.batch in chosen}
     spread = {r.batch: r.exec_each_spread or 0 for r in result.rows if r.batch in chosen}
-    ladders = {"sizes swept": sizes}
-    if sorted(VLLM_DEFAULT) != sorted(sizes):
-        ladders[f"vLLM default ({len(VLLM_DEFAULT)} sizes, 1-{max(VLLM_DEFAULT)})"] = VLLM_DEFAULT
+    ladders = ladders_for(sizes)
     samples = {b: result.traces.get(b) for b in chosen}
     return forecast(samples, execs, ladders, result.shared, weights=result.weights,
                     budget=budget, spread=spread)  # fmt: skip
