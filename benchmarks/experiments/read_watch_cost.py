@@ -1,8 +1,8 @@
 """What the read watch (capture/record/reads_mode.py, issue 59 item 2) costs a capture:
 a stack of small layers captured (CUDA) or run (CPU) plain, under a pass-through dispatch
 mode, under the watch as shipped (it stops looking once QUIET operators read no new input,
-then passes operators through) and under a watch that looks at the whole region,
-interleaved; medians of the region's wall time, per operator and per graph, for a few
+then sleeps: capture/record/dormant.py), under one that passes the rest through awake,
+and under one that looks at the whole region, interleaved; medians of the region's wall time, per operator and per graph, for a few
 operator counts. Goal: at most 2 ms a graph.
 
     python benchmarks/experiments/read_watch_cost.py [--layers 8 64 256] [--repeats 15] [--json F]
@@ -59,7 +59,8 @@ def region(m: nn.Module, x: torch.Tensor, how: str) -> float:
             with PassThrough():
                 m(x)
         else:
-            watch = RegionWatch() if how == "watch" else RegionWatch(WHOLE, WHOLE)
+            kw = {"watch": {}, "awake": {"sleeps": False}, "whole": {"quiet": WHOLE, "most": WHOLE}}
+            watch = RegionWatch(**kw[how])
             watch.start()
             m(x)
             watch.stop()
@@ -83,7 +84,7 @@ def main() -> None:
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    hows = ["plain", "pass-through", "watch", "whole"]
+    hows = ["plain", "pass-through", "watch", "awake", "whole"]
     out = {"device": torch.cuda.get_device_name() if device == "cuda" else platform.processor(),
            "torch": torch.__version__, "rows": []}  # fmt: skip
     for layers in a.layers:
@@ -105,6 +106,7 @@ def main() -> None:
             "looked_at": looked,
             **{f"{h}_ms": med[h] * 1e3 for h in hows},
             "watch_over_plain_ms": (med["watch"] - med["plain"]) * 1e3,
+            "awake_over_plain_ms": (med["awake"] - med["plain"]) * 1e3,
             "whole_over_plain_ms": (med["whole"] - med["plain"]) * 1e3,
             "whole_us_per_op": (med["whole"] - med["plain"]) / ops * 1e6,
             "pass_us_per_op": (med["pass-through"] - med["plain"]) / ops * 1e6,

@@ -1,9 +1,9 @@
 """The reads of a captured region, seen as it runs: a `TorchDispatchMode` pushed once torch
 has begun a capture and popped as the program ends it, telling reads.py of each aten
 operator (what it read, wrote, returned) until QUIET operators in a row read no new input
-(a step reads its inputs first), MAX_OPS at most; past that it passes operators through.
-It stays on the stack to the end: C++ guards entered inside the region (inference_mode, a
-compiled call's, the autograd engine's) put back the dispatch state they found, this mode
+(a step reads its inputs first), MAX_OPS at most; then it sleeps (dormant.py). It stays on
+the stack to the end: C++ guards entered inside the region (inference_mode, a compiled
+call's, the autograd engine's) put back the dispatch state they found, this mode
 included, so a mode popped mid-region breaks the thread (docs/record.md). It only looks,
 host metadata only; a failure stops the looking. It declares `ignore_compile_internals`
 (Dynamo compiles under it: `available()`); work outside the dispatcher is not seen."""
@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import functools
 import sys
+import threading
 from typing import Any
 
+from graph_harness.capture.record import dormant
 from graph_harness.capture.record.reads import RegionReads, Touch
 
 QUIET = 32  # operators in a row that read no new input, after which the looking ends
@@ -116,7 +118,8 @@ def tell(reads: RegionReads, func: Any, args: tuple, kwargs: dict, result: Any) 
 
 
 def _look(self: Any, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
-    """The mode's `__torch_dispatch__`: the operator run as it is, then told."""
+    """The mode's `__torch_dispatch__`: the operator run as it is, then told; once the
+    looking is over, the mode sent to sleep (again, where a guard woke it)."""
     kwargs = kwargs or {}
     result = func(*args, **kwargs)  # the program's own error goes on as it is
     if self.looking:
@@ -124,11 +127,13 @@ def _look(self: Any, func: Any, types: Any, args: tuple = (), kwargs: dict | Non
             tell(self.reads, func, args, kwargs, result)
             reads = self.reads
             if reads.ops - reads.last_input >= self.quiet or reads.ops >= self.most:
-                self.looking = False  # the rest pass through
+                self.looking = False
                 self.capped = reads.ops - reads.last_input < self.quiet
         except Exception as e:
             self.looking = False
             self.broken = f"{type(e).__name__}: {e}"
+    if not self.looking and self.sleeps and sys.getprofile() is None:
+        dormant.sleep_soon(self)
     return result
 
 
@@ -153,12 +158,17 @@ def _mode_type(dynamo: bool) -> type:
         def _should_skip_dynamo(cls) -> bool:
             return False  # decided here: `dynamo`
 
-        def __init__(self, reads: RegionReads, quiet: int, most: int) -> None:
+        def __init__(self, reads: RegionReads, quiet: int, most: int, sleeps: bool) -> None:
             super().__init__()
             self.reads, self.quiet, self.most = reads, quiet, most
             self.looking = True
             self.capped = False  # stopped at `most` while still finding inputs
             self.broken: str | None = None
+            # dormant.py's: whether it may sleep, on which thread, the thread's pushes as
+            # it began, how often it tried, its hook, whether it slept, why a hook failed
+            self.sleeps, self.thread, self.pushes = sleeps, threading.get_ident(), 0
+            self.tries, self.hook, self.slept = 0, None, False
+            self.sleep_error: str | None = None
 
     if dynamo:
         import torch._dynamo
@@ -172,16 +182,19 @@ def _mode_type(dynamo: bool) -> type:
 class RegionWatch:
     """The mode over one region: `start()` pushes it, `stop()` pops it and says what went
     wrong, if anything (the reads are `reads`). `quiet` and `most`: QUIET and MAX_OPS, or
-    more to look at a whole region (benchmarks/experiments/read_watch_cost.py)."""
+    more to look at a whole region; `sleeps`: False to pass the rest through awake (both
+    for benchmarks/experiments/read_watch_cost.py)."""
 
-    def __init__(self, quiet: int = QUIET, most: int = MAX_OPS) -> None:
+    def __init__(self, quiet: int = QUIET, most: int = MAX_OPS, sleeps: bool = True) -> None:
         self.reads = RegionReads()
-        self.quiet, self.most = quiet, most
+        self.quiet, self.most, self.sleeps = quiet, most, sleeps
         self._mode: Any = None
 
     def start(self) -> None:
-        mode = _mode_type("torch._dynamo" in sys.modules)(self.reads, self.quiet, self.most)
+        kind = _mode_type("torch._dynamo" in sys.modules)
+        mode = kind(self.reads, self.quiet, self.most, self.sleeps)
         mode.__enter__()
+        mode.pushes = dormant.watching()
         self._mode = mode
 
     def stop(self) -> str | None:
@@ -194,6 +207,7 @@ class RegionWatch:
         if mode is None:
             return "the reads were never looked at"
         mode.looking = False
+        dormant.forget(mode)
         if _get_current_dispatch_mode() is not mode:
             return "another dispatch mode was left active inside the capture"
         mode.__exit__(None, None, None)

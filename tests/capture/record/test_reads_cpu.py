@@ -14,6 +14,7 @@ from torch import nn
 from graph_harness.capture.record import reads_mode
 from graph_harness.capture.record.reads import RegionReads, Touch, shapes_key
 from graph_harness.capture.record.reads_mode import RegionWatch, available
+from tests.capture.record.watch_steps import chain, clean, step_by_step, watched
 
 IDS = (-1, 100)  # (device index, storage pointer): -1 the CPU
 CACHE = (-1, 200)
@@ -87,16 +88,6 @@ class Step(nn.Module):
         return self.proj(self.norm(x + self.cache[:b]))
 
 
-def _watched(fn):
-    watch = RegionWatch()
-    watch.start()
-    try:
-        out = fn()
-    finally:
-        note = watch.stop()
-    return out, watch.reads, note
-
-
 def test_the_mode_names_a_step_by_the_slice_of_ids_it_read():
     assert available() is None, "this torch's Dynamo honours ignore_compile_internals"
     step = Step()
@@ -105,7 +96,7 @@ def test_the_mode_names_a_step_by_the_slice_of_ids_it_read():
         for b in (8, 4, 1):  # several sizes in one loop, as an engine captures them
             want = step(ids[:b])
             step.cache.zero_()
-            got, reads, note = _watched(lambda b=b: step(ids[:b]))
+            got, reads, note = watched(lambda b=b: step(ids[:b]))
             step.cache.zero_()
             assert note is None
             assert torch.equal(got, want), "the step computes what it computes unwatched"
@@ -115,7 +106,7 @@ def test_the_mode_names_a_step_by_the_slice_of_ids_it_read():
 
 def test_the_mode_is_popped_and_never_seen_again():
     depth = torch._C._len_torch_dispatch_stack()
-    _, reads, _ = _watched(lambda: torch.ones(3) + 1)
+    _, reads, _ = watched(lambda: torch.ones(3) + 1)
     assert torch._C._len_torch_dispatch_stack() == depth
     before = reads.ops
     torch.ones(3) + 1
@@ -150,7 +141,7 @@ def test_a_failure_of_the_looking_never_reaches_the_program(monkeypatch):
 
     monkeypatch.setattr(reads_mode, "tell", broken)
     x = torch.arange(4.0)
-    got, reads, note = _watched(lambda: (x * 2).sum())
+    got, reads, note = watched(lambda: (x * 2).sum())
     assert got.item() == 12.0
     assert note == "stopped looking: RuntimeError: looking failed" and reads.ops == 0
 
@@ -196,7 +187,7 @@ def test_torch_compile_compiles_under_it_as_without_it():
 
     inside = torch.compile(f, backend=backend, dynamic=False)
     x = torch.arange(4.0)
-    got, reads, _ = _watched(lambda: inside(x))
+    got, reads, _ = watched(lambda: inside(x))
     assert len(compiles) == 1, "compiled inside the watch, not skipped"
     assert torch.equal(got, f(x))
     assert reads.inputs() == ["[4] float32"], "the compiled code's aten calls are seen"
@@ -207,44 +198,11 @@ def test_torch_compile_compiles_under_it_as_without_it():
     outside = torch.compile(g, backend=backend, dynamic=False)
     outside(x)
     assert len(compiles) == 2
-    _watched(lambda: outside(x))
+    watched(lambda: outside(x))
     assert len(compiles) == 2, "no recompile under the watch"
 
 
 # --- looking until the inputs are read; on the stack to the capture's end ------------------
-
-
-def _chain(x: torch.Tensor, n: int) -> torch.Tensor:
-    for _ in range(n):
-        x = x * 1.0001
-    return x
-
-
-def _one(x: torch.Tensor) -> torch.Tensor:
-    return x * 1.0001
-
-
-def _step_by_step(x: torch.Tensor, n: int) -> torch.Tensor:
-    """`_chain`, with a Python call between operators (where a hook of any kind runs)."""
-    for _ in range(n):
-        x = _one(x)
-    return x
-
-
-def _flags() -> tuple:
-    from torch.utils import _python_dispatch as pd
-
-    return (pd._is_in_torch_dispatch_mode, pd._is_in_non_infra_torch_dispatch_mode,
-            pd._is_in_any_mode_without_ignore_compile_internals)  # fmt: skip
-
-
-def _clean() -> None:
-    """Nothing of the watch left: no mode, the modes' flags as before any, no Python
-    dispatch key left on (a factory operator would hit it with no mode to take it)."""
-    assert torch._C._len_torch_dispatch_stack() == 0
-    assert _flags() == (False, False, False), _flags()
-    assert not torch._C._dispatch_tls_is_dispatch_key_included(torch._C.DispatchKey.Python)
-    assert torch.equal(torch.zeros(2), torch.tensor([0.0, 0.0]))
 
 
 def test_it_stops_looking_once_quiet_and_stays_to_the_end():
@@ -253,18 +211,18 @@ def test_it_stops_looking_once_quiet_and_stays_to_the_end():
     seen = {}
 
     def step():
-        y = _chain(ids.float(), reads_mode.QUIET - 2)
+        y = chain(ids.float(), reads_mode.QUIET - 2)
         y = y.sum() + late.sum()  # a second input read before the quiet stretch ends
-        _chain(y, 3 * reads_mode.QUIET)
+        chain(y, 3 * reads_mode.QUIET)
         seen["depth"] = torch._C._len_torch_dispatch_stack()
         return y
 
-    _, reads, note = _watched(step)
+    _, reads, note = watched(step)
     assert note is None
     assert reads.inputs() == ["[8] int64", "[3, 5] float32"]
     assert reads.ops == reads.last_input + reads_mode.QUIET, "not one operator more looked at"
     assert seen["depth"] == depth + 1, "on the stack to the capture's end"
-    _clean()
+    clean()
 
 
 def test_a_programs_own_profiler_is_left_as_it_is():
@@ -276,18 +234,18 @@ def test_a_programs_own_profiler_is_left_as_it_is():
     ids = torch.arange(4)
     sys.setprofile(own)
     try:
-        _, reads, note = _watched(lambda: _step_by_step(ids.float(), 2 * reads_mode.QUIET))
+        _, reads, note = watched(lambda: step_by_step(ids.float(), 2 * reads_mode.QUIET))
         assert sys.getprofile() is own
     finally:
         sys.setprofile(None)
     assert note is None and calls, "its profiler saw the region"
     assert reads.inputs() == ["[4] int64"]
-    _clean()
+    clean()
 
 
 def test_a_region_still_finding_inputs_at_the_limit_says_so():
     xs = [torch.full((i + 1,), float(i)) for i in range(reads_mode.MAX_OPS + 8)]
-    _, reads, note = _watched(lambda: [x + 1 for x in xs])
+    _, reads, note = watched(lambda: [x + 1 for x in xs])
     assert reads.ops == reads_mode.MAX_OPS
     assert note == f"looked at the first {reads_mode.MAX_OPS} operators only, still finding inputs"
     assert len(reads.inputs()) == reads_mode.MAX_OPS
@@ -326,7 +284,7 @@ def test_modes_the_program_moves_past_the_quiet_point_are_never_disturbed(named)
     watch.start()
     try:
         with _other(named):
-            y = _step_by_step(torch.arange(4.0), 2 * reads_mode.QUIET)
+            y = step_by_step(torch.arange(4.0), 2 * reads_mode.QUIET)
             text = repr(y)
             got = out_dtype(torch.ops.aten.mm.default, torch.int32, a, a)
             assert torch._C._len_torch_dispatch_stack() == 2, "the watch still under it"
@@ -334,7 +292,7 @@ def test_modes_the_program_moves_past_the_quiet_point_are_never_disturbed(named)
         note = watch.stop()
     assert note is None and text.startswith("tensor(")
     assert torch.equal(got, a.int() @ a.int())
-    _clean()
+    clean()
 
 
 def test_an_infra_mode_entered_in_the_region_leaves_the_stack_as_it_was():
@@ -348,12 +306,12 @@ def test_an_infra_mode_entered_in_the_region_leaves_the_stack_as_it_was():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             with FakeTensorMode():
-                y = _step_by_step(torch.ones(4), 2 * reads_mode.QUIET)
+                y = step_by_step(torch.ones(4), 2 * reads_mode.QUIET)
                 assert type(y).__name__ == "FakeTensor"
     finally:
         note = watch.stop()
     assert note is None
-    _clean()
+    clean()
 
 
 def _eager(gm, example_inputs):
@@ -372,11 +330,11 @@ def test_guards_that_put_back_the_dispatch_state_they_found_break_nothing(guard)
     try:
         if guard == "inference_mode":
             with torch.inference_mode():
-                got = _step_by_step(x, n)
-            want = _chain(x, n)
+                got = step_by_step(x, n)
+            want = chain(x, n)
         elif guard == "compiled":
-            got = torch.compile(lambda t: _chain(t, n), backend=_eager)(x)
-            want = _chain(x, n)
+            got = torch.compile(lambda t: chain(t, n), backend=_eager)(x)
+            want = chain(x, n)
         elif guard == "backward":  # the engine's ThreadLocalStateGuard, a Python hook late
             w = x.clone().requires_grad_()
             y = w
@@ -392,7 +350,7 @@ def test_guards_that_put_back_the_dispatch_state_they_found_break_nothing(guard)
             def run(mode, out):
                 torch._C._push_on_torch_dispatch_stack(mode)
                 try:
-                    out.append(_step_by_step(x, n))
+                    out.append(step_by_step(x, n))
                 finally:
                     torch._C._pop_torch_dispatch_stack(None)
 
@@ -400,11 +358,11 @@ def test_guards_that_put_back_the_dispatch_state_they_found_break_nothing(guard)
             t = threading.Thread(target=run, args=(watch._mode, out))
             t.start()
             t.join()
-            got, want = out[0], _chain(x, n)
+            got, want = out[0], chain(x, n)
         assert torch.zeros(2).sum().item() == 0.0, "a factory operator still runs"
         assert torch._C._len_torch_dispatch_stack() == 1
     finally:
         note = watch.stop()
     assert note is None
     assert torch.allclose(got, want)
-    _clean()
+    clean()

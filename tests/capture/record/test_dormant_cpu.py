@@ -1,0 +1,229 @@
+"""The read watch asleep past the quiet point (capture/record/dormant.py), on the CPU: it
+stays on the stack while operators skip it, and nothing the program does notices (a mode
+it pushes, a FakeTensorMode, a compile, a guard, a tensor subclass, a profiler, threads)."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import warnings
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from graph_harness.capture.record import dormant, reads_mode
+from graph_harness.capture.record.reads_mode import RegionWatch
+from tests.capture.record.watch_steps import chain, clean, step_by_step, watched
+
+N = 2 * reads_mode.QUIET  # operators past which a step of one input has been looked at
+PYTHON = torch._C.DispatchKey.Python
+
+
+def _keys_on() -> bool:
+    return torch._C._dispatch_tls_is_dispatch_key_included(PYTHON)
+
+
+class Counting(TorchDispatchMode):
+    """A mode of the program's own: counts the operators it sees."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.seen += 1
+        return func(*args, **(kwargs or {}))
+
+
+def _asleep_then(fn, monkeypatch=None, calls=None):
+    """`fn(watch)` run once the watch has looked at a step and gone to sleep; its result,
+    and the hooks the mode set (counted in `calls` through `dormant.sleep_soon`, which the
+    handler calls for every operator it sees awake)."""
+    calls = [] if calls is None else calls
+    if monkeypatch is not None:
+        real = dormant.sleep_soon
+        monkeypatch.setattr(dormant, "sleep_soon", lambda m: (calls.append(1), real(m)))
+    watch = RegionWatch()
+    watch.start()
+    try:
+        step_by_step(torch.arange(4.0), N)
+        assert watch._mode.slept and not _keys_on(), "asleep on the stack"
+        assert torch._C._len_torch_dispatch_stack() == 1
+        out = fn(watch)
+    finally:
+        note = watch.stop()
+    assert note is None
+    clean()
+    return out, calls
+
+
+def test_operators_past_the_quiet_point_skip_it(monkeypatch):
+    x = torch.arange(4.0)
+    calls = []
+
+    def more(watch):
+        before = len(calls)
+        got = step_by_step(x, 100)
+        return got, before
+
+    (got, before), _ = _asleep_then(more, monkeypatch, calls)
+    assert len(calls) == before, "no operator reached the handler once asleep"
+    assert torch.equal(got, chain(x, 100))
+
+
+def test_a_mode_the_program_pushes_while_it_sleeps_sees_every_operator():
+    def push(watch):
+        mine = Counting()
+        with mine:
+            y = step_by_step(torch.ones(3), N)  # past the quiet point: a hook in its handler
+            assert _keys_on()
+        assert _keys_on(), "its pop leaves the watch on the stack, awake"
+        step_by_step(y, 8)
+        return mine.seen, _keys_on()
+
+    (seen, on), _ = _asleep_then(push)
+    assert seen == N + 1  # the ones, then the chain
+    assert on, "a thread that pushed a mode in the region keeps the watch awake"
+
+
+def test_fake_tensor_mode_and_a_compile_while_it_sleeps_work_as_without_it():
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+
+    compiles = []
+
+    def backend(gm, example_inputs):  # Dynamo traced with fake tensors to get here
+        compiles.append(example_inputs)
+        return gm.forward
+
+    def use(watch):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with FakeTensorMode():
+                made = torch.empty(3)  # a factory: no tensor argument to find the mode by
+        f = torch.compile(lambda t: torch.cos(t) + t.sum(), backend=backend, dynamic=False)
+        x = torch.arange(5.0)
+        return made, f(x), torch.cos(x) + x.sum()
+
+    (made, got, want), _ = _asleep_then(use)
+    assert isinstance(made, FakeTensor)
+    assert len(compiles) == 1 and torch.equal(got, want)
+
+
+def test_a_guard_that_wakes_it_is_passed_through_then_slept_past():
+    from torch._higher_order_ops.out_dtype import out_dtype
+
+    a = torch.randint(-8, 8, (4, 4), dtype=torch.int8)
+    x = torch.arange(4.0)
+    watch = RegionWatch()
+    watch.start()
+    try:
+        with torch.inference_mode():  # saves the dispatch state: the watch awake
+            inside = step_by_step(x, N)
+            assert watch._mode.slept and not _keys_on()
+        assert _keys_on(), "the guard put back the state it found"
+        after = step_by_step(x, 8)
+        assert not _keys_on() and watch._mode.tries == 2
+        got = out_dtype(torch.ops.aten.mm.default, torch.int32, a, a)  # Python-dispatched
+    finally:
+        note = watch.stop()
+    assert note is None
+    assert torch.equal(inside, chain(x, N)) and torch.equal(after, chain(x, 8))
+    assert torch.equal(got, a.int() @ a.int())
+    clean()
+
+
+def test_a_tensor_subclass_while_it_sleeps_goes_through_its_own_dispatch():
+    from torch.testing._internal.two_tensor import TwoTensor
+
+    a, b = torch.arange(4.0), torch.arange(4.0) + 10
+
+    def use(watch):
+        return TwoTensor(a, b) * 2
+
+    z, _ = _asleep_then(use)
+    assert type(z) is TwoTensor
+    assert torch.equal(z.a, a * 2) and torch.equal(z.b, b * 2)
+
+
+def test_a_programs_profiler_keeps_it_awake_and_untouched():
+    def own(frame, event, arg):
+        pass
+
+    x = torch.arange(4.0)
+    watch = RegionWatch()
+    sys.setprofile(own)
+    try:
+        watch.start()
+        try:
+            got = step_by_step(x, N)
+            assert _keys_on() and watch._mode.tries == 0, "never set a hook of its own"
+            assert sys.getprofile() is own
+        finally:
+            note = watch.stop()
+    finally:
+        sys.setprofile(None)
+    assert note is None and torch.equal(got, chain(x, N))
+    clean()
+
+
+def test_a_failing_hook_leaves_it_awake_and_the_program_untouched(monkeypatch):
+    def broken(mode):
+        raise RuntimeError("hook failed")
+
+    monkeypatch.setattr(dormant, "_only_and_awake", broken)
+    x = torch.arange(4.0)
+    watch = RegionWatch()
+    watch.start()
+    try:
+        got = step_by_step(x, N)
+        assert _keys_on() and sys.getprofile() is None
+    finally:
+        note = watch.stop()
+    assert note is None, "the reads are whole: nothing to say of them"
+    assert watch.reads.inputs() == ["[4] float32"]
+    assert watch._mode is None and torch.equal(got, chain(x, N))
+    clean()
+
+
+def test_pushes_stay_wrapped_until_the_last_sleeping_watch_stops():
+    import torch.utils._python_dispatch as pd
+
+    def wrapped() -> bool:
+        return hasattr(pd._push_on_torch_dispatch_stack, "__wrapped__")
+
+    asleep = [threading.Event(), threading.Event()]
+    stop = [threading.Event(), threading.Event()]
+    notes = [None, None]
+
+    def region(i):
+        if i == 1:
+            asleep[0].wait(10)  # the first begins first, so the second may stop first
+        watch = RegionWatch()
+        watch.start()
+        step_by_step(torch.arange(4.0), N)
+        if watch._mode.slept:
+            asleep[i].set()
+        stop[i].wait(10)
+        notes[i] = watch.stop() or "stopped"
+
+    threads = [threading.Thread(target=region, args=(i,)) for i in (0, 1)]
+    for t in threads:
+        t.start()
+    assert all(e.wait(10) for e in asleep), "each thread's watch slept"
+    assert wrapped()
+    # the second stops first: torch's mode flags are process-wide, put back as each mode
+    # found them, so only a last-in-first-out order leaves them as they were
+    stop[1].set()
+    threads[1].join()
+    assert wrapped(), "the other still sleeps"
+    stop[0].set()
+    threads[0].join()
+    assert notes == ["stopped", "stopped"] and not wrapped()
+    clean()
+
+
+def test_a_watch_told_not_to_sleep_passes_through_awake():
+    x = torch.arange(4.0)
+    _, reads, note = watched(lambda: step_by_step(x, N), sleeps=False)
+    assert note is None and reads.inputs() == ["[4] float32"]
+    clean()
