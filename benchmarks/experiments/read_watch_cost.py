@@ -2,8 +2,8 @@
 a stack of small layers captured (CUDA) or run (CPU) plain, under a pass-through dispatch
 mode, under the watch as shipped (it stops looking once QUIET operators read no new input,
 then sleeps: capture/record/dormant.py), under one that passes the rest through awake,
-and under one that looks at the whole region, interleaved; medians of the region's wall time, per operator and per graph, for a few
-operator counts. Goal: at most 2 ms a graph.
+and under one that looks at the whole region, interleaved; medians of the region's wall
+time, per operator and per graph, for a few operator counts. Goal: at most 2 ms a graph.
 
     python benchmarks/experiments/read_watch_cost.py [--layers 8 64 256] [--repeats 15] [--json F]
 """

@@ -62,9 +62,7 @@ def _wake() -> None:
     import torch
 
     C = torch._C
-    if C._len_torch_dispatch_stack() and not C._dispatch_tls_is_dispatch_key_included(
-        _keys()[0]
-    ):
+    if C._len_torch_dispatch_stack() and not C._dispatch_tls_is_dispatch_key_included(_keys()[0]):
         _set_keys(True)
 
 
