@@ -4,8 +4,8 @@
 #   bash benchmarks/pending_gpu.sh tests|watch|moe|checks|predict|predict-compiled|startup
 # tests: the gpu tests whose code changed since session 27's gpu half (the sweep's
 #   shared-pool rows and prediction, the recording's tables and delta, the read watch that
-#   stays on the stack: 8a9d511); watch: the read watch's and an executable's costs (59,
-#   58); moe: the compiled MoE predicted, its traces kept (58); checks: the project's own
+#   stays on the stack and sleeps); watch: the read watch's costs (59), device launch's
+#   executable at 5,000 nodes measured first in a fresh process (58); moe: the compiled MoE predicted, its traces kept (58); checks: the project's own
 #   checks (the HF example, record of generate(), record --check against the plain run;
 #   hf and live: its halves); predict*: issue 58 again on every model;
 #   startup: issue 59's start-up goals.
@@ -28,10 +28,11 @@ checks|live)
   timeout 280 python3 benchmarks/bench_live.py --out $X/live --parts hf window cost > $X/live.log 2>&1
   echo "live rc=$?"; tail -8 $X/live.log; pack ;;
 watch)
-  timeout 120 python3 benchmarks/experiments/read_watch_cost.py --layers 8 64 256 --repeats 11 \
+  timeout 170 python3 benchmarks/experiments/read_watch_cost.py --layers 8 64 256 --repeats 11 \
     --json $X/read_watch.json > $X/read_watch.log 2>&1; echo "read watch rc=$?"; pack
-  timeout 90 python3 benchmarks/experiments/exec_memory.py --nodes 1 1000 5000 --copies 32 \
-    --json $X/exec_memory.json > $X/exec_memory.log 2>&1; echo "exec memory rc=$?"; pack ;;
+  timeout 60 python3 benchmarks/experiments/exec_memory.py --nodes 5000 --copies 32 --flags \
+    device-launch none --json $X/exec_memory_dl.json > $X/exec_memory_dl.log 2>&1
+  echo "device launch first rc=$?"; tail -2 $X/exec_memory_dl.log; pack ;;
 predict)
   timeout 500 python3 benchmarks/bench_predict.py --out $X/p --models llama qwen2 qwen2-moe \
     hf-llama > $X/predict.log 2>&1; echo "predict rc=$?"; tail -10 $X/predict.log; pack ;;

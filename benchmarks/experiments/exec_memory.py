@@ -10,7 +10,11 @@ after the first node count's first flag set is short by what came before: the ju
 figure is the one to read. A refused flag is said.
 
     python benchmarks/experiments/exec_memory.py [--nodes 1 10 100 1000 5000] [--copies 64]
-        [--json FILE]
+        [--flags none auto-free upload device-launch] [--json FILE]
+
+`--flags` picks the flag sets and their order: a set measured first in a fresh process
+finds no pages held by earlier rows (device launch at 5,000 nodes read 93 KB after three
+sets of 5,000, session 28: copies that fit the held pages move free memory by noise).
 
 Prints one JSON line per row (nodes, flags, bytes per executable with its spread, the held
 copies' figure, bytes returned). Needs CUDA and cuda-bindings.
@@ -89,12 +93,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, nargs="+", default=[1, 10, 100, 1000, 5000])
     ap.add_argument("--copies", type=int, default=64)
+    ap.add_argument("--flags", nargs="+", choices=list(FLAGS), default=list(FLAGS))
     ap.add_argument("--json")
     a = ap.parse_args()
     rows = []
     for n in a.nodes:
         graph = chain(n)
-        for name in FLAGS:
+        for name in a.flags:
             rows.append({"nodes": n, **measure(graph, name, a.copies)})
             print(json.dumps(rows[-1]), flush=True)
         graph.reset()
