@@ -3,10 +3,11 @@ stays on the dispatch stack (popped as the capture ends), but the thread's Pytho
 dispatch keys are switched off at the next Python event where it is the thread's only
 mode, so operators skip its Python call (7.5-10 us each, issue 59). Off, not popped: a
 C++ guard that puts back the state it found switches them on again, and the mode, still
-there, passes operators through until it sleeps again. While a watch runs, torch's two
-ways to push a mode are wrapped: a push puts torch's rule back first (a mode on the
-stack keeps the keys on), and is counted, for inside a mode's handler the stack hides
-that mode: a watch never sleeps on a thread that pushed one. Nor under a profiler."""
+there, passes operators through until it sleeps again. While a watch runs, torch's
+Python routes past the keys are wrapped to switch them on first (torch's rule: a mode on
+the stack keeps them on): a mode's push, counted (inside a mode's handler the stack hides
+that mode, so a watch never sleeps on a thread that pushed one), and a higher-order
+operator's dispatch. Nor does it sleep under a profiler of the program's."""
 
 from __future__ import annotations
 
@@ -66,34 +67,41 @@ def _wake() -> None:
         _set_keys(True)
 
 
-def _waking(push: Any) -> Any:
-    def wrapped(*args: Any, **kwargs: Any) -> Any:
-        _local.pushes = _pushes() + 1
-        _wake()
-        return push(*args, **kwargs)
+def _waking(fn: Any, counted: bool) -> Any:
+    """`fn` with the thread woken first; a push `counted`, unless of a watch's own mode
+    (put back by torch's `_pop_mode_temporarily`, say: no mode of the program's)."""
 
-    wrapped.__wrapped__ = push  # type: ignore[attr-defined]
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        if counted and not (args and getattr(args[0], "reads_watch", False)):
+            _local.pushes = _pushes() + 1
+        _wake()
+        return fn(*args, **kwargs)
+
+    wrapped.__wrapped__ = fn  # type: ignore[attr-defined]
     return wrapped
 
 
-def _wrap_pushes() -> None:
-    """A user mode's push (`_push_mode` calls this module global) and an infra mode's
-    (FakeTensorMode's `torch._C._set_dispatch_mode`), each waking the thread first."""
-    import torch
-    from torch.utils import _python_dispatch as pd
+# torch's Python-side routes around a sleeping watch's keys, by (module, name): a user
+# mode's push (`_push_mode` calls this module global), an infra mode's (FakeTensorMode's),
+# and a higher-order operator's dispatch (its dense kernels assert no mode is on the
+# stack: they must come through the mode, awake)
+_ROUTES = {
+    ("torch.utils._python_dispatch", "_push_on_torch_dispatch_stack"): True,
+    ("torch._C", "_set_dispatch_mode"): True,
+    ("torch._ops", "_compute_keyset"): False,
+}
 
-    _unwrapped["pd"] = pd._push_on_torch_dispatch_stack
-    _unwrapped["C"] = torch._C._set_dispatch_mode
-    pd._push_on_torch_dispatch_stack = _waking(_unwrapped["pd"])
-    torch._C._set_dispatch_mode = _waking(_unwrapped["C"])
+
+def _wrap_routes() -> None:
+    for (module, name), counted in _ROUTES.items():
+        owner = sys.modules[module]
+        _unwrapped[module, name] = getattr(owner, name)
+        setattr(owner, name, _waking(_unwrapped[module, name], counted))
 
 
-def _unwrap_pushes() -> None:
-    import torch
-    from torch.utils import _python_dispatch as pd
-
-    pd._push_on_torch_dispatch_stack = _unwrapped.pop("pd")
-    torch._C._set_dispatch_mode = _unwrapped.pop("C")
+def _unwrap_routes() -> None:
+    for module, name in _ROUTES:
+        setattr(sys.modules[module], name, _unwrapped.pop((module, name)))
 
 
 def sleep_soon(mode: Any) -> None:
@@ -109,7 +117,7 @@ def sleep_soon(mode: Any) -> None:
         nonlocal waited
         waited += 1
         try:
-            if _only_and_awake(mode):
+            if mode.sleeps and _only_and_awake(mode):
                 sys.setprofile(None)
                 _asleep(mode)
             elif waited > PATIENCE:
@@ -128,23 +136,32 @@ def _asleep(mode: Any) -> None:
 
 
 def watching() -> int:
-    """A watch begins, its mode pushed: the pushes wrapped (by the first of any thread's);
+    """A watch begins, its mode pushed: the routes wrapped (by the first of any thread's);
     this thread's pushes so far, against which the watch's hook tells a later one."""
     global _watches
     with _lock:
         if _watches == 0:
-            _wrap_pushes()
+            import torch._ops
+            import torch.utils._python_dispatch  # noqa: F401 (the routes' modules)
+
+            _wrap_routes()
         _watches += 1
     return _pushes()
 
 
 def forget(mode: Any) -> None:
-    """As the capture ends: the hook removed if it never fired, the pushes unwrapped after
-    the last watch (the keys: the mode's pop switches them off with the stack empty)."""
+    """As the capture ends: the mode never to sleep again, its hook removed if it never
+    fired, the routes unwrapped after the last watch (the keys: the mode's pop switches
+    them off with the stack empty). Ended on another thread than it began, the mode stays
+    on that thread's stack (never popped there), its keys maybe off: the routes then stay
+    wrapped for good, so that thread's own modes are still seen."""
     global _watches
+    mode.sleeps = False
     if mode.hook is not None and sys.getprofile() is mode.hook:
         sys.setprofile(None)
+    if mode.thread != threading.get_ident():
+        return
     with _lock:
         _watches -= 1
         if _watches == 0:
-            _unwrap_pushes()
+            _unwrap_routes()

@@ -149,6 +149,7 @@ def _mode_type(dynamo: bool) -> type:
         """Tells `reads` of each operator (the module's notes); never changes one."""
 
         supports_higher_order_operators = True  # passed through, not looked at
+        reads_watch = True  # a push of it is not the program's (dormant.py)
 
         @classmethod
         def ignore_compile_internals(cls) -> bool:

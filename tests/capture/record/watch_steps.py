@@ -44,12 +44,13 @@ def flags() -> tuple:
 def clean() -> None:
     """Nothing of the watch left: no mode, the modes' flags as before any, no Python
     dispatch key left on (a factory operator would hit it with no mode to take it), torch's
-    pushes unwrapped."""
+    routes unwrapped (dormant.py)."""
     import torch.utils._python_dispatch as pd
 
     assert torch._C._len_torch_dispatch_stack() == 0
     assert flags() == (False, False, False), flags()
     assert not torch._C._dispatch_tls_is_dispatch_key_included(torch._C.DispatchKey.Python)
     assert torch.equal(torch.zeros(2), torch.tensor([0.0, 0.0]))
-    assert not hasattr(pd._push_on_torch_dispatch_stack, "__wrapped__")
-    assert not hasattr(torch._C._set_dispatch_mode, "__wrapped__")
+    for route in (pd._push_on_torch_dispatch_stack, torch._C._set_dispatch_mode,
+                  torch._ops._compute_keyset):  # fmt: skip
+        assert not hasattr(route, "__wrapped__"), route
