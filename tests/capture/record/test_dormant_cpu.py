@@ -227,3 +227,61 @@ def test_a_watch_told_not_to_sleep_passes_through_awake():
     _, reads, note = watched(lambda: step_by_step(x, N), sleeps=False)
     assert note is None and reads.inputs() == ["[4] float32"]
     clean()
+
+
+def test_a_higher_order_operator_while_it_sleeps_runs_as_without_it():
+    # cond's dense kernel asserts no mode is on the stack: reached with the keys off, it
+    # would find the sleeping watch (the attack pass's finding); woken, it comes through
+    # the mode, which takes itself off as it passes it on
+    from torch._higher_order_ops.cond import cond_op
+
+    x = torch.arange(4.0)
+
+    def use(watch):
+        return cond_op(torch.tensor(True), torch.sin, torch.cos, (x,))
+
+    got, _ = _asleep_then(use)
+    assert torch.equal(got, torch.sin(x))
+
+
+def test_a_region_ended_on_another_thread_leaves_the_first_threads_modes_seen():
+    # the mode cannot be popped from another thread's stack: it stays on the first, as it
+    # did awake, but it never sleeps again there and the routes stay wrapped for good
+    import torch.utils._python_dispatch as pd
+
+    started, ended, seen = threading.Event(), threading.Event(), {}
+    holder = {}
+
+    def first():
+        watch = RegionWatch()
+        watch.start()
+        step_by_step(torch.arange(4.0), N)
+        holder["watch"] = watch
+        started.set()
+        ended.wait(10)
+        mine = Counting()
+        with mine:
+            torch.ones(3) + 1
+        seen["ops"] = mine.seen
+        left = pd._get_current_dispatch_mode()
+        left.__exit__(None, None, None)  # what the capture's end could not pop
+        seen["keys"] = _keys_on()
+
+    t = threading.Thread(target=first)
+    t.start()
+    assert started.wait(10)
+    note = holder["watch"].stop()
+    ended.set()
+    t.join()
+    assert note == "another dispatch mode was left active inside the capture"
+    assert seen == {"ops": 2, "keys": False}, "its mode saw the factory and the add"
+    assert hasattr(pd._push_on_torch_dispatch_stack, "__wrapped__"), "wrapped for good"
+    _unwrap_for_the_next_test()
+
+
+def _unwrap_for_the_next_test():
+    with dormant._lock:
+        dormant._watches -= 1
+        assert dormant._watches == 0
+        dormant._unwrap_routes()
+    clean()
