@@ -4,10 +4,10 @@ dispatch keys are switched off at the next Python event where it is the thread's
 mode, so operators skip its Python call (7.5-10 us each, issue 59). Off, not popped: a
 C++ guard that puts back the state it found switches them on again, and the mode, still
 there, passes operators through until it sleeps again. While a watch runs, torch's
-Python routes past the keys are wrapped to switch them on first (torch's rule: a mode on
-the stack keeps them on): a mode's push, counted (inside a mode's handler the stack hides
-that mode, so a watch never sleeps on a thread that pushed one), and a higher-order
-operator's dispatch. Nor does it sleep under a profiler of the program's."""
+routes past the keys (a mode's push, a higher-order operator's dispatch) are wrapped to
+put torch's rule back first where a watch sleeps (a mode on the stack keeps the keys on),
+and pushes are counted: a watch never sleeps on a thread that pushed another mode since
+it began (in that mode's handler the stack hides it). Nor under a profiler."""
 
 from __future__ import annotations
 
@@ -19,13 +19,31 @@ PATIENCE = 64  # Python events a hook waits for a place to sleep at
 TRIES = 16  # hooks set per region at most (a guard woke it, or it found no place)
 
 _lock = threading.Lock()
-_watches = 0  # watches running, on any thread: the pushes stay wrapped while there are any
-_unwrapped: dict[str, Any] = {}
-_local = threading.local()  # .pushes: modes this thread pushed through the wrapped ways
+_watches = 0  # watches running, on any thread: the routes are wrapped while any are
+_unwrapped: dict[tuple[str, str], Any] = {}
+_local = threading.local()  # .asleep: {id: mode} of this thread's watches that slept;
+# .pushes: the modes this thread pushed through the routes
+
+# torch's routes past the keys, by (module, name): a user mode's push (`_push_mode` calls
+# the module global; a program may call torch._C's), an infra mode's (FakeTensorMode's),
+# and a higher-order operator's dispatch (cond's, scan's, invoke_subgraph's dense kernels
+# assert that no mode is on the stack: they must come through the mode, awake)
+_ROUTES = (
+    ("torch.utils._python_dispatch", "_push_on_torch_dispatch_stack"),
+    ("torch._C", "_push_on_torch_dispatch_stack"),
+    ("torch._C", "_set_dispatch_mode"),
+    ("torch._ops", "_compute_keyset"),
+)
 
 
 def _pushes() -> int:
     return getattr(_local, "pushes", 0)
+
+
+def _asleep_here() -> dict[int, Any]:
+    if not hasattr(_local, "asleep"):
+        _local.asleep = {}
+    return _local.asleep
 
 
 def _keys() -> tuple[Any, Any]:
@@ -43,14 +61,14 @@ def _set_keys(on: bool) -> None:
 
 def _only_and_awake(mode: Any) -> bool:
     """`mode` is the thread's only dispatch mode (infra modes count), its keys are on, and
-    the thread pushed no mode since the watch began: a mode's handler runs with that mode
-    off the stack (put back as it returns), and keys switched off under it would hide the
-    mode from every later operator."""
+    the thread pushed no mode but `mode` since it began: a mode's handler runs with its
+    mode off the stack (put back as it returns, in C++), and keys switched off under it
+    would hide that mode from every later operator."""
     import torch
 
     C = torch._C
     return (
-        _pushes() == mode.pushes
+        _pushes() - mode.pushes == mode.own_pushes
         and C._len_torch_dispatch_stack() == 1
         and C._get_dispatch_stack_at(0) is mode
         and C._dispatch_tls_is_dispatch_key_included(_keys()[0])
@@ -58,22 +76,29 @@ def _only_and_awake(mode: Any) -> bool:
 
 
 def _wake() -> None:
-    """torch's rule put back on this thread before a push: with a mode on the stack, the
-    Python keys are on (a sleeping watch's were switched off)."""
+    """torch's rule put back on this thread, where a watch of its sleeps: with a mode on
+    the stack, the Python keys are on. Other threads' state is not touched."""
     import torch
 
     C = torch._C
-    if C._len_torch_dispatch_stack() and not C._dispatch_tls_is_dispatch_key_included(_keys()[0]):
+    if (
+        _asleep_here()
+        and C._len_torch_dispatch_stack()
+        and not C._dispatch_tls_is_dispatch_key_included(_keys()[0])
+    ):
         _set_keys(True)
 
 
 def _waking(fn: Any, counted: bool) -> Any:
-    """`fn` with the thread woken first; a push `counted`, unless of a watch's own mode
-    (put back by torch's `_pop_mode_temporarily`, say: no mode of the program's)."""
+    """`fn` with this thread woken first; a push `counted` (a watch's own, put back by
+    torch's `_pop_mode_temporarily`, say, counted on it too, so that its hook can tell it
+    from a mode of the program's)."""
 
     def wrapped(*args: Any, **kwargs: Any) -> Any:
-        if counted and not (args and getattr(args[0], "reads_watch", False)):
+        if counted:
             _local.pushes = _pushes() + 1
+            if args and hasattr(args[0], "own_pushes"):
+                args[0].own_pushes += 1
         _wake()
         return fn(*args, **kwargs)
 
@@ -81,33 +106,11 @@ def _waking(fn: Any, counted: bool) -> Any:
     return wrapped
 
 
-# torch's Python-side routes around a sleeping watch's keys, by (module, name): a user
-# mode's push (`_push_mode` calls this module global), an infra mode's (FakeTensorMode's),
-# and a higher-order operator's dispatch (its dense kernels assert no mode is on the
-# stack: they must come through the mode, awake)
-_ROUTES = {
-    ("torch.utils._python_dispatch", "_push_on_torch_dispatch_stack"): True,
-    ("torch._C", "_set_dispatch_mode"): True,
-    ("torch._ops", "_compute_keyset"): False,
-}
-
-
-def _wrap_routes() -> None:
-    for (module, name), counted in _ROUTES.items():
-        owner = sys.modules[module]
-        _unwrapped[module, name] = getattr(owner, name)
-        setattr(owner, name, _waking(_unwrapped[module, name], counted))
-
-
-def _unwrap_routes() -> None:
-    for module, name in _ROUTES:
-        setattr(sys.modules[module], name, _unwrapped.pop((module, name)))
-
-
 def sleep_soon(mode: Any) -> None:
     """A one-shot `sys.setprofile` hook on this thread that switches the keys off at the
-    first event where `mode` is alone and awake, or gives up after PATIENCE events.
-    `mode.tries` counts the hooks set; `mode.slept` says it has slept once at least."""
+    first event where `mode` is alone and awake, or gives up after
+    PATIENCE events (at once, once the watch has ended). `mode.tries` counts the hooks
+    set; `mode.slept` says it has slept once at least."""
     if sys.getprofile() is not None or mode.tries >= TRIES or mode.thread != threading.get_ident():
         return
     mode.tries += 1
@@ -117,11 +120,11 @@ def sleep_soon(mode: Any) -> None:
         nonlocal waited
         waited += 1
         try:
-            if mode.sleeps and _only_and_awake(mode):
+            if not mode.sleeps or waited > PATIENCE:
+                sys.setprofile(None)
+            elif _only_and_awake(mode):
                 sys.setprofile(None)
                 _asleep(mode)
-            elif waited > PATIENCE:
-                sys.setprofile(None)
         except Exception as e:  # never into the program: the mode stays awake, reads whole
             sys.setprofile(None)
             mode.sleep_error = f"{type(e).__name__}: {e}"
@@ -131,22 +134,34 @@ def sleep_soon(mode: Any) -> None:
 
 
 def _asleep(mode: Any) -> None:
+    _asleep_here()[id(mode)] = mode
     mode.slept = True
     _set_keys(False)
 
 
-def watching() -> int:
-    """A watch begins, its mode pushed: the routes wrapped (by the first of any thread's);
-    this thread's pushes so far, against which the watch's hook tells a later one."""
+def watching(mode: Any) -> None:
+    """`mode` pushed as a watch begins: the routes wrapped (by the first of any thread's);
+    this thread's pushes so far, against which its hook tells a later one."""
     global _watches
     with _lock:
         if _watches == 0:
-            import torch._ops
-            import torch.utils._python_dispatch  # noqa: F401 (the routes' modules)
-
             _wrap_routes()
         _watches += 1
-    return _pushes()
+    mode.pushes, mode.own_pushes = _pushes(), 0
+
+
+def _wrap_routes() -> None:
+    import torch._ops
+    import torch.utils._python_dispatch  # noqa: F401 (the routes' modules)
+
+    for module, name in _ROUTES:
+        _unwrapped[module, name] = fn = getattr(sys.modules[module], name)
+        setattr(sys.modules[module], name, _waking(fn, name != "_compute_keyset"))
+
+
+def _unwrap_routes() -> None:
+    for module, name in _ROUTES:
+        setattr(sys.modules[module], name, _unwrapped.pop((module, name)))
 
 
 def forget(mode: Any) -> None:
@@ -161,6 +176,7 @@ def forget(mode: Any) -> None:
         sys.setprofile(None)
     if mode.thread != threading.get_ident():
         return
+    _asleep_here().pop(id(mode), None)
     with _lock:
         _watches -= 1
         if _watches == 0:

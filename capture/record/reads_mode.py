@@ -149,7 +149,6 @@ def _mode_type(dynamo: bool) -> type:
         """Tells `reads` of each operator (the module's notes); never changes one."""
 
         supports_higher_order_operators = True  # passed through, not looked at
-        reads_watch = True  # a push of it is not the program's (dormant.py)
 
         @classmethod
         def ignore_compile_internals(cls) -> bool:
@@ -166,8 +165,10 @@ def _mode_type(dynamo: bool) -> type:
             self.capped = False  # stopped at `most` while still finding inputs
             self.broken: str | None = None
             # dormant.py's: whether it may sleep, on which thread, the thread's pushes as
-            # it began, how often it tried, its hook, whether it slept, why a hook failed
-            self.sleeps, self.thread, self.pushes = sleeps, threading.get_ident(), 0
+            # it began and its own since, how often it tried, its hook, whether it slept,
+            # why a hook failed
+            self.sleeps, self.thread = sleeps, threading.get_ident()
+            self.pushes = self.own_pushes = 0
             self.tries, self.hook, self.slept = 0, None, False
             self.sleep_error: str | None = None
 
@@ -195,7 +196,7 @@ class RegionWatch:
         kind = _mode_type("torch._dynamo" in sys.modules)
         mode = kind(self.reads, self.quiet, self.most, self.sleeps)
         mode.__enter__()
-        mode.pushes = dormant.watching()
+        dormant.watching(mode)
         self._mode = mode
 
     def stop(self) -> str | None:

@@ -75,15 +75,38 @@ def test_a_mode_the_program_pushes_while_it_sleeps_sees_every_operator():
     def push(watch):
         mine = Counting()
         with mine:
-            y = step_by_step(torch.ones(3), N)  # past the quiet point: a hook in its handler
+            # past the quiet point inside its handler, the stack shows the watch alone
+            y = step_by_step(torch.ones(3), N)
             assert _keys_on()
-        assert _keys_on(), "its pop leaves the watch on the stack, awake"
         step_by_step(y, 8)
         return mine.seen, _keys_on()
 
     (seen, on), _ = _asleep_then(push)
     assert seen == N + 1  # the ones, then the chain
     assert on, "a thread that pushed a mode in the region keeps the watch awake"
+
+
+def test_a_mode_pushed_through_torchs_own_c_function_while_it_sleeps_is_seen():
+    def push(watch):
+        mine = Counting()
+        torch._C._push_on_torch_dispatch_stack(mine)
+        try:
+            torch.ones(3) + 1
+        finally:
+            torch._C._pop_torch_dispatch_stack(None)
+        return mine.seen
+
+    seen, _ = _asleep_then(push)
+    assert seen == 2
+
+
+def test_a_second_watch_started_while_the_first_sleeps_sees_its_whole_step():
+    def inner(watch):
+        _, reads, note = watched(lambda: chain(torch.arange(3.0), 10))
+        return reads.ops, note
+
+    (ops, note), _ = _asleep_then(inner)
+    assert (ops, note) == (11, None), "the arange and the chain's ten"
 
 
 def test_fake_tensor_mode_and_a_compile_while_it_sleeps_work_as_without_it():
@@ -285,3 +308,52 @@ def _unwrap_for_the_next_test():
         assert dormant._watches == 0
         dormant._unwrap_routes()
     clean()
+
+
+def _odd_thread(out):
+    """A thread with no watch that leaves torch in a state of its own: a mode entered
+    inside inference_mode stays on the stack with the keys put back off."""
+    m, n = Counting(), Counting()
+    with torch.inference_mode():
+        m.__enter__()
+    with n:
+        torch.ones(2) + 1
+    try:
+        torch.cond(torch.tensor(True), lambda a: a + 1, lambda a: a - 1, (torch.ones(2),))
+        out.append("cond ran")
+    except AssertionError as e:
+        out.append(f"cond raised: {e}")
+    m.__exit__(None, None, None)
+    out.append((m.seen, n.seen))
+
+
+def test_another_threads_state_is_never_touched_while_it_sleeps():
+    def run():
+        out = []
+        t = threading.Thread(target=_odd_thread, args=(out,))
+        t.start()
+        t.join()
+        return out
+
+    alone = run()
+    under, _ = _asleep_then(lambda watch: run())
+    assert under == alone
+
+
+def test_its_hook_put_back_by_the_program_after_the_end_leaves_at_once():
+    from torch.utils.flop_counter import FlopCounterMode
+
+    x = torch.arange(4.0)
+    with FlopCounterMode(display=False):  # below the watch: it can never sleep
+        watch = RegionWatch()
+        watch.start()
+        try:
+            step_by_step(x, reads_mode.QUIET + 2)  # the looking over, a hook just set
+            pending = sys.getprofile()
+            assert pending is watch._mode.hook
+        finally:
+            note = watch.stop()
+        sys.setprofile(pending)  # a program that saved and restores the profile function
+        abs(1)  # one event: its first
+        assert sys.getprofile() is None
+    assert note is None
