@@ -20,9 +20,8 @@ TRIES = 16  # hooks set per region at most (a guard woke it, or it found no plac
 
 _lock = threading.Lock()
 _watches = 0  # watches running, on any thread: the routes are wrapped while any are
-_unwrapped: dict[tuple[str, str], Any] = {}
-_local = threading.local()  # .asleep: {id: mode} of this thread's watches that slept;
-# .pushes: the modes this thread pushed through the routes
+_unwrapped: dict[tuple[str, str], tuple[Any, Any]] = {}  # route: (torch's, the wrapper)
+_local = threading.local()  # .pushes: the modes this thread pushed through the routes
 
 # torch's routes past the keys, by (module, name): a user mode's push (`_push_mode` calls
 # the module global; a program may call torch._C's), an infra mode's (FakeTensorMode's),
@@ -38,12 +37,6 @@ _ROUTES = (
 
 def _pushes() -> int:
     return getattr(_local, "pushes", 0)
-
-
-def _asleep_here() -> dict[int, Any]:
-    if not hasattr(_local, "asleep"):
-        _local.asleep = {}
-    return _local.asleep
 
 
 def _keys() -> tuple[Any, Any]:
@@ -76,29 +69,30 @@ def _only_and_awake(mode: Any) -> bool:
 
 
 def _wake() -> None:
-    """torch's rule put back on this thread, where a watch of its sleeps: with a mode on
-    the stack, the Python keys are on. Other threads' state is not touched."""
+    """torch's rule put back on this thread, where its stack holds a watch that slept (its
+    own, or one torch copied over with the dispatch state, to an autograd or interop
+    thread): with a mode on the stack, the Python keys are on. No other state is touched."""
     import torch
 
     C = torch._C
-    if (
-        _asleep_here()
-        and C._len_torch_dispatch_stack()
-        and not C._dispatch_tls_is_dispatch_key_included(_keys()[0])
-    ):
+    depth = C._len_torch_dispatch_stack()
+    if not depth or C._dispatch_tls_is_dispatch_key_included(_keys()[0]):
+        return
+    if any(getattr(C._get_dispatch_stack_at(i), "slept", False) for i in range(depth)):
         _set_keys(True)
 
 
 def _waking(fn: Any, counted: bool) -> Any:
-    """`fn` with this thread woken first; a push `counted` (a watch's own, put back by
-    torch's `_pop_mode_temporarily`, say, counted on it too, so that its hook can tell it
-    from a mode of the program's)."""
+    """`fn` with this thread woken first; a push `counted` (a watch's own on its thread,
+    put back by torch's `_pop_mode_temporarily`, say, counted on it too, so that its hook
+    can tell it from a mode of the program's)."""
 
     def wrapped(*args: Any, **kwargs: Any) -> Any:
         if counted:
             _local.pushes = _pushes() + 1
-            if args and hasattr(args[0], "own_pushes"):
-                args[0].own_pushes += 1
+            mode = args[0] if args else None
+            if getattr(mode, "thread", None) == threading.get_ident():  # a watch's, here
+                mode.own_pushes += 1
         _wake()
         return fn(*args, **kwargs)
 
@@ -111,7 +105,12 @@ def sleep_soon(mode: Any) -> None:
     first event where `mode` is alone and awake, or gives up after
     PATIENCE events (at once, once the watch has ended). `mode.tries` counts the hooks
     set; `mode.slept` says it has slept once at least."""
-    if sys.getprofile() is not None or mode.tries >= TRIES or mode.thread != threading.get_ident():
+    if (
+        sys.getprofile() is not None
+        or mode.tries >= TRIES
+        or mode.thread != threading.get_ident()
+        or _pushes() - mode.pushes != mode.own_pushes  # another mode pushed: never again
+    ):
         return
     mode.tries += 1
     waited = 0
@@ -134,7 +133,6 @@ def sleep_soon(mode: Any) -> None:
 
 
 def _asleep(mode: Any) -> None:
-    _asleep_here()[id(mode)] = mode
     mode.slept = True
     _set_keys(False)
 
@@ -155,13 +153,18 @@ def _wrap_routes() -> None:
     import torch.utils._python_dispatch  # noqa: F401 (the routes' modules)
 
     for module, name in _ROUTES:
-        _unwrapped[module, name] = fn = getattr(sys.modules[module], name)
-        setattr(sys.modules[module], name, _waking(fn, name != "_compute_keyset"))
+        fn = getattr(sys.modules[module], name)
+        _unwrapped[module, name] = (fn, _waking(fn, name != "_compute_keyset"))
+        setattr(sys.modules[module], name, _unwrapped[module, name][1])
 
 
 def _unwrap_routes() -> None:
+    """Each route put back where it is still the wrapper: one the program replaced since
+    is the program's (a wrapper left under its patch only wakes where a watch slept)."""
     for module, name in _ROUTES:
-        setattr(sys.modules[module], name, _unwrapped.pop((module, name)))
+        fn, wrapper = _unwrapped.pop((module, name))
+        if getattr(sys.modules[module], name) is wrapper:
+            setattr(sys.modules[module], name, fn)
 
 
 def forget(mode: Any) -> None:
@@ -176,7 +179,6 @@ def forget(mode: Any) -> None:
         sys.setprofile(None)
     if mode.thread != threading.get_ident():
         return
-    _asleep_here().pop(id(mode), None)
     with _lock:
         _watches -= 1
         if _watches == 0:

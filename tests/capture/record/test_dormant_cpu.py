@@ -357,3 +357,97 @@ def test_its_hook_put_back_by_the_program_after_the_end_leaves_at_once():
         abs(1)  # one event: its first
         assert sys.getprofile() is None
     assert note is None
+
+
+class _Deep(torch.autograd.Function):
+    """A backward that runs backwards within itself, 70 deep: past the engine's depth
+    limit the innermost runs on a pool thread, under the dispatch state the engine copied
+    from this one (the watch on the stack, asleep: the keys off)."""
+
+    @staticmethod
+    def forward(ctx, x, depth, innermost):
+        ctx.depth, ctx.innermost = depth, innermost
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        if ctx.depth < 70:
+            with torch.enable_grad():
+                x = torch.ones(2, requires_grad=True)
+                torch.autograd.grad(_Deep.apply(x, ctx.depth + 1, ctx.innermost).sum(), x)
+        else:
+            ctx.innermost()
+        return g, None, None
+
+
+def _deep(innermost) -> None:
+    x = torch.ones(2, requires_grad=True)
+    _Deep.apply(x, 0, innermost).sum().backward()
+
+
+def test_a_thread_torch_hands_the_sleeping_state_to_sees_its_modes_as_without_it():
+    from torch._higher_order_ops.cond import cond_op
+
+    def innermost_of(out):
+        def innermost():
+            out["elsewhere"] = threading.get_ident() != main
+            mine = Counting()
+            with mine:
+                torch.ones(2) + 1
+            out["seen"] = mine.seen
+            out["cond"] = cond_op(torch.tensor(True), torch.sin, torch.cos, (torch.ones(2),))
+
+        return innermost
+
+    main = threading.get_ident()
+    alone = {}
+    _deep(innermost_of(alone))
+    under, _ = _asleep_then(lambda watch: _deep(innermost_of(out := {})) or out)
+    assert alone["elsewhere"] and under["elsewhere"], "the innermost ran on a pool thread"
+    assert under["seen"] == alone["seen"] == 2
+    assert torch.equal(under["cond"], alone["cond"])
+
+
+def test_its_own_push_on_another_thread_never_lets_it_sleep_under_a_program_mode():
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    def repush_there():
+        with _disable_current_modes():  # pops and pushes back the watch, on a pool thread
+            pass
+
+    def use(watch):
+        _deep(repush_there)
+        mine = Counting()
+        with mine:
+            step_by_step(torch.ones(2), 10)
+        return mine.seen
+
+    seen, _ = _asleep_then(use)
+    assert seen == 11, "the ones and the ten, as without the watch"
+
+
+def test_a_route_the_program_replaced_meanwhile_is_left_as_the_program_left_it():
+    import torch.utils._python_dispatch as pd
+
+    torchs = pd._push_on_torch_dispatch_stack
+
+    def programs(mode):
+        return torchs(mode)
+
+    pd._push_on_torch_dispatch_stack = programs  # a patch of the program's, before
+    try:
+
+        def unpatch(watch):
+            pd._push_on_torch_dispatch_stack = torchs  # ... undone inside the region
+
+        watch = RegionWatch()
+        watch.start()
+        try:
+            step_by_step(torch.arange(4.0), N)
+            unpatch(watch)
+        finally:
+            watch.stop()
+        assert pd._push_on_torch_dispatch_stack is torchs, "not the program's old patch"
+    finally:
+        pd._push_on_torch_dispatch_stack = torchs
+    clean()
