@@ -28,7 +28,7 @@ checks|live)
   timeout 280 python3 benchmarks/bench_live.py --out $X/live --parts hf window cost > $X/live.log 2>&1
   echo "live rc=$?"; tail -8 $X/live.log; pack ;;
 watch)
-  timeout 170 python3 benchmarks/experiments/read_watch_cost.py --layers 8 64 256 --repeats 11 \
+  timeout 150 python3 benchmarks/experiments/read_watch_cost.py --layers 8 64 256 --repeats 9 \
     --json $X/read_watch.json > $X/read_watch.log 2>&1; echo "read watch rc=$?"; pack
   timeout 60 python3 benchmarks/experiments/exec_memory.py --nodes 5000 --copies 32 --flags \
     device-launch none --json $X/exec_memory_dl.json > $X/exec_memory_dl.log 2>&1
