@@ -9,6 +9,7 @@ OUT=${OUT:-out}; name=$1; shift; D=/tmp/$name; mkdir -p "$OUT" "$D"
 export PYTHONUNBUFFERED=1 COLUMNS=200
 {
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+  echo "tree $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git status --porcelain 2>/dev/null | grep -q . && echo ' (with changes)')"
   python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
 } > "$D/env.txt" 2>&1
 python3 -m pip install -q --no-deps --no-build-isolation -e . > "$D/install.log" 2>&1

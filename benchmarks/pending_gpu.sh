@@ -4,11 +4,12 @@
 #   bash benchmarks/pending_gpu.sh tests|watch|moe|checks|predict|predict-compiled|startup
 # tests: the gpu tests whose code changed since session 27's gpu half (the sweep's
 #   shared-pool rows and prediction, the recording's tables and delta, the read watch that
-#   stays on the stack and sleeps); watch: the read watch's costs (59), device launch's
-#   executable at 5,000 nodes measured first in a fresh process (58); moe: the compiled MoE predicted, its traces kept (58); checks: the project's own
-#   checks (the HF example, record of generate(), record --check against the plain run;
-#   hf and live: its halves); predict*: issue 58 again on every model;
-#   startup: issue 59's start-up goals.
+#   stays on the stack and sleeps), and the sleeping watch's CPU tests; watch: the read
+#   watch's costs (59), device launch's executable at 5,000 nodes measured first in a
+#   fresh process (58); moe: the compiled MoE predicted, its traces kept (58); checks: the
+#   project's own checks (the HF example, record of generate(), record --check against the
+#   plain run; hf and live: its halves); predict*: issue 58 again on every model; startup:
+#   issue 59's start-up goals.
 set -u; OUT=${OUT:-out}; X=/tmp/x; mkdir -p "$X" "$OUT"
 pack() { tar czf "$OUT/x.tgz" -C /tmp x; }
 case "${1:?tests, watch, moe, checks (hf, live), predict, predict-compiled or startup}" in
@@ -16,7 +17,11 @@ tests)
   BUDGET=${BUDGET:-420} bash benchmarks/gpu_part.sh a tests/capture/sweep/test_predict_gpu.py \
     tests/capture/sweep/test_sweep.py tests/capture/record/test_step_calls_gpu.py \
     tests/capture/sweep/test_interleaved_gpu.py tests/capture/sweep/test_updated_gpu.py \
-    tests/capture/record/test_record_gpu.py tests/capture/record/test_names_gpu.py ;;
+    tests/capture/record/test_record_gpu.py tests/capture/record/test_names_gpu.py
+  # the sleeping watch's CPU tests, on this torch (dormant.py leans on its private functions)
+  timeout 60 python3 -m pytest -q -p no:cacheprovider tests/capture/record/test_dormant_cpu.py \
+    tests/capture/record/test_reads_cpu.py > $X/dormant-tests.log 2>&1
+  echo "dormant tests rc=$?"; tail -1 $X/dormant-tests.log; pack ;;
 moe)
   timeout 200 python3 benchmarks/bench_predict.py --out $X/moe --models qwen2-moe-compiled \
     > $X/moe.log 2>&1; echo "moe rc=$?"; tail -6 $X/moe.log; pack ;;

@@ -34,6 +34,7 @@ def model(layers: int, device: str) -> nn.Module:
 
 
 WHOLE = 1 << 30  # quiet and most for a watch that looks at the whole region
+WATCHES = {"watch": {}, "awake": {"sleeps": False}, "whole": {"quiet": WHOLE, "most": WHOLE}}
 
 
 def count_ops(m: nn.Module, x: torch.Tensor, watch: RegionWatch) -> int:
@@ -59,8 +60,7 @@ def region(m: nn.Module, x: torch.Tensor, how: str) -> float:
             with PassThrough():
                 m(x)
         else:
-            kw = {"watch": {}, "awake": {"sleeps": False}, "whole": {"quiet": WHOLE, "most": WHOLE}}
-            watch = RegionWatch(**kw[how])
+            watch = RegionWatch(**WATCHES[how])
             watch.start()
             m(x)
             watch.stop()

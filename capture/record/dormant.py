@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sys
 import threading
+from dataclasses import dataclass, field
 from typing import Any
 
 PATIENCE = 64  # Python events a hook waits for a place to sleep at
@@ -20,6 +21,7 @@ TRIES = 16  # hooks set per region at most (a guard woke it, or it found no plac
 
 _lock = threading.Lock()
 _watches = 0  # watches running, on any thread: the routes are wrapped while any are
+_wrapped = False  # whether they are (all of them: none where one is missing from this torch)
 _unwrapped: dict[tuple[str, str], tuple[Any, Any]] = {}  # route: (torch's, the wrapper)
 _local = threading.local()  # .pushes: the modes this thread pushed through the routes
 
@@ -33,6 +35,27 @@ _ROUTES = (
     ("torch._C", "_set_dispatch_mode"),
     ("torch._ops", "_compute_keyset"),
 )
+
+
+@dataclass(eq=False)
+class Dormancy:
+    """A watch's sleep, kept on its mode (`mode.dormancy`): whether it may sleep, on which
+    thread, the thread's pushes as it began and its own since, the hooks set, the pending
+    hook, whether it slept once at least, and why a hook failed."""
+
+    sleeps: bool
+    thread: int = field(default_factory=threading.get_ident)
+    pushes: int = 0
+    own_pushes: int = 0
+    tries: int = 0
+    hook: Any = None
+    slept: bool = False
+    error: str | None = None
+
+
+def dormancy_of(mode: Any) -> Dormancy | None:
+    d = getattr(mode, "dormancy", None)
+    return d if isinstance(d, Dormancy) else None
 
 
 def _pushes() -> int:
@@ -59,9 +82,9 @@ def _only_and_awake(mode: Any) -> bool:
     would hide that mode from every later operator."""
     import torch
 
-    C = torch._C
+    C, d = torch._C, mode.dormancy
     return (
-        _pushes() - mode.pushes == mode.own_pushes
+        _pushes() - d.pushes == d.own_pushes
         and C._len_torch_dispatch_stack() == 1
         and C._get_dispatch_stack_at(0) is mode
         and C._dispatch_tls_is_dispatch_key_included(_keys()[0])
@@ -78,8 +101,11 @@ def _wake() -> None:
     depth = C._len_torch_dispatch_stack()
     if not depth or C._dispatch_tls_is_dispatch_key_included(_keys()[0]):
         return
-    if any(getattr(C._get_dispatch_stack_at(i), "slept", False) for i in range(depth)):
-        _set_keys(True)
+    for i in range(depth):
+        d = dormancy_of(C._get_dispatch_stack_at(i))
+        if d is not None and d.slept:
+            _set_keys(True)
+            return
 
 
 def _waking(fn: Any, counted: bool) -> Any:
@@ -90,9 +116,9 @@ def _waking(fn: Any, counted: bool) -> Any:
     def wrapped(*args: Any, **kwargs: Any) -> Any:
         if counted:
             _local.pushes = _pushes() + 1
-            mode = args[0] if args else None
-            if getattr(mode, "thread", None) == threading.get_ident():  # a watch's, here
-                mode.own_pushes += 1
+            d = dormancy_of(args[0]) if args else None
+            if d is not None and d.thread == threading.get_ident():  # a watch's, here
+                d.own_pushes += 1
         _wake()
         return fn(*args, **kwargs)
 
@@ -102,60 +128,66 @@ def _waking(fn: Any, counted: bool) -> Any:
 
 def sleep_soon(mode: Any) -> None:
     """A one-shot `sys.setprofile` hook on this thread that switches the keys off at the
-    first event where `mode` is alone and awake, or gives up after
-    PATIENCE events (at once, once the watch has ended). `mode.tries` counts the hooks
-    set; `mode.slept` says it has slept once at least."""
+    first event where `mode` is alone and awake, or gives up after PATIENCE events (at
+    once, once the watch has ended). TRIES hooks at most: a region that wakes it more
+    often (a guard per layer, say) keeps it awake from then on."""
+    d = mode.dormancy
     if (
-        sys.getprofile() is not None
-        or mode.tries >= TRIES
-        or mode.thread != threading.get_ident()
-        or _pushes() - mode.pushes != mode.own_pushes  # another mode pushed: never again
+        not d.sleeps
+        or sys.getprofile() is not None
+        or d.tries >= TRIES
+        or d.thread != threading.get_ident()
+        or _pushes() - d.pushes != d.own_pushes  # another mode pushed: never again
     ):
         return
-    mode.tries += 1
+    d.tries += 1
     waited = 0
 
     def hook(frame: Any, event: str, arg: Any) -> None:
         nonlocal waited
         waited += 1
         try:
-            if not mode.sleeps or waited > PATIENCE:
+            if not d.sleeps or waited > PATIENCE:
                 sys.setprofile(None)
             elif _only_and_awake(mode):
                 sys.setprofile(None)
-                _asleep(mode)
+                d.slept = True
+                _set_keys(False)
         except Exception as e:  # never into the program: the mode stays awake, reads whole
             sys.setprofile(None)
-            mode.sleep_error = f"{type(e).__name__}: {e}"
+            d.sleeps, d.error = False, f"{type(e).__name__}: {e}"
 
-    mode.hook = hook
+    d.hook = hook
     sys.setprofile(hook)
 
 
-def _asleep(mode: Any) -> None:
-    mode.slept = True
-    _set_keys(False)
-
-
 def watching(mode: Any) -> None:
-    """`mode` pushed as a watch begins: the routes wrapped (by the first of any thread's);
-    this thread's pushes so far, against which its hook tells a later one."""
-    global _watches
+    """`mode` pushed as a watch begins: the routes wrapped (by the first of any thread's;
+    where one is missing from this torch, none is, and no watch sleeps); this thread's
+    pushes so far, against which its hook tells a later one."""
+    global _watches, _wrapped
+    d = mode.dormancy
     with _lock:
         if _watches == 0:
-            _wrap_routes()
+            _wrapped = _wrap_routes()
         _watches += 1
-    mode.pushes, mode.own_pushes = _pushes(), 0
+        if not _wrapped:
+            d.sleeps = False
+    d.pushes, d.own_pushes = _pushes(), 0
 
 
-def _wrap_routes() -> None:
+def _wrap_routes() -> bool:
+    """All routes wrapped, or none (False) where this torch lacks one."""
     import torch._ops
     import torch.utils._python_dispatch  # noqa: F401 (the routes' modules)
 
-    for module, name in _ROUTES:
-        fn = getattr(sys.modules[module], name)
+    found = {(m, n): getattr(sys.modules[m], n, None) for m, n in _ROUTES}
+    if any(fn is None for fn in found.values()):
+        return False
+    for (module, name), fn in found.items():
         _unwrapped[module, name] = (fn, _waking(fn, name != "_compute_keyset"))
         setattr(sys.modules[module], name, _unwrapped[module, name][1])
+    return True
 
 
 def _unwrap_routes() -> None:
@@ -168,18 +200,18 @@ def _unwrap_routes() -> None:
 
 
 def forget(mode: Any) -> None:
-    """As the capture ends: the mode never to sleep again, its hook removed if it never
-    fired, the routes unwrapped after the last watch (the keys: the mode's pop switches
-    them off with the stack empty). Ended on another thread than it began, the mode stays
-    on that thread's stack (never popped there), its keys maybe off: the routes then stay
-    wrapped for good, so that thread's own modes are still seen."""
-    global _watches
-    mode.sleeps = False
-    if mode.hook is not None and sys.getprofile() is mode.hook:
-        sys.setprofile(None)
-    if mode.thread != threading.get_ident():
+    """As the capture ends: the mode never to sleep again, the routes unwrapped after the
+    last watch (the keys: the mode's pop switches them off with the stack empty). Ended on
+    another thread than it began, the mode stays on that thread's stack (never popped
+    there), its keys maybe off: the routes then stay wrapped for good, so that thread's
+    own modes are still seen."""
+    global _watches, _wrapped
+    d = mode.dormancy
+    d.sleeps = False  # a hook still set removes itself at its next event
+    if d.thread != threading.get_ident():
         return
     with _lock:
         _watches -= 1
-        if _watches == 0:
+        if _watches == 0 and _wrapped:
             _unwrap_routes()
+            _wrapped = False

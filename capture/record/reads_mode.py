@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import sys
-import threading
 from typing import Any
 
 from graph_harness.capture.record import dormant
@@ -132,7 +131,7 @@ def _look(self: Any, func: Any, types: Any, args: tuple = (), kwargs: dict | Non
         except Exception as e:
             self.looking = False
             self.broken = f"{type(e).__name__}: {e}"
-    if not self.looking and self.sleeps and sys.getprofile() is None:
+    if not self.looking and sys.getprofile() is None:
         dormant.sleep_soon(self)
     return result
 
@@ -164,13 +163,7 @@ def _mode_type(dynamo: bool) -> type:
             self.looking = True
             self.capped = False  # stopped at `most` while still finding inputs
             self.broken: str | None = None
-            # dormant.py's: whether it may sleep, on which thread, the thread's pushes as
-            # it began and its own since, how often it tried, its hook, whether it slept,
-            # why a hook failed
-            self.sleeps, self.thread = sleeps, threading.get_ident()
-            self.pushes = self.own_pushes = 0
-            self.tries, self.hook, self.slept = 0, None, False
-            self.sleep_error: str | None = None
+            self.dormancy = dormant.Dormancy(sleeps)
 
     if dynamo:
         import torch._dynamo
@@ -196,7 +189,11 @@ class RegionWatch:
         kind = _mode_type("torch._dynamo" in sys.modules)
         mode = kind(self.reads, self.quiet, self.most, self.sleeps)
         mode.__enter__()
-        dormant.watching(mode)
+        try:
+            dormant.watching(mode)
+        except BaseException:  # no mode left behind on a watch that did not begin
+            mode.__exit__(None, None, None)
+            raise
         self._mode = mode
 
     def stop(self) -> str | None:
@@ -217,4 +214,6 @@ class RegionWatch:
             return f"stopped looking: {mode.broken}"
         if mode.capped:
             return f"looked at the first {mode.most} operators only, still finding inputs"
+        if mode.dormancy.error is not None:
+            return f"stayed awake past the looking: {mode.dormancy.error}"
         return None

@@ -47,7 +47,7 @@ def _asleep_then(fn, monkeypatch=None, calls=None):
     watch.start()
     try:
         step_by_step(torch.arange(4.0), N)
-        assert watch._mode.slept and not _keys_on(), "asleep on the stack"
+        assert watch._mode.dormancy.slept and not _keys_on(), "asleep on the stack"
         assert torch._C._len_torch_dispatch_stack() == 1
         out = fn(watch)
     finally:
@@ -142,10 +142,10 @@ def test_a_guard_that_wakes_it_is_passed_through_then_slept_past():
     try:
         with torch.inference_mode():  # saves the dispatch state: the watch awake
             inside = step_by_step(x, N)
-            assert watch._mode.slept and not _keys_on()
+            assert watch._mode.dormancy.slept and not _keys_on()
         assert _keys_on(), "the guard put back the state it found"
         after = step_by_step(x, 8)
-        assert not _keys_on() and watch._mode.tries == 2
+        assert not _keys_on() and watch._mode.dormancy.tries == 2
         got = out_dtype(torch.ops.aten.mm.default, torch.int32, a, a)  # Python-dispatched
     finally:
         note = watch.stop()
@@ -179,7 +179,7 @@ def test_a_programs_profiler_keeps_it_awake_and_untouched():
         watch.start()
         try:
             got = step_by_step(x, N)
-            assert _keys_on() and watch._mode.tries == 0, "never set a hook of its own"
+            assert _keys_on() and watch._mode.dormancy.tries == 0, "never set a hook of its own"
             assert sys.getprofile() is own
         finally:
             note = watch.stop()
@@ -202,8 +202,8 @@ def test_a_failing_hook_leaves_it_awake_and_the_program_untouched(monkeypatch):
         assert _keys_on() and sys.getprofile() is None
     finally:
         note = watch.stop()
-    assert note is None, "the reads are whole: nothing to say of them"
-    assert watch.reads.inputs() == ["[4] float32"]
+    assert note == "stayed awake past the looking: RuntimeError: hook failed"
+    assert watch.reads.inputs() == ["[4] float32"], "the reads are whole"
     assert watch._mode is None and torch.equal(got, chain(x, N))
     clean()
 
@@ -224,7 +224,7 @@ def test_pushes_stay_wrapped_until_the_last_sleeping_watch_stops():
         watch = RegionWatch()
         watch.start()
         step_by_step(torch.arange(4.0), N)
-        if watch._mode.slept:
+        if watch._mode.dormancy.slept:
             asleep[i].set()
         stop[i].wait(10)
         notes[i] = watch.stop() or "stopped"
@@ -247,7 +247,8 @@ def test_pushes_stay_wrapped_until_the_last_sleeping_watch_stops():
 
 def test_a_watch_told_not_to_sleep_passes_through_awake():
     x = torch.arange(4.0)
-    _, reads, note = watched(lambda: step_by_step(x, N), sleeps=False)
+    (_, on), reads, note = watched(lambda: (step_by_step(x, N), _keys_on()), sleeps=False)
+    assert on, "never slept"
     assert note is None and reads.inputs() == ["[4] float32"]
     clean()
 
@@ -292,22 +293,28 @@ def test_a_region_ended_on_another_thread_leaves_the_first_threads_modes_seen():
 
     t = threading.Thread(target=first)
     t.start()
-    assert started.wait(10)
-    note = holder["watch"].stop()
-    ended.set()
-    t.join()
-    assert note == "another dispatch mode was left active inside the capture"
-    assert seen == {"ops": 2, "keys": False}, "its mode saw the factory and the add"
-    assert hasattr(pd._push_on_torch_dispatch_stack, "__wrapped__"), "wrapped for good"
-    _unwrap_for_the_next_test()
+    try:
+        assert started.wait(10)
+        note = holder["watch"].stop()
+        ended.set()
+        t.join()
+        assert note == "another dispatch mode was left active inside the capture"
+        assert seen == {"ops": 2, "keys": False}, "its mode saw the factory and the add"
+        assert hasattr(pd._push_on_torch_dispatch_stack, "__wrapped__"), "wrapped for good"
+    finally:
+        ended.set()
+        t.join()
+        _unwrap_for_the_next_test()
+    clean()
 
 
 def _unwrap_for_the_next_test():
+    """What the watch ended on another thread left for good, undone for the tests after."""
     with dormant._lock:
         dormant._watches -= 1
-        assert dormant._watches == 0
-        dormant._unwrap_routes()
-    clean()
+        if dormant._watches == 0 and dormant._wrapped:
+            dormant._unwrap_routes()
+            dormant._wrapped = False
 
 
 def _odd_thread(out):
@@ -340,23 +347,23 @@ def test_another_threads_state_is_never_touched_while_it_sleeps():
     assert under == alone
 
 
-def test_its_hook_put_back_by_the_program_after_the_end_leaves_at_once():
-    from torch.utils.flop_counter import FlopCounterMode
-
+def test_its_hook_put_back_by_the_program_after_the_end_leaves_at_once(monkeypatch):
+    monkeypatch.setattr(dormant, "_only_and_awake", lambda mode: False)  # never a place
     x = torch.arange(4.0)
-    with FlopCounterMode(display=False):  # below the watch: it can never sleep
-        watch = RegionWatch()
-        watch.start()
-        try:
-            step_by_step(x, reads_mode.QUIET + 2)  # the looking over, a hook just set
-            pending = sys.getprofile()
-            assert pending is watch._mode.hook
-        finally:
-            note = watch.stop()
-        sys.setprofile(pending)  # a program that saved and restores the profile function
-        abs(1)  # one event: its first
-        assert sys.getprofile() is None
+    watch = RegionWatch()
+    watch.start()
+    try:
+        step_by_step(x, reads_mode.QUIET + 2)  # the looking over, a hook just set
+        pending = sys.getprofile()
+        assert pending is not None and pending is watch._mode.dormancy.hook
+    finally:
+        note = watch.stop()
+    assert sys.getprofile() is None, "the capture's end removed it"
+    sys.setprofile(pending)  # a program that saved and restores the profile function
+    abs(1)  # one event: its first
+    assert sys.getprofile() is None
     assert note is None
+    clean()
 
 
 class _Deep(torch.autograd.Function):
@@ -450,4 +457,68 @@ def test_a_route_the_program_replaced_meanwhile_is_left_as_the_program_left_it()
         assert pd._push_on_torch_dispatch_stack is torchs, "not the program's old patch"
     finally:
         pd._push_on_torch_dispatch_stack = torchs
+    clean()
+
+
+def test_no_hook_is_set_once_the_thread_pushed_a_mode_of_its_own():
+    def push(watch):
+        with Counting():
+            step_by_step(torch.ones(2), 4)  # past its push: a hook could never fire
+            return sys.getprofile(), watch._mode.dormancy.tries
+
+    (profile, tries), _ = _asleep_then(push)
+    assert profile is None and tries == 1, "only the first sleep's hook"
+
+
+def test_a_region_that_wakes_it_more_than_tries_times_stays_awake():
+    x = torch.arange(4.0)
+    watch = RegionWatch()
+    watch.start()
+    try:
+        for i in range(dormant.TRIES + 2):
+            with torch.inference_mode():  # entered awake, it puts the keys back on
+                step_by_step(x, N if i == 0 else 4)  # asleep again in it, while it may
+        assert watch._mode.dormancy.tries == dormant.TRIES and _keys_on()
+    finally:
+        note = watch.stop()
+    assert note is None
+    clean()
+
+
+def test_an_infra_mode_set_through_torchs_c_function_while_it_sleeps_is_seen():
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+
+    def use(watch):
+        fake = FakeTensorMode()
+        torch._C._set_dispatch_mode(fake)  # as torch sets a fake mode back on its exit
+        try:
+            return torch.empty(3)
+        finally:
+            torch._C._unset_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE)
+
+    made, _ = _asleep_then(use)
+    assert isinstance(made, FakeTensor)
+
+
+def test_a_program_mode_with_attributes_like_a_watchs_is_its_own():
+    class Mine(Counting):
+        def __init__(self):
+            super().__init__()
+            self.thread, self.slept, self.dormancy = threading.get_ident(), True, None
+
+    def push(watch):
+        mine = Mine()
+        with mine:
+            torch.ones(2) + 1
+        return mine.seen
+
+    seen, _ = _asleep_then(push)
+    assert seen == 2
+
+
+def test_a_torch_without_one_of_the_routes_gets_a_watch_that_stays_awake(monkeypatch):
+    monkeypatch.setattr(dormant, "_ROUTES", (*dormant._ROUTES, ("torch._ops", "_gone")))
+    x = torch.arange(4.0)
+    (_, on), reads, note = watched(lambda: (step_by_step(x, N), _keys_on()))
+    assert on and note is None and reads.inputs() == ["[4] float32"]
     clean()
