@@ -1,0 +1,109 @@
+"""The recorder's own time a capture on the CPU, with the driver's side stood in (as
+tests/capture/record/conftest.py does), and what Python's garbage collector takes of it
+(issue 59: the mean a graph is what a ladder pays; the median leaves out full passes):
+`record` wrapped around a stand-in CUDAGraph whose capture reads NODES stood-in nodes,
+a small eager step (20 matmuls) in each region, the records kept as `record` keeps them.
+
+    python benchmarks/experiments/recorder_gc.py [--captures 200] [--nodes 200] [--json F]
+
+Prints record_s's mean, median and largest, and the collector's time and passes by
+generation over the same captures (gc.callbacks). No GPU: node reads and pool reads are
+stood in, so their cost is not in it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import platform
+import statistics
+import sys
+import time
+import types
+from pathlib import Path
+
+import torch
+
+from graph_harness.capture.graph import memory, reader
+from graph_harness.capture.graph.reader import RawNode
+from graph_harness.capture.record import capturing, hooks, settings
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from tests.capture.record.standin import Graph, Sink
+
+
+def stand_in(nodes: int) -> Sink:
+    """The recorder's wrappers on the stand-in graph class, its driver reads stood in."""
+    torch.cuda.CUDAGraph = Graph
+    stream = types.SimpleNamespace(device=types.SimpleNamespace(index=0), cuda_stream=7)
+    torch.cuda.current_stream = lambda *a: stream
+    raw = [
+        RawNode(handle=i, kind="kernel", kernel=f"kernel_{i % 7}", grid=(1, 1, 1),
+                block=(32, 1, 1), deps=(i - 1,) if i else ())
+        for i in range(nodes)
+    ]  # fmt: skip
+    reader.read_capturing = lambda s: raw
+    reader.capture_frontier = lambda s: []
+    pool = memory.PoolMemory(reserved=2 << 20, allocated=1 << 20, segments=1)
+    memory.pool_memory = lambda p: pool
+    capturing.environment_of = lambda device: {"device": "stand-in"}
+    settings.configure(adapters=[], module_scopes=False)
+    sink = Sink()
+    hooks.listen(sink)
+    return sink
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--captures", type=int, default=200)
+    ap.add_argument("--nodes", type=int, default=200)
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    sink = stand_in(a.nodes)
+    ids, w = torch.arange(8), torch.randn(16, 16)
+
+    def capture(b: int) -> None:
+        g = Graph([])
+        g.capture_begin()
+        x = torch.nn.functional.embedding(ids[:b], w)
+        for _ in range(20):
+            x = torch.relu(x @ w)
+        g.capture_end()
+
+    for b in (1, 2):  # warm-up
+        capture(b)
+    sink.records.clear()
+    spent = {"s": 0.0, "t0": 0.0, "passes": [0, 0, 0]}
+
+    def watch_gc(phase: str, info: dict) -> None:
+        if phase == "start":
+            spent["t0"] = time.perf_counter()
+        else:
+            spent["s"] += time.perf_counter() - spent["t0"]
+            spent["passes"][info["generation"]] += 1
+
+    gc.callbacks.append(watch_gc)
+    for i in range(a.captures):
+        capture(1 + i % 8)
+    gc.callbacks.remove(watch_gc)
+    own = [r.record_s * 1e3 for r in sink.records]
+    out = {
+        "machine": platform.processor() or platform.machine(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "captures": a.captures,
+        "nodes": a.nodes,
+        "record_ms_mean": statistics.mean(own),
+        "record_ms_median": statistics.median(own),
+        "record_ms_max": max(own),
+        "gc_ms_per_capture": spent["s"] / a.captures * 1e3,
+        "gc_passes_by_generation": spent["passes"],
+    }
+    print(json.dumps(out))
+    if a.json:
+        Path(a.json).write_text(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
