@@ -20,34 +20,25 @@ import platform
 import statistics
 import sys
 import time
-import types
 from pathlib import Path
 
 import torch
 
-from graph_harness.capture.graph import memory, reader
 from graph_harness.capture.graph.reader import RawNode
-from graph_harness.capture.record import capturing, hooks, settings
+from graph_harness.capture.record import hooks, settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from tests.capture.record.standin import Graph, Sink
+from tests.capture.record.standin import Graph, Sink, stand_in_driver
 
 
 def stand_in(nodes: int) -> Sink:
     """The recorder's wrappers on the stand-in graph class, its driver reads stood in."""
-    torch.cuda.CUDAGraph = Graph
-    stream = types.SimpleNamespace(device=types.SimpleNamespace(index=0), cuda_stream=7)
-    torch.cuda.current_stream = lambda *a: stream
     raw = [
         RawNode(handle=i, kind="kernel", kernel=f"kernel_{i % 7}", grid=(1, 1, 1),
                 block=(32, 1, 1), deps=(i - 1,) if i else ())
         for i in range(nodes)
     ]  # fmt: skip
-    reader.read_capturing = lambda s: raw
-    reader.capture_frontier = lambda s: []
-    pool = memory.PoolMemory(reserved=2 << 20, allocated=1 << 20, segments=1)
-    memory.pool_memory = lambda p: pool
-    capturing.environment_of = lambda device: {"device": "stand-in"}
+    stand_in_driver(setattr, raw)
     settings.configure(adapters=[], module_scopes=False)
     sink = Sink()
     hooks.listen(sink)

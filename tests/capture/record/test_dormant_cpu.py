@@ -208,7 +208,7 @@ def test_a_failing_hook_leaves_it_awake_and_the_program_untouched(monkeypatch):
     clean()
 
 
-def test_pushes_stay_wrapped_until_the_last_sleeping_watch_stops():
+def test_the_routes_stay_wrapped_until_the_last_watch_stops():
     import torch.utils._python_dispatch as pd
 
     def wrapped() -> bool:
