@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # The device runs the open issues wait for (58, 59, 61), in parts that each fit one call;
 # each part packs its files into $OUT as it ends (a call cut short keeps them):
-#   bash benchmarks/pending_gpu.sh tests|watch|moe|checks|predict|predict-compiled|startup
+#   bash benchmarks/pending_gpu.sh tests|watch|moe|checks|predict|predict-compiled|ladder|startup
 # tests: the gpu tests whose code changed since session 27's gpu half (the sweep's
 #   shared-pool rows and prediction, the recording's tables and delta, the read watch that
 #   stays on the stack and sleeps), and the sleeping watch's CPU tests; watch: the read
 #   watch's costs (59), device launch's executable at 5,000 nodes measured first in a
 #   fresh process (58); moe: the compiled MoE predicted, its traces kept (58); checks: the
 #   project's own checks (the HF example, record of generate(), record --check against the
-#   plain run; hf and live: its halves); predict*: issue 58 again on every model; startup:
-#   issue 59's start-up goals.
+#   plain run; hf and live: its halves); predict*: issue 58 again on every model; ladder:
+#   issue 59's time a graph, profiled and timed; startup: issue 59's start-up goals.
 set -u; OUT=${OUT:-out}; X=/tmp/x; mkdir -p "$X" "$OUT"
 pack() { tar czf "$OUT/x.tgz" -C /tmp x; }
-case "${1:?tests, watch, moe, checks (hf, live), predict, predict-compiled or startup}" in
+case "${1:?tests, watch, moe, checks (hf, live), predict, predict-compiled, ladder or startup}" in
 tests)
   BUDGET=${BUDGET:-420} bash benchmarks/gpu_part.sh a tests/capture/sweep/test_predict_gpu.py \
     tests/capture/sweep/test_sweep.py tests/capture/record/test_step_calls_gpu.py \
@@ -44,6 +44,19 @@ predict)
 predict-compiled)
   timeout 540 python3 benchmarks/bench_predict.py --out $X/pc --models llama-compiled \
     qwen2-moe-compiled > $X/predict-compiled.log 2>&1; echo "rc=$?"; tail -8 $X/predict-compiled.log; pack ;;
+ladder)
+  # where the recorder's time a graph goes (a profile, alone and recorded), then the
+  # ladder's own loop timed alone and recorded; _ab_old: the checkout before, if carried
+  timeout 60 python3 benchmarks/experiments/recorder_profile.py --sizes 64 --out $X/prof \
+    > $X/prof-alone.log 2>&1; echo "profile alone rc=$?"
+  timeout 90 python3 -m graph_harness record -- benchmarks/experiments/recorder_profile.py \
+    --sizes 64 --out $X/prof > $X/prof-recorded.log 2>&1; echo "profile recorded rc=$?"; pack
+  timeout 300 python3 benchmarks/bench_record_ladder.py --sizes 64 --repeats 5 --variants \
+    record "record --module-scopes" --json $X/ladder.json > $X/ladder.log 2>&1
+  echo "ladder rc=$?"; tail -c 1500 $X/ladder.log; pack
+  if [ -d _ab_old ]; then timeout 150 python3 benchmarks/bench_record_ladder.py --sizes 64 \
+    --repeats 4 --repo _ab_old --json $X/ladder_old.json > $X/ladder_old.log 2>&1
+    echo "ladder old rc=$?"; tail -c 600 $X/ladder_old.log; pack; fi ;;
 startup)
   timeout 560 python3 benchmarks/bench_record_startup.py --repeats 5 --processes 3 --variants \
     record "record --module-scopes" "record --module-scopes --out --json" "record --no-read-names" \

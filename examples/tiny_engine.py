@@ -21,8 +21,8 @@ What it does, as engines do:
   with the defaults) is captured and never replayed.
 
 `--stats FILE` writes the engine's own account (replays per size and piece, graphs
-captured): what a recording of it must agree with. Without CUDA it runs eagerly and
-captures nothing.
+captured: what a recording of it must agree with; its capture loop's seconds). Without
+CUDA it runs eagerly and captures nothing.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import time
 from dataclasses import dataclass
 
 import torch
@@ -261,7 +262,9 @@ def main(argv=None) -> int:
     ap.add_argument("--stats", help="write the engine's own account here (JSON)")
     args = ap.parse_args(argv)
     engine = Engine(args.sizes, piecewise=args.piecewise, layers=args.layers, dim=args.dim)
+    t0 = time.perf_counter()
     engine.capture()
+    capture_s = time.perf_counter() - t0  # the engine's own ladder: warm-ups and captures
     rng = random.Random(args.seed)
     checksum = 0.0
     for _ in range(args.steps):
@@ -278,6 +281,7 @@ def main(argv=None) -> int:
                     "pieces": engine.n_pieces() if args.piecewise else 1,
                     "graphs": graphs,
                     "sizes": engine.sizes,
+                    "capture_s": capture_s,
                 },
                 f,
             )

@@ -53,15 +53,22 @@ def first_seen(marks: list[ScopeMark], parents: dict[int, list[int]]) -> dict[in
     return seen
 
 
-def nodes_from_graph(raw: list[RawNode], marks: list[ScopeMark]) -> list[Node]:
+def nodes_from_graph(
+    raw: list[RawNode], marks: list[ScopeMark], *, frozen: bool = False
+) -> list[Node]:
     """Node records with scopes (see `first_seen`); nodes after the last boundary are
-    outside every scope. Child-graph nodes take their parent's."""
+    outside every scope. Child-graph nodes take their parent's. `frozen`: each sequence a
+    tuple (capture/attribution/node.py `settle`: a record kept for good), else a list."""
+    seq = tuple if frozen else list
     index = {n.handle: i for i, n in enumerate(raw)}
     top = [n for n in raw if n.parent is None]
     parents = {n.handle: n.deps for n in top}
     when = first_seen(marks, parents)
     fields_of = [scope_fields(m.stack) for m in marks]
     outside = scope_fields(())
+    if frozen:  # one tuple a scope, shared by its nodes: nothing can change it
+        for f in (*fields_of, outside):
+            f["scope_path"] = tuple(f["scope_path"])
     out = []
     top_of: dict[int, int] = {}  # a node's top-level owner, each found once (deep nesting)
     for i, n in enumerate(raw):
@@ -73,14 +80,14 @@ def nodes_from_graph(raw: list[RawNode], marks: list[ScopeMark]) -> list[Node]:
                 "index": i,
                 "type": n.kind,
                 "kernel": n.kernel,
-                "grid": list(n.grid) if n.grid else None,
-                "block": list(n.block) if n.block else None,
+                "grid": seq(n.grid) if n.grid else None,
+                "block": seq(n.block) if n.block else None,
                 **scoped,
-                "scope_path": list(scoped["scope_path"]),
-                "deps": sorted(index[d] for d in n.deps),
+                "scope_path": scoped["scope_path"] if frozen else list(scoped["scope_path"]),
+                "deps": seq(sorted([index[d] for d in n.deps])),
                 "parent": None if n.parent is None else index[n.parent],
                 **(
-                    {"programmatic_deps": [index[d] for d in n.programmatic_deps]}
+                    {"programmatic_deps": seq([index[d] for d in n.programmatic_deps])}
                     if n.programmatic_deps
                     else {}
                 ),

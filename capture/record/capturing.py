@@ -190,6 +190,7 @@ class Capture:
     def finish(
         self, graph: object, raw: list | None, read_error: str | None, failed: BaseException | None
     ) -> GraphRecord:
+        from graph_harness.capture.attribution.node import settle
         from graph_harness.capture.attribution.records import nodes_from_graph
         from graph_harness.capture.environment import now
         from graph_harness.capture.export.nodes import NodeExport
@@ -203,8 +204,10 @@ class Capture:
         export = None
         options: dict[str, Any] = {"recorded": True, "site": self.site.label}
         if raw is not None:
-            nodes = nodes_from_graph(raw, self.recorder.marks if self.recorder else [])
+            marks = self.recorder.marks if self.recorder else []
+            nodes = nodes_from_graph(raw, marks, frozen=True)
             options.update(self._attribute(nodes))
+            settle(nodes)  # kept as long as the program runs: out of the collector's way
             export = NodeExport(
                 source="cuda-graph",
                 workload=self.key,

@@ -35,6 +35,18 @@ def test_a_capture_recorded_and_the_programs_calls_unchanged(recorder):
     assert r.replays == 3, "a replay after reset counts for no record"
 
 
+def test_a_records_nodes_are_kept_out_of_the_collectors_way(recorder):
+    # a recording keeps every graph's node records as long as the program runs: each a
+    # dict of tuples, ints and strings that the collector no longer walks (node.settle)
+    import gc
+
+    capture(Graph([]), torch.zeros(4, 2))
+    (r,) = recorder.records
+    (n,) = r.export.nodes
+    assert n["grid"] == (1, 1, 1) and n["deps"] == () and n["scope_path"] == ()
+    assert not gc.is_tracked(n) and not any(gc.is_tracked(v) for v in n.values())
+
+
 def test_the_key_is_read_before_the_capture_begins(recorder):
     log: list = []
     seen = []
