@@ -51,11 +51,11 @@ ladder)
     > $X/prof-alone.log 2>&1; echo "profile alone rc=$?"
   timeout 90 python3 -m graph_harness record -- benchmarks/experiments/recorder_profile.py \
     --sizes 64 --out $X/prof > $X/prof-recorded.log 2>&1; echo "profile recorded rc=$?"; pack
-  timeout 300 python3 benchmarks/bench_record_ladder.py --sizes 64 --repeats 5 --variants \
+  timeout 300 python3 benchmarks/bench_record_ladder.py --sizes 64 --repeats ${REPEATS:-5} --variants \
     record "record --module-scopes" --json $X/ladder.json > $X/ladder.log 2>&1
   echo "ladder rc=$?"; tail -c 1500 $X/ladder.log; pack
   if [ -d _ab_old ]; then timeout 150 python3 benchmarks/bench_record_ladder.py --sizes 64 \
-    --repeats 4 --repo _ab_old --json $X/ladder_old.json > $X/ladder_old.log 2>&1
+    --repeats ${REPEATS:-4} --repo _ab_old --json $X/ladder_old.json > $X/ladder_old.log 2>&1
     echo "ladder old rc=$?"; tail -c 600 $X/ladder_old.log; pack; fi ;;
 startup)
   timeout 560 python3 benchmarks/bench_record_startup.py --repeats 5 --processes 3 --variants \
