@@ -10,6 +10,8 @@ runs, its history recording. Turning the history on replaces any history a user 
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -33,14 +35,32 @@ class PoolMemory:
 
 def pool_memory(pool: Pool) -> PoolMemory:
     """The caching allocator's segments of `pool` now (reads a snapshot; no sync)."""
-    import torch
-
-    segs = [s for s in torch.cuda.memory_snapshot() if tuple(s["segment_pool_id"]) == tuple(pool)]
+    segs = [s for s in _snapshot(pool) if tuple(s["segment_pool_id"]) == tuple(pool)]
     return PoolMemory(
         reserved=sum(s["total_size"] for s in segs),
         allocated=sum(s["allocated_size"] for s in segs),
         segments=len(segs),
     )
+
+
+def _snapshot(pool: Pool) -> list[dict]:
+    """The allocator's segments, of `pool` alone and without its history's trace where
+    this torch can say so (a recorder reads one after every capture: the whole snapshot,
+    every segment's blocks, and every trace entry where the program records the history,
+    costs milliseconds an engine's ladder pays per graph); else all of them."""
+    import torch
+
+    if _pool_snapshots():
+        return torch.cuda.memory_snapshot(mempool_id=tuple(pool), include_traces=False)
+    return torch.cuda.memory_snapshot()
+
+
+@functools.cache
+def _pool_snapshots() -> bool:
+    import torch
+
+    params = inspect.signature(torch.cuda.memory_snapshot).parameters
+    return "mempool_id" in params and "include_traces" in params
 
 
 def can_tag_allocations() -> bool:

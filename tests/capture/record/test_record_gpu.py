@@ -82,6 +82,34 @@ def test_every_capture_recorded_with_the_drivers_counts():
     assert fwd.pool_reserved is not None and fwd.pool_reserved > 0
 
 
+def test_a_pools_bytes_are_the_whole_snapshots_own():
+    # the recorder reads one pool's segments, without the history's trace (memory.py
+    # _snapshot); the whole snapshot, filtered here, is the other route. Two pools, one
+    # holding three graphs, with the program recording the allocator's history
+    from graph_harness.capture.graph import memory
+
+    if not memory._pool_snapshots():
+        pytest.skip("this torch has no snapshot of one pool: pool_memory reads the whole one")
+    shared, kept = torch.cuda.graph_pool_handle(), []
+    torch.cuda.memory._record_memory_history(max_entries=2000)
+    try:
+        for i, pool in enumerate([shared, shared, shared, None]):
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g, pool=pool):
+                y = torch.full((4096 * (i + 1),), float(i), device="cuda").cumsum(0)
+            kept.append((g, y))
+        pools = {tuple(int(v) for v in g.pool()) for g, _ in kept}
+        assert len(pools) == 2, pools
+        for pool in pools:
+            segs = [s for s in torch.cuda.memory_snapshot() if tuple(s["segment_pool_id"]) == pool]
+            got = memory.pool_memory(pool)
+            assert got.segments == len(segs) > 0, (pool, got)
+            assert got.reserved == sum(s["total_size"] for s in segs) > 0, (pool, got)
+            assert got.allocated == sum(s["allocated_size"] for s in segs) > 0, (pool, got)
+    finally:
+        torch.cuda.memory._record_memory_history(enabled=None)
+
+
 def test_a_failed_capture_is_recorded_and_the_programs_error_kept():
     x = torch.randn(4, device="cuda")
 
