@@ -10,8 +10,9 @@ Per graph = (the loop's seconds under the variant - alone) / graphs, the median 
 rounds of each round's difference. Everything the recorder does inside a capture is in
 it: the region's watch, the node and pool reads, the record, its line written, and the
 garbage collector's passes that its objects bring on, which `record_s` (the recorder's
-own clock, read in its recording) leaves to whoever allocates next. Needs CUDA (without
-it the engine captures nothing).
+own clock, read in its recording) leaves to whoever allocates next; so is what its first
+capture pays once (imports, the environment read), spread over the ladder: an upper
+bound. Needs CUDA (without it the engine captures nothing).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -34,10 +36,18 @@ def _loop_s(stats: Path) -> tuple[float, int]:
     return doc["capture_s"], doc["graphs"]
 
 
-def ladder(engine: list[str], env: dict, repeats: int, work: Path, names: list[str]) -> dict:
-    """Each variant's capture loop, `repeats` rounds after a warm-up round, interleaved."""
+def ladder(
+    engine: list[str],
+    env: dict,
+    repeats: int,
+    work: Path,
+    names: list[str],
+    keep: Callable[[dict], None],
+) -> dict:
+    """Each variant's capture loop, `repeats` rounds after a warm-up round, interleaved;
+    what ran so far given to `keep` after each run (a deadline keeps it)."""
     loops: dict[str, list[float]] = {n: [] for n in names}
-    graphs = None
+    graphs = 0
     for r in range(-1, repeats):  # round -1: the warm-up, not counted
         order = names[r % len(names) :] + names[: r % len(names)] if r >= 0 else names
         for name in order:
@@ -46,20 +56,30 @@ def ladder(engine: list[str], env: dict, repeats: int, work: Path, names: list[s
             s, graphs = _loop_s(stats)
             stats.unlink()
             shutil.rmtree(out, ignore_errors=True)
+            if not graphs:
+                raise SystemExit("the engine captured no graph (no CUDA?): nothing to divide by")
             if r >= 0:
                 loops[name].append(s)
-    if not graphs:
-        raise SystemExit("the engine captured no graph (no CUDA?): nothing to divide by")
+                keep(_summary(loops, graphs))
+    return _summary(loops, graphs)
+
+
+def _summary(loops: dict[str, list[float]], graphs: int) -> dict:
+    """The loops' medians, and each variant's milliseconds a graph over the program alone
+    (the median over complete rounds of each round's difference)."""
     alone = loops["alone"]
     per_graph = {
-        n: [(a - b) / graphs * 1e3 for a, b in zip(loops[n], alone)] for n in names[1:]
-    }  # fmt: skip
+        n: [(a - b) / graphs * 1e3 for a, b in zip(t, alone)]
+        for n, t in loops.items()
+        if n != "alone"
+    }
     return {
         "graphs": graphs,
-        "loop_s": {n: {"median": statistics.median(t), "runs": t} for n, t in loops.items()},
+        "loop_s": {n: {"median": statistics.median(t), "runs": t} for n, t in loops.items() if t},
         "per_graph_ms": {
             n: {"median": statistics.median(d), "min": min(d), "max": max(d), "runs": d}
             for n, d in per_graph.items()
+            if d
         },
     }
 
@@ -85,7 +105,14 @@ def main() -> None:
     try:
         doc = {"checkout": str(args.repo.resolve()), "machine": _machine(env)}
         doc.update(repeats=args.repeats, engine=engine[1:])
-        doc["ladder"] = ladder(engine, env, args.repeats, work, names)
+        doc["ladder"] = ladder(
+            engine,
+            env,
+            args.repeats,
+            work,
+            names,
+            lambda part: _keep({**doc, "ladder": part}, args.json),
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     _keep(doc, args.json)

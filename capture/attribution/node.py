@@ -1,11 +1,10 @@
 """The shape of one node record, as every export holds it (capture/export/nodes.py reads
 and checks it; capture/attribution/records.py makes it): a TypedDict, so the records stay
 plain dicts (JSON as they are) with their keys declared. Their sequences are lists, or
-tuples in a recorded graph's records (`settle`)."""
+tuples in a recorded graph's records (capture/record/kept.py); `plain` gives the lists."""
 
 from __future__ import annotations
 
-import gc
 from typing import TypedDict
 
 
@@ -42,26 +41,7 @@ SEQUENCES = ("grid", "block", "scope_path", "deps", "programmatic_deps", "fused_
 SEQUENCES += ("launch_after",)
 
 
-def settle(nodes: list[Node]) -> list[Node]:
-    """`nodes` made final in place: each list field a tuple, each record a fresh dict.
-    A recorded graph's records live as long as the program, and a list stays in the
-    garbage collector's lists for good (five a node: a 64-graph ladder of 200-node graphs
-    kept 64,000 objects that each full pass walked, and whose growth brought full passes
-    on). A tuple of ints or strings leaves them at the next young pass, run here where the
-    program leaves the collector on; a dict made after its values left is never in them.
-    Equal to the list form once both are normalized (`plain`)."""
-    for n in nodes:
-        for k in SEQUENCES:
-            v = n.get(k)
-            if type(v) is list:
-                n[k] = tuple(v)  # type: ignore[literal-required]
-    if gc.isenabled():  # a program that turned it off runs no pass of ours either
-        gc.collect(0)
-        nodes[:] = [dict(n.items()) for n in nodes]  # type: ignore[misc]
-    return nodes
-
-
 def plain(node: Node) -> Node:
-    """A node record with every sequence a list, as a document reads back: settled and
-    unsettled records compare equal through it."""
+    """A node record with every sequence a list, as a document reads back: a recorded
+    graph's records (tuples) and a count's compare equal through it."""
     return {k: list(v) if type(v) is tuple else v for k, v in node.items()}  # type: ignore[return-value]

@@ -30,7 +30,8 @@ def check_node(f: Fields, i: int, n: object, count: int, version: int) -> Node:
 
 def _plain(n: Any, i: int, count: int) -> Node | None:
     """Node `i` as `_checked` makes it, where every field is plainly right (of its exact
-    type: a str, an int, a list); None where one may not be, for `_checked` to say which."""
+    type: a str, an int, a list, or a tuple as a recorded graph's records hold them:
+    made a list here); None where one may not be, for `_checked` to say which."""
     if type(n) is not dict or not _REQUIRED <= n.keys() <= _ALLOWED or not _fields_plain(n, i):
         return None
     refs = [k for k in _REFS if k in n]
@@ -81,7 +82,7 @@ def _dims_plain(dims: object) -> bool:
     if dims is None:
         return True
     return (
-        type(dims) is list
+        type(dims) in _SEQUENCE
         and 1 <= len(dims) <= 3
         and all(type(d) is int and 0 <= d < 2**32 for d in dims)
     )
@@ -89,11 +90,16 @@ def _dims_plain(dims: object) -> bool:
 
 def _refs_plain(refs: object, i: int, count: int) -> bool:
     """A list of other nodes' indices, each in [0, count) and not `i`."""
-    return type(refs) is list and all(type(d) is int and 0 <= d < count and d != i for d in refs)
+    return type(refs) in _SEQUENCE and all(
+        type(d) is int and 0 <= d < count and d != i for d in refs
+    )
 
 
 def _strs(values: object) -> bool:
-    return type(values) is list and all(type(v) is str for v in values)
+    return type(values) in _SEQUENCE and all(type(v) is str for v in values)
+
+
+_SEQUENCE = (list, tuple)  # a document's lists; a recorded graph's tuples (record/kept.py)
 
 
 # The options graph-harness itself writes, in the order they are checked: (key, type, the

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from graph_harness.capture.attribution.node import COLUMNS, Node
+from graph_harness.capture.attribution.node import COLUMNS, Node, plain
 from graph_harness.capture.export.documents import (
     ExportError as ExportError,  # re-exported: capture.ExportError
 )
@@ -53,13 +53,12 @@ def joined_nodes(parts: list[tuple[int, list[Node]]]) -> list[Node]:
     for graph, nodes in parts:
         base = len(out)
         for n in nodes:
-            m = dict(n)
+            m = plain(n)  # a recorded graph's tuples: lists, as a count's
             m["index"] = n["index"] + base
             m["deps"] = [d + base for d in n["deps"]]
             m["parent"] = None if n["parent"] is None else n["parent"] + base
             if "programmatic_deps" in n:
                 m["programmatic_deps"] = [d + base for d in n["programmatic_deps"]]
-            m["scope_path"] = list(n["scope_path"])
             m["graph"] = graph
             out.append(m)  # type: ignore[arg-type]
     return out

@@ -35,7 +35,7 @@ class PoolMemory:
 
 def pool_memory(pool: Pool) -> PoolMemory:
     """The caching allocator's segments of `pool` now (reads a snapshot; no sync)."""
-    segs = [s for s in _snapshot(pool) if tuple(s["segment_pool_id"]) == tuple(pool)]
+    segs = [s for s in _snapshot() if tuple(s["segment_pool_id"]) == tuple(pool)]
     return PoolMemory(
         reserved=sum(s["total_size"] for s in segs),
         allocated=sum(s["allocated_size"] for s in segs),
@@ -43,24 +43,23 @@ def pool_memory(pool: Pool) -> PoolMemory:
     )
 
 
-def _snapshot(pool: Pool) -> list[dict]:
-    """The allocator's segments, of `pool` alone and without its history's trace where
-    this torch can say so (a recorder reads one after every capture: the whole snapshot,
-    every segment's blocks, and every trace entry where the program records the history,
-    costs milliseconds an engine's ladder pays per graph); else all of them."""
+def _snapshot() -> list[dict]:
+    """The allocator's segments, without its history's trace where this torch can leave
+    it out (a recorder reads them after every capture, and a program that records the
+    history would have every trace entry copied each time). Every segment, not one
+    pool's: torch's snapshot of one pool lists an expandable segment's first piece only."""
     import torch
 
-    if _pool_snapshots():
-        return torch.cuda.memory_snapshot(mempool_id=tuple(pool), include_traces=False)
+    if _traces_optional():
+        return torch.cuda.memory_snapshot(include_traces=False)
     return torch.cuda.memory_snapshot()
 
 
 @functools.cache
-def _pool_snapshots() -> bool:
+def _traces_optional() -> bool:
     import torch
 
-    params = inspect.signature(torch.cuda.memory_snapshot).parameters
-    return "mempool_id" in params and "include_traces" in params
+    return "include_traces" in inspect.signature(torch.cuda.memory_snapshot).parameters
 
 
 def can_tag_allocations() -> bool:

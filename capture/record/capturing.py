@@ -190,10 +190,10 @@ class Capture:
     def finish(
         self, graph: object, raw: list | None, read_error: str | None, failed: BaseException | None
     ) -> GraphRecord:
-        from graph_harness.capture.attribution.node import settle
         from graph_harness.capture.attribution.records import nodes_from_graph
         from graph_harness.capture.environment import now
         from graph_harness.capture.export.nodes import NodeExport
+        from graph_harness.capture.record.kept import settle
 
         t0 = time.perf_counter()
         error, status = None, "captured"

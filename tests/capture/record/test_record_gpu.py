@@ -82,14 +82,14 @@ def test_every_capture_recorded_with_the_drivers_counts():
     assert fwd.pool_reserved is not None and fwd.pool_reserved > 0
 
 
-def test_a_pools_bytes_are_the_whole_snapshots_own():
-    # the recorder reads one pool's segments, without the history's trace (memory.py
-    # _snapshot); the whole snapshot, filtered here, is the other route. Two pools, one
+def test_a_pools_bytes_read_without_the_trace_are_the_same():
+    # the recorder reads the segments without the history's trace (memory.py _snapshot);
+    # the whole snapshot, trace and all, filtered here, is the other route. Two pools, one
     # holding three graphs, with the program recording the allocator's history
     from graph_harness.capture.graph import memory
 
-    if not memory._pool_snapshots():
-        pytest.skip("this torch has no snapshot of one pool: pool_memory reads the whole one")
+    if not memory._traces_optional():
+        pytest.skip("this torch cannot leave the trace out: pool_memory reads it whole")
     shared, kept = torch.cuda.graph_pool_handle(), []
     torch.cuda.memory._record_memory_history(max_entries=2000)
     try:
@@ -100,8 +100,10 @@ def test_a_pools_bytes_are_the_whole_snapshots_own():
             kept.append((g, y))
         pools = {tuple(int(v) for v in g.pool()) for g, _ in kept}
         assert len(pools) == 2, pools
+        whole = torch.cuda.memory._snapshot()
+        assert whole["device_traces"] and any(whole["device_traces"]), "no trace: vacuous"
         for pool in pools:
-            segs = [s for s in torch.cuda.memory_snapshot() if tuple(s["segment_pool_id"]) == pool]
+            segs = [s for s in whole["segments"] if tuple(s["segment_pool_id"]) == pool]
             got = memory.pool_memory(pool)
             assert got.segments == len(segs) > 0, (pool, got)
             assert got.reserved == sum(s["total_size"] for s in segs) > 0, (pool, got)
