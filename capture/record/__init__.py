@@ -12,6 +12,7 @@ graph, with its capture site, key, pool and replays.
 - graphs.py: GraphRecord, one recorded graph
 - settings.py: the recorder's process-wide settings and capture order
 - capturing.py: one capture in progress: read off the stack, set up, recorded
+- kept.py: a recorded graph's node records kept out of the garbage collector's way
 - process.py: one process's recorder (its session files, flushes, exit; RecordOptions,
   the one source of its defaults)
 - compiled_scopes.py: a recorded capture's compiled code attributed to its modules
