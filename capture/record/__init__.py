@@ -7,7 +7,8 @@ graph, with its capture site, key, pool and replays.
 - sites.py: where a capture was opened, and the key that tells a graph from its siblings
 - keys.py: an engine's own key (the adapter), by name or entry point
 - reads.py: what a captured region read and never wrote, the key it names a graph by
-  (`reads [8] int64`); reads_mode.py: the dispatch mode that sees it during the capture
+  (`reads [8] int64`); reads_mode.py: the dispatch mode that sees it during the capture;
+  dormant.py: that mode put to sleep once it stops looking, and woken where it must be
 - interrupts.py: a signal's exception told from an adapter's own
 - graphs.py: GraphRecord, one recorded graph
 - settings.py: the recorder's process-wide settings and capture order
