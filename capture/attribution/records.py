@@ -58,7 +58,7 @@ def nodes_from_graph(
 ) -> list[Node]:
     """Node records with scopes (see `first_seen`); nodes after the last boundary are
     outside every scope. Child-graph nodes take their parent's. `frozen`: each sequence a
-    tuple (capture/attribution/node.py `settle`: a record kept for good), else a list."""
+    tuple (a record a recording keeps for good: capture/record/kept.py), else a list."""
     seq = tuple if frozen else list
     index = {n.handle: i for i, n in enumerate(raw)}
     top = [n for n in raw if n.parent is None]
