@@ -46,7 +46,9 @@ predict-compiled)
     qwen2-moe-compiled > $X/predict-compiled.log 2>&1; echo "rc=$?"; tail -8 $X/predict-compiled.log; pack ;;
 ladder)
   # where the recorder's time a graph goes (a profile, alone and recorded), then the
-  # ladder's own loop timed alone and recorded; _ab_old: the checkout before, if carried
+  # ladder's own loop timed alone and recorded; _ab_old: the checkout before, if there
+  # (untracked, so it travels: mkdir _ab_old && git archive 12e2a6f graph_harness capture
+  # pools kernels reports pyproject.toml | tar -x -C _ab_old)
   timeout 60 python3 benchmarks/experiments/recorder_profile.py --sizes 64 --out $X/prof \
     > $X/prof-alone.log 2>&1; echo "profile alone rc=$?"
   timeout 90 python3 -m graph_harness record -- benchmarks/experiments/recorder_profile.py \
