@@ -16,7 +16,6 @@ No GPU: node reads and pool reads are stood in, so their cost is not in it.
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import platform
 import statistics
@@ -31,6 +30,9 @@ from graph_harness.capture.record import hooks, settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tests.capture.record.standin import Graph, Sink, stand_in_driver
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from recorder_profile import collector_passes
 
 
 def stand_in(nodes: int) -> Sink:
@@ -70,21 +72,11 @@ def main() -> None:
     for b in (1, 2):  # warm-up
         capture(b)
     sink.records.clear()
-    spent = {"s": 0.0, "t0": 0.0, "passes": [0, 0, 0]}
-
-    def watch_gc(phase: str, info: dict) -> None:
-        if phase == "start":
-            spent["t0"] = time.perf_counter()
-        else:
-            spent["s"] += time.perf_counter() - spent["t0"]
-            spent["passes"][info["generation"]] += 1
-
-    gc.callbacks.append(watch_gc)
-    t0 = time.perf_counter()
-    for i in range(a.captures):
-        capture(1 + i % 8)
-    loop_s = time.perf_counter() - t0
-    gc.callbacks.remove(watch_gc)
+    with collector_passes() as spent:
+        t0 = time.perf_counter()
+        for i in range(a.captures):
+            capture(1 + i % 8)
+        loop_s = time.perf_counter() - t0
     own = [r.record_s * 1e3 for r in sink.records] or [0.0]
     out = {
         "machine": platform.processor() or platform.machine(),
@@ -97,7 +89,7 @@ def main() -> None:
         "record_ms_max": max(own),
         "alone": a.alone,
         "loop_ms_per_capture": loop_s / a.captures * 1e3,
-        "gc_ms_per_capture": spent["s"] / a.captures * 1e3,
+        "gc_ms_per_capture": sum(spent["s"]) / a.captures * 1e3,
         "gc_passes_by_generation": spent["passes"],
     }
     print(json.dumps(out))

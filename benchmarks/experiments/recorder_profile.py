@@ -13,6 +13,7 @@ functions that took the most time by cumulative and own seconds.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import gc
 import io
@@ -20,24 +21,33 @@ import os
 import pstats
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 from tiny_engine import Engine
 
 
-def _gc_watch() -> tuple[dict, object]:
-    spent = {"s": [0.0, 0.0, 0.0], "passes": [0, 0, 0], "t0": 0.0}
+@contextlib.contextmanager
+def collector_passes() -> Iterator[dict]:
+    """The garbage collector's passes and seconds by generation while the block runs
+    (gc.callbacks): {"passes": [g0, g1, g2], "s": [g0, g1, g2]}. recorder_gc.py's too."""
+    spent = {"s": [0.0, 0.0, 0.0], "passes": [0, 0, 0]}
+    began = [0.0]
 
     def watch(phase: str, info: dict) -> None:
         if phase == "start":
-            spent["t0"] = time.perf_counter()
+            began[0] = time.perf_counter()
         else:
             g = info["generation"]
-            spent["s"][g] += time.perf_counter() - spent["t0"]
+            spent["s"][g] += time.perf_counter() - began[0]
             spent["passes"][g] += 1
 
-    return spent, watch
+    gc.callbacks.append(watch)
+    try:
+        yield spent
+    finally:
+        gc.callbacks.remove(watch)
 
 
 def main() -> None:
@@ -52,17 +62,15 @@ def main() -> None:
     # first a plain timed ladder (no profiler), then a profiled one, each a fresh engine
     for profiled in (False, True):
         engine = Engine(sizes, piecewise=a.piecewise)
-        spent, watch = _gc_watch()
         prof = cProfile.Profile() if profiled else None
-        gc.callbacks.append(watch)
-        t0 = time.perf_counter()
-        if prof is not None:
-            prof.enable()
-        engine.capture()
-        if prof is not None:
-            prof.disable()
-        loop = time.perf_counter() - t0
-        gc.callbacks.remove(watch)
+        with collector_passes() as spent:
+            t0 = time.perf_counter()
+            if prof is not None:
+                prof.enable()
+            engine.capture()
+            if prof is not None:
+                prof.disable()
+            loop = time.perf_counter() - t0
         graphs = sum(len(g) for g in engine.graphs.values())
         lines.append(
             f"{'profiled' if profiled else 'timed'}: {graphs} graphs, loop {loop:.4f} s "
